@@ -1,0 +1,148 @@
+//! The decode/prefill benchmark itself.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Tensor};
+use candle_transformers::models::quantized_llama;
+
+use crate::model::gguf::GgufFile;
+use crate::model::{Logits, ModelError, Transformer};
+use crate::ops::{BatchLayout, ContiguousBatch, ContiguousKv};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error("candle-transformers reference failed: {0}")]
+    Reference(#[from] candle_core::Error),
+    #[error("the benchmark needs a llama-architecture model (the reference is quantized_llama); this one is {0}")]
+    NotLlama(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BenchOptions {
+    pub prompt_tokens: usize,
+    pub decode_tokens: usize,
+    pub repeats: usize,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        Self { prompt_tokens: 256, decode_tokens: 64, repeats: 3 }
+    }
+}
+
+/// Tokens per second of one implementation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Throughput {
+    pub prefill_tok_s: f64,
+    pub decode_tok_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchReport {
+    pub options: BenchOptions,
+    pub parameters: u64,
+    pub quantization: String,
+    pub ours: Throughput,
+    pub candle: Throughput,
+}
+
+impl BenchReport {
+    /// A Markdown table, as README carries it.
+    pub fn table(&self) -> String {
+        let o = &self.ours;
+        let c = &self.candle;
+        format!(
+            "| implementation | prefill tok/s ({p} tokens) | decode tok/s ({d} tokens) |\n\
+             |---|---:|---:|\n\
+             | hearth | {:.1} | {:.1} |\n\
+             | candle-transformers quantized_llama | {:.1} | {:.1} |\n\
+             | ratio hearth / candle | {:.2} | {:.2} |\n",
+            o.prefill_tok_s,
+            o.decode_tok_s,
+            c.prefill_tok_s,
+            c.decode_tok_s,
+            o.prefill_tok_s / c.prefill_tok_s,
+            o.decode_tok_s / c.decode_tok_s,
+            p = self.options.prompt_tokens,
+            d = self.options.decode_tokens,
+        )
+    }
+}
+
+fn argmax(logits: &Tensor) -> Result<u32, candle_core::Error> {
+    logits.flatten_all()?.argmax(0)?.to_scalar::<u32>()
+}
+
+/// Runs the benchmark on the llama-architecture GGUF at `path`.
+pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Result<BenchReport, BenchError> {
+    let mut file = GgufFile::open(path)?;
+    let arch = crate::model::gguf::md_str(file.metadata(), "general.architecture")?.to_string();
+    if arch != "llama" {
+        return Err(BenchError::NotLlama(arch));
+    }
+    let total = opts.prompt_tokens + opts.decode_tokens + 1;
+    let ours = Transformer::from_gguf(&mut file, device, total)?;
+    let parameters = file.parameter_count();
+    let quantization = file.dominant_dtype();
+    let mut reader = std::fs::File::open(path).map_err(|source| ModelError::Io { path: path.into(), source })?;
+    let content = candle_core::quantized::gguf_file::Content::read(&mut reader)?;
+    let mut theirs = quantized_llama::ModelWeights::from_gguf(content, &mut reader, device)?;
+
+    let vocab = ours.hparams().vocab_size as u32;
+    // Deterministic, spread-out prompt ids.
+    let prompt: Vec<u32> = (0..opts.prompt_tokens as u32).map(|i| (i * 7919 + 13) % vocab).collect();
+
+    let mut best_ours = (Duration::MAX, Duration::MAX);
+    let mut best_theirs = (Duration::MAX, Duration::MAX);
+    for _ in 0..opts.repeats.max(1) {
+        let r = run_ours(&ours, &prompt, opts.decode_tokens)?;
+        best_ours = (best_ours.0.min(r.0), best_ours.1.min(r.1));
+        let r = run_theirs(&mut theirs, &prompt, opts.decode_tokens, device)?;
+        best_theirs = (best_theirs.0.min(r.0), best_theirs.1.min(r.1));
+    }
+    let tput = |(p, d): (Duration, Duration)| Throughput {
+        prefill_tok_s: opts.prompt_tokens as f64 / p.as_secs_f64(),
+        decode_tok_s: opts.decode_tokens as f64 / d.as_secs_f64(),
+    };
+    Ok(BenchReport { options: opts, parameters, quantization, ours: tput(best_ours), candle: tput(best_theirs) })
+}
+
+fn run_ours(tf: &Transformer, prompt: &[u32], decode: usize) -> Result<(Duration, Duration), BenchError> {
+    let mut kv = ContiguousKv::new(tf.kv_shape(), DType::F32, tf.device(), prompt.len() + decode + 1);
+    let t0 = Instant::now();
+    let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
+    let logits = tf.forward(prompt, &batch, &mut ContiguousBatch::new(vec![&mut kv]), Logits::LastPerSequence)?;
+    let mut next = argmax(&logits)?;
+    let prefill = t0.elapsed();
+    let t1 = Instant::now();
+    for i in 0..decode {
+        let batch = BatchLayout::single(prompt.len() + i, 1).map_err(ModelError::from)?;
+        let logits = tf.forward(&[next], &batch, &mut ContiguousBatch::new(vec![&mut kv]), Logits::LastPerSequence)?;
+        next = argmax(&logits)?;
+    }
+    Ok((prefill, t1.elapsed()))
+}
+
+fn run_theirs(
+    m: &mut quantized_llama::ModelWeights,
+    prompt: &[u32],
+    decode: usize,
+    device: &Device,
+) -> Result<(Duration, Duration), BenchError> {
+    m.clear_kv_cache();
+    let t0 = Instant::now();
+    let input = Tensor::new(prompt, device)?.unsqueeze(0)?;
+    let logits = m.forward(&input, 0)?;
+    let mut next = argmax(&logits)?;
+    let prefill = t0.elapsed();
+    let t1 = Instant::now();
+    for i in 0..decode {
+        let input = Tensor::new(&[next], device)?.unsqueeze(0)?;
+        let logits = m.forward(&input, prompt.len() + i)?;
+        next = argmax(&logits)?;
+    }
+    Ok((prefill, t1.elapsed()))
+}

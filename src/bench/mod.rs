@@ -1,0 +1,11 @@
+//! `hearth bench decode`: prefill and decode throughput of our forward against
+//! candle-transformers' `quantized_llama` on the same GGUF, in one run.
+//!
+//! Both sides run the same token ids on the same device, with greedy argmax
+//! after each step; runs alternate (ours, theirs, ours, ...) and the best of
+//! `repeats` is kept for each, so a noisy machine hurts both alike. The
+//! reported ratio is ours / theirs (above 1 = we are faster).
+
+mod decode;
+
+pub use decode::{run_decode_bench, BenchError, BenchOptions, BenchReport, Throughput};

@@ -1,0 +1,85 @@
+//! The raw config file: every key optional, unknown keys refused.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::ConfigError;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub model: ModelSection,
+    #[serde(default)]
+    pub sampling: SamplingSection,
+    #[serde(default)]
+    pub hub: HubSection,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    pub source: Option<String>,
+    pub device: Option<String>,
+    pub context_length: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingSection {
+    pub temperature: Option<f32>,
+    pub top_k: Option<usize>,
+    pub top_p: Option<f32>,
+    pub min_p: Option<f32>,
+    pub repeat_penalty: Option<f32>,
+    pub repeat_last_n: Option<usize>,
+    pub seed: Option<u64>,
+    pub max_tokens: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HubSection {
+    pub cache_dir: Option<PathBuf>,
+    pub offline: Option<bool>,
+}
+
+impl ConfigFile {
+    /// Reads `path`; a missing file is an empty config (defaults apply).
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(source) => return Err(ConfigError::Read { path: path.into(), source }),
+        };
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            message: e.message().replace('\n', " "),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses_and_unknown_keys_are_refused() {
+        let example = include_str!("../../config.example.toml");
+        let cfg = ConfigFile::parse(example, Path::new("config.example.toml")).unwrap();
+        assert!(cfg.model.source.is_some());
+        let err = ConfigFile::parse("[model]\nsorce = \"x\"\n", Path::new("c.toml")).unwrap_err();
+        assert!(err.to_string().contains("sorce"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_empty_config() {
+        let cfg = ConfigFile::load(Path::new("/nonexistent/hearth/config.toml")).unwrap();
+        assert_eq!(cfg, ConfigFile::default());
+    }
+}

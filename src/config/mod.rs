@@ -1,0 +1,20 @@
+//! Settings: the TOML config file, overridden by command-line flags.
+//!
+//! Two stages, as ripgrep does it: [`ConfigFile`] is the raw file (every key
+//! optional), [`Overrides`] the raw flags; [`Settings::resolve`] merges them
+//! (flags win) and validates into [`Settings`], which the rest of hearth
+//! reads. Every key is documented in `config.example.toml`.
+//!
+//! Where things live comes from [`AppPaths`] (the platform's config and data
+//! directories via `directories`; `--config`, `--data-dir` and
+//! `HEARTH_DATA_DIR` override them).
+
+mod error;
+mod file;
+mod paths;
+mod settings;
+
+pub use error::ConfigError;
+pub use file::ConfigFile;
+pub use paths::AppPaths;
+pub use settings::{DeviceChoice, HubSettings, ModelSettings, Overrides, SamplingSettings, Settings, DEFAULT_MODEL};

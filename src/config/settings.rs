@@ -1,0 +1,198 @@
+//! Validated settings: the config file merged with command-line overrides.
+
+use std::path::PathBuf;
+
+use super::file::ConfigFile;
+use super::ConfigError;
+
+/// The model used when none is configured: small, instruct-tuned, Apache-2.0.
+pub const DEFAULT_MODEL: &str = "Qwen/Qwen2.5-0.5B-Instruct-GGUF:qwen2.5-0.5b-instruct-q4_k_m.gguf";
+
+/// Where the model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// CUDA device 0 when built with `cuda` and a GPU is present, else the CPU.
+    Auto,
+    Cpu,
+    Cuda(usize),
+}
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "auto" => Ok(Self::Auto),
+            "cpu" => Ok(Self::Cpu),
+            "cuda" => Ok(Self::Cuda(0)),
+            other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(n)) => Ok(Self::Cuda(n)),
+                _ => Err("expected auto, cpu, cuda or cuda:N".into()),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSettings {
+    /// A local `.gguf` path or `owner/repo:file.gguf[@revision]`.
+    pub source: String,
+    pub device: DeviceChoice,
+    /// `None`: the model's trained context, capped (see `model::DEFAULT_CONTEXT_CAP`).
+    pub context_length: Option<usize>,
+}
+
+/// Sampling defaults (llama.cpp's). Per-request values override these.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingSettings {
+    pub temperature: f32,
+    pub top_k: usize,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub repeat_penalty: f32,
+    pub repeat_last_n: usize,
+    /// `None`: a fresh seed per request.
+    pub seed: Option<u64>,
+    pub max_tokens: usize,
+}
+
+impl Default for SamplingSettings {
+    fn default() -> Self {
+        Self {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            seed: None,
+            max_tokens: 512,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HubSettings {
+    /// The Hugging Face hub cache; `None`: `$HF_HUB_CACHE`, `$HF_HOME/hub`, `~/.cache/huggingface/hub`.
+    pub cache_dir: Option<PathBuf>,
+    /// Never touch the network; use only what the cache holds.
+    pub offline: bool,
+}
+
+/// Everything the rest of hearth reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub model: ModelSettings,
+    pub sampling: SamplingSettings,
+    pub hub: HubSettings,
+}
+
+/// Values given on the command line; `None` leaves the file's value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    pub model: Option<String>,
+    pub device: Option<String>,
+    pub context_length: Option<usize>,
+    pub temperature: Option<f32>,
+    pub top_k: Option<usize>,
+    pub top_p: Option<f32>,
+    pub min_p: Option<f32>,
+    pub repeat_penalty: Option<f32>,
+    pub seed: Option<u64>,
+    pub max_tokens: Option<usize>,
+    pub hub_offline: Option<bool>,
+}
+
+fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError {
+    ConfigError::Invalid { key, value: value.to_string(), reason: reason.into() }
+}
+
+impl Settings {
+    /// Merges `file` and `cli` (the CLI wins) and validates every value.
+    pub fn resolve(file: &ConfigFile, cli: &Overrides) -> Result<Self, ConfigError> {
+        let d = SamplingSettings::default();
+        let f = &file.sampling;
+        let device_str = cli.device.clone().or_else(|| file.model.device.clone()).unwrap_or_else(|| "auto".into());
+        let device = device_str.parse().map_err(|reason: String| invalid("model.device", &device_str, &reason))?;
+        let context_length = cli.context_length.or(file.model.context_length);
+        if context_length == Some(0) {
+            return Err(invalid("model.context_length", 0, "must be at least 1"));
+        }
+        let sampling = SamplingSettings {
+            temperature: cli.temperature.or(f.temperature).unwrap_or(d.temperature),
+            top_k: cli.top_k.or(f.top_k).unwrap_or(d.top_k),
+            top_p: cli.top_p.or(f.top_p).unwrap_or(d.top_p),
+            min_p: cli.min_p.or(f.min_p).unwrap_or(d.min_p),
+            repeat_penalty: cli.repeat_penalty.or(f.repeat_penalty).unwrap_or(d.repeat_penalty),
+            repeat_last_n: f.repeat_last_n.unwrap_or(d.repeat_last_n),
+            seed: cli.seed.or(f.seed),
+            max_tokens: cli.max_tokens.or(f.max_tokens).unwrap_or(d.max_tokens),
+        };
+        let s = &sampling;
+        if !(s.temperature >= 0.0 && s.temperature.is_finite()) {
+            return Err(invalid("sampling.temperature", s.temperature, "must be 0 (greedy) or positive"));
+        }
+        if !(s.top_p > 0.0 && s.top_p <= 1.0) {
+            return Err(invalid("sampling.top_p", s.top_p, "must be in (0, 1]"));
+        }
+        if !(0.0..1.0).contains(&s.min_p) {
+            return Err(invalid("sampling.min_p", s.min_p, "must be in [0, 1)"));
+        }
+        if !(s.repeat_penalty > 0.0 && s.repeat_penalty.is_finite()) {
+            return Err(invalid("sampling.repeat_penalty", s.repeat_penalty, "must be positive (1 = off)"));
+        }
+        if s.max_tokens == 0 {
+            return Err(invalid("sampling.max_tokens", 0, "must be at least 1"));
+        }
+        let source = cli.model.clone().or_else(|| file.model.source.clone()).unwrap_or_else(|| DEFAULT_MODEL.into());
+        if source.trim().is_empty() {
+            return Err(invalid("model.source", "\"\"", "must name a .gguf file or owner/repo:file.gguf"));
+        }
+        Ok(Self {
+            model: ModelSettings { source, device, context_length },
+            sampling,
+            hub: HubSettings {
+                cache_dir: file.hub.cache_dir.clone(),
+                offline: cli.hub_offline.or(file.hub.offline).unwrap_or(false),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn cli_overrides_file_and_defaults_fill_the_rest() {
+        let file = ConfigFile::parse(
+            "[model]\nsource = \"a.gguf\"\ndevice = \"cpu\"\n[sampling]\ntemperature = 0.5\ntop_k = 7\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let cli = Overrides { model: Some("b.gguf".into()), temperature: Some(0.0), ..Default::default() };
+        let s = Settings::resolve(&file, &cli).unwrap();
+        assert_eq!(s.model.source, "b.gguf");
+        assert_eq!(s.model.device, DeviceChoice::Cpu);
+        assert_eq!(s.sampling.temperature, 0.0);
+        assert_eq!(s.sampling.top_k, 7);
+        assert_eq!(s.sampling.top_p, 0.95);
+    }
+
+    #[test]
+    fn default_model_and_bad_values() {
+        let s = Settings::resolve(&ConfigFile::default(), &Overrides::default()).unwrap();
+        assert_eq!(s.model.source, DEFAULT_MODEL);
+        assert_eq!(s.model.device, DeviceChoice::Auto);
+        for cli in [
+            Overrides { temperature: Some(-1.0), ..Default::default() },
+            Overrides { top_p: Some(0.0), ..Default::default() },
+            Overrides { device: Some("tpu".into()), ..Default::default() },
+            Overrides { max_tokens: Some(0), ..Default::default() },
+            Overrides { context_length: Some(0), ..Default::default() },
+        ] {
+            assert!(Settings::resolve(&ConfigFile::default(), &cli).is_err(), "{cli:?}");
+        }
+        assert_eq!("cuda:1".parse::<DeviceChoice>(), Ok(DeviceChoice::Cuda(1)));
+    }
+}

@@ -1,0 +1,22 @@
+//! hearth: run a quantized LLM locally and keep every conversation's KV cache warm.
+//!
+//! The crate is layered; imports point down this list, never up
+//! (see `docs/architecture.md`):
+//!
+//! | module   | owns |
+//! |----------|------|
+//! | [`config`] | settings from TOML + CLI, app paths |
+//! | [`ops`]    | attention over a [`ops::KvStore`], the K/V interface the forward writes and reads through |
+//! | [`model`]  | GGUF loading, hub download, tokenizer, chat template, the transformer forward, sampling |
+//! | [`engine`] | turning a prompt into a stream of tokens (the request loop) |
+//! | [`bench`]  | `hearth bench`: our forward against candle-transformers on the same file |
+//!
+//! The forward ([`model::Transformer::forward`]) never owns a KV cache: it writes new
+//! K/V and reads past K/V through [`ops::KvStore`], which the paged block pool
+//! implements; [`ops::ContiguousKv`] is the simple store used until then and in tests.
+
+pub mod bench;
+pub mod config;
+pub mod engine;
+pub mod model;
+pub mod ops;

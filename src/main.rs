@@ -1,0 +1,346 @@
+//! The `hearth` binary: command line → settings → model → command.
+//!
+//! Thin on purpose: parsing flags (clap) and printing live here; everything
+//! else is a library call. `anyhow` is used only in this file.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use hearth::config::{AppPaths, ConfigFile, Overrides, Settings};
+use hearth::engine::{generate, GenerateParams};
+use hearth::model::gguf::GgufFile;
+use hearth::model::sampling::SamplingParams;
+use hearth::model::source::{resolve, HubOptions, ModelSource, ResolvedModel};
+use hearth::model::tokenizer::Tokenizer;
+use hearth::model::{select_device, LoadedModel};
+
+#[derive(Parser, Debug)]
+#[command(name = "hearth", version, about = "Run a quantized LLM locally and keep every conversation warm.")]
+struct Cli {
+    /// Config file (default: the platform config dir's hearth/config.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory (conversations, caches).
+    #[arg(long, global = true, env = "HEARTH_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Model: a local .gguf file or owner/repo:file.gguf[@revision] on the Hugging Face hub.
+    #[arg(long, short = 'm', global = true, value_name = "MODEL")]
+    model: Option<String>,
+    /// Device: auto, cpu, cuda or cuda:N.
+    #[arg(long, global = true)]
+    device: Option<String>,
+    /// Context length in tokens (prompt plus reply).
+    #[arg(long = "ctx-size", global = true, value_name = "N")]
+    context_length: Option<usize>,
+    /// Use only files already in the Hugging Face cache.
+    #[arg(long, global = true)]
+    offline: bool,
+    /// More logging on stderr (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate a completion and stream it to stdout.
+    Run(RunArgs),
+    /// Print the token ids of text as a JSON array (no BOS added).
+    Tokenize(TokenizeArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        which: BenchCommand,
+    },
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The prompt text.
+    #[arg(long, short = 'p')]
+    prompt: String,
+    /// Most tokens to generate.
+    #[arg(long, short = 'n')]
+    max_tokens: Option<usize>,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long)]
+    temperature: Option<f32>,
+    #[arg(long)]
+    top_p: Option<f32>,
+    #[arg(long)]
+    top_k: Option<usize>,
+    #[arg(long)]
+    min_p: Option<f32>,
+    #[arg(long)]
+    repeat_penalty: Option<f32>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Wrap the prompt in the model's chat template as a user turn.
+    #[arg(long)]
+    chat: bool,
+}
+
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false)]
+struct TokenizeArgs {
+    /// Text to tokenize.
+    #[arg(long)]
+    text: Option<String>,
+    /// A JSON-lines file of {"text": ...}; prints one array per line.
+    #[arg(long, value_name = "FILE")]
+    jsonl: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Prefill and decode tokens/s: our forward against candle-transformers' quantized_llama.
+    Decode {
+        /// A llama-architecture GGUF; default: a random ~50M-parameter Q8_0 model written once into the data dir.
+        #[arg(long = "gguf", value_name = "FILE")]
+        gguf: Option<PathBuf>,
+        #[arg(long, default_value_t = 256)]
+        prompt_tokens: usize,
+        #[arg(long, default_value_t = 64)]
+        decode_tokens: usize,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes on one line, without repeating a cause the
+/// message already includes.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if out.contains(&s) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&s);
+    }
+    out.replace('\n', " ")
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "hearth=info,warn",
+        1 => "hearth=debug,info",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let paths = AppPaths::resolve(cli.config.clone(), cli.data_dir.clone(), None)?;
+    let file = ConfigFile::load(&paths.config_file)?;
+    let mut overrides = Overrides {
+        model: cli.model.clone(),
+        device: cli.device.clone(),
+        context_length: cli.context_length,
+        hub_offline: cli.offline.then_some(true),
+        ..Default::default()
+    };
+    match cli.command {
+        None => bail!(
+            "the desktop app is not part of this build yet; use `hearth run --prompt TEXT` (see `hearth --help`)"
+        ),
+        Some(Command::Run(args)) => {
+            overrides.temperature = args.temperature;
+            overrides.top_p = args.top_p;
+            overrides.top_k = args.top_k;
+            overrides.min_p = args.min_p;
+            overrides.repeat_penalty = args.repeat_penalty;
+            overrides.seed = args.seed;
+            overrides.max_tokens = args.max_tokens;
+            let settings = Settings::resolve(&file, &overrides)?;
+            cmd_run(&settings, &args.prompt, args.chat)
+        }
+        Some(Command::Tokenize(args)) => {
+            let settings = Settings::resolve(&file, &overrides)?;
+            cmd_tokenize(&settings, &args)
+        }
+        Some(Command::Bench { which: BenchCommand::Decode { gguf, prompt_tokens, decode_tokens, repeats } }) => {
+            let settings = Settings::resolve(&file, &overrides)?;
+            let opts = hearth::bench::BenchOptions { prompt_tokens, decode_tokens, repeats };
+            cmd_bench_decode(&settings, &paths, gguf, opts)
+        }
+    }
+}
+
+fn resolve_model(settings: &Settings) -> Result<ResolvedModel> {
+    let source = ModelSource::parse(&settings.model.source)?;
+    let opts = HubOptions {
+        cache_dir: settings.hub.cache_dir.clone(),
+        offline: settings.hub.offline,
+        progress: true,
+    };
+    Ok(resolve(&source, &opts)?)
+}
+
+fn spinner(msg: String) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_message(msg);
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    pb
+}
+
+fn cmd_run(settings: &Settings, prompt: &str, chat: bool) -> Result<ExitCode> {
+    let resolved = resolve_model(settings)?;
+    let device = select_device(settings.model.device)?;
+    let pb = spinner(format!("loading {}", resolved.gguf.display()));
+    let loaded = LoadedModel::load(&resolved, &device, settings.model.context_length);
+    pb.finish_and_clear();
+    let model = loaded?;
+    let i = &model.info;
+    tracing::info!(
+        "{} ({}, {}, {:.2}B params) on {}, context {}",
+        i.name,
+        i.architecture,
+        i.quantization,
+        i.parameters as f64 / 1e9,
+        i.device,
+        i.context_length
+    );
+    let ids = model.prompt_ids(prompt, chat)?;
+    let s = &settings.sampling;
+    let params = GenerateParams {
+        max_tokens: s.max_tokens,
+        sampling: SamplingParams {
+            temperature: s.temperature,
+            top_k: s.top_k,
+            top_p: s.top_p,
+            min_p: s.min_p,
+            repeat_penalty: s.repeat_penalty,
+            repeat_last_n: s.repeat_last_n,
+            seed: s.seed.unwrap_or_else(rand::random),
+        },
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let report = generate(&model, &ids, &params, |piece| {
+        out.write_all(piece.as_bytes())?;
+        out.flush()?;
+        Ok(())
+    })?;
+    writeln!(out)?;
+    out.flush()?;
+    let decode_rate = if report.tokens.len() > 1 {
+        (report.tokens.len() - 1) as f64 / report.decode.as_secs_f64().max(1e-9)
+    } else {
+        0.0
+    };
+    tracing::info!(
+        "prompt {} tokens, completion {} tokens ({:?}); first token after {:.0} ms, decode {:.1} tok/s",
+        report.prompt_tokens,
+        report.tokens.len(),
+        report.stop,
+        report.prefill.as_secs_f64() * 1e3,
+        decode_rate
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load_tokenizer(resolved: &ResolvedModel) -> Result<Tokenizer> {
+    let file = GgufFile::open(&resolved.gguf)?;
+    let md = file.metadata();
+    Ok(match &resolved.tokenizer_json {
+        Some(p) => Tokenizer::from_file(p, Some(md))?,
+        None => Tokenizer::from_gguf_metadata(md)?,
+    })
+}
+
+fn cmd_tokenize(settings: &Settings, args: &TokenizeArgs) -> Result<ExitCode> {
+    let tokenizer = load_tokenizer(&resolve_model(settings)?)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if let Some(text) = &args.text {
+        let ids = tokenizer.encode(text, false)?;
+        writeln!(out, "{}", serde_json::to_string(&ids)?)?;
+    }
+    if let Some(path) = &args.jsonl {
+        tokenize_jsonl(&tokenizer, path, &mut out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tokenize_jsonl(tokenizer: &Tokenizer, path: &Path, out: &mut impl Write) -> Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        text: String,
+    }
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: Line = serde_json::from_str(&line)
+            .with_context(|| format!("{} line {}: expected {{\"text\": \"...\"}}", path.display(), n + 1))?;
+        let ids = tokenizer.encode(&parsed.text, false)?;
+        writeln!(out, "{}", serde_json::to_string(&ids)?)?;
+    }
+    Ok(())
+}
+
+fn cmd_bench_decode(
+    settings: &Settings,
+    paths: &AppPaths,
+    gguf: Option<PathBuf>,
+    opts: hearth::bench::BenchOptions,
+) -> Result<ExitCode> {
+    use hearth::model::testkit::{write_model, TinyModelSpec};
+    let path = match gguf {
+        Some(p) => p,
+        None => {
+            let dir = paths.data_dir.join("bench");
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            let p = dir.join("random-llama-50m-q8_0.gguf");
+            if !p.exists() {
+                let pb = spinner(format!("writing the benchmark model to {}", p.display()));
+                let tmp = p.with_extension("gguf.tmp");
+                let written = write_model(&TinyModelSpec::bench_50m(), &tmp);
+                pb.finish_and_clear();
+                written?;
+                std::fs::rename(&tmp, &p)?;
+            }
+            p
+        }
+    };
+    let device = select_device(settings.model.device)?;
+    let pb = spinner("benchmarking".into());
+    let report = hearth::bench::run_decode_bench(&path, &device, opts);
+    pb.finish_and_clear();
+    let report = report?;
+    println!(
+        "model: {} ({:.1}M parameters, {}), device: {}, best of {} runs\n",
+        path.display(),
+        report.parameters as f64 / 1e6,
+        report.quantization,
+        hearth::model::device_name(&device),
+        opts.repeats
+    );
+    print!("{}", report.table());
+    Ok(ExitCode::SUCCESS)
+}

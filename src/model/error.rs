@@ -1,0 +1,59 @@
+//! Errors of the `model` layer. Every variant renders as one line that names
+//! the problem and, where there is one, the file.
+
+use std::path::PathBuf;
+
+use crate::ops::OpsError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The file could not be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// The file does not start with the GGUF magic.
+    #[error("{path} is not a GGUF file (its first bytes are not \"GGUF\")")]
+    NotGguf { path: PathBuf },
+    /// The file is GGUF but damaged: truncated, or a header that does not parse.
+    #[error("{path} is a damaged GGUF file: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    /// `general.architecture` names a family hearth does not run.
+    #[error("unsupported architecture \"{arch}\"; hearth supports: {supported}")]
+    UnsupportedArchitecture { arch: String, supported: String },
+    /// A metadata key the model needs is absent.
+    #[error("GGUF metadata key \"{key}\" is missing")]
+    MissingMetadata { key: String },
+    /// A metadata key has the wrong type or an impossible value.
+    #[error("GGUF metadata key \"{key}\" is invalid: {reason}")]
+    BadMetadata { key: String, reason: String },
+    /// A tensor the architecture needs is absent.
+    #[error("tensor \"{name}\" is missing from the model file")]
+    MissingTensor { name: String },
+    /// A tensor has a shape the hyper-parameters do not allow.
+    #[error("tensor \"{name}\" has shape {actual:?}, expected {expected:?}")]
+    BadTensor { name: String, actual: Vec<usize>, expected: Vec<usize> },
+    /// The tokenizer could not be built or used.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// The chat template did not parse or render.
+    #[error("chat template: {0}")]
+    ChatTemplate(String),
+    /// A model spec that is neither an existing file nor `owner/repo:file.gguf`.
+    #[error("bad model spec \"{spec}\": {reason}")]
+    BadSource { spec: String, reason: String },
+    /// Downloading from, or finding in the cache of, the Hugging Face hub failed.
+    #[error("cannot get {spec} from the Hugging Face hub: {reason}")]
+    Hub { spec: String, reason: String },
+    /// The prompt (plus at least one generated token) does not fit the context.
+    #[error("prompt is {tokens} tokens but the context holds {context} (at most {max_prompt} prompt tokens)", max_prompt = context.saturating_sub(1))]
+    PromptTooLong { tokens: usize, context: usize },
+    /// A token id outside the vocabulary.
+    #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
+    TokenOutOfRange { id: u32, vocab: usize },
+    /// The requested device cannot be used.
+    #[error("device unavailable: {0}")]
+    DeviceUnavailable(String),
+    #[error("tensor operation failed: {0}")]
+    Candle(#[from] candle_core::Error),
+    #[error(transparent)]
+    Ops(#[from] OpsError),
+}

@@ -1,0 +1,210 @@
+//! Opening GGUF files with errors a user can act on, and typed metadata access.
+//!
+//! candle's `gguf_file::Content` parses the header; this module adds what a
+//! user needs around it: "not a GGUF file" instead of a bad-magic error, a
+//! truncation check against the tensor table before any weight is read, and
+//! metadata getters that accept any integer width a converter may have used.
+//!
+//! Counterpart: llama.cpp's `gguf_init_from_file` checks.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::QTensor;
+use candle_core::Device;
+
+use super::ModelError;
+
+/// An open GGUF file: parsed header plus a reader for tensor data.
+pub struct GgufFile {
+    path: PathBuf,
+    content: Content,
+    reader: BufReader<File>,
+    file_len: u64,
+}
+
+impl std::fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufFile").field("path", &self.path).field("tensors", &self.content.tensor_infos.len()).finish()
+    }
+}
+
+impl GgufFile {
+    /// Opens `path`, checks the magic, parses the header and checks that every
+    /// tensor's data lies inside the file.
+    pub fn open(path: &Path) -> Result<Self, ModelError> {
+        let io_err = |source| ModelError::Io { path: path.to_path_buf(), source };
+        let file = File::open(path).map_err(io_err)?;
+        let file_len = file.metadata().map_err(io_err)?.len();
+        let mut reader = BufReader::new(file);
+        let mut magic = [0u8; 4];
+        if file_len < 4 || reader.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
+            return Err(ModelError::NotGguf { path: path.to_path_buf() });
+        }
+        reader.seek(SeekFrom::Start(0)).map_err(io_err)?;
+        let content = Content::read(&mut reader).map_err(|e| ModelError::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("header does not parse ({})", one_line(&e.to_string())),
+        })?;
+        let this = Self { path: path.to_path_buf(), content, reader, file_len };
+        this.check_extent()?;
+        Ok(this)
+    }
+
+    /// Every tensor's bytes must end inside the file: a truncated download is
+    /// caught here, before loading starts.
+    fn check_extent(&self) -> Result<(), ModelError> {
+        let mut needed = self.content.tensor_data_offset;
+        for (name, info) in &self.content.tensor_infos {
+            let elems = info.shape.elem_count();
+            let block = info.ggml_dtype.block_size();
+            if block == 0 || elems % block != 0 {
+                return Err(ModelError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("tensor {name} has {elems} elements, not a multiple of its block size {block}"),
+                });
+            }
+            let bytes = (elems / block) as u64 * info.ggml_dtype.type_size() as u64;
+            let end = self.content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);
+            needed = needed.max(end);
+        }
+        if needed > self.file_len {
+            return Err(ModelError::Corrupt {
+                path: self.path.clone(),
+                reason: format!(
+                    "truncated: its tensors need {needed} bytes but the file has {} (an interrupted download?)",
+                    self.file_len
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    pub fn metadata(&self) -> &HashMap<String, Value> {
+        &self.content.metadata
+    }
+
+    pub fn content(&self) -> &Content {
+        &self.content
+    }
+
+    pub fn has_tensor(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
+    }
+
+    /// The shape of a tensor, in candle's order (`[rows, cols]` for a matrix).
+    pub fn tensor_shape(&self, name: &str) -> Option<Vec<usize>> {
+        self.content.tensor_infos.get(name).map(|i| i.shape.dims().to_vec())
+    }
+
+    /// Reads one tensor onto `device`.
+    pub fn tensor(&mut self, name: &str, device: &Device) -> Result<QTensor, ModelError> {
+        if !self.has_tensor(name) {
+            return Err(ModelError::MissingTensor { name: name.to_string() });
+        }
+        self.content.tensor(&mut self.reader, name, device).map_err(|e| ModelError::Corrupt {
+            path: self.path.clone(),
+            reason: format!("tensor {name} could not be read ({})", one_line(&e.to_string())),
+        })
+    }
+
+    /// Reads an optional tensor: `None` when absent.
+    pub fn tensor_opt(&mut self, name: &str, device: &Device) -> Result<Option<QTensor>, ModelError> {
+        if self.has_tensor(name) {
+            self.tensor(name, device).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The most common weight type among 2-D tensors (the file's quantization
+    /// as a user would name it, e.g. `Q4K`).
+    pub fn dominant_dtype(&self) -> String {
+        let mut counts: HashMap<String, u64> = HashMap::new();
+        for info in self.content.tensor_infos.values() {
+            if info.shape.rank() == 2 {
+                *counts.entry(format!("{:?}", info.ggml_dtype)).or_default() += info.shape.elem_count() as u64;
+            }
+        }
+        counts.into_iter().max_by_key(|(_, n)| *n).map(|(t, _)| t).unwrap_or_else(|| "unknown".into())
+    }
+
+    /// Total parameter count over all tensors.
+    pub fn parameter_count(&self) -> u64 {
+        self.content.tensor_infos.values().map(|i| i.shape.elem_count() as u64).sum()
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").to_string()
+}
+
+/// A required unsigned integer, whatever width the converter wrote.
+pub fn md_usize(md: &HashMap<String, Value>, key: &str) -> Result<usize, ModelError> {
+    md_opt_usize(md, key)?.ok_or_else(|| ModelError::MissingMetadata { key: key.to_string() })
+}
+
+/// An optional unsigned integer; present with the wrong type is an error.
+pub fn md_opt_usize(md: &HashMap<String, Value>, key: &str) -> Result<Option<usize>, ModelError> {
+    let Some(v) = md.get(key) else { return Ok(None) };
+    let bad = |reason: &str| ModelError::BadMetadata { key: key.to_string(), reason: reason.to_string() };
+    let n: i128 = match v {
+        Value::U8(x) => *x as i128,
+        Value::I8(x) => *x as i128,
+        Value::U16(x) => *x as i128,
+        Value::I16(x) => *x as i128,
+        Value::U32(x) => *x as i128,
+        Value::I32(x) => *x as i128,
+        Value::U64(x) => *x as i128,
+        Value::I64(x) => *x as i128,
+        _ => return Err(bad(&format!("expected an integer, found {:?}", v.value_type()))),
+    };
+    usize::try_from(n).map(Some).map_err(|_| bad(&format!("{n} is out of range")))
+}
+
+/// An optional float (f32 or f64, or an integer).
+pub fn md_opt_f64(md: &HashMap<String, Value>, key: &str) -> Result<Option<f64>, ModelError> {
+    match md.get(key) {
+        None => Ok(None),
+        Some(Value::F32(x)) => Ok(Some(*x as f64)),
+        Some(Value::F64(x)) => Ok(Some(*x)),
+        Some(_) => md_opt_usize(md, key).map(|o| o.map(|n| n as f64)),
+    }
+}
+
+/// An optional string.
+pub fn md_opt_str<'a>(md: &'a HashMap<String, Value>, key: &str) -> Result<Option<&'a str>, ModelError> {
+    match md.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(v) => Err(ModelError::BadMetadata {
+            key: key.to_string(),
+            reason: format!("expected a string, found {:?}", v.value_type()),
+        }),
+    }
+}
+
+/// A required string.
+pub fn md_str<'a>(md: &'a HashMap<String, Value>, key: &str) -> Result<&'a str, ModelError> {
+    md_opt_str(md, key)?.ok_or_else(|| ModelError::MissingMetadata { key: key.to_string() })
+}
+
+/// An optional bool (a bool, or an integer 0/1).
+pub fn md_opt_bool(md: &HashMap<String, Value>, key: &str) -> Result<Option<bool>, ModelError> {
+    match md.get(key) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => md_opt_usize(md, key).map(|o| o.map(|n| n != 0)),
+    }
+}

@@ -1,0 +1,169 @@
+//! The architecture families hearth runs and their hyper-parameters.
+//!
+//! One forward serves every family; the differences are a few flags, read from
+//! GGUF metadata (`{arch}.*` keys) and from which tensors exist:
+//!
+//! | family | GGUF `general.architecture` | rope pairs | q/k/v bias | q/k RMSNorm |
+//! |--------|------------------------------|------------|------------|-------------|
+//! | Llama (2, 3.x, Mistral, SmolLM2, TinyLlama) | `llama` | interleaved | no | no |
+//! | Qwen2 / Qwen2.5 | `qwen2` | NeoX (halves) | yes | no |
+//! | Qwen3 | `qwen3` | NeoX (halves) | no | yes |
+//!
+//! The rope pairing follows llama.cpp's `llama_model_rope_type`: its converter
+//! permutes Llama's Q/K rows so that rotation pairs are adjacent (`LLAMA_ROPE_TYPE_NORM`),
+//! while Qwen checkpoints are stored unpermuted and rotate halves (`NEOX`).
+
+use std::collections::HashMap;
+
+use candle_core::quantized::gguf_file::Value;
+
+use super::gguf::{md_opt_f64, md_opt_str, md_opt_usize, md_str, md_usize};
+use super::ModelError;
+
+/// The architecture names hearth accepts in `general.architecture`.
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Llama,
+    Qwen2,
+    Qwen3,
+}
+
+impl Family {
+    pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
+        match arch {
+            "llama" => Ok(Self::Llama),
+            "qwen2" => Ok(Self::Qwen2),
+            "qwen3" => Ok(Self::Qwen3),
+            other => Err(ModelError::UnsupportedArchitecture {
+                arch: other.to_string(),
+                supported: SUPPORTED_ARCHITECTURES.join(", "),
+            }),
+        }
+    }
+
+    /// The `general.architecture` string (and metadata key prefix).
+    pub fn arch(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
+        }
+    }
+
+    pub fn rope_style(self) -> RopeStyle {
+        match self {
+            Self::Llama => RopeStyle::Interleaved,
+            Self::Qwen2 | Self::Qwen3 => RopeStyle::Neox,
+        }
+    }
+}
+
+/// Which dimensions rotary embeddings rotate together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Pairs `(2i, 2i+1)`: llama.cpp's `LLAMA_ROPE_TYPE_NORM`.
+    Interleaved,
+    /// Pairs `(i, i + d/2)`: llama.cpp's `LLAMA_ROPE_TYPE_NEOX`.
+    Neox,
+}
+
+/// Rope frequency scaling from `{arch}.rope.scaling.*`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RopeScaling {
+    None,
+    /// Positions divided by `factor` (`rope.scaling.type = "linear"`).
+    Linear { factor: f64 },
+}
+
+/// Hyper-parameters of one model, as the forward needs them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HParams {
+    pub family: Family,
+    pub vocab_size: usize,
+    pub hidden: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    /// Per-head dimension of Q and K (and V): `attention.key_length`, else `hidden / heads`.
+    pub head_dim: usize,
+    pub ffn: usize,
+    /// The context length the model was trained for.
+    pub context_length: usize,
+    pub rms_eps: f64,
+    pub rope_base: f64,
+    pub rope_scaling: RopeScaling,
+}
+
+impl HParams {
+    /// Reads the hyper-parameters; `vocab_size` comes from the embedding tensor
+    /// when the metadata does not say.
+    pub fn from_metadata(md: &HashMap<String, Value>, embedding_rows: Option<usize>) -> Result<Self, ModelError> {
+        let family = Family::from_arch(md_str(md, "general.architecture")?)?;
+        let a = family.arch();
+        let key = |k: &str| format!("{a}.{k}");
+        let hidden = md_usize(md, &key("embedding_length"))?;
+        let heads = md_usize(md, &key("attention.head_count"))?;
+        let kv_heads = md_opt_usize(md, &key("attention.head_count_kv"))?.unwrap_or(heads);
+        let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+        if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 {
+            return Err(bad("attention.head_count_kv", format!("{heads} heads cannot share {kv_heads} K/V heads")));
+        }
+        let head_dim = match md_opt_usize(md, &key("attention.key_length"))? {
+            Some(d) => d,
+            None if hidden % heads == 0 => hidden / heads,
+            None => return Err(bad("attention.head_count", format!("{hidden} is not divisible by {heads} heads"))),
+        };
+        if let Some(v) = md_opt_usize(md, &key("attention.value_length"))? {
+            if v != head_dim {
+                return Err(bad("attention.value_length", format!("{v} differs from key_length {head_dim}; not supported")));
+            }
+        }
+        if head_dim % 2 != 0 {
+            return Err(bad("attention.key_length", format!("head dimension {head_dim} is odd")));
+        }
+        if let Some(rope_dim) = md_opt_usize(md, &key("rope.dimension_count"))? {
+            if rope_dim != head_dim {
+                return Err(bad(
+                    "rope.dimension_count",
+                    format!("partial rotary ({rope_dim} of {head_dim} dimensions) is not supported"),
+                ));
+            }
+        }
+        let vocab_size = match md_opt_usize(md, &key("vocab_size"))? {
+            Some(v) => v,
+            None => match embedding_rows {
+                Some(v) => v,
+                None => return Err(ModelError::MissingTensor { name: "token_embd.weight".into() }),
+            },
+        };
+        let rope_scaling = match md_opt_str(md, &key("rope.scaling.type"))? {
+            None | Some("none") => RopeScaling::None,
+            Some("linear") => {
+                let factor = md_opt_f64(md, &key("rope.scaling.factor"))?.unwrap_or(1.0);
+                if factor <= 0.0 {
+                    return Err(bad("rope.scaling.factor", format!("{factor} must be positive")));
+                }
+                RopeScaling::Linear { factor }
+            }
+            Some(other) => {
+                return Err(bad("rope.scaling.type", format!("\"{other}\" is not supported (none, linear)")));
+            }
+        };
+        Ok(Self {
+            family,
+            vocab_size,
+            hidden,
+            layers: md_usize(md, &key("block_count"))?,
+            heads,
+            kv_heads,
+            head_dim,
+            ffn: md_usize(md, &key("feed_forward_length"))?,
+            context_length: md_opt_usize(md, &key("context_length"))?.unwrap_or(4096),
+            rms_eps: md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
+            rope_base: md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0),
+            rope_scaling,
+        })
+    }
+}

@@ -1,0 +1,142 @@
+//! A model ready to use: weights, tokenizer and chat template loaded together.
+
+use std::path::Path;
+
+use candle_core::Device;
+
+use super::chat::{ChatMessage, ChatTemplate};
+use super::gguf::{md_opt_str, GgufFile};
+use super::source::ResolvedModel;
+use super::tokenizer::Tokenizer;
+use super::{ModelError, Transformer};
+
+/// What a user sees about the loaded model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInfo {
+    /// `general.name`, else the file name.
+    pub name: String,
+    pub architecture: String,
+    /// The dominant weight type, e.g. `Q4K`.
+    pub quantization: String,
+    pub parameters: u64,
+    /// The context length the model was trained for.
+    pub trained_context: usize,
+    /// The context length hearth uses (prompt plus reply).
+    pub context_length: usize,
+    pub device: String,
+    pub file_bytes: u64,
+}
+
+/// Weights, tokenizer and chat template of one model.
+#[derive(Debug)]
+pub struct LoadedModel {
+    pub transformer: Transformer,
+    pub tokenizer: Tokenizer,
+    pub chat_template: ChatTemplate,
+    pub info: ModelInfo,
+}
+
+/// The context length used when none is configured: the model's own, capped
+/// here so a 128k-context model does not reserve rope tables and KV for it.
+pub const DEFAULT_CONTEXT_CAP: usize = 8192;
+
+impl LoadedModel {
+    /// Loads `resolved` onto `device`. `context_length`: `None` uses the
+    /// model's trained context capped at [`DEFAULT_CONTEXT_CAP`]; a larger
+    /// explicit value than the model's is refused.
+    pub fn load(resolved: &ResolvedModel, device: &Device, context_length: Option<usize>) -> Result<Self, ModelError> {
+        let mut file = GgufFile::open(&resolved.gguf)?;
+        let md = file.metadata().clone();
+        let hp = super::hparams::HParams::from_metadata(&md, file.tensor_shape("token_embd.weight").map(|s| s[0]))?;
+        let context = match context_length {
+            None => hp.context_length.min(DEFAULT_CONTEXT_CAP),
+            Some(0) => {
+                return Err(ModelError::BadMetadata { key: "context_length (setting)".into(), reason: "must be at least 1".into() })
+            }
+            Some(n) if n > hp.context_length => {
+                return Err(ModelError::BadMetadata {
+                    key: "context_length (setting)".into(),
+                    reason: format!("{n} exceeds the model's trained context of {}", hp.context_length),
+                })
+            }
+            Some(n) => n,
+        };
+        let tokenizer = match &resolved.tokenizer_json {
+            Some(path) => Tokenizer::from_file(path, Some(&md))?,
+            None => Tokenizer::from_gguf_metadata(&md)?,
+        };
+        if tokenizer.vocab_size() > hp.vocab_size {
+            return Err(ModelError::Tokenizer(format!(
+                "the tokenizer has {} tokens but the model only {}",
+                tokenizer.vocab_size(),
+                hp.vocab_size
+            )));
+        }
+        let chat_template = match ChatTemplate::from_gguf_metadata(&md, &tokenizer)? {
+            Some(t) => t,
+            None => match &resolved.tokenizer_config {
+                Some(cfg) => match ChatTemplate::from_tokenizer_config(cfg, &tokenizer)? {
+                    Some(t) => t,
+                    None => ChatTemplate::chatml(&tokenizer),
+                },
+                None => ChatTemplate::chatml(&tokenizer),
+            },
+        };
+        let transformer = Transformer::from_gguf(&mut file, device, context)?;
+        let info = ModelInfo {
+            name: md_opt_str(&md, "general.name")?.map(str::to_string).unwrap_or_else(|| file_name(&resolved.gguf)),
+            architecture: hp.family.arch().to_string(),
+            quantization: file.dominant_dtype(),
+            parameters: file.parameter_count(),
+            trained_context: hp.context_length,
+            context_length: context,
+            device: device_name(device),
+            file_bytes: file.file_len(),
+        };
+        Ok(Self { transformer, tokenizer, chat_template, info })
+    }
+
+    /// The prompt's token ids: raw text (BOS per the tokenizer's rule), or,
+    /// with `chat`, the text as one user turn through the chat template.
+    pub fn prompt_ids(&self, text: &str, chat: bool) -> Result<Vec<u32>, ModelError> {
+        if !chat {
+            return self.tokenizer.encode(text, self.tokenizer.add_bos());
+        }
+        let messages = [ChatMessage { role: "user".into(), content: text.into() }];
+        self.chat_ids(&messages)
+    }
+
+    /// Token ids of a conversation rendered through the chat template with
+    /// the generation prompt. BOS is added only if the template did not
+    /// already write it.
+    pub fn chat_ids(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, ModelError> {
+        let rendered = self.chat_template.render(messages, true)?;
+        let starts_with_bos = self.tokenizer.bos_token().is_some_and(|b| !b.is_empty() && rendered.starts_with(b));
+        self.tokenizer.encode(&rendered, self.tokenizer.add_bos() && !starts_with_bos)
+    }
+
+    /// Checks that `prompt_tokens` leaves room for at least one generated token.
+    pub fn check_prompt_fits(&self, prompt_tokens: usize) -> Result<(), ModelError> {
+        let context = self.info.context_length;
+        if prompt_tokens == 0 {
+            return Err(ModelError::Tokenizer("the prompt is empty (no tokens)".into()));
+        }
+        if prompt_tokens >= context {
+            return Err(ModelError::PromptTooLong { tokens: prompt_tokens, context });
+        }
+        Ok(())
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| p.display().to_string())
+}
+
+/// A short human name for a device.
+pub fn device_name(device: &Device) -> String {
+    match device {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(_) => "cuda".into(),
+        Device::Metal(_) => "metal".into(),
+    }
+}

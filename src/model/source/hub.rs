@@ -1,0 +1,298 @@
+//! The Hugging Face hub side of [`super::resolve`]: the cache directory, the
+//! offline lookup in it, and the download through `hf-hub` when allowed.
+//!
+//! Cache layout (shared with Python's `huggingface_hub`):
+//! `<cache>/models--<owner>--<name>/refs/<revision>` holds a commit hash;
+//! `<cache>/models--<owner>--<name>/snapshots/<hash>/<file>` is the file (a
+//! link into `blobs/` when downloaded by a tool).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use hf_hub::api::sync::{ApiBuilder, ApiError, ApiRepo};
+use hf_hub::{Cache, Repo, RepoType};
+
+use super::{HubOptions, ResolvedModel};
+use crate::model::ModelError;
+
+const TOKENIZER_JSON: &str = "tokenizer.json";
+const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
+
+/// One hub file to resolve; `spec` is how errors name it.
+pub(super) struct HubRequest<'a> {
+    pub spec: String,
+    pub repo: &'a str,
+    pub file: &'a str,
+    pub revision: &'a str,
+}
+
+/// What the process environment says about the hub, read once per
+/// [`super::resolve`] call (never stored globally), so tests can pass their own.
+#[derive(Debug, Clone, Default)]
+pub(super) struct HubEnv {
+    /// `$HF_HUB_CACHE`.
+    pub hf_hub_cache: Option<PathBuf>,
+    /// `$HF_HOME` (the cache is its `hub/`).
+    pub hf_home: Option<PathBuf>,
+    /// The user's home directory.
+    pub home: Option<PathBuf>,
+    /// `$HF_HUB_OFFLINE` is `1`/`true`/`yes`/`on`.
+    pub offline: bool,
+    /// `$HF_TOKEN` (or the older `$HUGGING_FACE_HUB_TOKEN`); else hf-hub reads
+    /// the `token` file next to the cache.
+    pub token: Option<String>,
+    /// `$HF_ENDPOINT`, for mirrors.
+    pub endpoint: Option<String>,
+}
+
+impl HubEnv {
+    pub fn from_process() -> Self {
+        let var = |key: &str| std::env::var_os(key).filter(|v| !v.is_empty());
+        let text = |v: OsString| v.to_string_lossy().trim().to_owned();
+        Self {
+            hf_hub_cache: var("HF_HUB_CACHE").map(PathBuf::from),
+            hf_home: var("HF_HOME").map(PathBuf::from),
+            home: directories::BaseDirs::new().map(|d| d.home_dir().to_owned()),
+            offline: var("HF_HUB_OFFLINE").map(text).is_some_and(|v| is_truthy(&v)),
+            token: var("HF_TOKEN")
+                .or_else(|| var("HUGGING_FACE_HUB_TOKEN"))
+                .map(text)
+                .filter(|t| !t.is_empty()),
+            endpoint: var("HF_ENDPOINT").map(text).filter(|e| !e.is_empty()),
+        }
+    }
+}
+
+fn is_truthy(v: &str) -> bool {
+    ["1", "true", "yes", "on"].iter().any(|t| v.eq_ignore_ascii_case(t))
+}
+
+/// The hub cache directory [`super::resolve`] uses for `opts`:
+/// `opts.cache_dir`, else `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
+/// `~/.cache/huggingface/hub`. `None` only when none of these is known.
+pub fn hub_cache_dir(opts: &HubOptions) -> Option<PathBuf> {
+    cache_dir(opts, &HubEnv::from_process())
+}
+
+fn cache_dir(opts: &HubOptions, env: &HubEnv) -> Option<PathBuf> {
+    opts.cache_dir
+        .clone()
+        .or_else(|| env.hf_hub_cache.clone())
+        .or_else(|| env.hf_home.as_ref().map(|h| h.join("hub")))
+        .or_else(|| {
+            env.home
+                .as_ref()
+                .map(|h| h.join(".cache").join("huggingface").join("hub"))
+        })
+}
+
+pub(super) fn resolve_hub(req: &HubRequest<'_>, opts: &HubOptions, env: &HubEnv) -> Result<ResolvedModel, ModelError> {
+    let err = |reason: String| ModelError::Hub {
+        spec: req.spec.clone(),
+        reason,
+    };
+    let dir = cache_dir(opts, env).ok_or_else(|| {
+        err("no hub cache directory: no home directory found; set HF_HUB_CACHE or HF_HOME".to_owned())
+    })?;
+    let cache = Cache::new(dir.clone());
+    let repo = Repo::with_revision(req.repo.to_owned(), RepoType::Model, req.revision.to_owned());
+
+    if let Some(gguf) = find_cached(&cache, &repo, req.revision, req.file) {
+        tracing::debug!(spec = %req.spec, path = %gguf.display(), "found in the hub cache");
+        return Ok(ResolvedModel {
+            gguf,
+            tokenizer_json: find_cached(&cache, &repo, req.revision, TOKENIZER_JSON),
+            tokenizer_config: find_cached(&cache, &repo, req.revision, TOKENIZER_CONFIG),
+        });
+    }
+
+    if opts.offline || env.offline {
+        let why = if opts.offline { "" } else { " (HF_HUB_OFFLINE is set)" };
+        return Err(err(format!(
+            "not in the hub cache at {} and offline{why}; run once online to download it",
+            dir.display()
+        )));
+    }
+
+    // `from_cache` rather than `ApiBuilder::new().with_cache_dir(..)`: `new`
+    // looks up the home directory and panics when there is none.
+    let mut builder = ApiBuilder::from_cache(cache.clone()).with_progress(opts.progress);
+    if let Some(token) = &env.token {
+        builder = builder.with_token(Some(token.clone()));
+    }
+    if let Some(endpoint) = &env.endpoint {
+        builder = builder.with_endpoint(endpoint.clone());
+    }
+    let api = builder.build().map_err(|e| err(describe_api_error(&e)))?;
+    let api_repo = api.repo(repo.clone());
+    tracing::info!(spec = %req.spec, cache = %dir.display(), "downloading from the Hugging Face hub");
+    let gguf = api_repo.get(req.file).map_err(|e| err(describe_api_error(&e)))?;
+
+    let optional = |name: &str| {
+        find_cached(&cache, &repo, req.revision, name).or_else(|| download_optional(&api_repo, name, &req.spec))
+    };
+    Ok(ResolvedModel {
+        gguf,
+        tokenizer_json: optional(TOKENIZER_JSON),
+        tokenizer_config: optional(TOKENIZER_CONFIG),
+    })
+}
+
+/// `file` of `repo` at `revision` in the cache, without the network.
+///
+/// hf-hub's lookup first; then what it misses: a ref file with a trailing
+/// newline, and a revision that is itself a commit hash (no ref file).
+fn find_cached(cache: &Cache, repo: &Repo, revision: &str, file: &str) -> Option<PathBuf> {
+    if let Some(path) = cache.repo(repo.clone()).get(file) {
+        return Some(path);
+    }
+    let folder = cache.path().join(repo.folder_name());
+    let commit = match std::fs::read_to_string(folder.join("refs").join(revision)) {
+        Ok(text) => text.trim().to_owned(),
+        Err(_) if is_commit_hash(revision) => revision.to_owned(),
+        Err(_) => return None,
+    };
+    if !is_commit_hash(&commit) {
+        return None;
+    }
+    let path = snapshot_path(&folder, &commit, file);
+    path.exists().then_some(path)
+}
+
+fn snapshot_path(repo_folder: &Path, commit: &str, file: &str) -> PathBuf {
+    file.split('/')
+        .fold(repo_folder.join("snapshots").join(commit), |p, part| p.join(part))
+}
+
+/// A full git commit id: 40 hex digits (64 for SHA-256 repos).
+fn is_commit_hash(s: &str) -> bool {
+    (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Downloads an optional file of the repo (no progress bar); a repo without
+/// it is normal, so failures only log.
+fn download_optional(api_repo: &ApiRepo, name: &str, spec: &str) -> Option<PathBuf> {
+    match api_repo.download_with_progress(name, ()) {
+        Ok(path) => Some(path),
+        Err(e) => {
+            let text = e.to_string();
+            if http_status(&text) == Some(404) {
+                tracing::debug!(spec, file = name, "the repo has no such file");
+            } else {
+                tracing::warn!(spec, file = name, error = %text, "could not download; the GGUF's own tokenizer data will be used");
+            }
+            None
+        }
+    }
+}
+
+/// The HTTP status in an hf-hub (ureq) error message (`<url>: status code 404`).
+fn http_status(text: &str) -> Option<u16> {
+    let (_, rest) = text.split_once("status code ")?;
+    rest.get(..3)?.parse().ok()
+}
+
+/// A one-line reason for an hf-hub failure, with what to do about it.
+fn describe_api_error(e: &ApiError) -> String {
+    let text = e.to_string().replace('\n', " ");
+    match http_status(&text) {
+        Some(404) => format!("not found on the hub; check the repo id, the file name and the revision ({text})"),
+        Some(401 | 403) => format!(
+            "access denied; the repo may be gated or private: accept its terms on huggingface.co and set HF_TOKEN ({text})"
+        ),
+        _ => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HASH: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    #[test]
+    fn cache_dir_precedence() {
+        let env = HubEnv {
+            hf_hub_cache: Some("/c".into()),
+            hf_home: Some("/h".into()),
+            home: Some("/u".into()),
+            ..Default::default()
+        };
+        let opts = HubOptions {
+            cache_dir: Some("/o".into()),
+            ..Default::default()
+        };
+        assert_eq!(cache_dir(&opts, &env), Some(PathBuf::from("/o")));
+        let opts = HubOptions::default();
+        assert_eq!(cache_dir(&opts, &env), Some(PathBuf::from("/c")));
+        let env = HubEnv {
+            hf_hub_cache: None,
+            ..env
+        };
+        assert_eq!(cache_dir(&opts, &env), Some(PathBuf::from("/h/hub")));
+        let env = HubEnv { hf_home: None, ..env };
+        assert_eq!(cache_dir(&opts, &env), Some(PathBuf::from("/u/.cache/huggingface/hub")));
+        assert_eq!(cache_dir(&opts, &HubEnv::default()), None);
+    }
+
+    #[test]
+    fn truthy_values() {
+        assert!(is_truthy("1") && is_truthy("TRUE") && is_truthy("yes") && is_truthy("On"));
+        assert!(!is_truthy("0") && !is_truthy("false") && !is_truthy(""));
+    }
+
+    #[test]
+    fn env_offline_refuses_without_network() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = HubEnv {
+            offline: true,
+            ..Default::default()
+        };
+        let opts = HubOptions {
+            cache_dir: Some(dir.path().to_owned()),
+            ..Default::default()
+        };
+        let req = HubRequest {
+            spec: "a/b:x.gguf".into(),
+            repo: "a/b",
+            file: "x.gguf",
+            revision: "main",
+        };
+        let err = resolve_hub(&req, &opts, &env).unwrap_err().to_string();
+        assert!(err.contains("offline") && err.contains("HF_HUB_OFFLINE"), "{err}");
+    }
+
+    #[test]
+    fn finds_trimmed_refs_and_commit_revisions() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("models--a--b");
+        std::fs::create_dir_all(folder.join("refs")).unwrap();
+        std::fs::write(folder.join("refs").join("main"), format!("{HASH}\n")).unwrap();
+        let snap = folder.join("snapshots").join(HASH).join("sub");
+        std::fs::create_dir_all(&snap).unwrap();
+        std::fs::write(snap.join("x.gguf"), b"GGUF").unwrap();
+        let cache = Cache::new(dir.path().to_owned());
+        let main = Repo::with_revision("a/b".into(), RepoType::Model, "main".into());
+        assert_eq!(
+            find_cached(&cache, &main, "main", "sub/x.gguf"),
+            Some(snap.join("x.gguf"))
+        );
+        let by_hash = Repo::with_revision("a/b".into(), RepoType::Model, HASH.into());
+        assert_eq!(
+            find_cached(&cache, &by_hash, HASH, "sub/x.gguf"),
+            Some(snap.join("x.gguf"))
+        );
+        assert_eq!(find_cached(&cache, &main, "main", "y.gguf"), None);
+        let dev = Repo::with_revision("a/b".into(), RepoType::Model, "dev".into());
+        assert_eq!(find_cached(&cache, &dev, "dev", "sub/x.gguf"), None);
+    }
+
+    #[test]
+    fn status_codes_from_messages() {
+        assert_eq!(
+            http_status("request error: https://hf.co/a/b/resolve/main/x: status code 404"),
+            Some(404)
+        );
+        assert_eq!(http_status("I/O error"), None);
+    }
+}

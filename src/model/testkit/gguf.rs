@@ -1,0 +1,223 @@
+//! Random GGUF models of every supported family, written with candle's GGUF
+//! writer, for tests and benchmarks.
+//!
+//! Weights are uniform with a variance that keeps activations near unit scale
+//! (so logits are spread out and greedy choices are not near-ties); norms are
+//! near 1. Tensor names and metadata keys are llama.cpp's.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use rand::{Rng, SeedableRng};
+
+use super::vocab::{TinyVocab, VocabStyle};
+use crate::model::hparams::Family;
+use crate::model::ModelError;
+
+/// The storage type of the 2-D weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightType {
+    F32,
+    F16,
+    Q4_0,
+    Q8_0,
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+impl WeightType {
+    pub fn ggml(self) -> GgmlDType {
+        match self {
+            Self::F32 => GgmlDType::F32,
+            Self::F16 => GgmlDType::F16,
+            Self::Q4_0 => GgmlDType::Q4_0,
+            Self::Q8_0 => GgmlDType::Q8_0,
+            Self::Q4K => GgmlDType::Q4K,
+            Self::Q5K => GgmlDType::Q5K,
+            Self::Q6K => GgmlDType::Q6K,
+        }
+    }
+}
+
+/// What to write.
+#[derive(Debug, Clone)]
+pub struct TinyModelSpec {
+    pub family: Family,
+    pub weight_type: WeightType,
+    pub vocab: TinyVocab,
+    pub hidden: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn: usize,
+    pub context_length: usize,
+    pub rope_base: f32,
+    /// Llama 3.1-style per-frequency divisors (`rope_freqs.weight`).
+    pub rope_freqs: Option<Vec<f32>>,
+    /// `rope.scaling.type = linear` with this factor.
+    pub rope_linear_factor: Option<f32>,
+    /// Leave out `output.weight` (the output projection is the embedding).
+    pub tie_embeddings: bool,
+    pub seed: u64,
+}
+
+impl TinyModelSpec {
+    /// A model of a few hundred thousand parameters: hidden 256 (a multiple of
+    /// the K-quant block), 2 layers, 4 heads sharing 2 K/V heads.
+    pub fn tiny(family: Family, weight_type: WeightType) -> Self {
+        let style = match family {
+            Family::Llama => VocabStyle::Gpt2 { pre: "llama-bpe" },
+            Family::Qwen2 | Family::Qwen3 => VocabStyle::Gpt2 { pre: "qwen2" },
+        };
+        Self {
+            family,
+            weight_type,
+            vocab: TinyVocab::new(style),
+            hidden: 256,
+            layers: 2,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 64,
+            ffn: 512,
+            context_length: 512,
+            rope_base: 10_000.0,
+            rope_freqs: None,
+            rope_linear_factor: None,
+            tie_embeddings: family == Family::Qwen2,
+            seed: 7,
+        }
+    }
+
+    /// The benchmark model: Llama-shaped, ~50M parameters, Q8_0, 32k vocabulary.
+    pub fn bench_50m() -> Self {
+        Self {
+            family: Family::Llama,
+            weight_type: WeightType::Q8_0,
+            vocab: TinyVocab::with_size(VocabStyle::Gpt2 { pre: "llama-bpe" }, 32_000),
+            hidden: 512,
+            layers: 8,
+            heads: 8,
+            kv_heads: 4,
+            head_dim: 64,
+            ffn: 1536,
+            context_length: 4096,
+            rope_base: 500_000.0,
+            rope_freqs: None,
+            rope_linear_factor: None,
+            tie_embeddings: false,
+            seed: 11,
+        }
+    }
+
+    /// Parameters the file will hold.
+    pub fn parameter_count(&self) -> usize {
+        let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
+        let per_layer = d * q * 2 + d * kv * 2 + 3 * d * self.ffn + 2 * d;
+        let out = if self.tie_embeddings { 0 } else { self.vocab.size * d };
+        self.vocab.size * d + out + self.layers * per_layer + d
+    }
+}
+
+struct Rand(rand::rngs::StdRng);
+
+impl Rand {
+    /// `rows x cols`, uniform in `[-a, a]` with `a = gain * sqrt(3 / cols)`.
+    fn matrix(&mut self, rows: usize, cols: usize, gain: f32) -> Vec<f32> {
+        let a = gain * (3.0 / cols as f32).sqrt();
+        (0..rows * cols).map(|_| self.0.random_range(-a..=a)).collect()
+    }
+
+    fn around(&mut self, n: usize, center: f32, spread: f32) -> Vec<f32> {
+        (0..n).map(|_| center + self.0.random_range(-spread..=spread)).collect()
+    }
+}
+
+/// Writes `spec` as a GGUF file at `path`.
+pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> {
+    let cpu = Device::Cpu;
+    let mut rng = Rand(rand::rngs::StdRng::seed_from_u64(spec.seed));
+    let wt = spec.weight_type.ggml();
+    let (d, hd, v) = (spec.hidden, spec.head_dim, spec.vocab.size);
+    let (q_dim, kv_dim) = (spec.heads * hd, spec.kv_heads * hd);
+
+    let mut tensors: Vec<(String, QTensor)> = Vec::new();
+    let mat = |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
+        let t = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &cpu)?;
+        Ok((name, QTensor::quantize(&t, wt)?))
+    };
+    let vector = |name: String, data: Vec<f32>| -> Result<(String, QTensor), ModelError> {
+        let n = data.len();
+        Ok((name, QTensor::quantize(&Tensor::from_vec(data, n, &cpu)?, GgmlDType::F32)?))
+    };
+
+    // The embedding rows are read directly as hidden states: unit scale.
+    tensors.push(mat("token_embd.weight".into(), v, d, (d as f32 / 3.0).sqrt(), &mut rng)?);
+    if !spec.tie_embeddings {
+        tensors.push(mat("output.weight".into(), v, d, 3.0, &mut rng)?);
+    }
+    tensors.push(vector("output_norm.weight".into(), rng.around(d, 1.0, 0.1))?);
+    if let Some(f) = &spec.rope_freqs {
+        tensors.push(vector("rope_freqs.weight".into(), f.clone())?);
+    }
+    for i in 0..spec.layers {
+        let n = |s: &str| format!("blk.{i}.{s}");
+        tensors.push(vector(n("attn_norm.weight"), rng.around(d, 1.0, 0.1))?);
+        tensors.push(mat(n("attn_q.weight"), q_dim, d, 1.0, &mut rng)?);
+        tensors.push(mat(n("attn_k.weight"), kv_dim, d, 1.0, &mut rng)?);
+        tensors.push(mat(n("attn_v.weight"), kv_dim, d, 1.0, &mut rng)?);
+        tensors.push(mat(n("attn_output.weight"), d, q_dim, 1.0, &mut rng)?);
+        if spec.family == Family::Qwen2 {
+            tensors.push(vector(n("attn_q.bias"), rng.around(q_dim, 0.0, 0.5))?);
+            tensors.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
+            tensors.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
+        }
+        if spec.family == Family::Qwen3 {
+            tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
+            tensors.push(vector(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1))?);
+        }
+        tensors.push(vector(n("ffn_norm.weight"), rng.around(d, 1.0, 0.1))?);
+        tensors.push(mat(n("ffn_gate.weight"), spec.ffn, d, 1.0, &mut rng)?);
+        tensors.push(mat(n("ffn_up.weight"), spec.ffn, d, 1.0, &mut rng)?);
+        tensors.push(mat(n("ffn_down.weight"), d, spec.ffn, 1.0, &mut rng)?);
+    }
+
+    let arch = spec.family.arch();
+    let u32v = |x: usize| Value::U32(x as u32);
+    let mut md: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), Value::String(arch.into())),
+        ("general.name".into(), Value::String(format!("hearth-tiny-{arch}"))),
+        // candle's quantized_qwen3 computes in f16 unless this says f32 (0).
+        ("general.dtype".into(), Value::U32(0)),
+        (format!("{arch}.context_length"), u32v(spec.context_length)),
+        (format!("{arch}.embedding_length"), u32v(d)),
+        (format!("{arch}.block_count"), u32v(spec.layers)),
+        (format!("{arch}.feed_forward_length"), u32v(spec.ffn)),
+        (format!("{arch}.attention.head_count"), u32v(spec.heads)),
+        (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
+        (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
+        (format!("{arch}.rope.freq_base"), Value::F32(spec.rope_base)),
+        (format!("{arch}.rope.dimension_count"), u32v(hd)),
+        (format!("{arch}.attention.key_length"), u32v(hd)),
+        (format!("{arch}.attention.value_length"), u32v(hd)),
+        (format!("{arch}.vocab_size"), u32v(v)),
+    ];
+    if let Some(f) = spec.rope_linear_factor {
+        md.push((format!("{arch}.rope.scaling.type"), Value::String("linear".into())));
+        md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
+    }
+    md.extend(spec.vocab.metadata.iter().cloned());
+
+    let file = File::create(path).map_err(|source| ModelError::Io { path: path.into(), source })?;
+    let mut w = BufWriter::new(file);
+    let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    gguf_file::write(&mut w, &md_refs, &t_refs)?;
+    std::io::Write::flush(&mut w).map_err(|source| ModelError::Io { path: path.into(), source })?;
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! The special tokens, ids and chat template of each model family the tiny
+//! vocabularies imitate: Llama 3 (`llama-bpe`), Qwen2 (`qwen2`, ChatML),
+//! GPT-2 (`gpt-2`), and Llama 2's `[INST]` template for the SentencePiece style.
+
+pub(super) struct Gpt2Family {
+    /// (text, is_control): control tokens are special; the others user-defined.
+    pub added: &'static [(&'static str, bool)],
+    pub bos: &'static str,
+    pub eos: &'static str,
+    pub eot: Option<&'static str>,
+    pub pad: &'static str,
+    pub add_bos: bool,
+    pub chat_template: &'static str,
+}
+
+const CHATML_TEMPLATE: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+const LLAMA3_TEMPLATE: &str = "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
+
+const GPT2_TEMPLATE: &str = "{% for message in messages %}{{ message['role'] + ': ' + message['content'] + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}";
+
+pub(super) const LLAMA2_TEMPLATE: &str = "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content | trim + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + content | trim + ' ' + eos_token }}{% endif %}{% endfor %}";
+
+pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
+    match pre {
+        "llama-bpe" | "llama3" => Gpt2Family {
+            added: &[
+                ("<|begin_of_text|>", true),
+                ("<|end_of_text|>", true),
+                ("<|start_header_id|>", true),
+                ("<|end_header_id|>", true),
+                ("<|eot_id|>", true),
+            ],
+            bos: "<|begin_of_text|>",
+            eos: "<|end_of_text|>",
+            eot: Some("<|eot_id|>"),
+            pad: "<|end_of_text|>",
+            add_bos: true,
+            chat_template: LLAMA3_TEMPLATE,
+        },
+        "qwen2" => Gpt2Family {
+            added: &[
+                ("<|endoftext|>", true),
+                ("<|im_start|>", true),
+                ("<|im_end|>", true),
+                ("<tool_call>", false),
+                ("</tool_call>", false),
+            ],
+            bos: "<|endoftext|>",
+            eos: "<|im_end|>",
+            eot: None,
+            pad: "<|endoftext|>",
+            add_bos: false,
+            chat_template: CHATML_TEMPLATE,
+        },
+        _ => Gpt2Family {
+            added: &[("<|endoftext|>", true)],
+            bos: "<|endoftext|>",
+            eos: "<|endoftext|>",
+            eot: None,
+            pad: "<|endoftext|>",
+            add_bos: false,
+            chat_template: GPT2_TEMPLATE,
+        },
+    }
+}

@@ -1,0 +1,334 @@
+//! The model's tokenizer: text to ids and back, plus the special-token facts
+//! generation needs (BOS, EOS, stop ids, whether to prepend BOS).
+//!
+//! [`Tokenizer`] wraps a `tokenizers::Tokenizer`, built one of two ways:
+//! - [`Tokenizer::from_gguf_metadata`]: in code, from the GGUF's
+//!   `tokenizer.ggml.*` keys: byte-level BPE for `"gpt2"` (`gguf_bpe`, the
+//!   pre-tokenizer per `tokenizer.ggml.pre` in `pretokenizers`) or
+//!   SentencePiece-style BPE for `"llama"` (`gguf_spm`);
+//! - [`Tokenizer::from_file`]: a Hugging Face `tokenizer.json`.
+//!
+//! Invariants: both constructions of one vocabulary give the same ids and the
+//! same text (tested in `tests/tokenizer.rs` against independently written
+//! `tokenizer.json` files); [`Tokenizer::encode`] sees exactly the raw text
+//! (special tokens in it recognised, the file's post-processor never adds
+//! BOS/EOS), and BOS is prepended only when the caller asks; [`TokenStream`]
+//! never emits part of a UTF-8 character and its pieces concatenate to the
+//! decoded text (special tokens skipped).
+//!
+//! Counterpart: llama.cpp's `src/llama-vocab.cpp` (`llama_vocab::impl::load`,
+//! `tokenize`, `token_to_piece`); HF's `convert_slow_tokenizer.py` converters.
+
+mod gguf_bpe;
+mod gguf_spm;
+mod hf_config;
+mod metadata;
+mod pretokenizers;
+mod special;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::Value;
+use tokenizers::models::bpe::Vocab;
+
+use self::hf_config::HfTokenizerConfig;
+use self::metadata::{GgufVocab, SpecialKeys};
+use self::special::Specials;
+use super::ModelError;
+
+pub use self::special::END_OF_TURN_TOKENS;
+
+/// The `tokenizer.ggml.model` values hearth can build a tokenizer for.
+pub const SUPPORTED_GGUF_MODELS: &[&str] = &["gpt2", "llama"];
+
+/// A model's tokenizer plus the special-token facts generation needs.
+#[derive(Debug, Clone)]
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    bos: Option<u32>,
+    eos: Option<u32>,
+    bos_text: Option<String>,
+    eos_text: Option<String>,
+    add_bos: bool,
+    stop_ids: Vec<u32>,
+    vocab_size: usize,
+}
+
+impl Tokenizer {
+    /// Builds the tokenizer from the GGUF's `tokenizer.ggml.*` metadata.
+    pub fn from_gguf_metadata(md: &HashMap<String, Value>) -> Result<Self, ModelError> {
+        let v = GgufVocab::read(md)?;
+        let (inner, default_add_bos) = match v.model.as_str() {
+            "gpt2" => (gguf_bpe::build(&v)?, pretokenizers::bpe_adds_bos(v.pre.as_deref())),
+            "llama" => (gguf_spm::build(&v)?, true),
+            other => {
+                return Err(ModelError::Tokenizer(format!(
+                    "{} is \"{other}\"; hearth supports: {}",
+                    metadata::MODEL,
+                    SUPPORTED_GGUF_MODELS.join(", ")
+                )))
+            }
+        };
+        let specials = Specials::from_gguf(&v.special, default_add_bos, &inner);
+        Ok(Self::assemble(inner, specials, v.tokens.len()))
+    }
+
+    /// Loads a Hugging Face `tokenizer.json`. BOS/EOS/stop ids and `add_bos`
+    /// come from the GGUF metadata `md` where given (and it names them), else
+    /// from a `tokenizer_config.json` beside the file and the added tokens.
+    pub fn from_file(path: &Path, md: Option<&HashMap<String, Value>>) -> Result<Self, ModelError> {
+        let text = std::fs::read(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+        let mut inner = tokenizers::Tokenizer::from_bytes(&text)
+            .map_err(|e| ModelError::Tokenizer(format!("{} is not a usable tokenizer.json: {e}", path.display())))?;
+        inner
+            .with_truncation(None)
+            .map_err(|e| ModelError::Tokenizer(format!("{}: cannot turn truncation off: {e}", path.display())))?;
+        inner.with_padding(None);
+        let vocab_size = inner.get_vocab(true).values().max().map_or(0, |&m| m as usize + 1);
+
+        let from_gguf = match md {
+            Some(md) if md.contains_key(metadata::MODEL) || md.contains_key(metadata::EOS_ID) => {
+                let keys = SpecialKeys::read(md, Some(vocab_size))?;
+                let model = metadata::opt_str(md, metadata::MODEL)?;
+                let pre = metadata::opt_str(md, metadata::PRE)?;
+                let default_add_bos = match model.as_deref() {
+                    Some("llama") => true,
+                    Some(_) => pretokenizers::bpe_adds_bos(pre.as_deref()),
+                    None => keys.bos.is_some(),
+                };
+                Some(Specials::from_gguf(&keys, default_add_bos, &inner))
+            }
+            _ => None,
+        };
+        let specials = from_gguf.unwrap_or_else(|| Specials::from_hf(&inner, &HfTokenizerConfig::beside(path)));
+        Ok(Self::assemble(inner, specials, vocab_size))
+    }
+
+    fn assemble(inner: tokenizers::Tokenizer, s: Specials, vocab_size: usize) -> Self {
+        let text = |id: Option<u32>| id.and_then(|id| inner.id_to_token(id));
+        Self {
+            bos_text: text(s.bos),
+            eos_text: text(s.eos),
+            bos: s.bos,
+            eos: s.eos,
+            add_bos: s.add_bos,
+            stop_ids: s.stop_ids,
+            vocab_size,
+            inner,
+        }
+    }
+
+    /// Token ids of `text` as the model sees the raw text: special tokens in
+    /// it are recognised, nothing is added, except BOS first when `add_bos`
+    /// and the vocabulary has one.
+    pub fn encode(&self, text: &str, add_bos: bool) -> Result<Vec<u32>, ModelError> {
+        let enc =
+            self.inner.encode(text, false).map_err(|e| ModelError::Tokenizer(format!("cannot encode text: {e}")))?;
+        let mut ids = Vec::with_capacity(enc.len() + 1);
+        if let (true, Some(bos)) = (add_bos, self.bos) {
+            ids.push(bos);
+        }
+        ids.extend_from_slice(enc.get_ids());
+        Ok(ids)
+    }
+
+    /// The text of `ids`, special tokens included. Ids outside the vocabulary are skipped.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, ModelError> {
+        self.inner.decode(ids, false).map_err(|e| ModelError::Tokenizer(format!("cannot decode ids: {e}")))
+    }
+
+    /// The text of `ids` without special tokens (what a user should read).
+    pub fn decode_skip_special(&self, ids: &[u32]) -> Result<String, ModelError> {
+        self.inner.decode(ids, true).map_err(|e| ModelError::Tokenizer(format!("cannot decode ids: {e}")))
+    }
+
+    /// Whether the model expects BOS before raw text (`tokenizer.ggml.add_bos_token`,
+    /// else llama.cpp's default for the vocabulary type).
+    pub fn add_bos(&self) -> bool {
+        self.add_bos
+    }
+
+    pub fn bos_id(&self) -> Option<u32> {
+        self.bos
+    }
+
+    pub fn eos_id(&self) -> Option<u32> {
+        self.eos
+    }
+
+    /// BOS as text, for chat templates (`bos_token`).
+    pub fn bos_token(&self) -> Option<&str> {
+        self.bos_text.as_deref()
+    }
+
+    /// EOS as text, for chat templates (`eos_token`).
+    pub fn eos_token(&self) -> Option<&str> {
+        self.eos_text.as_deref()
+    }
+
+    /// Ids that end generation: EOS, EOT/EOM and end-of-turn control tokens.
+    pub fn stop_ids(&self) -> &[u32] {
+        &self.stop_ids
+    }
+
+    /// The id of a token given its text (added tokens included).
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// Number of token ids (largest id + 1); for a GGUF, the length of `tokenizer.ggml.tokens`.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// The wrapped Hugging Face tokenizer.
+    pub fn hf(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+
+    /// An incremental detokenizer for streaming; special tokens are skipped.
+    pub fn stream(&self) -> TokenStream<'_> {
+        TokenStream { tok: self, ids: Vec::new(), prefix: String::new(), prefix_index: 0 }
+    }
+}
+
+/// A text → id map with the first id of each text (GGUF lists may repeat a text).
+fn token_vocab(tokens: &[String]) -> Vocab {
+    let mut vocab = Vocab::with_capacity(tokens.len());
+    for (id, t) in tokens.iter().enumerate() {
+        vocab.entry(t.clone()).or_insert(id as u32);
+    }
+    if vocab.len() != tokens.len() {
+        tracing::debug!(
+            "{} duplicate token texts in the vocabulary; the first id of each is used",
+            tokens.len() - vocab.len()
+        );
+    }
+    vocab
+}
+
+/// Turns generated ids into text pieces as they arrive, holding back partial UTF-8.
+///
+/// Each piece is the growth of the decoded text of a short window of recent
+/// ids, so decoders that look at neighbours (SentencePiece's leading-space
+/// strip) stay right; a piece is emitted only when the text does not end in
+/// an incomplete character (tokenizers' `DecodeStream` algorithm).
+pub struct TokenStream<'a> {
+    tok: &'a Tokenizer,
+    ids: Vec<u32>,
+    prefix: String,
+    prefix_index: usize,
+}
+
+impl TokenStream<'_> {
+    /// Adds one id; returns the new text, or `None` while it is held back.
+    pub fn push(&mut self, id: u32) -> Result<Option<String>, ModelError> {
+        tokenizers::step_decode_stream(
+            &*self.tok.inner,
+            vec![id],
+            true,
+            &mut self.ids,
+            &mut self.prefix,
+            &mut self.prefix_index,
+        )
+        .map_err(|e| ModelError::Tokenizer(format!("cannot decode token {id}: {e}")))
+    }
+
+    /// Ends the stream: returns held-back text (an incomplete character becomes U+FFFD).
+    pub fn finish(self) -> Result<Option<String>, ModelError> {
+        let text = self.tok.decode_skip_special(&self.ids)?;
+        Ok(match text.strip_prefix(self.prefix.as_str()) {
+            Some(rest) if !rest.is_empty() => Some(rest.to_string()),
+            _ => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::testkit::{TinyVocab, VocabStyle};
+
+    fn md(v: &TinyVocab) -> HashMap<String, Value> {
+        v.metadata.iter().cloned().collect()
+    }
+
+    fn styles() -> [VocabStyle; 4] {
+        [
+            VocabStyle::Gpt2 { pre: "llama-bpe" },
+            VocabStyle::Gpt2 { pre: "qwen2" },
+            VocabStyle::Gpt2 { pre: "gpt-2" },
+            VocabStyle::LlamaSpm,
+        ]
+    }
+
+    #[test]
+    fn every_style_round_trips_text() {
+        for style in styles() {
+            let tok = Tokenizer::from_gguf_metadata(&md(&TinyVocab::new(style))).unwrap();
+            for text in ["Hello, world!", "naïve café 日本 🎉", "  two  spaces\tand\n\nlines  ", "x = 3.14159;"] {
+                let ids = tok.encode(text, false).unwrap();
+                assert_eq!(tok.decode(&ids).unwrap(), text, "{style:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn bos_is_prepended_only_when_asked() {
+        let tok = Tokenizer::from_gguf_metadata(&md(&TinyVocab::new(VocabStyle::LlamaSpm))).unwrap();
+        assert!(tok.add_bos());
+        assert_eq!(tok.bos_token(), Some("<s>"));
+        assert_eq!(tok.eos_token(), Some("</s>"));
+        let plain = tok.encode("hi there", false).unwrap();
+        let with = tok.encode("hi there", true).unwrap();
+        assert_eq!(with[0], 1);
+        assert_eq!(&with[1..], &plain[..]);
+        assert_ne!(plain[0], 1);
+    }
+
+    #[test]
+    fn unsupported_model_names_the_supported_ones() {
+        let mut m = md(&TinyVocab::new(VocabStyle::LlamaSpm));
+        m.insert(metadata::MODEL.into(), Value::String("bert".into()));
+        let err = Tokenizer::from_gguf_metadata(&m).unwrap_err().to_string();
+        assert!(err.contains("bert") && err.contains("gpt2") && err.contains("llama"), "{err}");
+    }
+
+    #[test]
+    fn spm_without_space_prefix_keeps_text_as_is() {
+        let mut m = md(&TinyVocab::new(VocabStyle::LlamaSpm));
+        m.insert(metadata::ADD_SPACE_PREFIX.into(), Value::Bool(false));
+        let tok = Tokenizer::from_gguf_metadata(&m).unwrap();
+        let ids = tok.encode("the cat", false).unwrap();
+        assert_eq!(tok.decode(&ids).unwrap(), "the cat");
+        let first = tok.decode(&ids[..1]).unwrap();
+        assert!(!first.starts_with(' '), "{first:?}");
+        let with_prefix = Tokenizer::from_gguf_metadata(&md(&TinyVocab::new(VocabStyle::LlamaSpm))).unwrap();
+        assert_ne!(with_prefix.encode("the cat", false).unwrap(), ids);
+    }
+
+    #[test]
+    fn spm_without_byte_tokens_is_an_error() {
+        let mut m = md(&TinyVocab::new(VocabStyle::LlamaSpm));
+        let Some(Value::Array(tokens)) = m.get_mut(metadata::TOKENS) else { panic!("no tokens") };
+        tokens[3 + 0x41] = Value::String("not-a-byte".into());
+        let err = Tokenizer::from_gguf_metadata(&m).unwrap_err().to_string();
+        assert!(err.contains("<0x41>"), "{err}");
+    }
+
+    #[test]
+    fn stream_holds_back_partial_characters_and_flushes_on_finish() {
+        let tok = Tokenizer::from_gguf_metadata(&md(&TinyVocab::new(VocabStyle::LlamaSpm))).unwrap();
+        // "🦀" is not in the tiny vocabulary: four byte-fallback tokens.
+        let ids = tok.encode("🦀", false).unwrap();
+        let crab: Vec<u32> = ids.iter().copied().filter(|&id| (3..259).contains(&id)).collect();
+        assert_eq!(crab.len(), 4, "{ids:?}");
+        let mut s = tok.stream();
+        for &id in &ids[..ids.len() - 1] {
+            let piece = s.push(id).unwrap();
+            assert!(piece.as_deref().is_none_or(|p| !p.contains('\u{FFFD}')), "{piece:?}");
+        }
+        assert_eq!(s.finish().unwrap().as_deref().map(|p| p.ends_with('\u{FFFD}')), Some(true));
+    }
+}

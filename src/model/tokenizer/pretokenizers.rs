@@ -1,0 +1,144 @@
+//! The pre-tokenizer (and normalizer) of a byte-level BPE vocabulary, chosen
+//! by `tokenizer.ggml.pre`.
+//!
+//! Owns the mapping from llama.cpp's pre-tokenizer names to the HF pipeline
+//! pieces those models' `tokenizer.json` files use. Invariant: for each kind,
+//! the pipeline built here splits text exactly as the model's own
+//! `tokenizer.json` does (checked against independently written JSON in
+//! `tests/tokenizer.rs`). Unknown names fall back to GPT-2 with a warning.
+//!
+//! Counterpart: `llama_vocab::impl::load` (name → `LLAMA_VOCAB_PRE_TYPE_*`) and
+//! `llm_tokenizer_bpe` (type → `regex_exprs`) in llama.cpp's
+//! `src/llama-vocab.cpp`; the `pre_tokenizer` field of the models' HF files.
+
+use tokenizers::normalizers::unicode::NFC;
+use tokenizers::normalizers::NormalizerWrapper;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::SplitDelimiterBehavior;
+
+use crate::model::ModelError;
+
+/// Llama 3's split (llama.cpp `LLAMA_VOCAB_PRE_TYPE_LLAMA3`): digits in groups of up to three.
+pub(crate) const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen2's split (llama.cpp `LLAMA_VOCAB_PRE_TYPE_QWEN2`): the Llama 3 one with single digits.
+pub(crate) const QWEN2_REGEX: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// The pre-tokenization families hearth implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PreKind {
+    /// GPT-2's regex inside `ByteLevel(use_regex=true)`.
+    Gpt2,
+    /// [`LLAMA3_REGEX`], and BPE with `ignore_merges` (a word that is itself a token is taken whole).
+    Llama3,
+    /// [`QWEN2_REGEX`] after an NFC normalizer.
+    Qwen2,
+    /// [`QWEN2_REGEX`] without a normalizer (StableLM 2).
+    StableLm2,
+    /// Every digit split off, then GPT-2's regex (SmolLM, StarCoder).
+    DigitsGpt2,
+}
+
+impl PreKind {
+    /// The kind for a `tokenizer.ggml.pre` value; missing or "default" is GPT-2.
+    pub fn from_gguf(pre: Option<&str>) -> Self {
+        match pre {
+            None => Self::Gpt2,
+            Some(name) => Self::from_name(name).unwrap_or_else(|| {
+                tracing::warn!("unknown tokenizer.ggml.pre \"{name}\"; using the GPT-2 pre-tokenizer, tokenization may differ from the model's");
+                Self::Gpt2
+            }),
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "default" | "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "jina-v2-es" | "jina-v2-de" | "gigachat"
+            | "mellum" | "exaone4" => Self::Gpt2,
+            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2" => {
+                Self::Llama3
+            }
+            "qwen2" | "deepseek-r1-qwen" | "megrez" | "kormo" => Self::Qwen2,
+            "stablelm2" => Self::StableLm2,
+            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" => Self::DigitsGpt2,
+            _ => return None,
+        })
+    }
+
+    /// Whether BPE looks a whole pre-token up in the vocabulary before merging.
+    pub fn ignore_merges(self) -> bool {
+        self == Self::Llama3
+    }
+
+    pub fn normalizer(self) -> Option<NormalizerWrapper> {
+        (self == Self::Qwen2).then(|| NFC.into())
+    }
+
+    pub fn pre_tokenizer(self) -> Result<PreTokenizerWrapper, ModelError> {
+        let gpt2 = || ByteLevel::new(false, true, true);
+        let split_then_bytes = |regex: &str| -> Result<PreTokenizerWrapper, ModelError> {
+            let split = Split::new(SplitPattern::Regex(regex.to_string()), SplitDelimiterBehavior::Isolated, false)
+                .map_err(|e| ModelError::Tokenizer(format!("pre-tokenizer regex does not compile: {e}")))?;
+            Ok(Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()]).into())
+        };
+        match self {
+            Self::Gpt2 => Ok(gpt2().into()),
+            Self::Llama3 => split_then_bytes(LLAMA3_REGEX),
+            Self::Qwen2 | Self::StableLm2 => split_then_bytes(QWEN2_REGEX),
+            Self::DigitsGpt2 => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into()),
+        }
+    }
+}
+
+/// llama.cpp's default for `add_bos_token` in a gpt2-model vocabulary: on for
+/// the Llama 3 family (and Tekken, Chameleon), off otherwise.
+pub(crate) fn bpe_adds_bos(pre: Option<&str>) -> bool {
+    matches!(pre, Some("tekken" | "chameleon")) || pre.and_then(PreKind::from_name) == Some(PreKind::Llama3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+
+    fn split(kind: PreKind, text: &str) -> Vec<String> {
+        let mut pts = PreTokenizedString::from(text);
+        kind.pre_tokenizer().unwrap().pre_tokenize(&mut pts).unwrap();
+        pts.get_splits(OffsetReferential::Original, OffsetType::Byte)
+            .into_iter()
+            .map(|(s, _, _)| s.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn names_map_to_kinds() {
+        assert_eq!(PreKind::from_gguf(None), PreKind::Gpt2);
+        assert_eq!(PreKind::from_gguf(Some("default")), PreKind::Gpt2);
+        assert_eq!(PreKind::from_gguf(Some("llama-bpe")), PreKind::Llama3);
+        assert_eq!(PreKind::from_gguf(Some("qwen2")), PreKind::Qwen2);
+        assert_eq!(PreKind::from_gguf(Some("smollm")), PreKind::DigitsGpt2);
+        assert_eq!(PreKind::from_gguf(Some("no-such-pre")), PreKind::Gpt2);
+        assert!(bpe_adds_bos(Some("llama3")));
+        assert!(!bpe_adds_bos(Some("qwen2")));
+        assert!(!bpe_adds_bos(None));
+    }
+
+    #[test]
+    fn digits_split_by_kind() {
+        // Byte-level pieces: 'Ġ' is the space.
+        assert_eq!(split(PreKind::Llama3, "12345 x"), ["123", "45", "Ġx"]);
+        assert_eq!(split(PreKind::Qwen2, "12345"), ["1", "2", "3", "4", "5"]);
+        assert_eq!(split(PreKind::Gpt2, "12345 x"), ["12345", "Ġx"]);
+        assert_eq!(split(PreKind::DigitsGpt2, "a12 b"), ["a", "1", "2", "Ġb"]);
+    }
+
+    #[test]
+    fn llama3_keeps_contractions_and_newlines_apart() {
+        assert_eq!(split(PreKind::Llama3, "I'M here\n\n  ok"), ["I", "'M", "Ġhere", "ĊĊ", "Ġ", "Ġok"]);
+        assert_eq!(split(PreKind::Gpt2, "I'M"), ["I", "'", "M"]);
+    }
+}

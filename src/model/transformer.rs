@@ -1,0 +1,269 @@
+//! Our transformer forward: one implementation for every supported family.
+//!
+//! `forward` takes a packed batch (several sequences of different lengths,
+//! see [`BatchLayout`]) and a [`KvStore`]; it never owns a cache. Per layer it
+//! computes Q/K/V for all packed rows with one matmul each, applies the
+//! family's small differences (bias, q/k norm, rope pairing), and hands Q/K/V
+//! to the store, which appends K/V and attends. Only the rows whose logits
+//! are wanted go through the output projection.
+//!
+//! Weights stay quantized (`QMatMul`); norms, biases and the embedding table
+//! are f32. Activations are f32.
+//!
+//! Counterpart: candle-transformers' `quantized_llama.rs` / `quantized_qwen2.rs` /
+//! `quantized_qwen3.rs` (same tensors and math, one file instead of three),
+//! vLLM's `LlamaModel.forward` over flattened tokens.
+
+use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::{DType, Device, Module, Tensor};
+
+use super::gguf::GgufFile;
+use super::hparams::HParams;
+use super::rope::{positions_tensor, RopeTables};
+use super::ModelError;
+use crate::ops::{BatchLayout, KvShape, KvStore};
+
+/// Which rows get logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    /// The last new token of each sequence: `[sequences, vocab]`.
+    LastPerSequence,
+    /// Every packed row: `[tokens, vocab]`.
+    All,
+}
+
+struct Attention {
+    wq: QMatMul,
+    wk: QMatMul,
+    wv: QMatMul,
+    wo: QMatMul,
+    /// Qwen2: biases of the Q/K/V projections.
+    bias: Option<[Tensor; 3]>,
+    /// Qwen3: RMSNorm over each head's Q and K before rope.
+    qk_norm: Option<[Tensor; 2]>,
+}
+
+struct Mlp {
+    gate: QMatMul,
+    up: QMatMul,
+    down: QMatMul,
+}
+
+struct Layer {
+    attn_norm: Tensor,
+    attn: Attention,
+    ffn_norm: Tensor,
+    mlp: Mlp,
+}
+
+/// A loaded model: quantized weights and the forward over them.
+pub struct Transformer {
+    hp: HParams,
+    embedding: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    output: QMatMul,
+    rope: RopeTables,
+    device: Device,
+}
+
+impl std::fmt::Debug for Transformer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transformer").field("hparams", &self.hp).finish_non_exhaustive()
+    }
+}
+
+impl Transformer {
+    /// Loads the weights of `file` onto `device`. `max_positions` sizes the
+    /// rope tables (the context length hearth will use).
+    pub fn from_gguf(file: &mut GgufFile, device: &Device, max_positions: usize) -> Result<Self, ModelError> {
+        let embd_shape = file.tensor_shape("token_embd.weight");
+        let hp = HParams::from_metadata(file.metadata(), embd_shape.as_ref().map(|s| s[0]))?;
+        let (d, hd) = (hp.hidden, hp.head_dim);
+        let q_dim = hp.heads * hd;
+        let kv_dim = hp.kv_heads * hd;
+
+        let embedding_q = load_2d(file, "token_embd.weight", [hp.vocab_size, d], device)?;
+        let embedding = embedding_q.dequantize(device)?.to_dtype(DType::F32)?;
+        let output = match file.tensor_opt("output.weight", device)? {
+            Some(t) => {
+                check_shape("output.weight", t.shape().dims(), &[hp.vocab_size, d])?;
+                t
+            }
+            // Tied embeddings: the output projection is the embedding table.
+            None => embedding_q,
+        };
+        let freq_factors = match file.tensor_opt("rope_freqs.weight", device)? {
+            Some(t) => Some(t.dequantize(device)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?),
+            None => None,
+        };
+        let rope = RopeTables::new(
+            hd,
+            hp.rope_base,
+            freq_factors.as_deref(),
+            hp.rope_scaling,
+            hp.family.rope_style(),
+            max_positions,
+            device,
+        )?;
+
+        let mut layers = Vec::with_capacity(hp.layers);
+        for i in 0..hp.layers {
+            let n = |s: &str| format!("blk.{i}.{s}");
+            let bias = if file.has_tensor(&n("attn_q.bias")) {
+                Some([
+                    load_vec(file, &n("attn_q.bias"), q_dim, device)?,
+                    load_vec(file, &n("attn_k.bias"), kv_dim, device)?,
+                    load_vec(file, &n("attn_v.bias"), kv_dim, device)?,
+                ])
+            } else {
+                None
+            };
+            let qk_norm = if file.has_tensor(&n("attn_q_norm.weight")) {
+                Some([
+                    load_vec(file, &n("attn_q_norm.weight"), hd, device)?,
+                    load_vec(file, &n("attn_k_norm.weight"), hd, device)?,
+                ])
+            } else {
+                None
+            };
+            layers.push(Layer {
+                attn_norm: load_vec(file, &n("attn_norm.weight"), d, device)?,
+                attn: Attention {
+                    wq: qmatmul(load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?)?,
+                    wk: qmatmul(load_2d(file, &n("attn_k.weight"), [kv_dim, d], device)?)?,
+                    wv: qmatmul(load_2d(file, &n("attn_v.weight"), [kv_dim, d], device)?)?,
+                    wo: qmatmul(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?)?,
+                    bias,
+                    qk_norm,
+                },
+                ffn_norm: load_vec(file, &n("ffn_norm.weight"), d, device)?,
+                mlp: Mlp {
+                    gate: qmatmul(load_2d(file, &n("ffn_gate.weight"), [hp.ffn, d], device)?)?,
+                    up: qmatmul(load_2d(file, &n("ffn_up.weight"), [hp.ffn, d], device)?)?,
+                    down: qmatmul(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?)?,
+                },
+            });
+        }
+        Ok(Self {
+            norm: load_vec(file, "output_norm.weight", d, device)?,
+            output: qmatmul(output)?,
+            embedding,
+            layers,
+            rope,
+            device: device.clone(),
+            hp,
+        })
+    }
+
+    pub fn hparams(&self) -> &HParams {
+        &self.hp
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The K/V geometry a store must provide for this model.
+    pub fn kv_shape(&self) -> KvShape {
+        KvShape { layers: self.hp.layers, kv_heads: self.hp.kv_heads, head_dim: self.hp.head_dim }
+    }
+
+    /// The longest sequence the rope tables cover.
+    pub fn max_positions(&self) -> usize {
+        self.rope.max_positions()
+    }
+
+    /// Runs `tokens` (packed per `batch`) through the model, appending their
+    /// K/V to `kv`, and returns f32 logits for the rows `which` selects.
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        batch: &BatchLayout,
+        kv: &mut dyn KvStore,
+        which: Logits,
+    ) -> Result<Tensor, ModelError> {
+        if tokens.len() != batch.total_tokens() {
+            return Err(crate::ops::OpsError::Layout(format!(
+                "{} tokens for a batch of {}",
+                tokens.len(),
+                batch.total_tokens()
+            ))
+            .into());
+        }
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= self.hp.vocab_size) {
+            return Err(ModelError::TokenOutOfRange { id, vocab: self.hp.vocab_size });
+        }
+        for s in batch.seqs() {
+            if s.cached + s.new > self.rope.max_positions() {
+                return Err(ModelError::PromptTooLong { tokens: s.cached + s.new, context: self.rope.max_positions() });
+            }
+        }
+        let hp = &self.hp;
+        let t = tokens.len();
+        let ids = Tensor::new(tokens, &self.device)?;
+        let positions = positions_tensor(&batch.positions(), &self.device)?;
+        let (cos, sin) = self.rope.gather(&positions)?;
+        let scale = 1.0 / (hp.head_dim as f64).sqrt();
+
+        let mut x = self.embedding.index_select(&ids, 0)?; // [t, hidden]
+        for (li, layer) in self.layers.iter().enumerate() {
+            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, hp.rms_eps as f32)?;
+            let a = &layer.attn;
+            let (mut q, mut k, mut v) = (a.wq.forward(&h)?, a.wk.forward(&h)?, a.wv.forward(&h)?);
+            if let Some([bq, bk, bv]) = &a.bias {
+                q = q.broadcast_add(bq)?;
+                k = k.broadcast_add(bk)?;
+                v = v.broadcast_add(bv)?;
+            }
+            let mut q = q.reshape((t, hp.heads, hp.head_dim))?;
+            let mut k = k.reshape((t, hp.kv_heads, hp.head_dim))?;
+            let v = v.reshape((t, hp.kv_heads, hp.head_dim))?;
+            if let Some([qn, kn]) = &a.qk_norm {
+                q = candle_nn::ops::rms_norm(&q.contiguous()?, qn, hp.rms_eps as f32)?;
+                k = candle_nn::ops::rms_norm(&k.contiguous()?, kn, hp.rms_eps as f32)?;
+            }
+            let q = self.rope.apply(&q, &cos, &sin)?;
+            let k = self.rope.apply(&k, &cos, &sin)?;
+            let attn = kv.attend(li, &q, &k, &v, batch, scale)?;
+            x = (x + a.wo.forward(&attn)?)?;
+
+            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, hp.rms_eps as f32)?;
+            let gate = layer.mlp.gate.forward(&h)?.silu()?;
+            let up = layer.mlp.up.forward(&h)?;
+            x = (x + layer.mlp.down.forward(&(gate * up)?)?)?;
+        }
+        let x = match which {
+            Logits::All => x,
+            Logits::LastPerSequence => {
+                let rows = Tensor::new(batch.last_rows().as_slice(), &self.device)?;
+                x.index_select(&rows, 0)?
+            }
+        };
+        let x = candle_nn::ops::rms_norm(&x, &self.norm, hp.rms_eps as f32)?;
+        Ok(self.output.forward(&x)?.to_dtype(DType::F32)?)
+    }
+}
+
+fn qmatmul(t: QTensor) -> Result<QMatMul, ModelError> {
+    Ok(QMatMul::from_qtensor(t)?)
+}
+
+fn check_shape(name: &str, actual: &[usize], expected: &[usize]) -> Result<(), ModelError> {
+    if actual != expected {
+        return Err(ModelError::BadTensor { name: name.into(), actual: actual.to_vec(), expected: expected.to_vec() });
+    }
+    Ok(())
+}
+
+fn load_2d(file: &mut GgufFile, name: &str, shape: [usize; 2], device: &Device) -> Result<QTensor, ModelError> {
+    let t = file.tensor(name, device)?;
+    check_shape(name, t.shape().dims(), &shape)?;
+    Ok(t)
+}
+
+fn load_vec(file: &mut GgufFile, name: &str, len: usize, device: &Device) -> Result<Tensor, ModelError> {
+    let t = file.tensor(name, device)?;
+    check_shape(name, t.shape().dims(), &[len])?;
+    Ok(t.dequantize(device)?.to_dtype(DType::F32)?)
+}

@@ -1,0 +1,32 @@
+//! Attention and the K/V interface the transformer forward runs on.
+//!
+//! `ops` owns the boundary between the model and wherever K/V lives:
+//!
+//! - [`BatchLayout`] describes one forward call: several sequences packed along
+//!   the token axis (vLLM's "varlen" layout), each with the number of tokens
+//!   already in its cache and the number of new tokens in this call.
+//! - [`KvStore`] is what the forward calls once per layer: write the new K/V of
+//!   every sequence, then attend each sequence's queries over its cached plus new
+//!   tokens. The forward never owns a cache; it only holds a `&mut dyn KvStore`.
+//! - [`ContiguousKv`] is the simple store: one growable token-major buffer per
+//!   sequence and layer. The paged block pool implements the same trait.
+//! - [`attention::attend`] is the attention math shared by every CPU store.
+//!
+//! Counterpart: vLLM's `AttentionBackend` / `AttentionMetadata`
+//! (`query_start_loc`, `seq_lens`), and candle's `candle_nn::kv_cache` without
+//! its `Tensor::cat` growth.
+//!
+//! Invariant: K/V buffers are token-major (`[tokens, kv_heads, head_dim]`), the
+//! layout a block of the paged pool has, so moving to blocks changes where the
+//! rows live, not how they are read.
+
+pub mod attention;
+mod batch;
+mod contiguous;
+mod error;
+mod kv_store;
+
+pub use batch::{BatchLayout, SeqChunk};
+pub use contiguous::{ContiguousBatch, ContiguousKv};
+pub use error::OpsError;
+pub use kv_store::{KvShape, KvStore};

@@ -1,0 +1,164 @@
+//! The `hearth` binary end to end on tiny models: streaming `run`, `tokenize`,
+//! and one-line errors with a non-zero exit for bad input.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use hearth::model::hparams::Family;
+use hearth::model::testkit::{TinyModelSpec, WeightType};
+
+fn hearth(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(args)
+        // Isolated config and data: never the user's, never the network.
+        .arg("--config")
+        .arg(dir.join("no-config.toml"))
+        .arg("--offline")
+        .env("HEARTH_DATA_DIR", dir.join("data"))
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_HOME", dir.join("hf"))
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn assert_one_line_error(o: &Output, needle: &str) {
+    assert!(!o.status.success(), "expected failure, got success; stderr: {}", stderr(o));
+    let err = stderr(o);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line on stderr, got: {err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(lines[0].contains(needle), "expected {needle:?} in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn run_streams_the_greedy_completion_and_is_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Qwen2, WeightType::Q8_0);
+    let model = common::write_tiny(dir.path(), &spec, "m.gguf");
+    let m = model.to_str().unwrap();
+    let args = ["run", "--model", m, "--prompt", "Hello world", "--max-tokens", "12", "--temperature", "0"];
+    let a = hearth(dir.path(), &args);
+    assert!(a.status.success(), "{}", stderr(&a));
+    let b = hearth(dir.path(), &args);
+    assert_eq!(a.stdout, b.stdout, "greedy runs differ");
+    let text = String::from_utf8(a.stdout).unwrap();
+    assert!(text.ends_with('\n'));
+    assert!(!text.trim_end_matches('\n').is_empty(), "no completion text");
+
+    // The completion is the model's greedy continuation, decoded.
+    let loaded = hearth::model::LoadedModel::load(
+        &hearth::model::source::resolve(
+            &hearth::model::source::ModelSource::Local(model.clone()),
+            &Default::default(),
+        )
+        .unwrap(),
+        &candle_core::Device::Cpu,
+        None,
+    )
+    .unwrap();
+    let ids = loaded.prompt_ids("Hello world", false).unwrap();
+    let params = hearth::engine::GenerateParams {
+        max_tokens: 12,
+        sampling: hearth::model::sampling::SamplingParams::greedy(),
+    };
+    let report = hearth::engine::generate(&loaded, &ids, &params, |_| Ok(())).unwrap();
+    assert_eq!(text.trim_end_matches('\n'), report.text);
+
+    // --chat goes through the template and still succeeds.
+    let c = hearth(dir.path(), &["run", "--model", m, "--prompt", "Hi", "--max-tokens", "4", "--chat", "--seed", "3"]);
+    assert!(c.status.success(), "{}", stderr(&c));
+}
+
+#[test]
+fn tokenize_prints_ids_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let model = common::write_tiny(dir.path(), &spec, "m.gguf");
+    let m = model.to_str().unwrap();
+    let o = hearth(dir.path(), &["tokenize", "--model", m, "--text", "Hello, world 123"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ids: Vec<u32> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!ids.is_empty());
+
+    let jsonl = dir.path().join("in.jsonl");
+    std::fs::write(&jsonl, "{\"text\": \"Hello, world 123\"}\n{\"text\": \"a\"}\n").unwrap();
+    let o = hearth(dir.path(), &["tokenize", "--model", m, "--jsonl", jsonl.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<Vec<u32>> =
+        String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0], ids);
+
+    std::fs::write(&jsonl, "{\"txt\": 1}\n").unwrap();
+    let o = hearth(dir.path(), &["tokenize", "--model", m, "--jsonl", jsonl.to_str().unwrap()]);
+    assert_one_line_error(&o, "line 1");
+}
+
+#[test]
+fn bad_input_gives_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+
+    let o = hearth(d, &["run", "--model", d.join("missing.gguf").to_str().unwrap(), "--prompt", "x"]);
+    assert_one_line_error(&o, "missing.gguf");
+
+    let not_gguf = d.join("notes.gguf");
+    std::fs::write(&not_gguf, b"this is not a model file at all").unwrap();
+    let o = hearth(d, &["run", "--model", not_gguf.to_str().unwrap(), "--prompt", "x"]);
+    assert_one_line_error(&o, "not a GGUF file");
+
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let good = common::write_tiny(d, &spec, "good.gguf");
+    let bytes = std::fs::read(&good).unwrap();
+    let truncated = d.join("truncated.gguf");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let o = hearth(d, &["run", "--model", truncated.to_str().unwrap(), "--prompt", "x"]);
+    assert_one_line_error(&o, "truncated");
+    let header_cut = d.join("header-cut.gguf");
+    std::fs::write(&header_cut, &bytes[..200]).unwrap();
+    let o = hearth(d, &["run", "--model", header_cut.to_str().unwrap(), "--prompt", "x"]);
+    assert_one_line_error(&o, "damaged GGUF");
+
+    // Same file with another architecture name: candle's writer lets us
+    // rewrite the metadata.
+    let foreign = d.join("foreign.gguf");
+    rewrite_arch(&good, &foreign, "mamba");
+    let o = hearth(d, &["run", "--model", foreign.to_str().unwrap(), "--prompt", "x"]);
+    assert_one_line_error(&o, "unsupported architecture \"mamba\"; hearth supports: llama, qwen2, qwen3");
+
+    let long = "word ".repeat(600);
+    let o = hearth(d, &["run", "--model", good.to_str().unwrap(), "--prompt", &long]);
+    assert_one_line_error(&o, "context holds 512");
+
+    let o = hearth(d, &["run", "--model", good.to_str().unwrap(), "--prompt", "x", "--top-p", "7"]);
+    assert_one_line_error(&o, "top_p");
+}
+
+fn rewrite_arch(src: &Path, dst: &Path, arch: &str) {
+    use candle_core::quantized::gguf_file::{self, Value};
+    let mut r = std::fs::File::open(src).unwrap();
+    let c = gguf_file::Content::read(&mut r).unwrap();
+    let mut md: Vec<(String, Value)> = c.metadata.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    for (k, v) in md.iter_mut() {
+        if k == "general.architecture" {
+            *v = Value::String(arch.into());
+        }
+    }
+    let tensors: Vec<(String, candle_core::quantized::QTensor)> = c
+        .tensor_infos
+        .keys()
+        .map(|n| (n.clone(), c.tensor(&mut r, n, &candle_core::Device::Cpu).unwrap()))
+        .collect();
+    let mut w = std::fs::File::create(dst).unwrap();
+    let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let t_refs: Vec<(&str, &candle_core::quantized::QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    gguf_file::write(&mut w, &md_refs, &t_refs).unwrap();
+}

@@ -1,0 +1,97 @@
+//! Shared test support: tiny models in temp dirs and candle-transformers'
+//! reference implementations behind one small trait.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use candle_core::quantized::gguf_file;
+use candle_core::{DType, Device, Tensor};
+use candle_transformers::models::{quantized_llama, quantized_qwen2, quantized_qwen3};
+use hearth::model::gguf::GgufFile;
+use hearth::model::hparams::Family;
+use hearth::model::testkit::{write_model, TinyModelSpec};
+use hearth::model::{Logits, Transformer};
+use hearth::ops::{BatchLayout, ContiguousBatch, ContiguousKv};
+
+/// Writes `spec` into `dir` and returns the path.
+pub fn write_tiny(dir: &Path, spec: &TinyModelSpec, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    write_model(spec, &path).unwrap();
+    path
+}
+
+pub fn load_ours(path: &Path, max_positions: usize) -> Transformer {
+    let mut f = GgufFile::open(path).unwrap();
+    Transformer::from_gguf(&mut f, &Device::Cpu, max_positions).unwrap()
+}
+
+/// candle-transformers' model for the same file.
+pub enum Reference {
+    Llama(quantized_llama::ModelWeights),
+    Qwen2(quantized_qwen2::ModelWeights),
+    Qwen3(quantized_qwen3::ModelWeights),
+}
+
+impl Reference {
+    pub fn load(path: &Path, family: Family) -> Self {
+        let mut r = std::fs::File::open(path).unwrap();
+        let c = gguf_file::Content::read(&mut r).unwrap();
+        let d = Device::Cpu;
+        match family {
+            Family::Llama => Self::Llama(quantized_llama::ModelWeights::from_gguf(c, &mut r, &d).unwrap()),
+            Family::Qwen2 => Self::Qwen2(quantized_qwen2::ModelWeights::from_gguf(c, &mut r, &d).unwrap()),
+            Family::Qwen3 => Self::Qwen3(quantized_qwen3::ModelWeights::from_gguf(c, &mut r, &d).unwrap()),
+        }
+    }
+
+    /// Logits of the last of `ids`, fed at position `pos`.
+    pub fn forward(&mut self, ids: &[u32], pos: usize) -> Vec<f32> {
+        let x = Tensor::new(ids, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+        let out = match self {
+            Self::Llama(m) => m.forward(&x, pos),
+            Self::Qwen2(m) => m.forward(&x, pos),
+            Self::Qwen3(m) => m.forward(&x, pos),
+        }
+        .unwrap();
+        out.flatten_all().unwrap().to_dtype(DType::F32).unwrap().to_vec1().unwrap()
+    }
+
+    pub fn clear(&mut self) {
+        match self {
+            Self::Llama(m) => m.clear_kv_cache(),
+            Self::Qwen2(m) => m.clear_kv_cache(),
+            Self::Qwen3(m) => m.clear_kv_cache(),
+        }
+    }
+}
+
+/// Runs ours on one sequence, continuing `kv`; logits of the last token.
+pub fn ours_step(tf: &Transformer, kv: &mut ContiguousKv, ids: &[u32]) -> Vec<f32> {
+    let batch = BatchLayout::single(kv.len(), ids.len()).unwrap();
+    let l = tf.forward(ids, &batch, &mut ContiguousBatch::new(vec![kv]), Logits::LastPerSequence).unwrap();
+    l.flatten_all().unwrap().to_vec1().unwrap()
+}
+
+pub fn new_kv(tf: &Transformer, max: usize) -> ContiguousKv {
+    ContiguousKv::new(tf.kv_shape(), DType::F32, &Device::Cpu, max)
+}
+
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "logit vectors differ in length");
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, x) in v.iter().enumerate() {
+        if *x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Deterministic prompt ids inside the vocabulary.
+pub fn prompt(len: usize, vocab: usize, salt: u32) -> Vec<u32> {
+    (0..len as u32).map(|i| (i * 7919 + salt * 104_729 + 3) % vocab as u32).collect()
+}

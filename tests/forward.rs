@@ -1,0 +1,187 @@
+//! Our forward against candle-transformers' quantized_llama / quantized_qwen2 /
+//! quantized_qwen3 on the same random GGUF files: full prompt, token-by-token
+//! decode, a packed batch of mixed-length sequences, and greedy continuations.
+
+mod common;
+
+use common::*;
+use hearth::model::hparams::Family;
+use hearth::model::testkit::{TinyModelSpec, WeightType};
+use hearth::model::Logits;
+use hearth::ops::{BatchLayout, ContiguousBatch, SeqChunk};
+
+/// Logits of the two implementations differ by float rounding (rope tables
+/// computed differently, another summation order in attention). With f32
+/// weights that stays below `TOL` (logits are of order 1-10).
+const TOL: f32 = 2e-3;
+
+/// With quantized weights candle quantizes the activations to 8 bits inside
+/// each matmul, so a last-bit difference can flip one rounding and move the
+/// logits by a quantization step. Such a step must stay below this fraction
+/// of the largest logit, and most steps must still be within `TOL`.
+const QUANT_REL_TOL: f32 = 0.02;
+
+/// Compares one step's logits; returns whether it was within `TOL`.
+fn close(wt: WeightType, a: &[f32], b: &[f32], what: &str) -> bool {
+    let d = max_abs_diff(a, b);
+    if wt == WeightType::F32 {
+        assert!(d < TOL, "{what}: max |diff| {d}");
+    } else {
+        let scale = b.iter().fold(0f32, |m, x| m.max(x.abs()));
+        assert!(d < QUANT_REL_TOL * scale, "{what}: max |diff| {d}, max |logit| {scale}");
+    }
+    d < TOL
+}
+
+fn cases() -> Vec<(Family, WeightType)> {
+    let mut v = Vec::new();
+    for f in [Family::Llama, Family::Qwen2, Family::Qwen3] {
+        for w in [WeightType::F32, WeightType::Q8_0, WeightType::Q4K] {
+            v.push((f, w));
+        }
+    }
+    v
+}
+
+#[test]
+fn full_prompt_and_decode_match_candle() {
+    let dir = tempfile::tempdir().unwrap();
+    for (family, wt) in cases() {
+        let spec = TinyModelSpec::tiny(family, wt);
+        let path = write_tiny(dir.path(), &spec, &format!("{family:?}-{wt:?}.gguf"));
+        let ours = load_ours(&path, 512);
+        let mut theirs = Reference::load(&path, family);
+        let vocab = spec.vocab.size;
+        let ids = prompt(23, vocab, 1);
+
+        // Whole prompt in one forward.
+        let mut kv = new_kv(&ours, 512);
+        let a = ours_step(&ours, &mut kv, &ids);
+        let b = theirs.forward(&ids, 0);
+        let mut within = close(wt, &a, &b, &format!("{family:?} {wt:?} prompt")) as usize;
+
+        // Token by token.
+        theirs.clear();
+        let mut kv = new_kv(&ours, 512);
+        for (pos, id) in ids.iter().enumerate() {
+            let a = ours_step(&ours, &mut kv, &[*id]);
+            let b = theirs.forward(&[*id], pos);
+            within += close(wt, &a, &b, &format!("{family:?} {wt:?} decode step {pos}")) as usize;
+        }
+        let steps = ids.len() + 1;
+        assert!(within * 10 >= steps * 9, "{family:?} {wt:?}: only {within} of {steps} steps within {TOL}");
+    }
+}
+
+#[test]
+fn greedy_continuations_are_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    for (family, wt) in cases() {
+        let spec = TinyModelSpec::tiny(family, wt);
+        let path = write_tiny(dir.path(), &spec, &format!("{family:?}-{wt:?}.gguf"));
+        let ours = load_ours(&path, 512);
+        let mut theirs = Reference::load(&path, family);
+        let ids = prompt(9, spec.vocab.size, 2);
+
+        let mut kv = new_kv(&ours, 512);
+        let mut a = vec![argmax(&ours_step(&ours, &mut kv, &ids))];
+        let mut b = vec![argmax(&theirs.forward(&ids, 0))];
+        for i in 0..24 {
+            let next_a = argmax(&ours_step(&ours, &mut kv, &[a[i]]));
+            let next_b = argmax(&theirs.forward(&[b[i]], ids.len() + i));
+            a.push(next_a);
+            b.push(next_b);
+        }
+        assert_eq!(a, b, "{family:?} {wt:?}");
+    }
+}
+
+#[test]
+fn mixed_length_batch_matches_each_sequence_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    for family in [Family::Llama, Family::Qwen2, Family::Qwen3] {
+        let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
+        let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
+        let ours = load_ours(&path, 512);
+        let mut theirs = Reference::load(&path, family);
+        let v = spec.vocab.size;
+
+        // Three sequences: a fresh prompt of 11, a sequence with 6 cached
+        // tokens getting 4 more, and one decoding its 9th token.
+        let fresh = prompt(11, v, 3);
+        let (b_prefix, b_new) = (prompt(6, v, 4), prompt(4, v, 5));
+        let (c_prefix, c_new) = (prompt(8, v, 6), vec![17u32]);
+
+        let mut kv_a = new_kv(&ours, 512);
+        let mut kv_b = new_kv(&ours, 512);
+        let mut kv_c = new_kv(&ours, 512);
+        ours_step(&ours, &mut kv_b, &b_prefix);
+        ours_step(&ours, &mut kv_c, &c_prefix);
+
+        let batch = BatchLayout::new(vec![
+            SeqChunk { cached: 0, new: 11 },
+            SeqChunk { cached: 6, new: 4 },
+            SeqChunk { cached: 8, new: 1 },
+        ])
+        .unwrap();
+        let packed: Vec<u32> = fresh.iter().chain(&b_new).chain(&c_new).copied().collect();
+        let mut store = ContiguousBatch::new(vec![&mut kv_a, &mut kv_b, &mut kv_c]);
+        let all = ours.forward(&packed, &batch, &mut store, Logits::All).unwrap();
+        let last: Vec<Vec<f32>> =
+            batch.last_rows().iter().map(|&r| all.get(r as usize).unwrap().to_vec1().unwrap()).collect();
+        assert_eq!(all.dims(), &[16, v]);
+
+        let mut expect = Vec::new();
+        theirs.clear();
+        expect.push(theirs.forward(&fresh, 0));
+        theirs.clear();
+        theirs.forward(&b_prefix, 0);
+        expect.push(theirs.forward(&b_new, 6));
+        theirs.clear();
+        theirs.forward(&c_prefix, 0);
+        expect.push(theirs.forward(&c_new, 8));
+
+        for (i, (a, b)) in last.iter().zip(&expect).enumerate() {
+            close(WeightType::Q8_0, a, b, &format!("{family:?} sequence {i}"));
+        }
+
+        // Against ours run one sequence at a time: packing must not change a
+        // sequence's numbers (rows are quantized and multiplied independently).
+        let mut alone = Vec::new();
+        let mut kv = new_kv(&ours, 512);
+        alone.push(ours_step(&ours, &mut kv, &fresh));
+        let mut kv = new_kv(&ours, 512);
+        ours_step(&ours, &mut kv, &b_prefix);
+        alone.push(ours_step(&ours, &mut kv, &b_new));
+        let mut kv = new_kv(&ours, 512);
+        ours_step(&ours, &mut kv, &c_prefix);
+        alone.push(ours_step(&ours, &mut kv, &c_new));
+        for (i, (a, b)) in last.iter().zip(&alone).enumerate() {
+            let d = max_abs_diff(a, b);
+            assert!(d < 1e-4, "{family:?} sequence {i}: batched vs alone max |diff| {d}");
+            assert_eq!(argmax(a), argmax(b));
+        }
+        assert_eq!((kv_a.len(), kv_b.len(), kv_c.len()), (11, 10, 9));
+    }
+}
+
+#[test]
+fn rope_freqs_divide_the_frequencies() {
+    // Llama 3.1 stores per-frequency divisors in `rope_freqs.weight`. All
+    // divisors 2 is the same as linear position scaling by 2, and differs
+    // from no scaling.
+    let dir = tempfile::tempdir().unwrap();
+    let base = TinyModelSpec::tiny(Family::Llama, WeightType::F32);
+    let mut freqs = base.clone();
+    freqs.rope_freqs = Some(vec![2.0; base.head_dim / 2]);
+    let mut linear = base.clone();
+    linear.rope_linear_factor = Some(2.0);
+    let run = |spec: &TinyModelSpec, name: &str| {
+        let tf = load_ours(&write_tiny(dir.path(), spec, name), 512);
+        let mut kv = new_kv(&tf, 512);
+        ours_step(&tf, &mut kv, &prompt(30, spec.vocab.size, 9))
+    };
+    let (a, b, c) = (run(&freqs, "freqs.gguf"), run(&linear, "linear.gguf"), run(&base, "base.gguf"));
+    assert!(max_abs_diff(&a, &b) < TOL);
+    assert!(max_abs_diff(&a, &c) > 0.01);
+}
