@@ -3,7 +3,7 @@
 //! Thin on purpose: parsing flags (clap) and printing live here; everything
 //! else is a library call. `anyhow` is used only in this file.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -19,7 +19,11 @@ use hearth::model::tokenizer::Tokenizer;
 use hearth::model::{select_device, LoadedModel};
 
 #[derive(Parser, Debug)]
-#[command(name = "hearth", version, about = "Run a quantized LLM locally and keep every conversation warm.")]
+#[command(
+    name = "hearth",
+    version,
+    about = "Run a quantized LLM locally and keep every conversation warm."
+)]
 struct Cli {
     /// Config file (default: the platform config dir's hearth/config.toml).
     #[arg(long, global = true, value_name = "FILE")]
@@ -149,7 +153,12 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -163,9 +172,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         ..Default::default()
     };
     match cli.command {
-        None => bail!(
-            "the desktop app is not part of this build yet; use `hearth run --prompt TEXT` (see `hearth --help`)"
-        ),
+        None => {
+            bail!("the desktop app is not part of this build yet; use `hearth run --prompt TEXT` (see `hearth --help`)")
+        }
         Some(Command::Run(args)) => {
             overrides.temperature = args.temperature;
             overrides.top_p = args.top_p;
@@ -181,9 +190,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let settings = Settings::resolve(&file, &overrides)?;
             cmd_tokenize(&settings, &args)
         }
-        Some(Command::Bench { which: BenchCommand::Decode { gguf, prompt_tokens, decode_tokens, repeats } }) => {
+        Some(Command::Bench {
+            which:
+                BenchCommand::Decode {
+                    gguf,
+                    prompt_tokens,
+                    decode_tokens,
+                    repeats,
+                },
+        }) => {
             let settings = Settings::resolve(&file, &overrides)?;
-            let opts = hearth::bench::BenchOptions { prompt_tokens, decode_tokens, repeats };
+            let opts = hearth::bench::BenchOptions {
+                prompt_tokens,
+                decode_tokens,
+                repeats,
+            };
             cmd_bench_decode(&settings, &paths, gguf, opts)
         }
     }

@@ -29,7 +29,11 @@ fn stderr(o: &Output) -> String {
 }
 
 fn assert_one_line_error(o: &Output, needle: &str) {
-    assert!(!o.status.success(), "expected failure, got success; stderr: {}", stderr(o));
+    assert!(
+        !o.status.success(),
+        "expected failure, got success; stderr: {}",
+        stderr(o)
+    );
     let err = stderr(o);
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "expected one line on stderr, got: {err}");
@@ -44,7 +48,17 @@ fn run_streams_the_greedy_completion_and_is_deterministic() {
     let spec = TinyModelSpec::tiny(Family::Qwen2, WeightType::Q8_0);
     let model = common::write_tiny(dir.path(), &spec, "m.gguf");
     let m = model.to_str().unwrap();
-    let args = ["run", "--model", m, "--prompt", "Hello world", "--max-tokens", "12", "--temperature", "0"];
+    let args = [
+        "run",
+        "--model",
+        m,
+        "--prompt",
+        "Hello world",
+        "--max-tokens",
+        "12",
+        "--temperature",
+        "0",
+    ];
     let a = hearth(dir.path(), &args);
     assert!(a.status.success(), "{}", stderr(&a));
     let b = hearth(dir.path(), &args);
@@ -73,7 +87,21 @@ fn run_streams_the_greedy_completion_and_is_deterministic() {
     assert_eq!(text.trim_end_matches('\n'), report.text);
 
     // --chat goes through the template and still succeeds.
-    let c = hearth(dir.path(), &["run", "--model", m, "--prompt", "Hi", "--max-tokens", "4", "--chat", "--seed", "3"]);
+    let c = hearth(
+        dir.path(),
+        &[
+            "run",
+            "--model",
+            m,
+            "--prompt",
+            "Hi",
+            "--max-tokens",
+            "4",
+            "--chat",
+            "--seed",
+            "3",
+        ],
+    );
     assert!(c.status.success(), "{}", stderr(&c));
 }
 
@@ -90,15 +118,24 @@ fn tokenize_prints_ids_as_json() {
 
     let jsonl = dir.path().join("in.jsonl");
     std::fs::write(&jsonl, "{\"text\": \"Hello, world 123\"}\n{\"text\": \"a\"}\n").unwrap();
-    let o = hearth(dir.path(), &["tokenize", "--model", m, "--jsonl", jsonl.to_str().unwrap()]);
+    let o = hearth(
+        dir.path(),
+        &["tokenize", "--model", m, "--jsonl", jsonl.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
-    let lines: Vec<Vec<u32>> =
-        String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Vec<u32>> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0], ids);
 
     std::fs::write(&jsonl, "{\"txt\": 1}\n").unwrap();
-    let o = hearth(dir.path(), &["tokenize", "--model", m, "--jsonl", jsonl.to_str().unwrap()]);
+    let o = hearth(
+        dir.path(),
+        &["tokenize", "--model", m, "--jsonl", jsonl.to_str().unwrap()],
+    );
     assert_one_line_error(&o, "line 1");
 }
 
@@ -107,7 +144,16 @@ fn bad_input_gives_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
 
-    let o = hearth(d, &["run", "--model", d.join("missing.gguf").to_str().unwrap(), "--prompt", "x"]);
+    let o = hearth(
+        d,
+        &[
+            "run",
+            "--model",
+            d.join("missing.gguf").to_str().unwrap(),
+            "--prompt",
+            "x",
+        ],
+    );
     assert_one_line_error(&o, "missing.gguf");
 
     let not_gguf = d.join("notes.gguf");
@@ -132,13 +178,27 @@ fn bad_input_gives_one_line_errors() {
     let foreign = d.join("foreign.gguf");
     rewrite_arch(&good, &foreign, "mamba");
     let o = hearth(d, &["run", "--model", foreign.to_str().unwrap(), "--prompt", "x"]);
-    assert_one_line_error(&o, "unsupported architecture \"mamba\"; hearth supports: llama, qwen2, qwen3");
+    assert_one_line_error(
+        &o,
+        "unsupported architecture \"mamba\"; hearth supports: llama, qwen2, qwen3",
+    );
 
     let long = "word ".repeat(600);
     let o = hearth(d, &["run", "--model", good.to_str().unwrap(), "--prompt", &long]);
     assert_one_line_error(&o, "context holds 512");
 
-    let o = hearth(d, &["run", "--model", good.to_str().unwrap(), "--prompt", "x", "--top-p", "7"]);
+    let o = hearth(
+        d,
+        &[
+            "run",
+            "--model",
+            good.to_str().unwrap(),
+            "--prompt",
+            "x",
+            "--top-p",
+            "7",
+        ],
+    );
     assert_one_line_error(&o, "top_p");
 }
 
@@ -161,4 +221,42 @@ fn rewrite_arch(src: &Path, dst: &Path, arch: &str) {
     let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &candle_core::quantized::QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
     gguf_file::write(&mut w, &md_refs, &t_refs).unwrap();
+}
+
+#[test]
+fn tokenizer_json_beside_the_model_is_used_and_agrees_with_gguf_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let spec = TinyModelSpec::tiny(Family::Qwen2, WeightType::Q8_0);
+    let text = "Héllo wörld 2024 <|im_start|>  tabs\tand 日本語 🙂";
+    let with_json = d.join("with");
+    let bare = d.join("bare");
+    std::fs::create_dir_all(&with_json).unwrap();
+    std::fs::create_dir_all(&bare).unwrap();
+    let m1 = common::write_tiny(&with_json, &spec, "m.gguf");
+    let m2 = common::write_tiny(&bare, &spec, "m.gguf");
+    spec.vocab.write_tokenizer_json(&with_json).unwrap();
+    let resolved = hearth::model::source::resolve(
+        &hearth::model::source::ModelSource::Local(m1.clone()),
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(resolved.tokenizer_json, Some(with_json.join("tokenizer.json")));
+    let a = hearth(d, &["tokenize", "--model", m1.to_str().unwrap(), "--text", text]);
+    let b = hearth(d, &["tokenize", "--model", m2.to_str().unwrap(), "--text", text]);
+    assert!(
+        a.status.success() && b.status.success(),
+        "{} {}",
+        stderr(&a),
+        stderr(&b)
+    );
+    assert_eq!(a.stdout, b.stdout);
+
+    // A different tokenizer.json beside the model changes the ids: the file
+    // is what `tokenize` used.
+    let other = hearth::model::testkit::TinyVocab::new(hearth::model::testkit::VocabStyle::Gpt2 { pre: "gpt-2" });
+    other.write_tokenizer_json(&with_json).unwrap();
+    let c = hearth(d, &["tokenize", "--model", m1.to_str().unwrap(), "--text", text]);
+    assert!(c.status.success(), "{}", stderr(&c));
+    assert_ne!(c.stdout, b.stdout);
 }

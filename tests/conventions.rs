@@ -30,7 +30,10 @@ const EPS: f32 = 1e-6;
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> f32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
     }
     fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
@@ -70,7 +73,11 @@ fn random_hf(with_bias: bool) -> Hf {
             wv: r.vec(KV_HEADS * HEAD_DIM * HIDDEN, s(HIDDEN)),
             wo: r.vec(HIDDEN * HEADS * HEAD_DIM, s(HEADS * HEAD_DIM)),
             bias: with_bias.then(|| {
-                (r.vec(HEADS * HEAD_DIM, 0.5), r.vec(KV_HEADS * HEAD_DIM, 0.5), r.vec(KV_HEADS * HEAD_DIM, 0.5))
+                (
+                    r.vec(HEADS * HEAD_DIM, 0.5),
+                    r.vec(KV_HEADS * HEAD_DIM, 0.5),
+                    r.vec(KV_HEADS * HEAD_DIM, 0.5),
+                )
             }),
             ffn_norm: r.vec(HIDDEN, 0.1).iter().map(|x| 1.0 + x).collect(),
             gate: r.vec(FFN * HIDDEN, s(HIDDEN)),
@@ -88,7 +95,9 @@ fn random_hf(with_bias: bool) -> Hf {
 
 /// `y = W x` for row-major `W: [rows, x.len()]`.
 fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
-    w.chunks(x.len()).map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum()).collect()
+    w.chunks(x.len())
+        .map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum())
+        .collect()
 }
 
 fn rmsnorm(x: &[f32], g: &[f32]) -> Vec<f32> {
@@ -111,7 +120,10 @@ fn rope_half(x: &mut [f32], pos: usize) {
 
 /// The HF model's logits for the last of `ids`.
 fn hf_forward(m: &Hf, ids: &[u32]) -> Vec<f32> {
-    let mut xs: Vec<Vec<f32>> = ids.iter().map(|&i| m.embed[i as usize * HIDDEN..][..HIDDEN].to_vec()).collect();
+    let mut xs: Vec<Vec<f32>> = ids
+        .iter()
+        .map(|&i| m.embed[i as usize * HIDDEN..][..HIDDEN].to_vec())
+        .collect();
     let group = HEADS / KV_HEADS;
     for l in &m.layers {
         let mut qs = Vec::new();
@@ -186,7 +198,11 @@ fn permute_rows(w: &[f32], n_head: usize, cols: usize) -> Vec<f32> {
 
 fn write_gguf(path: &std::path::Path, m: &Hf, arch: &str, permute: bool) {
     let t = |data: &[f32], shape: &[usize]| {
-        QTensor::quantize(&Tensor::from_vec(data.to_vec(), shape, &Device::Cpu).unwrap(), GgmlDType::F32).unwrap()
+        QTensor::quantize(
+            &Tensor::from_vec(data.to_vec(), shape, &Device::Cpu).unwrap(),
+            GgmlDType::F32,
+        )
+        .unwrap()
     };
     let mut ts: Vec<(String, QTensor)> = vec![
         ("token_embd.weight".into(), t(&m.embed, &[VOCAB, HIDDEN])),
@@ -196,7 +212,10 @@ fn write_gguf(path: &std::path::Path, m: &Hf, arch: &str, permute: bool) {
     for (i, l) in m.layers.iter().enumerate() {
         let n = |s: &str| format!("blk.{i}.{s}");
         let (wq, wk) = if permute {
-            (permute_rows(&l.wq, HEADS, HIDDEN), permute_rows(&l.wk, KV_HEADS, HIDDEN))
+            (
+                permute_rows(&l.wq, HEADS, HIDDEN),
+                permute_rows(&l.wk, KV_HEADS, HIDDEN),
+            )
         } else {
             (l.wq.clone(), l.wk.clone())
         };
@@ -238,7 +257,14 @@ fn ours(path: &std::path::Path, ids: &[u32]) -> Vec<f32> {
     let tf = Transformer::from_gguf(&mut f, &Device::Cpu, 256).unwrap();
     let mut kv = ContiguousKv::new(tf.kv_shape(), candle_core::DType::F32, &Device::Cpu, 256);
     let batch = BatchLayout::single(0, ids.len()).unwrap();
-    let l = tf.forward(ids, &batch, &mut ContiguousBatch::new(vec![&mut kv]), Logits::LastPerSequence).unwrap();
+    let l = tf
+        .forward(
+            ids,
+            &batch,
+            &mut ContiguousBatch::new(vec![&mut kv]),
+            Logits::LastPerSequence,
+        )
+        .unwrap();
     l.flatten_all().unwrap().to_vec1().unwrap()
 }
 

@@ -69,7 +69,10 @@ fn full_prompt_and_decode_match_candle() {
             within += close(wt, &a, &b, &format!("{family:?} {wt:?} decode step {pos}")) as usize;
         }
         let steps = ids.len() + 1;
-        assert!(within * 10 >= steps * 9, "{family:?} {wt:?}: only {within} of {steps} steps within {TOL}");
+        assert!(
+            within * 10 >= steps * 9,
+            "{family:?} {wt:?}: only {within} of {steps} steps within {TOL}"
+        );
     }
 }
 
@@ -127,8 +130,11 @@ fn mixed_length_batch_matches_each_sequence_alone() {
         let packed: Vec<u32> = fresh.iter().chain(&b_new).chain(&c_new).copied().collect();
         let mut store = ContiguousBatch::new(vec![&mut kv_a, &mut kv_b, &mut kv_c]);
         let all = ours.forward(&packed, &batch, &mut store, Logits::All).unwrap();
-        let last: Vec<Vec<f32>> =
-            batch.last_rows().iter().map(|&r| all.get(r as usize).unwrap().to_vec1().unwrap()).collect();
+        let last: Vec<Vec<f32>> = batch
+            .last_rows()
+            .iter()
+            .map(|&r| all.get(r as usize).unwrap().to_vec1().unwrap())
+            .collect();
         assert_eq!(all.dims(), &[16, v]);
 
         let mut expect = Vec::new();
@@ -181,7 +187,30 @@ fn rope_freqs_divide_the_frequencies() {
         let mut kv = new_kv(&tf, 512);
         ours_step(&tf, &mut kv, &prompt(30, spec.vocab.size, 9))
     };
-    let (a, b, c) = (run(&freqs, "freqs.gguf"), run(&linear, "linear.gguf"), run(&base, "base.gguf"));
+    let (a, b, c) = (
+        run(&freqs, "freqs.gguf"),
+        run(&linear, "linear.gguf"),
+        run(&base, "base.gguf"),
+    );
     assert!(max_abs_diff(&a, &b) < TOL);
     assert!(max_abs_diff(&a, &c) > 0.01);
+}
+
+#[test]
+fn other_weight_types_match_candle() {
+    // Every family was checked above for F32, Q8_0 and Q4_K; the other common
+    // GGUF types go through the same QMatMul path, checked here on llama.
+    let dir = tempfile::tempdir().unwrap();
+    for wt in [WeightType::F16, WeightType::Q4_0, WeightType::Q5K, WeightType::Q6K] {
+        let spec = TinyModelSpec::tiny(Family::Llama, wt);
+        let path = write_tiny(dir.path(), &spec, &format!("{wt:?}.gguf"));
+        let ours = load_ours(&path, 512);
+        let mut theirs = Reference::load(&path, Family::Llama);
+        let ids = prompt(15, spec.vocab.size, 8);
+        let mut kv = new_kv(&ours, 512);
+        let a = ours_step(&ours, &mut kv, &ids);
+        let b = theirs.forward(&ids, 0);
+        close(wt, &a, &b, &format!("{wt:?} prompt"));
+        assert_eq!(argmax(&a), argmax(&b), "{wt:?}");
+    }
 }

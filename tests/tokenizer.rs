@@ -41,12 +41,20 @@ const CORPUS: &[&str] = &[
 
 fn specials(style: VocabStyle) -> &'static [&'static str] {
     match style {
-        VocabStyle::Gpt2 { pre: "llama-bpe" } => {
-            &["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|end_of_text|>"]
-        }
-        VocabStyle::Gpt2 { pre: "qwen2" } => {
-            &["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>"]
-        }
+        VocabStyle::Gpt2 { pre: "llama-bpe" } => &[
+            "<|begin_of_text|>",
+            "<|start_header_id|>",
+            "<|end_header_id|>",
+            "<|eot_id|>",
+            "<|end_of_text|>",
+        ],
+        VocabStyle::Gpt2 { pre: "qwen2" } => &[
+            "<|im_start|>",
+            "<|im_end|>",
+            "<|endoftext|>",
+            "<tool_call>",
+            "</tool_call>",
+        ],
         VocabStyle::Gpt2 { .. } => &["<|endoftext|>"],
         VocabStyle::LlamaSpm => &["<s>", "</s>", "<unk>"],
     }
@@ -57,8 +65,18 @@ fn corpus(style: VocabStyle) -> Vec<String> {
     let mut out: Vec<String> = CORPUS.iter().map(|s| s.to_string()).collect();
     let sp = specials(style);
     out.push(sp.join(""));
-    out.push(format!("{}user\nHi there!{}\n{} answer", sp[0], sp[1 % sp.len()], sp[0]));
-    out.push(format!("text before{}text after {} and  {}  spaced", sp[0], sp[sp.len() - 1], sp[0]));
+    out.push(format!(
+        "{}user\nHi there!{}\n{} answer",
+        sp[0],
+        sp[1 % sp.len()],
+        sp[0]
+    ));
+    out.push(format!(
+        "text before{}text after {} and  {}  spaced",
+        sp[0],
+        sp[sp.len() - 1],
+        sp[0]
+    ));
     out
 }
 
@@ -80,7 +98,11 @@ fn gguf_and_tokenizer_json_agree_on_ids_and_text() {
             let a = md.encode(&text, false).unwrap();
             let b = file.encode(&text, false).unwrap();
             assert_eq!(a, b, "{style:?} encodes {text:?} differently");
-            assert_eq!(md.decode(&a).unwrap(), file.decode(&b).unwrap(), "{style:?} decodes {text:?} differently");
+            assert_eq!(
+                md.decode(&a).unwrap(),
+                file.decode(&b).unwrap(),
+                "{style:?} decodes {text:?} differently"
+            );
             // BOS as each would add it (a Qwen2 tokenizer.json alone names no BOS; its GGUF does, unused).
             let a = md.encode(&text, md.add_bos()).unwrap();
             let b = file.encode(&text, file.add_bos()).unwrap();
@@ -125,7 +147,11 @@ fn special_tokens_encode_to_one_id() {
             assert_eq!(md.encode(sp, false).unwrap(), [id], "{style:?} {sp}");
             assert_eq!(file.encode(sp, false).unwrap(), [id], "{style:?} {sp}");
             let ids = md.encode(&format!("a{sp}b"), false).unwrap();
-            assert_eq!(ids.iter().filter(|&&x| x == id).count(), 1, "{style:?} {sp} inside text: {ids:?}");
+            assert_eq!(
+                ids.iter().filter(|&&x| x == id).count(),
+                1,
+                "{style:?} {sp} inside text: {ids:?}"
+            );
         }
     }
 }
@@ -139,7 +165,11 @@ fn bos_is_prepended_only_when_asked() {
         let bos = tok.bos_id().unwrap();
         assert_eq!(with[0], bos, "{style:?}");
         assert_eq!(&with[1..], &plain[..], "{style:?}");
-        assert_ne!(plain.first(), Some(&bos), "{style:?}: the file's post-processor must not add BOS");
+        assert_ne!(
+            plain.first(),
+            Some(&bos),
+            "{style:?}: the file's post-processor must not add BOS"
+        );
         assert_eq!(tok.bos_token(), tok.hf().id_to_token(bos).as_deref());
         let expect_add_bos = matches!(style, VocabStyle::LlamaSpm | VocabStyle::Gpt2 { pre: "llama-bpe" });
         assert_eq!(tok.add_bos(), expect_add_bos, "{style:?}");
@@ -155,7 +185,11 @@ fn special_token_facts_per_style() {
     let eot = llama3.token_to_id("<|eot_id|>").unwrap();
     let eos = llama3.eos_id().unwrap();
     assert_eq!(llama3.stop_ids(), [eos, eot]);
-    assert!(file.stop_ids().contains(&eot) && file.stop_ids().contains(&eos), "{:?}", file.stop_ids());
+    assert!(
+        file.stop_ids().contains(&eot) && file.stop_ids().contains(&eos),
+        "{:?}",
+        file.stop_ids()
+    );
 
     let (qwen, qfile, _d2) = both(VocabStyle::Gpt2 { pre: "qwen2" });
     let im_end = qwen.token_to_id("<|im_end|>").unwrap();
@@ -283,23 +317,41 @@ fn bad_metadata_is_an_error_not_a_panic() {
     let mut no_tokens = base.clone();
     no_tokens.remove("tokenizer.ggml.tokens");
     let err = Tokenizer::from_gguf_metadata(&no_tokens).unwrap_err();
-    assert!(matches!(&err, ModelError::MissingMetadata { key } if key == "tokenizer.ggml.tokens"), "{err}");
+    assert!(
+        matches!(&err, ModelError::MissingMetadata { key } if key == "tokenizer.ggml.tokens"),
+        "{err}"
+    );
 
     let mut no_merges = base.clone();
     no_merges.remove("tokenizer.ggml.merges");
-    assert!(matches!(Tokenizer::from_gguf_metadata(&no_merges), Err(ModelError::MissingMetadata { .. })));
+    assert!(matches!(
+        Tokenizer::from_gguf_metadata(&no_merges),
+        Err(ModelError::MissingMetadata { .. })
+    ));
 
     let mut bad_merge = base.clone();
-    bad_merge.insert("tokenizer.ggml.merges".into(), Value::Array(vec![Value::String("zzz qqq".into())]));
-    assert!(matches!(Tokenizer::from_gguf_metadata(&bad_merge), Err(ModelError::Tokenizer(_))));
+    bad_merge.insert(
+        "tokenizer.ggml.merges".into(),
+        Value::Array(vec![Value::String("zzz qqq".into())]),
+    );
+    assert!(matches!(
+        Tokenizer::from_gguf_metadata(&bad_merge),
+        Err(ModelError::Tokenizer(_))
+    ));
 
     let mut wrong_type = base.clone();
     wrong_type.insert("tokenizer.ggml.bos_token_id".into(), Value::String("1".into()));
-    assert!(matches!(Tokenizer::from_gguf_metadata(&wrong_type), Err(ModelError::BadMetadata { .. })));
+    assert!(matches!(
+        Tokenizer::from_gguf_metadata(&wrong_type),
+        Err(ModelError::BadMetadata { .. })
+    ));
 
     let mut spm_no_scores = TinyVocab::new(VocabStyle::LlamaSpm).metadata_map();
     spm_no_scores.remove("tokenizer.ggml.scores");
-    assert!(matches!(Tokenizer::from_gguf_metadata(&spm_no_scores), Err(ModelError::MissingMetadata { .. })));
+    assert!(matches!(
+        Tokenizer::from_gguf_metadata(&spm_no_scores),
+        Err(ModelError::MissingMetadata { .. })
+    ));
 
     assert!(Tokenizer::from_gguf_metadata(&HashMap::new()).is_err());
 }
@@ -338,7 +390,11 @@ fn a_padded_vocabulary_builds_quickly_both_ways() {
         let file = Tokenizer::from_file(&vocab.write_tokenizer_json(dir.path()).unwrap(), None).unwrap();
         assert_eq!(file.vocab_size(), 32_000);
         let text = "The model reads the prompt. 12345 🎉";
-        assert_eq!(tok.encode(text, false).unwrap(), file.encode(text, false).unwrap(), "{style:?}");
+        assert_eq!(
+            tok.encode(text, false).unwrap(),
+            file.encode(text, false).unwrap(),
+            "{style:?}"
+        );
         assert!(start.elapsed().as_secs() < 20, "{style:?} took {:?}", start.elapsed());
     }
 }

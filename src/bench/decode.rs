@@ -29,7 +29,11 @@ pub struct BenchOptions {
 
 impl Default for BenchOptions {
     fn default() -> Self {
-        Self { prompt_tokens: 256, decode_tokens: 64, repeats: 3 }
+        Self {
+            prompt_tokens: 256,
+            decode_tokens: 64,
+            repeats: 3,
+        }
     }
 }
 
@@ -87,13 +91,18 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
     let ours = Transformer::from_gguf(&mut file, device, total)?;
     let parameters = file.parameter_count();
     let quantization = file.dominant_dtype();
-    let mut reader = std::fs::File::open(path).map_err(|source| ModelError::Io { path: path.into(), source })?;
+    let mut reader = std::fs::File::open(path).map_err(|source| ModelError::Io {
+        path: path.into(),
+        source,
+    })?;
     let content = candle_core::quantized::gguf_file::Content::read(&mut reader)?;
     let mut theirs = quantized_llama::ModelWeights::from_gguf(content, &mut reader, device)?;
 
     let vocab = ours.hparams().vocab_size as u32;
     // Deterministic, spread-out prompt ids.
-    let prompt: Vec<u32> = (0..opts.prompt_tokens as u32).map(|i| (i * 7919 + 13) % vocab).collect();
+    let prompt: Vec<u32> = (0..opts.prompt_tokens as u32)
+        .map(|i| (i * 7919 + 13) % vocab)
+        .collect();
 
     let mut best_ours = (Duration::MAX, Duration::MAX);
     let mut best_theirs = (Duration::MAX, Duration::MAX);
@@ -107,20 +116,36 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
         prefill_tok_s: opts.prompt_tokens as f64 / p.as_secs_f64(),
         decode_tok_s: opts.decode_tokens as f64 / d.as_secs_f64(),
     };
-    Ok(BenchReport { options: opts, parameters, quantization, ours: tput(best_ours), candle: tput(best_theirs) })
+    Ok(BenchReport {
+        options: opts,
+        parameters,
+        quantization,
+        ours: tput(best_ours),
+        candle: tput(best_theirs),
+    })
 }
 
 fn run_ours(tf: &Transformer, prompt: &[u32], decode: usize) -> Result<(Duration, Duration), BenchError> {
     let mut kv = ContiguousKv::new(tf.kv_shape(), DType::F32, tf.device(), prompt.len() + decode + 1);
     let t0 = Instant::now();
     let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
-    let logits = tf.forward(prompt, &batch, &mut ContiguousBatch::new(vec![&mut kv]), Logits::LastPerSequence)?;
+    let logits = tf.forward(
+        prompt,
+        &batch,
+        &mut ContiguousBatch::new(vec![&mut kv]),
+        Logits::LastPerSequence,
+    )?;
     let mut next = argmax(&logits)?;
     let prefill = t0.elapsed();
     let t1 = Instant::now();
     for i in 0..decode {
         let batch = BatchLayout::single(prompt.len() + i, 1).map_err(ModelError::from)?;
-        let logits = tf.forward(&[next], &batch, &mut ContiguousBatch::new(vec![&mut kv]), Logits::LastPerSequence)?;
+        let logits = tf.forward(
+            &[next],
+            &batch,
+            &mut ContiguousBatch::new(vec![&mut kv]),
+            Logits::LastPerSequence,
+        )?;
         next = argmax(&logits)?;
     }
     Ok((prefill, t1.elapsed()))

@@ -12,8 +12,14 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     /// A setting has a value outside its range.
     #[error("invalid setting {key} = {value}: {reason}")]
-    Invalid { key: &'static str, value: String, reason: String },
+    Invalid {
+        key: &'static str,
+        value: String,
+        reason: String,
+    },
     /// No home directory to derive the platform directories from.
-    #[error("cannot determine the platform config/data directories (no home directory?); pass --config and --data-dir")]
+    #[error(
+        "cannot determine the platform config/data directories (no home directory?); pass --config and --data-dir"
+    )]
     NoHome,
 }

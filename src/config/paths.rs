@@ -23,7 +23,11 @@ impl AppPaths {
         let dirs = directories::ProjectDirs::from("", "", "hearth");
         let config_file = match config_file {
             Some(p) => p,
-            None => dirs.as_ref().ok_or(ConfigError::NoHome)?.config_dir().join("config.toml"),
+            None => dirs
+                .as_ref()
+                .ok_or(ConfigError::NoHome)?
+                .config_dir()
+                .join("config.toml"),
         };
         let data_dir = match data_dir.or(data_dir_env) {
             Some(p) => p,

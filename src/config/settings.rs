@@ -103,7 +103,11 @@ pub struct Overrides {
 }
 
 fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError {
-    ConfigError::Invalid { key, value: value.to_string(), reason: reason.into() }
+    ConfigError::Invalid {
+        key,
+        value: value.to_string(),
+        reason: reason.into(),
+    }
 }
 
 impl Settings {
@@ -111,8 +115,14 @@ impl Settings {
     pub fn resolve(file: &ConfigFile, cli: &Overrides) -> Result<Self, ConfigError> {
         let d = SamplingSettings::default();
         let f = &file.sampling;
-        let device_str = cli.device.clone().or_else(|| file.model.device.clone()).unwrap_or_else(|| "auto".into());
-        let device = device_str.parse().map_err(|reason: String| invalid("model.device", &device_str, &reason))?;
+        let device_str = cli
+            .device
+            .clone()
+            .or_else(|| file.model.device.clone())
+            .unwrap_or_else(|| "auto".into());
+        let device = device_str
+            .parse()
+            .map_err(|reason: String| invalid("model.device", &device_str, &reason))?;
         let context_length = cli.context_length.or(file.model.context_length);
         if context_length == Some(0) {
             return Err(invalid("model.context_length", 0, "must be at least 1"));
@@ -129,7 +139,11 @@ impl Settings {
         };
         let s = &sampling;
         if !(s.temperature >= 0.0 && s.temperature.is_finite()) {
-            return Err(invalid("sampling.temperature", s.temperature, "must be 0 (greedy) or positive"));
+            return Err(invalid(
+                "sampling.temperature",
+                s.temperature,
+                "must be 0 (greedy) or positive",
+            ));
         }
         if !(s.top_p > 0.0 && s.top_p <= 1.0) {
             return Err(invalid("sampling.top_p", s.top_p, "must be in (0, 1]"));
@@ -138,17 +152,33 @@ impl Settings {
             return Err(invalid("sampling.min_p", s.min_p, "must be in [0, 1)"));
         }
         if !(s.repeat_penalty > 0.0 && s.repeat_penalty.is_finite()) {
-            return Err(invalid("sampling.repeat_penalty", s.repeat_penalty, "must be positive (1 = off)"));
+            return Err(invalid(
+                "sampling.repeat_penalty",
+                s.repeat_penalty,
+                "must be positive (1 = off)",
+            ));
         }
         if s.max_tokens == 0 {
             return Err(invalid("sampling.max_tokens", 0, "must be at least 1"));
         }
-        let source = cli.model.clone().or_else(|| file.model.source.clone()).unwrap_or_else(|| DEFAULT_MODEL.into());
+        let source = cli
+            .model
+            .clone()
+            .or_else(|| file.model.source.clone())
+            .unwrap_or_else(|| DEFAULT_MODEL.into());
         if source.trim().is_empty() {
-            return Err(invalid("model.source", "\"\"", "must name a .gguf file or owner/repo:file.gguf"));
+            return Err(invalid(
+                "model.source",
+                "\"\"",
+                "must name a .gguf file or owner/repo:file.gguf",
+            ));
         }
         Ok(Self {
-            model: ModelSettings { source, device, context_length },
+            model: ModelSettings {
+                source,
+                device,
+                context_length,
+            },
             sampling,
             hub: HubSettings {
                 cache_dir: file.hub.cache_dir.clone(),
@@ -170,7 +200,11 @@ mod tests {
             Path::new("c.toml"),
         )
         .unwrap();
-        let cli = Overrides { model: Some("b.gguf".into()), temperature: Some(0.0), ..Default::default() };
+        let cli = Overrides {
+            model: Some("b.gguf".into()),
+            temperature: Some(0.0),
+            ..Default::default()
+        };
         let s = Settings::resolve(&file, &cli).unwrap();
         assert_eq!(s.model.source, "b.gguf");
         assert_eq!(s.model.device, DeviceChoice::Cpu);
@@ -185,11 +219,26 @@ mod tests {
         assert_eq!(s.model.source, DEFAULT_MODEL);
         assert_eq!(s.model.device, DeviceChoice::Auto);
         for cli in [
-            Overrides { temperature: Some(-1.0), ..Default::default() },
-            Overrides { top_p: Some(0.0), ..Default::default() },
-            Overrides { device: Some("tpu".into()), ..Default::default() },
-            Overrides { max_tokens: Some(0), ..Default::default() },
-            Overrides { context_length: Some(0), ..Default::default() },
+            Overrides {
+                temperature: Some(-1.0),
+                ..Default::default()
+            },
+            Overrides {
+                top_p: Some(0.0),
+                ..Default::default()
+            },
+            Overrides {
+                device: Some("tpu".into()),
+                ..Default::default()
+            },
+            Overrides {
+                max_tokens: Some(0),
+                ..Default::default()
+            },
+            Overrides {
+                context_length: Some(0),
+                ..Default::default()
+            },
         ] {
             assert!(Settings::resolve(&ConfigFile::default(), &cli).is_err(), "{cli:?}");
         }

@@ -940,8 +940,16 @@ mod tests {
 
     #[test]
     fn loop_controls_work() {
-        let t = template("{% for m in messages %}{% if loop.index > 2 %}{% break %}{% endif %}{{ m.content }}{% endfor %}", "", "");
-        assert_eq!(t.render(&msgs(&[("user", "a"), ("assistant", "b"), ("user", "c")]), false).unwrap(), "ab");
+        let t = template(
+            "{% for m in messages %}{% if loop.index > 2 %}{% break %}{% endif %}{{ m.content }}{% endfor %}",
+            "",
+            "",
+        );
+        assert_eq!(
+            t.render(&msgs(&[("user", "a"), ("assistant", "b"), ("user", "c")]), false)
+                .unwrap(),
+            "ab"
+        );
     }
 
     #[test]

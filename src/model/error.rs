@@ -30,7 +30,11 @@ pub enum ModelError {
     MissingTensor { name: String },
     /// A tensor has a shape the hyper-parameters do not allow.
     #[error("tensor \"{name}\" has shape {actual:?}, expected {expected:?}")]
-    BadTensor { name: String, actual: Vec<usize>, expected: Vec<usize> },
+    BadTensor {
+        name: String,
+        actual: Vec<usize>,
+        expected: Vec<usize>,
+    },
     /// The tokenizer could not be built or used.
     #[error("tokenizer: {0}")]
     Tokenizer(String),

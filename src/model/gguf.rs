@@ -28,7 +28,10 @@ pub struct GgufFile {
 
 impl std::fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GgufFile").field("path", &self.path).field("tensors", &self.content.tensor_infos.len()).finish()
+        f.debug_struct("GgufFile")
+            .field("path", &self.path)
+            .field("tensors", &self.content.tensor_infos.len())
+            .finish()
     }
 }
 
@@ -36,20 +39,30 @@ impl GgufFile {
     /// Opens `path`, checks the magic, parses the header and checks that every
     /// tensor's data lies inside the file.
     pub fn open(path: &Path) -> Result<Self, ModelError> {
-        let io_err = |source| ModelError::Io { path: path.to_path_buf(), source };
+        let io_err = |source| ModelError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         let file = File::open(path).map_err(io_err)?;
         let file_len = file.metadata().map_err(io_err)?.len();
         let mut reader = BufReader::new(file);
         let mut magic = [0u8; 4];
         if file_len < 4 || reader.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
-            return Err(ModelError::NotGguf { path: path.to_path_buf() });
+            return Err(ModelError::NotGguf {
+                path: path.to_path_buf(),
+            });
         }
         reader.seek(SeekFrom::Start(0)).map_err(io_err)?;
         let content = Content::read(&mut reader).map_err(|e| ModelError::Corrupt {
             path: path.to_path_buf(),
             reason: format!("header does not parse ({})", one_line(&e.to_string())),
         })?;
-        let this = Self { path: path.to_path_buf(), content, reader, file_len };
+        let this = Self {
+            path: path.to_path_buf(),
+            content,
+            reader,
+            file_len,
+        };
         this.check_extent()?;
         Ok(this)
     }
@@ -68,7 +81,11 @@ impl GgufFile {
                 });
             }
             let bytes = (elems / block) as u64 * info.ggml_dtype.type_size() as u64;
-            let end = self.content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);
+            let end = self
+                .content
+                .tensor_data_offset
+                .saturating_add(info.offset)
+                .saturating_add(bytes);
             needed = needed.max(end);
         }
         if needed > self.file_len {
@@ -113,10 +130,12 @@ impl GgufFile {
         if !self.has_tensor(name) {
             return Err(ModelError::MissingTensor { name: name.to_string() });
         }
-        self.content.tensor(&mut self.reader, name, device).map_err(|e| ModelError::Corrupt {
-            path: self.path.clone(),
-            reason: format!("tensor {name} could not be read ({})", one_line(&e.to_string())),
-        })
+        self.content
+            .tensor(&mut self.reader, name, device)
+            .map_err(|e| ModelError::Corrupt {
+                path: self.path.clone(),
+                reason: format!("tensor {name} could not be read ({})", one_line(&e.to_string())),
+            })
     }
 
     /// Reads an optional tensor: `None` when absent.
@@ -137,12 +156,20 @@ impl GgufFile {
                 *counts.entry(format!("{:?}", info.ggml_dtype)).or_default() += info.shape.elem_count() as u64;
             }
         }
-        counts.into_iter().max_by_key(|(_, n)| *n).map(|(t, _)| t).unwrap_or_else(|| "unknown".into())
+        counts
+            .into_iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(t, _)| t)
+            .unwrap_or_else(|| "unknown".into())
     }
 
     /// Total parameter count over all tensors.
     pub fn parameter_count(&self) -> u64 {
-        self.content.tensor_infos.values().map(|i| i.shape.elem_count() as u64).sum()
+        self.content
+            .tensor_infos
+            .values()
+            .map(|i| i.shape.elem_count() as u64)
+            .sum()
     }
 }
 
@@ -158,7 +185,10 @@ pub fn md_usize(md: &HashMap<String, Value>, key: &str) -> Result<usize, ModelEr
 /// An optional unsigned integer; present with the wrong type is an error.
 pub fn md_opt_usize(md: &HashMap<String, Value>, key: &str) -> Result<Option<usize>, ModelError> {
     let Some(v) = md.get(key) else { return Ok(None) };
-    let bad = |reason: &str| ModelError::BadMetadata { key: key.to_string(), reason: reason.to_string() };
+    let bad = |reason: &str| ModelError::BadMetadata {
+        key: key.to_string(),
+        reason: reason.to_string(),
+    };
     let n: i128 = match v {
         Value::U8(x) => *x as i128,
         Value::I8(x) => *x as i128,
@@ -170,7 +200,9 @@ pub fn md_opt_usize(md: &HashMap<String, Value>, key: &str) -> Result<Option<usi
         Value::I64(x) => *x as i128,
         _ => return Err(bad(&format!("expected an integer, found {:?}", v.value_type()))),
     };
-    usize::try_from(n).map(Some).map_err(|_| bad(&format!("{n} is out of range")))
+    usize::try_from(n)
+        .map(Some)
+        .map_err(|_| bad(&format!("{n} is out of range")))
 }
 
 /// An optional float (f32 or f64, or an integer).

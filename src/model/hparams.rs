@@ -74,7 +74,9 @@ pub enum RopeStyle {
 pub enum RopeScaling {
     None,
     /// Positions divided by `factor` (`rope.scaling.type = "linear"`).
-    Linear { factor: f64 },
+    Linear {
+        factor: f64,
+    },
 }
 
 /// Hyper-parameters of one model, as the forward needs them.
@@ -108,16 +110,27 @@ impl HParams {
         let kv_heads = md_opt_usize(md, &key("attention.head_count_kv"))?.unwrap_or(heads);
         let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
         if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 {
-            return Err(bad("attention.head_count_kv", format!("{heads} heads cannot share {kv_heads} K/V heads")));
+            return Err(bad(
+                "attention.head_count_kv",
+                format!("{heads} heads cannot share {kv_heads} K/V heads"),
+            ));
         }
         let head_dim = match md_opt_usize(md, &key("attention.key_length"))? {
             Some(d) => d,
             None if hidden % heads == 0 => hidden / heads,
-            None => return Err(bad("attention.head_count", format!("{hidden} is not divisible by {heads} heads"))),
+            None => {
+                return Err(bad(
+                    "attention.head_count",
+                    format!("{hidden} is not divisible by {heads} heads"),
+                ))
+            }
         };
         if let Some(v) = md_opt_usize(md, &key("attention.value_length"))? {
             if v != head_dim {
-                return Err(bad("attention.value_length", format!("{v} differs from key_length {head_dim}; not supported")));
+                return Err(bad(
+                    "attention.value_length",
+                    format!("{v} differs from key_length {head_dim}; not supported"),
+                ));
             }
         }
         if head_dim % 2 != 0 {
@@ -135,7 +148,11 @@ impl HParams {
             Some(v) => v,
             None => match embedding_rows {
                 Some(v) => v,
-                None => return Err(ModelError::MissingTensor { name: "token_embd.weight".into() }),
+                None => {
+                    return Err(ModelError::MissingTensor {
+                        name: "token_embd.weight".into(),
+                    })
+                }
             },
         };
         let rope_scaling = match md_opt_str(md, &key("rope.scaling.type"))? {
@@ -148,7 +165,10 @@ impl HParams {
                 RopeScaling::Linear { factor }
             }
             Some(other) => {
-                return Err(bad("rope.scaling.type", format!("\"{other}\" is not supported (none, linear)")));
+                return Err(bad(
+                    "rope.scaling.type",
+                    format!("\"{other}\" is not supported (none, linear)"),
+                ));
             }
         };
         Ok(Self {

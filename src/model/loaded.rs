@@ -51,7 +51,10 @@ impl LoadedModel {
         let context = match context_length {
             None => hp.context_length.min(DEFAULT_CONTEXT_CAP),
             Some(0) => {
-                return Err(ModelError::BadMetadata { key: "context_length (setting)".into(), reason: "must be at least 1".into() })
+                return Err(ModelError::BadMetadata {
+                    key: "context_length (setting)".into(),
+                    reason: "must be at least 1".into(),
+                })
             }
             Some(n) if n > hp.context_length => {
                 return Err(ModelError::BadMetadata {
@@ -84,7 +87,9 @@ impl LoadedModel {
         };
         let transformer = Transformer::from_gguf(&mut file, device, context)?;
         let info = ModelInfo {
-            name: md_opt_str(&md, "general.name")?.map(str::to_string).unwrap_or_else(|| file_name(&resolved.gguf)),
+            name: md_opt_str(&md, "general.name")?
+                .map(str::to_string)
+                .unwrap_or_else(|| file_name(&resolved.gguf)),
             architecture: hp.family.arch().to_string(),
             quantization: file.dominant_dtype(),
             parameters: file.parameter_count(),
@@ -93,7 +98,12 @@ impl LoadedModel {
             device: device_name(device),
             file_bytes: file.file_len(),
         };
-        Ok(Self { transformer, tokenizer, chat_template, info })
+        Ok(Self {
+            transformer,
+            tokenizer,
+            chat_template,
+            info,
+        })
     }
 
     /// The prompt's token ids: raw text (BOS per the tokenizer's rule), or,
@@ -102,7 +112,10 @@ impl LoadedModel {
         if !chat {
             return self.tokenizer.encode(text, self.tokenizer.add_bos());
         }
-        let messages = [ChatMessage { role: "user".into(), content: text.into() }];
+        let messages = [ChatMessage {
+            role: "user".into(),
+            content: text.into(),
+        }];
         self.chat_ids(&messages)
     }
 
@@ -111,8 +124,12 @@ impl LoadedModel {
     /// already write it.
     pub fn chat_ids(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, ModelError> {
         let rendered = self.chat_template.render(messages, true)?;
-        let starts_with_bos = self.tokenizer.bos_token().is_some_and(|b| !b.is_empty() && rendered.starts_with(b));
-        self.tokenizer.encode(&rendered, self.tokenizer.add_bos() && !starts_with_bos)
+        let starts_with_bos = self
+            .tokenizer
+            .bos_token()
+            .is_some_and(|b| !b.is_empty() && rendered.starts_with(b));
+        self.tokenizer
+            .encode(&rendered, self.tokenizer.add_bos() && !starts_with_bos)
     }
 
     /// Checks that `prompt_tokens` leaves room for at least one generated token.
@@ -122,14 +139,19 @@ impl LoadedModel {
             return Err(ModelError::Tokenizer("the prompt is empty (no tokens)".into()));
         }
         if prompt_tokens >= context {
-            return Err(ModelError::PromptTooLong { tokens: prompt_tokens, context });
+            return Err(ModelError::PromptTooLong {
+                tokens: prompt_tokens,
+                context,
+            });
         }
         Ok(())
     }
 }
 
 fn file_name(p: &Path) -> String {
-    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| p.display().to_string())
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
 }
 
 /// A short human name for a device.

@@ -24,6 +24,7 @@ mod device;
 mod error;
 pub mod gguf;
 pub mod hparams;
+mod linear;
 mod loaded;
 mod rope;
 pub mod sampling;

@@ -19,9 +19,10 @@ use candle_core::{DType, Device, Module, Tensor};
 
 use super::gguf::GgufFile;
 use super::hparams::HParams;
+use super::linear::FusedLinear;
 use super::rope::{positions_tensor, RopeTables};
 use super::ModelError;
-use crate::ops::{BatchLayout, KvShape, KvStore};
+use crate::ops::{BatchLayout, KvShape, KvStore, OpsError};
 
 /// Which rows get logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,9 +34,8 @@ pub enum Logits {
 }
 
 struct Attention {
-    wq: QMatMul,
-    wk: QMatMul,
-    wv: QMatMul,
+    /// Q, K and V projections (fused when their weights share a type).
+    qkv: FusedLinear,
     wo: QMatMul,
     /// Qwen2: biases of the Q/K/V projections.
     bias: Option<[Tensor; 3]>,
@@ -44,8 +44,8 @@ struct Attention {
 }
 
 struct Mlp {
-    gate: QMatMul,
-    up: QMatMul,
+    /// Gate and up projections (fused when their weights share a type).
+    gate_up: FusedLinear,
     down: QMatMul,
 }
 
@@ -69,7 +69,9 @@ pub struct Transformer {
 
 impl std::fmt::Debug for Transformer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Transformer").field("hparams", &self.hp).finish_non_exhaustive()
+        f.debug_struct("Transformer")
+            .field("hparams", &self.hp)
+            .finish_non_exhaustive()
     }
 }
 
@@ -94,7 +96,12 @@ impl Transformer {
             None => embedding_q,
         };
         let freq_factors = match file.tensor_opt("rope_freqs.weight", device)? {
-            Some(t) => Some(t.dequantize(device)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?),
+            Some(t) => Some(
+                t.dequantize(device)?
+                    .to_dtype(DType::F32)?
+                    .flatten_all()?
+                    .to_vec1::<f32>()?,
+            ),
             None => None,
         };
         let rope = RopeTables::new(
@@ -130,17 +137,27 @@ impl Transformer {
             layers.push(Layer {
                 attn_norm: load_vec(file, &n("attn_norm.weight"), d, device)?,
                 attn: Attention {
-                    wq: qmatmul(load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?)?,
-                    wk: qmatmul(load_2d(file, &n("attn_k.weight"), [kv_dim, d], device)?)?,
-                    wv: qmatmul(load_2d(file, &n("attn_v.weight"), [kv_dim, d], device)?)?,
+                    qkv: FusedLinear::new(
+                        vec![
+                            load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?,
+                            load_2d(file, &n("attn_k.weight"), [kv_dim, d], device)?,
+                            load_2d(file, &n("attn_v.weight"), [kv_dim, d], device)?,
+                        ],
+                        device,
+                    )?,
                     wo: qmatmul(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?)?,
                     bias,
                     qk_norm,
                 },
                 ffn_norm: load_vec(file, &n("ffn_norm.weight"), d, device)?,
                 mlp: Mlp {
-                    gate: qmatmul(load_2d(file, &n("ffn_gate.weight"), [hp.ffn, d], device)?)?,
-                    up: qmatmul(load_2d(file, &n("ffn_up.weight"), [hp.ffn, d], device)?)?,
+                    gate_up: FusedLinear::new(
+                        vec![
+                            load_2d(file, &n("ffn_gate.weight"), [hp.ffn, d], device)?,
+                            load_2d(file, &n("ffn_up.weight"), [hp.ffn, d], device)?,
+                        ],
+                        device,
+                    )?,
                     down: qmatmul(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?)?,
                 },
             });
@@ -166,7 +183,11 @@ impl Transformer {
 
     /// The K/V geometry a store must provide for this model.
     pub fn kv_shape(&self) -> KvShape {
-        KvShape { layers: self.hp.layers, kv_heads: self.hp.kv_heads, head_dim: self.hp.head_dim }
+        KvShape {
+            layers: self.hp.layers,
+            kv_heads: self.hp.kv_heads,
+            head_dim: self.hp.head_dim,
+        }
     }
 
     /// The longest sequence the rope tables cover.
@@ -192,11 +213,17 @@ impl Transformer {
             .into());
         }
         if let Some(&id) = tokens.iter().find(|&&t| t as usize >= self.hp.vocab_size) {
-            return Err(ModelError::TokenOutOfRange { id, vocab: self.hp.vocab_size });
+            return Err(ModelError::TokenOutOfRange {
+                id,
+                vocab: self.hp.vocab_size,
+            });
         }
         for s in batch.seqs() {
             if s.cached + s.new > self.rope.max_positions() {
-                return Err(ModelError::PromptTooLong { tokens: s.cached + s.new, context: self.rope.max_positions() });
+                return Err(ModelError::PromptTooLong {
+                    tokens: s.cached + s.new,
+                    context: self.rope.max_positions(),
+                });
             }
         }
         let hp = &self.hp;
@@ -210,7 +237,9 @@ impl Transformer {
         for (li, layer) in self.layers.iter().enumerate() {
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, hp.rms_eps as f32)?;
             let a = &layer.attn;
-            let (mut q, mut k, mut v) = (a.wq.forward(&h)?, a.wk.forward(&h)?, a.wv.forward(&h)?);
+            let [mut q, mut k, mut v]: [Tensor; 3] = a.qkv.forward(&h)?.try_into().map_err(|_| {
+                ModelError::from(OpsError::Layout("the QKV projection did not give three outputs".into()))
+            })?;
             if let Some([bq, bk, bv]) = &a.bias {
                 q = q.broadcast_add(bq)?;
                 k = k.broadcast_add(bk)?;
@@ -229,9 +258,9 @@ impl Transformer {
             x = (x + a.wo.forward(&attn)?)?;
 
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, hp.rms_eps as f32)?;
-            let gate = layer.mlp.gate.forward(&h)?.silu()?;
-            let up = layer.mlp.up.forward(&h)?;
-            x = (x + layer.mlp.down.forward(&(gate * up)?)?)?;
+            let gu = layer.mlp.gate_up.forward(&h)?;
+            let (gate, up) = (&gu[0], &gu[1]);
+            x = (x + layer.mlp.down.forward(&(gate.silu()? * up)?)?)?;
         }
         let x = match which {
             Logits::All => x,
@@ -251,7 +280,11 @@ fn qmatmul(t: QTensor) -> Result<QMatMul, ModelError> {
 
 fn check_shape(name: &str, actual: &[usize], expected: &[usize]) -> Result<(), ModelError> {
     if actual != expected {
-        return Err(ModelError::BadTensor { name: name.into(), actual: actual.to_vec(), expected: expected.to_vec() });
+        return Err(ModelError::BadTensor {
+            name: name.into(),
+            actual: actual.to_vec(),
+            expected: expected.to_vec(),
+        });
     }
     Ok(())
 }

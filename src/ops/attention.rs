@@ -33,7 +33,10 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, scale: f64) -> 
     }
     let group = heads / kv_heads;
     // [heads, new, d] -> [kv_heads, group * new, d]; rows ordered (g, token).
-    let q = q.transpose(0, 1)?.contiguous()?.reshape((kv_heads, group * new, head_dim))?;
+    let q = q
+        .transpose(0, 1)?
+        .contiguous()?
+        .reshape((kv_heads, group * new, head_dim))?;
     // [ctx, kv_heads, d] -> [kv_heads, ctx, d] (a strided view, no copy).
     let k = k.transpose(0, 1)?;
     let v = v.transpose(0, 1)?;
@@ -107,7 +110,16 @@ mod tests {
     }
 
     fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar().unwrap()
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar()
+            .unwrap()
     }
 
     #[test]
@@ -119,7 +131,10 @@ mod tests {
             let v = rand((cached + new, kv_heads, d), 3);
             let a = attend(&q, &k, &v, cached, 0.3).unwrap();
             let r = attend_reference(&q, &k, &v, cached, 0.3).unwrap();
-            assert!(max_diff(&a, &r) < 1e-5, "new {new} cached {cached} heads {heads}/{kv_heads}");
+            assert!(
+                max_diff(&a, &r) < 1e-5,
+                "new {new} cached {cached} heads {heads}/{kv_heads}"
+            );
         }
     }
 

@@ -55,7 +55,10 @@ impl ContiguousKv {
 
     fn ensure_capacity(&mut self, layer: usize, needed: usize) -> Result<(), OpsError> {
         if needed > self.max_tokens {
-            return Err(OpsError::CapacityExceeded { needed, capacity: self.max_tokens });
+            return Err(OpsError::CapacityExceeded {
+                needed,
+                capacity: self.max_tokens,
+            });
         }
         let cap = self.capacity(layer);
         if needed <= cap {
@@ -78,7 +81,10 @@ impl ContiguousKv {
     /// and returns views of rows `0 .. at + new`.
     fn append(&mut self, layer: usize, at: usize, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor), OpsError> {
         if layer >= self.layers.len() {
-            return Err(OpsError::Layout(format!("layer {layer} of a {}-layer store", self.layers.len())));
+            return Err(OpsError::Layout(format!(
+                "layer {layer} of a {}-layer store",
+                self.layers.len()
+            )));
         }
         if at != self.lens[layer] {
             return Err(OpsError::Layout(format!(
@@ -149,24 +155,42 @@ mod tests {
 
     #[test]
     fn grows_and_keeps_history() {
-        let shape = KvShape { layers: 1, kv_heads: 1, head_dim: 2 };
+        let shape = KvShape {
+            layers: 1,
+            kv_heads: 1,
+            head_dim: 2,
+        };
         let mut kv = ContiguousKv::new(shape, DType::F32, &Device::Cpu, 1000);
         for step in 0..100u32 {
             let row = Tensor::new(&[[[step as f32, -(step as f32)]]], &Device::Cpu).unwrap();
             let (k, _) = kv.append(0, step as usize, &row, &row).unwrap();
             assert_eq!(k.dims()[0], step as usize + 1);
         }
-        let (k, _) = kv.append(0, 100, &Tensor::zeros((1, 1, 2), DType::F32, &Device::Cpu).unwrap(), &Tensor::zeros((1, 1, 2), DType::F32, &Device::Cpu).unwrap()).unwrap();
+        let (k, _) = kv
+            .append(
+                0,
+                100,
+                &Tensor::zeros((1, 1, 2), DType::F32, &Device::Cpu).unwrap(),
+                &Tensor::zeros((1, 1, 2), DType::F32, &Device::Cpu).unwrap(),
+            )
+            .unwrap();
         let first: Vec<f32> = k.narrow(0, 37, 1).unwrap().flatten_all().unwrap().to_vec1().unwrap();
         assert_eq!(first, vec![37.0, -37.0]);
     }
 
     #[test]
     fn refuses_past_max_tokens_and_wrong_position() {
-        let shape = KvShape { layers: 1, kv_heads: 1, head_dim: 2 };
+        let shape = KvShape {
+            layers: 1,
+            kv_heads: 1,
+            head_dim: 2,
+        };
         let mut kv = ContiguousKv::new(shape, DType::F32, &Device::Cpu, 4);
         let x = Tensor::zeros((5, 1, 2), DType::F32, &Device::Cpu).unwrap();
-        assert!(matches!(kv.append(0, 0, &x, &x), Err(OpsError::CapacityExceeded { .. })));
+        assert!(matches!(
+            kv.append(0, 0, &x, &x),
+            Err(OpsError::CapacityExceeded { .. })
+        ));
         let y = Tensor::zeros((1, 1, 2), DType::F32, &Device::Cpu).unwrap();
         assert!(kv.append(0, 3, &y, &y).is_err());
     }

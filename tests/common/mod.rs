@@ -53,7 +53,12 @@ impl Reference {
             Self::Qwen3(m) => m.forward(&x, pos),
         }
         .unwrap();
-        out.flatten_all().unwrap().to_dtype(DType::F32).unwrap().to_vec1().unwrap()
+        out.flatten_all()
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap()
+            .to_vec1()
+            .unwrap()
     }
 
     pub fn clear(&mut self) {
@@ -68,7 +73,14 @@ impl Reference {
 /// Runs ours on one sequence, continuing `kv`; logits of the last token.
 pub fn ours_step(tf: &Transformer, kv: &mut ContiguousKv, ids: &[u32]) -> Vec<f32> {
     let batch = BatchLayout::single(kv.len(), ids.len()).unwrap();
-    let l = tf.forward(ids, &batch, &mut ContiguousBatch::new(vec![kv]), Logits::LastPerSequence).unwrap();
+    let l = tf
+        .forward(
+            ids,
+            &batch,
+            &mut ContiguousBatch::new(vec![kv]),
+            Logits::LastPerSequence,
+        )
+        .unwrap();
     l.flatten_all().unwrap().to_vec1().unwrap()
 }
 
@@ -93,5 +105,7 @@ pub fn argmax(v: &[f32]) -> u32 {
 
 /// Deterministic prompt ids inside the vocabulary.
 pub fn prompt(len: usize, vocab: usize, salt: u32) -> Vec<u32> {
-    (0..len as u32).map(|i| (i * 7919 + salt * 104_729 + 3) % vocab as u32).collect()
+    (0..len as u32)
+        .map(|i| (i * 7919 + salt * 104_729 + 3) % vocab as u32)
+        .collect()
 }

@@ -147,17 +147,27 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     let (q_dim, kv_dim) = (spec.heads * hd, spec.kv_heads * hd);
 
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
-    let mat = |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
-        let t = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &cpu)?;
-        Ok((name, QTensor::quantize(&t, wt)?))
-    };
+    let mat =
+        |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
+            let t = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &cpu)?;
+            Ok((name, QTensor::quantize(&t, wt)?))
+        };
     let vector = |name: String, data: Vec<f32>| -> Result<(String, QTensor), ModelError> {
         let n = data.len();
-        Ok((name, QTensor::quantize(&Tensor::from_vec(data, n, &cpu)?, GgmlDType::F32)?))
+        Ok((
+            name,
+            QTensor::quantize(&Tensor::from_vec(data, n, &cpu)?, GgmlDType::F32)?,
+        ))
     };
 
     // The embedding rows are read directly as hidden states: unit scale.
-    tensors.push(mat("token_embd.weight".into(), v, d, (d as f32 / 3.0).sqrt(), &mut rng)?);
+    tensors.push(mat(
+        "token_embd.weight".into(),
+        v,
+        d,
+        (d as f32 / 3.0).sqrt(),
+        &mut rng,
+    )?);
     if !spec.tie_embeddings {
         tensors.push(mat("output.weight".into(), v, d, 3.0, &mut rng)?);
     }
@@ -213,11 +223,17 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     }
     md.extend(spec.vocab.metadata.iter().cloned());
 
-    let file = File::create(path).map_err(|source| ModelError::Io { path: path.into(), source })?;
+    let file = File::create(path).map_err(|source| ModelError::Io {
+        path: path.into(),
+        source,
+    })?;
     let mut w = BufWriter::new(file);
     let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
     gguf_file::write(&mut w, &md_refs, &t_refs)?;
-    std::io::Write::flush(&mut w).map_err(|source| ModelError::Io { path: path.into(), source })?;
+    std::io::Write::flush(&mut w).map_err(|source| ModelError::Io {
+        path: path.into(),
+        source,
+    })?;
     Ok(())
 }

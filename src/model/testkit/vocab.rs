@@ -110,7 +110,9 @@ fn gpt2(pre: &'static str, size: usize) -> TinyVocab {
         table[b as usize] = c;
     }
     let words = count_words(
-        gpt2_words(TRAINING_TEXT).iter().map(|w| to_byte_level(w, &table).chars().map(String::from).collect()),
+        gpt2_words(TRAINING_TEXT)
+            .iter()
+            .map(|w| to_byte_level(w, &table).chars().map(String::from).collect()),
     );
     let merges = train_bpe(words, GPT2_MERGES, |_| true);
 
@@ -134,7 +136,10 @@ fn gpt2(pre: &'static str, size: usize) -> TinyVocab {
         kv("tokenizer.ggml.model", Value::String("gpt2".into())),
         kv("tokenizer.ggml.pre", Value::String(pre.into())),
         kv("tokenizer.ggml.tokens", strings(&tokens)),
-        kv("tokenizer.ggml.token_type", Value::Array(types.into_iter().map(Value::I32).collect())),
+        kv(
+            "tokenizer.ggml.token_type",
+            Value::Array(types.into_iter().map(Value::I32).collect()),
+        ),
         kv("tokenizer.ggml.merges", strings(&merge_strings)),
         kv("tokenizer.ggml.bos_token_id", Value::U32(id(family.bos))),
         kv("tokenizer.ggml.eos_token_id", Value::U32(id(family.eos))),
@@ -147,7 +152,12 @@ fn gpt2(pre: &'static str, size: usize) -> TinyVocab {
     }
 
     let json = gpt2_json(pre, &family, &tokens[..n_model], &merge_strings, n_model as u32);
-    TinyVocab { style: VocabStyle::Gpt2 { pre }, metadata, tokenizer_json: json.to_string(), size: tokens.len() }
+    TinyVocab {
+        style: VocabStyle::Gpt2 { pre },
+        metadata,
+        tokenizer_json: json.to_string(),
+        size: tokens.len(),
+    }
 }
 
 // SentencePiece style
@@ -189,8 +199,14 @@ fn spm(size: usize) -> TinyVocab {
     let metadata = vec![
         kv("tokenizer.ggml.model", Value::String("llama".into())),
         kv("tokenizer.ggml.tokens", strings(&tokens)),
-        kv("tokenizer.ggml.scores", Value::Array(scores.iter().map(|&s| Value::F32(s)).collect())),
-        kv("tokenizer.ggml.token_type", Value::Array(types.iter().map(|&t| Value::I32(t)).collect())),
+        kv(
+            "tokenizer.ggml.scores",
+            Value::Array(scores.iter().map(|&s| Value::F32(s)).collect()),
+        ),
+        kv(
+            "tokenizer.ggml.token_type",
+            Value::Array(types.iter().map(|&t| Value::I32(t)).collect()),
+        ),
         kv("tokenizer.ggml.bos_token_id", Value::U32(1)),
         kv("tokenizer.ggml.eos_token_id", Value::U32(2)),
         kv("tokenizer.ggml.unknown_token_id", Value::U32(0)),
@@ -199,7 +215,12 @@ fn spm(size: usize) -> TinyVocab {
         kv("tokenizer.chat_template", Value::String(LLAMA2_TEMPLATE.into())),
     ];
     let json = spm_json(&tokens, &scores);
-    TinyVocab { style: VocabStyle::LlamaSpm, metadata, tokenizer_json: json.to_string(), size: tokens.len() }
+    TinyVocab {
+        style: VocabStyle::LlamaSpm,
+        metadata,
+        tokenizer_json: json.to_string(),
+        size: tokens.len(),
+    }
 }
 
 fn kv(key: &str, value: Value) -> (String, Value) {
@@ -278,10 +299,18 @@ mod tests {
         assert_eq!(t[3], "<0x00>");
         assert_eq!(t[258], "<0xFF>");
         assert!(t.iter().any(|x| x == "▁the"));
-        assert!(!t.iter().any(|x| x.contains('🚀')), "rare characters are left to byte fallback");
-        let Value::Array(scores) = get(&v, "tokenizer.ggml.scores") else { panic!() };
+        assert!(
+            !t.iter().any(|x| x.contains('🚀')),
+            "rare characters are left to byte fallback"
+        );
+        let Value::Array(scores) = get(&v, "tokenizer.ggml.scores") else {
+            panic!()
+        };
         let s: Vec<f32> = scores.iter().map(|x| x.to_f32().unwrap()).collect();
-        assert!(s[259..].windows(2).all(|w| w[0] > w[1]), "scores fall with the id after the byte tokens");
+        assert!(
+            s[259..].windows(2).all(|w| w[0] > w[1]),
+            "scores fall with the id after the byte tokens"
+        );
     }
 
     #[test]
@@ -294,6 +323,9 @@ mod tests {
         // Specials stay last in the byte-level styles.
         let v = TinyVocab::with_size(VocabStyle::Gpt2 { pre: "qwen2" }, 1_500);
         assert_eq!(tokens(&v)[1_497], "<|im_end|>");
-        assert_eq!(TinyVocab::with_size(VocabStyle::LlamaSpm, 10).size, TinyVocab::new(VocabStyle::LlamaSpm).size);
+        assert_eq!(
+            TinyVocab::with_size(VocabStyle::LlamaSpm, 10).size,
+            TinyVocab::new(VocabStyle::LlamaSpm).size
+        );
     }
 }

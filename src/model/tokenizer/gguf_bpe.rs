@@ -20,7 +20,9 @@ use crate::model::ModelError;
 
 pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> {
     let kind = PreKind::from_gguf(v.pre.as_deref());
-    let raw = v.merges.as_ref().ok_or_else(|| ModelError::MissingMetadata { key: metadata::MERGES.to_string() })?;
+    let raw = v.merges.as_ref().ok_or_else(|| ModelError::MissingMetadata {
+        key: metadata::MERGES.to_string(),
+    })?;
     let merges = parse_merges(raw)?;
     let bpe = BPE::builder()
         .vocab_and_merges(token_vocab(&v.tokens), merges)
@@ -57,7 +59,10 @@ mod tests {
     #[test]
     fn merges_parse_or_name_the_bad_entry() {
         let ok = parse_merges(&["Ġ t".to_string(), "a bc".to_string()]).unwrap();
-        assert_eq!(ok, vec![("Ġ".to_string(), "t".to_string()), ("a".to_string(), "bc".to_string())]);
+        assert_eq!(
+            ok,
+            vec![("Ġ".to_string(), "t".to_string()), ("a".to_string(), "bc".to_string())]
+        );
         let err = parse_merges(&["ab".to_string()]).unwrap_err();
         assert!(err.to_string().contains("entry 0"), "{err}");
     }

@@ -35,7 +35,9 @@ use crate::model::ModelError;
 const SPACE: &str = "▁";
 
 pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> {
-    let scores = v.scores.as_ref().ok_or_else(|| ModelError::MissingMetadata { key: metadata::SCORES.to_string() })?;
+    let scores = v.scores.as_ref().ok_or_else(|| ModelError::MissingMetadata {
+        key: metadata::SCORES.to_string(),
+    })?;
     let vocab = token_vocab(&v.tokens);
     if let Some(b) = (0..=255u8).find(|b| !vocab.contains_key(&format!("<0x{b:02X}>"))) {
         return Err(ModelError::Tokenizer(format!(
@@ -43,12 +45,16 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         )));
     }
     let merges = merges_from_scores(&v.tokens, scores, &vocab);
-    let mut builder = BPE::builder().vocab_and_merges(vocab, merges).byte_fallback(true).fuse_unk(true);
+    let mut builder = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .byte_fallback(true)
+        .fuse_unk(true);
     if let Some(unk) = v.special.unk.and_then(|id| v.tokens.get(id as usize)) {
         builder = builder.unk_token(unk.clone());
     }
-    let bpe =
-        builder.build().map_err(|e| ModelError::Tokenizer(format!("cannot build the SentencePiece BPE model: {e}")))?;
+    let bpe = builder
+        .build()
+        .map_err(|e| ModelError::Tokenizer(format!("cannot build the SentencePiece BPE model: {e}")))?;
 
     let add_space_prefix = v.add_space_prefix.unwrap_or(true);
     let replace = |from: &str, to: &str| {
@@ -60,8 +66,11 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         normalizers.push(Prepend::new(SPACE.to_string()).into());
     }
     normalizers.push(replace(" ", SPACE)?.into());
-    let mut decoders: Vec<DecoderWrapper> =
-        vec![replace(SPACE, " ")?.into(), ByteFallback::new().into(), Fuse::new().into()];
+    let mut decoders: Vec<DecoderWrapper> = vec![
+        replace(SPACE, " ")?.into(),
+        ByteFallback::new().into(),
+        Fuse::new().into(),
+    ];
     if add_space_prefix {
         decoders.push(Strip::new(' ', 1, 0).into());
     }
@@ -144,13 +153,18 @@ mod tests {
         let pairs: Vec<(&str, &str)> = merges.iter().map(|(l, r)| (l.as_str(), r.as_str())).collect();
         // "ab" and "▁a" tie on score and lengths: lower merged id first.
         // "abc" has two splits of equal score: the longer left piece first.
-        assert_eq!(pairs, vec![("a", "b"), ("▁", "a"), ("b", "c"), ("ab", "c"), ("a", "bc")]);
+        assert_eq!(
+            pairs,
+            vec![("a", "b"), ("▁", "a"), ("b", "c"), ("ab", "c"), ("a", "bc")]
+        );
     }
 
     #[test]
     fn merges_of_a_large_vocab_are_fast() {
-        let tokens: Vec<String> =
-            (0..60_000u32).map(|i| format!("▁t{i}")).chain((0..10).map(|d| d.to_string())).collect();
+        let tokens: Vec<String> = (0..60_000u32)
+            .map(|i| format!("▁t{i}"))
+            .chain((0..10).map(|d| d.to_string()))
+            .collect();
         let scores: Vec<f32> = (0..tokens.len()).map(|i| -(i as f32)).collect();
         let vocab = token_vocab(&tokens);
         let start = std::time::Instant::now();

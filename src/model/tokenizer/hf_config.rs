@@ -22,7 +22,9 @@ pub(crate) struct HfTokenizerConfig {
 impl HfTokenizerConfig {
     /// Reads `tokenizer_config.json` from the directory of `tokenizer_json`.
     pub fn beside(tokenizer_json: &Path) -> Self {
-        let Some(dir) = tokenizer_json.parent() else { return Self::default() };
+        let Some(dir) = tokenizer_json.parent() else {
+            return Self::default();
+        };
         let path = dir.join("tokenizer_config.json");
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
@@ -69,7 +71,11 @@ mod tests {
         let c = HfTokenizerConfig::from_json(&json);
         assert_eq!(
             c,
-            HfTokenizerConfig { bos_token: None, eos_token: Some("<|im_end|>".into()), add_bos_token: Some(false) }
+            HfTokenizerConfig {
+                bos_token: None,
+                eos_token: Some("<|im_end|>".into()),
+                add_bos_token: Some(false)
+            }
         );
         let c = HfTokenizerConfig::from_json(&serde_json::json!({"bos_token": "<s>"}));
         assert_eq!(c.bos_token.as_deref(), Some("<s>"));

@@ -131,7 +131,10 @@ impl GgufVocab {
 }
 
 pub(crate) fn bad(key: &str, reason: impl Into<String>) -> ModelError {
-    ModelError::BadMetadata { key: key.to_string(), reason: reason.into() }
+    ModelError::BadMetadata {
+        key: key.to_string(),
+        reason: reason.into(),
+    }
 }
 
 fn check_len(key: &str, got: usize, want: usize) -> Result<(), ModelError> {
@@ -143,7 +146,8 @@ fn check_len(key: &str, got: usize, want: usize) -> Result<(), ModelError> {
 }
 
 fn req<'a>(md: &'a Metadata, key: &str) -> Result<&'a Value, ModelError> {
-    md.get(key).ok_or_else(|| ModelError::MissingMetadata { key: key.to_string() })
+    md.get(key)
+        .ok_or_else(|| ModelError::MissingMetadata { key: key.to_string() })
 }
 
 fn type_name(v: &Value) -> String {
@@ -173,7 +177,9 @@ fn opt_bool(md: &Metadata, key: &str) -> Result<Option<bool>, ModelError> {
 fn opt_u32(md: &Metadata, key: &str) -> Result<Option<u32>, ModelError> {
     let Some(v) = md.get(key) else { return Ok(None) };
     let wide = as_i64(v).ok_or_else(|| bad(key, format!("expected an integer, found {}", type_name(v))))?;
-    u32::try_from(wide).map(Some).map_err(|_| bad(key, format!("{wide} is not a valid token id")))
+    u32::try_from(wide)
+        .map(Some)
+        .map_err(|_| bad(key, format!("{wide} is not a valid token id")))
 }
 
 fn as_i64(v: &Value) -> Option<i64> {
@@ -264,11 +270,20 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         let missing = GgufVocab::read(&md(vec![(MODEL, Value::String("gpt2".into()))])).unwrap_err();
-        assert!(matches!(&missing, ModelError::MissingMetadata { key } if key == TOKENS), "{missing}");
+        assert!(
+            matches!(&missing, ModelError::MissingMetadata { key } if key == TOKENS),
+            "{missing}"
+        );
 
-        let wrong =
-            GgufVocab::read(&md(vec![(MODEL, Value::String("gpt2".into())), (TOKENS, Value::U32(3))])).unwrap_err();
-        assert!(matches!(&wrong, ModelError::BadMetadata { key, .. } if key == TOKENS), "{wrong}");
+        let wrong = GgufVocab::read(&md(vec![
+            (MODEL, Value::String("gpt2".into())),
+            (TOKENS, Value::U32(3)),
+        ]))
+        .unwrap_err();
+        assert!(
+            matches!(&wrong, ModelError::BadMetadata { key, .. } if key == TOKENS),
+            "{wrong}"
+        );
 
         let short = GgufVocab::read(&md(vec![
             (MODEL, Value::String("llama".into())),

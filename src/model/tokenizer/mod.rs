@@ -78,7 +78,10 @@ impl Tokenizer {
     /// come from the GGUF metadata `md` where given (and it names them), else
     /// from a `tokenizer_config.json` beside the file and the added tokens.
     pub fn from_file(path: &Path, md: Option<&HashMap<String, Value>>) -> Result<Self, ModelError> {
-        let text = std::fs::read(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read(path).map_err(|source| ModelError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let mut inner = tokenizers::Tokenizer::from_bytes(&text)
             .map_err(|e| ModelError::Tokenizer(format!("{} is not a usable tokenizer.json: {e}", path.display())))?;
         inner
@@ -123,8 +126,10 @@ impl Tokenizer {
     /// it are recognised, nothing is added, except BOS first when `add_bos`
     /// and the vocabulary has one.
     pub fn encode(&self, text: &str, add_bos: bool) -> Result<Vec<u32>, ModelError> {
-        let enc =
-            self.inner.encode(text, false).map_err(|e| ModelError::Tokenizer(format!("cannot encode text: {e}")))?;
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| ModelError::Tokenizer(format!("cannot encode text: {e}")))?;
         let mut ids = Vec::with_capacity(enc.len() + 1);
         if let (true, Some(bos)) = (add_bos, self.bos) {
             ids.push(bos);
@@ -135,12 +140,16 @@ impl Tokenizer {
 
     /// The text of `ids`, special tokens included. Ids outside the vocabulary are skipped.
     pub fn decode(&self, ids: &[u32]) -> Result<String, ModelError> {
-        self.inner.decode(ids, false).map_err(|e| ModelError::Tokenizer(format!("cannot decode ids: {e}")))
+        self.inner
+            .decode(ids, false)
+            .map_err(|e| ModelError::Tokenizer(format!("cannot decode ids: {e}")))
     }
 
     /// The text of `ids` without special tokens (what a user should read).
     pub fn decode_skip_special(&self, ids: &[u32]) -> Result<String, ModelError> {
-        self.inner.decode(ids, true).map_err(|e| ModelError::Tokenizer(format!("cannot decode ids: {e}")))
+        self.inner
+            .decode(ids, true)
+            .map_err(|e| ModelError::Tokenizer(format!("cannot decode ids: {e}")))
     }
 
     /// Whether the model expects BOS before raw text (`tokenizer.ggml.add_bos_token`,
@@ -189,7 +198,12 @@ impl Tokenizer {
 
     /// An incremental detokenizer for streaming; special tokens are skipped.
     pub fn stream(&self) -> TokenStream<'_> {
-        TokenStream { tok: self, ids: Vec::new(), prefix: String::new(), prefix_index: 0 }
+        TokenStream {
+            tok: self,
+            ids: Vec::new(),
+            prefix: String::new(),
+            prefix_index: 0,
+        }
     }
 }
 
@@ -267,7 +281,12 @@ mod tests {
     fn every_style_round_trips_text() {
         for style in styles() {
             let tok = Tokenizer::from_gguf_metadata(&md(&TinyVocab::new(style))).unwrap();
-            for text in ["Hello, world!", "naïve café 日本 🎉", "  two  spaces\tand\n\nlines  ", "x = 3.14159;"] {
+            for text in [
+                "Hello, world!",
+                "naïve café 日本 🎉",
+                "  two  spaces\tand\n\nlines  ",
+                "x = 3.14159;",
+            ] {
                 let ids = tok.encode(text, false).unwrap();
                 assert_eq!(tok.decode(&ids).unwrap(), text, "{style:?}");
             }
@@ -292,7 +311,10 @@ mod tests {
         let mut m = md(&TinyVocab::new(VocabStyle::LlamaSpm));
         m.insert(metadata::MODEL.into(), Value::String("bert".into()));
         let err = Tokenizer::from_gguf_metadata(&m).unwrap_err().to_string();
-        assert!(err.contains("bert") && err.contains("gpt2") && err.contains("llama"), "{err}");
+        assert!(
+            err.contains("bert") && err.contains("gpt2") && err.contains("llama"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -311,7 +333,9 @@ mod tests {
     #[test]
     fn spm_without_byte_tokens_is_an_error() {
         let mut m = md(&TinyVocab::new(VocabStyle::LlamaSpm));
-        let Some(Value::Array(tokens)) = m.get_mut(metadata::TOKENS) else { panic!("no tokens") };
+        let Some(Value::Array(tokens)) = m.get_mut(metadata::TOKENS) else {
+            panic!("no tokens")
+        };
         tokens[3 + 0x41] = Value::String("not-a-byte".into());
         let err = Tokenizer::from_gguf_metadata(&m).unwrap_err().to_string();
         assert!(err.contains("<0x41>"), "{err}");
@@ -329,6 +353,9 @@ mod tests {
             let piece = s.push(id).unwrap();
             assert!(piece.as_deref().is_none_or(|p| !p.contains('\u{FFFD}')), "{piece:?}");
         }
-        assert_eq!(s.finish().unwrap().as_deref().map(|p| p.ends_with('\u{FFFD}')), Some(true));
+        assert_eq!(
+            s.finish().unwrap().as_deref().map(|p| p.ends_with('\u{FFFD}')),
+            Some(true)
+        );
     }
 }

@@ -81,8 +81,12 @@ impl PreKind {
     pub fn pre_tokenizer(self) -> Result<PreTokenizerWrapper, ModelError> {
         let gpt2 = || ByteLevel::new(false, true, true);
         let split_then_bytes = |regex: &str| -> Result<PreTokenizerWrapper, ModelError> {
-            let split = Split::new(SplitPattern::Regex(regex.to_string()), SplitDelimiterBehavior::Isolated, false)
-                .map_err(|e| ModelError::Tokenizer(format!("pre-tokenizer regex does not compile: {e}")))?;
+            let split = Split::new(
+                SplitPattern::Regex(regex.to_string()),
+                SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(|e| ModelError::Tokenizer(format!("pre-tokenizer regex does not compile: {e}")))?;
             Ok(Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()]).into())
         };
         match self {
@@ -138,7 +142,10 @@ mod tests {
 
     #[test]
     fn llama3_keeps_contractions_and_newlines_apart() {
-        assert_eq!(split(PreKind::Llama3, "I'M here\n\n  ok"), ["I", "'M", "Ġhere", "ĊĊ", "Ġ", "Ġok"]);
+        assert_eq!(
+            split(PreKind::Llama3, "I'M here\n\n  ok"),
+            ["I", "'M", "Ġhere", "ĊĊ", "Ġ", "Ġok"]
+        );
         assert_eq!(split(PreKind::Gpt2, "I'M"), ["I", "'", "M"]);
     }
 }

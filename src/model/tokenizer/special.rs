@@ -61,7 +61,14 @@ pub const END_OF_TURN_TOKENS: &[&str] = &[
 /// BOS texts tried, in order, when neither GGUF metadata nor `tokenizer_config.json` names one.
 const BOS_NAMES: &[&str] = &["<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"];
 /// EOS texts tried, in order, when neither GGUF metadata nor `tokenizer_config.json` names one.
-const EOS_NAMES: &[&str] = &["<|end_of_text|>", "</s>", "<eos>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>"];
+const EOS_NAMES: &[&str] = &[
+    "<|end_of_text|>",
+    "</s>",
+    "<eos>",
+    "<|endoftext|>",
+    "<|im_end|>",
+    "<|eot_id|>",
+];
 
 /// The added tokens of a GGUF vocabulary, in id order.
 pub(crate) fn added_tokens(tokens: &[String], types: &[TokenType]) -> Vec<AddedToken> {
@@ -106,7 +113,12 @@ impl Specials {
         let bos = named(&config.bos_token).or_else(|| by_names(BOS_NAMES));
         let eos = named(&config.eos_token).or_else(|| by_names(EOS_NAMES));
         let add_bos = config.add_bos_token.unwrap_or_else(|| post_processor_adds(inner, bos));
-        Self { bos, eos, add_bos, stop_ids: stop_ids([eos], inner) }
+        Self {
+            bos,
+            eos,
+            add_bos,
+            stop_ids: stop_ids([eos], inner),
+        }
     }
 }
 
@@ -155,23 +167,43 @@ mod tests {
             .map(|(i, t)| (t.to_string(), i as u32))
             .collect();
         let mut tok = tokenizers::Tokenizer::new(BPE::builder().vocab_and_merges(vocab, vec![]).build().unwrap());
-        let texts: Vec<String> =
-            ["a", "<|im_end|>", "<|endoftext|>", "<tool>", "<s>"].iter().map(|s| s.to_string()).collect();
-        let types =
-            [TokenType::Normal, TokenType::Control, TokenType::Control, TokenType::UserDefined, TokenType::Control];
+        let texts: Vec<String> = ["a", "<|im_end|>", "<|endoftext|>", "<tool>", "<s>"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let types = [
+            TokenType::Normal,
+            TokenType::Control,
+            TokenType::Control,
+            TokenType::UserDefined,
+            TokenType::Control,
+        ];
         tok.add_tokens(&added_tokens(&texts, &types));
         tok
     }
 
     #[test]
     fn token_types_decide_added_tokens() {
-        let texts: Vec<String> = ["x", "<unk>", "<c>", "<u>", "<0x00>"].iter().map(|s| s.to_string()).collect();
-        let types =
-            [TokenType::Normal, TokenType::Unknown, TokenType::Control, TokenType::UserDefined, TokenType::Byte];
+        let texts: Vec<String> = ["x", "<unk>", "<c>", "<u>", "<0x00>"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let types = [
+            TokenType::Normal,
+            TokenType::Unknown,
+            TokenType::Control,
+            TokenType::UserDefined,
+            TokenType::Byte,
+        ];
         let added = added_tokens(&texts, &types);
-        let summary: Vec<(&str, bool, bool)> =
-            added.iter().map(|t| (t.content.as_str(), t.special, t.normalized)).collect();
-        assert_eq!(summary, vec![("<unk>", true, false), ("<c>", true, false), ("<u>", false, false)]);
+        let summary: Vec<(&str, bool, bool)> = added
+            .iter()
+            .map(|t| (t.content.as_str(), t.special, t.normalized))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![("<unk>", true, false), ("<c>", true, false), ("<u>", false, false)]
+        );
         assert_eq!(TokenType::from_code(6), TokenType::Byte);
         assert_eq!(TokenType::from_code(42), TokenType::Undefined);
     }
@@ -179,7 +211,12 @@ mod tests {
     #[test]
     fn stop_ids_are_explicit_then_named_and_deduplicated() {
         let tok = toy();
-        let keys = SpecialKeys { eos: Some(2), eot: Some(1), eom: Some(2), ..Default::default() };
+        let keys = SpecialKeys {
+            eos: Some(2),
+            eot: Some(1),
+            eom: Some(2),
+            ..Default::default()
+        };
         let s = Specials::from_gguf(&keys, true, &tok);
         assert_eq!(s.stop_ids, vec![2, 1]);
         assert!(s.add_bos);
@@ -196,8 +233,11 @@ mod tests {
         assert_eq!(s.bos, Some(4));
         assert_eq!(s.eos, Some(2));
         assert!(!s.add_bos, "no post-processor, no config: BOS is not added");
-        let config =
-            HfTokenizerConfig { eos_token: Some("<|im_end|>".into()), add_bos_token: Some(true), ..Default::default() };
+        let config = HfTokenizerConfig {
+            eos_token: Some("<|im_end|>".into()),
+            add_bos_token: Some(true),
+            ..Default::default()
+        };
         let s = Specials::from_hf(&tok, &config);
         assert_eq!(s.eos, Some(1));
         assert!(s.add_bos);

@@ -21,8 +21,11 @@ pub(super) fn gpt2_json(
     merges: &[String],
     first_added: u32,
 ) -> Json {
-    let vocab: serde_json::Map<String, Json> =
-        model_tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
+    let vocab: serde_json::Map<String, Json> = model_tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), json!(i)))
+        .collect();
     let added: Vec<Json> = family
         .added
         .iter()
@@ -108,7 +111,10 @@ fn hf_generate_merges(tokens: &[String], scores: &[f32]) -> Vec<(String, String)
         let (ka, kb) = (key(a), key(b));
         kb.0.total_cmp(&ka.0).then(kb.1.cmp(&ka.1)).then(kb.2.cmp(&ka.2))
     });
-    merges.into_iter().map(|(l, r, _)| (l.to_string(), r.to_string())).collect()
+    merges
+        .into_iter()
+        .map(|(l, r, _)| (l.to_string(), r.to_string()))
+        .collect()
 }
 
 pub(super) fn spm_json(tokens: &[String], scores: &[f32]) -> Json {
@@ -116,7 +122,10 @@ pub(super) fn spm_json(tokens: &[String], scores: &[f32]) -> Json {
     // LlamaConverter gives <unk>, <s>, </s> a score of 0.
     let mut vocab_scores = scores.to_vec();
     vocab_scores[..3].fill(0.0);
-    let merges: Vec<Json> = hf_generate_merges(tokens, &vocab_scores).into_iter().map(|(l, r)| json!([l, r])).collect();
+    let merges: Vec<Json> = hf_generate_merges(tokens, &vocab_scores)
+        .into_iter()
+        .map(|(l, r)| json!([l, r]))
+        .collect();
     let added: Vec<Json> = ["<unk>", "<s>", "</s>"]
         .iter()
         .enumerate()
@@ -157,7 +166,10 @@ mod tests {
     #[test]
     fn hf_merge_order_matches_python() {
         // generate_merges on a toy vocab, checked by hand against the Python.
-        let tokens: Vec<String> = ["a", "b", "c", "ab", "bc", "abc"].iter().map(|s| s.to_string()).collect();
+        let tokens: Vec<String> = ["a", "b", "c", "ab", "bc", "abc"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let scores = [0.0, 0.0, 0.0, -1.0, -2.0, -3.0];
         let m = hf_generate_merges(&tokens, &scores);
         let pairs: Vec<(&str, &str)> = m.iter().map(|(l, r)| (l.as_str(), r.as_str())).collect();

@@ -97,7 +97,10 @@ pub(super) fn train_bpe(mut words: Words, n_merges: usize, mergeable: impl Fn(&s
 /// vocabulary order: printable bytes first, then the rest mapped above U+0100.
 pub(super) fn byte_chars() -> Vec<(u8, char)> {
     let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
-    let mut out: Vec<(u8, char)> = (0..=255u8).filter(|&b| printable(b)).map(|b| (b, char::from(b))).collect();
+    let mut out: Vec<(u8, char)> = (0..=255u8)
+        .filter(|&b| printable(b))
+        .map(|b| (b, char::from(b)))
+        .collect();
     for (code, b) in (256u32..).zip((0..=255u8).filter(|&b| !printable(b))) {
         out.push((b, char::from_u32(code).unwrap_or('?')));
     }
@@ -133,7 +136,10 @@ pub(super) fn gpt2_words(text: &str) -> Vec<String> {
         let start = i;
         if chars[i] == '\'' {
             let rest: String = chars[i + 1..].iter().take(2).collect();
-            if let Some(c) = ["re", "ve", "ll", "s", "t", "m", "d"].iter().find(|c| rest.starts_with(**c)) {
+            if let Some(c) = ["re", "ve", "ll", "s", "t", "m", "d"]
+                .iter()
+                .find(|c| rest.starts_with(**c))
+            {
                 i += 1 + c.len();
                 words.push(chars[start..i].iter().collect());
                 continue;
@@ -180,8 +186,10 @@ pub(super) fn spm_words(text: &str, min_count: usize) -> (Words, Vec<char>) {
         }
         words.push(word);
     }
-    let mut alphabet: Vec<(char, usize)> =
-        char_counts.into_iter().filter(|&(c, n)| n >= min_count && !c.is_control()).collect();
+    let mut alphabet: Vec<(char, usize)> = char_counts
+        .into_iter()
+        .filter(|&(c, n)| n >= min_count && !c.is_control())
+        .collect();
     alphabet.sort_by(|(ca, na), (cb, nb)| nb.cmp(na).then(ca.cmp(cb)));
     (count_words(words), alphabet.into_iter().map(|(c, _)| c).collect())
 }
@@ -192,15 +200,26 @@ mod tests {
 
     #[test]
     fn training_words_follow_gpt2_shapes() {
-        assert_eq!(gpt2_words("I'm here  now\n\nok 123"), ["I", "'m", " here", " ", " now", "\n\n", "ok", " 123"]);
+        assert_eq!(
+            gpt2_words("I'm here  now\n\nok 123"),
+            ["I", "'m", " here", " ", " now", "\n\n", "ok", " 123"]
+        );
     }
 
     #[test]
     fn bpe_training_is_deterministic_and_greedy() {
-        let words = count_words(["ab", "ab", "abc", "bc"].iter().map(|w| w.chars().map(String::from).collect()));
+        let words = count_words(
+            ["ab", "ab", "abc", "bc"]
+                .iter()
+                .map(|w| w.chars().map(String::from).collect()),
+        );
         let merges = train_bpe(words.clone(), 10, |_| true);
         assert_eq!(merges, train_bpe(words, 10, |_| true));
-        assert_eq!(merges[0], ("a".to_string(), "b".to_string()), "three 'ab' beat two 'bc'");
+        assert_eq!(
+            merges[0],
+            ("a".to_string(), "b".to_string()),
+            "three 'ab' beat two 'bc'"
+        );
     }
 
     #[test]
