@@ -13,7 +13,6 @@ use clap::{Args, Parser, Subcommand};
 use hearth::config::{AppPaths, ConfigFile, Overrides, Settings};
 use hearth::engine::{generate, GenerateParams};
 use hearth::model::gguf::GgufFile;
-use hearth::model::sampling::SamplingParams;
 use hearth::model::source::{resolve, HubOptions, ModelSource, ResolvedModel};
 use hearth::model::tokenizer::Tokenizer;
 use hearth::model::{select_device, LoadedModel};
@@ -245,18 +244,9 @@ fn cmd_run(settings: &Settings, prompt: &str, chat: bool) -> Result<ExitCode> {
         i.context_length
     );
     let ids = model.prompt_ids(prompt, chat)?;
-    let s = &settings.sampling;
     let params = GenerateParams {
-        max_tokens: s.max_tokens,
-        sampling: SamplingParams {
-            temperature: s.temperature,
-            top_k: s.top_k,
-            top_p: s.top_p,
-            min_p: s.min_p,
-            repeat_penalty: s.repeat_penalty,
-            repeat_last_n: s.repeat_last_n,
-            seed: s.seed.unwrap_or_else(rand::random),
-        },
+        max_tokens: settings.max_tokens,
+        sampling: settings.sampling.clone(),
     };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

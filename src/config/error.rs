@@ -17,6 +17,9 @@ pub enum ConfigError {
         value: String,
         reason: String,
     },
+    /// A sampling parameter outside its range.
+    #[error("invalid setting sampling.{0}")]
+    Sampling(#[from] super::SamplingParamsError),
     /// No home directory to derive the platform directories from.
     #[error(
         "cannot determine the platform config/data directories (no home directory?); pass --config and --data-dir"

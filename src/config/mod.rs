@@ -12,9 +12,11 @@
 mod error;
 mod file;
 mod paths;
+mod sampling;
 mod settings;
 
 pub use error::ConfigError;
 pub use file::ConfigFile;
 pub use paths::AppPaths;
-pub use settings::{DeviceChoice, HubSettings, ModelSettings, Overrides, SamplingSettings, Settings, DEFAULT_MODEL};
+pub use sampling::{SamplingParams, SamplingParamsError};
+pub use settings::{DeviceChoice, HubSettings, ModelSettings, Overrides, Settings, DEFAULT_MAX_TOKENS, DEFAULT_MODEL};

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::file::ConfigFile;
-use super::ConfigError;
+use super::{ConfigError, SamplingParams};
 
 /// The model used when none is configured: small, instruct-tuned, Apache-2.0.
 pub const DEFAULT_MODEL: &str = "Qwen/Qwen2.5-0.5B-Instruct-GGUF:qwen2.5-0.5b-instruct-q4_k_m.gguf";
@@ -41,35 +41,6 @@ pub struct ModelSettings {
     pub context_length: Option<usize>,
 }
 
-/// Sampling defaults (llama.cpp's). Per-request values override these.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SamplingSettings {
-    pub temperature: f32,
-    pub top_k: usize,
-    pub top_p: f32,
-    pub min_p: f32,
-    pub repeat_penalty: f32,
-    pub repeat_last_n: usize,
-    /// `None`: a fresh seed per request.
-    pub seed: Option<u64>,
-    pub max_tokens: usize,
-}
-
-impl Default for SamplingSettings {
-    fn default() -> Self {
-        Self {
-            temperature: 0.8,
-            top_k: 40,
-            top_p: 0.95,
-            min_p: 0.05,
-            repeat_penalty: 1.0,
-            repeat_last_n: 64,
-            seed: None,
-            max_tokens: 512,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HubSettings {
     /// The Hugging Face hub cache; `None`: `$HF_HUB_CACHE`, `$HF_HOME/hub`, `~/.cache/huggingface/hub`.
@@ -82,9 +53,15 @@ pub struct HubSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub model: ModelSettings,
-    pub sampling: SamplingSettings,
+    /// Sampling defaults; a request may override each.
+    pub sampling: SamplingParams,
+    /// Most tokens to generate for one reply, unless a request says otherwise.
+    pub max_tokens: usize,
     pub hub: HubSettings,
 }
+
+/// `max_tokens` when neither the config nor the command line sets it.
+pub const DEFAULT_MAX_TOKENS: usize = 512;
 
 /// Values given on the command line; `None` leaves the file's value.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -113,7 +90,7 @@ fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError
 impl Settings {
     /// Merges `file` and `cli` (the CLI wins) and validates every value.
     pub fn resolve(file: &ConfigFile, cli: &Overrides) -> Result<Self, ConfigError> {
-        let d = SamplingSettings::default();
+        let d = SamplingParams::default();
         let f = &file.sampling;
         let device_str = cli
             .device
@@ -127,7 +104,7 @@ impl Settings {
         if context_length == Some(0) {
             return Err(invalid("model.context_length", 0, "must be at least 1"));
         }
-        let sampling = SamplingSettings {
+        let sampling = SamplingParams {
             temperature: cli.temperature.or(f.temperature).unwrap_or(d.temperature),
             top_k: cli.top_k.or(f.top_k).unwrap_or(d.top_k),
             top_p: cli.top_p.or(f.top_p).unwrap_or(d.top_p),
@@ -135,30 +112,10 @@ impl Settings {
             repeat_penalty: cli.repeat_penalty.or(f.repeat_penalty).unwrap_or(d.repeat_penalty),
             repeat_last_n: f.repeat_last_n.unwrap_or(d.repeat_last_n),
             seed: cli.seed.or(f.seed),
-            max_tokens: cli.max_tokens.or(f.max_tokens).unwrap_or(d.max_tokens),
         };
-        let s = &sampling;
-        if !(s.temperature >= 0.0 && s.temperature.is_finite()) {
-            return Err(invalid(
-                "sampling.temperature",
-                s.temperature,
-                "must be 0 (greedy) or positive",
-            ));
-        }
-        if !(s.top_p > 0.0 && s.top_p <= 1.0) {
-            return Err(invalid("sampling.top_p", s.top_p, "must be in (0, 1]"));
-        }
-        if !(0.0..1.0).contains(&s.min_p) {
-            return Err(invalid("sampling.min_p", s.min_p, "must be in [0, 1)"));
-        }
-        if !(s.repeat_penalty > 0.0 && s.repeat_penalty.is_finite()) {
-            return Err(invalid(
-                "sampling.repeat_penalty",
-                s.repeat_penalty,
-                "must be positive (1 = off)",
-            ));
-        }
-        if s.max_tokens == 0 {
+        sampling.validate()?;
+        let max_tokens = cli.max_tokens.or(f.max_tokens).unwrap_or(DEFAULT_MAX_TOKENS);
+        if max_tokens == 0 {
             return Err(invalid("sampling.max_tokens", 0, "must be at least 1"));
         }
         let source = cli
@@ -180,6 +137,7 @@ impl Settings {
                 context_length,
             },
             sampling,
+            max_tokens,
             hub: HubSettings {
                 cache_dir: file.hub.cache_dir.clone(),
                 offline: cli.hub_offline.or(file.hub.offline).unwrap_or(false),

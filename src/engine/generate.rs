@@ -92,6 +92,11 @@ pub fn generate(
         batch = BatchLayout::single(cached, 1).map_err(ModelError::from)?;
         input = vec![next];
     };
+    // Text held back waiting for the rest of a character is flushed.
+    if let Some(rest) = stream.finish()? {
+        on_text(&rest)?;
+        text.push_str(&rest);
+    }
     let first = first_token_at.unwrap_or_else(Instant::now);
     Ok(GenerationReport {
         prompt_tokens: prompt.len(),

@@ -1,0 +1,98 @@
+//! Sampling parameters: what a user or request asks of the sampler.
+//!
+//! Plain data with llama.cpp's defaults and range checks; the sampler itself
+//! is `model::sampling::Sampler`. The config file's `[sampling]` section
+//! fills the defaults, and each request may override them.
+
+/// Below this temperature sampling is greedy.
+const GREEDY_TEMPERATURE: f32 = 1e-6;
+
+/// How the next token is chosen. `Default` is llama.cpp's defaults.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct SamplingParams {
+    /// Divides the logits before the softmax: < 1 sharpens, > 1 flattens;
+    /// 0 means greedy (argmax). Default 0.8.
+    pub temperature: f32,
+    /// Keep only the `top_k` most likely tokens; 0 = off. Default 40.
+    pub top_k: usize,
+    /// Keep the smallest set of most likely tokens whose probabilities sum to
+    /// at least `top_p` (nucleus sampling); in (0, 1], 1.0 = off. Default 0.95.
+    pub top_p: f32,
+    /// Drop tokens whose probability is below `min_p` times the most likely
+    /// token's; in [0, 1), 0.0 = off. Default 0.05.
+    pub min_p: f32,
+    /// Penalty for ids seen in the last `repeat_last_n` tokens; > 0,
+    /// 1.0 = off. Default 1.0 (llama.cpp's default since it turned it off).
+    pub repeat_penalty: f32,
+    /// How many of the most recent history ids the penalty looks at; 0 = off.
+    /// Default 64.
+    pub repeat_last_n: usize,
+    /// Seed of the sampler's RNG; the same seed gives the same draws.
+    /// `None` (the default): a fresh random seed for each sampler.
+    pub seed: Option<u64>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            seed: None,
+        }
+    }
+}
+
+/// A [`SamplingParams`] field outside its range.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum SamplingParamsError {
+    #[error("temperature must be a number >= 0 (0 = greedy), got {0}")]
+    Temperature(f32),
+    #[error("top_p must be in (0, 1] (1 = off), got {0}")]
+    TopP(f32),
+    #[error("min_p must be in [0, 1) (0 = off), got {0}")]
+    MinP(f32),
+    #[error("repeat_penalty must be a number > 0 (1 = off), got {0}")]
+    RepeatPenalty(f32),
+}
+
+impl SamplingParams {
+    /// Always the most likely token (after the repetition penalty, which is off here).
+    pub fn greedy() -> Self {
+        Self {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            seed: None,
+        }
+    }
+
+    /// Whether these params always pick the argmax.
+    pub fn is_greedy(&self) -> bool {
+        self.temperature.is_nan() || self.temperature <= GREEDY_TEMPERATURE || self.top_k == 1
+    }
+
+    /// Checks every field's range; the first one out of range is the error.
+    pub fn validate(&self) -> Result<(), SamplingParamsError> {
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return Err(SamplingParamsError::Temperature(self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(SamplingParamsError::TopP(self.top_p));
+        }
+        if !(self.min_p >= 0.0 && self.min_p < 1.0) {
+            return Err(SamplingParamsError::MinP(self.min_p));
+        }
+        if !(self.repeat_penalty.is_finite() && self.repeat_penalty > 0.0) {
+            return Err(SamplingParamsError::RepeatPenalty(self.repeat_penalty));
+        }
+        Ok(())
+    }
+}
