@@ -6,8 +6,10 @@
 //! | module   | owns |
 //! |----------|------|
 //! | [`config`] | settings from TOML + CLI, app paths |
+//! | [`kv`]     | pure KV-cache bookkeeping: block pools per tier, the prefix trie, the cache manager |
 //! | [`ops`]    | attention over a [`ops::KvStore`], the K/V interface the forward writes and reads through |
 //! | [`model`]  | GGUF loading, hub download, tokenizer, chat template, the transformer forward, sampling |
+//! | [`runtime`] | the memory behind block ids (device and host tiers) and the copies between them |
 //! | [`engine`] | turning a prompt into a stream of tokens (the request loop) |
 //! | [`bench`]  | `hearth bench`: our forward against candle-transformers on the same file |
 //!
@@ -18,5 +20,7 @@
 pub mod bench;
 pub mod config;
 pub mod engine;
+pub mod kv;
 pub mod model;
 pub mod ops;
+pub mod runtime;

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use hearth::config::{AppPaths, ConfigFile, Overrides, Settings};
-use hearth::engine::{generate, GenerateParams};
+use hearth::engine::{Engine, GenerateParams};
 use hearth::model::gguf::GgufFile;
 use hearth::model::source::{resolve, HubOptions, ModelSource, ResolvedModel};
 use hearth::model::tokenizer::Tokenizer;
@@ -42,6 +42,18 @@ struct Cli {
     /// Use only files already in the Hugging Face cache.
     #[arg(long, global = true)]
     offline: bool,
+    /// KV cache block size in tokens (a power of two, 8-256).
+    #[arg(long, global = true, value_name = "TOKENS")]
+    block_size: Option<usize>,
+    /// Size of the KV cache's device tier in MiB (default: a fraction of free memory).
+    #[arg(long, global = true, value_name = "MIB")]
+    kv_pool_mib: Option<u64>,
+    /// Size of the KV cache's host-RAM tier in GiB (0 = off).
+    #[arg(long, global = true, value_name = "GIB")]
+    host_cache_gib: Option<f64>,
+    /// Turn prefix caching off (every prompt is prefilled in full).
+    #[arg(long, global = true)]
+    no_prefix_cache: bool,
     /// More logging on stderr (-v debug, -vv trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -64,9 +76,12 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// The prompt text.
-    #[arg(long, short = 'p')]
-    prompt: String,
+    /// A prompt; give it several times to run several prompts in turn, sharing the cache.
+    #[arg(long, short = 'p', required_unless_present = "prompt_file")]
+    prompt: Vec<String>,
+    /// A file whose whole text is one prompt; may be given several times (run after the --prompt ones).
+    #[arg(long, value_name = "FILE")]
+    prompt_file: Vec<PathBuf>,
     /// Most tokens to generate.
     #[arg(long, short = 'n')]
     max_tokens: Option<usize>,
@@ -168,6 +183,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         device: cli.device.clone(),
         context_length: cli.context_length,
         hub_offline: cli.offline.then_some(true),
+        block_size: cli.block_size,
+        device_pool_mib: cli.kv_pool_mib,
+        host_cache_gib: cli.host_cache_gib,
+        prefix_caching: cli.no_prefix_cache.then_some(false),
         ..Default::default()
     };
     match cli.command {
@@ -183,7 +202,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             overrides.seed = args.seed;
             overrides.max_tokens = args.max_tokens;
             let settings = Settings::resolve(&file, &overrides)?;
-            cmd_run(&settings, &args.prompt, args.chat)
+            let mut prompts = args.prompt.clone();
+            for path in &args.prompt_file {
+                prompts.push(
+                    std::fs::read_to_string(path)
+                        .with_context(|| format!("cannot read prompt file {}", path.display()))?,
+                );
+            }
+            cmd_run(&settings, &prompts, args.chat)
         }
         Some(Command::Tokenize(args)) => {
             let settings = Settings::resolve(&file, &overrides)?;
@@ -226,7 +252,7 @@ fn spinner(msg: String) -> indicatif::ProgressBar {
     pb
 }
 
-fn cmd_run(settings: &Settings, prompt: &str, chat: bool) -> Result<ExitCode> {
+fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCode> {
     let resolved = resolve_model(settings)?;
     let device = select_device(settings.model.device)?;
     let pb = spinner(format!("loading {}", resolved.gguf.display()));
@@ -243,33 +269,49 @@ fn cmd_run(settings: &Settings, prompt: &str, chat: bool) -> Result<ExitCode> {
         i.device,
         i.context_length
     );
-    let ids = model.prompt_ids(prompt, chat)?;
+    // Tokenize every prompt before generating, so a bad one fails first.
+    let all_ids = prompts
+        .iter()
+        .map(|p| model.prompt_ids(p, chat))
+        .collect::<Result<Vec<_>, _>>()?;
+    for ids in &all_ids {
+        model.check_prompt_fits(ids.len())?;
+    }
+    let mut engine = Engine::new(model, &settings.cache)?;
     let params = GenerateParams {
         max_tokens: settings.max_tokens,
         sampling: settings.sampling.clone(),
+        keep_logits: false,
     };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let report = generate(&model, &ids, &params, |piece| {
-        out.write_all(piece.as_bytes())?;
+    for (n, ids) in all_ids.iter().enumerate() {
+        let report = engine.generate(ids, &params, |piece| {
+            out.write_all(piece.as_bytes())?;
+            out.flush()?;
+            Ok(())
+        })?;
+        writeln!(out)?;
         out.flush()?;
-        Ok(())
-    })?;
-    writeln!(out)?;
-    out.flush()?;
-    let decode_rate = if report.tokens.len() > 1 {
-        (report.tokens.len() - 1) as f64 / report.decode.as_secs_f64().max(1e-9)
-    } else {
-        0.0
-    };
-    tracing::info!(
-        "prompt {} tokens, completion {} tokens ({:?}); first token after {:.0} ms, decode {:.1} tok/s",
-        report.prompt_tokens,
-        report.tokens.len(),
-        report.stop,
-        report.prefill.as_secs_f64() * 1e3,
-        decode_rate
-    );
+        let decode_rate = if report.tokens.len() > 1 {
+            (report.tokens.len() - 1) as f64 / report.decode.as_secs_f64().max(1e-9)
+        } else {
+            0.0
+        };
+        let c = report.cached;
+        eprintln!(
+            "prompt {}: {} tokens, {} cached (device {}, host {}); first token {:.0} ms; {} generated ({:?}), {:.1} tok/s",
+            n + 1,
+            report.prompt_tokens,
+            c.tokens,
+            c.device_tokens,
+            c.host_tokens,
+            report.ttft.as_secs_f64() * 1e3,
+            report.tokens.len(),
+            report.stop,
+            decode_rate
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -68,22 +68,9 @@ fn run_streams_the_greedy_completion_and_is_deterministic() {
     assert!(!text.trim_end_matches('\n').is_empty(), "no completion text");
 
     // The completion is the model's greedy continuation, decoded.
-    let loaded = hearth::model::LoadedModel::load(
-        &hearth::model::source::resolve(
-            &hearth::model::source::ModelSource::Local(model.clone()),
-            &Default::default(),
-        )
-        .unwrap(),
-        &candle_core::Device::Cpu,
-        None,
-    )
-    .unwrap();
-    let ids = loaded.prompt_ids("Hello world", false).unwrap();
-    let params = hearth::engine::GenerateParams {
-        max_tokens: 12,
-        sampling: hearth::model::sampling::SamplingParams::greedy(),
-    };
-    let report = hearth::engine::generate(&loaded, &ids, &params, |_| Ok(())).unwrap();
+    let mut engine = common::engine(&model, true, 64, 16);
+    let ids = engine.model().prompt_ids("Hello world", false).unwrap();
+    let report = engine.generate(&ids, &common::greedy(12), |_| Ok(())).unwrap();
     assert_eq!(text.trim_end_matches('\n'), report.text);
 
     // --chat goes through the template and still succeeds.
@@ -259,4 +246,65 @@ fn tokenizer_json_beside_the_model_is_used_and_agrees_with_gguf_metadata() {
     let c = hearth(d, &["tokenize", "--model", m1.to_str().unwrap(), "--text", text]);
     assert!(c.status.success(), "{}", stderr(&c));
     assert_ne!(c.stdout, b.stdout);
+}
+
+#[test]
+fn several_prompts_share_the_cache_and_report_hits_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let model = common::write_tiny(dir.path(), &spec, "m.gguf");
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(6);
+    let file = dir.path().join("p.txt");
+    std::fs::write(&file, format!("{long}And then?")).unwrap();
+    let m = model.to_str().unwrap();
+    let o = hearth(
+        dir.path(),
+        &[
+            "run",
+            "--model",
+            m,
+            "--temperature",
+            "0",
+            "-n",
+            "6",
+            "--prompt",
+            &long,
+            "--prompt",
+            &long,
+            "--prompt-file",
+            file.to_str().unwrap(),
+            "--block-size",
+            "8",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout.clone()).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out:?}");
+    assert_eq!(lines[0], lines[1], "the cached run differs from the cold one");
+    let err = stderr(&o);
+    let reports: Vec<&str> = err.lines().filter(|l| l.starts_with("prompt ")).collect();
+    assert_eq!(reports.len(), 3, "{err}");
+    assert!(reports[0].contains(" 0 cached"), "{}", reports[0]);
+    let cached = |l: &str| -> usize {
+        let after = l.split(" tokens, ").nth(1).unwrap();
+        after.split(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(cached(reports[1]) > 0, "{}", reports[1]);
+    assert!(reports[1].contains("host 0"), "{}", reports[1]);
+    assert!(cached(reports[2]) >= 8, "shared prefix not reused: {}", reports[2]);
+
+    let o = hearth(
+        dir.path(),
+        &[
+            "run",
+            "--model",
+            m,
+            "--prompt",
+            "x",
+            "--prompt-file",
+            "/nonexistent/p.txt",
+        ],
+    );
+    assert_one_line_error(&o, "/nonexistent/p.txt");
 }

@@ -15,6 +15,8 @@ pub struct ConfigFile {
     pub sampling: SamplingSection,
     #[serde(default)]
     pub hub: HubSection,
+    #[serde(default)]
+    pub cache: CacheSection,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -43,6 +45,17 @@ pub struct SamplingSection {
 pub struct HubSection {
     pub cache_dir: Option<PathBuf>,
     pub offline: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSection {
+    pub block_size: Option<usize>,
+    pub device_pool_mib: Option<u64>,
+    pub device_memory_fraction: Option<f64>,
+    pub host_cache_gib: Option<f64>,
+    pub prefix_caching: Option<bool>,
+    pub write_through: Option<bool>,
 }
 
 impl ConfigFile {

@@ -14,9 +14,14 @@ mod file;
 mod paths;
 mod sampling;
 mod settings;
+mod system;
 
 pub use error::ConfigError;
 pub use file::ConfigFile;
 pub use paths::AppPaths;
 pub use sampling::{SamplingParams, SamplingParamsError};
-pub use settings::{DeviceChoice, HubSettings, ModelSettings, Overrides, Settings, DEFAULT_MAX_TOKENS, DEFAULT_MODEL};
+pub use settings::{
+    default_device_fraction, default_host_bytes, CacheSettings, DeviceChoice, DevicePool, HubSettings, ModelSettings,
+    Overrides, Settings, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
+};
+pub use system::{available_ram_bytes, total_ram_bytes};

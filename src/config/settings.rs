@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::file::ConfigFile;
+use super::system::total_ram_bytes;
 use super::{ConfigError, SamplingParams};
 
 /// The model used when none is configured: small, instruct-tuned, Apache-2.0.
@@ -58,6 +59,46 @@ pub struct Settings {
     /// Most tokens to generate for one reply, unless a request says otherwise.
     pub max_tokens: usize,
     pub hub: HubSettings,
+    pub cache: CacheSettings,
+}
+
+/// How big the device tier of the KV cache is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DevicePool {
+    /// A fraction of the memory free after the weights are loaded (VRAM on
+    /// CUDA, available RAM on the CPU).
+    Fraction(f64),
+    /// An explicit size.
+    Bytes(u64),
+}
+
+/// The KV cache's shape and sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheSettings {
+    /// Tokens per block: a power of two from 8 to 256.
+    pub block_size: usize,
+    pub device_pool: DevicePool,
+    /// The host-RAM tier; 0 disables it.
+    pub host_bytes: u64,
+    /// Off: nothing is reused between requests (for comparison).
+    pub prefix_caching: bool,
+    /// Copy every committed block to the host tier at once.
+    pub write_through: bool,
+}
+
+/// The default device-tier fraction: of free VRAM on CUDA (vLLM's
+/// `--gpu-memory-utilization`), of available RAM on the CPU.
+pub fn default_device_fraction(cuda: bool) -> f64 {
+    if cuda {
+        0.9
+    } else {
+        0.25
+    }
+}
+
+/// The default host tier: a tenth of the machine's RAM, at most 16 GiB.
+pub fn default_host_bytes(total_ram: u64) -> u64 {
+    (total_ram / 10).min(16 << 30)
 }
 
 /// `max_tokens` when neither the config nor the command line sets it.
@@ -77,6 +118,10 @@ pub struct Overrides {
     pub seed: Option<u64>,
     pub max_tokens: Option<usize>,
     pub hub_offline: Option<bool>,
+    pub block_size: Option<usize>,
+    pub device_pool_mib: Option<u64>,
+    pub host_cache_gib: Option<f64>,
+    pub prefix_caching: Option<bool>,
 }
 
 fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError {
@@ -118,6 +163,38 @@ impl Settings {
         if max_tokens == 0 {
             return Err(invalid("sampling.max_tokens", 0, "must be at least 1"));
         }
+        let c = &file.cache;
+        let block_size = cli.block_size.or(c.block_size).unwrap_or(16);
+        if !(8..=256).contains(&block_size) || !block_size.is_power_of_two() {
+            return Err(invalid(
+                "cache.block_size",
+                block_size,
+                "must be a power of two from 8 to 256",
+            ));
+        }
+        let device_pool = match (cli.device_pool_mib.or(c.device_pool_mib), c.device_memory_fraction) {
+            (Some(0), _) => return Err(invalid("cache.device_pool_mib", 0, "must be at least 1")),
+            (Some(mib), _) => DevicePool::Bytes(mib << 20),
+            (None, Some(f)) if !(f > 0.0 && f <= 1.0) => {
+                return Err(invalid("cache.device_memory_fraction", f, "must be in (0, 1]"))
+            }
+            (None, Some(f)) => DevicePool::Fraction(f),
+            (None, None) => DevicePool::Fraction(default_device_fraction(matches!(device, DeviceChoice::Cuda(_)))),
+        };
+        let host_bytes = match cli.host_cache_gib.or(c.host_cache_gib) {
+            Some(g) if !(g >= 0.0 && g.is_finite()) => {
+                return Err(invalid("cache.host_cache_gib", g, "must be 0 (off) or positive"))
+            }
+            Some(g) => (g * (1u64 << 30) as f64) as u64,
+            None => default_host_bytes(total_ram_bytes().unwrap_or(8 << 30)),
+        };
+        let cache = CacheSettings {
+            block_size,
+            device_pool,
+            host_bytes,
+            prefix_caching: cli.prefix_caching.or(c.prefix_caching).unwrap_or(true),
+            write_through: c.write_through.unwrap_or(false),
+        };
         let source = cli
             .model
             .clone()
@@ -138,6 +215,7 @@ impl Settings {
             },
             sampling,
             max_tokens,
+            cache,
             hub: HubSettings {
                 cache_dir: file.hub.cache_dir.clone(),
                 offline: cli.hub_offline.or(file.hub.offline).unwrap_or(false),
@@ -201,5 +279,50 @@ mod tests {
             assert!(Settings::resolve(&ConfigFile::default(), &cli).is_err(), "{cli:?}");
         }
         assert_eq!("cuda:1".parse::<DeviceChoice>(), Ok(DeviceChoice::Cuda(1)));
+        for cli in [
+            Overrides {
+                block_size: Some(12),
+                ..Default::default()
+            },
+            Overrides {
+                block_size: Some(512),
+                ..Default::default()
+            },
+            Overrides {
+                device_pool_mib: Some(0),
+                ..Default::default()
+            },
+            Overrides {
+                host_cache_gib: Some(-1.0),
+                ..Default::default()
+            },
+        ] {
+            assert!(Settings::resolve(&ConfigFile::default(), &cli).is_err(), "{cli:?}");
+        }
+    }
+
+    #[test]
+    fn cache_settings_from_file_and_flags() {
+        let file = ConfigFile::parse(
+            "[cache]\nblock_size = 32\ndevice_memory_fraction = 0.5\nhost_cache_gib = 0.5\nwrite_through = true\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let s = Settings::resolve(&file, &Overrides::default()).unwrap();
+        assert_eq!(s.cache.block_size, 32);
+        assert_eq!(s.cache.device_pool, DevicePool::Fraction(0.5));
+        assert_eq!(s.cache.host_bytes, 512 << 20);
+        assert!(s.cache.write_through && s.cache.prefix_caching);
+        let cli = Overrides {
+            device_pool_mib: Some(64),
+            prefix_caching: Some(false),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&file, &cli).unwrap();
+        assert_eq!(s.cache.device_pool, DevicePool::Bytes(64 << 20));
+        assert!(!s.cache.prefix_caching);
+        let d = Settings::resolve(&ConfigFile::default(), &Overrides::default()).unwrap();
+        assert_eq!(d.cache.block_size, 16);
+        assert_eq!(d.cache.device_pool, DevicePool::Fraction(0.25));
     }
 }

@@ -10,6 +10,10 @@ pub enum EngineError {
     #[error("output closed: {0}")]
     Output(#[from] std::io::Error),
     /// Sampling parameters out of range.
+    #[error(transparent)]
+    Kv(#[from] crate::kv::KvError),
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
     #[error("invalid sampling parameters: {0}")]
     Sampling(#[from] crate::model::sampling::SamplingParamsError),
 }

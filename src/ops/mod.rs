@@ -10,6 +10,9 @@
 //!   tokens. The forward never owns a cache; it only holds a `&mut dyn KvStore`.
 //! - [`ContiguousKv`] is the simple store: one growable token-major buffer per
 //!   sequence and layer. The paged block pool implements the same trait.
+//! - [`PagedKvBatch`] is the store over a block pool ([`paged`]): new rows are
+//!   written into blocks through each sequence's block table, and decode
+//!   attention reads the blocks in place.
 //! - [`attention::attend`] is the attention math shared by every CPU store.
 //!
 //! Counterpart: vLLM's `AttentionBackend` / `AttentionMetadata`
@@ -25,8 +28,10 @@ mod batch;
 mod contiguous;
 mod error;
 mod kv_store;
+pub mod paged;
 
 pub use batch::{BatchLayout, SeqChunk};
 pub use contiguous::{ContiguousBatch, ContiguousKv};
 pub use error::OpsError;
 pub use kv_store::{KvShape, KvStore};
+pub use paged::{PagedKvBatch, PagedLayout};

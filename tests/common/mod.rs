@@ -109,3 +109,51 @@ pub fn prompt(len: usize, vocab: usize, salt: u32) -> Vec<u32> {
         .map(|i| (i * 7919 + salt * 104_729 + 3) % vocab as u32)
         .collect()
 }
+
+/// Cache settings for tests.
+pub fn cache_settings(prefix_caching: bool, block_size: usize) -> hearth::config::CacheSettings {
+    hearth::config::CacheSettings {
+        block_size,
+        device_pool: hearth::config::DevicePool::Bytes(1),
+        host_bytes: 0,
+        prefix_caching,
+        write_through: false,
+    }
+}
+
+/// Loads the model at `path` into an engine with explicit tier sizes (block size 16).
+pub fn engine(path: &Path, prefix_caching: bool, device_blocks: usize, host_blocks: usize) -> hearth::engine::Engine {
+    engine_with(path, cache_settings(prefix_caching, 16), device_blocks, host_blocks)
+}
+
+pub fn engine_with(
+    path: &Path,
+    cache: hearth::config::CacheSettings,
+    device_blocks: usize,
+    host_blocks: usize,
+) -> hearth::engine::Engine {
+    let resolved = hearth::model::source::resolve(
+        &hearth::model::source::ModelSource::Local(path.to_path_buf()),
+        &Default::default(),
+    )
+    .unwrap();
+    let model = hearth::model::LoadedModel::load(&resolved, &Device::Cpu, None).unwrap();
+    hearth::engine::Engine::with_pool_sizes(
+        model,
+        &cache,
+        hearth::runtime::PoolSizes {
+            device_blocks,
+            host_blocks,
+        },
+    )
+    .unwrap()
+}
+
+/// Greedy generation of `n` tokens, keeping every step's logits.
+pub fn greedy(n: usize) -> hearth::engine::GenerateParams {
+    hearth::engine::GenerateParams {
+        max_tokens: n,
+        sampling: hearth::config::SamplingParams::greedy(),
+        keep_logits: true,
+    }
+}

@@ -1,0 +1,23 @@
+//! The memory behind block ids, and the execution of the cache manager's plans.
+//!
+//! [`KvMemory`] owns the device tier (the pool the forward reads; RAM on a CPU
+//! build) and the host tier (the overflow arena), both laid out as
+//! [`crate::ops::PagedLayout`] blocks so one block moves between tiers in one
+//! copy. [`KvMemory::execute`] runs a [`crate::kv::CopyPlan`] (demotions,
+//! then promotions) before the forward that needs it, and
+//! [`KvMemory::store`] hands the forward a [`crate::ops::PagedKvBatch`] over
+//! the device tier. [`pool_sizes`] turns the cache settings into block counts.
+//!
+//! Invariant: `kv` decides, `runtime` obeys: nothing here chooses which block
+//! holds what.
+//!
+//! Counterpart: vLLM's `CacheEngine` / `KVCacheManager`'s worker side
+//! (`swap_in` / `swap_out`), SGLang's `HostKVCache`.
+
+mod error;
+mod memory;
+mod sizing;
+
+pub use error::RuntimeError;
+pub use memory::KvMemory;
+pub use sizing::{pool_sizes, PoolSizes};

@@ -1,0 +1,220 @@
+//! The core property: output with the cache equals output without it, from
+//! every tier, for every family. "Without" is an engine with prefix caching
+//! off (every prompt prefilled in full); "with" reuses blocks from earlier
+//! requests: the same prompt, a shared prefix, a three-turn chat, a prefix
+//! demoted to the host tier and promoted back.
+
+mod common;
+
+use common::*;
+use hearth::engine::{Engine, GenerationReport};
+use hearth::model::hparams::Family;
+use hearth::model::testkit::{TinyModelSpec, WeightType};
+
+/// Logits of a cached run and a full prefill differ only by float rounding
+/// (the suffix's attention is one matmul over gathered rows instead of part
+/// of a larger one). Activations are quantized to 8 bits inside each Q8_0
+/// matmul, so a last-bit difference can flip one rounding: such a step stays
+/// below `REL` of the largest logit; almost all steps are within `TOL`.
+const TOL: f32 = 2e-3;
+const REL: f32 = 0.02;
+
+fn assert_same(cached: &GenerationReport, cold: &GenerationReport, what: &str) {
+    assert_eq!(cached.tokens, cold.tokens, "{what}: greedy tokens differ");
+    assert_eq!(cached.logits.len(), cold.logits.len(), "{what}");
+    let mut within = 0;
+    for (step, (a, b)) in cached.logits.iter().zip(&cold.logits).enumerate() {
+        let d = max_abs_diff(a, b);
+        let scale = b.iter().fold(0f32, |m, x| m.max(x.abs()));
+        assert!(
+            d < REL * scale,
+            "{what} step {step}: max |diff| {d}, max |logit| {scale}"
+        );
+        within += (d < TOL) as usize;
+    }
+    let n = cached.logits.len();
+    assert!(within * 10 >= n * 9, "{what}: only {within} of {n} steps within {TOL}");
+}
+
+fn assert_accounted(e: &Engine, what: &str) {
+    let s = e.cache_stats();
+    for (tier, t) in [("device", &s.device), ("host", &s.host)] {
+        assert_eq!(t.referenced_blocks, 0, "{what}: {tier} blocks still referenced");
+        assert_eq!(
+            t.free_blocks + t.cached_blocks,
+            t.capacity_blocks,
+            "{what}: {tier} accounting"
+        );
+    }
+}
+
+struct Pair {
+    cached: Engine,
+    cold: Engine,
+}
+
+impl Pair {
+    fn new(path: &std::path::Path, device_blocks: usize, host_blocks: usize) -> Self {
+        Self {
+            cached: engine(path, true, device_blocks, host_blocks),
+            cold: engine(path, false, 64, 0),
+        }
+    }
+
+    /// Runs `prompt` on both; checks equality; returns the cached report.
+    fn run(&mut self, prompt: &[u32], n: usize, what: &str) -> GenerationReport {
+        let a = self.cached.generate(prompt, &greedy(n), |_| Ok(())).unwrap();
+        let b = self.cold.generate(prompt, &greedy(n), |_| Ok(())).unwrap();
+        assert_eq!(b.cached.tokens, 0, "{what}: the uncached engine hit");
+        assert_same(&a, &b, what);
+        assert_accounted(&self.cached, what);
+        a
+    }
+}
+
+fn families() -> [Family; 3] {
+    [Family::Llama, Family::Qwen2, Family::Qwen3]
+}
+
+#[test]
+fn same_prompt_twice_and_shared_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    for family in families() {
+        let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
+        let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
+        let mut p = Pair::new(&path, 64, 16);
+        let v = spec.vocab.size;
+        let f = format!("{family:?}");
+
+        let prompt = prompt(45, v, 1);
+        let first = p.run(&prompt, 8, &format!("{f} cold"));
+        assert_eq!(first.cached.tokens, 0);
+        let second = p.run(&prompt, 8, &format!("{f} same prompt"));
+        // 45 tokens: two full blocks of 16 (the last token is always recomputed).
+        assert_eq!((second.cached.tokens, second.cached.device_tokens), (32, 32), "{f}");
+
+        // A shared prefix ending mid-block, different suffixes.
+        let mut a = prompt[..37].to_vec();
+        a.extend(self::prompt(9, v, 2));
+        let hit = p.run(&a, 6, &format!("{f} suffix a"));
+        assert_eq!(hit.cached.tokens, 32, "{f}");
+        let mut b = prompt[..37].to_vec();
+        b.extend(self::prompt(20, v, 3));
+        let hit = p.run(&b, 6, &format!("{f} suffix b"));
+        assert_eq!(hit.cached.tokens, 32, "{f}");
+
+        // Shorter than one block: nothing to reuse, nothing breaks.
+        let short = self::prompt(5, v, 4);
+        p.run(&short, 5, &format!("{f} short"));
+        let again = p.run(&short, 5, &format!("{f} short again"));
+        assert_eq!(again.cached.tokens, 0);
+
+        // Exactly one block: the hit stops before the last token.
+        let one = self::prompt(16, v, 5);
+        p.run(&one, 3, &format!("{f} one block"));
+        assert_eq!(p.run(&one, 3, &format!("{f} one block again")).cached.tokens, 0);
+        let mut longer = one.clone();
+        longer.push(3);
+        assert_eq!(p.run(&longer, 3, &format!("{f} one block + 1")).cached.tokens, 16);
+    }
+}
+
+#[test]
+fn three_turn_chat_hits_through_the_generated_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    for family in families() {
+        let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
+        let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
+        let mut p = Pair::new(&path, 64, 16);
+        let v = spec.vocab.size;
+        let f = format!("{family:?}");
+
+        let mut history = prompt(21, v, 10);
+        for turn in 0..3 {
+            let r = p.run(&history, 20, &format!("{f} turn {turn}"));
+            if turn > 0 {
+                // Everything but the last sampled token of the previous reply
+                // was committed; the hit covers its full blocks.
+                let committed = history.len() - 1;
+                assert!(
+                    r.cached.tokens >= committed / 16 * 16 - 16,
+                    "{f} turn {turn}: {:?}",
+                    r.cached
+                );
+                assert!(
+                    r.cached.tokens > 21,
+                    "{f} turn {turn}: the reply was not reused: {:?}",
+                    r.cached
+                );
+            }
+            history.extend(&r.tokens);
+            history.extend(prompt(7, v, 20 + turn as u32));
+        }
+    }
+}
+
+#[test]
+fn host_tier_demotion_and_promotion_are_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    for family in families() {
+        let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
+        let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
+        // Five device blocks: one 70-token request fills them, so the next
+        // request pushes the previous prefix to the host tier.
+        let mut p = Pair::new(&path, 5, 16);
+        let v = spec.vocab.size;
+        let f = format!("{family:?}");
+
+        let a = prompt(64, v, 30);
+        let b = prompt(64, v, 31);
+        p.run(&a, 4, &format!("{f} a cold"));
+        p.run(&b, 4, &format!("{f} b pushes a to host"));
+        let s = p.cached.cache_stats();
+        assert!(s.demotions > 0, "{f}: nothing was demoted: {s:?}");
+
+        let host_hit = p.run(&a, 4, &format!("{f} a from host"));
+        assert!(host_hit.cached.host_tokens >= 32, "{f}: {:?}", host_hit.cached);
+        assert!(p.cached.cache_stats().promotions > 0);
+
+        // Promoted blocks are device blocks again.
+        let device_hit = p.run(&a, 4, &format!("{f} a after promotion"));
+        assert!(device_hit.cached.device_tokens >= 32, "{f}: {:?}", device_hit.cached);
+        assert_eq!(device_hit.cached.host_tokens, 0, "{f}");
+    }
+}
+
+#[test]
+fn write_through_makes_demotion_free_and_stays_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let path = write_tiny(dir.path(), &spec, "llama.gguf");
+    let mut settings = cache_settings(true, 16);
+    settings.write_through = true;
+    let mut p = Pair {
+        cached: engine_with(&path, settings, 5, 16),
+        cold: engine(&path, false, 64, 0),
+    };
+    let v = spec.vocab.size;
+    let a = prompt(64, v, 40);
+    p.run(&a, 4, "a");
+    p.run(&prompt(64, v, 41), 4, "b");
+    let r = p.run(&a, 4, "a from host");
+    assert!(r.cached.host_tokens >= 32, "{:?}", r.cached);
+}
+
+#[test]
+fn a_pool_too_small_for_the_prompt_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let path = write_tiny(dir.path(), &spec, "llama.gguf");
+    let mut e = engine(&path, true, 2, 0);
+    let err = e
+        .generate(&prompt(40, spec.vocab.size, 1), &greedy(2), |_| Ok(()))
+        .unwrap_err();
+    assert!(err.to_string().contains("not enough free device blocks"), "{err}");
+    assert_accounted(&e, "after the refused request");
+    // The engine still works for a request that fits.
+    e.generate(&prompt(20, spec.vocab.size, 1), &greedy(2), |_| Ok(()))
+        .unwrap();
+    assert_accounted(&e, "after a request that fits");
+}
