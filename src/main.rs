@@ -128,6 +128,21 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         repeats: usize,
     },
+    /// Time to first token for a long shared prefix: cold, device hit, host hit, caching off.
+    Cache {
+        /// A GGUF model; default: the random ~50M-parameter Q8_0 Llama written once into the data dir.
+        #[arg(long = "gguf", value_name = "FILE")]
+        gguf: Option<PathBuf>,
+        #[arg(long, default_value_t = 2048)]
+        prefix_tokens: usize,
+        #[arg(long, default_value_t = 32)]
+        suffix_tokens: usize,
+        #[arg(long, default_value_t = 2)]
+        repeats: usize,
+        /// Also write the results as JSON to this file ("-" for stdout, after the table).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -214,6 +229,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Some(Command::Tokenize(args)) => {
             let settings = Settings::resolve(&file, &overrides)?;
             cmd_tokenize(&settings, &args)
+        }
+        Some(Command::Bench {
+            which:
+                BenchCommand::Cache {
+                    gguf,
+                    prefix_tokens,
+                    suffix_tokens,
+                    repeats,
+                    json,
+                },
+        }) => {
+            let settings = Settings::resolve(&file, &overrides)?;
+            let opts = hearth::bench::CacheBenchOptions {
+                prefix_tokens,
+                suffix_tokens,
+                block_size: settings.cache.block_size,
+                repeats,
+            };
+            cmd_bench_cache(&settings, &paths, gguf, opts, json)
         }
         Some(Command::Bench {
             which:
@@ -357,30 +391,69 @@ fn tokenize_jsonl(tokenizer: &Tokenizer, path: &Path, out: &mut impl Write) -> R
     Ok(())
 }
 
+/// The benchmark model: `gguf` if given, else the random ~50M Q8_0 Llama,
+/// written once into the data dir.
+fn bench_model(paths: &AppPaths, gguf: Option<PathBuf>) -> Result<PathBuf> {
+    use hearth::model::testkit::{write_model, TinyModelSpec};
+    if let Some(p) = gguf {
+        return Ok(p);
+    }
+    let dir = paths.data_dir.join("bench");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let p = dir.join("random-llama-50m-q8_0.gguf");
+    if !p.exists() {
+        let pb = spinner(format!("writing the benchmark model to {}", p.display()));
+        let tmp = p.with_extension("gguf.tmp");
+        let written = write_model(&TinyModelSpec::bench_50m(), &tmp);
+        pb.finish_and_clear();
+        written?;
+        std::fs::rename(&tmp, &p)?;
+    }
+    Ok(p)
+}
+
+fn cmd_bench_cache(
+    settings: &Settings,
+    paths: &AppPaths,
+    gguf: Option<PathBuf>,
+    opts: hearth::bench::CacheBenchOptions,
+    json: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let path = bench_model(paths, gguf)?;
+    let device = select_device(settings.model.device)?;
+    let pb = spinner("benchmarking".into());
+    let report = hearth::bench::run_cache_bench(&path, &device, opts);
+    pb.finish_and_clear();
+    let report = report?;
+    println!(
+        "model: {} ({:.1}M parameters), device: {}, prefix {} + suffix {} tokens, block size {}, best of {} runs\n",
+        path.display(),
+        report.parameters as f64 / 1e6,
+        report.device,
+        opts.prefix_tokens,
+        opts.suffix_tokens,
+        opts.block_size,
+        opts.repeats
+    );
+    print!("{}", report.table());
+    if let Some(json_path) = json {
+        let text = serde_json::to_string_pretty(&report)?;
+        if json_path.as_os_str() == "-" {
+            println!("{text}");
+        } else {
+            std::fs::write(&json_path, text + "\n").with_context(|| format!("cannot write {}", json_path.display()))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn cmd_bench_decode(
     settings: &Settings,
     paths: &AppPaths,
     gguf: Option<PathBuf>,
     opts: hearth::bench::BenchOptions,
 ) -> Result<ExitCode> {
-    use hearth::model::testkit::{write_model, TinyModelSpec};
-    let path = match gguf {
-        Some(p) => p,
-        None => {
-            let dir = paths.data_dir.join("bench");
-            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-            let p = dir.join("random-llama-50m-q8_0.gguf");
-            if !p.exists() {
-                let pb = spinner(format!("writing the benchmark model to {}", p.display()));
-                let tmp = p.with_extension("gguf.tmp");
-                let written = write_model(&TinyModelSpec::bench_50m(), &tmp);
-                pb.finish_and_clear();
-                written?;
-                std::fs::rename(&tmp, &p)?;
-            }
-            p
-        }
-    };
+    let path = bench_model(paths, gguf)?;
     let device = select_device(settings.model.device)?;
     let pb = spinner("benchmarking".into());
     let report = hearth::bench::run_decode_bench(&path, &device, opts);

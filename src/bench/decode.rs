@@ -3,12 +3,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama;
 
+use crate::kv::BlockId;
 use crate::model::gguf::GgufFile;
 use crate::model::{Logits, ModelError, Transformer};
-use crate::ops::{BatchLayout, ContiguousBatch, ContiguousKv};
+use crate::ops::{BatchLayout, PagedLayout};
+use crate::runtime::KvMemory;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -16,6 +18,8 @@ pub enum BenchError {
     Model(#[from] ModelError),
     #[error("candle-transformers reference failed: {0}")]
     Reference(#[from] candle_core::Error),
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
     #[error("the benchmark needs a llama-architecture model (the reference is quantized_llama); this one is {0}")]
     NotLlama(String),
 }
@@ -125,27 +129,27 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
     })
 }
 
+/// Ours through the paged block store that `hearth run` uses (blocks of 16).
 fn run_ours(tf: &Transformer, prompt: &[u32], decode: usize) -> Result<(Duration, Duration), BenchError> {
-    let mut kv = ContiguousKv::new(tf.kv_shape(), DType::F32, tf.device(), prompt.len() + decode + 1);
+    let s = tf.kv_shape();
+    let layout = PagedLayout {
+        layers: s.layers,
+        kv_heads: s.kv_heads,
+        head_dim: s.head_dim,
+        block_size: 16,
+    };
+    let blocks = (prompt.len() + decode + 1).div_ceil(layout.block_size);
+    let mut memory = KvMemory::new(layout, blocks, 0);
+    let table: Vec<BlockId> = (0..blocks as u32).map(BlockId).collect();
     let t0 = Instant::now();
     let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
-    let logits = tf.forward(
-        prompt,
-        &batch,
-        &mut ContiguousBatch::new(vec![&mut kv]),
-        Logits::LastPerSequence,
-    )?;
+    let logits = tf.forward(prompt, &batch, &mut memory.store(&[&table]), Logits::LastPerSequence)?;
     let mut next = argmax(&logits)?;
     let prefill = t0.elapsed();
     let t1 = Instant::now();
     for i in 0..decode {
         let batch = BatchLayout::single(prompt.len() + i, 1).map_err(ModelError::from)?;
-        let logits = tf.forward(
-            &[next],
-            &batch,
-            &mut ContiguousBatch::new(vec![&mut kv]),
-            Logits::LastPerSequence,
-        )?;
+        let logits = tf.forward(&[next], &batch, &mut memory.store(&[&table]), Logits::LastPerSequence)?;
         next = argmax(&logits)?;
     }
     Ok((prefill, t1.elapsed()))

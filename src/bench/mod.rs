@@ -1,3 +1,6 @@
+//! `hearth bench cache`: TTFT cold, with a device hit, a host hit and with
+//! caching off, for a long shared prefix (see [`run_cache_bench`]).
+//!
 //! `hearth bench decode`: prefill and decode throughput of our forward against
 //! candle-transformers' `quantized_llama` on the same GGUF, in one run.
 //!
@@ -6,6 +9,8 @@
 //! `repeats` is kept for each, so a noisy machine hurts both alike. The
 //! reported ratio is ours / theirs (above 1 = we are faster).
 
+mod cache;
 mod decode;
 
+pub use cache::{run_cache_bench, CacheBenchOptions, CacheBenchReport};
 pub use decode::{run_decode_bench, BenchError, BenchOptions, BenchReport, Throughput};

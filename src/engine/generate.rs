@@ -45,6 +45,9 @@ pub struct GenerationReport {
     pub ttft: Duration,
     /// Time spent decoding after the first token.
     pub decode: Duration,
+    /// Time spent in the cache manager's bookkeeping (lookup, allocation,
+    /// commits, release), not counting copies or the forward.
+    pub bookkeeping: Duration,
     /// Each step's logits when [`GenerateParams::keep_logits`] was set.
     pub logits: Vec<Vec<f32>>,
 }
@@ -177,6 +180,7 @@ impl Engine {
         let mut text = String::new();
         let mut kept = Vec::new();
         let mut first_token_at = None;
+        let mut bookkeeping = Duration::ZERO;
         let stop = loop {
             let batch = BatchLayout::single(pos, input.len()).map_err(ModelError::from)?;
             let logits = {
@@ -184,7 +188,9 @@ impl Engine {
                 let mut store = self.memory.store(&[table]);
                 tf.forward(&input, &batch, &mut store, Logits::LastPerSequence)?
             };
+            let t = Instant::now();
             let plan = self.kv.commit(seq, &input)?;
+            bookkeeping += t.elapsed();
             self.memory.execute(&plan)?;
             pos += input.len();
             let logits: Vec<f32> = logits.squeeze(0).and_then(|l| l.to_vec1()).map_err(ModelError::from)?;
@@ -208,7 +214,9 @@ impl Engine {
             if pos + 1 > context {
                 break StopReason::ContextFull;
             }
+            let t = Instant::now();
             let plan = self.kv.allocate(seq, 1)?;
+            bookkeeping += t.elapsed();
             self.memory.execute(&plan)?;
             input = vec![next];
         };
@@ -226,6 +234,7 @@ impl Engine {
             stop,
             ttft: first.duration_since(started),
             decode: first.elapsed(),
+            bookkeeping,
             logits: kept,
         })
     }

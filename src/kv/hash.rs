@@ -29,7 +29,8 @@ use super::BlockHash;
 /// A block hasher: `(hash of the parent block, or None for the first block; tokens) -> hash`.
 pub type BlockHasher = fn(Option<BlockHash>, &[u32]) -> BlockHash;
 
-/// Stands in for the parent hash of a sequence's first block (the ASCII bytes "hearthkv").
+/// Stands in for the parent hash of a sequence's first block ("hearthkv" read as a big-endian
+/// u64; like any parent hash it is fed little-endian).
 pub const ROOT_SEED: u64 = 0x6865_6172_7468_6b76;
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

@@ -176,3 +176,55 @@ impl KvCacheManager {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::kv::{BlockId, KvCacheConfig, KvCacheManager, SeqId};
+
+    /// A manager with one running sequence and two cached blocks.
+    fn busy() -> KvCacheManager {
+        let mut m = KvCacheManager::new(KvCacheConfig {
+            block_size: 8,
+            device_blocks: 6,
+            host_blocks: 2,
+            ..Default::default()
+        })
+        .unwrap();
+        m.start(SeqId(1), &(0..20).collect::<Vec<_>>()).unwrap();
+        m.commit(SeqId(1), &(0..20).collect::<Vec<_>>()).unwrap();
+        m.check_invariants().unwrap();
+        m
+    }
+
+    #[test]
+    fn detects_a_reference_nobody_holds() {
+        let mut m = busy();
+        m.device.incref(BlockId(5));
+        let e = m.check_invariants().unwrap_err();
+        assert!(e.contains("ref_cnt 1 but 0 holders"), "{e}");
+    }
+
+    #[test]
+    fn detects_a_node_and_block_that_disagree() {
+        let mut m = busy();
+        let id = m.trie.iter().map(|(id, _)| id).next().unwrap();
+        m.trie.get_mut(id).unwrap().device = None;
+        assert!(m.check_invariants().is_err());
+    }
+
+    #[test]
+    fn detects_tokens_that_do_not_match_the_hash() {
+        let mut m = busy();
+        let id = m.trie.iter().map(|(id, _)| id).next().unwrap();
+        m.trie.get_mut(id).unwrap().tokens[0] += 1;
+        let e = m.check_invariants().unwrap_err();
+        assert!(e.contains("hash"), "{e}");
+    }
+
+    #[test]
+    fn detects_a_block_table_that_lost_a_block() {
+        let mut m = busy();
+        m.seqs.get_mut(&SeqId(1)).unwrap().blocks.pop();
+        assert!(m.check_invariants().is_err());
+    }
+}

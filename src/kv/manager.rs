@@ -114,7 +114,10 @@ impl KvCacheManager {
     /// Starts `seq` with its prompt: matches the longest cached prefix (as [`peek`](Self::peek)),
     /// takes references on the matched blocks, allocates device blocks for host hits and plans
     /// their promotion, and allocates device blocks for the rest of the prompt. Counts lookup
-    /// stats. All-or-nothing: on error (e.g. not enough free device blocks) nothing has changed.
+    /// stats. All-or-nothing: on error (e.g. not enough free device blocks) nothing has changed,
+    /// stats included.
+    ///
+    /// The caller runs `plan`, then prefills `prompt[cached_tokens..]` and commits those tokens.
     pub fn start(&mut self, seq: SeqId, prompt: &[u32]) -> Result<SeqStart, KvError> {
         if self.seqs.contains_key(&seq) {
             return Err(KvError::DuplicateSeq(seq));

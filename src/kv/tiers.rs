@@ -61,6 +61,7 @@ impl KvCacheManager {
                 n.host = Some(h);
                 self.host.set_node(h, Some(node));
                 self.host.park(h);
+                plan.demote.push((block, h));
                 self.counters.demotions += 1;
                 return;
             }
@@ -254,5 +255,65 @@ mod tests {
         assert_eq!((d.free_blocks, d.cached_blocks), (4, 0));
         assert_eq!(m.pool(Tier::Device).available(), 4);
         m.check_invariants().unwrap();
+    }
+
+    /// seq 2 keeps a private copy of P and caches X under P; P is then demoted (host-only) and
+    /// seq 2 ends, leaving X cached on device under a host-only parent.
+    fn x_under_host_only_p(m: &mut KvCacheManager) -> Vec<u32> {
+        let p: Vec<u32> = (0..9).collect();
+        let mut rt = FakeRuntime::new(m.config());
+        run(m, &mut rt, 1, &p);
+        m.start(SeqId(2), &p[..8]).unwrap();
+        m.commit(SeqId(2), &p[..8]).unwrap();
+        m.allocate(SeqId(2), 8).unwrap();
+        m.commit(SeqId(2), &[100; 8]).unwrap();
+        run(m, &mut rt, 3, &[9, 9, 9]); // takes P's device block: P demoted
+        m.free(SeqId(2)).unwrap();
+        m.check_invariants().unwrap();
+        let mut px = p[..8].to_vec();
+        px.extend([100; 9]);
+        px
+    }
+
+    #[test]
+    fn demoting_a_block_whose_host_only_ancestor_is_the_lru_host_block() {
+        let mut m = KvCacheManager::new(cfg(3, 1, false)).unwrap();
+        let px = x_under_host_only_p(&mut m);
+        let hit = m.peek(&px);
+        assert_eq!((hit.host_tokens, hit.device_tokens), (8, 8));
+        // three fresh blocks: the last one popped holds X, which needs the only host block, which
+        // holds P: P leaves the trie, X with it, and the host block comes back free.
+        let before = m.stats();
+        let s = m.start(SeqId(4), &(200..217).collect::<Vec<_>>()).unwrap();
+        assert!(s.plan.is_empty());
+        m.check_invariants().unwrap();
+        let after = m.stats();
+        assert_eq!(after.trie_blocks, 0);
+        assert_eq!(after.host.free_blocks, 1);
+        assert_eq!(after.evictions_host, before.evictions_host + 1);
+        assert_eq!(after.evictions_device, before.evictions_device + 1);
+        assert_eq!(after.demotions, before.demotions);
+    }
+
+    #[test]
+    fn write_through_of_a_block_whose_host_only_parent_is_evicted() {
+        let mut m = KvCacheManager::new(cfg(3, 2, true)).unwrap();
+        let mut rt = FakeRuntime::new(m.config());
+        let p: Vec<u32> = (0..9).collect();
+        run(&mut m, &mut rt, 1, &p); // P on device and host (written through)
+        m.start(SeqId(2), &p[..8]).unwrap();
+        m.commit(SeqId(2), &p[..8]).unwrap(); // private copy, chain under P
+        run(&mut m, &mut rt, 3, &(50..59).collect::<Vec<_>>()); // P's device copy dropped; Q written through
+        assert_eq!(m.peek(&p).host_tokens, 8);
+        // X under host-only P: its write-through takes the LRU host block, P's: both leave
+        m.allocate(SeqId(2), 8).unwrap();
+        let plan = m.commit(SeqId(2), &[100; 8]).unwrap();
+        assert!(plan.is_empty());
+        m.check_invariants().unwrap();
+        assert_eq!(m.peek(&p).tokens, 0);
+        assert_eq!(m.stats().trie_blocks, 1); // Q
+        m.free(SeqId(2)).unwrap();
+        m.check_invariants().unwrap();
+        assert_eq!(m.stats().device.cached_blocks, 1);
     }
 }
