@@ -105,34 +105,57 @@ impl SeqLayer<'_> {
 
     /// Attention of one query token (`q`: `[heads * head_dim]`) over
     /// positions `0 .. ctx`, read in place from the blocks; writes
-    /// `[heads * head_dim]` into `out`.
+    /// `[heads * head_dim]` into `out`. (Heads run one after another: candle's
+    /// own worker threads already hold the cores between matmuls.)
     pub fn decode_attention(&self, pool: &[f32], ctx: usize, q: &[f32], heads: usize, scale: f32, out: &mut [f32]) {
-        let d = self.layout.head_dim;
-        let group = heads / self.layout.kv_heads;
-        let mut scores = vec![0f32; ctx];
-        out.iter_mut().for_each(|x| *x = 0.0);
-        for h in 0..heads {
+        let l = self.layout;
+        let (d, bs, re) = (l.head_dim, l.block_size, l.row_elems());
+        let group = heads / l.kv_heads;
+        let blocks = &self.table[..ctx.div_ceil(bs)];
+        out.chunks_mut(d).enumerate().for_each(|(h, oh)| {
             let kv_off = (h / group) * d;
             let qh = &q[h * d..(h + 1) * d];
-            let mut max = f32::NEG_INFINITY;
-            for (p, s) in scores.iter_mut().enumerate() {
-                let at = self.row_offset(p, 0) + kv_off;
-                *s = qh.iter().zip(&pool[at..at + d]).map(|(a, b)| a * b).sum::<f32>() * scale;
-                max = max.max(*s);
+            let mut scores = Vec::with_capacity(ctx);
+            for (i, &b) in blocks.iter().enumerate() {
+                let base = l.plane_offset(b, self.layer, 0) + kv_off;
+                for r in 0..(ctx - i * bs).min(bs) {
+                    scores.push(dot(qh, &pool[base + r * re..][..d]) * scale);
+                }
             }
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let mut sum = 0f32;
             for s in scores.iter_mut() {
                 *s = (*s - max).exp();
                 sum += *s;
             }
-            let oh = &mut out[h * d..(h + 1) * d];
-            for (p, s) in scores.iter().enumerate() {
-                let at = self.row_offset(p, 1) + kv_off;
-                let w = s / sum;
-                oh.iter_mut().zip(&pool[at..at + d]).for_each(|(o, v)| *o += w * v);
+            oh.fill(0.0);
+            let mut p = 0;
+            for (i, &b) in blocks.iter().enumerate() {
+                let base = l.plane_offset(b, self.layer, 1) + kv_off;
+                for r in 0..(ctx - i * bs).min(bs) {
+                    let w = scores[p] / sum;
+                    oh.iter_mut()
+                        .zip(&pool[base + r * re..][..d])
+                        .for_each(|(o, v)| *o += w * v);
+                    p += 1;
+                }
             }
+        });
+    }
+}
+
+/// A dot product written so the compiler vectorizes it (eight independent
+/// partial sums instead of one serial chain).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for j in 0..8 {
+            acc[j] += x[j] * y[j];
         }
     }
+    acc.iter().sum::<f32>() + tail
 }
 
 /// A [`KvStore`] over a block pool: sequence `i` of the batch uses block
@@ -205,6 +228,11 @@ impl KvStore for PagedKvBatch<'_> {
             if chunk.new == 1 {
                 let (qs, os) = (&qv[o * qe..(o + 1) * qe], &mut out[o * qe..(o + 1) * qe]);
                 view.decode_attention(self.pool, ctx, qs, heads, scale as f32, os);
+            } else if chunk.cached == 0 {
+                // Nothing cached: the new rows are the whole context, no gather needed.
+                let rows_of = |x: &Tensor| x.narrow(0, o, chunk.new);
+                let a = attention::attend(&rows_of(q)?, &rows_of(k)?, &rows_of(v)?, 0, scale)?;
+                out[rows.start * qe..rows.end * qe].copy_from_slice(&a.flatten_all()?.to_vec1::<f32>()?);
             } else {
                 let cpu = Device::Cpu;
                 let kt = Tensor::from_vec(view.gather_rows(self.pool, 0, ctx), (ctx, l.kv_heads, d), &cpu)?;
