@@ -279,20 +279,22 @@ fn resolve_model(settings: &Settings) -> Result<ResolvedModel> {
     Ok(resolve(&source, &opts)?)
 }
 
-fn spinner(msg: String) -> indicatif::ProgressBar {
+/// Runs `work` with a spinner showing `msg` on stderr.
+fn with_spinner<T>(msg: String, work: impl FnOnce() -> T) -> T {
     let pb = indicatif::ProgressBar::new_spinner();
     pb.set_message(msg);
     pb.enable_steady_tick(std::time::Duration::from_millis(120));
-    pb
+    let out = work();
+    pb.finish_and_clear();
+    out
 }
 
 fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCode> {
     let resolved = resolve_model(settings)?;
     let device = select_device(settings.model.device)?;
-    let pb = spinner(format!("loading {}", resolved.gguf.display()));
-    let loaded = LoadedModel::load(&resolved, &device, settings.model.context_length);
-    pb.finish_and_clear();
-    let model = loaded?;
+    let model = with_spinner(format!("loading {}", resolved.gguf.display()), || {
+        LoadedModel::load(&resolved, &device, settings.model.context_length)
+    })?;
     let i = &model.info;
     tracing::info!(
         "{} ({}, {}, {:.2}B params) on {}, context {}",
@@ -402,11 +404,10 @@ fn bench_model(paths: &AppPaths, gguf: Option<PathBuf>) -> Result<PathBuf> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let p = dir.join("random-llama-50m-q8_0.gguf");
     if !p.exists() {
-        let pb = spinner(format!("writing the benchmark model to {}", p.display()));
         let tmp = p.with_extension("gguf.tmp");
-        let written = write_model(&TinyModelSpec::bench_50m(), &tmp);
-        pb.finish_and_clear();
-        written?;
+        with_spinner(format!("writing the benchmark model to {}", p.display()), || {
+            write_model(&TinyModelSpec::bench_50m(), &tmp)
+        })?;
         std::fs::rename(&tmp, &p)?;
     }
     Ok(p)
@@ -421,10 +422,9 @@ fn cmd_bench_cache(
 ) -> Result<ExitCode> {
     let path = bench_model(paths, gguf)?;
     let device = select_device(settings.model.device)?;
-    let pb = spinner("benchmarking".into());
-    let report = hearth::bench::run_cache_bench(&path, &device, opts);
-    pb.finish_and_clear();
-    let report = report?;
+    let report = with_spinner("benchmarking".into(), || {
+        hearth::bench::run_cache_bench(&path, &device, opts)
+    })?;
     println!(
         "model: {} ({:.1}M parameters), device: {}, prefix {} + suffix {} tokens, block size {}, best of {} runs\n",
         path.display(),
@@ -455,10 +455,9 @@ fn cmd_bench_decode(
 ) -> Result<ExitCode> {
     let path = bench_model(paths, gguf)?;
     let device = select_device(settings.model.device)?;
-    let pb = spinner("benchmarking".into());
-    let report = hearth::bench::run_decode_bench(&path, &device, opts);
-    pb.finish_and_clear();
-    let report = report?;
+    let report = with_spinner("benchmarking".into(), || {
+        hearth::bench::run_decode_bench(&path, &device, opts)
+    })?;
     println!(
         "model: {} ({:.1}M parameters, {}), device: {}, best of {} runs\n",
         path.display(),

@@ -72,19 +72,24 @@ impl Pair {
     }
 }
 
-fn families() -> [Family; 3] {
+/// A tiny Q8_0 model of every family, written into `dir`.
+fn models(dir: &std::path::Path) -> Vec<(String, TinyModelSpec, std::path::PathBuf)> {
     [Family::Llama, Family::Qwen2, Family::Qwen3]
+        .into_iter()
+        .map(|family| {
+            let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
+            let path = write_tiny(dir, &spec, &format!("{family:?}.gguf"));
+            (format!("{family:?}"), spec, path)
+        })
+        .collect()
 }
 
 #[test]
 fn same_prompt_twice_and_shared_prefixes() {
     let dir = tempfile::tempdir().unwrap();
-    for family in families() {
-        let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
-        let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
+    for (f, spec, path) in models(dir.path()) {
         let mut p = Pair::new(&path, 64, 16);
         let v = spec.vocab.size;
-        let f = format!("{family:?}");
 
         let prompt = prompt(45, v, 1);
         let first = p.run(&prompt, 8, &format!("{f} cold"));
@@ -122,12 +127,9 @@ fn same_prompt_twice_and_shared_prefixes() {
 #[test]
 fn three_turn_chat_hits_through_the_generated_reply() {
     let dir = tempfile::tempdir().unwrap();
-    for family in families() {
-        let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
-        let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
+    for (f, spec, path) in models(dir.path()) {
         let mut p = Pair::new(&path, 64, 16);
         let v = spec.vocab.size;
-        let f = format!("{family:?}");
 
         let mut history = prompt(21, v, 10);
         for turn in 0..3 {
@@ -156,14 +158,11 @@ fn three_turn_chat_hits_through_the_generated_reply() {
 #[test]
 fn host_tier_demotion_and_promotion_are_exact() {
     let dir = tempfile::tempdir().unwrap();
-    for family in families() {
-        let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
-        let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
+    for (f, spec, path) in models(dir.path()) {
         // Five device blocks: one 70-token request fills them, so the next
         // request pushes the previous prefix to the host tier.
         let mut p = Pair::new(&path, 5, 16);
         let v = spec.vocab.size;
-        let f = format!("{family:?}");
 
         let a = prompt(64, v, 30);
         let b = prompt(64, v, 31);
