@@ -72,12 +72,24 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// Sizes the cache from `cache` and the memory available now (after the
-    /// weights are loaded). The device tier lives in RAM on this build.
+    /// weights are loaded): free VRAM for the device tier on a CUDA device,
+    /// RAM otherwise.
     pub fn new(model: LoadedModel, cache: &CacheSettings) -> Result<Self, EngineError> {
         let layout = Self::layout(&model, cache);
         let ram = available_ram_bytes().unwrap_or(4 << 30);
-        // Both tiers come out of the same RAM: the host tier is taken first.
-        let device_free = ram.saturating_sub(cache.host_bytes);
+        let device_free = match model.transformer.device() {
+            #[cfg(feature = "cuda")]
+            candle_core::Device::Cuda(dev) => {
+                let (free, _total) = dev
+                    .cuda_stream()
+                    .context()
+                    .mem_get_info()
+                    .map_err(|e| crate::runtime::RuntimeError::Device(e.to_string()))?;
+                free as u64
+            }
+            // Both tiers come out of the same RAM: the host tier is taken first.
+            _ => ram.saturating_sub(cache.host_bytes),
+        };
         let sizes = pool_sizes(cache, &layout, device_free, ram, model.info.context_length)?;
         Self::with_pool_sizes(model, cache, sizes)
     }
@@ -93,7 +105,11 @@ impl Engine {
             write_through: cache.write_through,
             bytes_per_block: layout.block_bytes(),
         })?;
-        let memory = KvMemory::new(layout, sizes.device_blocks, sizes.host_blocks);
+        let memory = match model.transformer.device() {
+            #[cfg(feature = "cuda")]
+            candle_core::Device::Cuda(dev) => KvMemory::new_cuda(dev, layout, sizes.device_blocks, sizes.host_blocks)?,
+            _ => KvMemory::new(layout, sizes.device_blocks, sizes.host_blocks),
+        };
         tracing::debug!(
             "KV cache: {} device blocks, {} host blocks of {} tokens ({} KiB each)",
             sizes.device_blocks,
@@ -186,7 +202,7 @@ impl Engine {
             let logits = {
                 let table = self.kv.block_table(seq).ok_or(crate::kv::KvError::UnknownSeq(seq))?;
                 let mut store = self.memory.store(&[table]);
-                tf.forward(&input, &batch, &mut store, Logits::LastPerSequence)?
+                tf.forward(&input, &batch, store.as_mut(), Logits::LastPerSequence)?
             };
             let t = Instant::now();
             let plan = self.kv.commit(seq, &input)?;

@@ -26,6 +26,8 @@
 pub mod attention;
 mod batch;
 mod contiguous;
+#[cfg(feature = "cuda")]
+pub mod cuda_paged;
 mod error;
 mod kv_store;
 pub mod paged;

@@ -18,6 +18,9 @@ pub enum RuntimeError {
         asked: u64,
         available: u64,
     },
+    /// The device (CUDA) refused an allocation or a copy.
+    #[error("device memory: {0}")]
+    Device(String),
     /// A plan names a block outside its tier.
     #[error("copy plan names {tier} block {block}, but the tier has {capacity} blocks")]
     BadBlock {

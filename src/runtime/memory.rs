@@ -2,16 +2,26 @@
 
 use super::RuntimeError;
 use crate::kv::{BlockId, CopyPlan};
-use crate::ops::{PagedKvBatch, PagedLayout};
+use crate::ops::{KvStore, PagedKvBatch, PagedLayout};
+
+/// Where the device tier's blocks live.
+enum DeviceTier {
+    /// RAM (CPU builds and CPU devices).
+    Ram(Vec<f32>),
+    /// VRAM, read and written by hearth's CUDA kernels.
+    #[cfg(feature = "cuda")]
+    Cuda(crate::ops::cuda_paged::CudaPool),
+}
 
 /// Both tiers' memory, as flat arrays of [`PagedLayout`] blocks.
 ///
-/// Memory is reserved up front but zero pages are only committed by the
+/// RAM is reserved up front but zero pages are only committed by the
 /// operating system when first written, so an idle pool costs little.
 pub struct KvMemory {
     layout: PagedLayout,
-    device: Vec<f32>,
+    device: DeviceTier,
     host: Vec<f32>,
+    device_blocks: usize,
 }
 
 impl std::fmt::Debug for KvMemory {
@@ -25,13 +35,33 @@ impl std::fmt::Debug for KvMemory {
 }
 
 impl KvMemory {
+    /// Both tiers in RAM.
     pub fn new(layout: PagedLayout, device_blocks: usize, host_blocks: usize) -> Self {
         let be = layout.block_elems();
         Self {
             layout,
-            device: vec![0f32; device_blocks * be],
+            device: DeviceTier::Ram(vec![0f32; device_blocks * be]),
             host: vec![0f32; host_blocks * be],
+            device_blocks,
         }
+    }
+
+    /// The device tier in VRAM on `device`, the host tier in RAM.
+    #[cfg(feature = "cuda")]
+    pub fn new_cuda(
+        device: &candle_core::CudaDevice,
+        layout: PagedLayout,
+        device_blocks: usize,
+        host_blocks: usize,
+    ) -> Result<Self, RuntimeError> {
+        let pool = crate::ops::cuda_paged::CudaPool::new(device, layout, device_blocks)
+            .map_err(|e| RuntimeError::Device(e.to_string()))?;
+        Ok(Self {
+            layout,
+            device: DeviceTier::Cuda(pool),
+            host: vec![0f32; host_blocks * layout.block_elems()],
+            device_blocks,
+        })
     }
 
     pub fn layout(&self) -> &PagedLayout {
@@ -39,7 +69,7 @@ impl KvMemory {
     }
 
     pub fn device_blocks(&self) -> usize {
-        self.device.len() / self.layout.block_elems().max(1)
+        self.device_blocks
     }
 
     pub fn host_blocks(&self) -> usize {
@@ -54,11 +84,7 @@ impl KvMemory {
             if (b.0 as usize) < capacity {
                 Ok(())
             } else {
-                Err(RuntimeError::BadBlock {
-                    tier,
-                    block: b.0,
-                    capacity,
-                })
+                Err(RuntimeError::BadBlock { tier, block: b.0, capacity })
             }
         };
         for &(src, dst) in &plan.demote {
@@ -70,28 +96,53 @@ impl KvMemory {
             check(dst, "device", d)?;
         }
         let be = self.layout.block_elems();
-        for &(src, dst) in &plan.demote {
-            let (s, t) = (src.0 as usize * be, dst.0 as usize * be);
-            self.host[t..t + be].copy_from_slice(&self.device[s..s + be]);
-        }
-        for &(src, dst) in &plan.promote {
-            let (s, t) = (src.0 as usize * be, dst.0 as usize * be);
-            self.device[t..t + be].copy_from_slice(&self.host[s..s + be]);
+        let range = |b: BlockId| b.0 as usize * be..(b.0 as usize + 1) * be;
+        match &mut self.device {
+            DeviceTier::Ram(device) => {
+                for &(src, dst) in &plan.demote {
+                    self.host[range(dst)].copy_from_slice(&device[range(src)]);
+                }
+                for &(src, dst) in &plan.promote {
+                    device[range(dst)].copy_from_slice(&self.host[range(src)]);
+                }
+            }
+            #[cfg(feature = "cuda")]
+            DeviceTier::Cuda(pool) => {
+                // Copies are ordered on the compute stream, so the next forward
+                // never reads a block still arriving.
+                let stream = pool.device.cuda_stream();
+                let err = |e: candle_core::cuda_backend::cudarc::driver::DriverError| RuntimeError::Device(e.to_string());
+                for &(src, dst) in &plan.demote {
+                    stream.memcpy_dtoh(&pool.data.slice(range(src)), &mut self.host[range(dst)]).map_err(err)?;
+                }
+                for &(src, dst) in &plan.promote {
+                    stream.memcpy_htod(&self.host[range(src)], &mut pool.data.slice_mut(range(dst))).map_err(err)?;
+                }
+            }
         }
         Ok(())
     }
 
     /// A store for one forward over the device tier; sequence `i` of the
     /// batch uses `tables[i]`.
-    pub fn store(&mut self, tables: &[&[BlockId]]) -> PagedKvBatch<'_> {
-        let tables = tables.iter().map(|t| t.iter().map(|b| b.0).collect()).collect();
-        PagedKvBatch::new(&mut self.device, self.layout, tables)
+    pub fn store(&mut self, tables: &[&[BlockId]]) -> Box<dyn KvStore + '_> {
+        let tables: Vec<Vec<u32>> = tables.iter().map(|t| t.iter().map(|b| b.0).collect()).collect();
+        match &mut self.device {
+            DeviceTier::Ram(device) => Box::new(PagedKvBatch::new(device, self.layout, tables)),
+            #[cfg(feature = "cuda")]
+            DeviceTier::Cuda(pool) => Box::new(crate::ops::cuda_paged::CudaPagedKvBatch::new(pool, tables)),
+        }
     }
 
-    /// One device block's contents (tests compare tiers with it).
+    /// One RAM device block's contents (tests compare tiers with it); `None`
+    /// for a VRAM tier or an id out of range.
     pub fn device_block(&self, b: BlockId) -> Option<&[f32]> {
         let be = self.layout.block_elems();
-        self.device.get(b.0 as usize * be..(b.0 as usize + 1) * be)
+        match &self.device {
+            DeviceTier::Ram(device) => device.get(b.0 as usize * be..(b.0 as usize + 1) * be),
+            #[cfg(feature = "cuda")]
+            DeviceTier::Cuda(_) => None,
+        }
     }
 
     /// One host block's contents.
@@ -107,30 +158,19 @@ mod tests {
 
     #[test]
     fn demote_then_promote_moves_whole_blocks() {
-        let l = PagedLayout {
-            layers: 1,
-            kv_heads: 1,
-            head_dim: 2,
-            block_size: 2,
-        };
+        let l = PagedLayout { layers: 1, kv_heads: 1, head_dim: 2, block_size: 2 };
         let mut m = KvMemory::new(l, 3, 2);
-        // 8 floats a block: block 1 is device[8..16].
-        m.device[8..16].copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
-        let plan = CopyPlan {
-            demote: vec![(BlockId(1), BlockId(0))],
-            promote: vec![(BlockId(0), BlockId(2))],
-        };
+        // 8 floats a block: block 1 is device[8..16] (RAM tier; refutable in CUDA builds).
+        #[allow(irrefutable_let_patterns)]
+        if let DeviceTier::Ram(d) = &mut m.device {
+            d[8..16].copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+        }
+        let plan = CopyPlan { demote: vec![(BlockId(1), BlockId(0))], promote: vec![(BlockId(0), BlockId(2))] };
         m.execute(&plan).unwrap();
-        assert_eq!(
-            m.host_block(BlockId(0)),
-            Some(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0][..])
-        );
+        assert_eq!(m.host_block(BlockId(0)), Some(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0][..]));
         assert_eq!(m.host_block(BlockId(0)), m.device_block(BlockId(1)));
         assert_eq!(m.device_block(BlockId(2)), m.device_block(BlockId(1)));
-        let bad = CopyPlan {
-            demote: vec![(BlockId(3), BlockId(0))],
-            promote: vec![],
-        };
+        let bad = CopyPlan { demote: vec![(BlockId(3), BlockId(0))], promote: vec![] };
         assert!(m.execute(&bad).is_err());
     }
 }

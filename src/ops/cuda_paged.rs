@@ -1,0 +1,168 @@
+//! The paged K/V store on a CUDA device: hearth's own kernels in
+//! `kernels/paged_attention.cu` (compiled to PTX by `build.rs`) write new K/V
+//! rows into the block pool and attend through each sequence's block table.
+//!
+//! Same pool layout and block-table contract as the CPU store
+//! ([`super::paged`]); the CPU store is the reference the GPU tests compare
+//! against.
+//!
+//! Counterpart: vLLM's `reshape_and_cache` + `paged_attention_v1` launchers;
+//! mistral.rs's paged-attention wrappers.
+
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::{CudaStorage, WrapErr};
+use candle_core::op::BackpropOp;
+use candle_core::{CudaDevice, DType, Storage, Tensor};
+
+use super::{BatchLayout, KvStore, OpsError, PagedLayout};
+
+const MODULE: &str = "hearth_paged_attention";
+const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/paged_attention.ptx"));
+/// Threads per block of the attention kernel (a power of two).
+const THREADS: u32 = 128;
+
+/// A device pool of f32 blocks.
+pub struct CudaPool {
+    pub data: CudaSlice<f32>,
+    pub layout: PagedLayout,
+    pub device: CudaDevice,
+}
+
+impl CudaPool {
+    /// Allocates `blocks` zeroed blocks on `device`.
+    pub fn new(device: &CudaDevice, layout: PagedLayout, blocks: usize) -> Result<Self, OpsError> {
+        let data = device.alloc_zeros::<f32>(blocks * layout.block_elems())?;
+        Ok(Self { data, layout, device: device.clone() })
+    }
+
+    pub fn blocks(&self) -> usize {
+        self.data.len() / self.layout.block_elems().max(1)
+    }
+}
+
+/// A [`KvStore`] over a [`CudaPool`]: sequence `i` of the batch uses `tables[i]`.
+pub struct CudaPagedKvBatch<'a> {
+    pool: &'a mut CudaPool,
+    tables: Vec<Vec<u32>>,
+}
+
+impl<'a> CudaPagedKvBatch<'a> {
+    pub fn new(pool: &'a mut CudaPool, tables: Vec<Vec<u32>>) -> Self {
+        Self { pool, tables }
+    }
+}
+
+/// The contiguous f32 device slice behind `t`.
+fn slice_of(t: &Tensor) -> Result<CudaSlice<f32>, OpsError> {
+    let t = t.to_dtype(DType::F32)?.contiguous()?;
+    let (storage, layout) = t.storage_and_layout();
+    let Storage::Cuda(s) = &*storage else {
+        return Err(OpsError::Layout("the CUDA K/V store got a tensor that is not on a CUDA device".into()));
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        return Err(OpsError::Layout("expected a contiguous tensor".into()));
+    };
+    let dev = s.device().clone();
+    let src = s.as_cuda_slice::<f32>()?.slice(start..end);
+    let mut dst = unsafe { dev.alloc::<f32>(end - start)? };
+    dev.cuda_stream().memcpy_dtod(&src, &mut dst).w()?;
+    Ok(dst)
+}
+
+impl KvStore for CudaPagedKvBatch<'_> {
+    fn attend(
+        &mut self,
+        layer: usize,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        batch: &BatchLayout,
+        scale: f64,
+    ) -> Result<Tensor, OpsError> {
+        let l = self.pool.layout;
+        let (t, heads, d) = q.dims3()?;
+        if d != l.head_dim || k.dims3()? != (t, l.kv_heads, d) || layer >= l.layers || heads % l.kv_heads != 0 {
+            return Err(OpsError::Layout(format!("q {:?} / k {:?} do not fit the pool ({l:?})", q.dims(), k.dims())));
+        }
+        if batch.len() != self.tables.len() || batch.total_tokens() != t {
+            return Err(OpsError::Layout(format!(
+                "batch of {} sequences / {} tokens, {} block tables / {t} rows",
+                batch.len(),
+                batch.total_tokens(),
+                self.tables.len()
+            )));
+        }
+        let blocks = self.pool.blocks();
+        let max_blocks = self.tables.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let mut flat_tables = vec![0u32; self.tables.len() * max_blocks];
+        let (mut slots, mut token_seq, mut token_pos) = (Vec::with_capacity(t), Vec::with_capacity(t), Vec::with_capacity(t));
+        for (i, chunk) in batch.seqs().iter().enumerate() {
+            let table = &self.tables[i];
+            let ctx = chunk.cached + chunk.new;
+            if table.len() * l.block_size < ctx || table.iter().any(|&b| b as usize >= blocks) {
+                return Err(OpsError::CapacityExceeded { needed: ctx, capacity: table.len() * l.block_size });
+            }
+            flat_tables[i * max_blocks..i * max_blocks + table.len()].copy_from_slice(table);
+            for p in chunk.cached..ctx {
+                slots.push(table[p / l.block_size] * l.block_size as u32 + (p % l.block_size) as u32);
+                token_seq.push(i as u32);
+                token_pos.push(p as u32);
+            }
+        }
+        let dev = self.pool.device.clone();
+        let stream = dev.cuda_stream();
+        let (qs, ks, vs) = (slice_of(q)?, slice_of(k)?, slice_of(v)?);
+        let slots = stream.clone_htod(&slots).w()?;
+        let tables = stream.clone_htod(&flat_tables).w()?;
+        let token_seq = stream.clone_htod(&token_seq).w()?;
+        let token_pos = stream.clone_htod(&token_pos).w()?;
+        let (layer_i, layers_i, bs_i, kvh_i, d_i, heads_i) =
+            (layer as i32, l.layers as i32, l.block_size as i32, l.kv_heads as i32, d as i32, heads as i32);
+
+        let write = dev.get_or_load_custom_func("write_kv_f32", MODULE, PTX)?;
+        let mut b = write.builder();
+        b.arg(&mut self.pool.data);
+        b.arg(&ks);
+        b.arg(&vs);
+        b.arg(&slots);
+        b.arg(&layer_i);
+        b.arg(&layers_i);
+        b.arg(&bs_i);
+        b.arg(&kvh_i);
+        b.arg(&d_i);
+        let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: argument types and order match `write_kv_f32`; every slot
+        // was checked to lie inside the pool.
+        unsafe { b.launch(cfg) }.w()?;
+
+        let mut out = dev.alloc_zeros::<f32>(t * heads * d)?;
+        let attn = dev.get_or_load_custom_func("paged_attention_f32", MODULE, PTX)?;
+        let mut b = attn.builder();
+        let (max_blocks_i, scale_f) = (max_blocks as i32, scale as f32);
+        b.arg(&mut out);
+        b.arg(&qs);
+        b.arg(&self.pool.data);
+        b.arg(&tables);
+        b.arg(&token_seq);
+        b.arg(&token_pos);
+        b.arg(&max_blocks_i);
+        b.arg(&layer_i);
+        b.arg(&layers_i);
+        b.arg(&bs_i);
+        b.arg(&kvh_i);
+        b.arg(&d_i);
+        b.arg(&heads_i);
+        b.arg(&scale_f);
+        let cfg = LaunchConfig {
+            grid_dim: (t as u32, heads as u32, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: (THREADS as usize + d) as u32 * 4,
+        };
+        // SAFETY: argument types and order match `paged_attention_f32`; the
+        // tables, positions and output sizes were built above.
+        unsafe { b.launch(cfg) }.w()?;
+        let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(out, dev));
+        Ok(Tensor::from_storage(storage, (t, heads * d), BackpropOp::none(), false).to_dtype(q.dtype())?)
+    }
+}
