@@ -7,7 +7,7 @@
 #
 # Override the install place with HEARTH_CUDA_HOME.
 HEARTH_CUDA_VERSION="13.0"
-HEARTH_CUDA_HOME="${HEARTH_CUDA_HOME:-$HOME/.cache/hearth/cuda-$HEARTH_CUDA_VERSION}"
+HEARTH_CUDA_HOME="${HEARTH_CUDA_HOME:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/hearth/cuda-$HEARTH_CUDA_VERSION}"
 if [ ! -x "$HEARTH_CUDA_HOME/nvidia/cu13/bin/nvcc" ]; then
     echo "installing the CUDA $HEARTH_CUDA_VERSION compiler into $HEARTH_CUDA_HOME" >&2
     rm -rf "$HEARTH_CUDA_HOME"
