@@ -161,16 +161,21 @@ impl Engine {
         let started = Instant::now();
         let seq = SeqId(self.next_seq);
         self.next_seq += 1;
+        let t = Instant::now();
         let start = self.kv.start(seq, prompt)?;
+        let mut bookkeeping = t.elapsed();
         let result = self
             .memory
             .execute(&start.plan)
             .map_err(EngineError::from)
             .and_then(|()| self.run(seq, prompt, start.cached_tokens, params, on_text, started));
+        let t = Instant::now();
         let freed = self.kv.free(seq);
+        bookkeeping += t.elapsed();
         let mut report = result?;
         freed?;
         report.cached = start.hit;
+        report.bookkeeping += bookkeeping;
         Ok(report)
     }
 
