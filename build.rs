@@ -35,19 +35,36 @@ fn main() {
     sources.sort();
     let nvcc = nvcc();
     let cap = compute_cap();
-    let extra: Vec<String> =
-        env::var("CUDA_NVCC_FLAGS").unwrap_or_default().split_whitespace().map(str::to_string).collect();
+    let extra: Vec<String> = env::var("CUDA_NVCC_FLAGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
     for src in &sources {
-        let stem = src.file_stem().and_then(|s| s.to_str()).expect("kernel file names are UTF-8");
+        let stem = src
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("kernel file names are UTF-8");
         let ptx = out_dir.join(format!("{stem}.ptx"));
         let status = Command::new(&nvcc)
-            .args(["--ptx", &format!("-arch=sm_{cap}"), "-O3", "-std=c++17", "--use_fast_math"])
+            .args([
+                "--ptx",
+                &format!("-arch=sm_{cap}"),
+                "-O3",
+                "-std=c++17",
+                "--use_fast_math",
+            ])
             .args(&extra)
             .arg("-o")
             .arg(&ptx)
             .arg(src)
             .status()
-            .unwrap_or_else(|e| panic!("cannot run {} ({e}); install the CUDA toolkit or set NVCC", nvcc.display()));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {} ({e}); install the CUDA toolkit or set NVCC",
+                    nvcc.display()
+                )
+            });
         assert!(status.success(), "nvcc failed on {}", src.display());
     }
 }
@@ -74,7 +91,9 @@ fn compute_cap() -> String {
     if let Ok(cap) = env::var("CUDA_COMPUTE_CAP") {
         return cap.replace('.', "");
     }
-    let smi = Command::new("nvidia-smi").args(["--query-gpu=compute_cap", "--format=csv,noheader"]).output();
+    let smi = Command::new("nvidia-smi")
+        .args(["--query-gpu=compute_cap", "--format=csv,noheader"])
+        .output();
     if let Ok(out) = smi {
         if let Some(line) = String::from_utf8_lossy(&out.stdout).lines().next() {
             let cap = line.trim().replace('.', "");

@@ -217,3 +217,26 @@ fn a_pool_too_small_for_the_prompt_is_a_clear_error() {
         .unwrap();
     assert_accounted(&e, "after a request that fits");
 }
+
+#[test]
+fn memory_split_accounts_for_weights_and_every_kv_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Qwen2, WeightType::Q8_0);
+    let path = write_tiny(dir.path(), &spec, "qwen2.gguf");
+    let mut e = engine(&path, true, 32, 8);
+    e.generate(&prompt(40, spec.vocab.size, 1), &greedy(3), |_| Ok(()))
+        .unwrap();
+    let m = e.memory().unwrap();
+    let s = e.cache_stats();
+    assert_eq!(m.device, "cpu");
+    // Q8_0 weights (tied output) plus the f32 embedding copy.
+    assert_eq!(m.weights, e.model().transformer.weight_bytes());
+    assert!(m.weights > (spec.vocab.size * spec.hidden * 4) as u64);
+    assert_eq!(m.kv_used + m.kv_cached + m.kv_free, s.device.capacity_bytes());
+    assert!(m.kv_cached > 0, "the finished request left cached blocks");
+    assert_eq!(m.kv_used, 0);
+    assert_eq!(
+        m.weights + m.kv_used + m.kv_cached + m.kv_free + m.other + m.free,
+        m.total
+    );
+}

@@ -15,7 +15,12 @@ use hearth::model::hparams::Family;
 use hearth::model::testkit::{TinyModelSpec, WeightType};
 use hearth::runtime::PoolSizes;
 
-fn cuda_engine(path: &std::path::Path, prefix_caching: bool, device_blocks: usize, host_blocks: usize) -> Option<Engine> {
+fn cuda_engine(
+    path: &std::path::Path,
+    prefix_caching: bool,
+    device_blocks: usize,
+    host_blocks: usize,
+) -> Option<Engine> {
     let gpu = Device::new_cuda(0).ok()?;
     let resolved = hearth::model::source::resolve(
         &hearth::model::source::ModelSource::Local(path.to_path_buf()),
@@ -24,8 +29,15 @@ fn cuda_engine(path: &std::path::Path, prefix_caching: bool, device_blocks: usiz
     .unwrap();
     let model = hearth::model::LoadedModel::load(&resolved, &gpu, None).unwrap();
     Some(
-        Engine::with_pool_sizes(model, &cache_settings(prefix_caching, 16), PoolSizes { device_blocks, host_blocks })
-            .unwrap(),
+        Engine::with_pool_sizes(
+            model,
+            &cache_settings(prefix_caching, 16),
+            PoolSizes {
+                device_blocks,
+                host_blocks,
+            },
+        )
+        .unwrap(),
     )
 }
 
@@ -34,7 +46,10 @@ fn close(a: &GenerationReport, b: &GenerationReport, what: &str) {
     for (step, (x, y)) in a.logits.iter().zip(&b.logits).enumerate() {
         let d = max_abs_diff(x, y);
         let scale = y.iter().fold(0f32, |m, v| m.max(v.abs()));
-        assert!(d < 0.03 * scale, "{what} step {step}: max |diff| {d}, max |logit| {scale}");
+        assert!(
+            d < 0.03 * scale,
+            "{what} step {step}: max |diff| {d}, max |logit| {scale}"
+        );
     }
 }
 
@@ -60,7 +75,11 @@ fn cuda_engine_matches_cpu_from_every_tier() {
         assert!(host_hit.cached.host_tokens >= 32, "{family:?}: {:?}", host_hit.cached);
         close(&host_hit, &cold, &format!("{family:?} host hit"));
         let device_hit = run(&mut gpu, &a);
-        assert!(device_hit.cached.device_tokens >= 32, "{family:?}: {:?}", device_hit.cached);
+        assert!(
+            device_hit.cached.device_tokens >= 32,
+            "{family:?}: {:?}",
+            device_hit.cached
+        );
         close(&device_hit, &cold, &format!("{family:?} device hit"));
     }
 }

@@ -39,16 +39,33 @@ fn paged_attention_matches_the_cpu_store() {
     let gpu = Device::Cuda(dev.clone());
     for (block_size, heads, kv_heads) in [(16, 8, 2), (32, 4, 4), (16, 6, 1), (32, 8, 4)] {
         let head_dim = 64;
-        let l = PagedLayout { layers: 2, kv_heads, head_dim, block_size };
+        let l = PagedLayout {
+            layers: 2,
+            kv_heads,
+            head_dim,
+            block_size,
+        };
         let blocks = 24;
         let mut cpu_pool = vec![0f32; blocks * l.block_elems()];
         let mut gpu_pool = CudaPool::new(&dev, l, blocks).unwrap();
         // Scattered, non-monotonic tables.
         let tables = vec![vec![17u32, 3, 9, 21, 0], vec![5u32, 11, 2], vec![8u32, 19, 14, 1]];
         let steps = vec![
-            vec![SeqChunk { cached: 0, new: 37 }, SeqChunk { cached: 0, new: 5 }, SeqChunk { cached: 0, new: 70 }],
-            vec![SeqChunk { cached: 37, new: 1 }, SeqChunk { cached: 5, new: 20 }, SeqChunk { cached: 70, new: 1 }],
-            vec![SeqChunk { cached: 38, new: 1 }, SeqChunk { cached: 25, new: 1 }, SeqChunk { cached: 71, new: 3 }],
+            vec![
+                SeqChunk { cached: 0, new: 37 },
+                SeqChunk { cached: 0, new: 5 },
+                SeqChunk { cached: 0, new: 70 },
+            ],
+            vec![
+                SeqChunk { cached: 37, new: 1 },
+                SeqChunk { cached: 5, new: 20 },
+                SeqChunk { cached: 70, new: 1 },
+            ],
+            vec![
+                SeqChunk { cached: 38, new: 1 },
+                SeqChunk { cached: 25, new: 1 },
+                SeqChunk { cached: 71, new: 3 },
+            ],
         ];
         for (s, chunks) in steps.into_iter().enumerate() {
             let batch = BatchLayout::new(chunks).unwrap();
@@ -65,19 +82,37 @@ fn paged_attention_matches_the_cpu_store() {
                 let expect = PagedKvBatch::new(&mut cpu_pool, l, tables.clone())
                     .attend(layer, &q, &k, &v, &batch, scale)
                     .unwrap();
-                let (qg, kg, vg) = (q.to_device(&gpu).unwrap(), k.to_device(&gpu).unwrap(), v.to_device(&gpu).unwrap());
+                let (qg, kg, vg) = (
+                    q.to_device(&gpu).unwrap(),
+                    k.to_device(&gpu).unwrap(),
+                    v.to_device(&gpu).unwrap(),
+                );
                 let got = CudaPagedKvBatch::new(&mut gpu_pool, tables.clone())
                     .attend(layer, &qg, &kg, &vg, &batch, scale)
                     .unwrap()
                     .to_device(&Device::Cpu)
                     .unwrap();
-                let d: f32 = (got - expect).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
-                assert!(d < 1e-4, "bs {block_size} heads {heads}/{kv_heads} step {s} layer {layer}: {d}");
+                let d: f32 = (got - expect)
+                    .unwrap()
+                    .abs()
+                    .unwrap()
+                    .max_all()
+                    .unwrap()
+                    .to_scalar()
+                    .unwrap();
+                assert!(
+                    d < 1e-4,
+                    "bs {block_size} heads {heads}/{kv_heads} step {s} layer {layer}: {d}"
+                );
             }
         }
         // The pools hold the same K/V afterwards.
         let back = gpu_pool.device.clone_dtoh(&gpu_pool.data).unwrap();
-        let d = back.iter().zip(&cpu_pool).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        let d = back
+            .iter()
+            .zip(&cpu_pool)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
         assert_eq!(d, 0.0, "pool contents differ");
         let _ = DType::F32;
     }

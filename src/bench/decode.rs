@@ -143,13 +143,23 @@ fn run_ours(tf: &Transformer, prompt: &[u32], decode: usize) -> Result<(Duration
     let table: Vec<BlockId> = (0..blocks as u32).map(BlockId).collect();
     let t0 = Instant::now();
     let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
-    let logits = tf.forward(prompt, &batch, memory.store(&[&table]).as_mut(), Logits::LastPerSequence)?;
+    let logits = tf.forward(
+        prompt,
+        &batch,
+        memory.store(&[&table]).as_mut(),
+        Logits::LastPerSequence,
+    )?;
     let mut next = argmax(&logits)?;
     let prefill = t0.elapsed();
     let t1 = Instant::now();
     for i in 0..decode {
         let batch = BatchLayout::single(prompt.len() + i, 1).map_err(ModelError::from)?;
-        let logits = tf.forward(&[next], &batch, memory.store(&[&table]).as_mut(), Logits::LastPerSequence)?;
+        let logits = tf.forward(
+            &[next],
+            &batch,
+            memory.store(&[&table]).as_mut(),
+            Logits::LastPerSequence,
+        )?;
         next = argmax(&logits)?;
     }
     Ok((prefill, t1.elapsed()))

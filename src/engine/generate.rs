@@ -4,12 +4,12 @@
 use std::time::{Duration, Instant};
 
 use super::EngineError;
-use crate::config::{available_ram_bytes, CacheSettings, SamplingParams};
+use crate::config::{available_ram_bytes, total_ram_bytes, CacheSettings, SamplingParams};
 use crate::kv::{CacheStats, KvCacheConfig, KvCacheManager, PrefixMatch, SeqId};
 use crate::model::sampling::Sampler;
 use crate::model::{LoadedModel, Logits, ModelError};
 use crate::ops::{BatchLayout, PagedLayout};
-use crate::runtime::{pool_sizes, KvMemory, PoolSizes};
+use crate::runtime::{pool_sizes, KvMemory, MemorySplit, PoolSizes};
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,6 +141,29 @@ impl Engine {
 
     pub fn cache_stats(&self) -> CacheStats {
         self.kv.stats()
+    }
+
+    /// How the device's memory is split between weights, the KV cache's
+    /// device tier and the rest (VRAM on a CUDA device, RAM otherwise).
+    pub fn memory(&self) -> Result<MemorySplit, EngineError> {
+        let kv = self.kv.stats().device;
+        let weights = self.model.transformer.weight_bytes();
+        match self.model.transformer.device() {
+            #[cfg(feature = "cuda")]
+            candle_core::Device::Cuda(dev) => {
+                let (free, total) = dev
+                    .cuda_stream()
+                    .context()
+                    .mem_get_info()
+                    .map_err(|e| crate::runtime::RuntimeError::Device(e.to_string()))?;
+                Ok(MemorySplit::new("cuda", total as u64, free as u64, weights, &kv, false))
+            }
+            _ => {
+                let total = total_ram_bytes().unwrap_or(0);
+                let free = available_ram_bytes().unwrap_or(0);
+                Ok(MemorySplit::new("cpu", total, free, weights, &kv, true))
+            }
+        }
     }
 
     /// The cached prefix `prompt` would get now, without changing anything.

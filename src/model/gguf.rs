@@ -163,6 +163,22 @@ impl GgufFile {
             .unwrap_or_else(|| "unknown".into())
     }
 
+    /// Bytes of one tensor's data as stored (and as a `QTensor` holds it).
+    pub fn tensor_bytes(&self, name: &str) -> Option<u64> {
+        let info = self.content.tensor_infos.get(name)?;
+        let block = info.ggml_dtype.block_size().max(1);
+        Some((info.shape.elem_count() / block) as u64 * info.ggml_dtype.type_size() as u64)
+    }
+
+    /// Bytes of all tensors' data.
+    pub fn total_tensor_bytes(&self) -> u64 {
+        self.content
+            .tensor_infos
+            .keys()
+            .filter_map(|n| self.tensor_bytes(n))
+            .sum()
+    }
+
     /// Total parameter count over all tensors.
     pub fn parameter_count(&self) -> u64 {
         self.content

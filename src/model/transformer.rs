@@ -65,6 +65,9 @@ pub struct Transformer {
     output: QMatMul,
     rope: RopeTables,
     device: Device,
+    /// Bytes the weights take in memory (quantized tensors as stored, plus
+    /// the f32 embedding table).
+    weight_bytes: u64,
 }
 
 impl std::fmt::Debug for Transformer {
@@ -87,6 +90,13 @@ impl Transformer {
 
         let embedding_q = load_2d(file, "token_embd.weight", [hp.vocab_size, d], device)?;
         let embedding = embedding_q.dequantize(device)?.to_dtype(DType::F32)?;
+        let file_bytes = file.total_tensor_bytes();
+        let embd_bytes = file.tensor_bytes("token_embd.weight").unwrap_or(0);
+        let tied = !file.has_tensor("output.weight");
+        let rope_bytes = file.tensor_bytes("rope_freqs.weight").unwrap_or(0);
+        // The f32 embedding copy is kept; the quantized table only when it is
+        // also the (tied) output projection; rope_freqs only feeds the tables.
+        let weight_bytes = file_bytes + (hp.vocab_size * d * 4) as u64 - if tied { 0 } else { embd_bytes } - rope_bytes;
         let output = match file.tensor_opt("output.weight", device)? {
             Some(t) => {
                 check_shape("output.weight", t.shape().dims(), &[hp.vocab_size, d])?;
@@ -169,6 +179,7 @@ impl Transformer {
             layers,
             rope,
             device: device.clone(),
+            weight_bytes,
             hp,
         })
     }
@@ -188,6 +199,11 @@ impl Transformer {
             kv_heads: self.hp.kv_heads,
             head_dim: self.hp.head_dim,
         }
+    }
+
+    /// Bytes the weights take in memory.
+    pub fn weight_bytes(&self) -> u64 {
+        self.weight_bytes
     }
 
     /// The longest sequence the rope tables cover.

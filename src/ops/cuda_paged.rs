@@ -33,7 +33,11 @@ impl CudaPool {
     /// Allocates `blocks` zeroed blocks on `device`.
     pub fn new(device: &CudaDevice, layout: PagedLayout, blocks: usize) -> Result<Self, OpsError> {
         let data = device.alloc_zeros::<f32>(blocks * layout.block_elems())?;
-        Ok(Self { data, layout, device: device.clone() })
+        Ok(Self {
+            data,
+            layout,
+            device: device.clone(),
+        })
     }
 
     pub fn blocks(&self) -> usize {
@@ -58,7 +62,9 @@ fn slice_of(t: &Tensor) -> Result<CudaSlice<f32>, OpsError> {
     let t = t.to_dtype(DType::F32)?.contiguous()?;
     let (storage, layout) = t.storage_and_layout();
     let Storage::Cuda(s) = &*storage else {
-        return Err(OpsError::Layout("the CUDA K/V store got a tensor that is not on a CUDA device".into()));
+        return Err(OpsError::Layout(
+            "the CUDA K/V store got a tensor that is not on a CUDA device".into(),
+        ));
     };
     let Some((start, end)) = layout.contiguous_offsets() else {
         return Err(OpsError::Layout("expected a contiguous tensor".into()));
@@ -83,7 +89,11 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let l = self.pool.layout;
         let (t, heads, d) = q.dims3()?;
         if d != l.head_dim || k.dims3()? != (t, l.kv_heads, d) || layer >= l.layers || heads % l.kv_heads != 0 {
-            return Err(OpsError::Layout(format!("q {:?} / k {:?} do not fit the pool ({l:?})", q.dims(), k.dims())));
+            return Err(OpsError::Layout(format!(
+                "q {:?} / k {:?} do not fit the pool ({l:?})",
+                q.dims(),
+                k.dims()
+            )));
         }
         if batch.len() != self.tables.len() || batch.total_tokens() != t {
             return Err(OpsError::Layout(format!(
@@ -96,12 +106,16 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let blocks = self.pool.blocks();
         let max_blocks = self.tables.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let mut flat_tables = vec![0u32; self.tables.len() * max_blocks];
-        let (mut slots, mut token_seq, mut token_pos) = (Vec::with_capacity(t), Vec::with_capacity(t), Vec::with_capacity(t));
+        let (mut slots, mut token_seq, mut token_pos) =
+            (Vec::with_capacity(t), Vec::with_capacity(t), Vec::with_capacity(t));
         for (i, chunk) in batch.seqs().iter().enumerate() {
             let table = &self.tables[i];
             let ctx = chunk.cached + chunk.new;
             if table.len() * l.block_size < ctx || table.iter().any(|&b| b as usize >= blocks) {
-                return Err(OpsError::CapacityExceeded { needed: ctx, capacity: table.len() * l.block_size });
+                return Err(OpsError::CapacityExceeded {
+                    needed: ctx,
+                    capacity: table.len() * l.block_size,
+                });
             }
             flat_tables[i * max_blocks..i * max_blocks + table.len()].copy_from_slice(table);
             for p in chunk.cached..ctx {
@@ -117,8 +131,14 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let tables = stream.clone_htod(&flat_tables).w()?;
         let token_seq = stream.clone_htod(&token_seq).w()?;
         let token_pos = stream.clone_htod(&token_pos).w()?;
-        let (layer_i, layers_i, bs_i, kvh_i, d_i, heads_i) =
-            (layer as i32, l.layers as i32, l.block_size as i32, l.kv_heads as i32, d as i32, heads as i32);
+        let (layer_i, layers_i, bs_i, kvh_i, d_i, heads_i) = (
+            layer as i32,
+            l.layers as i32,
+            l.block_size as i32,
+            l.kv_heads as i32,
+            d as i32,
+            heads as i32,
+        );
 
         let write = dev.get_or_load_custom_func("write_kv_f32", MODULE, PTX)?;
         let mut b = write.builder();
@@ -131,7 +151,11 @@ impl KvStore for CudaPagedKvBatch<'_> {
         b.arg(&bs_i);
         b.arg(&kvh_i);
         b.arg(&d_i);
-        let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: (t as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
         // SAFETY: argument types and order match `write_kv_f32`; every slot
         // was checked to lie inside the pool.
         unsafe { b.launch(cfg) }.w()?;

@@ -84,7 +84,11 @@ impl KvMemory {
             if (b.0 as usize) < capacity {
                 Ok(())
             } else {
-                Err(RuntimeError::BadBlock { tier, block: b.0, capacity })
+                Err(RuntimeError::BadBlock {
+                    tier,
+                    block: b.0,
+                    capacity,
+                })
             }
         };
         for &(src, dst) in &plan.demote {
@@ -111,12 +115,17 @@ impl KvMemory {
                 // Copies are ordered on the compute stream, so the next forward
                 // never reads a block still arriving.
                 let stream = pool.device.cuda_stream();
-                let err = |e: candle_core::cuda_backend::cudarc::driver::DriverError| RuntimeError::Device(e.to_string());
+                let err =
+                    |e: candle_core::cuda_backend::cudarc::driver::DriverError| RuntimeError::Device(e.to_string());
                 for &(src, dst) in &plan.demote {
-                    stream.memcpy_dtoh(&pool.data.slice(range(src)), &mut self.host[range(dst)]).map_err(err)?;
+                    stream
+                        .memcpy_dtoh(&pool.data.slice(range(src)), &mut self.host[range(dst)])
+                        .map_err(err)?;
                 }
                 for &(src, dst) in &plan.promote {
-                    stream.memcpy_htod(&self.host[range(src)], &mut pool.data.slice_mut(range(dst))).map_err(err)?;
+                    stream
+                        .memcpy_htod(&self.host[range(src)], &mut pool.data.slice_mut(range(dst)))
+                        .map_err(err)?;
                 }
             }
         }
@@ -158,19 +167,33 @@ mod tests {
 
     #[test]
     fn demote_then_promote_moves_whole_blocks() {
-        let l = PagedLayout { layers: 1, kv_heads: 1, head_dim: 2, block_size: 2 };
+        let l = PagedLayout {
+            layers: 1,
+            kv_heads: 1,
+            head_dim: 2,
+            block_size: 2,
+        };
         let mut m = KvMemory::new(l, 3, 2);
         // 8 floats a block: block 1 is device[8..16] (RAM tier; refutable in CUDA builds).
         #[allow(irrefutable_let_patterns)]
         if let DeviceTier::Ram(d) = &mut m.device {
             d[8..16].copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
         }
-        let plan = CopyPlan { demote: vec![(BlockId(1), BlockId(0))], promote: vec![(BlockId(0), BlockId(2))] };
+        let plan = CopyPlan {
+            demote: vec![(BlockId(1), BlockId(0))],
+            promote: vec![(BlockId(0), BlockId(2))],
+        };
         m.execute(&plan).unwrap();
-        assert_eq!(m.host_block(BlockId(0)), Some(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0][..]));
+        assert_eq!(
+            m.host_block(BlockId(0)),
+            Some(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0][..])
+        );
         assert_eq!(m.host_block(BlockId(0)), m.device_block(BlockId(1)));
         assert_eq!(m.device_block(BlockId(2)), m.device_block(BlockId(1)));
-        let bad = CopyPlan { demote: vec![(BlockId(3), BlockId(0))], promote: vec![] };
+        let bad = CopyPlan {
+            demote: vec![(BlockId(3), BlockId(0))],
+            promote: vec![],
+        };
         assert!(m.execute(&bad).is_err());
     }
 }

@@ -6,7 +6,8 @@
 //! copy. [`KvMemory::execute`] runs a [`crate::kv::CopyPlan`] (demotions,
 //! then promotions) before the forward that needs it, and
 //! [`KvMemory::store`] hands the forward a [`crate::ops::PagedKvBatch`] over
-//! the device tier. [`pool_sizes`] turns the cache settings into block counts.
+//! the device tier. [`pool_sizes`] turns the cache settings into block counts,
+//! and [`MemorySplit`] reports how the device's memory is shared out.
 //!
 //! Invariant: `kv` decides, `runtime` obeys: nothing here chooses which block
 //! holds what.
@@ -17,7 +18,9 @@
 mod error;
 mod memory;
 mod sizing;
+mod split;
 
 pub use error::RuntimeError;
 pub use memory::KvMemory;
 pub use sizing::{pool_sizes, PoolSizes};
+pub use split::MemorySplit;
