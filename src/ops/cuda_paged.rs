@@ -71,6 +71,7 @@ fn slice_of(t: &Tensor) -> Result<CudaSlice<f32>, OpsError> {
     };
     let dev = s.device().clone();
     let src = s.as_cuda_slice::<f32>()?.slice(start..end);
+    // SAFETY: every element is written by the copy below before any read.
     let mut dst = unsafe { dev.alloc::<f32>(end - start)? };
     dev.cuda_stream().memcpy_dtod(&src, &mut dst).w()?;
     Ok(dst)
