@@ -88,22 +88,7 @@ impl KvStore for CudaPagedKvBatch<'_> {
         scale: f64,
     ) -> Result<Tensor, OpsError> {
         let l = self.pool.layout;
-        let (t, heads, d) = q.dims3()?;
-        if d != l.head_dim || k.dims3()? != (t, l.kv_heads, d) || layer >= l.layers || heads % l.kv_heads != 0 {
-            return Err(OpsError::Layout(format!(
-                "q {:?} / k {:?} do not fit the pool ({l:?})",
-                q.dims(),
-                k.dims()
-            )));
-        }
-        if batch.len() != self.tables.len() || batch.total_tokens() != t {
-            return Err(OpsError::Layout(format!(
-                "batch of {} sequences / {} tokens, {} block tables / {t} rows",
-                batch.len(),
-                batch.total_tokens(),
-                self.tables.len()
-            )));
-        }
+        let (t, heads, d) = super::paged::check_batch(&l, layer, q, k, batch, &self.tables)?;
         let blocks = self.pool.blocks();
         let max_blocks = self.tables.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let mut flat_tables = vec![0u32; self.tables.len() * max_blocks];

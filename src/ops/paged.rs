@@ -172,6 +172,35 @@ impl<'a> PagedKvBatch<'a> {
     }
 }
 
+/// Checks that `q`/`k` fit the pool and `batch` fits the block tables;
+/// returns `(tokens, heads, head_dim)`. Shared by the CPU and CUDA stores.
+pub(crate) fn check_batch(
+    l: &PagedLayout,
+    layer: usize,
+    q: &Tensor,
+    k: &Tensor,
+    batch: &BatchLayout,
+    tables: &[Vec<u32>],
+) -> Result<(usize, usize, usize), OpsError> {
+    let (t, heads, d) = q.dims3()?;
+    if d != l.head_dim || k.dims3()? != (t, l.kv_heads, d) || layer >= l.layers || heads % l.kv_heads != 0 {
+        return Err(OpsError::Layout(format!(
+            "q {:?} / k {:?} at layer {layer} do not fit the pool ({l:?})",
+            q.dims(),
+            k.dims()
+        )));
+    }
+    if batch.len() != tables.len() || batch.total_tokens() != t {
+        return Err(OpsError::Layout(format!(
+            "batch of {} sequences / {} tokens, {} block tables / {t} rows",
+            batch.len(),
+            batch.total_tokens(),
+            tables.len()
+        )));
+    }
+    Ok((t, heads, d))
+}
+
 fn to_host_vec(t: &Tensor) -> Result<Vec<f32>, OpsError> {
     Ok(t.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
 }
@@ -187,22 +216,7 @@ impl KvStore for PagedKvBatch<'_> {
         scale: f64,
     ) -> Result<Tensor, OpsError> {
         let l = self.layout;
-        let (t, heads, d) = q.dims3()?;
-        if d != l.head_dim || k.dims3()? != (t, l.kv_heads, d) || layer >= l.layers {
-            return Err(OpsError::Layout(format!(
-                "q {:?} / k {:?} at layer {layer} do not fit the pool ({l:?})",
-                q.dims(),
-                k.dims()
-            )));
-        }
-        if batch.len() != self.tables.len() || batch.total_tokens() != t {
-            return Err(OpsError::Layout(format!(
-                "batch of {} sequences / {} tokens, {} block tables / {t} rows",
-                batch.len(),
-                batch.total_tokens(),
-                self.tables.len()
-            )));
-        }
+        let (t, heads, d) = check_batch(&l, layer, q, k, batch, &self.tables)?;
         let blocks_in_pool = self.pool.len() / l.block_elems();
         let (qv, kv_, vv) = (to_host_vec(q)?, to_host_vec(k)?, to_host_vec(v)?);
         let (re, qe) = (l.row_elems(), heads * d);
