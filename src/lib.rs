@@ -11,6 +11,7 @@
 //! | [`model`]  | GGUF loading, hub download, tokenizer, chat template, the transformer forward, sampling |
 //! | [`runtime`] | the memory behind block ids (device and host tiers) and the copies between them |
 //! | [`engine`] | turning a prompt into a stream of tokens (the request loop) |
+//! | [`server`] | `hearth --headless`: the OpenAI-compatible HTTP server over the engine |
 //! | [`bench`]  | `hearth bench`: our forward against candle-transformers on the same file |
 //!
 //! The forward ([`model::Transformer::forward`]) never owns a KV cache: it writes new
@@ -24,3 +25,4 @@ pub mod kv;
 pub mod model;
 pub mod ops;
 pub mod runtime;
+pub mod server;

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use hearth::config::{AppPaths, ConfigFile, Overrides, Settings};
-use hearth::engine::{Engine, GenerateParams};
+use hearth::engine::{Engine, EngineHandle, Event, GenerateParams, GenerateRequest};
 use hearth::model::gguf::GgufFile;
 use hearth::model::source::{resolve, HubOptions, ModelSource, ResolvedModel};
 use hearth::model::tokenizer::Tokenizer;
@@ -54,6 +54,33 @@ struct Cli {
     /// Turn prefix caching off (every prompt is prefilled in full).
     #[arg(long, global = true)]
     no_prefix_cache: bool,
+    /// Most requests decoding together (one batched forward per step).
+    #[arg(long, global = true, value_name = "N")]
+    max_running: Option<usize>,
+    /// Most tokens in one engine step (decodes plus prompt chunks).
+    #[arg(long, global = true, value_name = "TOKENS")]
+    max_batch_tokens: Option<usize>,
+    /// Most requests waiting for their first step; more are refused (HTTP 503).
+    #[arg(long, global = true, value_name = "N")]
+    max_queued: Option<usize>,
+    /// Run the OpenAI-compatible HTTP server instead of the desktop app.
+    #[arg(long)]
+    headless: bool,
+    /// Address the server listens on (default 127.0.0.1; another needs saying so).
+    #[arg(long, global = true, value_name = "IP")]
+    host: Option<String>,
+    /// Port the server listens on (default 8080; 0 picks a free one).
+    #[arg(long, global = true)]
+    port: Option<u16>,
+    /// Require `Authorization: Bearer KEY` on the server's /v1 routes.
+    #[arg(
+        long,
+        global = true,
+        env = "HEARTH_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    api_key: Option<String>,
     /// More logging on stderr (-v debug, -vv trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -116,6 +143,27 @@ struct TokenizeArgs {
 
 #[derive(Subcommand, Debug)]
 enum BenchCommand {
+    /// The OpenAI server under concurrent load: requests sharing a system prompt, caching on and off.
+    Serve {
+        /// A GGUF model; default: the random ~50M-parameter Q8_0 Llama written once into the data dir.
+        #[arg(long = "gguf", value_name = "FILE")]
+        gguf: Option<PathBuf>,
+        #[arg(long, default_value_t = 200)]
+        requests: usize,
+        #[arg(long, default_value_t = 512)]
+        system_tokens: usize,
+        #[arg(long, default_value_t = 64)]
+        question_tokens: usize,
+        /// Tokens generated per request (greedy; fewer if the model ends its reply).
+        #[arg(long, default_value_t = 64)]
+        reply_tokens: usize,
+        /// Client concurrency levels, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 4, 16])]
+        concurrency: Vec<usize>,
+        /// Also write the results as JSON to this file ("-" for stdout, after the table).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
     /// Prefill and decode tokens/s: our forward against candle-transformers' quantized_llama.
     Decode {
         /// A llama-architecture GGUF; default: a random ~50M-parameter Q8_0 model written once into the data dir.
@@ -202,11 +250,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
         device_pool_mib: cli.kv_pool_mib,
         host_cache_gib: cli.host_cache_gib,
         prefix_caching: cli.no_prefix_cache.then_some(false),
+        max_running: cli.max_running,
+        max_batch_tokens: cli.max_batch_tokens,
+        max_queued: cli.max_queued,
+        host: cli.host.clone(),
+        port: cli.port,
+        api_key: cli.api_key.clone(),
         ..Default::default()
     };
     match cli.command {
+        Some(_) if cli.headless => bail!("--headless runs the HTTP server and takes no subcommand"),
+        None if cli.headless => {
+            let settings = Settings::resolve(&file, &overrides)?;
+            cmd_headless(&settings)
+        }
         None => {
-            bail!("the desktop app is not part of this build yet; use `hearth run --prompt TEXT` (see `hearth --help`)")
+            bail!("the desktop app is not part of this build yet; use `hearth run --prompt TEXT`, or `hearth --headless` for the HTTP server (see `hearth --help`)")
         }
         Some(Command::Run(args)) => {
             overrides.temperature = args.temperature;
@@ -248,6 +307,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 repeats,
             };
             cmd_bench_cache(&settings, &paths, gguf, opts, json)
+        }
+        Some(Command::Bench {
+            which:
+                BenchCommand::Serve {
+                    gguf,
+                    requests,
+                    system_tokens,
+                    question_tokens,
+                    reply_tokens,
+                    concurrency,
+                    json,
+                },
+        }) => {
+            let settings = Settings::resolve(&file, &overrides)?;
+            if requests == 0 || concurrency.is_empty() || concurrency.contains(&0) {
+                bail!("--requests and every --concurrency level must be at least 1");
+            }
+            let opts = hearth::bench::ServeBenchOptions {
+                requests,
+                system_tokens,
+                question_tokens,
+                max_tokens: reply_tokens,
+                concurrency,
+            };
+            cmd_bench_serve(&settings, &paths, gguf, opts, json)
         }
         Some(Command::Bench {
             which:
@@ -313,27 +397,37 @@ fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCo
     for ids in &all_ids {
         model.check_prompt_fits(ids.len())?;
     }
-    let mut engine = Engine::new(model, &settings.cache)?;
+    let engine = Engine::new(model, &settings.cache, &settings.engine)?;
+    let handle = EngineHandle::spawn(engine, settings.engine.max_queued)?;
     let params = GenerateParams {
         max_tokens: settings.max_tokens,
         sampling: settings.sampling.clone(),
+        stop: Vec::new(),
+        ignore_eos: false,
         keep_logits: false,
     };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    for (n, ids) in all_ids.iter().enumerate() {
-        let report = engine.generate(ids, &params, |piece| {
-            out.write_all(piece.as_bytes())?;
-            out.flush()?;
-            Ok(())
+    for (n, ids) in all_ids.into_iter().enumerate() {
+        // One prompt at a time, in order; each shares the cache with the ones before.
+        let mut stream = handle.submit(GenerateRequest {
+            prompt: ids,
+            params: params.clone(),
         })?;
+        let report = loop {
+            match stream.blocking_recv() {
+                Some(Event::Token { text, .. }) => {
+                    // A closed stdout ends here; dropping the stream cancels the request.
+                    out.write_all(text.as_bytes())?;
+                    out.flush()?;
+                }
+                Some(Event::Done(report)) => break report,
+                Some(Event::Error(e)) => return Err(e.into()),
+                None => bail!("the engine stopped unexpectedly"),
+            }
+        };
         writeln!(out)?;
         out.flush()?;
-        let decode_rate = if report.tokens.len() > 1 {
-            (report.tokens.len() - 1) as f64 / report.decode.as_secs_f64().max(1e-9)
-        } else {
-            0.0
-        };
         let c = report.cached;
         eprintln!(
             "prompt {}: {} tokens, {} cached (device {}, host {}); first token {:.0} ms; {} generated ({:?}), {:.1} tok/s",
@@ -345,10 +439,78 @@ fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCo
             report.ttft.as_secs_f64() * 1e3,
             report.tokens.len(),
             report.stop,
-            decode_rate
+            report.decode_rate()
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `hearth --headless`: the OpenAI-compatible server until Ctrl-C or SIGTERM.
+fn cmd_headless(settings: &Settings) -> Result<ExitCode> {
+    use hearth::server::{serve, shutdown_signal, AppState, ServerConfig};
+    let server = &settings.server;
+    // The host is loopback unless the command line or the config asked for
+    // another; say what that means without a key.
+    if !server.host.is_loopback() && server.api_key.is_none() {
+        tracing::warn!(
+            "listening on {} without an API key: anyone who can reach this address can use the model (set --api-key or HEARTH_API_KEY)",
+            server.host
+        );
+    }
+    // Bind before the (slow) model load, so a taken port fails at once.
+    let addr = std::net::SocketAddr::new(server.host, server.port);
+    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+    listener.set_nonblocking(true)?;
+    let resolved = resolve_model(settings)?;
+    let device = select_device(settings.model.device)?;
+    let model = with_spinner(format!("loading {}", resolved.gguf.display()), || {
+        LoadedModel::load(&resolved, &device, settings.model.context_length)
+    })?;
+    let i = &model.info;
+    tracing::info!(
+        "{} ({}, {}, {:.2}B params) on {}, context {}",
+        i.name,
+        i.architecture,
+        i.quantization,
+        i.parameters as f64 / 1e9,
+        i.device,
+        i.context_length
+    );
+    let config = ServerConfig::from_settings(settings, &model.info.name);
+    let engine = Engine::new(model, &settings.cache, &settings.engine)?;
+    let handle = EngineHandle::spawn(engine, settings.engine.max_queued)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let local = listener.local_addr()?;
+        eprintln!(
+            "hearth: serving {} at http://{local}/v1 (Ctrl-C to stop)",
+            config.model_id
+        );
+        let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+        let shutdown = async move {
+            shutdown_signal().await;
+            eprintln!("hearth: stopping; waiting for requests in flight (Ctrl-C again to stop now)");
+            let _ = stopping_tx.send(());
+        };
+        let force = async move {
+            if stopping_rx.await.is_ok() {
+                shutdown_signal().await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            served = serve(listener, AppState::new(handle, config), shutdown) => {
+                served.context("the server failed")?;
+            }
+            _ = force => eprintln!("hearth: stopped with requests in flight"),
+        }
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 fn load_tokenizer(resolved: &ResolvedModel) -> Result<Tokenizer> {
@@ -436,15 +598,52 @@ fn cmd_bench_cache(
         opts.repeats
     );
     print!("{}", report.table());
-    if let Some(json_path) = json {
-        let text = serde_json::to_string_pretty(&report)?;
-        if json_path.as_os_str() == "-" {
-            println!("{text}");
-        } else {
-            std::fs::write(&json_path, text + "\n").with_context(|| format!("cannot write {}", json_path.display()))?;
-        }
-    }
+    write_json(&report, json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_bench_serve(
+    settings: &Settings,
+    paths: &AppPaths,
+    gguf: Option<PathBuf>,
+    opts: hearth::bench::ServeBenchOptions,
+    json: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let path = bench_model(paths, gguf)?;
+    let device = select_device(settings.model.device)?;
+    let runs = 2 * opts.concurrency.len();
+    let report = with_spinner(
+        format!("benchmarking the server ({runs} runs of {} requests)", opts.requests),
+        || hearth::bench::run_serve_bench(&path, &device, settings, opts.clone()),
+    )?;
+    println!(
+        "model: {} ({:.1}M parameters), device: {}, {} requests: {}-token system prompt + {}-token question, \
+         up to {} reply tokens; max_running {}, max_batch_tokens {}\n",
+        path.display(),
+        report.parameters as f64 / 1e6,
+        report.device,
+        opts.requests,
+        opts.system_tokens,
+        opts.question_tokens,
+        opts.max_tokens,
+        report.max_running,
+        report.max_batch_tokens
+    );
+    print!("{}", report.table());
+    write_json(&report, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `value` as pretty JSON to `path` ("-": stdout).
+fn write_json(value: &impl serde::Serialize, path: Option<PathBuf>) -> Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    let text = serde_json::to_string_pretty(value)?;
+    if path.as_os_str() == "-" {
+        println!("{text}");
+    } else {
+        std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 fn cmd_bench_decode(

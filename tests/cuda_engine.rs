@@ -32,6 +32,7 @@ fn cuda_engine(
         Engine::with_pool_sizes(
             model,
             &cache_settings(prefix_caching, 16),
+            &hearth::config::EngineSettings::default(),
             PoolSizes {
                 device_blocks,
                 host_blocks,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use candle_core::Device;
 
 use super::BenchError;
-use crate::config::{CacheSettings, DevicePool, SamplingParams};
+use crate::config::{CacheSettings, DevicePool, EngineSettings};
 use crate::engine::{Engine, GenerateParams, GenerationReport};
 use crate::model::source::{resolve, ModelSource};
 use crate::model::LoadedModel;
@@ -130,13 +130,9 @@ pub fn run_cache_bench(path: &Path, device: &Device, opts: CacheBenchOptions) ->
         device_blocks: per_request,
         host_blocks: 3 * per_request,
     };
-    let mut cached = Engine::with_pool_sizes(first, &cache(true), sizes)?;
-    let mut uncached = Engine::with_pool_sizes(load()?, &cache(false), sizes)?;
-    let params = GenerateParams {
-        max_tokens: 1,
-        sampling: SamplingParams::greedy(),
-        keep_logits: false,
-    };
+    let mut cached = Engine::with_pool_sizes(first, &cache(true), &EngineSettings::default(), sizes)?;
+    let mut uncached = Engine::with_pool_sizes(load()?, &cache(false), &EngineSettings::default(), sizes)?;
+    let params = GenerateParams::greedy(1);
     let run = |e: &mut Engine, prompt: &[u32]| -> Result<GenerationReport, BenchError> {
         Ok(e.generate(prompt, &params, |_| Ok(()))?)
     };

@@ -20,6 +20,11 @@ pub enum BenchError {
     Reference(#[from] candle_core::Error),
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
+    #[error(transparent)]
+    Client(#[from] super::client::ClientError),
+    /// The server answered a benchmark request with an error.
+    #[error("the server failed a request: {0}")]
+    Serve(String),
     #[error("the benchmark needs a llama-architecture model (the reference is quantized_llama); this one is {0}")]
     NotLlama(String),
 }

@@ -1,6 +1,9 @@
 //! `hearth bench cache`: TTFT cold, with a device hit, a host hit and with
 //! caching off, for a long shared prefix (see [`run_cache_bench`]).
 //!
+//! `hearth bench serve`: the OpenAI server under concurrent load, prefix caching on and off
+//! (see [`run_serve_bench`]); [`client`] is the small HTTP client it drives the server with.
+//!
 //! `hearth bench decode`: prefill and decode throughput of our forward against
 //! candle-transformers' `quantized_llama` on the same GGUF, in one run.
 //!
@@ -10,7 +13,10 @@
 //! reported ratio is ours / theirs (above 1 = we are faster).
 
 mod cache;
+pub mod client;
 mod decode;
+mod serve;
 
 pub use cache::{run_cache_bench, CacheBenchOptions, CacheBenchReport};
 pub use decode::{run_decode_bench, BenchError, BenchOptions, BenchReport, Throughput};
+pub use serve::{run_serve_bench, ServeBenchOptions, ServeBenchReport, ServeRun};

@@ -17,6 +17,10 @@ pub struct ConfigFile {
     pub hub: HubSection,
     #[serde(default)]
     pub cache: CacheSection,
+    #[serde(default)]
+    pub engine: EngineSection,
+    #[serde(default)]
+    pub server: ServerSection,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -56,6 +60,23 @@ pub struct CacheSection {
     pub host_cache_gib: Option<f64>,
     pub prefix_caching: Option<bool>,
     pub write_through: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSection {
+    pub max_running: Option<usize>,
+    pub max_batch_tokens: Option<usize>,
+    pub max_queued: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub api_key: Option<String>,
+    pub max_body_kib: Option<usize>,
 }
 
 impl ConfigFile {

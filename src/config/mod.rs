@@ -21,7 +21,7 @@ pub use file::ConfigFile;
 pub use paths::AppPaths;
 pub use sampling::{SamplingParams, SamplingParamsError};
 pub use settings::{
-    default_device_fraction, default_host_bytes, CacheSettings, DeviceChoice, DevicePool, HubSettings, ModelSettings,
-    Overrides, Settings, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
+    default_device_fraction, default_host_bytes, CacheSettings, DeviceChoice, DevicePool, EngineSettings, HubSettings,
+    ModelSettings, Overrides, ServerSettings, Settings, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_PORT,
 };
 pub use system::{available_ram_bytes, total_ram_bytes};

@@ -60,6 +60,58 @@ pub struct Settings {
     pub max_tokens: usize,
     pub hub: HubSettings,
     pub cache: CacheSettings,
+    pub engine: EngineSettings,
+    pub server: ServerSettings,
+}
+
+/// The scheduler's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineSettings {
+    /// Most requests decoding together (one batched forward per step).
+    pub max_running: usize,
+    /// Most tokens in one step: one per decoding request, the rest for
+    /// prompt chunks (chunked prefill), so a long prompt never stalls the
+    /// others for longer than one such step.
+    pub max_batch_tokens: usize,
+    /// Most requests waiting for their first step; more are refused (the
+    /// server answers 503 with `Retry-After`).
+    pub max_queued: usize,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            max_running: 32,
+            max_batch_tokens: 512,
+            max_queued: 256,
+        }
+    }
+}
+
+/// `hearth --headless`: where and how the HTTP server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSettings {
+    /// Loopback unless another address is asked for.
+    pub host: std::net::IpAddr,
+    pub port: u16,
+    /// When set, every `/v1` route needs `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+}
+
+/// The server's port when none is configured.
+pub const DEFAULT_PORT: u16 = 8080;
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            host: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            port: DEFAULT_PORT,
+            api_key: None,
+            max_body_bytes: 4 << 20,
+        }
+    }
 }
 
 /// How big the device tier of the KV cache is.
@@ -122,6 +174,12 @@ pub struct Overrides {
     pub device_pool_mib: Option<u64>,
     pub host_cache_gib: Option<f64>,
     pub prefix_caching: Option<bool>,
+    pub max_running: Option<usize>,
+    pub max_batch_tokens: Option<usize>,
+    pub max_queued: Option<usize>,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub api_key: Option<String>,
 }
 
 fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError {
@@ -207,7 +265,57 @@ impl Settings {
                 "must name a .gguf file or owner/repo:file.gguf",
             ));
         }
+        let e = &file.engine;
+        let de = EngineSettings::default();
+        let engine = EngineSettings {
+            max_running: cli.max_running.or(e.max_running).unwrap_or(de.max_running),
+            max_batch_tokens: cli
+                .max_batch_tokens
+                .or(e.max_batch_tokens)
+                .unwrap_or(de.max_batch_tokens),
+            max_queued: cli.max_queued.or(e.max_queued).unwrap_or(de.max_queued),
+        };
+        if engine.max_running == 0 {
+            return Err(invalid("engine.max_running", 0, "must be at least 1"));
+        }
+        if engine.max_batch_tokens < engine.max_running {
+            return Err(invalid(
+                "engine.max_batch_tokens",
+                engine.max_batch_tokens,
+                "must be at least engine.max_running (every running request decodes one token per step)",
+            ));
+        }
+        let sv = &file.server;
+        let ds = ServerSettings::default();
+        let host = match cli.host.as_ref().or(sv.host.as_ref()) {
+            None => ds.host,
+            Some(h) if h == "localhost" => ds.host,
+            Some(h) => h
+                .parse()
+                .map_err(|_| invalid("server.host", h, "must be an IP address such as 127.0.0.1 or ::1"))?,
+        };
+        let api_key = cli.api_key.clone().or_else(|| sv.api_key.clone());
+        if api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+            return Err(invalid(
+                "server.api_key",
+                "\"\"",
+                "must not be empty (leave it unset for no key)",
+            ));
+        }
+        let max_body_bytes = match sv.max_body_kib {
+            Some(0) => return Err(invalid("server.max_body_kib", 0, "must be at least 1")),
+            Some(k) => k << 10,
+            None => ds.max_body_bytes,
+        };
+        let server = ServerSettings {
+            host,
+            port: cli.port.or(sv.port).unwrap_or(ds.port),
+            api_key,
+            max_body_bytes,
+        };
         Ok(Self {
+            engine,
+            server,
             model: ModelSettings {
                 source,
                 device,

@@ -1,21 +1,40 @@
-//! Turning prompts into streams of tokens, over the shared KV cache.
+//! Turning prompts into streams of tokens, for many requests at once, over the shared KV cache.
 //!
-//! [`Engine`] owns the model, the [`crate::kv::KvCacheManager`] and the
-//! [`crate::runtime::KvMemory`] behind it. For each request it asks the
-//! manager for the longest cached prefix (copying host hits back to the
-//! device tier), prefills only the rest through the paged K/V store, then
-//! decodes token by token, committing every full block into the prefix trie
-//! (prompt and generated tokens alike) so the next turn of a chat hits. For
-//! now one request runs at a time on the caller's thread; the engine thread
-//! with a queue and continuous batching comes with the server.
+//! The pieces:
 //!
-//! Invariant: a request's blocks are released when it ends, whether it
-//! finished, failed or its consumer went away.
+//! - [`Engine`] (`core.rs`) owns the model, the [`crate::kv::KvCacheManager`] and the
+//!   [`crate::runtime::KvMemory`] behind it. [`Engine::step`] asks the [`Scheduler`] what to
+//!   run, runs every scheduled request in one batched forward (decodes and prompt chunks packed
+//!   together), samples, commits full blocks into the prefix trie and sends each request its
+//!   events.
+//! - [`Scheduler`] (`scheduler.rs`): continuous batching with chunked prefill under a token
+//!   budget; admission looks up the cached prefix (host hits are promoted); when blocks run out
+//!   the newest running request is preempted (its blocks freed, its tokens recomputed later,
+//!   mostly from the cache).
+//! - `sequence.rs`: one request's state (tokens, sampler, detokenizer, stop strings).
+//! - [`EngineHandle`] (`handle.rs`): the engine thread and the cloneable handle front-ends
+//!   hold; [`RequestStream`] carries one request's [`Event`]s; dropping it cancels the request.
+//! - [`EngineStats`] (`stats.rs`): cache, queue, request counters, latency histograms.
 //!
-//! Counterpart: vLLM's `LLMEngine.step` / `Scheduler` for a single request.
+//! Invariants: whatever way a request ends (finished, failed, cancelled, its consumer gone,
+//! preempted), its blocks are released; a request's tokens are the same whether it ran alone or
+//! batched with others, preempted or not (greedy), and with or without the cache.
+//!
+//! Counterpart: vLLM v1's `EngineCore` (`step`), `Scheduler` (`schedule` /
+//! `update_from_output`) and `AsyncLLM`.
 
+mod core;
 mod error;
-mod generate;
+mod handle;
+mod request;
+mod scheduler;
+mod sequence;
+mod stats;
+mod stop;
 
-pub use error::EngineError;
-pub use generate::{Engine, GenerateParams, GenerationReport, StopReason};
+pub use self::core::Engine;
+pub use error::{EngineError, ErrorKind};
+pub use handle::{EngineHandle, EventSender, QueueTicket, RequestStream, Submission};
+pub use request::{Event, GenerateParams, GenerateRequest, GenerationReport, RequestId, StopReason};
+pub use scheduler::Scheduler;
+pub use stats::{EngineStats, Histogram, RequestCounters, TOKENS_PER_SECOND_BUCKETS, TTFT_BUCKETS};

@@ -132,6 +132,23 @@ pub fn engine_with(
     device_blocks: usize,
     host_blocks: usize,
 ) -> hearth::engine::Engine {
+    engine_limits(
+        path,
+        cache,
+        &hearth::config::EngineSettings::default(),
+        device_blocks,
+        host_blocks,
+    )
+}
+
+/// An engine with explicit scheduler limits and tier sizes.
+pub fn engine_limits(
+    path: &Path,
+    cache: hearth::config::CacheSettings,
+    limits: &hearth::config::EngineSettings,
+    device_blocks: usize,
+    host_blocks: usize,
+) -> hearth::engine::Engine {
     let resolved = hearth::model::source::resolve(
         &hearth::model::source::ModelSource::Local(path.to_path_buf()),
         &Default::default(),
@@ -141,6 +158,7 @@ pub fn engine_with(
     hearth::engine::Engine::with_pool_sizes(
         model,
         &cache,
+        limits,
         hearth::runtime::PoolSizes {
             device_blocks,
             host_blocks,
@@ -149,11 +167,23 @@ pub fn engine_with(
     .unwrap()
 }
 
+/// Every block of both tiers is free or cached: no request holds any.
+pub fn assert_blocks_released(s: &hearth::kv::CacheStats, what: &str) {
+    for (tier, t) in [("device", &s.device), ("host", &s.host)] {
+        assert_eq!(t.referenced_blocks, 0, "{what}: {tier} blocks still referenced");
+        assert_eq!(
+            t.free_blocks + t.cached_blocks,
+            t.capacity_blocks,
+            "{what}: {tier} accounting"
+        );
+    }
+    assert_eq!(s.running_seqs, 0, "{what}: sequences still started");
+}
+
 /// Greedy generation of `n` tokens, keeping every step's logits.
 pub fn greedy(n: usize) -> hearth::engine::GenerateParams {
     hearth::engine::GenerateParams {
-        max_tokens: n,
-        sampling: hearth::config::SamplingParams::greedy(),
         keep_logits: true,
+        ..hearth::engine::GenerateParams::greedy(n)
     }
 }

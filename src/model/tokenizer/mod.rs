@@ -200,9 +200,7 @@ impl Tokenizer {
     pub fn stream(&self) -> TokenStream<'_> {
         TokenStream {
             tok: self,
-            ids: Vec::new(),
-            prefix: String::new(),
-            prefix_index: 0,
+            state: Detokenizer::default(),
         }
     }
 }
@@ -228,18 +226,21 @@ fn token_vocab(tokens: &[String]) -> Vocab {
 /// ids, so decoders that look at neighbours (SentencePiece's leading-space
 /// strip) stay right; a piece is emitted only when the text does not end in
 /// an incomplete character (tokenizers' `DecodeStream` algorithm).
-pub struct TokenStream<'a> {
-    tok: &'a Tokenizer,
+///
+/// It holds no reference to the tokenizer, so a long-lived sequence can own
+/// one; each call takes the tokenizer. [`TokenStream`] bundles the two.
+#[derive(Debug, Clone, Default)]
+pub struct Detokenizer {
     ids: Vec<u32>,
     prefix: String,
     prefix_index: usize,
 }
 
-impl TokenStream<'_> {
+impl Detokenizer {
     /// Adds one id; returns the new text, or `None` while it is held back.
-    pub fn push(&mut self, id: u32) -> Result<Option<String>, ModelError> {
+    pub fn push(&mut self, tok: &Tokenizer, id: u32) -> Result<Option<String>, ModelError> {
         tokenizers::step_decode_stream(
-            &*self.tok.inner,
+            &tok.inner,
             vec![id],
             true,
             &mut self.ids,
@@ -250,12 +251,30 @@ impl TokenStream<'_> {
     }
 
     /// Ends the stream: returns held-back text (an incomplete character becomes U+FFFD).
-    pub fn finish(self) -> Result<Option<String>, ModelError> {
-        let text = self.tok.decode_skip_special(&self.ids)?;
+    pub fn finish(self, tok: &Tokenizer) -> Result<Option<String>, ModelError> {
+        let text = tok.decode_skip_special(&self.ids)?;
         Ok(match text.strip_prefix(self.prefix.as_str()) {
             Some(rest) if !rest.is_empty() => Some(rest.to_string()),
             _ => None,
         })
+    }
+}
+
+/// A [`Detokenizer`] bound to its tokenizer.
+pub struct TokenStream<'a> {
+    tok: &'a Tokenizer,
+    state: Detokenizer,
+}
+
+impl TokenStream<'_> {
+    /// Adds one id; returns the new text, or `None` while it is held back.
+    pub fn push(&mut self, id: u32) -> Result<Option<String>, ModelError> {
+        self.state.push(self.tok, id)
+    }
+
+    /// Ends the stream: returns held-back text (an incomplete character becomes U+FFFD).
+    pub fn finish(self) -> Result<Option<String>, ModelError> {
+        self.state.finish(self.tok)
     }
 }
 

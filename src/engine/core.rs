@@ -1,0 +1,430 @@
+//! The engine core: a model, its KV cache, the scheduler, and one step of continuous batching.
+//!
+//! Owns: [`Engine`]. Each [`Engine::step`] asks the [`Scheduler`] for this step's chunks (decodes
+//! and prompt chunks of many requests), packs them into one [`BatchLayout`] over their block
+//! tables, runs one forward, commits the fed tokens (full blocks enter the prefix trie),
+//! samples a token for every request whose input is all fed, and sends each request its events.
+//! A request that ends (finished, failed, cancelled) has its blocks released in the same step.
+//!
+//! [`Engine::generate`] runs one request to completion on the caller's thread through the same
+//! step, for tests and benchmarks; front-ends use [`super::EngineHandle`], which runs the steps
+//! on the engine thread.
+//!
+//! Counterpart: vLLM v1's `EngineCore.step()` with its `Scheduler.update_from_output()`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::scheduler::{Ending, Scheduler};
+use super::sequence::{Sampled, Sequence};
+use super::stats::{EngineStats, RequestCounters};
+use super::{EngineError, Event, GenerateParams, GenerateRequest, GenerationReport, Histogram, RequestId, Submission};
+use crate::config::{available_ram_bytes, total_ram_bytes, CacheSettings, EngineSettings};
+use crate::kv::{CacheStats, KvCacheConfig, KvCacheManager, PrefixMatch};
+use crate::model::{LoadedModel, Logits, ModelError};
+use crate::ops::{BatchLayout, PagedLayout, SeqChunk};
+use crate::runtime::{pool_sizes, KvMemory, MemorySplit, PoolSizes};
+
+/// Checks a request before it is queued: a prompt that is empty, over the
+/// context or outside the vocabulary, parameters out of range, empty stop
+/// strings, a prompt larger than the whole cache (`capacity_tokens`).
+pub(crate) fn validate(model: &LoadedModel, capacity_tokens: usize, r: &GenerateRequest) -> Result<(), EngineError> {
+    model.check_prompt_fits(r.prompt.len())?;
+    let vocab = model.transformer.hparams().vocab_size;
+    if let Some(&id) = r.prompt.iter().find(|&&t| t as usize >= vocab) {
+        return Err(ModelError::TokenOutOfRange { id, vocab }.into());
+    }
+    r.params.sampling.validate()?;
+    if r.params.max_tokens == 0 {
+        return Err(EngineError::InvalidRequest("max_tokens must be at least 1".into()));
+    }
+    if r.params.stop.iter().any(String::is_empty) {
+        return Err(EngineError::InvalidRequest("a stop string must not be empty".into()));
+    }
+    if r.prompt.len() > capacity_tokens {
+        return Err(EngineError::CacheTooSmall {
+            needed_tokens: r.prompt.len(),
+            capacity_tokens,
+        });
+    }
+    Ok(())
+}
+
+/// Figures kept across steps for [`EngineStats`].
+#[derive(Debug, Clone)]
+struct Counters {
+    requests: RequestCounters,
+    prompt_tokens: u64,
+    generated_tokens: u64,
+    steps: u64,
+    ttft: Histogram,
+    decode_rate: Histogram,
+    busy: Duration,
+}
+
+/// A model with its KV cache and scheduler.
+pub struct Engine {
+    model: Arc<LoadedModel>,
+    kv: KvCacheManager,
+    memory: KvMemory,
+    scheduler: Scheduler,
+    counters: Counters,
+    next_request: u64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("model", &self.model.info)
+            .field("memory", &self.memory)
+            .field("scheduler", &self.scheduler)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Sizes the cache from `cache` and the memory available now (after the
+    /// weights are loaded): free VRAM for the device tier on a CUDA device,
+    /// RAM otherwise.
+    pub fn new(model: LoadedModel, cache: &CacheSettings, engine: &EngineSettings) -> Result<Self, EngineError> {
+        let layout = Self::layout(&model, cache);
+        let ram = available_ram_bytes().unwrap_or(4 << 30);
+        let device_free = match model.transformer.device() {
+            #[cfg(feature = "cuda")]
+            candle_core::Device::Cuda(dev) => {
+                let (free, _total) = dev
+                    .cuda_stream()
+                    .context()
+                    .mem_get_info()
+                    .map_err(|e| crate::runtime::RuntimeError::Device(e.to_string()))?;
+                free as u64
+            }
+            // Both tiers come out of the same RAM: the host tier is taken first.
+            _ => ram.saturating_sub(cache.host_bytes),
+        };
+        let sizes = pool_sizes(cache, &layout, device_free, ram, model.info.context_length)?;
+        Self::with_pool_sizes(model, cache, engine, sizes)
+    }
+
+    /// An engine with explicit tier capacities (tests and benchmarks).
+    pub fn with_pool_sizes(
+        model: LoadedModel,
+        cache: &CacheSettings,
+        engine: &EngineSettings,
+        sizes: PoolSizes,
+    ) -> Result<Self, EngineError> {
+        if engine.max_running == 0 || engine.max_batch_tokens < engine.max_running {
+            return Err(EngineError::InvalidRequest(format!(
+                "engine limits: max_running {} must be at least 1 and max_batch_tokens {} at least max_running",
+                engine.max_running, engine.max_batch_tokens
+            )));
+        }
+        let layout = Self::layout(&model, cache);
+        let kv = KvCacheManager::new(KvCacheConfig {
+            block_size: cache.block_size,
+            device_blocks: sizes.device_blocks,
+            host_blocks: sizes.host_blocks,
+            prefix_caching: cache.prefix_caching,
+            write_through: cache.write_through,
+            bytes_per_block: layout.block_bytes(),
+        })?;
+        let memory = match model.transformer.device() {
+            #[cfg(feature = "cuda")]
+            candle_core::Device::Cuda(dev) => KvMemory::new_cuda(dev, layout, sizes.device_blocks, sizes.host_blocks)?,
+            _ => KvMemory::new(layout, sizes.device_blocks, sizes.host_blocks),
+        };
+        tracing::debug!(
+            "KV cache: {} device blocks, {} host blocks of {} tokens ({} KiB each)",
+            sizes.device_blocks,
+            sizes.host_blocks,
+            cache.block_size,
+            layout.block_bytes() / 1024
+        );
+        Ok(Self {
+            model: Arc::new(model),
+            kv,
+            memory,
+            scheduler: Scheduler::new(*engine),
+            counters: Counters {
+                requests: RequestCounters::default(),
+                prompt_tokens: 0,
+                generated_tokens: 0,
+                steps: 0,
+                ttft: Histogram::new(super::TTFT_BUCKETS),
+                decode_rate: Histogram::new(super::TOKENS_PER_SECOND_BUCKETS),
+                busy: Duration::ZERO,
+            },
+            next_request: 0,
+        })
+    }
+
+    fn layout(model: &LoadedModel, cache: &CacheSettings) -> PagedLayout {
+        let s = model.transformer.kv_shape();
+        PagedLayout {
+            layers: s.layers,
+            kv_heads: s.kv_heads,
+            head_dim: s.head_dim,
+            block_size: cache.block_size,
+        }
+    }
+
+    pub fn model(&self) -> &LoadedModel {
+        &self.model
+    }
+
+    pub(crate) fn model_arc(&self) -> Arc<LoadedModel> {
+        self.model.clone()
+    }
+
+    /// Tokens the device tier holds: the longest prompt that can ever run.
+    pub fn capacity_tokens(&self) -> usize {
+        self.kv.config().device_blocks * self.kv.config().block_size
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.kv.stats()
+    }
+
+    /// How the device's memory is split between weights, the KV cache's
+    /// device tier and the rest (VRAM on a CUDA device, RAM otherwise).
+    pub fn memory(&self) -> Result<MemorySplit, EngineError> {
+        let kv = self.kv.stats().device;
+        let weights = self.model.transformer.weight_bytes();
+        match self.model.transformer.device() {
+            #[cfg(feature = "cuda")]
+            candle_core::Device::Cuda(dev) => {
+                let (free, total) = dev
+                    .cuda_stream()
+                    .context()
+                    .mem_get_info()
+                    .map_err(|e| crate::runtime::RuntimeError::Device(e.to_string()))?;
+                Ok(MemorySplit::new("cuda", total as u64, free as u64, weights, &kv, false))
+            }
+            _ => {
+                let total = total_ram_bytes().unwrap_or(0);
+                let free = available_ram_bytes().unwrap_or(0);
+                Ok(MemorySplit::new("cpu", total, free, weights, &kv, true))
+            }
+        }
+    }
+
+    /// A snapshot of the cache, the queue and the counters.
+    pub fn stats(&self) -> EngineStats {
+        let c = &self.counters;
+        EngineStats {
+            memory: self.memory().ok(),
+            waiting: self.scheduler.num_waiting(),
+            running: self.scheduler.num_running(),
+            requests: c.requests,
+            prompt_tokens: c.prompt_tokens,
+            generated_tokens: c.generated_tokens,
+            steps: c.steps,
+            ttft_seconds: c.ttft.clone(),
+            decode_tokens_per_second: c.decode_rate.clone(),
+            busy: c.busy,
+            ..EngineStats::new(self.kv.stats())
+        }
+    }
+
+    /// The cached prefix `prompt` would get now, without changing anything.
+    pub fn peek(&self, prompt: &[u32]) -> PrefixMatch {
+        self.kv.peek(prompt)
+    }
+
+    /// Whether any request is waiting or running.
+    pub fn has_work(&self) -> bool {
+        self.scheduler.has_work()
+    }
+
+    /// Queues a request that was validated when it was submitted; it runs
+    /// from the next step. One that fails validation now ends at once with
+    /// an [`Event::Error`].
+    pub fn add_request(&mut self, s: Submission) {
+        if let Err(e) = validate(&self.model, self.capacity_tokens(), &s.request) {
+            let _ = s.events.send(Event::Error(e));
+            return;
+        }
+        self.counters.requests.submitted += 1;
+        self.counters.prompt_tokens += s.request.prompt.len() as u64;
+        self.scheduler.add(Sequence::new(s));
+    }
+
+    /// Cancels request `id`, releasing everything it holds; its channel gets
+    /// [`EngineError::Cancelled`]. Returns whether it was found.
+    pub fn cancel(&mut self, id: RequestId) -> bool {
+        match self.scheduler.remove(id, &mut self.kv) {
+            Some(s) => {
+                self.end(s, Ending::Cancelled);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ends a request that left the scheduler (its blocks already freed).
+    fn end(&mut self, s: Sequence, how: Ending) {
+        let c = &mut self.counters;
+        match how {
+            Ending::Stop(stop) => {
+                let report = s.finish(stop, &self.model.tokenizer);
+                c.requests.finished += 1;
+                c.decode_rate.observe(report.decode_rate());
+            }
+            Ending::Cancelled => {
+                c.requests.cancelled += 1;
+                s.fail(EngineError::Cancelled);
+            }
+            Ending::Error(e) => {
+                tracing::warn!("{} failed: {e}", s.id);
+                c.requests.failed += 1;
+                s.fail(e);
+            }
+        }
+    }
+
+    /// Runs one step: schedule, one batched forward, commit, sample, send
+    /// events, release what ended. Does nothing when there is no work.
+    pub fn step(&mut self) {
+        let out = self.scheduler.schedule(&mut self.kv, &mut self.memory);
+        self.counters.requests.preemptions += out.preempted as u64;
+        for (s, how) in out.ended {
+            self.end(s, how);
+        }
+        if out.chunks.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        let result = self.forward(&out.chunks);
+        self.counters.busy += started.elapsed();
+        self.counters.steps += 1;
+        let rows = match result {
+            Ok(rows) => rows,
+            Err(e) => {
+                // The whole batch failed: every request in it ends with the error.
+                let msg = e.to_string();
+                tracing::error!("a batched forward failed: {msg}");
+                let mut idx: Vec<usize> = out.chunks.iter().map(|c| c.0).collect();
+                idx.sort_unstable_by_key(|&i| std::cmp::Reverse(i));
+                for i in idx {
+                    let s = self.scheduler.take_running(i, &mut self.kv);
+                    self.end(s, Ending::Error(EngineError::Step(msg.clone())));
+                }
+                return;
+            }
+        };
+        let context = self.model.info.context_length;
+        let mut ended: Vec<(usize, Ending)> = Vec::new();
+        let running = self.scheduler.running_mut();
+        for (&(i, n), logits) in out.chunks.iter().zip(rows) {
+            let s = &mut running[i];
+            let Some(seq) = s.seq else { continue };
+            let t = Instant::now();
+            let plan = self.kv.commit(seq, &s.tokens[s.computed..s.computed + n]);
+            s.bookkeeping += t.elapsed();
+            if let Err(e) = plan
+                .map_err(EngineError::from)
+                .and_then(|p| self.memory.execute(&p).map_err(EngineError::from))
+            {
+                ended.push((i, Ending::Error(e)));
+                continue;
+            }
+            s.computed += n;
+            if s.remaining() > 0 {
+                continue; // a prompt chunk; the prompt goes on next step
+            }
+            let first = s.ttft().is_none();
+            self.counters.generated_tokens += 1;
+            match s.sample(logits, &self.model.tokenizer, context) {
+                Ok(Sampled::Continue) => {}
+                Ok(Sampled::Finished(stop)) => ended.push((i, Ending::Stop(stop))),
+                Err(e) => ended.push((i, Ending::Error(e.into()))),
+            }
+            if first {
+                if let Some(t) = s.ttft() {
+                    self.counters.ttft.observe(t.as_secs_f64());
+                }
+            }
+        }
+        // Highest index first, so each removal leaves the lower indices valid.
+        ended.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
+        for (i, how) in ended {
+            let s = self.scheduler.take_running(i, &mut self.kv);
+            self.end(s, how);
+        }
+    }
+
+    /// One forward over `chunks` of the running requests; the logits of each
+    /// chunk's last token, in chunk order.
+    fn forward(&mut self, chunks: &[(usize, usize)]) -> Result<Vec<Vec<f32>>, EngineError> {
+        let running = self.scheduler.running_mut();
+        let mut tokens = Vec::new();
+        let mut layout = Vec::with_capacity(chunks.len());
+        let mut tables = Vec::with_capacity(chunks.len());
+        for &(i, n) in chunks {
+            let s = &running[i];
+            let seq = s
+                .seq
+                .ok_or(EngineError::Step(format!("{} is running without blocks", s.id)))?;
+            tokens.extend_from_slice(&s.tokens[s.computed..s.computed + n]);
+            layout.push(SeqChunk {
+                cached: s.computed,
+                new: n,
+            });
+            tables.push(self.kv.block_table(seq).ok_or(crate::kv::KvError::UnknownSeq(seq))?);
+        }
+        let batch = BatchLayout::new(layout).map_err(ModelError::from)?;
+        let mut store = self.memory.store(&tables);
+        let logits = self
+            .model
+            .transformer
+            .forward(&tokens, &batch, store.as_mut(), Logits::LastPerSequence)?;
+        Ok(logits.to_vec2::<f32>().map_err(ModelError::from)?)
+    }
+
+    /// Runs one request to completion on this thread, streaming its text to
+    /// `on_text` (an error there cancels the request). Other queued requests
+    /// step along with it.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        params: &GenerateParams,
+        mut on_text: impl FnMut(&str) -> Result<(), EngineError>,
+    ) -> Result<GenerationReport, EngineError> {
+        let request = GenerateRequest {
+            prompt: prompt.to_vec(),
+            params: params.clone(),
+        };
+        validate(&self.model, self.capacity_tokens(), &request)?;
+        // Counted down from the top, apart from the ids an EngineHandle hands out.
+        let id = RequestId(u64::MAX - self.next_request);
+        self.next_request += 1;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        self.add_request(Submission {
+            id,
+            request,
+            events: tx,
+            submitted: Instant::now(),
+            ticket: None,
+        });
+        loop {
+            self.step();
+            while let Ok(event) = rx.try_recv() {
+                match event {
+                    Event::Token { text, .. } => {
+                        if !text.is_empty() {
+                            if let Err(e) = on_text(&text) {
+                                self.cancel(id);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    Event::Done(report) => return Ok(*report),
+                    Event::Error(e) => return Err(e),
+                }
+            }
+            if !self.has_work() {
+                return Err(EngineError::Stopped);
+            }
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! The engine thread and the handle front-ends hold.
+//!
+//! Owns: [`EngineHandle`] (cloneable; tokenizes, validates and submits requests, cancels them,
+//! reads stats) and [`RequestStream`] (one request's events). The thread owns the [`Engine`]:
+//! it takes commands between steps and runs steps while any request is waiting or running, then
+//! sleeps until the next command.
+//!
+//! Invariants: a request is validated on the caller's thread, so a bad one is refused before it
+//! is queued and a front-end can answer with a status, not a stream; dropping a
+//! [`RequestStream`] cancels its request (the engine notices within one step and frees
+//! everything it held); the queue never holds more than `max_queued` requests waiting for their
+//! first step (a [`QueueTicket`] counts each, released whichever way the request leaves the
+//! queue); the thread stops when the last handle is gone and no request is left.
+//!
+//! Counterpart: vLLM's `AsyncLLM` / `EngineCoreClient` over `EngineCore`'s busy loop.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use tokio::sync::mpsc as events;
+
+use super::{Engine, EngineError, EngineStats, Event, GenerateRequest, RequestId};
+use crate::model::chat::ChatMessage;
+use crate::model::{LoadedModel, ModelInfo};
+
+/// The sending half of a request's events.
+pub type EventSender = events::UnboundedSender<Event>;
+
+/// Holds one place in the engine's queue until the request is first
+/// scheduled, or leaves the queue any other way (dropped with it).
+#[derive(Debug)]
+pub struct QueueTicket(Arc<AtomicUsize>);
+
+impl QueueTicket {
+    /// Takes a place if fewer than `limit` are taken.
+    fn take(counter: &Arc<AtomicUsize>, limit: usize) -> Option<Self> {
+        counter
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1))
+            .ok()
+            .map(|_| Self(counter.clone()))
+    }
+}
+
+impl Drop for QueueTicket {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A request on its way to the engine thread.
+#[derive(Debug)]
+pub struct Submission {
+    pub id: RequestId,
+    pub request: GenerateRequest,
+    pub events: EventSender,
+    pub submitted: Instant,
+    pub ticket: Option<QueueTicket>,
+}
+
+enum Command {
+    Submit(Box<Submission>),
+    Cancel(RequestId),
+}
+
+struct Shared {
+    commands: mpsc::Sender<Command>,
+    model: Arc<LoadedModel>,
+    /// Tokens the cache's device tier holds (the longest prompt that can run).
+    capacity_tokens: usize,
+    stats: Arc<Mutex<EngineStats>>,
+    queued: Arc<AtomicUsize>,
+    max_queued: usize,
+    /// Requests refused by `submit`.
+    rejected: AtomicU64,
+    next_id: AtomicU64,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Closing `commands` (dropped after this) ends the thread once its
+        // requests are done; nothing waits for it here.
+        if let Ok(mut t) = self.thread.lock() {
+            t.take();
+        }
+    }
+}
+
+/// A cloneable handle to the engine thread.
+#[derive(Clone)]
+pub struct EngineHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for EngineHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineHandle")
+            .field("model", &self.shared.model.info.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One request's events, in order: [`Event::Token`]s, then one
+/// [`Event::Done`] or [`Event::Error`]. Dropping it cancels the request.
+#[derive(Debug)]
+pub struct RequestStream {
+    id: RequestId,
+    rx: events::UnboundedReceiver<Event>,
+}
+
+impl RequestStream {
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    /// The next event; `None` after the last one.
+    pub async fn recv(&mut self) -> Option<Event> {
+        self.rx.recv().await
+    }
+
+    /// The next event, blocking this thread (not for async contexts).
+    pub fn blocking_recv(&mut self) -> Option<Event> {
+        self.rx.blocking_recv()
+    }
+
+    /// The next event if one has arrived.
+    pub fn try_recv(&mut self) -> Option<Event> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl EngineHandle {
+    /// Starts the engine thread with `engine`. At most `max_queued` requests
+    /// may wait for their first step; more are refused with
+    /// [`EngineError::QueueFull`].
+    pub fn spawn(engine: Engine, max_queued: usize) -> Result<Self, EngineError> {
+        let model = engine.model_arc();
+        let capacity_tokens = engine.capacity_tokens();
+        let stats = Arc::new(Mutex::new(engine.stats()));
+        let (tx, rx) = mpsc::channel();
+        let published = stats.clone();
+        let thread = std::thread::Builder::new()
+            .name("hearth-engine".into())
+            .spawn(move || engine_loop(engine, rx, published))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                commands: tx,
+                model,
+                capacity_tokens,
+                stats,
+                queued: Arc::new(AtomicUsize::new(0)),
+                max_queued,
+                rejected: AtomicU64::new(0),
+                next_id: AtomicU64::new(0),
+                thread: Mutex::new(Some(thread)),
+            }),
+        })
+    }
+
+    /// The loaded model (weights, tokenizer, chat template, info).
+    pub fn model(&self) -> &LoadedModel {
+        &self.shared.model
+    }
+
+    pub fn model_info(&self) -> &ModelInfo {
+        &self.shared.model.info
+    }
+
+    /// Token ids of raw text as a prompt (BOS per the tokenizer's rule).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, EngineError> {
+        Ok(self.shared.model.prompt_ids(text, false)?)
+    }
+
+    /// Token ids of a conversation through the chat template, ready for the
+    /// assistant's reply.
+    pub fn tokenize_chat(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, EngineError> {
+        Ok(self.shared.model.chat_ids(messages)?)
+    }
+
+    /// Validates `request` and queues it. Errors (nothing queued): an empty
+    /// prompt or one over the context, parameters out of range, a full queue,
+    /// a stopped engine.
+    pub fn submit(&self, request: GenerateRequest) -> Result<RequestStream, EngineError> {
+        let accepted =
+            super::core::validate(&self.shared.model, self.shared.capacity_tokens, &request).and_then(|()| {
+                QueueTicket::take(&self.shared.queued, self.shared.max_queued).ok_or(EngineError::QueueFull {
+                    limit: self.shared.max_queued,
+                })
+            });
+        let ticket = accepted.inspect_err(|_| {
+            self.shared.rejected.fetch_add(1, Ordering::Relaxed);
+        })?;
+        let id = RequestId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = events::unbounded_channel();
+        let submission = Submission {
+            id,
+            request,
+            events: tx,
+            submitted: Instant::now(),
+            ticket: Some(ticket),
+        };
+        self.shared
+            .commands
+            .send(Command::Submit(Box::new(submission)))
+            .map_err(|_| EngineError::Stopped)?;
+        Ok(RequestStream { id, rx })
+    }
+
+    /// Cancels a request; its stream then ends with [`EngineError::Cancelled`].
+    /// Unknown or finished ids are ignored.
+    pub fn cancel(&self, id: RequestId) {
+        let _ = self.shared.commands.send(Command::Cancel(id));
+    }
+
+    /// The latest snapshot (published after every step), with the requests
+    /// refused at submission.
+    pub fn stats(&self) -> EngineStats {
+        let mut s = match self.shared.stats.lock() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        s.requests.rejected = self.shared.rejected.load(Ordering::Relaxed);
+        s
+    }
+
+    /// Requests waiting for their first step, as counted for the queue limit.
+    pub fn queued(&self) -> usize {
+        self.shared.queued.load(Ordering::Acquire)
+    }
+
+    /// Whether the engine thread is still running.
+    pub fn is_running(&self) -> bool {
+        self.shared
+            .thread
+            .lock()
+            .map(|t| t.as_ref().is_some_and(|t| !t.is_finished()))
+            .unwrap_or(false)
+    }
+}
+
+fn publish(engine: &Engine, to: &Mutex<EngineStats>) {
+    let s = engine.stats();
+    match to.lock() {
+        Ok(mut g) => *g = s,
+        Err(poisoned) => *poisoned.into_inner() = s,
+    }
+}
+
+fn engine_loop(mut engine: Engine, rx: mpsc::Receiver<Command>, stats: Arc<Mutex<EngineStats>>) {
+    let apply = |engine: &mut Engine, c: Command| match c {
+        Command::Submit(s) => engine.add_request(*s),
+        Command::Cancel(id) => {
+            engine.cancel(id);
+        }
+    };
+    let mut open = true;
+    loop {
+        if !engine.has_work() {
+            publish(&engine, &stats);
+            if !open {
+                break;
+            }
+            match rx.recv() {
+                Ok(c) => apply(&mut engine, c),
+                Err(_) => break,
+            }
+        }
+        loop {
+            match rx.try_recv() {
+                Ok(c) => apply(&mut engine, c),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        engine.step();
+        publish(&engine, &stats);
+    }
+    tracing::debug!("engine thread stopped");
+}

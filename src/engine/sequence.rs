@@ -1,0 +1,206 @@
+//! One request's state inside the engine, from submission to its last event.
+//!
+//! Owns: [`Sequence`]: the token list (prompt, then every sampled token), how many of them have
+//! K/V in the current admission's blocks (`computed`), the sampler, the detokenizer, the stop
+//! strings, the request's event channel and its timings.
+//!
+//! The one rule the scheduler and the step follow: a step feeds `tokens[computed..computed + n]`;
+//! when that reaches the end of `tokens`, the step's logits sample the next token, which is
+//! appended (so a decode step is the case `n == 1`). A prompt chunk, a decode and the recompute
+//! after a preemption are the same operation.
+//!
+//! Counterpart: vLLM v1's `Request` (`num_computed_tokens`, `all_token_ids`).
+
+use std::time::{Duration, Instant};
+
+use super::handle::{EventSender, QueueTicket};
+use super::stop::StopMatcher;
+use super::{Event, GenerateParams, GenerationReport, RequestId, StopReason, Submission};
+use crate::kv::{PrefixMatch, SeqId};
+use crate::model::sampling::Sampler;
+use crate::model::tokenizer::{Detokenizer, Tokenizer};
+use crate::model::ModelError;
+
+/// One request in the engine.
+#[derive(Debug)]
+pub(crate) struct Sequence {
+    pub(crate) id: RequestId,
+    /// The cache manager's id for the current admission (a new one after each preemption).
+    pub(crate) seq: Option<SeqId>,
+    pub(crate) prompt_len: usize,
+    /// Prompt, then every sampled token.
+    pub(crate) tokens: Vec<u32>,
+    /// Tokens whose K/V is in the current admission's blocks.
+    pub(crate) computed: usize,
+    pub(crate) params: GenerateParams,
+    sampler: Sampler,
+    detok: Detokenizer,
+    stop: StopMatcher,
+    text: String,
+    events: EventSender,
+    /// The place in the queue, until the first admission.
+    pub(crate) ticket: Option<QueueTicket>,
+    submitted: Instant,
+    first_scheduled: Option<Instant>,
+    first_token: Option<Instant>,
+    /// The prefix hit of the first admission.
+    cached: Option<PrefixMatch>,
+    pub(crate) bookkeeping: Duration,
+    pub(crate) preemptions: u32,
+    logits: Vec<Vec<f32>>,
+}
+
+/// What sampling one token led to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sampled {
+    /// The request goes on.
+    Continue,
+    /// The request is done.
+    Finished(StopReason),
+}
+
+impl Sequence {
+    pub(crate) fn new(s: Submission) -> Self {
+        let Submission {
+            id,
+            request,
+            events,
+            submitted,
+            ticket,
+        } = s;
+        Self {
+            id,
+            seq: None,
+            prompt_len: request.prompt.len(),
+            tokens: request.prompt,
+            computed: 0,
+            sampler: Sampler::new(request.params.sampling.clone()),
+            stop: StopMatcher::new(&request.params.stop),
+            params: request.params,
+            detok: Detokenizer::default(),
+            text: String::new(),
+            events,
+            ticket,
+            submitted,
+            first_scheduled: None,
+            first_token: None,
+            cached: None,
+            bookkeeping: Duration::ZERO,
+            preemptions: 0,
+            logits: Vec::new(),
+        }
+    }
+
+    /// Tokens generated so far.
+    pub(crate) fn generated(&self) -> usize {
+        self.tokens.len() - self.prompt_len
+    }
+
+    /// Tokens still to feed before the next sample.
+    pub(crate) fn remaining(&self) -> usize {
+        self.tokens.len() - self.computed
+    }
+
+    /// Whether the consumer of the events is gone (the request is to be cancelled).
+    pub(crate) fn is_abandoned(&self) -> bool {
+        self.events.is_closed()
+    }
+
+    /// Records an admission: the cache manager's id and the cached prefix.
+    pub(crate) fn admitted(&mut self, seq: SeqId, cached_tokens: usize, hit: PrefixMatch) {
+        self.seq = Some(seq);
+        self.computed = cached_tokens;
+        if self.first_scheduled.is_none() {
+            self.first_scheduled = Some(Instant::now());
+            self.cached = Some(hit);
+        }
+        // The first admission leaves the queue for good.
+        self.ticket = None;
+    }
+
+    /// Time from submission to the first token, once there is one.
+    pub(crate) fn ttft(&self) -> Option<Duration> {
+        self.first_token.map(|t| t.duration_since(self.submitted))
+    }
+
+    /// Samples the next token from this step's `logits` and streams it.
+    /// `context`: the most tokens a sequence may hold.
+    pub(crate) fn sample(&mut self, logits: Vec<f32>, tok: &Tokenizer, context: usize) -> Result<Sampled, ModelError> {
+        let next = self.sampler.sample(&logits, &self.tokens);
+        if self.params.keep_logits {
+            self.logits.push(logits);
+        }
+        self.first_token.get_or_insert_with(Instant::now);
+        if !self.params.ignore_eos && tok.stop_ids().contains(&next) {
+            return Ok(Sampled::Finished(StopReason::Eos));
+        }
+        self.tokens.push(next);
+        let piece = self.detok.push(tok, next)?.unwrap_or_default();
+        let text = self.stop.push(&piece);
+        self.text.push_str(&text);
+        let _ = self.events.send(Event::Token { id: next, text });
+        Ok(if self.stop.stopped() {
+            Sampled::Finished(StopReason::StopString)
+        } else if self.generated() >= self.params.max_tokens {
+            Sampled::Finished(StopReason::MaxTokens)
+        } else if self.tokens.len() > context {
+            // The new token would sit at position `context`, past the end.
+            Sampled::Finished(StopReason::ContextFull)
+        } else {
+            Sampled::Continue
+        })
+    }
+
+    /// Ends the request with a reply: flushes held-back text and sends `Done`.
+    /// Returns the report's figures for the engine's stats.
+    pub(crate) fn finish(mut self, stop: StopReason, tok: &Tokenizer) -> GenerationReport {
+        let rest = match std::mem::take(&mut self.detok).finish(tok) {
+            Ok(r) => r.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!("{}: the reply's last characters could not be decoded: {e}", self.id);
+                String::new()
+            }
+        };
+        if !self.stop.stopped() {
+            let mut tail = self.stop.push(&rest);
+            tail.push_str(&self.stop.finish());
+            if !tail.is_empty() {
+                self.text.push_str(&tail);
+                // The held-back text goes out with the last token's id.
+                let id = self.tokens.last().copied().unwrap_or_default();
+                let _ = self.events.send(Event::Token { id, text: tail });
+            }
+        }
+        let now = Instant::now();
+        let first = self.first_token.unwrap_or(now);
+        let report = GenerationReport {
+            id: self.id,
+            prompt_tokens: self.prompt_len,
+            cached: self.cached.unwrap_or_default(),
+            tokens: self.tokens[self.prompt_len..].to_vec(),
+            text: std::mem::take(&mut self.text),
+            stop,
+            queued: self.first_scheduled.unwrap_or(now).duration_since(self.submitted),
+            ttft: first.duration_since(self.submitted),
+            decode: now.duration_since(first),
+            bookkeeping: self.bookkeeping,
+            preemptions: self.preemptions,
+            logits: std::mem::take(&mut self.logits),
+        };
+        let _ = self.events.send(Event::Done(Box::new(report.clone())));
+        report
+    }
+
+    /// Ends the request with an error.
+    pub(crate) fn fail(self, error: super::EngineError) {
+        let _ = self.events.send(Event::Error(error));
+    }
+
+    /// Forgets the current admission (preemption): the tokens stay and are
+    /// recomputed, mostly from the cache, at the next admission.
+    pub(crate) fn preempted(&mut self) {
+        self.seq = None;
+        self.computed = 0;
+        self.preemptions += 1;
+    }
+}

@@ -1,0 +1,110 @@
+//! `POST /v1/chat/completions`.
+//!
+//! Owns: reading `messages` (each `content` a string, a list of `{"type": "text", "text"}`
+//! parts joined in order, or null for an empty turn; other part types are refused) into
+//! [`ChatMessage`]s, which the engine renders through the model's chat template with the
+//! generation prompt.
+//!
+//! Counterpart: vLLM's `serving_chat.py` and `chat_utils.py` (content parts).
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::Response;
+use serde_json::Value;
+
+use crate::model::chat::ChatMessage;
+
+use super::protocol::{ChatFields, CommonFields, Kind, WireMessage};
+use super::{body, generation, params, ApiError, AppState};
+
+pub(crate) async fn handle(
+    State(state): State<AppState>,
+    request: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let value = body::json_object(request, state.config().max_body_bytes)?;
+    let plan = params::plan(&state, body::fields::<CommonFields>(&value)?)?;
+    let messages = messages(body::fields::<ChatFields>(&value)?.messages)?;
+    let prompt = generation::tokenize(&state, move |engine| engine.tokenize_chat(&messages)).await?;
+    generation::respond(&state, prompt, plan, Kind::Chat).await
+}
+
+fn messages(wire: Vec<WireMessage>) -> Result<Vec<ChatMessage>, ApiError> {
+    if wire.is_empty() {
+        return Err(ApiError::invalid_param(
+            "messages",
+            "messages must hold at least one message",
+        ));
+    }
+    wire.into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            Ok(ChatMessage {
+                role: m.role,
+                content: content_text(m.content, i)?,
+            })
+        })
+        .collect()
+}
+
+/// A message's `content` as one string.
+fn content_text(content: Value, index: usize) -> Result<String, ApiError> {
+    let param = format!("messages[{index}].content");
+    match content {
+        Value::Null => Ok(String::new()),
+        Value::String(s) => Ok(s),
+        Value::Array(parts) => {
+            let mut text = String::new();
+            for (j, part) in parts.iter().enumerate() {
+                match (
+                    part.get("type").and_then(Value::as_str),
+                    part.get("text").and_then(Value::as_str),
+                ) {
+                    (Some("text"), Some(t)) => text.push_str(t),
+                    (Some("text"), None) => {
+                        return Err(ApiError::invalid_param(
+                            param.clone(),
+                            format!("{param}[{j}]: a text part needs a string `text`"),
+                        ))
+                    }
+                    (Some(other), _) => {
+                        return Err(ApiError::invalid_param(
+                            param.clone(),
+                            format!("{param}[{j}]: only text parts are supported, not `{other}`"),
+                        ))
+                    }
+                    (None, _) => {
+                        return Err(ApiError::invalid_param(
+                            param.clone(),
+                            format!("{param}[{j}]: each part must be an object with a `type`"),
+                        ))
+                    }
+                }
+            }
+            Ok(text)
+        }
+        _ => Err(ApiError::invalid_param(
+            param.clone(),
+            format!("{param} must be a string or a list of text parts"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn content_is_a_string_text_parts_or_null() {
+        assert_eq!(content_text(json!("hi"), 0).unwrap(), "hi");
+        assert_eq!(content_text(Value::Null, 0).unwrap(), "");
+        let parts = json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]);
+        assert_eq!(content_text(parts, 0).unwrap(), "ab");
+        let image = json!([{"type": "image_url", "image_url": {"url": "x"}}]);
+        let e = content_text(image, 2).unwrap_err();
+        assert!(e.body().error.message.contains("messages[2].content[0]"), "{e}");
+        assert!(content_text(json!(5), 0).is_err());
+        assert!(content_text(json!([{"text": "a"}]), 0).is_err());
+    }
+}

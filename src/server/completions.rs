@@ -1,0 +1,95 @@
+//! `POST /v1/completions` (raw text, no chat template).
+//!
+//! Owns: reading `prompt`: a string (tokenized with BOS per the tokenizer's rule), a list of
+//! one string, a list of token ids (used as they are), or a list of one such list. Several
+//! prompts in one request are refused: hearth answers one choice per request.
+//!
+//! Counterpart: vLLM's `serving_completion.py`.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::Response;
+use serde_json::Value;
+
+use super::protocol::{CommonFields, CompletionFields, Kind};
+use super::{body, generation, params, ApiError, AppState};
+
+/// A prompt as sent.
+#[derive(Debug, PartialEq)]
+enum Prompt {
+    Text(String),
+    Tokens(Vec<u32>),
+}
+
+pub(crate) async fn handle(
+    State(state): State<AppState>,
+    request: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let value = body::json_object(request, state.config().max_body_bytes)?;
+    let plan = params::plan(&state, body::fields::<CommonFields>(&value)?)?;
+    let prompt = match prompt(body::fields::<CompletionFields>(&value)?.prompt)? {
+        Prompt::Text(text) => generation::tokenize(&state, move |engine| engine.tokenize(&text)).await?,
+        Prompt::Tokens(ids) => ids,
+    };
+    generation::respond(&state, prompt, plan, Kind::Text).await
+}
+
+fn prompt(value: Value) -> Result<Prompt, ApiError> {
+    const SHAPES: &str =
+        "prompt must be a string, a list of one string, a list of token ids or a list of one list of token ids";
+    let one_only = || {
+        ApiError::invalid_param(
+            "prompt",
+            "several prompts in one request are not supported; send one request per prompt",
+        )
+    };
+    match value {
+        Value::String(s) => Ok(Prompt::Text(s)),
+        Value::Array(items) => match items.as_slice() {
+            [] => Err(ApiError::invalid_param("prompt", "prompt must not be empty")),
+            [Value::String(_)] | [Value::Array(_)] => match items.into_iter().next() {
+                Some(Value::String(s)) => Ok(Prompt::Text(s)),
+                Some(Value::Array(ids)) => token_ids(&ids),
+                _ => Err(ApiError::invalid_param("prompt", SHAPES)),
+            },
+            [Value::String(_) | Value::Array(_), ..] => Err(one_only()),
+            _ => token_ids(&items),
+        },
+        _ => Err(ApiError::invalid_param("prompt", SHAPES)),
+    }
+}
+
+fn token_ids(items: &[Value]) -> Result<Prompt, ApiError> {
+    items
+        .iter()
+        .map(|v| v.as_u64().and_then(|id| u32::try_from(id).ok()))
+        .collect::<Option<Vec<u32>>>()
+        .map(Prompt::Tokens)
+        .ok_or_else(|| ApiError::invalid_param("prompt", "token ids must be integers from 0 to 4294967295"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn prompt_shapes() {
+        assert_eq!(prompt(json!("hi")).unwrap(), Prompt::Text("hi".into()));
+        assert_eq!(prompt(json!(["hi"])).unwrap(), Prompt::Text("hi".into()));
+        assert_eq!(prompt(json!([1, 2, 3])).unwrap(), Prompt::Tokens(vec![1, 2, 3]));
+        assert_eq!(prompt(json!([[4, 5]])).unwrap(), Prompt::Tokens(vec![4, 5]));
+        for bad in [
+            json!(["a", "b"]),
+            json!([[1], [2]]),
+            json!([]),
+            json!(null),
+            json!(3),
+            json!([1, -2]),
+            json!([1, "a"]),
+        ] {
+            assert!(prompt(bad.clone()).is_err(), "{bad}");
+        }
+    }
+}

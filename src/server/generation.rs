@@ -1,0 +1,75 @@
+//! From a tokenized prompt to a response: submit to the engine, then stream or collect.
+//!
+//! Owns: tokenizing off the async threads (a long conversation's template and tokenizer run
+//! on tokio's blocking pool), submitting (the engine validates synchronously, so a bad request
+//! gets its status before any stream starts), collecting a whole reply for a non-streamed
+//! request, and choosing between that and [`super::stream`].
+//!
+//! The [`RequestStream`] is moved into whichever consumes it (the SSE stream, or this
+//! module's future for a whole reply); when the client goes, that is dropped and the engine
+//! cancels the request.
+//!
+//! Counterpart: vLLM's `OpenAIServingChat.create_chat_completion` /
+//! `chat_completion_full_generator`.
+
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use crate::engine::{EngineError, EngineHandle, Event, GenerateRequest, GenerationReport, RequestStream};
+
+use super::params::Plan;
+use super::protocol::{chat_completion, text_completion, Kind, Meta};
+use super::{stream, ApiError, AppState};
+
+/// Runs `tokenize` with the engine handle on the blocking pool.
+pub(crate) async fn tokenize<F>(state: &AppState, tokenize: F) -> Result<Vec<u32>, ApiError>
+where
+    F: FnOnce(&EngineHandle) -> Result<Vec<u32>, EngineError> + Send + 'static,
+{
+    let engine = state.engine().clone();
+    tokio::task::spawn_blocking(move || tokenize(&engine))
+        .await
+        .map_err(|e| ApiError::Internal(format!("tokenizing the prompt failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+/// Submits `prompt` and answers as `plan` says: an SSE stream or a whole
+/// response of `kind`'s shape.
+pub(crate) async fn respond(state: &AppState, prompt: Vec<u32>, plan: Plan, kind: Kind) -> Result<Response, ApiError> {
+    let events = state.engine().submit(GenerateRequest {
+        prompt,
+        params: plan.params,
+    })?;
+    let meta = Meta::new(
+        match kind {
+            Kind::Chat => "chatcmpl",
+            Kind::Text => "cmpl",
+        },
+        &plan.model,
+    );
+    if plan.stream {
+        return Ok(stream::sse(events, kind, meta, plan.include_usage).into_response());
+    }
+    let report = collect(events).await?;
+    Ok(match kind {
+        Kind::Chat => Json(chat_completion(&meta, &report)).into_response(),
+        Kind::Text => Json(text_completion(&meta, &report)).into_response(),
+    })
+}
+
+/// Waits for the request's end; its report holds the whole text.
+async fn collect(mut events: RequestStream) -> Result<Box<GenerationReport>, ApiError> {
+    loop {
+        match events.recv().await {
+            Some(Event::Token { .. }) => {}
+            Some(Event::Done(report)) => return Ok(report),
+            Some(Event::Error(e)) => return Err(e.into()),
+            None => return Err(ended_early()),
+        }
+    }
+}
+
+/// The engine dropped a request's channel without its last event.
+pub(crate) fn ended_early() -> ApiError {
+    ApiError::Internal("the engine ended the request without a result".into())
+}

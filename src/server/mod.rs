@@ -1,0 +1,90 @@
+//! `hearth --headless`: an OpenAI-compatible HTTP server over the engine.
+//!
+//! The server only translates: it parses OpenAI's JSON, tokenizes, submits a
+//! [`crate::engine::GenerateRequest`] through the [`crate::engine::EngineHandle`] and turns
+//! the request's [`crate::engine::Event`]s back into OpenAI's JSON or server-sent events.
+//! Scheduling, batching and the cache are the engine's.
+//!
+//! The pieces, one concern each:
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | [`router`]: the routes and their layers (body limit, auth on `/v1`) |
+//! | `serve.rs` | [`serve`] on a listener with graceful shutdown; [`shutdown_signal`] |
+//! | `state.rs` | [`AppState`] (the engine handle and the [`ServerConfig`]) shared by every handler |
+//! | `error.rs` | [`ApiError`]: every failure as an HTTP status and OpenAI's `{"error": ...}` body |
+//! | `auth.rs` | the `Authorization: Bearer` check on `/v1` routes |
+//! | `body.rs` | reading a JSON body from bytes, so malformed input gets our 400, and 413 over the limit |
+//! | `protocol.rs` | OpenAI's wire types: request fields, responses, stream chunks, usage |
+//! | `params.rs` | request fields → the engine's [`crate::engine::GenerateParams`] (defaults, ranges, `n`, `stop`) |
+//! | `chat.rs` | `POST /v1/chat/completions` |
+//! | `completions.rs` | `POST /v1/completions` |
+//! | `generation.rs` | submitting to the engine and collecting a whole reply |
+//! | `stream.rs` | a request's events as an SSE stream (`data: {...}` chunks, `data: [DONE]`) |
+//! | `models.rs` | `GET /v1/models`, `GET /v1/models/{id}`, `GET /health` |
+//! | `metrics.rs` | `GET /metrics`: [`crate::engine::EngineStats`] in Prometheus' text format |
+//!
+//! Invariants: no handler panics on anything a request carries; a streamed reply owns its
+//! [`crate::engine::RequestStream`] and nothing else holds it, so a client that goes away
+//! drops it and the engine cancels the request within one step (a non-streamed reply's
+//! handler future holds it the same way); there is no global state, everything is in
+//! [`AppState`].
+//!
+//! Counterpart: vLLM's `entrypoints/openai/api_server.py` (routes), `protocol.py` (wire
+//! types) and `serving_chat.py` / `serving_completion.py` (request → engine → response).
+
+mod auth;
+mod body;
+mod chat;
+mod completions;
+mod error;
+mod generation;
+mod metrics;
+mod models;
+mod params;
+mod protocol;
+mod serve;
+mod state;
+mod stream;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+
+pub use error::ApiError;
+pub use metrics::render as render_metrics;
+pub use serve::{serve, shutdown_signal};
+pub use state::{AppState, ServerConfig};
+
+/// Every route, with its layers, over `state`; no socket (tests call it with
+/// `tower::ServiceExt::oneshot`).
+///
+/// `/v1/*` need the API key when one is configured; `/health` and
+/// `/metrics` are open. Bodies over [`ServerConfig::max_body_bytes`] get 413.
+pub fn router(state: AppState) -> Router {
+    let v1 = Router::new()
+        .route("/v1/chat/completions", post(chat::handle))
+        .route("/v1/completions", post(completions::handle))
+        .route("/v1/models", get(models::list))
+        .route("/v1/models/{*id}", get(models::retrieve))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_api_key,
+        ));
+    Router::new()
+        .merge(v1)
+        .route("/health", get(models::health))
+        .route("/metrics", get(metrics::handle))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(state.config().max_body_bytes))
+        .with_state(state)
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route {}", uri.path()))
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path()))
+}

@@ -1,0 +1,124 @@
+//! A request's common fields → what the engine is asked for.
+//!
+//! Owns: merging a request's sampling fields over the server's defaults, `max_tokens` /
+//! `max_completion_tokens`, `stop` (a string or a list; empty strings are dropped), `n` (only
+//! 1), the `model` check and the streaming flags. Ranges of sampling values are the engine's
+//! to check ([`crate::engine::EngineHandle::submit`] refuses them with a message naming the
+//! field).
+//!
+//! Counterpart: vLLM's `ChatCompletionRequest.to_sampling_params`.
+
+use serde_json::Value;
+
+use crate::engine::GenerateParams;
+
+use super::protocol::CommonFields;
+use super::{ApiError, AppState};
+
+/// How to answer one request.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub params: GenerateParams,
+    /// The model id to name in the response.
+    pub model: String,
+    pub stream: bool,
+    /// Send a last chunk with `usage` (`stream_options.include_usage`).
+    pub include_usage: bool,
+}
+
+pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> {
+    let config = state.config();
+    let model = state.resolve_model(f.model.as_deref())?.to_string();
+    match f.n {
+        None | Some(1) => {}
+        Some(n) => {
+            return Err(ApiError::invalid_param(
+                "n",
+                format!("n must be 1 (hearth returns one choice per request), got {n}"),
+            ))
+        }
+    }
+    let (max_name, max_tokens) = match (f.max_completion_tokens, f.max_tokens) {
+        (Some(m), _) => ("max_completion_tokens", m),
+        (None, Some(m)) => ("max_tokens", m),
+        (None, None) => ("max_tokens", config.max_tokens),
+    };
+    if max_tokens == 0 {
+        return Err(ApiError::invalid_param(
+            max_name,
+            format!("{max_name} must be at least 1"),
+        ));
+    }
+    let mut sampling = config.sampling.clone();
+    if let Some(t) = f.temperature {
+        sampling.temperature = t;
+    }
+    if let Some(p) = f.top_p {
+        sampling.top_p = p;
+    }
+    if let Some(k) = f.top_k {
+        sampling.top_k = if k <= 0 {
+            0
+        } else {
+            usize::try_from(k).unwrap_or(usize::MAX)
+        };
+    }
+    if let Some(p) = f.min_p {
+        sampling.min_p = p;
+    }
+    if let Some(p) = f.repetition_penalty {
+        sampling.repeat_penalty = p;
+    }
+    if let Some(s) = f.seed {
+        sampling.seed = Some(s);
+    }
+    let stream = f.stream.unwrap_or(false);
+    Ok(Plan {
+        params: GenerateParams {
+            max_tokens,
+            sampling,
+            stop: stop_strings(f.stop)?,
+            ignore_eos: f.ignore_eos.unwrap_or(false),
+            keep_logits: false,
+        },
+        model,
+        stream,
+        include_usage: stream && f.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
+    })
+}
+
+/// `stop`: absent, null, a string or a list of strings.
+fn stop_strings(stop: Option<Value>) -> Result<Vec<String>, ApiError> {
+    let bad = || ApiError::invalid_param("stop", "stop must be a string or a list of strings");
+    let list = match stop {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s],
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s),
+                _ => Err(bad()),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(bad()),
+    };
+    Ok(list.into_iter().filter(|s| !s.is_empty()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_accepts_a_string_or_a_list() {
+        assert_eq!(stop_strings(None).unwrap(), Vec::<String>::new());
+        assert_eq!(stop_strings(Some(Value::Null)).unwrap(), Vec::<String>::new());
+        assert_eq!(stop_strings(Some("x".into())).unwrap(), vec!["x"]);
+        assert_eq!(
+            stop_strings(Some(serde_json::json!(["a", "", "b"]))).unwrap(),
+            vec!["a", "b"]
+        );
+        assert!(stop_strings(Some(serde_json::json!([1]))).is_err());
+        assert!(stop_strings(Some(serde_json::json!({"a": 1}))).is_err());
+    }
+}

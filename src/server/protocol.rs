@@ -1,0 +1,309 @@
+//! OpenAI's wire types: the request fields hearth reads and the JSON it answers with.
+//!
+//! Owns: the request field structs (read with [`super::body::fields`]; unknown fields are
+//! ignored), the response bodies (`chat.completion`, `text_completion`), the stream chunks
+//! (`chat.completion.chunk`, `text_completion`), [`Usage`] and [`Meta`] (id, created, model:
+//! the same for every chunk of one response). Fields hearth never fills (`logprobs`) are
+//! written as `null`, as OpenAI does.
+//!
+//! Counterpart: vLLM's `entrypoints/openai/protocol.py`; OpenAI's API reference for
+//! `/v1/chat/completions` and `/v1/completions`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::engine::GenerationReport;
+
+/// Fields both completion routes read.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct CommonFields {
+    pub model: Option<String>,
+    pub max_tokens: Option<usize>,
+    /// OpenAI's newer name for `max_tokens`; wins when both are sent.
+    pub max_completion_tokens: Option<usize>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    /// vLLM's extension; `-1` or `0` turns it off.
+    pub top_k: Option<i64>,
+    /// vLLM's extension.
+    pub min_p: Option<f32>,
+    /// vLLM's extension (hearth's `repeat_penalty`).
+    pub repetition_penalty: Option<f32>,
+    pub seed: Option<u64>,
+    /// vLLM's extension: keep generating past end-of-sequence tokens, up to `max_tokens`.
+    pub ignore_eos: Option<bool>,
+    /// A string or a list of strings (checked in `params.rs`).
+    pub stop: Option<Value>,
+    pub n: Option<u64>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct StreamOptions {
+    pub include_usage: Option<bool>,
+}
+
+/// `/v1/chat/completions`' own field.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ChatFields {
+    pub messages: Vec<WireMessage>,
+}
+
+/// One message as sent: `content` is a string, a list of parts, or null.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireMessage {
+    pub role: String,
+    #[serde(default)]
+    pub content: Value,
+}
+
+/// `/v1/completions`' own field: a string, a list of one string, a list of
+/// token ids or a list of one list of token ids (checked in `completions.rs`).
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompletionFields {
+    pub prompt: Value,
+}
+
+/// Token counts of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct Usage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub total_tokens: usize,
+    pub prompt_tokens_details: PromptTokensDetails,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct PromptTokensDetails {
+    /// Prompt tokens served from the KV cache (any tier).
+    pub cached_tokens: usize,
+}
+
+impl Usage {
+    pub fn of(report: &GenerationReport) -> Self {
+        Self {
+            prompt_tokens: report.prompt_tokens,
+            completion_tokens: report.tokens.len(),
+            total_tokens: report.prompt_tokens + report.tokens.len(),
+            prompt_tokens_details: PromptTokensDetails {
+                cached_tokens: report.cached.tokens,
+            },
+        }
+    }
+}
+
+/// What every chunk of one response repeats.
+#[derive(Debug, Clone)]
+pub(crate) struct Meta {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+}
+
+impl Meta {
+    /// A fresh response id with `prefix` (`chatcmpl`, `cmpl`), created now.
+    pub fn new(prefix: &str, model: &str) -> Self {
+        Self {
+            id: format!("{prefix}-{:016x}", rand::random::<u64>()),
+            created: super::state::unix_now(),
+            model: model.to_string(),
+        }
+    }
+}
+
+/// A stream chunk or a whole response: `choices` of either route's shape.
+#[derive(Debug, Serialize)]
+pub(crate) struct Envelope<C> {
+    pub id: String,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: String,
+    pub choices: Vec<C>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+impl<C> Envelope<C> {
+    fn new(meta: &Meta, object: &'static str, choices: Vec<C>, usage: Option<Usage>) -> Self {
+        Self {
+            id: meta.id.clone(),
+            object,
+            created: meta.created,
+            model: meta.model.clone(),
+            choices,
+            usage,
+        }
+    }
+}
+
+/// What a chat chunk adds to the assistant's message.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct ChatDelta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ChatChunkChoice {
+    pub index: u32,
+    pub delta: ChatDelta,
+    pub logprobs: Option<()>,
+    pub finish_reason: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct AssistantMessage {
+    pub role: &'static str,
+    pub content: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ChatChoice {
+    pub index: u32,
+    pub message: AssistantMessage,
+    pub logprobs: Option<()>,
+    pub finish_reason: &'static str,
+}
+
+/// A `text_completion` choice, whole or one chunk's piece.
+#[derive(Debug, Serialize)]
+pub(crate) struct TextChoice {
+    pub index: u32,
+    pub text: String,
+    pub logprobs: Option<()>,
+    pub finish_reason: Option<&'static str>,
+}
+
+pub(crate) type ChatChunk = Envelope<ChatChunkChoice>;
+pub(crate) type ChatCompletion = Envelope<ChatChoice>;
+pub(crate) type TextCompletion = Envelope<TextChoice>;
+
+/// The streamed shapes, built alike for both routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Chat,
+    Text,
+}
+
+/// One streamed chunk of either route.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum Chunk {
+    Chat(ChatChunk),
+    Text(TextCompletion),
+}
+
+impl Kind {
+    /// The chunk sent before any token: the chat's `delta.role`.
+    pub fn opening(self, meta: &Meta) -> Option<Chunk> {
+        match self {
+            Self::Chat => Some(Chunk::Chat(Envelope::new(
+                meta,
+                "chat.completion.chunk",
+                vec![ChatChunkChoice {
+                    index: 0,
+                    delta: ChatDelta {
+                        role: Some("assistant"),
+                        content: Some(String::new()),
+                    },
+                    logprobs: None,
+                    finish_reason: None,
+                }],
+                None,
+            ))),
+            Self::Text => None,
+        }
+    }
+
+    /// A piece of text, or the end with `finish_reason` (and no text).
+    pub fn piece(self, meta: &Meta, text: Option<String>, finish_reason: Option<&'static str>) -> Chunk {
+        match self {
+            Self::Chat => Chunk::Chat(Envelope::new(
+                meta,
+                "chat.completion.chunk",
+                vec![ChatChunkChoice {
+                    index: 0,
+                    delta: ChatDelta {
+                        role: None,
+                        content: text,
+                    },
+                    logprobs: None,
+                    finish_reason,
+                }],
+                None,
+            )),
+            Self::Text => Chunk::Text(Envelope::new(
+                meta,
+                "text_completion",
+                vec![TextChoice {
+                    index: 0,
+                    text: text.unwrap_or_default(),
+                    logprobs: None,
+                    finish_reason,
+                }],
+                None,
+            )),
+        }
+    }
+
+    /// The `stream_options.include_usage` chunk: no choices, the usage.
+    pub fn usage(self, meta: &Meta, usage: Usage) -> Chunk {
+        match self {
+            Self::Chat => Chunk::Chat(Envelope::new(meta, "chat.completion.chunk", Vec::new(), Some(usage))),
+            Self::Text => Chunk::Text(Envelope::new(meta, "text_completion", Vec::new(), Some(usage))),
+        }
+    }
+}
+
+/// The whole `chat.completion` for a finished request.
+pub(crate) fn chat_completion(meta: &Meta, report: &GenerationReport) -> ChatCompletion {
+    Envelope::new(
+        meta,
+        "chat.completion",
+        vec![ChatChoice {
+            index: 0,
+            message: AssistantMessage {
+                role: "assistant",
+                content: report.text.clone(),
+            },
+            logprobs: None,
+            finish_reason: report.stop.finish_reason(),
+        }],
+        Some(Usage::of(report)),
+    )
+}
+
+/// The whole `text_completion` for a finished request.
+pub(crate) fn text_completion(meta: &Meta, report: &GenerationReport) -> TextCompletion {
+    Envelope::new(
+        meta,
+        "text_completion",
+        vec![TextChoice {
+            index: 0,
+            text: report.text.clone(),
+            logprobs: None,
+            finish_reason: Some(report.stop.finish_reason()),
+        }],
+        Some(Usage::of(report)),
+    )
+}
+
+/// `GET /v1/models`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ModelList {
+    pub object: &'static str,
+    pub data: Vec<ModelCard>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ModelCard {
+    pub id: String,
+    pub object: &'static str,
+    pub created: u64,
+    pub owned_by: &'static str,
+    /// The context length in tokens (prompt plus reply), as vLLM reports it.
+    pub max_model_len: usize,
+}

@@ -1,0 +1,118 @@
+//! One request's events as server-sent events.
+//!
+//! Owns: the SSE body of a streamed completion: for chat, a first chunk with
+//! `delta.role`; one chunk per non-empty piece of text (the engine sends empty pieces while
+//! it holds text back, e.g. a possible stop string; those are skipped); a last chunk with
+//! `finish_reason`; with `include_usage` a chunk with `choices: []` and `usage`; then
+//! `data: [DONE]`. An error after the stream started is sent as `data: {"error": ...}`, then
+//! `data: [DONE]`. Comment lines keep idle connections open.
+//!
+//! The stream owns the [`RequestStream`]: when the client disconnects, axum drops the body,
+//! the `RequestStream` with it, and the engine cancels the request.
+//!
+//! Counterpart: vLLM's `chat_completion_stream_generator`; OpenAI's streaming format.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures_util::Stream;
+use serde::Serialize;
+
+use crate::engine::{Event, RequestStream};
+
+use super::generation::ended_early;
+use super::protocol::{Kind, Meta, Usage};
+use super::ApiError;
+
+/// How often an idle stream sends a comment line.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+struct State {
+    events: RequestStream,
+    kind: Kind,
+    meta: Meta,
+    include_usage: bool,
+    /// Events ready to send, in order.
+    ready: VecDeque<SseEvent>,
+    /// The request's last event has been turned into `ready` events.
+    finished: bool,
+}
+
+/// The SSE response for `events`.
+pub(crate) fn sse(
+    events: RequestStream,
+    kind: Kind,
+    meta: Meta,
+    include_usage: bool,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let ready: VecDeque<SseEvent> = kind.opening(&meta).iter().map(json_event).collect();
+    let state = State {
+        events,
+        kind,
+        meta,
+        include_usage,
+        ready,
+        finished: false,
+    };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        loop {
+            if let Some(event) = s.ready.pop_front() {
+                return Some((Ok(event), s));
+            }
+            if s.finished {
+                return None;
+            }
+            s.next().await;
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
+
+impl State {
+    /// Waits for the request's next event and queues what it becomes.
+    async fn next(&mut self) {
+        match self.events.recv().await {
+            Some(Event::Token { text, .. }) => {
+                if !text.is_empty() {
+                    let chunk = self.kind.piece(&self.meta, Some(text), None);
+                    self.ready.push_back(json_event(&chunk));
+                }
+            }
+            Some(Event::Done(report)) => {
+                let last = self.kind.piece(&self.meta, None, Some(report.stop.finish_reason()));
+                self.ready.push_back(json_event(&last));
+                if self.include_usage {
+                    let usage = self.kind.usage(&self.meta, Usage::of(&report));
+                    self.ready.push_back(json_event(&usage));
+                }
+                self.end();
+            }
+            Some(Event::Error(e)) => self.fail(e.into()),
+            None => self.fail(ended_early()),
+        }
+    }
+
+    fn fail(&mut self, error: ApiError) {
+        tracing::warn!("streamed request failed: {error}");
+        self.ready.push_back(json_event(&error.body()));
+        self.end();
+    }
+
+    fn end(&mut self) {
+        self.ready.push_back(SseEvent::default().data("[DONE]"));
+        self.finished = true;
+    }
+}
+
+/// `data: <json>`; a value that cannot be written becomes an error event.
+fn json_event<T: Serialize>(value: &T) -> SseEvent {
+    match serde_json::to_string(value) {
+        Ok(json) => SseEvent::default().data(json),
+        Err(e) => {
+            let body = ApiError::Internal(format!("cannot write a chunk: {e}")).body();
+            SseEvent::default().data(serde_json::to_string(&body).unwrap_or_else(|_| "{\"error\":{}}".into()))
+        }
+    }
+}

@@ -1,0 +1,902 @@
+//! The OpenAI-compatible server against the real engine on a tiny model: every route,
+//! streamed and whole replies, every error status, auth, metrics, the prefix cache seen
+//! through `usage`, cancellation when a client goes away, and `serve` on a real socket.
+//!
+//! Router tests call `router(state).oneshot(request)`: no socket.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap, Method, Request, StatusCode};
+use axum::Router;
+use candle_core::Device;
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use hearth::config::{CacheSettings, DevicePool, EngineSettings, SamplingParams};
+use hearth::engine::{Engine, EngineHandle};
+use hearth::model::chat::ChatMessage;
+use hearth::model::hparams::Family;
+use hearth::model::source::{resolve, ModelSource};
+use hearth::model::testkit::{write_model, TinyModelSpec, WeightType};
+use hearth::model::LoadedModel;
+use hearth::runtime::PoolSizes;
+use hearth::server::{router, AppState, ServerConfig};
+
+const BLOCK_SIZE: usize = 16;
+
+/// How to build the server under test.
+struct Opts {
+    api_key: Option<String>,
+    max_queued: usize,
+    max_body_bytes: usize,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Self {
+            api_key: None,
+            max_queued: 16,
+            max_body_bytes: 1 << 20,
+        }
+    }
+}
+
+struct TestServer {
+    state: AppState,
+    app: Router,
+    _dir: tempfile::TempDir,
+}
+
+fn load_engine(path: &Path) -> Engine {
+    let resolved = resolve(&ModelSource::Local(path.to_path_buf()), &Default::default()).unwrap();
+    let model = LoadedModel::load(&resolved, &Device::Cpu, None).unwrap();
+    let cache = CacheSettings {
+        block_size: BLOCK_SIZE,
+        device_pool: DevicePool::Bytes(1),
+        host_bytes: 0,
+        prefix_caching: true,
+        write_through: false,
+    };
+    let sizes = PoolSizes {
+        device_blocks: 96,
+        host_blocks: 0,
+    };
+    Engine::with_pool_sizes(model, &cache, &EngineSettings::default(), sizes).unwrap()
+}
+
+fn server(opts: Opts) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_model(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), &path).unwrap();
+    let handle = EngineHandle::spawn(load_engine(&path), opts.max_queued).unwrap();
+    let config = ServerConfig {
+        model_id: "tiny-llama".into(),
+        model_aliases: vec!["tiny.gguf".into()],
+        sampling: SamplingParams::default(),
+        max_tokens: 8,
+        api_key: opts.api_key,
+        max_body_bytes: opts.max_body_bytes,
+    };
+    let state = AppState::new(handle, config);
+    TestServer {
+        app: router(state.clone()),
+        state,
+        _dir: dir,
+    }
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The `data:` payloads of an SSE body, in order.
+    fn sse_data(&self) -> Vec<String> {
+        let text = self.text();
+        text.split("\n\n")
+            .filter(|e| !e.trim().is_empty())
+            .filter_map(|e| {
+                let data: Vec<&str> = e.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                (!data.is_empty()).then(|| data.join("\n"))
+            })
+            .collect()
+    }
+
+    /// The error body's `error` object, checking the status.
+    fn error(&self, status: StatusCode) -> Value {
+        assert_eq!(self.status, status, "{}", self.text());
+        let v = self.json();
+        let e = v["error"].clone();
+        assert!(e["message"].is_string(), "{v}");
+        assert!(e["type"].is_string(), "{v}");
+        e
+    }
+}
+
+async fn send(app: &Router, request: Request<Body>) -> Reply {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Reply { status, headers, body }
+}
+
+fn request(method: Method, uri: &str, body: Body, key: Option<&str>) -> Request<Body> {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/json");
+    if let Some(k) = key {
+        b = b.header(header::AUTHORIZATION, format!("Bearer {k}"));
+    }
+    b.body(body).unwrap()
+}
+
+async fn post(app: &Router, uri: &str, body: &Value) -> Reply {
+    send(app, request(Method::POST, uri, Body::from(body.to_string()), None)).await
+}
+
+async fn get(app: &Router, uri: &str) -> Reply {
+    send(app, request(Method::GET, uri, Body::empty(), None)).await
+}
+
+fn chat_body(content: &str, max_tokens: usize, stream: bool) -> Value {
+    json!({
+        "model": "tiny-llama",
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": stream,
+    })
+}
+
+/// Parsed chunks of a stream that ended with `[DONE]`.
+fn chunks(reply: &Reply) -> Vec<Value> {
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let ct = reply.headers[header::CONTENT_TYPE].to_str().unwrap();
+    assert!(ct.starts_with("text/event-stream"), "{ct}");
+    let data = reply.sse_data();
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{data:?}");
+    assert_eq!(data.iter().filter(|d| *d == "[DONE]").count(), 1);
+    data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("chunk not JSON ({e}): {d}")))
+        .collect()
+}
+
+#[tokio::test]
+async fn health_and_models() {
+    let s = server(Opts::default());
+    let r = get(&s.app, "/health").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json(), json!({"status": "ok"}));
+
+    let r = get(&s.app, "/v1/models").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let v = r.json();
+    assert_eq!(v["object"], "list");
+    let data = v["data"].as_array().unwrap();
+    assert_eq!(data.len(), 1);
+    assert_eq!(data[0]["id"], "tiny-llama");
+    assert_eq!(data[0]["object"], "model");
+    assert_eq!(data[0]["owned_by"], "hearth");
+    assert_eq!(data[0]["max_model_len"], 512);
+
+    assert_eq!(get(&s.app, "/v1/models/tiny-llama").await.json()["id"], "tiny-llama");
+    assert_eq!(get(&s.app, "/v1/models/tiny.gguf").await.json()["id"], "tiny-llama");
+    let e = get(&s.app, "/v1/models/other").await.error(StatusCode::NOT_FOUND);
+    assert_eq!(e["code"], "model_not_found");
+}
+
+#[tokio::test]
+async fn chat_stream_deltas_equal_the_whole_reply() {
+    let s = server(Opts::default());
+    let whole = post(&s.app, "/v1/chat/completions", &chat_body("Hello there", 8, false)).await;
+    assert_eq!(whole.status, StatusCode::OK, "{}", whole.text());
+    let v = whole.json();
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(v["model"], "tiny-llama");
+    assert!(v["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    let choice = &v["choices"][0];
+    assert_eq!(choice["index"], 0);
+    assert_eq!(choice["message"]["role"], "assistant");
+    let text = choice["message"]["content"].as_str().unwrap().to_string();
+    let finish = choice["finish_reason"].as_str().unwrap().to_string();
+    assert!(finish == "stop" || finish == "length", "{finish}");
+    let u = &v["usage"];
+    let (p, c) = (
+        u["prompt_tokens"].as_u64().unwrap(),
+        u["completion_tokens"].as_u64().unwrap(),
+    );
+    assert!(p > 0 && (1..=8).contains(&c), "{u}");
+    assert_eq!(u["total_tokens"].as_u64().unwrap(), p + c);
+    assert!(u["prompt_tokens_details"]["cached_tokens"].is_u64(), "{u}");
+
+    let streamed = post(&s.app, "/v1/chat/completions", &chat_body("Hello there", 8, true)).await;
+    let chunks = chunks(&streamed);
+    assert!(chunks.len() >= 2, "{chunks:?}");
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let id = &chunks[0]["id"];
+    let mut joined = String::new();
+    for (i, ch) in chunks.iter().enumerate() {
+        assert_eq!(ch["object"], "chat.completion.chunk");
+        assert_eq!(&ch["id"], id);
+        assert_eq!(ch["model"], "tiny-llama");
+        assert!(ch.get("usage").is_none(), "usage without include_usage: {ch}");
+        let c = &ch["choices"][0];
+        if let Some(t) = c["delta"]["content"].as_str() {
+            joined.push_str(t);
+        }
+        let last = i == chunks.len() - 1;
+        assert_eq!(!c["finish_reason"].is_null(), last, "{ch}");
+    }
+    assert_eq!(joined, text);
+    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], finish.as_str());
+}
+
+#[tokio::test]
+async fn completions_stream_and_whole_agree_and_token_prompts_work() {
+    let s = server(Opts::default());
+    let body =
+        |stream: bool| json!({"prompt": "Once upon a time", "max_tokens": 6, "temperature": 0, "stream": stream});
+    let whole = post(&s.app, "/v1/completions", &body(false)).await;
+    assert_eq!(whole.status, StatusCode::OK, "{}", whole.text());
+    let v = whole.json();
+    assert_eq!(v["object"], "text_completion");
+    assert_eq!(v["model"], "tiny-llama", "a missing model uses the loaded one");
+    assert!(v["id"].as_str().unwrap().starts_with("cmpl-"));
+    let text = v["choices"][0]["text"].as_str().unwrap().to_string();
+    let finish = v["choices"][0]["finish_reason"].as_str().unwrap().to_string();
+
+    let chunks = chunks(&post(&s.app, "/v1/completions", &body(true)).await);
+    let mut joined = String::new();
+    for ch in &chunks {
+        assert_eq!(ch["object"], "text_completion");
+        joined.push_str(ch["choices"][0]["text"].as_str().unwrap());
+    }
+    assert_eq!(joined, text);
+    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], finish.as_str());
+
+    // The same prompt as token ids gives the same greedy reply.
+    let ids = s.state.engine().tokenize("Once upon a time").unwrap();
+    for prompt in [json!(ids), json!([ids]), json!(["Once upon a time"])] {
+        let r = post(
+            &s.app,
+            "/v1/completions",
+            &json!({"prompt": prompt, "max_tokens": 6, "temperature": 0}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        assert_eq!(r.json()["choices"][0]["text"], text.as_str(), "{prompt}");
+    }
+}
+
+#[tokio::test]
+async fn include_usage_adds_a_last_chunk_with_usage() {
+    let s = server(Opts::default());
+    for (uri, mut body) in [
+        ("/v1/chat/completions", chat_body("Count with me", 5, true)),
+        (
+            "/v1/completions",
+            json!({"prompt": "Count with me", "max_tokens": 5, "temperature": 0, "stream": true}),
+        ),
+    ] {
+        body["stream_options"] = json!({"include_usage": true});
+        let chunks = chunks(&post(&s.app, uri, &body).await);
+        let last = chunks.last().unwrap();
+        assert_eq!(last["choices"], json!([]), "{uri}: {last}");
+        let u = &last["usage"];
+        assert!(u["prompt_tokens"].as_u64().unwrap() > 0, "{u}");
+        let c = u["completion_tokens"].as_u64().unwrap();
+        assert!((1..=5).contains(&c), "{u}");
+        assert_eq!(
+            u["total_tokens"].as_u64().unwrap(),
+            u["prompt_tokens"].as_u64().unwrap() + c
+        );
+        let before = &chunks[chunks.len() - 2];
+        assert!(!before["choices"][0]["finish_reason"].is_null(), "{uri}: {before}");
+        assert!(chunks[..chunks.len() - 1].iter().all(|c| c.get("usage").is_none()));
+    }
+}
+
+#[tokio::test]
+async fn stop_strings_end_the_reply_before_them() {
+    let s = server(Opts::default());
+    let body = |stop: Value, stream: bool| {
+        let mut b = chat_body("Hello there", 12, stream);
+        b["stop"] = stop;
+        b
+    };
+    let free = post(&s.app, "/v1/chat/completions", &body(Value::Null, false)).await;
+    let text = free.json()["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let chars: Vec<char> = text.chars().collect();
+    assert!(chars.len() >= 6, "the reply is too short to cut: {text:?}");
+    let stop: String = chars[3..5].iter().collect();
+    let want = &text[..text.find(&stop).unwrap()];
+    for stop_field in [json!(stop), json!(["never appears", stop])] {
+        let r = post(&s.app, "/v1/chat/completions", &body(stop_field.clone(), false)).await;
+        let v = r.json();
+        assert_eq!(v["choices"][0]["message"]["content"], want, "{stop_field}: {v}");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        let chunks = chunks(&post(&s.app, "/v1/chat/completions", &body(stop_field, true)).await);
+        let joined: String = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+            .collect();
+        assert_eq!(joined, want, "streamed text must hold the stop string back");
+        assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "stop");
+    }
+}
+
+#[tokio::test]
+async fn content_parts_and_unknown_fields_are_accepted() {
+    let s = server(Opts::default());
+    let plain = post(&s.app, "/v1/chat/completions", &chat_body("Hello there", 4, false)).await;
+    let parts = json!({
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": "there"}]}],
+        "max_completion_tokens": 4,
+        "temperature": 0,
+        "frequency_penalty": 0,
+        "logit_bias": {},
+        "user": "someone",
+        "stop": null,
+        "n": 1,
+    });
+    let r = post(&s.app, "/v1/chat/completions", &parts).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["choices"][0]["message"], plain.json()["choices"][0]["message"]);
+    assert_eq!(
+        r.json()["usage"]["prompt_tokens"],
+        plain.json()["usage"]["prompt_tokens"]
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_get_400_with_openai_errors() {
+    let s = server(Opts::default());
+    let chat = "/v1/chat/completions";
+    let raw = |body: &'static str| request(Method::POST, chat, Body::from(body), None);
+
+    let e = send(&s.app, raw("{\"messages\": ["))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["type"], "invalid_request_error");
+    assert!(e["message"].as_str().unwrap().contains("not valid JSON"), "{e}");
+    let e = send(&s.app, raw("[1, 2]")).await.error(StatusCode::BAD_REQUEST);
+    assert!(e["message"].as_str().unwrap().contains("object"), "{e}");
+    let e = send(&s.app, raw("")).await.error(StatusCode::BAD_REQUEST);
+    assert!(e["message"].as_str().unwrap().contains("not valid JSON"), "{e}");
+
+    let e = post(&s.app, chat, &json!({"model": "tiny-llama"}))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert!(e["message"].as_str().unwrap().contains("messages"), "{e}");
+    let mut b = chat_body("hi", 4, false);
+    b["temperature"] = json!("hot");
+    let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "temperature", "{e}");
+    let mut b = chat_body("hi", 4, false);
+    b["max_tokens"] = json!(-3);
+    let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "max_tokens", "{e}");
+    let e = post(&s.app, chat, &chat_body("hi", 0, false))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert!(e["message"].as_str().unwrap().contains("max_tokens"), "{e}");
+    let mut b = chat_body("hi", 4, false);
+    b["messages"][0]["content"] = json!(42);
+    let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "messages[0].content", "{e}");
+    let mut b = chat_body("hi", 4, false);
+    b["messages"][0]["content"] = json!([{"type": "image_url", "image_url": {"url": "http://x"}}]);
+    let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+    assert!(e["message"].as_str().unwrap().contains("image_url"), "{e}");
+    let mut b = chat_body("hi", 4, false);
+    b["messages"] = json!([]);
+    post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+    let mut b = chat_body("hi", 4, false);
+    b["stop"] = json!([1, 2]);
+    let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "stop", "{e}");
+
+    // Out of range: refused by the engine's validation, before anything is queued.
+    let mut b = chat_body("hi", 4, false);
+    b["temperature"] = json!(-1.0);
+    let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+    assert!(e["message"].as_str().unwrap().contains("temperature"), "{e}");
+    let mut b = chat_body("hi", 4, false);
+    b["top_p"] = json!(0);
+    post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+
+    let mut b = chat_body("hi", 4, false);
+    b["n"] = json!(2);
+    let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "n", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("n must be 1"), "{e}");
+
+    let mut b = chat_body("hi", 4, false);
+    b["model"] = json!("gpt-4o");
+    let e = post(&s.app, chat, &b).await.error(StatusCode::NOT_FOUND);
+    assert_eq!(e["code"], "model_not_found");
+    assert!(e["message"].as_str().unwrap().contains("gpt-4o"), "{e}");
+    let mut b = chat_body("hi", 4, false);
+    b["model"] = json!("tiny.gguf");
+    assert_eq!(
+        post(&s.app, chat, &b).await.status,
+        StatusCode::OK,
+        "an alias is accepted"
+    );
+
+    let comp = "/v1/completions";
+    let e = post(&s.app, comp, &json!({"prompt": ["a", "b"]}))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert!(e["message"].as_str().unwrap().contains("several prompts"), "{e}");
+    let e = post(&s.app, comp, &json!({"prompt": {"text": "a"}}))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "prompt", "{e}");
+    let e = post(&s.app, comp, &json!({"prompt": [1, 2, 100000]}))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert!(e["message"].as_str().unwrap().contains("100000"), "{e}");
+    post(&s.app, comp, &json!({"max_tokens": 3}))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+
+    let e = get(&s.app, "/v1/nothing").await.error(StatusCode::NOT_FOUND);
+    assert!(e["message"].as_str().unwrap().contains("/v1/nothing"), "{e}");
+    get(&s.app, chat).await.error(StatusCode::METHOD_NOT_ALLOWED);
+
+    // Nothing above reached the engine.
+    let stats = s.state.engine().stats();
+    assert_eq!(stats.requests.failed, 0);
+    assert_eq!(stats.waiting + stats.running, 0);
+}
+
+#[tokio::test]
+async fn prompt_over_the_context_is_400_with_the_limits() {
+    let s = server(Opts::default());
+    let long = "lorem ipsum dolor sit amet ".repeat(200);
+    let tokens = s
+        .state
+        .engine()
+        .tokenize_chat(&[ChatMessage::new("user", long.clone())])
+        .unwrap()
+        .len();
+    assert!(tokens > 512, "the prompt must not fit: {tokens} tokens");
+    let e = post(&s.app, "/v1/chat/completions", &chat_body(&long, 4, false))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["code"], "context_length_exceeded");
+    let m = e["message"].as_str().unwrap();
+    assert!(m.contains("512") && m.contains(&tokens.to_string()), "{m}");
+    let e = post(&s.app, "/v1/completions", &json!({"prompt": long, "stream": true}))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert_eq!(
+        e["code"], "context_length_exceeded",
+        "a streamed request fails before the stream"
+    );
+}
+
+#[tokio::test]
+async fn body_over_the_limit_is_413() {
+    let s = server(Opts {
+        max_body_bytes: 1024,
+        ..Default::default()
+    });
+    let big = chat_body(&"x".repeat(4096), 4, false);
+    let e = post(&s.app, "/v1/chat/completions", &big)
+        .await
+        .error(StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(e["code"], "request_too_large");
+    assert!(e["message"].as_str().unwrap().contains("1024"), "{e}");
+    let small = post(&s.app, "/v1/chat/completions", &chat_body("hi", 2, false)).await;
+    assert_eq!(small.status, StatusCode::OK, "{}", small.text());
+}
+
+#[tokio::test]
+async fn full_queue_is_503_with_retry_after() {
+    let s = server(Opts {
+        max_queued: 0,
+        ..Default::default()
+    });
+    for stream in [false, true] {
+        let r = post(&s.app, "/v1/chat/completions", &chat_body("hi", 2, stream)).await;
+        let e = r.error(StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e["code"], "overloaded");
+        assert_eq!(r.headers[header::RETRY_AFTER], "1");
+    }
+    // Refusals are counted where operators look.
+    let m = get(&s.app, "/metrics").await.text();
+    assert!(m.contains("hearth_requests_rejected_total 2"), "{m}");
+}
+
+#[tokio::test]
+async fn api_key_guards_v1_but_not_health_or_metrics() {
+    let s = server(Opts {
+        api_key: Some("sekret".into()),
+        ..Default::default()
+    });
+    let models = |key: Option<&'static str>| request(Method::GET, "/v1/models", Body::empty(), key);
+    for key in [None, Some("wrong"), Some("sekre"), Some("sekret2")] {
+        let r = send(&s.app, models(key)).await;
+        let e = r.error(StatusCode::UNAUTHORIZED);
+        assert_eq!(e["code"], "invalid_api_key", "{key:?}");
+        assert_eq!(r.headers[header::WWW_AUTHENTICATE], "Bearer");
+    }
+    let r = send(&s.app, models(Some("sekret"))).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let chat = |key| {
+        request(
+            Method::POST,
+            "/v1/chat/completions",
+            Body::from(chat_body("hi", 2, false).to_string()),
+            key,
+        )
+    };
+    send(&s.app, chat(None)).await.error(StatusCode::UNAUTHORIZED);
+    assert_eq!(send(&s.app, chat(Some("sekret"))).await.status, StatusCode::OK);
+    assert_eq!(get(&s.app, "/health").await.status, StatusCode::OK);
+    assert_eq!(get(&s.app, "/metrics").await.status, StatusCode::OK);
+
+    // No key configured: /v1 is open.
+    let open = server(Opts::default());
+    assert_eq!(get(&open.app, "/v1/models").await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn metrics_expose_cache_requests_and_histograms() {
+    let s = server(Opts::default());
+    let r = post(&s.app, "/v1/chat/completions", &chat_body("Hello there", 4, false)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    // Stats are published after the step that finished the request.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.state.engine().stats().requests.finished < 1 {
+        assert!(Instant::now() < deadline, "the finished request was never counted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let r = get(&s.app, "/metrics").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.headers[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    let m = r.text();
+    for needle in [
+        "# TYPE hearth_prefix_cache_hit_tokens_total counter",
+        "hearth_prefix_cache_hit_tokens_total{tier=\"device\"}",
+        "hearth_prefix_cache_hit_tokens_total{tier=\"host\"}",
+        "# TYPE hearth_prompt_tokens_total counter",
+        "hearth_generation_tokens_total ",
+        "# TYPE hearth_kv_blocks gauge",
+        "hearth_kv_blocks{tier=\"device\",state=\"used\"}",
+        "hearth_kv_blocks{tier=\"device\",state=\"cached\"}",
+        "hearth_kv_blocks{tier=\"device\",state=\"free\"}",
+        "hearth_kv_blocks{tier=\"host\",state=\"free\"} 0",
+        "hearth_requests_total{outcome=\"finished\"} 1",
+        "hearth_requests_total{outcome=\"cancelled\"} 0",
+        "hearth_requests_waiting 0",
+        "hearth_requests_running 0",
+        "hearth_preemptions_total 0",
+        "# TYPE hearth_time_to_first_token_seconds histogram",
+        "hearth_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1",
+        "hearth_time_to_first_token_seconds_sum ",
+        "hearth_time_to_first_token_seconds_count 1",
+        "# TYPE hearth_decode_tokens_per_second histogram",
+        "hearth_decode_tokens_per_second_bucket{le=\"+Inf\"} 1",
+        "hearth_model_info{model=\"tiny-llama\"",
+    ] {
+        assert!(m.contains(needle), "missing {needle:?} in:\n{m}");
+    }
+    // Every sample line is `name{labels} value` with a numeric value.
+    for line in m.lines().filter(|l| !l.starts_with('#')) {
+        let value = line.rsplit(' ').next().unwrap();
+        assert!(value.parse::<f64>().is_ok(), "bad sample line: {line}");
+        assert!(line.starts_with("hearth_"), "{line}");
+    }
+    let prompt_line = m
+        .lines()
+        .find(|l| l.starts_with("hearth_prompt_tokens_total "))
+        .unwrap();
+    assert_ne!(prompt_line, "hearth_prompt_tokens_total 0");
+}
+
+#[tokio::test]
+async fn the_same_system_prompt_is_served_from_the_cache() {
+    let s = server(Opts::default());
+    let system = "You are a careful assistant. Answer briefly and kindly, and never make things up. \
+                  Think about the question before you answer it, and say so when you do not know."
+        .repeat(2);
+    let conversation = |question: &str| {
+        vec![
+            ChatMessage::new("system", system.clone()),
+            ChatMessage::new("user", question.to_string()),
+        ]
+    };
+    let body = |question: &str| {
+        json!({
+            "messages": conversation(question),
+            "max_tokens": 2,
+            "temperature": 0,
+        })
+    };
+    let first = post(&s.app, "/v1/chat/completions", &body("What is a prefix cache?")).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text());
+    assert_eq!(first.json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+
+    let second = post(&s.app, "/v1/chat/completions", &body("Why is the sky blue?")).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.text());
+    let a = s
+        .state
+        .engine()
+        .tokenize_chat(&conversation("What is a prefix cache?"))
+        .unwrap();
+    let b = s
+        .state
+        .engine()
+        .tokenize_chat(&conversation("Why is the sky blue?"))
+        .unwrap();
+    let shared = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let full_blocks = shared / BLOCK_SIZE * BLOCK_SIZE;
+    assert!(
+        full_blocks >= 4 * BLOCK_SIZE,
+        "the system prompt is too short to test: {shared} tokens"
+    );
+    let usage = &second.json()["usage"];
+    let cached = usage["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() as usize;
+    assert!(
+        cached >= full_blocks,
+        "cached {cached} < the shared prompt's full blocks {full_blocks}: {usage}"
+    );
+    assert!(cached < b.len(), "{usage}");
+    assert_eq!(usage["prompt_tokens"].as_u64().unwrap() as usize, b.len());
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_cancels_its_request() {
+    let s = server(Opts::default());
+    let body_json = json!({"prompt": "Tell me a long story", "max_tokens": 200, "temperature": 0, "stream": true});
+    let response = s
+        .app
+        .clone()
+        .oneshot(request(
+            Method::POST,
+            "/v1/completions",
+            Body::from(body_json.to_string()),
+            None,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    // The first piece of text arrives; then the client leaves.
+    let frame = body.frame().await.unwrap().unwrap();
+    assert!(frame.is_data());
+    drop(body);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = s.state.engine().stats();
+        if st.waiting + st.running == 0 && st.requests.cancelled + st.requests.finished == 1 {
+            // Greedy, this prompt runs to max_tokens (checked below), far longer than
+            // the drop takes: a finished request means the drop did not cancel it.
+            assert_eq!(st.requests.cancelled, 1, "{:?}", st.requests);
+            assert_eq!(st.cache.device.referenced_blocks, 0, "blocks still held");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the request was not cancelled: {:?}",
+            st.requests
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut whole = body_json;
+    whole["stream"] = json!(false);
+    let r = post(&s.app, "/v1/completions", &whole).await;
+    assert_eq!(
+        r.json()["usage"]["completion_tokens"],
+        200,
+        "the uncancelled reply is long"
+    );
+}
+
+#[tokio::test]
+async fn serve_answers_on_a_socket_and_shuts_down_gracefully() {
+    use hyper_util::rt::TokioIo;
+
+    let s = server(Opts::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(hearth::server::serve(listener, s.state.clone(), async move {
+        let _ = stop_rx.await;
+    }));
+
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn);
+    let req = Request::builder()
+        .uri("/health")
+        .header(header::HOST, addr.to_string())
+        .body(http_body_util::Empty::<Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(req).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap(), json!({"status": "ok"}));
+    drop(sender);
+    let _ = conn.await;
+
+    stop_tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("serve did not stop")
+        .unwrap()
+        .unwrap();
+}
+
+/// `hearth --headless` end to end: it binds, logs its URL, answers, and exits
+/// cleanly on SIGTERM.
+#[cfg(unix)]
+#[tokio::test]
+async fn headless_binary_serves_and_stops_on_sigterm() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny.gguf");
+    write_model(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), &model).unwrap();
+    let hearth = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hearth"));
+        c.arg("--config")
+            .arg(dir.path().join("no-config.toml"))
+            .arg("--offline")
+            .env("HEARTH_DATA_DIR", dir.path().join("data"))
+            .env("HF_HUB_OFFLINE", "1")
+            .env("HF_HOME", dir.path().join("hf"))
+            .env_remove("HEARTH_API_KEY")
+            .env("RUST_LOG", "warn");
+        c
+    };
+
+    let refused = hearth().args(["--headless", "run", "-p", "x"]).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--headless"));
+
+    let mut child = hearth()
+        .args([
+            "--headless",
+            "--port",
+            "0",
+            "--device",
+            "cpu",
+            "--kv-pool-mib",
+            "8",
+            "--host-cache-gib",
+            "0",
+        ])
+        .arg("--model")
+        .arg(&model)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (url_tx, url_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("http://").nth(1) {
+                let _ = url_tx.send(rest.split('/').next().unwrap_or_default().to_string());
+            }
+        }
+    });
+    let addr = match url_rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = child.kill();
+            panic!("no URL on stderr: {e}");
+        }
+    };
+
+    let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn);
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/completions")
+        .header(header::HOST, &addr)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(http_body_util::Full::new(Bytes::from(
+            json!({"prompt": "Hi", "max_tokens": 3, "temperature": 0}).to_string(),
+        )))
+        .unwrap();
+    let response = sender.send_request(req).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["object"], "text_completion", "{v}");
+    drop(sender);
+    let _ = conn.await;
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("hearth --headless did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+/// A whole (non-streamed) reply is cancelled too when its client closes the
+/// connection: hyper drops the handler's future, and the `RequestStream` in it.
+#[tokio::test]
+async fn closing_the_socket_cancels_a_whole_reply() {
+    use std::io::Write;
+
+    let s = server(Opts::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = tokio::spawn(hearth::server::serve(listener, s.state.clone(), std::future::pending()));
+    let body = json!({"prompt": "Tell me a long story", "max_tokens": 200, "temperature": 0}).to_string();
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).unwrap();
+    socket.write_all(body.as_bytes()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.state.engine().stats().requests.submitted == 0 {
+        assert!(Instant::now() < deadline, "the request never reached the engine");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(socket);
+    loop {
+        let st = s.state.engine().stats();
+        if st.waiting + st.running == 0 && st.requests.cancelled + st.requests.finished == 1 {
+            // The same prompt runs to 200 tokens when nobody leaves (see above).
+            assert_eq!(st.requests.cancelled, 1, "{:?}", st.requests);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the request was not cancelled: {:?}",
+            st.requests
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    served.abort();
+}
