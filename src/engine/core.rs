@@ -12,11 +12,11 @@
 //!
 //! Counterpart: vLLM v1's `EngineCore.step()` with its `Scheduler.update_from_output()`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::scheduler::{Ending, Scheduler};
-use super::sequence::{Sampled, Sequence};
+use super::sequence::{LastEvent, Sampled, Sequence};
 use super::stats::{EngineStats, RequestCounters};
 use super::{EngineError, Event, GenerateParams, GenerateRequest, GenerationReport, Histogram, RequestId, Submission};
 use crate::config::{available_ram_bytes, total_ram_bytes, CacheSettings, EngineSettings};
@@ -70,6 +70,11 @@ pub struct Engine {
     scheduler: Scheduler,
     counters: Counters,
     next_request: u64,
+    /// Last events of requests that ended in this step, sent after the stats
+    /// that count them are published.
+    outbox: Vec<LastEvent>,
+    /// Where the engine thread's handles read stats from.
+    published: Option<Arc<Mutex<EngineStats>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -155,6 +160,8 @@ impl Engine {
                 busy: Duration::ZERO,
             },
             next_request: 0,
+            outbox: Vec::new(),
+            published: None,
         })
     }
 
@@ -252,39 +259,71 @@ impl Engine {
     /// Cancels request `id`, releasing everything it holds; its channel gets
     /// [`EngineError::Cancelled`]. Returns whether it was found.
     pub fn cancel(&mut self, id: RequestId) -> bool {
-        match self.scheduler.remove(id, &mut self.kv) {
+        let found = match self.scheduler.remove(id, &mut self.kv) {
             Some(s) => {
                 self.end(s, Ending::Cancelled);
                 true
             }
             None => false,
-        }
+        };
+        self.flush();
+        found
     }
 
-    /// Ends a request that left the scheduler (its blocks already freed).
+    /// Ends a request that left the scheduler (its blocks already freed);
+    /// its last event waits in the outbox for [`Self::flush`].
     fn end(&mut self, s: Sequence, how: Ending) {
         let c = &mut self.counters;
-        match how {
+        let last = match how {
             Ending::Stop(stop) => {
-                let report = s.finish(stop, &self.model.tokenizer);
+                let (report, last) = s.finish(stop, &self.model.tokenizer);
                 c.requests.finished += 1;
                 c.decode_rate.observe(report.decode_rate());
+                last
             }
             Ending::Cancelled => {
                 c.requests.cancelled += 1;
-                s.fail(EngineError::Cancelled);
+                s.fail(EngineError::Cancelled)
             }
             Ending::Error(e) => {
                 tracing::warn!("{} failed: {e}", s.id);
                 c.requests.failed += 1;
-                s.fail(e);
+                s.fail(e)
+            }
+        };
+        self.outbox.push(last);
+    }
+
+    /// Publishes the stats (when an [`super::EngineHandle`] reads them), then
+    /// sends the last events of the requests that ended: a front-end that
+    /// sees a request end sees stats that count it.
+    fn flush(&mut self) {
+        if let Some(to) = &self.published {
+            let s = self.stats();
+            match to.lock() {
+                Ok(mut g) => *g = s,
+                Err(poisoned) => *poisoned.into_inner() = s,
             }
         }
+        for last in self.outbox.drain(..) {
+            last.send();
+        }
+    }
+
+    /// Publishes stats into `to` from now on, after every step and command.
+    pub(crate) fn publish_to(&mut self, to: Arc<Mutex<EngineStats>>) {
+        self.published = Some(to);
+        self.flush();
     }
 
     /// Runs one step: schedule, one batched forward, commit, sample, send
     /// events, release what ended. Does nothing when there is no work.
     pub fn step(&mut self) {
+        self.step_inner();
+        self.flush();
+    }
+
+    fn step_inner(&mut self) {
         let out = self.scheduler.schedule(&mut self.kv, &mut self.memory);
         self.counters.requests.preemptions += out.preempted as u64;
         for (s, how) in out.ended {

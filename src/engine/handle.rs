@@ -135,15 +135,15 @@ impl EngineHandle {
     /// Starts the engine thread with `engine`. At most `max_queued` requests
     /// may wait for their first step; more are refused with
     /// [`EngineError::QueueFull`].
-    pub fn spawn(engine: Engine, max_queued: usize) -> Result<Self, EngineError> {
+    pub fn spawn(mut engine: Engine, max_queued: usize) -> Result<Self, EngineError> {
         let model = engine.model_arc();
         let capacity_tokens = engine.capacity_tokens();
         let stats = Arc::new(Mutex::new(engine.stats()));
+        engine.publish_to(stats.clone());
         let (tx, rx) = mpsc::channel();
-        let published = stats.clone();
         let thread = std::thread::Builder::new()
             .name("hearth-engine".into())
-            .spawn(move || engine_loop(engine, rx, published))?;
+            .spawn(move || engine_loop(engine, rx))?;
         Ok(Self {
             shared: Arc::new(Shared {
                 commands: tx,
@@ -240,15 +240,9 @@ impl EngineHandle {
     }
 }
 
-fn publish(engine: &Engine, to: &Mutex<EngineStats>) {
-    let s = engine.stats();
-    match to.lock() {
-        Ok(mut g) => *g = s,
-        Err(poisoned) => *poisoned.into_inner() = s,
-    }
-}
-
-fn engine_loop(mut engine: Engine, rx: mpsc::Receiver<Command>, stats: Arc<Mutex<EngineStats>>) {
+/// Steps while there is work; sleeps on the command channel otherwise. The
+/// engine publishes its stats itself, after every step and cancel.
+fn engine_loop(mut engine: Engine, rx: mpsc::Receiver<Command>) {
     let apply = |engine: &mut Engine, c: Command| match c {
         Command::Submit(s) => engine.add_request(*s),
         Command::Cancel(id) => {
@@ -258,7 +252,6 @@ fn engine_loop(mut engine: Engine, rx: mpsc::Receiver<Command>, stats: Arc<Mutex
     let mut open = true;
     loop {
         if !engine.has_work() {
-            publish(&engine, &stats);
             if !open {
                 break;
             }
@@ -278,7 +271,6 @@ fn engine_loop(mut engine: Engine, rx: mpsc::Receiver<Command>, stats: Arc<Mutex
             }
         }
         engine.step();
-        publish(&engine, &stats);
     }
     tracing::debug!("engine thread stopped");
 }

@@ -50,6 +50,20 @@ pub(crate) struct Sequence {
     logits: Vec<Vec<f32>>,
 }
 
+/// A request's last event, held until the engine has published the stats
+/// that count it (so whoever receives it sees those stats).
+#[derive(Debug)]
+pub(crate) struct LastEvent {
+    events: EventSender,
+    event: Event,
+}
+
+impl LastEvent {
+    pub(crate) fn send(self) {
+        let _ = self.events.send(self.event);
+    }
+}
+
 /// What sampling one token led to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sampled {
@@ -151,9 +165,9 @@ impl Sequence {
         })
     }
 
-    /// Ends the request with a reply: flushes held-back text and sends `Done`.
-    /// Returns the report's figures for the engine's stats.
-    pub(crate) fn finish(mut self, stop: StopReason, tok: &Tokenizer) -> GenerationReport {
+    /// Ends the request with a reply: flushes held-back text; returns the
+    /// report and the `Done` event to send.
+    pub(crate) fn finish(mut self, stop: StopReason, tok: &Tokenizer) -> (GenerationReport, LastEvent) {
         let rest = match std::mem::take(&mut self.detok).finish(tok) {
             Ok(r) => r.unwrap_or_default(),
             Err(e) => {
@@ -187,13 +201,19 @@ impl Sequence {
             preemptions: self.preemptions,
             logits: std::mem::take(&mut self.logits),
         };
-        let _ = self.events.send(Event::Done(Box::new(report.clone())));
-        report
+        let last = LastEvent {
+            event: Event::Done(Box::new(report.clone())),
+            events: self.events,
+        };
+        (report, last)
     }
 
-    /// Ends the request with an error.
-    pub(crate) fn fail(self, error: super::EngineError) {
-        let _ = self.events.send(Event::Error(error));
+    /// Ends the request with an error; returns the event to send.
+    pub(crate) fn fail(self, error: super::EngineError) -> LastEvent {
+        LastEvent {
+            events: self.events,
+            event: Event::Error(error),
+        }
     }
 
     /// Forgets the current admission (preemption): the tokens stay and are

@@ -14,7 +14,9 @@
 //! `p % block_size`.
 //!
 //! Decode (one new token) reads K/V in place, block by block, without
-//! gathering the history. A prefill chunk (several new tokens) gathers its
+//! gathering the history; the decode rows of a batch of several sequences
+//! run in parallel, one sequence per worker (alone, one row would not pay for
+//! waking the workers). A prefill chunk (several new tokens) gathers its
 //! sequence's rows once per layer and uses the matmul attention of
 //! [`super::attention`], where the gather is small next to the matmuls.
 //!
@@ -22,6 +24,7 @@
 //! and its CPU attention backend.
 
 use candle_core::{Device, Tensor};
+use rayon::prelude::*;
 
 use super::{attention, BatchLayout, KvStore, OpsError};
 
@@ -105,47 +108,95 @@ impl SeqLayer<'_> {
 
     /// Attention of one query token (`q`: `[heads * head_dim]`) over
     /// positions `0 .. ctx`, read in place from the blocks; writes
-    /// `[heads * head_dim]` into `out`. (Heads run one after another: candle's
-    /// own worker threads already hold the cores between matmuls.)
+    /// `[heads * head_dim]` into `out`.
+    ///
+    /// The heads that share a K/V head (GQA) are done together, so each K
+    /// and V row is read once per group rather than once per head; each
+    /// head's arithmetic is the same, in the same order, as done alone.
+    ///
+    /// On x86-64 with AVX2 the same code runs compiled for AVX2 (the same
+    /// operations in the same order: no fused multiply-adds, so the results
+    /// are the same bits).
     pub fn decode_attention(&self, pool: &[f32], ctx: usize, q: &[f32], heads: usize, scale: f32, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            unsafe { self.decode_attention_avx2(pool, ctx, q, heads, scale, out) };
+            return;
+        }
+        self.decode_attention_impl(pool, ctx, q, heads, scale, out)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn decode_attention_avx2(
+        &self,
+        pool: &[f32],
+        ctx: usize,
+        q: &[f32],
+        heads: usize,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        self.decode_attention_impl(pool, ctx, q, heads, scale, out)
+    }
+
+    #[inline(always)]
+    fn decode_attention_impl(&self, pool: &[f32], ctx: usize, q: &[f32], heads: usize, scale: f32, out: &mut [f32]) {
         let l = self.layout;
         let (d, bs, re) = (l.head_dim, l.block_size, l.row_elems());
         let group = heads / l.kv_heads;
         let blocks = &self.table[..ctx.div_ceil(bs)];
-        out.chunks_mut(d).enumerate().for_each(|(h, oh)| {
-            let kv_off = (h / group) * d;
-            let qh = &q[h * d..(h + 1) * d];
-            let mut scores = Vec::with_capacity(ctx);
+        // scores[g * ctx + p]: head `first + g` of the group at position p.
+        let mut scores = vec![0f32; group * ctx];
+        let mut sums = vec![0f32; group];
+        for kvh in 0..l.kv_heads {
+            let first = kvh * group;
+            let kv_off = kvh * d;
+            let mut p = 0;
             for (i, &b) in blocks.iter().enumerate() {
                 let base = l.plane_offset(b, self.layer, 0) + kv_off;
                 for r in 0..(ctx - i * bs).min(bs) {
-                    scores.push(dot(qh, &pool[base + r * re..][..d]) * scale);
+                    let k_row = &pool[base + r * re..][..d];
+                    for g in 0..group {
+                        let qh = &q[(first + g) * d..(first + g + 1) * d];
+                        scores[g * ctx + p] = dot(qh, k_row) * scale;
+                    }
+                    p += 1;
                 }
             }
-            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f32;
-            for s in scores.iter_mut() {
-                *s = (*s - max).exp();
-                sum += *s;
+            sums.fill(0.0);
+            for (g, sum) in sums.iter_mut().enumerate() {
+                let sg = &mut scores[g * ctx..(g + 1) * ctx];
+                let max = sg.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                for s in sg.iter_mut() {
+                    *s = (*s - max).exp();
+                    *sum += *s;
+                }
             }
-            oh.fill(0.0);
+            out[first * d..(first + group) * d].fill(0.0);
             let mut p = 0;
             for (i, &b) in blocks.iter().enumerate() {
                 let base = l.plane_offset(b, self.layer, 1) + kv_off;
                 for r in 0..(ctx - i * bs).min(bs) {
-                    let w = scores[p] / sum;
-                    oh.iter_mut()
-                        .zip(&pool[base + r * re..][..d])
-                        .for_each(|(o, v)| *o += w * v);
+                    let v_row = &pool[base + r * re..][..d];
+                    for (g, sum) in sums.iter().enumerate() {
+                        let w = scores[g * ctx + p] / sum;
+                        out[(first + g) * d..(first + g + 1) * d]
+                            .iter_mut()
+                            .zip(v_row)
+                            .for_each(|(o, v)| *o += w * v);
+                    }
                     p += 1;
                 }
             }
-        });
+        }
     }
 }
 
 /// A dot product written so the compiler vectorizes it (eight independent
 /// partial sums instead of one serial chain).
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -221,6 +272,10 @@ impl KvStore for PagedKvBatch<'_> {
         let (qv, kv_, vv) = (to_host_vec(q)?, to_host_vec(k)?, to_host_vec(v)?);
         let (re, qe) = (l.row_elems(), heads * d);
         let mut out = vec![0f32; t * qe];
+        // Decode rows of a batch of several sequences are attended together
+        // after the loop, one sequence per worker; alone, in the loop.
+        let decodes_together = batch.seqs().iter().filter(|c| c.new == 1).count() > 1;
+        let mut decode_rows: Vec<Option<usize>> = vec![None; if decodes_together { t } else { 0 }];
         for (i, chunk) in batch.seqs().iter().enumerate() {
             let table = &self.tables[i];
             let ctx = chunk.cached + chunk.new;
@@ -239,7 +294,9 @@ impl KvStore for PagedKvBatch<'_> {
             };
             view.write_rows(self.pool, 0, chunk.cached, &kv_[rows.start * re..rows.end * re]);
             view.write_rows(self.pool, 1, chunk.cached, &vv[rows.start * re..rows.end * re]);
-            if chunk.new == 1 {
+            if chunk.new == 1 && decodes_together {
+                decode_rows[o] = Some(i);
+            } else if chunk.new == 1 {
                 let (qs, os) = (&qv[o * qe..(o + 1) * qe], &mut out[o * qe..(o + 1) * qe]);
                 view.decode_attention(self.pool, ctx, qs, heads, scale as f32, os);
             } else if chunk.cached == 0 {
@@ -255,6 +312,26 @@ impl KvStore for PagedKvBatch<'_> {
                 let a = attention::attend(&qt, &kt, &vt, chunk.cached, scale)?;
                 out[rows.start * qe..rows.end * qe].copy_from_slice(&a.flatten_all()?.to_vec1::<f32>()?);
             }
+        }
+        if decodes_together {
+            // Every K/V row is written: the pool is only read from here on.
+            let pool: &[f32] = &*self.pool;
+            let tables = &self.tables;
+            out.par_chunks_mut(qe)
+                .zip(decode_rows.par_iter())
+                .enumerate()
+                .for_each(|(row, (os, seq))| {
+                    if let Some(i) = *seq {
+                        let view = SeqLayer {
+                            layout: &l,
+                            table: &tables[i],
+                            layer,
+                        };
+                        let chunk = batch.seqs()[i];
+                        let qs = &qv[row * qe..(row + 1) * qe];
+                        view.decode_attention(pool, chunk.cached + 1, qs, heads, scale as f32, os);
+                    }
+                });
         }
         Ok(Tensor::from_vec(out, (t, qe), q.device())?.to_dtype(q.dtype())?)
     }
