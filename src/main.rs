@@ -373,7 +373,8 @@ fn with_spinner<T>(msg: String, work: impl FnOnce() -> T) -> T {
     out
 }
 
-fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCode> {
+/// Resolves and loads the configured model (with a spinner) and logs what it is.
+fn load_model(settings: &Settings) -> Result<LoadedModel> {
     let resolved = resolve_model(settings)?;
     let device = select_device(settings.model.device)?;
     let model = with_spinner(format!("loading {}", resolved.gguf.display()), || {
@@ -389,6 +390,11 @@ fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCo
         i.device,
         i.context_length
     );
+    Ok(model)
+}
+
+fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCode> {
+    let model = load_model(settings)?;
     // Tokenize every prompt before generating, so a bad one fails first.
     let all_ids = prompts
         .iter()
@@ -461,21 +467,7 @@ fn cmd_headless(settings: &Settings) -> Result<ExitCode> {
     let addr = std::net::SocketAddr::new(server.host, server.port);
     let listener = std::net::TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
     listener.set_nonblocking(true)?;
-    let resolved = resolve_model(settings)?;
-    let device = select_device(settings.model.device)?;
-    let model = with_spinner(format!("loading {}", resolved.gguf.display()), || {
-        LoadedModel::load(&resolved, &device, settings.model.context_length)
-    })?;
-    let i = &model.info;
-    tracing::info!(
-        "{} ({}, {}, {:.2}B params) on {}, context {}",
-        i.name,
-        i.architecture,
-        i.quantization,
-        i.parameters as f64 / 1e9,
-        i.device,
-        i.context_length
-    );
+    let model = load_model(settings)?;
     let config = ServerConfig::from_settings(settings, &model.info.name);
     let engine = Engine::new(model, &settings.cache, &settings.engine)?;
     let handle = EngineHandle::spawn(engine, settings.engine.max_queued)?;

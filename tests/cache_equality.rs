@@ -57,15 +57,7 @@ fn assert_same(cached: &GenerationReport, cold: &GenerationReport, what: &str, t
 }
 
 fn assert_accounted(e: &Engine, what: &str) {
-    let s = e.cache_stats();
-    for (tier, t) in [("device", &s.device), ("host", &s.host)] {
-        assert_eq!(t.referenced_blocks, 0, "{what}: {tier} blocks still referenced");
-        assert_eq!(
-            t.free_blocks + t.cached_blocks,
-            t.capacity_blocks,
-            "{what}: {tier} accounting"
-        );
-    }
+    assert_blocks_released(&e.cache_stats(), what);
 }
 
 struct Pair {
