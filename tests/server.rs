@@ -671,6 +671,25 @@ async fn the_same_system_prompt_is_served_from_the_cache() {
     assert_eq!(usage["prompt_tokens"].as_u64().unwrap() as usize, b.len());
 }
 
+/// Waits until the server's one request has ended, and checks it was
+/// cancelled (not run to its end) and holds no blocks.
+async fn wait_until_cancelled(s: &TestServer, deadline: Instant) {
+    loop {
+        let st = s.state.engine().stats();
+        if st.waiting + st.running == 0 && st.requests.cancelled + st.requests.finished == 1 {
+            assert_eq!(st.requests.cancelled, 1, "{:?}", st.requests);
+            assert_eq!(st.cache.device.referenced_blocks, 0, "blocks still held");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the request was not cancelled: {:?}",
+            st.requests
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_client_that_goes_away_cancels_its_request() {
     let s = server(Opts::default());
@@ -692,23 +711,9 @@ async fn a_client_that_goes_away_cancels_its_request() {
     let frame = body.frame().await.unwrap().unwrap();
     assert!(frame.is_data());
     drop(body);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let st = s.state.engine().stats();
-        if st.waiting + st.running == 0 && st.requests.cancelled + st.requests.finished == 1 {
-            // Greedy, this prompt runs to max_tokens (checked below), far longer than
-            // the drop takes: a finished request means the drop did not cancel it.
-            assert_eq!(st.requests.cancelled, 1, "{:?}", st.requests);
-            assert_eq!(st.cache.device.referenced_blocks, 0, "blocks still held");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the request was not cancelled: {:?}",
-            st.requests
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // Greedy, this prompt runs to max_tokens (checked below), far longer than
+    // the drop takes: a finished request means the drop did not cancel it.
+    wait_until_cancelled(&s, Instant::now() + Duration::from_secs(20)).await;
     let mut whole = body_json;
     whole["stream"] = json!(false);
     let r = post(&s.app, "/v1/completions", &whole).await;
@@ -884,19 +889,7 @@ async fn closing_the_socket_cancels_a_whole_reply() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     drop(socket);
-    loop {
-        let st = s.state.engine().stats();
-        if st.waiting + st.running == 0 && st.requests.cancelled + st.requests.finished == 1 {
-            // The same prompt runs to 200 tokens when nobody leaves (see above).
-            assert_eq!(st.requests.cancelled, 1, "{:?}", st.requests);
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the request was not cancelled: {:?}",
-            st.requests
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // The same prompt runs to 200 tokens when nobody leaves (see above).
+    wait_until_cancelled(&s, deadline).await;
     served.abort();
 }

@@ -50,6 +50,17 @@ pub(crate) fn validate(model: &LoadedModel, capacity_tokens: usize, r: &Generate
     Ok(())
 }
 
+/// Free and total bytes of `dev`'s memory.
+#[cfg(feature = "cuda")]
+fn cuda_mem_info(dev: &candle_core::CudaDevice) -> Result<(u64, u64), EngineError> {
+    let (free, total) = dev
+        .cuda_stream()
+        .context()
+        .mem_get_info()
+        .map_err(|e| crate::runtime::RuntimeError::Device(e.to_string()))?;
+    Ok((free as u64, total as u64))
+}
+
 /// Figures kept across steps for [`EngineStats`].
 #[derive(Debug, Clone)]
 struct Counters {
@@ -96,14 +107,7 @@ impl Engine {
         let ram = available_ram_bytes().unwrap_or(4 << 30);
         let device_free = match model.transformer.device() {
             #[cfg(feature = "cuda")]
-            candle_core::Device::Cuda(dev) => {
-                let (free, _total) = dev
-                    .cuda_stream()
-                    .context()
-                    .mem_get_info()
-                    .map_err(|e| crate::runtime::RuntimeError::Device(e.to_string()))?;
-                free as u64
-            }
+            candle_core::Device::Cuda(dev) => cuda_mem_info(dev)?.0,
             // Both tiers come out of the same RAM: the host tier is taken first.
             _ => ram.saturating_sub(cache.host_bytes),
         };
@@ -200,12 +204,8 @@ impl Engine {
         match self.model.transformer.device() {
             #[cfg(feature = "cuda")]
             candle_core::Device::Cuda(dev) => {
-                let (free, total) = dev
-                    .cuda_stream()
-                    .context()
-                    .mem_get_info()
-                    .map_err(|e| crate::runtime::RuntimeError::Device(e.to_string()))?;
-                Ok(MemorySplit::new("cuda", total as u64, free as u64, weights, &kv, false))
+                let (free, total) = cuda_mem_info(dev)?;
+                Ok(MemorySplit::new("cuda", total, free, weights, &kv, false))
             }
             _ => {
                 let total = total_ram_bytes().unwrap_or(0);

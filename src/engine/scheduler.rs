@@ -111,9 +111,7 @@ impl Scheduler {
             return self.waiting.remove(i);
         }
         let i = self.running.iter().position(|s| s.id == id)?;
-        let mut s = self.running.remove(i);
-        release(&mut s, kv);
-        Some(s)
+        Some(self.take_running(i, kv))
     }
 
     /// Removes the running request at `i`, freeing its blocks.
