@@ -10,6 +10,7 @@
 //! | [`ops`]    | attention over a [`ops::KvStore`], the K/V interface the forward writes and reads through |
 //! | [`model`]  | GGUF loading, hub download, tokenizer, chat template, the transformer forward, sampling |
 //! | [`runtime`] | the memory behind block ids (device and host tiers) and the copies between them |
+//! | [`persist`] | conversation files, cache files (format, checksums, atomic writes), the disk tier index |
 //! | [`engine`] | turning a prompt into a stream of tokens (the request loop) |
 //! | [`server`] | `hearth --headless`: the OpenAI-compatible HTTP server over the engine |
 //! | [`bench`]  | `hearth bench`: our forward against candle-transformers on the same file |
@@ -24,5 +25,6 @@ pub mod engine;
 pub mod kv;
 pub mod model;
 pub mod ops;
+pub mod persist;
 pub mod runtime;
 pub mod server;

@@ -11,11 +11,12 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use hearth::config::{AppPaths, ConfigFile, Overrides, Settings};
-use hearth::engine::{Engine, EngineHandle, Event, GenerateParams, GenerateRequest};
+use hearth::engine::{DiskSettings, Engine, EngineHandle, Event, GenerateParams, GenerateRequest};
 use hearth::model::gguf::GgufFile;
 use hearth::model::source::{resolve, HubOptions, ModelSource, ResolvedModel};
 use hearth::model::tokenizer::Tokenizer;
 use hearth::model::{select_device, LoadedModel};
+use hearth::persist::{Conversation, ConversationId, Message, Role};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -51,6 +52,9 @@ struct Cli {
     /// Size of the KV cache's host-RAM tier in GiB (0 = off).
     #[arg(long, global = true, value_name = "GIB")]
     host_cache_gib: Option<f64>,
+    /// Most GiB of cache files (the disk tier) in the data dir; 0 = write none.
+    #[arg(long, global = true, value_name = "GIB")]
+    disk_cache_gib: Option<f64>,
     /// Turn prefix caching off (every prompt is prefilled in full).
     #[arg(long, global = true)]
     no_prefix_cache: bool,
@@ -94,6 +98,11 @@ enum Command {
     Run(RunArgs),
     /// Print the token ids of text as a JSON array (no BOS added).
     Tokenize(TokenizeArgs),
+    /// The disk tier's cache files: list, verify, prune.
+    Cache {
+        #[command(subcommand)]
+        which: CacheCommand,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -128,6 +137,34 @@ struct RunArgs {
     /// Wrap the prompt in the model's chat template as a user turn.
     #[arg(long)]
     chat: bool,
+    /// Continue (or start) this saved conversation: each prompt is a user message, and the
+    /// reply and the K/V cache are saved in the data dir. Implies --chat.
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum CacheCommand {
+    /// Every cache file: conversation, size, tokens, last use, whether it fits the current model.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read every block of every cache file and check its checksum.
+    Verify,
+    /// Delete least recently used cache files until they fit a budget (conversations are kept).
+    Prune {
+        /// The budget in GiB (default: the configured disk_cache_gib).
+        #[arg(long, value_name = "GIB")]
+        to_gib: Option<f64>,
+        /// Also delete every file the current model cannot use (other models, damaged headers).
+        #[arg(long)]
+        foreign: bool,
+        /// Show what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -249,6 +286,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         block_size: cli.block_size,
         device_pool_mib: cli.kv_pool_mib,
         host_cache_gib: cli.host_cache_gib,
+        disk_cache_gib: cli.disk_cache_gib,
         prefix_caching: cli.no_prefix_cache.then_some(false),
         max_running: cli.max_running,
         max_batch_tokens: cli.max_batch_tokens,
@@ -262,7 +300,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Some(_) if cli.headless => bail!("--headless runs the HTTP server and takes no subcommand"),
         None if cli.headless => {
             let settings = Settings::resolve(&file, &overrides)?;
-            cmd_headless(&settings)
+            cmd_headless(&settings, &paths)
         }
         None => {
             bail!("the desktop app is not part of this build yet; use `hearth run --prompt TEXT`, or `hearth --headless` for the HTTP server (see `hearth --help`)")
@@ -283,7 +321,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .with_context(|| format!("cannot read prompt file {}", path.display()))?,
                 );
             }
-            cmd_run(&settings, &prompts, args.chat)
+            let conversation = args.conversation.as_deref().map(ConversationId::parse).transpose()?;
+            cmd_run(&settings, &paths, &prompts, args.chat, conversation)
+        }
+        Some(Command::Cache { which }) => {
+            let settings = Settings::resolve(&file, &overrides)?;
+            cmd_cache(&settings, &paths, which)
         }
         Some(Command::Tokenize(args)) => {
             let settings = Settings::resolve(&file, &overrides)?;
@@ -393,8 +436,23 @@ fn load_model(settings: &Settings) -> Result<LoadedModel> {
     Ok(model)
 }
 
-fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCode> {
+/// The engine with its disk tier in the data dir, on the engine thread.
+fn start_engine(settings: &Settings, paths: &AppPaths, model: LoadedModel) -> Result<EngineHandle> {
+    let engine = Engine::new(model, &settings.cache, &settings.engine)?;
+    let disk = DiskSettings::new(&paths.data_dir, settings.cache.disk_budget_bytes);
+    let engine = with_spinner("indexing saved conversations".into(), || engine.with_disk(&disk))?;
+    Ok(EngineHandle::spawn(engine, settings.engine.max_queued)?)
+}
+
+fn cmd_run(
+    settings: &Settings,
+    paths: &AppPaths,
+    prompts: &[String],
+    chat: bool,
+    conversation: Option<ConversationId>,
+) -> Result<ExitCode> {
     let model = load_model(settings)?;
+    let chat = chat || conversation.is_some();
     // Tokenize every prompt before generating, so a bad one fails first.
     let all_ids = prompts
         .iter()
@@ -403,8 +461,7 @@ fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCo
     for ids in &all_ids {
         model.check_prompt_fits(ids.len())?;
     }
-    let engine = Engine::new(model, &settings.cache, &settings.engine)?;
-    let handle = EngineHandle::spawn(engine, settings.engine.max_queued)?;
+    let handle = start_engine(settings, paths, model)?;
     let params = GenerateParams {
         max_tokens: settings.max_tokens,
         sampling: settings.sampling.clone(),
@@ -412,14 +469,26 @@ fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCo
         ignore_eos: false,
         keep_logits: false,
     };
+    if let Some(id) = &conversation {
+        let store = handle.conversations()?;
+        if !store.exists(id) {
+            let title = hearth::persist::title_from(&[Message::new(Role::User, prompts[0].clone())]);
+            store.update(
+                id,
+                Some(&|| Conversation::new(id.clone(), title.clone(), Default::default())),
+                |_| {},
+            )?;
+            eprintln!("conversation {id}: new");
+        }
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    for (n, ids) in all_ids.into_iter().enumerate() {
+    for (n, (ids, text)) in all_ids.into_iter().zip(prompts).enumerate() {
         // One prompt at a time, in order; each shares the cache with the ones before.
-        let mut stream = handle.submit(GenerateRequest {
-            prompt: ids,
-            params: params.clone(),
-        })?;
+        let mut stream = match &conversation {
+            Some(id) => handle.send_message(id, Some(text), &params)?,
+            None => handle.submit(GenerateRequest::new(ids, params.clone()))?,
+        };
         let report = loop {
             match stream.blocking_recv() {
                 Some(Event::Token { text, .. }) => {
@@ -436,23 +505,26 @@ fn cmd_run(settings: &Settings, prompts: &[String], chat: bool) -> Result<ExitCo
         out.flush()?;
         let c = report.cached;
         eprintln!(
-            "prompt {}: {} tokens, {} cached (device {}, host {}); first token {:.0} ms; {} generated ({:?}), {:.1} tok/s",
+            "prompt {}: {} tokens, {} cached (device {}, host {}, of which disk {}); first token {:.0} ms; {} generated ({:?}), {:.1} tok/s",
             n + 1,
             report.prompt_tokens,
             c.tokens,
             c.device_tokens,
             c.host_tokens,
+            c.disk_tokens,
             report.ttft.as_secs_f64() * 1e3,
             report.tokens.len(),
             report.stop,
             report.decode_rate()
         );
     }
+    // The reply and the cache file are written in the background: wait for them.
+    handle.flush_disk();
     Ok(ExitCode::SUCCESS)
 }
 
 /// `hearth --headless`: the OpenAI-compatible server until Ctrl-C or SIGTERM.
-fn cmd_headless(settings: &Settings) -> Result<ExitCode> {
+fn cmd_headless(settings: &Settings, paths: &AppPaths) -> Result<ExitCode> {
     use hearth::server::{serve, shutdown_signal, AppState, ServerConfig};
     let server = &settings.server;
     // The host is loopback unless the command line or the config asked for
@@ -469,8 +541,8 @@ fn cmd_headless(settings: &Settings) -> Result<ExitCode> {
     listener.set_nonblocking(true)?;
     let model = load_model(settings)?;
     let config = ServerConfig::from_settings(settings, &model.info.name);
-    let engine = Engine::new(model, &settings.cache, &settings.engine)?;
-    let handle = EngineHandle::spawn(engine, settings.engine.max_queued)?;
+    let handle = start_engine(settings, paths, model)?;
+    let saver = handle.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -501,8 +573,11 @@ fn cmd_headless(settings: &Settings) -> Result<ExitCode> {
             }
             _ = force => eprintln!("hearth: stopped with requests in flight"),
         }
-        Ok(ExitCode::SUCCESS)
-    })
+        Ok::<_, anyhow::Error>(())
+    })?;
+    // Finish the saves of the last turns before exiting.
+    saver.flush_disk();
+    Ok(ExitCode::SUCCESS)
 }
 
 fn load_tokenizer(resolved: &ResolvedModel) -> Result<Tokenizer> {
@@ -659,4 +734,176 @@ fn cmd_bench_decode(
     );
     print!("{}", report.table());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The fingerprint and layout the configured model's cache files must have, without loading
+/// its weights (its files are hashed, with a progress bar).
+fn current_fingerprint(settings: &Settings) -> Result<(hearth::persist::Fingerprint, hearth::persist::KvLayout)> {
+    let resolved = resolve_model(settings)?;
+    let shape = hearth::model::kv_shape_of(&resolved.gguf)?;
+    let layout = hearth::engine::kv_layout(shape, settings.cache.block_size);
+    let device = hearth::model::device_name(&select_device(settings.model.device)?);
+    let files = resolved.files();
+    let total: u64 = files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum();
+    let pb = bytes_bar(total, "hashing the model");
+    let fp = hearth::engine::fingerprint(&files, &device, &layout, &mut |done| pb.set_position(done))?;
+    pb.finish_and_clear();
+    Ok((fp, layout))
+}
+
+fn bytes_bar(total: u64, msg: &str) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new(total);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})")
+    {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_message(msg.to_string());
+    pb
+}
+
+fn ago(secs_since_epoch: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let s = now.saturating_sub(secs_since_epoch);
+    match s {
+        0..=119 => format!("{s}s ago"),
+        120..=7199 => format!("{}m ago", s / 60),
+        7200..=172_799 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86400),
+    }
+}
+
+fn cmd_cache(settings: &Settings, paths: &AppPaths, which: CacheCommand) -> Result<ExitCode> {
+    use hearth::persist::{cache_dir, inspect, prune_plan, CacheFile, EntryStatus};
+    let dir = cache_dir(&paths.data_dir);
+    let current = match current_fingerprint(settings) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!(
+                "note: the configured model is not available ({}); every file shows as foreign",
+                one_line(&e)
+            );
+            None
+        }
+    };
+    let entries = inspect(&dir, current)?;
+    let store = hearth::persist::ConversationStore::new(hearth::persist::conversations_dir(&paths.data_dir));
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    match which {
+        CacheCommand::List { json } => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&entries)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("{}: {} cache files", dir.display(), entries.len());
+            if entries.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!(
+                "{:<28} {:>10} {:>8} {:>11} {:>9}  {:<12} title",
+                "conversation", "MiB", "tokens", "blocks", "last use", "status"
+            );
+            for e in &entries {
+                let title = store
+                    .get(&e.conversation)
+                    .map(|c| c.title)
+                    .unwrap_or_else(|_| "(no text)".into());
+                let status = match &e.status {
+                    EntryStatus::Usable => "ok".to_string(),
+                    EntryStatus::Foreign => "other model".to_string(),
+                    EntryStatus::Unreadable(why) => format!("unreadable: {why}"),
+                };
+                println!(
+                    "{:<28} {:>10.1} {:>8} {:>5}/{:<5} {:>9}  {:<12} {}",
+                    e.conversation.as_str(),
+                    mib(e.bytes),
+                    e.tokens,
+                    e.blocks_present,
+                    e.blocks,
+                    ago(e.last_used_secs),
+                    status,
+                    title
+                );
+            }
+            let total: u64 = entries.iter().map(|e| e.bytes).sum();
+            println!(
+                "total {:.1} MiB of a {:.1} MiB budget",
+                mib(total),
+                mib(settings.cache.disk_budget_bytes)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        CacheCommand::Verify => {
+            let total: u64 = entries.iter().map(|e| e.bytes).sum();
+            let pb = bytes_bar(total, "verifying");
+            let mut bad = 0;
+            let mut report = Vec::new();
+            for e in &entries {
+                let result = CacheFile::open(&e.path).and_then(|mut f| {
+                    let present = f.blocks_present();
+                    let n = f.verify(|b| pb.inc(b))?;
+                    Ok((n, present))
+                });
+                match result {
+                    Ok((n, _)) => report.push(format!("ok        {} ({n} blocks)", e.conversation)),
+                    Err(err) => {
+                        bad += 1;
+                        report.push(format!("DAMAGED   {}: {err}", e.conversation));
+                    }
+                }
+            }
+            pb.finish_and_clear();
+            for line in report {
+                println!("{line}");
+            }
+            println!("{} files checked, {bad} damaged", entries.len());
+            Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        CacheCommand::Prune {
+            to_gib,
+            foreign,
+            dry_run,
+        } => {
+            let budget = match to_gib {
+                Some(g) if !(g >= 0.0 && g.is_finite()) => bail!("--to-gib must be 0 or positive"),
+                Some(g) => (g * (1u64 << 30) as f64) as u64,
+                None => settings.cache.disk_budget_bytes,
+            };
+            let plan = prune_plan(&entries, budget, foreign);
+            let pb = indicatif::ProgressBar::new(plan.len() as u64);
+            let mut freed = 0;
+            for e in &plan {
+                if dry_run {
+                    println!("would delete {} ({:.1} MiB)", e.conversation, mib(e.bytes));
+                } else {
+                    match std::fs::remove_file(&e.path) {
+                        Ok(()) => {
+                            freed += e.bytes;
+                            pb.println(format!("deleted {} ({:.1} MiB)", e.conversation, mib(e.bytes)));
+                        }
+                        Err(err) => pb.println(format!("cannot delete {}: {err}", e.path.display())),
+                    }
+                }
+                pb.inc(1);
+            }
+            pb.finish_and_clear();
+            let total: u64 = entries.iter().map(|e| e.bytes).sum();
+            println!(
+                "{} of {} files {}, {:.1} MiB freed; {:.1} MiB left (budget {:.1} MiB); conversations are kept",
+                plan.len(),
+                entries.len(),
+                if dry_run { "to delete" } else { "deleted" },
+                mib(freed),
+                mib(total - freed),
+                mib(budget)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }

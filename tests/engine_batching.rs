@@ -51,6 +51,7 @@ fn requests(vocab: usize, min_reply: usize) -> Vec<GenerateRequest> {
             GenerateRequest {
                 prompt: p,
                 params: GenerateParams::greedy(min_reply + (i as usize * 7) % 17),
+                save: None,
             }
         })
         .collect()
@@ -184,6 +185,7 @@ fn a_vanished_consumer_frees_its_blocks_within_one_step() {
             request: GenerateRequest {
                 prompt: prompt(30 + 20 * i as usize, f.vocab, i as u32),
                 params: fixed_length(200),
+                save: None,
             },
             events: tx,
             submitted: Instant::now(),
@@ -224,6 +226,7 @@ fn dropping_a_stream_or_cancelling_through_the_handle_releases_everything() {
     let long = GenerateRequest {
         prompt: prompt(40, f.vocab, 3),
         params: fixed_length(400),
+        save: None,
     };
     let mut s = h.submit(long.clone()).unwrap();
     assert!(matches!(s.blocking_recv(), Some(Event::Token { .. })));
@@ -283,7 +286,7 @@ fn stop_strings_end_the_reply_before_the_string() {
 fn bad_requests_are_refused_before_they_are_queued() {
     let f = fixture();
     let h = EngineHandle::spawn(engine(&f.path, true, 8, 0), 0).unwrap();
-    let req = |prompt: Vec<u32>, params: GenerateParams| GenerateRequest { prompt, params };
+    let req = |prompt: Vec<u32>, params: GenerateParams| GenerateRequest::new(prompt, params);
     let kind = |r: GenerateRequest| h.submit(r).map(|_| ()).unwrap_err().kind();
     assert_eq!(kind(req(vec![], GenerateParams::greedy(3))), ErrorKind::InvalidRequest);
     assert_eq!(

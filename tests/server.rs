@@ -59,6 +59,7 @@ fn load_engine(path: &Path) -> Engine {
         host_bytes: 0,
         prefix_caching: true,
         write_through: false,
+        disk_budget_bytes: 0,
     };
     let sizes = PoolSizes {
         device_blocks: 96,

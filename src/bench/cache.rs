@@ -123,6 +123,7 @@ pub fn run_cache_bench(path: &Path, device: &Device, opts: CacheBenchOptions) ->
         host_bytes: 0,
         prefix_caching,
         write_through: false,
+        disk_budget_bytes: 0,
     };
     // Room for one request: the next long request pushes the previous
     // prefix to the host tier.

@@ -58,6 +58,7 @@ pub struct CacheSection {
     pub device_pool_mib: Option<u64>,
     pub device_memory_fraction: Option<f64>,
     pub host_cache_gib: Option<f64>,
+    pub disk_cache_gib: Option<f64>,
     pub prefix_caching: Option<bool>,
     pub write_through: Option<bool>,
 }

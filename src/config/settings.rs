@@ -136,7 +136,13 @@ pub struct CacheSettings {
     pub prefix_caching: bool,
     /// Copy every committed block to the host tier at once.
     pub write_through: bool,
+    /// Most bytes of cache files on disk (the disk tier); least recently used files are
+    /// deleted past it. 0 writes no cache files (conversations are still saved).
+    pub disk_budget_bytes: u64,
 }
+
+/// The disk tier's default budget: 20 GiB.
+pub const DEFAULT_DISK_BUDGET_GIB: f64 = 20.0;
 
 /// The default device-tier fraction: of free VRAM on CUDA (vLLM's
 /// `--gpu-memory-utilization`), of available RAM on the CPU.
@@ -173,6 +179,7 @@ pub struct Overrides {
     pub block_size: Option<usize>,
     pub device_pool_mib: Option<u64>,
     pub host_cache_gib: Option<f64>,
+    pub disk_cache_gib: Option<f64>,
     pub prefix_caching: Option<bool>,
     pub max_running: Option<usize>,
     pub max_batch_tokens: Option<usize>,
@@ -246,7 +253,19 @@ impl Settings {
             Some(g) => (g * (1u64 << 30) as f64) as u64,
             None => default_host_bytes(total_ram_bytes().unwrap_or(8 << 30)),
         };
+        let disk_budget_bytes = match cli.disk_cache_gib.or(c.disk_cache_gib) {
+            Some(g) if !(g >= 0.0 && g.is_finite()) => {
+                return Err(invalid(
+                    "cache.disk_cache_gib",
+                    g,
+                    "must be 0 (no cache files) or positive",
+                ))
+            }
+            Some(g) => (g * (1u64 << 30) as f64) as u64,
+            None => (DEFAULT_DISK_BUDGET_GIB * (1u64 << 30) as f64) as u64,
+        };
         let cache = CacheSettings {
+            disk_budget_bytes,
             block_size,
             device_pool,
             host_bytes,

@@ -15,6 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::disk::{fingerprint, kv_layout, DiskSettings, DiskTier};
 use super::scheduler::{Ending, Scheduler};
 use super::sequence::{LastEvent, Sampled, Sequence};
 use super::stats::{EngineStats, RequestCounters};
@@ -23,6 +24,7 @@ use crate::config::{available_ram_bytes, total_ram_bytes, CacheSettings, EngineS
 use crate::kv::{CacheStats, KvCacheConfig, KvCacheManager, PrefixMatch};
 use crate::model::{LoadedModel, Logits, ModelError};
 use crate::ops::{BatchLayout, PagedLayout, SeqChunk};
+use crate::persist::{ConversationId, ConversationStore, TurnText};
 use crate::runtime::{pool_sizes, KvMemory, MemorySplit, PoolSizes};
 
 /// Checks a request before it is queued: a prompt that is empty, over the
@@ -86,6 +88,8 @@ pub struct Engine {
     outbox: Vec<LastEvent>,
     /// Where the engine thread's handles read stats from.
     published: Option<Arc<Mutex<EngineStats>>>,
+    /// Conversations and cache files; `None` until [`Engine::with_disk`].
+    disk: Option<DiskTier>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -166,7 +170,42 @@ impl Engine {
             next_request: 0,
             outbox: Vec::new(),
             published: None,
+            disk: None,
         })
+    }
+
+    /// Adds the disk tier: conversations and their cache files under `settings.data_dir`.
+    /// Hashes the model's files for the cache files' fingerprint (once, here) and indexes the
+    /// saved cache files from their headers.
+    pub fn with_disk(mut self, settings: &DiskSettings) -> Result<Self, EngineError> {
+        let layout = kv_layout(self.model.transformer.kv_shape(), self.kv.config().block_size);
+        let started = Instant::now();
+        let fp = fingerprint(&self.model.info.files, &self.model.info.device, &layout, &mut |_| {})?;
+        tracing::debug!(
+            "model fingerprint {fp} in {:.0} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        self.disk = Some(DiskTier::open(settings, fp, layout)?);
+        Ok(self)
+    }
+
+    /// The conversation store, when the engine has a disk tier.
+    pub fn conversations(&self) -> Option<&ConversationStore> {
+        self.disk.as_ref().map(DiskTier::store)
+    }
+
+    /// Waits until every queued save (cache files, conversation text) is on disk.
+    pub fn flush_disk(&self) {
+        if let Some(d) = &self.disk {
+            d.flush();
+        }
+    }
+
+    /// Deletes conversation `id`'s cache file (queued behind pending writes).
+    pub fn delete_cache(&self, id: ConversationId) {
+        if let Some(d) = &self.disk {
+            d.delete_cache(id);
+        }
     }
 
     fn layout(model: &LoadedModel, cache: &CacheSettings) -> PagedLayout {
@@ -229,6 +268,7 @@ impl Engine {
             ttft_seconds: c.ttft.clone(),
             decode_tokens_per_second: c.decode_rate.clone(),
             busy: c.busy,
+            disk: self.disk.as_ref().map(DiskTier::stats),
             ..EngineStats::new(self.kv.stats())
         }
     }
@@ -276,7 +316,16 @@ impl Engine {
         let c = &mut self.counters;
         let last = match how {
             Ending::Stop(stop) => {
+                let save = s.save.clone();
                 let (report, last) = s.finish(stop, &self.model.tokenizer);
+                if let (Some(disk), Some(save)) = (&self.disk, save) {
+                    let reply = report.text.clone();
+                    let text = match save.messages {
+                        None => TurnText::AppendReply { reply },
+                        Some(messages) => TurnText::Replace { messages, reply },
+                    };
+                    disk.save_turn(save.conversation, text);
+                }
                 c.requests.finished += 1;
                 c.decode_rate.observe(report.decode_rate());
                 last
@@ -324,7 +373,11 @@ impl Engine {
     }
 
     fn step_inner(&mut self) {
-        let out = self.scheduler.schedule(&mut self.kv, &mut self.memory);
+        let disk = &self.disk;
+        let mut prefetch = |prompt: &[u32], kv: &mut KvCacheManager, memory: &mut KvMemory| {
+            disk.as_ref().map_or(0, |d| d.prefetch(kv, memory, prompt))
+        };
+        let out = self.scheduler.schedule(&mut self.kv, &mut self.memory, &mut prefetch);
         self.counters.requests.preemptions += out.preempted as u64;
         for (s, how) in out.ended {
             self.end(s, how);
@@ -387,8 +440,25 @@ impl Engine {
         // Highest index first, so each removal leaves the lower indices valid.
         ended.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
         for (i, how) in ended {
+            if matches!(how, Ending::Stop(_)) {
+                self.save_cache(i);
+            }
             let s = self.scheduler.take_running(i, &mut self.kv);
             self.end(s, how);
+        }
+    }
+
+    /// Queues the cache file of running request `i`'s conversation, if it names one: the K/V
+    /// of every token computed so far (before its blocks are released).
+    fn save_cache(&mut self, i: usize) {
+        let (Some(disk), Some(s)) = (&self.disk, self.scheduler.running_mut().get(i)) else {
+            return;
+        };
+        let (Some(save), Some(seq)) = (&s.save, s.seq) else {
+            return;
+        };
+        if let Some(table) = self.kv.block_table(seq) {
+            disk.save_cache(&save.conversation, &s.tokens[..s.computed], table, &self.memory);
         }
     }
 
@@ -427,12 +497,17 @@ impl Engine {
         &mut self,
         prompt: &[u32],
         params: &GenerateParams,
+        on_text: impl FnMut(&str) -> Result<(), EngineError>,
+    ) -> Result<GenerationReport, EngineError> {
+        self.run(GenerateRequest::new(prompt.to_vec(), params.clone()), on_text)
+    }
+
+    /// [`Self::generate`] for a whole request (one that saves its turn, say).
+    pub fn run(
+        &mut self,
+        request: GenerateRequest,
         mut on_text: impl FnMut(&str) -> Result<(), EngineError>,
     ) -> Result<GenerationReport, EngineError> {
-        let request = GenerateRequest {
-            prompt: prompt.to_vec(),
-            params: params.clone(),
-        };
         validate(&self.model, self.capacity_tokens(), &request)?;
         // Counted down from the top, apart from the ids an EngineHandle hands out.
         let id = RequestId(u64::MAX - self.next_request);

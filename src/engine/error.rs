@@ -42,6 +42,9 @@ pub enum EngineError {
     /// The request was cancelled before it finished.
     #[error("the request was cancelled")]
     Cancelled,
+    /// Conversations and cache files.
+    #[error(transparent)]
+    Persist(#[from] crate::persist::PersistError),
 }
 
 /// What kind of failure an [`EngineError`] is, for front-ends.
@@ -57,6 +60,8 @@ pub enum ErrorKind {
     Unavailable,
     /// The request was cancelled.
     Cancelled,
+    /// What the request names does not exist (a conversation).
+    NotFound,
     /// A failure inside hearth (model, cache, memory).
     Internal,
 }
@@ -73,6 +78,9 @@ impl EngineError {
             Self::QueueFull { .. } => ErrorKind::Overloaded,
             Self::Stopped => ErrorKind::Unavailable,
             Self::Cancelled => ErrorKind::Cancelled,
+            Self::Persist(crate::persist::PersistError::NotFound(_)) => ErrorKind::NotFound,
+            Self::Persist(crate::persist::PersistError::InvalidId(_)) => ErrorKind::InvalidRequest,
+            Self::Persist(_) => ErrorKind::Internal,
             Self::Model(_) | Self::Output(_) | Self::Kv(_) | Self::Runtime(_) | Self::Step(_) => ErrorKind::Internal,
         }
     }

@@ -21,9 +21,10 @@ use std::time::Instant;
 
 use tokio::sync::mpsc as events;
 
-use super::{Engine, EngineError, EngineStats, Event, GenerateRequest, RequestId};
+use super::{Engine, EngineError, EngineStats, Event, GenerateParams, GenerateRequest, RequestId, SaveTo};
 use crate::model::chat::ChatMessage;
 use crate::model::{LoadedModel, ModelInfo};
+use crate::persist::{ConversationId, ConversationStore, Message, PersistError, Role};
 
 /// The sending half of a request's events.
 pub type EventSender = events::UnboundedSender<Event>;
@@ -62,6 +63,8 @@ pub struct Submission {
 enum Command {
     Submit(Box<Submission>),
     Cancel(RequestId),
+    DeleteCache(ConversationId),
+    FlushDisk(mpsc::Sender<()>),
 }
 
 struct Shared {
@@ -76,6 +79,8 @@ struct Shared {
     rejected: AtomicU64,
     next_id: AtomicU64,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The conversation store, when the engine has a disk tier.
+    store: Option<ConversationStore>,
 }
 
 impl Drop for Shared {
@@ -138,6 +143,7 @@ impl EngineHandle {
     pub fn spawn(mut engine: Engine, max_queued: usize) -> Result<Self, EngineError> {
         let model = engine.model_arc();
         let capacity_tokens = engine.capacity_tokens();
+        let store = engine.conversations().cloned();
         let stats = Arc::new(Mutex::new(engine.stats()));
         engine.publish_to(stats.clone());
         let (tx, rx) = mpsc::channel();
@@ -155,6 +161,7 @@ impl EngineHandle {
                 rejected: AtomicU64::new(0),
                 next_id: AtomicU64::new(0),
                 thread: Mutex::new(Some(thread)),
+                store,
             }),
         })
     }
@@ -225,6 +232,85 @@ impl EngineHandle {
         s
     }
 
+    /// The conversation store (list, create, get, rename); an error without a disk tier.
+    pub fn conversations(&self) -> Result<&ConversationStore, EngineError> {
+        self.shared
+            .store
+            .as_ref()
+            .ok_or(EngineError::Persist(PersistError::Disabled))
+    }
+
+    /// Deletes a conversation: its text, then its cache file.
+    pub fn delete_conversation(&self, id: &ConversationId) -> Result<(), EngineError> {
+        self.conversations()?.delete(id)?;
+        let _ = self.shared.commands.send(Command::DeleteCache(id.clone()));
+        Ok(())
+    }
+
+    /// Continues conversation `id`: saves the user's `message` (if any) at once, then generates
+    /// the assistant's reply to the whole conversation. `defaults` are the sampling settings and
+    /// `max_tokens` unless the conversation's settings override them. When the reply finishes,
+    /// it is appended to the conversation and the conversation's cache file is written, both in
+    /// the background.
+    ///
+    /// If the user's message cannot be saved (a full disk), the reply is generated anyway and
+    /// the whole conversation is written again with it when it finishes.
+    pub fn send_message(
+        &self,
+        id: &ConversationId,
+        message: Option<&str>,
+        defaults: &GenerateParams,
+    ) -> Result<RequestStream, EngineError> {
+        let store = self.conversations()?;
+        let mut replace = false;
+        let conversation = match message {
+            None => store.get(id)?,
+            Some(text) => {
+                let m = Message::new(Role::User, text);
+                match store.append(id, m.clone()) {
+                    Ok(c) => c,
+                    Err(e @ (PersistError::NotFound(_) | PersistError::BadConversation { .. })) => return Err(e.into()),
+                    Err(e) => {
+                        tracing::warn!("could not save the message: {e}; generating the reply anyway");
+                        replace = true;
+                        let mut c = store.get(id)?;
+                        c.messages.push(m);
+                        c
+                    }
+                }
+            }
+        };
+        let chat: Vec<ChatMessage> = conversation
+            .prompt_messages()
+            .into_iter()
+            .map(|(role, content)| ChatMessage::new(role.as_str(), content))
+            .collect();
+        let prompt = self.tokenize_chat(&chat)?;
+        let mut params = defaults.clone();
+        if let Some(s) = &conversation.settings.sampling {
+            params.sampling = s.clone();
+        }
+        if let Some(n) = conversation.settings.max_tokens {
+            params.max_tokens = n;
+        }
+        self.submit(GenerateRequest {
+            prompt,
+            params,
+            save: Some(SaveTo {
+                conversation: id.clone(),
+                messages: replace.then_some(conversation.messages),
+            }),
+        })
+    }
+
+    /// Waits until the engine's queued saves (cache files, conversation text) are on disk.
+    pub fn flush_disk(&self) {
+        let (tx, rx) = mpsc::channel();
+        if self.shared.commands.send(Command::FlushDisk(tx)).is_ok() {
+            let _ = rx.recv();
+        }
+    }
+
     /// Requests waiting for their first step, as counted for the queue limit.
     pub fn queued(&self) -> usize {
         self.shared.queued.load(Ordering::Acquire)
@@ -247,6 +333,11 @@ fn engine_loop(mut engine: Engine, rx: mpsc::Receiver<Command>) {
         Command::Submit(s) => engine.add_request(*s),
         Command::Cancel(id) => {
             engine.cancel(id);
+        }
+        Command::DeleteCache(id) => engine.delete_cache(id),
+        Command::FlushDisk(done) => {
+            engine.flush_disk();
+            let _ = done.send(());
         }
     };
     let mut open = true;

@@ -24,6 +24,7 @@
 //! `update_from_output`) and `AsyncLLM`.
 
 mod core;
+mod disk;
 mod error;
 mod handle;
 mod request;
@@ -33,8 +34,9 @@ mod stats;
 mod stop;
 
 pub use self::core::Engine;
+pub use disk::{chain_hashes, fingerprint, kv_layout, DiskSettings, KV_SEMANTICS_VERSION};
 pub use error::{EngineError, ErrorKind};
 pub use handle::{EngineHandle, EventSender, QueueTicket, RequestStream, Submission};
-pub use request::{Event, GenerateParams, GenerateRequest, GenerationReport, RequestId, StopReason};
+pub use request::{Event, GenerateParams, GenerateRequest, GenerationReport, RequestId, SaveTo, StopReason};
 pub use scheduler::Scheduler;
 pub use stats::{EngineStats, Histogram, RequestCounters, TOKENS_PER_SECOND_BUCKETS, TTFT_BUCKETS};

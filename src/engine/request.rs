@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::config::SamplingParams;
 use crate::kv::PrefixMatch;
+use crate::persist::{ConversationId, Message};
 
 use super::EngineError;
 
@@ -57,6 +58,31 @@ impl GenerateParams {
 pub struct GenerateRequest {
     pub prompt: Vec<u32>,
     pub params: GenerateParams,
+    /// Save the turn into a conversation when it finishes: its text, and a cache file of its
+    /// K/V (when the engine has a disk tier).
+    pub save: Option<SaveTo>,
+}
+
+impl GenerateRequest {
+    /// A request that saves nothing.
+    pub fn new(prompt: Vec<u32>, params: GenerateParams) -> Self {
+        Self {
+            prompt,
+            params,
+            save: None,
+        }
+    }
+}
+
+/// Where a finished turn is saved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SaveTo {
+    pub conversation: ConversationId,
+    /// `None`: the conversation already holds the prompt's messages (the engine's
+    /// conversation API saved the user's message first); the reply is appended. `Some`: the
+    /// conversation becomes these messages and the reply (a request naming a conversation over
+    /// the HTTP API).
+    pub messages: Option<Vec<Message>>,
 }
 
 /// Why generation ended.

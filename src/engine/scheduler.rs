@@ -12,8 +12,10 @@
 //! 3. running requests still in their prompt get chunks of it from what is left of the budget
 //!    (chunked prefill: a long prompt never holds up the decodes for more than one such step);
 //! 4. if nothing was preempted, waiting requests are admitted (oldest first, while there is
-//!    budget, room among `max_running` and device blocks for the whole prompt): the cache
-//!    manager matches their cached prefix (host hits are promoted) and they prefill the rest.
+//!    budget, room among `max_running` and device blocks for the whole prompt): saved blocks
+//!    that extend their cached prefix are read from the disk tier first (the `Prefetch` hook),
+//!    then the cache manager matches their cached prefix (host hits are promoted) and they
+//!    prefill the rest.
 //!
 //! Invariants: a request in `running` holds a started sequence in the cache manager, one in
 //! `waiting` holds none; decodes always fit the budget (`max_batch_tokens >= max_running`); a
@@ -61,6 +63,10 @@ pub struct Scheduler {
     running: Vec<Sequence>,
     next_seq: u64,
 }
+
+/// Reads saved blocks extending a prompt's cached prefix into the cache before admission (the
+/// disk tier); returns the prompt tokens it read.
+pub(crate) type Prefetch<'a> = &'a mut dyn FnMut(&[u32], &mut KvCacheManager, &mut KvMemory) -> usize;
 
 /// What making room for a running request came to.
 enum Room {
@@ -123,7 +129,12 @@ impl Scheduler {
 
     /// Decides the next step (see the module docs), making the cache manager's allocations and
     /// running their copy plans on `memory`.
-    pub(crate) fn schedule(&mut self, kv: &mut KvCacheManager, memory: &mut KvMemory) -> SchedulerOutput {
+    pub(crate) fn schedule(
+        &mut self,
+        kv: &mut KvCacheManager,
+        memory: &mut KvMemory,
+        prefetch: Prefetch<'_>,
+    ) -> SchedulerOutput {
         let mut out = SchedulerOutput::default();
         self.reap_abandoned(kv, &mut out);
         let mut budget = self.cfg.max_batch_tokens;
@@ -153,7 +164,7 @@ impl Scheduler {
             }
         }
         if out.preempted == 0 {
-            self.admit(&mut budget, kv, memory, &mut out);
+            self.admit(&mut budget, kv, memory, prefetch, &mut out);
         }
         out
     }
@@ -240,7 +251,14 @@ impl Scheduler {
     }
 
     /// Admits waiting requests while there is budget, room and blocks.
-    fn admit(&mut self, budget: &mut usize, kv: &mut KvCacheManager, memory: &mut KvMemory, out: &mut SchedulerOutput) {
+    fn admit(
+        &mut self,
+        budget: &mut usize,
+        kv: &mut KvCacheManager,
+        memory: &mut KvMemory,
+        prefetch: Prefetch<'_>,
+        out: &mut SchedulerOutput,
+    ) {
         let bs = kv.config().block_size;
         let capacity = kv.config().device_blocks;
         while *budget > 0 && self.running.len() < self.cfg.max_running {
@@ -259,10 +277,11 @@ impl Scheduler {
                 continue;
             }
             let seq = SeqId(self.next_seq);
+            let from_disk = prefetch(&front.tokens, kv, memory);
             let t = Instant::now();
             let started = kv.start(seq, &front.tokens);
             front.bookkeeping += t.elapsed();
-            let start = match started {
+            let mut start = match started {
                 Ok(start) => start,
                 // Not now: blocks come back as running requests finish.
                 Err(KvError::NoFreeBlocks { .. }) => break,
@@ -277,6 +296,7 @@ impl Scheduler {
             let Some(mut s) = self.waiting.pop_front() else {
                 break;
             };
+            start.hit.disk_tokens = from_disk.min(start.hit.host_tokens);
             s.admitted(seq, start.cached_tokens, start.hit);
             if let Err(e) = memory.execute(&start.plan) {
                 release(&mut s, kv);

@@ -48,6 +48,8 @@ pub(crate) struct Sequence {
     pub(crate) bookkeeping: Duration,
     pub(crate) preemptions: u32,
     logits: Vec<Vec<f32>>,
+    /// Where the finished turn is saved.
+    pub(crate) save: Option<super::SaveTo>,
 }
 
 /// A request's last event, held until the engine has published the stats
@@ -91,6 +93,7 @@ impl Sequence {
             sampler: Sampler::new(request.params.sampling.clone()),
             stop: StopMatcher::new(&request.params.stop),
             params: request.params,
+            save: request.save,
             detok: Detokenizer::default(),
             text: String::new(),
             events,

@@ -108,6 +108,8 @@ pub struct EngineStats {
     /// Time spent in forwards.
     #[serde(serialize_with = "secs")]
     pub busy: Duration,
+    /// The disk tier (cache files, reads, writes, failures); `None` without one.
+    pub disk: Option<crate::persist::DiskStats>,
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -119,6 +121,7 @@ impl EngineStats {
         Self {
             cache,
             memory: None,
+            disk: None,
             waiting: 0,
             running: 0,
             requests: RequestCounters::default(),

@@ -102,7 +102,7 @@ impl KvCacheManager {
             .collect()
     }
 
-    fn match_path(&self, tokens: &[u32]) -> Vec<NodeId> {
+    pub(crate) fn match_path(&self, tokens: &[u32]) -> Vec<NodeId> {
         if !self.cfg.prefix_caching {
             return Vec::new();
         }
@@ -191,6 +191,7 @@ impl KvCacheManager {
             tokens: cached_tokens,
             device_tokens: (path.len() - host_hits) * bs,
             host_tokens: host_hits * bs,
+            disk_tokens: 0,
         };
         self.counters.lookups += 1;
         self.counters.prompt_tokens += prompt.len() as u64;
@@ -403,6 +404,7 @@ impl KvCacheManager {
             write_through_copies: c.write_through_copies,
             evictions_device: c.evictions_device,
             evictions_host: c.evictions_host,
+            imported_blocks: c.imported_blocks,
         }
     }
 }
@@ -503,7 +505,8 @@ mod tests {
             PrefixMatch {
                 tokens: 16,
                 device_tokens: 16,
-                host_tokens: 0
+                host_tokens: 0,
+                disk_tokens: 0
             }
         );
         assert_eq!(m.lookup(&toks(0..17)).len(), 2);

@@ -13,6 +13,8 @@
 //! - [`KvCacheManager`]: `start` / `allocate` / `commit` / `free` for the engine, each returning a
 //!   [`CopyPlan`] (demote device → host, promote host → device) for the runtime; `tiers.rs` holds
 //!   its eviction and demotion policy, `invariants.rs` its self-check;
+//! - `import.rs`: [`KvCacheManager::import`], how blocks read from a cache file (the disk tier)
+//!   enter the trie as cached blocks;
 //! - [`CacheStats`]: occupancy per tier and hit / copy / eviction counters;
 //! - [`testkit`]: a fake runtime that executes plans over token ids, for tests.
 //!
@@ -26,6 +28,7 @@ mod config;
 mod error;
 mod hash;
 mod ids;
+mod import;
 mod invariants;
 mod manager;
 mod plan;
@@ -41,6 +44,7 @@ pub use config::{KvCacheConfig, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE};
 pub use error::KvError;
 pub use hash::{hash_block, BlockHasher, ROOT_SEED};
 pub use ids::{BlockHash, BlockId, SeqId, Tier};
+pub use import::ImportPlan;
 pub use manager::KvCacheManager;
 pub use plan::{CopyPlan, PrefixMatch, SeqStart};
 pub use stats::{CacheStats, TierStats};

@@ -56,6 +56,9 @@ pub struct PrefixMatch {
     pub device_tokens: usize,
     /// Tokens in blocks only on the host tier (promoted to device before the prefill).
     pub host_tokens: usize,
+    /// Of `host_tokens`, those just read from a cache file (the disk tier). The manager never
+    /// sets this; the engine does, as it does the reading.
+    pub disk_tokens: usize,
 }
 
 /// What [`KvCacheManager::start`](super::KvCacheManager::start) reports for a new sequence.

@@ -76,6 +76,8 @@ pub struct CacheStats {
     pub evictions_device: u64,
     /// Cached host copies dropped.
     pub evictions_host: u64,
+    /// Blocks imported from outside the RAM tiers (the disk tier's cache files).
+    pub imported_blocks: u64,
 }
 
 impl CacheStats {
@@ -106,6 +108,7 @@ pub(crate) struct Counters {
     pub(crate) write_through_copies: u64,
     pub(crate) evictions_device: u64,
     pub(crate) evictions_host: u64,
+    pub(crate) imported_blocks: u64,
 }
 
 #[cfg(test)]

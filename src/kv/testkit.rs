@@ -58,6 +58,20 @@ impl FakeRuntime {
         }
     }
 
+    /// Writes a whole block's `tokens` into block `id` of `tier`, as reading a cache file into
+    /// it does.
+    pub fn fill(&mut self, tier: Tier, id: BlockId, tokens: &[u32]) {
+        let blocks = match tier {
+            Tier::Device => &mut self.device,
+            Tier::Host => &mut self.host,
+        };
+        if let Some(rows) = blocks.get_mut(id.index()) {
+            for (r, t) in rows.iter_mut().zip(tokens) {
+                *r = Some(*t);
+            }
+        }
+    }
+
     /// Reads positions `0..len` through `table` (what attention would see).
     pub fn read(&self, table: &[BlockId], len: usize) -> Vec<Option<u32>> {
         let bs = self.block_size;

@@ -25,6 +25,9 @@ pub struct ModelInfo {
     pub context_length: usize,
     pub device: String,
     pub file_bytes: u64,
+    /// The files whose contents define the model: the GGUF, then any `tokenizer.json` and
+    /// `tokenizer_config.json` used with it (what a cache file's fingerprint hashes).
+    pub files: Vec<std::path::PathBuf>,
 }
 
 /// Weights, tokenizer and chat template of one model.
@@ -97,6 +100,7 @@ impl LoadedModel {
             context_length: context,
             device: device_name(device),
             file_bytes: file.file_len(),
+            files: resolved.files(),
         };
         Ok(Self {
             transformer,
@@ -146,6 +150,18 @@ impl LoadedModel {
         }
         Ok(())
     }
+}
+
+/// The K/V geometry of the model in `gguf`, from its metadata alone (no weights are read).
+pub fn kv_shape_of(gguf: &Path) -> Result<crate::ops::KvShape, ModelError> {
+    let file = GgufFile::open(gguf)?;
+    let hp =
+        super::hparams::HParams::from_metadata(file.metadata(), file.tensor_shape("token_embd.weight").map(|s| s[0]))?;
+    Ok(crate::ops::KvShape {
+        layers: hp.layers,
+        kv_heads: hp.kv_heads,
+        head_dim: hp.head_dim,
+    })
 }
 
 fn file_name(p: &Path) -> String {

@@ -35,5 +35,5 @@ mod transformer;
 
 pub use device::select_device;
 pub use error::ModelError;
-pub use loaded::{device_name, LoadedModel, ModelInfo, DEFAULT_CONTEXT_CAP};
+pub use loaded::{device_name, kv_shape_of, LoadedModel, ModelInfo, DEFAULT_CONTEXT_CAP};
 pub use transformer::{Logits, Transformer};

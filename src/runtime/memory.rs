@@ -1,7 +1,20 @@
 //! The device and host block arenas and the copies between them.
 
 use super::RuntimeError;
-use crate::kv::{BlockId, CopyPlan};
+use crate::kv::{BlockId, CopyPlan, Tier};
+
+// Cache files store K/V little-endian, as the blocks are in memory here.
+const _: () = assert!(
+    cfg!(target_endian = "little"),
+    "hearth's cache files assume a little-endian machine"
+);
+
+fn tier_name(t: Tier) -> &'static str {
+    match t {
+        Tier::Device => "device",
+        Tier::Host => "host",
+    }
+}
 use crate::ops::{KvStore, PagedKvBatch, PagedLayout};
 
 /// Where the device tier's blocks live.
@@ -141,6 +154,83 @@ impl KvMemory {
             #[cfg(feature = "cuda")]
             DeviceTier::Cuda(pool) => Box::new(crate::ops::cuda_paged::CudaPagedKvBatch::new(pool, tables)),
         }
+    }
+
+    /// Lets `fill` write block `b` of `tier` as little-endian bytes (a cache file's payload),
+    /// straight into RAM; a VRAM block goes through a buffer and one copy. `fill`'s error is
+    /// returned as is (the block then holds garbage, and the caller discards it).
+    pub fn fill_block<E>(
+        &mut self,
+        tier: Tier,
+        b: BlockId,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<Result<(), E>, RuntimeError> {
+        let be = self.layout.block_elems();
+        let capacity = match tier {
+            Tier::Device => self.device_blocks(),
+            Tier::Host => self.host_blocks(),
+        };
+        if b.0 as usize >= capacity {
+            return Err(RuntimeError::BadBlock {
+                tier: tier_name(tier),
+                block: b.0,
+                capacity,
+            });
+        }
+        let range = b.0 as usize * be..(b.0 as usize + 1) * be;
+        let ram: &mut [f32] = match (tier, &mut self.device) {
+            (Tier::Host, _) => &mut self.host[range],
+            (Tier::Device, DeviceTier::Ram(d)) => &mut d[range],
+            #[cfg(feature = "cuda")]
+            (Tier::Device, DeviceTier::Cuda(pool)) => {
+                let mut buf = vec![0f32; be];
+                if let Err(e) = fill(bytemuck::cast_slice_mut(&mut buf)) {
+                    return Ok(Err(e));
+                }
+                pool.device
+                    .cuda_stream()
+                    .memcpy_htod(&buf, &mut pool.data.slice_mut(range))
+                    .map_err(|e| RuntimeError::Device(e.to_string()))?;
+                return Ok(Ok(()));
+            }
+        };
+        Ok(fill(bytemuck::cast_slice_mut(ram)))
+    }
+
+    /// Appends the device blocks `blocks`, in order, to `out` as little-endian bytes (what a
+    /// cache file stores).
+    pub fn copy_device_blocks(&self, blocks: &[BlockId], out: &mut Vec<u8>) -> Result<(), RuntimeError> {
+        let be = self.layout.block_elems();
+        let d = self.device_blocks();
+        if let Some(bad) = blocks.iter().find(|b| b.0 as usize >= d) {
+            return Err(RuntimeError::BadBlock {
+                tier: "device",
+                block: bad.0,
+                capacity: d,
+            });
+        }
+        out.reserve(blocks.len() * be * 4);
+        match &self.device {
+            DeviceTier::Ram(device) => {
+                for b in blocks {
+                    let at = b.0 as usize * be;
+                    out.extend_from_slice(bytemuck::cast_slice(&device[at..at + be]));
+                }
+            }
+            #[cfg(feature = "cuda")]
+            DeviceTier::Cuda(pool) => {
+                let mut buf = vec![0f32; be];
+                for b in blocks {
+                    let at = b.0 as usize * be;
+                    pool.device
+                        .cuda_stream()
+                        .memcpy_dtoh(&pool.data.slice(at..at + be), &mut buf)
+                        .map_err(|e| RuntimeError::Device(e.to_string()))?;
+                    out.extend_from_slice(bytemuck::cast_slice(&buf));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// One RAM device block's contents (tests compare tiers with it); `None`

@@ -66,6 +66,7 @@ mod tests {
             host_bytes: host,
             prefix_caching: true,
             write_through: false,
+            disk_budget_bytes: 0,
         }
     }
 

@@ -13,7 +13,9 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::Value;
 
+use crate::engine::SaveTo;
 use crate::model::chat::ChatMessage;
+use crate::persist::{ConversationId, Message, Role};
 
 use super::protocol::{ChatFields, CommonFields, Kind, WireMessage};
 use super::{body, generation, params, ApiError, AppState};
@@ -24,9 +26,39 @@ pub(crate) async fn handle(
 ) -> Result<Response, ApiError> {
     let value = body::json_object(request, state.config().max_body_bytes)?;
     let plan = params::plan(&state, body::fields::<CommonFields>(&value)?)?;
-    let messages = messages(body::fields::<ChatFields>(&value)?.messages)?;
+    let fields = body::fields::<ChatFields>(&value)?;
+    let messages = messages(fields.messages)?;
+    let save = match fields.conversation_id {
+        None => None,
+        Some(id) => Some(save_to(&id, &messages)?),
+    };
     let prompt = generation::tokenize(&state, move |engine| engine.tokenize_chat(&messages)).await?;
-    generation::respond(&state, prompt, plan, Kind::Chat).await
+    generation::respond(&state, prompt, plan, Kind::Chat, save).await
+}
+
+/// `conversation_id`: the conversation this turn is saved as (its messages, the reply and the
+/// cache file). The id names files, so only letters, digits, `-` and `_` are accepted.
+fn save_to(id: &str, messages: &[ChatMessage]) -> Result<SaveTo, ApiError> {
+    let conversation =
+        ConversationId::parse(id).map_err(|e| ApiError::invalid_param("conversation_id", e.to_string()))?;
+    let messages = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| match Role::parse(&m.role) {
+            Some(role) => Ok(Message::new(role, m.content.clone())),
+            None => Err(ApiError::invalid_param(
+                format!("messages[{i}].role"),
+                format!(
+                    "a request with conversation_id may only hold system, user and assistant messages, not `{}`",
+                    m.role
+                ),
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(SaveTo {
+        conversation,
+        messages: Some(messages),
+    })
 }
 
 fn messages(wire: Vec<WireMessage>) -> Result<Vec<ChatMessage>, ApiError> {

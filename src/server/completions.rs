@@ -32,7 +32,7 @@ pub(crate) async fn handle(
         Prompt::Text(text) => generation::tokenize(&state, move |engine| engine.tokenize(&text)).await?,
         Prompt::Tokens(ids) => ids,
     };
-    generation::respond(&state, prompt, plan, Kind::Text).await
+    generation::respond(&state, prompt, plan, Kind::Text, None).await
 }
 
 fn prompt(value: Value) -> Result<Prompt, ApiError> {

@@ -180,6 +180,7 @@ impl From<EngineError> for ApiError {
             ErrorKind::ContextLength => Self::ContextLength(message),
             ErrorKind::Overloaded => Self::Overloaded(message),
             ErrorKind::Unavailable | ErrorKind::Cancelled => Self::Unavailable(message),
+            ErrorKind::NotFound => Self::NotFound(message),
             ErrorKind::Internal => Self::Internal(message),
         }
     }

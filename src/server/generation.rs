@@ -15,7 +15,7 @@
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::engine::{EngineError, EngineHandle, Event, GenerateRequest, GenerationReport, RequestStream};
+use crate::engine::{EngineError, EngineHandle, Event, GenerateRequest, GenerationReport, RequestStream, SaveTo};
 
 use super::params::Plan;
 use super::protocol::{chat_completion, text_completion, Kind, Meta};
@@ -35,10 +35,17 @@ where
 
 /// Submits `prompt` and answers as `plan` says: an SSE stream or a whole
 /// response of `kind`'s shape.
-pub(crate) async fn respond(state: &AppState, prompt: Vec<u32>, plan: Plan, kind: Kind) -> Result<Response, ApiError> {
+pub(crate) async fn respond(
+    state: &AppState,
+    prompt: Vec<u32>,
+    plan: Plan,
+    kind: Kind,
+    save: Option<SaveTo>,
+) -> Result<Response, ApiError> {
     let events = state.engine().submit(GenerateRequest {
         prompt,
         params: plan.params,
+        save,
     })?;
     let meta = Meta::new(
         match kind {

@@ -48,6 +48,10 @@ pub(crate) struct StreamOptions {
 #[derive(Debug, Deserialize)]
 pub(crate) struct ChatFields {
     pub messages: Vec<WireMessage>,
+    /// hearth's extension: save this turn (messages, reply and the K/V cache file) as the
+    /// named conversation.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
 }
 
 /// One message as sent: `content` is a string, a list of parts, or null.

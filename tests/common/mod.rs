@@ -118,6 +118,7 @@ pub fn cache_settings(prefix_caching: bool, block_size: usize) -> hearth::config
         host_bytes: 0,
         prefix_caching,
         write_through: false,
+        disk_budget_bytes: 0,
     }
 }
 

@@ -198,6 +198,16 @@ pub struct ResolvedModel {
     pub tokenizer_config: Option<PathBuf>,
 }
 
+impl ResolvedModel {
+    /// The files whose contents define the model: the GGUF, then the tokenizer files used.
+    pub fn files(&self) -> Vec<PathBuf> {
+        std::iter::once(self.gguf.clone())
+            .chain(self.tokenizer_json.clone())
+            .chain(self.tokenizer_config.clone())
+            .collect()
+    }
+}
+
 /// Finds `source` on disk, downloading a hub file that is not in the cache
 /// unless offline.
 ///

@@ -1,0 +1,325 @@
+//! The engine's side of the disk tier: reading cache file hits into the KV cache, and handing
+//! finished turns to the background writer.
+//!
+//! Owns: [`DiskSettings`], [`DiskTier`] and the model [`fingerprint`]. At admission,
+//! [`DiskTier::prefetch`] looks past the RAM tiers' match in the [`DiskIndex`]; a hit's blocks
+//! are imported into the cache manager ([`crate::kv::KvCacheManager::import`]) and read from the
+//! file straight into their blocks, each checked against its checksum; the admission that
+//! follows finds them as host hits. At the end of a turn that names a conversation,
+//! [`DiskTier::save_cache`] copies the blocks the conversation's file does not already hold and
+//! queues the write; the reply's text is queued too ([`DiskTier::save_turn`]). Nothing here
+//! writes on the engine thread.
+//!
+//! Invariants: a damaged block is never used: the read stops there, the blocks after it are
+//! dropped from the trie, and the file is marked usable only up to it; a file's header is checked
+//! again when it is opened (the writer may have replaced it since it was indexed).
+//!
+//! Counterpart: SGLang HiCache's storage prefetch (`prefetch_from_storage`) and write-back
+//! (`write_backup_storage`); LMCache's `retrieve` / `store`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use super::EngineError;
+use crate::kv::{hash_block, BlockHash, BlockId, KvCacheManager};
+use crate::ops::KvShape;
+use crate::persist::{
+    cache_dir, conversations_dir, CacheFile, CacheJob, ConversationId, ConversationStore, DiskIndex, DiskStats, Faults,
+    Fingerprint, KvDtype, KvLayout, PersistError, PersistWorker, TurnText, WorkerContext,
+};
+use crate::runtime::KvMemory;
+
+/// Bumped whenever hearth computes different K/V for the same model and tokens (the forward,
+/// rope, the block layout): cache files written before no longer match.
+pub const KV_SEMANTICS_VERSION: u32 = 1;
+
+/// Where and how much the disk tier keeps.
+#[derive(Debug, Clone)]
+pub struct DiskSettings {
+    /// The data directory (`conversations/` and `cache/` live under it).
+    pub data_dir: PathBuf,
+    /// Most bytes of cache files; least recently used ones are deleted past it.
+    pub budget_bytes: u64,
+    /// Test hook on every write.
+    pub faults: Faults,
+}
+
+impl DiskSettings {
+    pub fn new(data_dir: impl Into<PathBuf>, budget_bytes: u64) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            budget_bytes,
+            faults: Faults::none(),
+        }
+    }
+}
+
+/// The layout of cache file payloads for a model of `shape` with `block_size`-token blocks.
+pub fn kv_layout(shape: KvShape, block_size: usize) -> KvLayout {
+    KvLayout {
+        block_size: block_size as u32,
+        layers: shape.layers as u32,
+        kv_heads: shape.kv_heads as u32,
+        head_dim: shape.head_dim as u32,
+        dtype: KvDtype::F32,
+    }
+}
+
+/// The fingerprint of K/V computed by this hearth from the model in `files` (their whole
+/// contents: weights, architecture settings, tokenizer, chat template) on a `device` kind, in
+/// `layout`. `progress` gets the bytes hashed so far.
+pub fn fingerprint(
+    files: &[PathBuf],
+    device: &str,
+    layout: &KvLayout,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Fingerprint, EngineError> {
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    parts.push(format!("hearth-kv-{KV_SEMANTICS_VERSION}").into_bytes());
+    let mut done = 0u64;
+    for path in files {
+        parts.push(hash_file(path, &mut |n| {
+            done += n;
+            progress(done)
+        })?);
+    }
+    parts.push(device.as_bytes().to_vec());
+    for v in [
+        layout.block_size,
+        layout.layers,
+        layout.kv_heads,
+        layout.head_dim,
+        layout.dtype.code(),
+    ] {
+        parts.push(v.to_le_bytes().to_vec());
+    }
+    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    Ok(Fingerprint::of(&refs))
+}
+
+/// xxh3-128 of a file's contents.
+fn hash_file(path: &Path, progress: &mut dyn FnMut(u64)) -> Result<Vec<u8>, EngineError> {
+    let err = |e| EngineError::from(PersistError::io(path, e));
+    let mut f = std::fs::File::open(path).map_err(err)?;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 4 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(err)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        progress(n as u64);
+    }
+    Ok(h.digest128().to_le_bytes().to_vec())
+}
+
+/// The chain hashes of `tokens`' full blocks.
+pub fn chain_hashes(tokens: &[u32], block_size: usize) -> Vec<BlockHash> {
+    let mut parent = None;
+    tokens
+        .chunks_exact(block_size)
+        .map(|b| {
+            let h = hash_block(parent, b);
+            parent = Some(h);
+            h
+        })
+        .collect()
+}
+
+/// The disk tier of one engine.
+#[derive(Debug)]
+pub(crate) struct DiskTier {
+    index: Arc<Mutex<DiskIndex>>,
+    stats: Arc<Mutex<DiskStats>>,
+    store: ConversationStore,
+    worker: PersistWorker,
+    layout: KvLayout,
+    /// 0: no cache files are written.
+    budget_bytes: u64,
+}
+
+use crate::persist::worker_lock as lock;
+
+impl DiskTier {
+    /// Opens the disk tier in `settings.data_dir`: indexes the cache files written for
+    /// `fingerprint` (others are reported and left alone) and starts the writer. An unreadable
+    /// cache directory leaves the tier empty, with a warning; generation works without it.
+    pub(crate) fn open(
+        settings: &DiskSettings,
+        fingerprint: Fingerprint,
+        layout: KvLayout,
+    ) -> Result<Self, EngineError> {
+        let dir = cache_dir(&settings.data_dir);
+        let index = match DiskIndex::scan(dir.clone(), fingerprint, layout) {
+            Ok((index, report)) => {
+                for (path, why) in &report.ignored {
+                    tracing::warn!("ignoring cache file {}: {why}", path.display());
+                }
+                tracing::info!(
+                    "disk tier: {} cache files ({:.1} MiB) in {}",
+                    report.indexed,
+                    report.bytes as f64 / (1 << 20) as f64,
+                    dir.display()
+                );
+                index
+            }
+            Err(e) => {
+                tracing::warn!("the disk tier starts empty: {e}");
+                DiskIndex::new(dir, fingerprint, layout)
+            }
+        };
+        let stats = DiskStats {
+            files: index.len(),
+            bytes: index.bytes(),
+            budget_bytes: settings.budget_bytes,
+            ..DiskStats::default()
+        };
+        let index = Arc::new(Mutex::new(index));
+        let stats = Arc::new(Mutex::new(stats));
+        let store = ConversationStore::with_faults(conversations_dir(&settings.data_dir), settings.faults.clone());
+        let worker = PersistWorker::spawn(WorkerContext {
+            index: index.clone(),
+            store: store.clone(),
+            stats: stats.clone(),
+            budget_bytes: settings.budget_bytes,
+            faults: settings.faults.clone(),
+        })?;
+        Ok(Self {
+            index,
+            stats,
+            store,
+            worker,
+            layout,
+            budget_bytes: settings.budget_bytes,
+        })
+    }
+
+    pub(crate) fn store(&self) -> &ConversationStore {
+        &self.store
+    }
+
+    pub(crate) fn stats(&self) -> DiskStats {
+        lock(&self.stats).clone()
+    }
+
+    /// Waits for every queued write.
+    pub(crate) fn flush(&self) {
+        self.worker.flush();
+    }
+
+    pub(crate) fn delete_cache(&self, id: ConversationId) {
+        self.worker.delete_cache(id);
+    }
+
+    /// Reads the saved blocks that extend `prompt`'s cached prefix into the cache (see the
+    /// module docs); returns the prompt tokens read.
+    pub(crate) fn prefetch(&self, kv: &mut KvCacheManager, memory: &mut KvMemory, prompt: &[u32]) -> usize {
+        let bs = kv.config().block_size;
+        let max_blocks = prompt.len().saturating_sub(1) / bs;
+        let from = kv.cached_blocks(prompt);
+        if from >= max_blocks || !kv.config().prefix_caching {
+            return 0;
+        }
+        let Some(hit) = lock(&self.index).lookup(prompt, from, max_blocks) else {
+            return 0;
+        };
+        let mut file = match CacheFile::open(&hit.path).and_then(|f| {
+            f.check_compatible(lock(&self.index).fingerprint(), &self.layout)?;
+            Ok(f)
+        }) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!("not using cache file: {e}");
+                lock(&self.index).remove(&hit.conversation);
+                return 0;
+            }
+        };
+        let end = hit.blocks.end * bs;
+        if file.header().tokens.get(..end) != prompt.get(..end) {
+            return 0; // replaced since it was indexed; the index catches up after the write
+        }
+        let import = kv.import(prompt, hit.blocks.start, hit.blocks.end);
+        if let Err(e) = memory.execute(&import.plan) {
+            tracing::error!("preparing blocks for a disk read failed: {e}");
+            if let Some(&(tier, b)) = import.blocks.first() {
+                kv.discard(tier, b);
+            }
+            return 0;
+        }
+        let mut read = 0;
+        let mut damaged = None;
+        for (i, &(tier, b)) in import.blocks.iter().enumerate() {
+            let k = import.first_block + i;
+            let r = memory.fill_block(tier, b, |dst| file.read_block(k, dst));
+            match r {
+                Ok(Ok(())) => read += 1,
+                Ok(Err(e)) => {
+                    damaged = Some((k, e.to_string(), matches!(e, PersistError::BlockChecksum { .. })));
+                    kv.discard(tier, b);
+                    break;
+                }
+                Err(e) => {
+                    damaged = Some((k, e.to_string(), false));
+                    kv.discard(tier, b);
+                    break;
+                }
+            }
+        }
+        let now = SystemTime::now();
+        let mut index = lock(&self.index);
+        index.touch(&hit.conversation, now);
+        if let Some((k, why, checksum)) = &damaged {
+            tracing::warn!("{why}: using the {k} blocks before it and recomputing the rest");
+            index.set_usable(&hit.conversation, *k);
+            if *checksum {
+                lock(&self.stats).damaged_blocks += 1;
+            }
+        }
+        drop(index);
+        let _ = std::fs::File::options()
+            .write(true)
+            .open(&hit.path)
+            .and_then(|f| f.set_modified(now));
+        let mut stats = lock(&self.stats);
+        stats.hit_tokens += (read * bs) as u64;
+        stats.blocks_read += read as u64;
+        stats.bytes_read += read as u64 * self.layout.block_bytes();
+        read * bs
+    }
+
+    /// Queues a cache file of `tokens` (whose K/V is in the device blocks `table`) for
+    /// conversation `id`. Only the blocks its current file lacks are copied here.
+    pub(crate) fn save_cache(&self, id: &ConversationId, tokens: &[u32], table: &[BlockId], memory: &KvMemory) {
+        if self.budget_bytes == 0 {
+            return;
+        }
+        let bs = self.layout.block_size as usize;
+        let n = (tokens.len() / bs).min(table.len());
+        let hashes = chain_hashes(&tokens[..n * bs], bs);
+        let reuse = lock(&self.index).get(id).map_or(0, |f| {
+            let limit = (f.usable_blocks.min(n) * bs).min(f.tokens.len());
+            let common = f.tokens[..limit].iter().zip(tokens).take_while(|(a, b)| a == b).count();
+            common / bs
+        });
+        let mut fresh = Vec::new();
+        if let Err(e) = memory.copy_device_blocks(&table[reuse..n], &mut fresh) {
+            tracing::warn!("cannot save the cache of conversation {id}: {e}");
+            return;
+        }
+        self.worker.save_cache(CacheJob {
+            id: id.clone(),
+            tokens: tokens.to_vec(),
+            hashes,
+            reuse_blocks: reuse,
+            fresh,
+        });
+    }
+
+    /// Queues the text of a finished turn.
+    pub(crate) fn save_turn(&self, id: ConversationId, text: TurnText) {
+        self.worker.save_turn(id, text);
+    }
+}

@@ -1,0 +1,364 @@
+//! Conversations as files: each one's messages, settings and timestamps, one JSON file each.
+//!
+//! Owns: [`Conversation`], [`Message`], [`ConversationSettings`], [`ConversationSummary`] and
+//! [`ConversationStore`] (`<data dir>/conversations/<id>.json`).
+//!
+//! Invariants: every change is written atomically (temp file, fsync, rename) before the call
+//! returns, so what a user wrote is on disk before generation starts; read-modify-write changes
+//! hold the store's lock, so the engine appending a reply and a user renaming the conversation
+//! never lose each other's change. A damaged file is reported and left in place (never
+//! overwritten by a guess). The text never depends on the cache file, which can be deleted at any
+//! time.
+//!
+//! Counterpart: LM Studio's and Open WebUI's chat stores; llama.cpp's server keeps none (its
+//! slots save only K/V).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use super::atomic::{write_atomic, Faults};
+use super::{now_ms, ConversationId, PersistError};
+use crate::config::SamplingParams;
+
+/// Version of the conversation JSON layout.
+pub const CONVERSATION_FORMAT: u32 = 1;
+
+/// Who said it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+        }
+    }
+
+    /// `"system"`, `"user"` or `"assistant"`; other roles (e.g. `"tool"`) have no place here.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "system" => Some(Self::System),
+            "user" => Some(Self::User),
+            "assistant" => Some(Self::Assistant),
+            _ => None,
+        }
+    }
+}
+
+/// One message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: u64,
+}
+
+impl Message {
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            created_ms: now_ms(),
+        }
+    }
+}
+
+/// How a conversation generates.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConversationSettings {
+    /// Sent before the messages as a system message.
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// `None`: the engine's defaults.
+    #[serde(default)]
+    pub sampling: Option<SamplingParams>,
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+}
+
+/// A whole conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conversation {
+    #[serde(default = "format_version")]
+    pub format: u32,
+    pub id: ConversationId,
+    pub title: String,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    #[serde(default)]
+    pub settings: ConversationSettings,
+    #[serde(default)]
+    pub messages: Vec<Message>,
+}
+
+fn format_version() -> u32 {
+    CONVERSATION_FORMAT
+}
+
+impl Conversation {
+    /// A new, empty conversation.
+    pub fn new(id: ConversationId, title: impl Into<String>, settings: ConversationSettings) -> Self {
+        let now = now_ms();
+        Self {
+            format: CONVERSATION_FORMAT,
+            id,
+            title: title.into(),
+            created_ms: now,
+            updated_ms: now,
+            settings,
+            messages: Vec::new(),
+        }
+    }
+
+    /// The messages to render for the model: the system prompt (if any, and if the
+    /// conversation does not start with its own system message), then every message.
+    pub fn prompt_messages(&self) -> Vec<(Role, &str)> {
+        let mut out = Vec::with_capacity(self.messages.len() + 1);
+        if let Some(s) = &self.settings.system_prompt {
+            if self.messages.first().is_none_or(|m| m.role != Role::System) {
+                out.push((Role::System, s.as_str()));
+            }
+        }
+        out.extend(self.messages.iter().map(|m| (m.role, m.content.as_str())));
+        out
+    }
+}
+
+/// A line of the conversation list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConversationSummary {
+    pub id: ConversationId,
+    pub title: String,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    pub messages: usize,
+}
+
+/// The conversations directory.
+#[derive(Debug, Clone)]
+pub struct ConversationStore {
+    dir: PathBuf,
+    lock: Arc<Mutex<()>>,
+    faults: Faults,
+}
+
+impl ConversationStore {
+    /// The store in `dir` (created on first write).
+    pub fn new(dir: PathBuf) -> Self {
+        Self::with_faults(dir, Faults::none())
+    }
+
+    /// For tests: every write goes through `faults`.
+    pub fn with_faults(dir: PathBuf, faults: Faults) -> Self {
+        Self {
+            dir,
+            lock: Arc::new(Mutex::new(())),
+            faults,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of conversation `id`.
+    pub fn path(&self, id: &ConversationId) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    fn locked(&self) -> std::sync::MutexGuard<'_, ()> {
+        match self.lock.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Creates a conversation (with a fresh id) and writes it.
+    pub fn create(&self, title: &str, settings: ConversationSettings) -> Result<Conversation, PersistError> {
+        let _g = self.locked();
+        let c = Conversation::new(ConversationId::generate(), title, settings);
+        self.write(&c)?;
+        Ok(c)
+    }
+
+    /// Reads conversation `id`.
+    pub fn get(&self, id: &ConversationId) -> Result<Conversation, PersistError> {
+        let path = self.path(id);
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PersistError::NotFound(id.clone())),
+            Err(e) => return Err(PersistError::io(&path, e)),
+        };
+        let c: Conversation = serde_json::from_slice(&text).map_err(|e| PersistError::BadConversation {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        if c.id != *id {
+            return Err(PersistError::BadConversation {
+                path,
+                reason: format!("it holds conversation {}", c.id),
+            });
+        }
+        Ok(c)
+    }
+
+    /// Whether conversation `id` exists.
+    pub fn exists(&self, id: &ConversationId) -> bool {
+        self.path(id).exists()
+    }
+
+    /// Every readable conversation, most recently updated first; damaged files are skipped
+    /// with a warning.
+    pub fn list(&self) -> Result<Vec<ConversationSummary>, PersistError> {
+        let rd = match std::fs::read_dir(&self.dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(PersistError::io(&self.dir, e)),
+        };
+        let mut out = Vec::new();
+        for entry in rd {
+            let path = entry.map_err(|e| PersistError::io(&self.dir, e))?.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let Some(id) = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .and_then(|s| ConversationId::parse(s).ok())
+            else {
+                continue;
+            };
+            match self.get(&id) {
+                Ok(c) => out.push(ConversationSummary {
+                    id: c.id,
+                    title: c.title,
+                    created_ms: c.created_ms,
+                    updated_ms: c.updated_ms,
+                    messages: c.messages.len(),
+                }),
+                Err(e) => tracing::warn!("skipping a conversation: {e}"),
+            }
+        }
+        out.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then_with(|| a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    /// Applies `change` to conversation `id` (created by `create_if_missing` when it does not
+    /// exist) and writes it; returns the new version.
+    pub fn update(
+        &self,
+        id: &ConversationId,
+        create_if_missing: Option<&dyn Fn() -> Conversation>,
+        change: impl FnOnce(&mut Conversation),
+    ) -> Result<Conversation, PersistError> {
+        let _g = self.locked();
+        let mut c = match (self.get(id), create_if_missing) {
+            (Ok(c), _) => c,
+            (Err(PersistError::NotFound(_)), Some(new)) => new(),
+            (Err(e), _) => return Err(e),
+        };
+        change(&mut c);
+        c.updated_ms = now_ms().max(c.updated_ms);
+        self.write(&c)?;
+        Ok(c)
+    }
+
+    /// Renames conversation `id`.
+    pub fn rename(&self, id: &ConversationId, title: &str) -> Result<Conversation, PersistError> {
+        self.update(id, None, |c| c.title = title.to_string())
+    }
+
+    /// Appends `message` to conversation `id`.
+    pub fn append(&self, id: &ConversationId, message: Message) -> Result<Conversation, PersistError> {
+        self.update(id, None, |c| c.messages.push(message))
+    }
+
+    /// Deletes conversation `id`'s file.
+    pub fn delete(&self, id: &ConversationId) -> Result<(), PersistError> {
+        let _g = self.locked();
+        let path = self.path(id);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PersistError::NotFound(id.clone())),
+            Err(e) => Err(PersistError::io(&path, e)),
+        }
+    }
+
+    fn write(&self, c: &Conversation) -> Result<(), PersistError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| PersistError::io(&self.dir, e))?;
+        let text = serde_json::to_vec_pretty(c).map_err(|e| PersistError::BadConversation {
+            path: self.path(&c.id),
+            reason: e.to_string(),
+        })?;
+        write_atomic(&self.path(&c.id), &text, &self.faults)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_list_rename_append_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ConversationStore::new(dir.path().join("conversations"));
+        assert!(store.list().unwrap().is_empty());
+        let a = store
+            .create(
+                "first",
+                ConversationSettings {
+                    system_prompt: Some("be brief".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let b = store.create("second", ConversationSettings::default()).unwrap();
+        store.append(&a.id, Message::new(Role::User, "hi")).unwrap();
+        let list = store.list().unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].id, a.id, "most recently updated first");
+        store.rename(&b.id, "renamed").unwrap();
+        assert_eq!(store.get(&b.id).unwrap().title, "renamed");
+        let got = store.get(&a.id).unwrap();
+        assert_eq!(got.messages.len(), 1);
+        assert_eq!(
+            got.prompt_messages(),
+            vec![(Role::System, "be brief"), (Role::User, "hi")]
+        );
+        store.delete(&b.id).unwrap();
+        assert!(matches!(store.get(&b.id), Err(PersistError::NotFound(_))));
+        assert!(matches!(store.delete(&b.id), Err(PersistError::NotFound(_))));
+        // a damaged file is skipped by list and reported by get, never rewritten
+        std::fs::write(store.path(&b.id), b"{not json").unwrap();
+        assert_eq!(store.list().unwrap().len(), 1);
+        assert!(matches!(store.get(&b.id), Err(PersistError::BadConversation { .. })));
+        assert!(store.append(&b.id, Message::new(Role::User, "x")).is_err());
+        assert_eq!(std::fs::read(store.path(&b.id)).unwrap(), b"{not json");
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_previous_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = ConversationStore::new(dir.path().to_path_buf());
+        let c = ok.create("t", ConversationSettings::default()).unwrap();
+        ok.append(&c.id, Message::new(Role::User, "kept")).unwrap();
+        let full = ConversationStore::with_faults(
+            dir.path().to_path_buf(),
+            Faults::new(|_| Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "disk full"))),
+        );
+        assert!(full.append(&c.id, Message::new(Role::User, "lost")).is_err());
+        let got = ok.get(&c.id).unwrap();
+        assert_eq!(got.messages.len(), 1);
+        assert_eq!(got.messages[0].content, "kept");
+    }
+}

@@ -1,0 +1,404 @@
+//! The cache file format: one file per conversation holding the K/V blocks of its token history.
+//!
+//! Owns: [`CacheHeader`] (encode, decode with every check), [`KvLayout`], [`Fingerprint`] and the
+//! format constants. Everything is little-endian:
+//!
+//! ```text
+//! offset  size            field
+//! 0       8               magic "HEARTHKV"
+//! 8       4               format version (1)
+//! 12      4               header_bytes: bytes 0..header_bytes are the header, checksum included
+//! 16      16              fingerprint (see `Fingerprint`)
+//! 32      4 × 5           layout: block_size, layers, kv_heads, head_dim, dtype (0 = f32)
+//! 52      4               n_tokens: the token history
+//! 56      4               n_blocks: full blocks stored (<= n_tokens / block_size)
+//! 60      8               payload_offset: where block 0 starts (a multiple of 4096)
+//! 68      4 × n_tokens    token ids
+//! ...     16 × n_blocks   per block: its chain hash (kv::hash_block), xxh3-64 of its payload
+//! ...     8               xxh3-64 of bytes 0..header_bytes-8
+//! payload_offset + k × block_bytes: block k, in `runtime::KvMemory`'s block layout
+//!     ([layer][K, V][block_size][kv_heads][head_dim], dtype), block_bytes = layers × 2 ×
+//!     block_size × kv_heads × head_dim × dtype size
+//! ```
+//!
+//! Invariants a decoded header satisfies: the magic, the version and the header checksum
+//! match; sizes are bounded ([`MAX_TOKENS`]) and consistent with each other and the file's
+//! length *before* anything is allocated from them, so no input can make the reader allocate
+//! more than the file's own size (and never more than the bounds) or panic. A file shorter than
+//! its blocks is still readable up to its last whole block ([`CacheHeader::blocks_present`]).
+//!
+//! Counterpart: llama.cpp's slot save files (`llama_state_seq_save_file`: magic, version, token
+//! count, tokens, then the raw state) and LMCache's disk chunks keyed by chunk hash.
+
+use std::fmt;
+use std::path::Path;
+
+use super::PersistError;
+use crate::kv::BlockHash;
+
+pub const MAGIC: [u8; 8] = *b"HEARTHKV";
+pub const FORMAT_VERSION: u32 = 1;
+/// Payloads start on a 4 KiB boundary (page-aligned reads).
+pub const PAYLOAD_ALIGN: u64 = 4096;
+/// Most tokens a cache file may hold (a 16M-token history is far past any context).
+pub const MAX_TOKENS: u32 = 1 << 24;
+/// Bytes of the fixed part of the header, before the token ids.
+pub const FIXED_HEADER_BYTES: usize = 68;
+/// Sanity bounds on the layout fields.
+const MAX_LAYERS: u32 = 1024;
+const MAX_KV_HEADS: u32 = 1024;
+const MAX_HEAD_DIM: u32 = 4096;
+
+/// The element type of stored K/V.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum KvDtype {
+    F32,
+}
+
+impl KvDtype {
+    pub fn code(self) -> u32 {
+        match self {
+            Self::F32 => 0,
+        }
+    }
+
+    pub fn from_code(code: u32) -> Option<Self> {
+        match code {
+            0 => Some(Self::F32),
+            _ => None,
+        }
+    }
+
+    pub fn size(self) -> u64 {
+        match self {
+            Self::F32 => 4,
+        }
+    }
+}
+
+/// The shape of a block's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct KvLayout {
+    pub block_size: u32,
+    pub layers: u32,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+    pub dtype: KvDtype,
+}
+
+impl KvLayout {
+    /// Bytes of one block.
+    pub fn block_bytes(&self) -> u64 {
+        u64::from(self.layers)
+            * 2
+            * u64::from(self.block_size)
+            * u64::from(self.kv_heads)
+            * u64::from(self.head_dim)
+            * self.dtype.size()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let bs = self.block_size;
+        if !bs.is_power_of_two() || !(8..=256).contains(&bs) {
+            return Err(format!("block size {bs}"));
+        }
+        if !(1..=MAX_LAYERS).contains(&self.layers)
+            || !(1..=MAX_KV_HEADS).contains(&self.kv_heads)
+            || !(1..=MAX_HEAD_DIM).contains(&self.head_dim)
+        {
+            return Err(format!(
+                "layout {} layers × {} heads × {}",
+                self.layers, self.kv_heads, self.head_dim
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What makes stored K/V reusable: a 128-bit hash of the model's weights file (which holds its
+/// architecture settings, tokenizer and chat template), any separate tokenizer files, the K/V
+/// layout and dtype, the block size, and how hearth computes K/V (see
+/// `engine::fingerprint`). Two runs agree on it exactly when one's K/V is valid for the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint(pub [u8; 16]);
+
+impl Fingerprint {
+    /// Hashes `parts` (each length-prefixed, so no two lists collide by concatenation).
+    pub fn of(parts: &[&[u8]]) -> Self {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for p in parts {
+            h.update(&(p.len() as u64).to_le_bytes());
+            h.update(p);
+        }
+        Self(h.digest128().to_le_bytes())
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in &self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One stored block: its chain hash and its payload's checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockEntry {
+    pub hash: BlockHash,
+    pub checksum: u64,
+}
+
+/// A decoded (or to-be-written) cache file header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheHeader {
+    pub fingerprint: Fingerprint,
+    pub layout: KvLayout,
+    pub tokens: Vec<u32>,
+    pub blocks: Vec<BlockEntry>,
+    pub payload_offset: u64,
+}
+
+/// The checksum of a block's payload.
+pub fn block_checksum(payload: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(payload)
+}
+
+/// Bytes of a header with these counts.
+pub fn header_bytes(n_tokens: usize, n_blocks: usize) -> u64 {
+    FIXED_HEADER_BYTES as u64 + 4 * n_tokens as u64 + 16 * n_blocks as u64 + 8
+}
+
+/// `header_bytes` rounded up to [`PAYLOAD_ALIGN`].
+pub fn payload_offset_for(n_tokens: usize, n_blocks: usize) -> u64 {
+    header_bytes(n_tokens, n_blocks).div_ceil(PAYLOAD_ALIGN) * PAYLOAD_ALIGN
+}
+
+/// The largest header any valid file can have.
+fn max_header_bytes() -> u64 {
+    header_bytes(MAX_TOKENS as usize, MAX_TOKENS as usize / 8)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+impl CacheHeader {
+    pub fn block_bytes(&self) -> u64 {
+        self.layout.block_bytes()
+    }
+
+    /// The file's full length.
+    pub fn file_len(&self) -> u64 {
+        self.payload_offset + self.blocks.len() as u64 * self.block_bytes()
+    }
+
+    /// Offset of block `k`'s payload.
+    pub fn block_offset(&self, k: usize) -> u64 {
+        self.payload_offset + k as u64 * self.block_bytes()
+    }
+
+    /// Blocks wholly inside a file of `file_len` bytes.
+    pub fn blocks_present(&self, file_len: u64) -> usize {
+        let bb = self.block_bytes().max(1);
+        let whole = file_len.saturating_sub(self.payload_offset) / bb;
+        (whole.min(self.blocks.len() as u64)) as usize
+    }
+
+    /// The header's bytes, checksum included (`payload_offset` must leave room for them).
+    pub fn encode(&self) -> Vec<u8> {
+        let n = header_bytes(self.tokens.len(), self.blocks.len()) as usize;
+        let mut b = Vec::with_capacity(n);
+        b.extend_from_slice(&MAGIC);
+        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.extend_from_slice(&(n as u32).to_le_bytes());
+        b.extend_from_slice(&self.fingerprint.0);
+        let l = &self.layout;
+        for v in [l.block_size, l.layers, l.kv_heads, l.head_dim, l.dtype.code()] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&(self.tokens.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
+        b.extend_from_slice(&self.payload_offset.to_le_bytes());
+        for t in &self.tokens {
+            b.extend_from_slice(&t.to_le_bytes());
+        }
+        for e in &self.blocks {
+            b.extend_from_slice(&e.hash.0.to_le_bytes());
+            b.extend_from_slice(&e.checksum.to_le_bytes());
+        }
+        let sum = xxhash_rust::xxh3::xxh3_64(&b);
+        b.extend_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// Reads and checks the header of `file` (whose length is `file_len`), reading nothing past
+    /// it. `path` is for messages.
+    pub fn read(file: &mut impl std::io::Read, file_len: u64, path: &Path) -> Result<Self, PersistError> {
+        let corrupt = |r: String| PersistError::corrupt(path, r);
+        if file_len < 16 {
+            return Err(if file_len == 0 {
+                corrupt("the file is empty".into())
+            } else {
+                corrupt(format!("{file_len} bytes: too short for a header"))
+            });
+        }
+        let mut head = [0u8; 16];
+        file.read_exact(&mut head).map_err(|e| PersistError::io(path, e))?;
+        if head[..8] != MAGIC {
+            return Err(PersistError::NotACacheFile { path: path.into() });
+        }
+        let version = u32_at(&head, 8);
+        if version != FORMAT_VERSION {
+            return Err(PersistError::UnsupportedVersion {
+                path: path.into(),
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        let n = u64::from(u32_at(&head, 12));
+        if n < header_bytes(0, 0) || n > max_header_bytes() {
+            return Err(corrupt(format!("header size {n}")));
+        }
+        if n > file_len {
+            return Err(corrupt(format!(
+                "header of {n} bytes in a file of {file_len} (truncated)"
+            )));
+        }
+        // n is bounded by the file's length and by max_header_bytes(): safe to allocate.
+        let mut b = vec![0u8; n as usize];
+        b[..16].copy_from_slice(&head);
+        file.read_exact(&mut b[16..]).map_err(|e| PersistError::io(path, e))?;
+        Self::decode(&b, path)
+    }
+
+    /// Decodes a whole header (`b` is exactly `header_bytes` long).
+    pub fn decode(b: &[u8], path: &Path) -> Result<Self, PersistError> {
+        let corrupt = |r: String| PersistError::corrupt(path, r);
+        let n = b.len();
+        if n < header_bytes(0, 0) as usize {
+            return Err(corrupt(format!("header size {n}")));
+        }
+        if b[..8] != MAGIC {
+            return Err(PersistError::NotACacheFile { path: path.into() });
+        }
+        let want = u64_at(b, n - 8);
+        if xxhash_rust::xxh3::xxh3_64(&b[..n - 8]) != want {
+            return Err(corrupt("the header fails its checksum".into()));
+        }
+        let mut fp = [0u8; 16];
+        fp.copy_from_slice(&b[16..32]);
+        let dtype_code = u32_at(b, 48);
+        let dtype = KvDtype::from_code(dtype_code).ok_or_else(|| corrupt(format!("K/V dtype {dtype_code}")))?;
+        let layout = KvLayout {
+            block_size: u32_at(b, 32),
+            layers: u32_at(b, 36),
+            kv_heads: u32_at(b, 40),
+            head_dim: u32_at(b, 44),
+            dtype,
+        };
+        layout.check().map_err(corrupt)?;
+        let n_tokens = u32_at(b, 52);
+        let n_blocks = u32_at(b, 56);
+        let payload_offset = u64_at(b, 60);
+        if n_tokens > MAX_TOKENS {
+            return Err(corrupt(format!("{n_tokens} tokens")));
+        }
+        if u64::from(n_blocks) * u64::from(layout.block_size) > u64::from(n_tokens) {
+            return Err(corrupt(format!("{n_blocks} blocks for {n_tokens} tokens")));
+        }
+        if header_bytes(n_tokens as usize, n_blocks as usize) != n as u64 {
+            return Err(corrupt(format!("header size {n} does not match its counts")));
+        }
+        if payload_offset % PAYLOAD_ALIGN != 0 || payload_offset < n as u64 || payload_offset > n as u64 + (1 << 30) {
+            return Err(corrupt(format!("payload offset {payload_offset}")));
+        }
+        let tok_end = FIXED_HEADER_BYTES + 4 * n_tokens as usize;
+        let tokens = b[FIXED_HEADER_BYTES..tok_end]
+            .chunks_exact(4)
+            .map(|c| u32_at(c, 0))
+            .collect();
+        let blocks = b[tok_end..n - 8]
+            .chunks_exact(16)
+            .map(|c| BlockEntry {
+                hash: BlockHash(u64_at(c, 0)),
+                checksum: u64_at(c, 8),
+            })
+            .collect();
+        Ok(Self {
+            fingerprint: Fingerprint(fp),
+            layout,
+            tokens,
+            blocks,
+            payload_offset,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> CacheHeader {
+        let tokens: Vec<u32> = (0..37).collect();
+        CacheHeader {
+            fingerprint: Fingerprint::of(&[b"model"]),
+            layout: KvLayout {
+                block_size: 16,
+                layers: 2,
+                kv_heads: 1,
+                head_dim: 4,
+                dtype: KvDtype::F32,
+            },
+            blocks: (0..2)
+                .map(|k| BlockEntry {
+                    hash: BlockHash(k),
+                    checksum: k * 7,
+                })
+                .collect(),
+            payload_offset: payload_offset_for(37, 2),
+            tokens,
+        }
+    }
+
+    #[test]
+    fn encode_decode_round_trip_and_every_flipped_byte_is_caught() {
+        let h = sample();
+        let b = h.encode();
+        assert_eq!(b.len() as u64, header_bytes(37, 2));
+        let p = Path::new("x.hkv");
+        assert_eq!(CacheHeader::decode(&b, p).unwrap(), h);
+        assert_eq!(CacheHeader::read(&mut b.as_slice(), h.file_len(), p).unwrap(), h);
+        for i in 0..b.len() {
+            let mut bad = b.clone();
+            bad[i] ^= 0x10;
+            assert!(CacheHeader::decode(&bad, p).is_err(), "byte {i}");
+        }
+        assert_eq!(h.blocks_present(h.file_len()), 2);
+        assert_eq!(h.blocks_present(h.file_len() - 1), 1);
+        assert_eq!(h.blocks_present(10), 0);
+    }
+
+    #[test]
+    fn versions_and_magic() {
+        let mut b = sample().encode();
+        b[8] = 2;
+        let e = CacheHeader::read(&mut b.as_slice(), 1 << 20, Path::new("x")).unwrap_err();
+        assert!(matches!(e, PersistError::UnsupportedVersion { found: 2, .. }), "{e}");
+        assert!(e.to_string().contains("newer hearth"), "{e}");
+        b[0] = b'X';
+        let e = CacheHeader::read(&mut b.as_slice(), 1 << 20, Path::new("x")).unwrap_err();
+        assert!(matches!(e, PersistError::NotACacheFile { .. }), "{e}");
+        let e = CacheHeader::read(&mut [].as_slice(), 0, Path::new("x")).unwrap_err();
+        assert!(e.to_string().contains("empty"), "{e}");
+    }
+}
