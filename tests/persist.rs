@@ -490,3 +490,90 @@ mod reader_fuzz {
         }
     }
 }
+
+#[test]
+fn the_conversation_api_creates_continues_renames_and_deletes() {
+    use hearth::engine::{EngineHandle, Event};
+    use hearth::persist::ConversationSettings;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (_, path) = model(dir.path());
+    let h = EngineHandle::spawn(disk_engine(&path, &data, Faults::none()), 8).unwrap();
+    let store = h.conversations().unwrap();
+    let c = store
+        .create(
+            "first chat",
+            ConversationSettings {
+                system_prompt: Some("You are terse.".into()),
+                max_tokens: Some(5),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let reply = |stream: &mut hearth::engine::RequestStream| loop {
+        match stream.blocking_recv() {
+            Some(Event::Done(r)) => return r,
+            Some(Event::Error(e)) => panic!("{e}"),
+            Some(_) => {}
+            None => panic!("stream ended"),
+        }
+    };
+    let defaults = GenerateParams {
+        ignore_eos: true,
+        ..GenerateParams::greedy(50)
+    };
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(6);
+    let r1 = reply(&mut h.send_message(&c.id, Some(&long), &defaults).unwrap());
+    assert_eq!(r1.tokens.len(), 5, "the conversation's max_tokens wins");
+    let r2 = reply(&mut h.send_message(&c.id, Some("And then?"), &defaults).unwrap());
+    assert!(r2.cached.tokens > 0, "the second turn reused the first: {:?}", r2.cached);
+    h.flush_disk();
+    let got = store.get(&c.id).unwrap();
+    let roles: Vec<Role> = got.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::User, Role::Assistant]);
+    assert_eq!(got.messages[1].content, r1.text);
+    assert_eq!(got.messages[3].content, r2.text);
+    assert!(cache_path(&cache_dir(&data), &c.id).exists());
+
+    store.rename(&c.id, "renamed").unwrap();
+    let list = store.list().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!((list[0].title.as_str(), list[0].messages), ("renamed", 4));
+    let missing = id("nope");
+    assert!(matches!(
+        h.send_message(&missing, Some("x"), &defaults),
+        Err(hearth::engine::EngineError::Persist(PersistError::NotFound(_)))
+    ));
+
+    h.delete_conversation(&c.id).unwrap();
+    h.flush_disk();
+    assert!(store.list().unwrap().is_empty());
+    assert!(!cache_path(&cache_dir(&data), &c.id).exists());
+}
+
+#[test]
+fn the_disk_budget_evicts_least_recently_used_cache_files_never_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (spec, path) = model(dir.path());
+    // Measure one file, then allow a little over two.
+    let mut probe = disk_engine(&path, &dir.path().join("probe"), Faults::none());
+    turn(&mut probe, &id("p"), &prompt(60, spec.vocab.size, 9), 5, 0);
+    probe.flush_disk();
+    let one = probe.stats().disk.unwrap().bytes;
+    let settings = DiskSettings::new(&data, one * 5 / 2);
+    let mut e = engine(&path, true, 64, 16).with_disk(&settings).unwrap();
+    for (n, name) in ["a", "b", "c"].into_iter().enumerate() {
+        turn(&mut e, &id(name), &prompt(60, spec.vocab.size, 30 + n as u32), 5, 0);
+        e.flush_disk();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let s = e.stats().disk.unwrap();
+    assert_eq!((s.files, s.files_evicted), (2, 1), "{s:?}");
+    assert!(s.bytes <= one * 5 / 2);
+    let cache = cache_dir(&data);
+    assert!(!cache_path(&cache, &id("a")).exists(), "the least recently used file goes");
+    assert!(cache_path(&cache, &id("c")).exists());
+    let store = e.conversations().unwrap();
+    assert_eq!(store.list().unwrap().len(), 3, "every conversation's text is kept");
+}

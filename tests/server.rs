@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use hearth::config::{CacheSettings, DevicePool, EngineSettings, SamplingParams};
-use hearth::engine::{Engine, EngineHandle};
+use hearth::engine::{DiskSettings, Engine, EngineHandle};
 use hearth::model::chat::ChatMessage;
 use hearth::model::hparams::Family;
 use hearth::model::source::{resolve, ModelSource};
@@ -32,6 +32,8 @@ struct Opts {
     api_key: Option<String>,
     max_queued: usize,
     max_body_bytes: usize,
+    /// Give the engine a disk tier in the temp dir's `data/`.
+    disk: bool,
 }
 
 impl Default for Opts {
@@ -40,6 +42,7 @@ impl Default for Opts {
             api_key: None,
             max_queued: 16,
             max_body_bytes: 1 << 20,
+            disk: false,
         }
     }
 }
@@ -72,7 +75,13 @@ fn server(opts: Opts) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.gguf");
     write_model(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), &path).unwrap();
-    let handle = EngineHandle::spawn(load_engine(&path), opts.max_queued).unwrap();
+    let mut engine = load_engine(&path);
+    if opts.disk {
+        engine = engine
+            .with_disk(&DiskSettings::new(dir.path().join("data"), 1 << 30))
+            .unwrap();
+    }
+    let handle = EngineHandle::spawn(engine, opts.max_queued).unwrap();
     let config = ServerConfig {
         model_id: "tiny-llama".into(),
         model_aliases: vec!["tiny.gguf".into()],
@@ -893,4 +902,53 @@ async fn closing_the_socket_cancels_a_whole_reply() {
     // The same prompt runs to 200 tokens when nobody leaves (see above).
     wait_until_cancelled(&s, deadline).await;
     served.abort();
+}
+
+#[tokio::test]
+async fn conversation_id_saves_the_turn_and_cannot_name_a_path() {
+    let s = server(Opts {
+        disk: true,
+        ..Opts::default()
+    });
+    let data = s._dir.path().join("data");
+    for bad in ["../../etc/passwd", "a/b", "", "x.json", "..", "caf\u{e9}"] {
+        let mut body = chat_body("hi", 4, false);
+        body["conversation_id"] = json!(bad);
+        let r = post(&s.app, "/v1/chat/completions", &body).await;
+        let e = r.error(StatusCode::BAD_REQUEST);
+        assert_eq!(e["param"], "conversation_id", "{bad:?}: {e}");
+    }
+    let mut body = chat_body("hi", 4, false);
+    body["conversation_id"] = json!(5);
+    post(&s.app, "/v1/chat/completions", &body).await.error(StatusCode::BAD_REQUEST);
+    let mut body = chat_body("hi", 4, false);
+    body["conversation_id"] = json!("c1");
+    body["messages"] = json!([{"role": "tool", "content": "x"}]);
+    post(&s.app, "/v1/chat/completions", &body).await.error(StatusCode::BAD_REQUEST);
+    assert!(!data.join("conversations").exists(), "a refused request wrote something");
+
+    // A valid id: the turn is saved, text and cache file.
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(8);
+    let mut body = chat_body(&long, 6, false);
+    body["conversation_id"] = json!("chat-42");
+    let r = post(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let reply = r.json()["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    s.state.engine().flush_disk();
+    let conv: Value =
+        serde_json::from_slice(&std::fs::read(data.join("conversations/chat-42.json")).unwrap()).unwrap();
+    let msgs = conv["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 2, "{conv}");
+    assert_eq!(msgs[0]["role"], "user");
+    assert_eq!(msgs[0]["content"], long.as_str());
+    assert_eq!(msgs[1]["role"], "assistant");
+    assert_eq!(msgs[1]["content"], reply.as_str());
+    assert!(data.join("cache/chat-42.hkv").exists());
+    // Only files named by the id, inside the data dir.
+    let mut names: Vec<String> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["cache", "conversations"]);
 }

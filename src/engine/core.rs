@@ -24,7 +24,7 @@ use crate::config::{available_ram_bytes, total_ram_bytes, CacheSettings, EngineS
 use crate::kv::{CacheStats, KvCacheConfig, KvCacheManager, PrefixMatch};
 use crate::model::{LoadedModel, Logits, ModelError};
 use crate::ops::{BatchLayout, PagedLayout, SeqChunk};
-use crate::persist::{ConversationId, ConversationStore, TurnText};
+use crate::persist::{CacheJob, ConversationId, ConversationStore, TurnText};
 use crate::runtime::{pool_sizes, KvMemory, MemorySplit, PoolSizes};
 
 /// Checks a request before it is queued: a prompt that is empty, over the
@@ -75,6 +75,12 @@ struct Counters {
     busy: Duration,
 }
 
+/// A request's last event, and the text its turn saves first (if it names a conversation).
+enum Outgoing {
+    Event(LastEvent),
+    Turn(ConversationId, TurnText, LastEvent),
+}
+
 /// A model with its KV cache and scheduler.
 pub struct Engine {
     model: Arc<LoadedModel>,
@@ -85,7 +91,9 @@ pub struct Engine {
     next_request: u64,
     /// Last events of requests that ended in this step, sent after the stats
     /// that count them are published.
-    outbox: Vec<LastEvent>,
+    outbox: Vec<Outgoing>,
+    /// Cache files of turns that ended in this step, queued after their text.
+    cache_jobs: Vec<CacheJob>,
     /// Where the engine thread's handles read stats from.
     published: Option<Arc<Mutex<EngineStats>>>,
     /// Conversations and cache files; `None` until [`Engine::with_disk`].
@@ -169,6 +177,7 @@ impl Engine {
             },
             next_request: 0,
             outbox: Vec::new(),
+            cache_jobs: Vec::new(),
             published: None,
             disk: None,
         })
@@ -318,16 +327,17 @@ impl Engine {
             Ending::Stop(stop) => {
                 let save = s.save.clone();
                 let (report, last) = s.finish(stop, &self.model.tokenizer);
-                if let (Some(disk), Some(save)) = (&self.disk, save) {
+                c.requests.finished += 1;
+                c.decode_rate.observe(report.decode_rate());
+                if let (Some(_), Some(save)) = (&self.disk, save) {
                     let reply = report.text.clone();
                     let text = match save.messages {
                         None => TurnText::AppendReply { reply },
                         Some(messages) => TurnText::Replace { messages, reply },
                     };
-                    disk.save_turn(save.conversation, text);
+                    self.outbox.push(Outgoing::Turn(save.conversation, text, last));
+                    return;
                 }
-                c.requests.finished += 1;
-                c.decode_rate.observe(report.decode_rate());
                 last
             }
             Ending::Cancelled => {
@@ -340,12 +350,15 @@ impl Engine {
                 s.fail(e)
             }
         };
-        self.outbox.push(last);
+        self.outbox.push(Outgoing::Event(last));
     }
 
     /// Publishes the stats (when an [`super::EngineHandle`] reads them), then
     /// sends the last events of the requests that ended: a front-end that
-    /// sees a request end sees stats that count it.
+    /// sees a request end sees stats that count it. A turn that names a
+    /// conversation gets its last event from the background writer once its
+    /// text is saved (so the next message is appended after the reply); its
+    /// cache file is queued after that.
     fn flush(&mut self) {
         if let Some(to) = &self.published {
             let s = self.stats();
@@ -354,8 +367,17 @@ impl Engine {
                 Err(poisoned) => *poisoned.into_inner() = s,
             }
         }
-        for last in self.outbox.drain(..) {
-            last.send();
+        for out in self.outbox.drain(..) {
+            match (out, &self.disk) {
+                (Outgoing::Event(last), _) => last.send(),
+                (Outgoing::Turn(id, text, last), Some(disk)) => disk.save_turn(id, text, Box::new(move || last.send())),
+                (Outgoing::Turn(_, _, last), None) => last.send(),
+            }
+        }
+        if let Some(disk) = &self.disk {
+            for job in self.cache_jobs.drain(..) {
+                disk.queue_cache(job);
+            }
         }
     }
 
@@ -458,7 +480,9 @@ impl Engine {
             return;
         };
         if let Some(table) = self.kv.block_table(seq) {
-            disk.save_cache(&save.conversation, &s.tokens[..s.computed], table, &self.memory);
+            if let Some(job) = disk.cache_job(&save.conversation, &s.tokens[..s.computed], table, &self.memory) {
+                self.cache_jobs.push(job);
+            }
         }
     }
 
@@ -521,8 +545,19 @@ impl Engine {
             ticket: None,
         });
         loop {
-            self.step();
-            while let Ok(event) = rx.try_recv() {
+            if self.has_work() {
+                self.step();
+            } else {
+                // A turn that saves its text gets its last event from the background
+                // writer: wait for it (the channel closes when there is nothing more).
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            loop {
+                let event = match rx.try_recv() {
+                    Ok(event) => event,
+                    Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+                    Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return Err(EngineError::Stopped),
+                };
                 match event {
                     Event::Token { text, .. } => {
                         if !text.is_empty() {
@@ -535,9 +570,6 @@ impl Engine {
                     Event::Done(report) => return Ok(*report),
                     Event::Error(e) => return Err(e),
                 }
-            }
-            if !self.has_work() {
-                return Err(EngineError::Stopped);
             }
         }
     }

@@ -26,7 +26,7 @@ use super::EngineError;
 use crate::kv::{hash_block, BlockHash, BlockId, KvCacheManager};
 use crate::ops::KvShape;
 use crate::persist::{
-    cache_dir, conversations_dir, CacheFile, CacheJob, ConversationId, ConversationStore, DiskIndex, DiskStats, Faults,
+    cache_dir, conversations_dir, AfterSave, CacheFile, CacheJob, ConversationId, ConversationStore, DiskIndex, DiskStats, Faults,
     Fingerprint, KvDtype, KvLayout, PersistError, PersistWorker, TurnText, WorkerContext,
 };
 use crate::runtime::KvMemory;
@@ -290,11 +290,18 @@ impl DiskTier {
         read * bs
     }
 
-    /// Queues a cache file of `tokens` (whose K/V is in the device blocks `table`) for
-    /// conversation `id`. Only the blocks its current file lacks are copied here.
-    pub(crate) fn save_cache(&self, id: &ConversationId, tokens: &[u32], table: &[BlockId], memory: &KvMemory) {
+    /// The cache file job of `tokens` (whose K/V is in the device blocks `table`) for
+    /// conversation `id`, to queue with [`Self::queue_cache`]. Only the blocks its current file
+    /// lacks are copied here.
+    pub(crate) fn cache_job(
+        &self,
+        id: &ConversationId,
+        tokens: &[u32],
+        table: &[BlockId],
+        memory: &KvMemory,
+    ) -> Option<CacheJob> {
         if self.budget_bytes == 0 {
-            return;
+            return None;
         }
         let bs = self.layout.block_size as usize;
         let n = (tokens.len() / bs).min(table.len());
@@ -307,19 +314,23 @@ impl DiskTier {
         let mut fresh = Vec::new();
         if let Err(e) = memory.copy_device_blocks(&table[reuse..n], &mut fresh) {
             tracing::warn!("cannot save the cache of conversation {id}: {e}");
-            return;
+            return None;
         }
-        self.worker.save_cache(CacheJob {
+        Some(CacheJob {
             id: id.clone(),
             tokens: tokens.to_vec(),
             hashes,
             reuse_blocks: reuse,
             fresh,
-        });
+        })
     }
 
-    /// Queues the text of a finished turn.
-    pub(crate) fn save_turn(&self, id: ConversationId, text: TurnText) {
-        self.worker.save_turn(id, text);
+    pub(crate) fn queue_cache(&self, job: CacheJob) {
+        self.worker.save_cache(job);
+    }
+
+    /// Queues the text of a finished turn; `then` runs once it is saved.
+    pub(crate) fn save_turn(&self, id: ConversationId, text: TurnText, then: AfterSave) {
+        self.worker.save_turn(id, text, then);
     }
 }

@@ -51,7 +51,7 @@ pub use index::{cache_path, list_cache_files, DiskHit, DiskIndex, IndexedFile, S
 pub use inspect::{inspect, prune_plan, CacheEntry, EntryStatus};
 #[doc(hidden)]
 pub use worker::lock as worker_lock;
-pub use worker::{title_from, CacheJob, DiskStats, PersistWorker, TurnText, WorkerContext};
+pub use worker::{title_from, AfterSave, CacheJob, DiskStats, PersistWorker, TurnText, WorkerContext};
 
 /// Where conversation files live under the data directory.
 pub fn conversations_dir(data_dir: &std::path::Path) -> std::path::PathBuf {

@@ -69,9 +69,12 @@ pub enum TurnText {
     Replace { messages: Vec<Message>, reply: String },
 }
 
+/// Called once a turn's text is saved (or failed to be).
+pub type AfterSave = Box<dyn FnOnce() + Send>;
+
 enum Job {
     Cache(CacheJob),
-    Turn(ConversationId, TurnText),
+    Turn(ConversationId, TurnText, AfterSave),
     DeleteCache(ConversationId),
     Flush(mpsc::Sender<()>),
 }
@@ -126,8 +129,10 @@ impl PersistWorker {
         self.send(Job::Cache(job));
     }
 
-    pub fn save_turn(&self, id: ConversationId, text: TurnText) {
-        self.send(Job::Turn(id, text));
+    /// Saves a turn's text, then calls `then` (whether or not the save worked), so whoever
+    /// waits for the turn's end sees the conversation as saved.
+    pub fn save_turn(&self, id: ConversationId, text: TurnText, then: AfterSave) {
+        self.send(Job::Turn(id, text, then));
     }
 
     pub fn delete_cache(&self, id: ConversationId) {
@@ -156,7 +161,11 @@ fn run(ctx: WorkerContext, rx: mpsc::Receiver<Job>) {
     while let Ok(job) = rx.recv() {
         let result = match job {
             Job::Cache(job) => write_cache(&ctx, job),
-            Job::Turn(id, text) => save_turn(&ctx, &id, text),
+            Job::Turn(id, text, then) => {
+                let r = save_turn(&ctx, &id, text);
+                then();
+                r
+            }
             Job::DeleteCache(id) => delete_cache(&ctx, &id),
             Job::Flush(done) => {
                 let _ = done.send(());
