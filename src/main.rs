@@ -201,6 +201,24 @@ enum BenchCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+    /// The disk tier: the next turn after a restart (history from its cache file) vs uncached; cache file read speed.
+    Disk {
+        /// A GGUF model; default: the random ~50M-parameter Q8_0 Llama written once into the data dir.
+        #[arg(long = "gguf", value_name = "FILE")]
+        gguf: Option<PathBuf>,
+        /// Tokens of the saved conversation.
+        #[arg(long, default_value_t = 4096)]
+        history_tokens: usize,
+        #[arg(long, default_value_t = 64)]
+        question_tokens: usize,
+        #[arg(long, default_value_t = 16)]
+        reply_tokens: usize,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Also write the results as JSON to this file ("-" for stdout, after the table).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
     /// Prefill and decode tokens/s: our forward against candle-transformers' quantized_llama.
     Decode {
         /// A llama-architecture GGUF; default: a random ~50M-parameter Q8_0 model written once into the data dir.
@@ -375,6 +393,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 concurrency,
             };
             cmd_bench_serve(&settings, &paths, gguf, opts, json)
+        }
+        Some(Command::Bench {
+            which:
+                BenchCommand::Disk {
+                    gguf,
+                    history_tokens,
+                    question_tokens,
+                    reply_tokens,
+                    repeats,
+                    json,
+                },
+        }) => {
+            let settings = Settings::resolve(&file, &overrides)?;
+            if history_tokens < settings.cache.block_size || question_tokens == 0 || reply_tokens == 0 {
+                bail!("--history-tokens must hold at least one block, and --question-tokens and --reply-tokens at least 1");
+            }
+            let opts = hearth::bench::DiskBenchOptions {
+                history_tokens,
+                question_tokens,
+                reply_tokens,
+                block_size: settings.cache.block_size,
+                repeats,
+            };
+            cmd_bench_disk(&settings, &paths, gguf, opts, json)
         }
         Some(Command::Bench {
             which:
@@ -631,7 +673,7 @@ fn bench_model(paths: &AppPaths, gguf: Option<PathBuf>) -> Result<PathBuf> {
     }
     let dir = paths.data_dir.join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let p = dir.join("random-llama-50m-q8_0.gguf");
+    let p = dir.join("random-llama-50m-ctx8k-q8_0.gguf");
     if !p.exists() {
         let tmp = p.with_extension("gguf.tmp");
         with_spinner(format!("writing the benchmark model to {}", p.display()), || {
@@ -661,6 +703,39 @@ fn cmd_bench_cache(
         report.device,
         opts.prefix_tokens,
         opts.suffix_tokens,
+        opts.block_size,
+        opts.repeats
+    );
+    print!("{}", report.table());
+    write_json(&report, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_bench_disk(
+    settings: &Settings,
+    paths: &AppPaths,
+    gguf: Option<PathBuf>,
+    opts: hearth::bench::DiskBenchOptions,
+    json: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let path = bench_model(paths, gguf)?;
+    let device = select_device(settings.model.device)?;
+    let work = paths
+        .data_dir
+        .join("bench")
+        .join(format!("disk-{}", std::process::id()));
+    let report = with_spinner("benchmarking the disk tier".into(), || {
+        hearth::bench::run_disk_bench(&path, &device, &work, opts)
+    })?;
+    println!(
+        "model: {} ({:.1}M parameters), device: {}, a {}-token conversation + {}-token reply, then a {}-token \
+         message; block size {}, best of {} runs\n",
+        path.display(),
+        report.parameters as f64 / 1e6,
+        report.device,
+        opts.history_tokens,
+        opts.reply_tokens,
+        opts.question_tokens,
         opts.block_size,
         opts.repeats
     );

@@ -308,3 +308,117 @@ fn several_prompts_share_the_cache_and_report_hits_on_stderr() {
     );
     assert_one_line_error(&o, "/nonexistent/p.txt");
 }
+
+#[test]
+fn a_conversation_survives_a_restart_and_hearth_cache_lists_verifies_and_prunes() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let model = common::write_tiny(dir.path(), &spec, "m.gguf");
+    let m = model.to_str().unwrap();
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(8);
+    let turn = |text: &str| {
+        let o = hearth(
+            dir.path(),
+            &[
+                "run",
+                "--model",
+                m,
+                "--temperature",
+                "0",
+                "-n",
+                "6",
+                "--conversation",
+                "c1",
+                "--prompt",
+                text,
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let disk = |report: &str| -> usize {
+        let line = report.lines().find(|l| l.starts_with("prompt 1:")).unwrap();
+        line.split("of which disk ")
+            .nth(1)
+            .unwrap()
+            .split(')')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let first = turn(&long);
+    assert_eq!(disk(&first), 0, "{first}");
+    // A new process: the history comes from the cache file.
+    let second = turn("And then?");
+    assert!(disk(&second) >= 64, "{second}");
+    let conv: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("data/conversations/c1.json")).unwrap()).unwrap();
+    assert_eq!(conv["messages"].as_array().unwrap().len(), 4, "{conv}");
+
+    let cache = |args: &[&str]| {
+        let mut a = vec!["cache", "--model", m];
+        a.extend_from_slice(args);
+        hearth(dir.path(), &a)
+    };
+    let o = cache(&["list", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["conversation"], "c1");
+    assert_eq!(list[0]["status"], "usable");
+    let o = cache(&["list"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("c1") && out.contains(" ok "), "{out}");
+    let o = cache(&["verify"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+
+    // Damage one block: verify names it and fails.
+    let file = dir.path().join("data/cache/c1.hkv");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let last = bytes.len() - 10;
+    bytes[last] ^= 1;
+    std::fs::write(&file, &bytes).unwrap();
+    let o = cache(&["verify"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !o.status.success() && out.contains("DAMAGED") && out.contains("checksum"),
+        "{out}"
+    );
+
+    // Another model sees the file as foreign; prune --foreign deletes it, keeping the text.
+    let other = common::write_tiny(
+        dir.path(),
+        &TinyModelSpec::tiny(Family::Qwen2, WeightType::Q8_0),
+        "o.gguf",
+    );
+    let o = hearth(dir.path(), &["cache", "--model", other.to_str().unwrap(), "list"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("other model"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = hearth(
+        dir.path(),
+        &[
+            "cache",
+            "--model",
+            other.to_str().unwrap(),
+            "prune",
+            "--foreign",
+            "--dry-run",
+        ],
+    );
+    assert!(o.status.success() && file.exists(), "{}", stderr(&o));
+    let o = cache(&["prune", "--to-gib", "0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!file.exists());
+    assert!(
+        dir.path().join("data/conversations/c1.json").exists(),
+        "the text is never pruned"
+    );
+    // The conversation goes on without its cache file.
+    let third = turn("More?");
+    assert_eq!(disk(&third), 0, "{third}");
+    assert!(file.exists());
+}

@@ -526,7 +526,11 @@ fn the_conversation_api_creates_continues_renames_and_deletes() {
     let r1 = reply(&mut h.send_message(&c.id, Some(&long), &defaults).unwrap());
     assert_eq!(r1.tokens.len(), 5, "the conversation's max_tokens wins");
     let r2 = reply(&mut h.send_message(&c.id, Some("And then?"), &defaults).unwrap());
-    assert!(r2.cached.tokens > 0, "the second turn reused the first: {:?}", r2.cached);
+    assert!(
+        r2.cached.tokens > 0,
+        "the second turn reused the first: {:?}",
+        r2.cached
+    );
     h.flush_disk();
     let got = store.get(&c.id).unwrap();
     let roles: Vec<Role> = got.messages.iter().map(|m| m.role).collect();
@@ -572,7 +576,10 @@ fn the_disk_budget_evicts_least_recently_used_cache_files_never_text() {
     assert_eq!((s.files, s.files_evicted), (2, 1), "{s:?}");
     assert!(s.bytes <= one * 5 / 2);
     let cache = cache_dir(&data);
-    assert!(!cache_path(&cache, &id("a")).exists(), "the least recently used file goes");
+    assert!(
+        !cache_path(&cache, &id("a")).exists(),
+        "the least recently used file goes"
+    );
     assert!(cache_path(&cache, &id("c")).exists());
     let store = e.conversations().unwrap();
     assert_eq!(store.list().unwrap().len(), 3, "every conversation's text is kept");

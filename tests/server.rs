@@ -920,12 +920,19 @@ async fn conversation_id_saves_the_turn_and_cannot_name_a_path() {
     }
     let mut body = chat_body("hi", 4, false);
     body["conversation_id"] = json!(5);
-    post(&s.app, "/v1/chat/completions", &body).await.error(StatusCode::BAD_REQUEST);
+    post(&s.app, "/v1/chat/completions", &body)
+        .await
+        .error(StatusCode::BAD_REQUEST);
     let mut body = chat_body("hi", 4, false);
     body["conversation_id"] = json!("c1");
     body["messages"] = json!([{"role": "tool", "content": "x"}]);
-    post(&s.app, "/v1/chat/completions", &body).await.error(StatusCode::BAD_REQUEST);
-    assert!(!data.join("conversations").exists(), "a refused request wrote something");
+    post(&s.app, "/v1/chat/completions", &body)
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert!(
+        !data.join("conversations").exists(),
+        "a refused request wrote something"
+    );
 
     // A valid id: the turn is saved, text and cache file.
     let long = "The quick brown fox jumps over the lazy dog. ".repeat(8);
@@ -933,10 +940,12 @@ async fn conversation_id_saves_the_turn_and_cannot_name_a_path() {
     body["conversation_id"] = json!("chat-42");
     let r = post(&s.app, "/v1/chat/completions", &body).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    let reply = r.json()["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let reply = r.json()["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
     s.state.engine().flush_disk();
-    let conv: Value =
-        serde_json::from_slice(&std::fs::read(data.join("conversations/chat-42.json")).unwrap()).unwrap();
+    let conv: Value = serde_json::from_slice(&std::fs::read(data.join("conversations/chat-42.json")).unwrap()).unwrap();
     let msgs = conv["messages"].as_array().unwrap();
     assert_eq!(msgs.len(), 2, "{conv}");
     assert_eq!(msgs[0]["role"], "user");
@@ -944,6 +953,9 @@ async fn conversation_id_saves_the_turn_and_cannot_name_a_path() {
     assert_eq!(msgs[1]["role"], "assistant");
     assert_eq!(msgs[1]["content"], reply.as_str());
     assert!(data.join("cache/chat-42.hkv").exists());
+    let metrics = get(&s.app, "/metrics").await.text();
+    assert!(metrics.contains("hearth_disk_files_written_total 1\n"), "{metrics}");
+    assert!(metrics.contains("hearth_disk_cache_files 1\n"), "{metrics}");
     // Only files named by the id, inside the data dir.
     let mut names: Vec<String> = std::fs::read_dir(&data)
         .unwrap()

@@ -22,6 +22,8 @@ pub enum BenchError {
     Engine(#[from] crate::engine::EngineError),
     #[error(transparent)]
     Client(#[from] super::client::ClientError),
+    #[error(transparent)]
+    Persist(#[from] crate::persist::PersistError),
     /// The server answered a benchmark request with an error.
     #[error("the server failed a request: {0}")]
     Serve(String),

@@ -4,6 +4,10 @@
 //! `hearth bench serve`: the OpenAI server under concurrent load, prefix caching on and off
 //! (see [`run_serve_bench`]); [`client`] is the small HTTP client it drives the server with.
 //!
+//! `hearth bench disk`: the next turn of a saved conversation after a restart (history read from
+//! its cache file) against the same turn uncached, and cache file read throughput against a
+//! plain read (see [`run_disk_bench`]).
+//!
 //! `hearth bench decode`: prefill and decode throughput of our forward against
 //! candle-transformers' `quantized_llama` on the same GGUF, in one run.
 //!
@@ -15,8 +19,10 @@
 mod cache;
 pub mod client;
 mod decode;
+mod disk;
 mod serve;
 
 pub use cache::{run_cache_bench, CacheBenchOptions, CacheBenchReport};
 pub use decode::{run_decode_bench, BenchError, BenchOptions, BenchReport, Throughput};
+pub use disk::{run_disk_bench, DiskBenchOptions, DiskBenchReport};
 pub use serve::{run_serve_bench, ServeBenchOptions, ServeBenchReport, ServeRun};

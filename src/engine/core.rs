@@ -203,11 +203,13 @@ impl Engine {
         self.disk.as_ref().map(DiskTier::store)
     }
 
-    /// Waits until every queued save (cache files, conversation text) is on disk.
-    pub fn flush_disk(&self) {
+    /// Waits until every queued save (cache files, conversation text) is on disk, then
+    /// publishes stats that count them.
+    pub fn flush_disk(&mut self) {
         if let Some(d) = &self.disk {
             d.flush();
         }
+        self.flush();
     }
 
     /// Deletes conversation `id`'s cache file (queued behind pending writes).

@@ -23,11 +23,11 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::EngineError;
-use crate::kv::{hash_block, BlockHash, BlockId, KvCacheManager};
+use crate::kv::{hash_block, BlockHash, BlockId, ImportPlan, KvCacheManager};
 use crate::ops::KvShape;
 use crate::persist::{
-    cache_dir, conversations_dir, AfterSave, CacheFile, CacheJob, ConversationId, ConversationStore, DiskIndex, DiskStats, Faults,
-    Fingerprint, KvDtype, KvLayout, PersistError, PersistWorker, TurnText, WorkerContext,
+    cache_dir, conversations_dir, AfterSave, CacheFile, CacheJob, ConversationId, ConversationStore, DiskIndex,
+    DiskStats, Faults, Fingerprint, KvDtype, KvLayout, PersistError, PersistWorker, TurnText, WorkerContext,
 };
 use crate::runtime::KvMemory;
 
@@ -127,6 +127,30 @@ pub fn chain_hashes(tokens: &[u32], block_size: usize) -> Vec<BlockHash> {
             h
         })
         .collect()
+}
+
+/// Reads the imported blocks from `file` into their blocks: in one pass straight into RAM
+/// when they all live in one RAM tier, else block by block. Returns how many leading blocks are
+/// good and why the rest are not.
+fn read_into(file: &mut CacheFile, memory: &mut KvMemory, import: &ImportPlan) -> (usize, Option<PersistError>) {
+    let Some(&(tier, _)) = import.blocks.first() else {
+        return (0, None);
+    };
+    if import.blocks.iter().all(|&(t, _)| t == tier) {
+        let ids: Vec<BlockId> = import.blocks.iter().map(|&(_, b)| b).collect();
+        if let Some(dsts) = memory.blocks_bytes_mut(tier, &ids) {
+            return file.read_blocks(import.first_block, dsts);
+        }
+    }
+    for (i, &(tier, b)) in import.blocks.iter().enumerate() {
+        let k = import.first_block + i;
+        match memory.fill_block(tier, b, |dst| file.read_block(k, dst)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return (i, Some(e)),
+            Err(e) => return (i, Some(PersistError::corrupt(file.path(), e.to_string()))),
+        }
+    }
+    (import.blocks.len(), None)
 }
 
 /// The disk tier of one engine.
@@ -249,25 +273,19 @@ impl DiskTier {
             }
             return 0;
         }
-        let mut read = 0;
-        let mut damaged = None;
-        for (i, &(tier, b)) in import.blocks.iter().enumerate() {
-            let k = import.first_block + i;
-            let r = memory.fill_block(tier, b, |dst| file.read_block(k, dst));
-            match r {
-                Ok(Ok(())) => read += 1,
-                Ok(Err(e)) => {
-                    damaged = Some((k, e.to_string(), matches!(e, PersistError::BlockChecksum { .. })));
-                    kv.discard(tier, b);
-                    break;
-                }
-                Err(e) => {
-                    damaged = Some((k, e.to_string(), false));
-                    kv.discard(tier, b);
-                    break;
-                }
-            }
+        let (read, damaged) = read_into(&mut file, memory, &import);
+        if read < import.blocks.len() {
+            // The blocks from the first unread one on leave the trie with it.
+            let (tier, b) = import.blocks[read];
+            kv.discard(tier, b);
         }
+        let damaged = damaged.map(|e| {
+            (
+                import.first_block + read,
+                e.to_string(),
+                matches!(e, PersistError::BlockChecksum { .. }),
+            )
+        });
         let now = SystemTime::now();
         let mut index = lock(&self.index);
         index.touch(&hit.conversation, now);

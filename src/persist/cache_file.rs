@@ -118,6 +118,72 @@ impl CacheFile {
         Ok(())
     }
 
+    /// Reads blocks `first, first + 1, ...` into `dsts` (one block's bytes each), in one
+    /// sequential pass, checking each block's checksum on another core while the next is read.
+    /// Returns how many leading blocks are good, and the error that stopped the rest (a short
+    /// file, a read error, the first bad checksum); blocks after a bad one are never counted.
+    pub fn read_blocks(&mut self, first: usize, dsts: Vec<&mut [u8]>) -> (usize, Option<PersistError>) {
+        let bb = self.header.block_bytes();
+        let want = dsts.len();
+        let entries: Vec<BlockEntry> = self.header.blocks.iter().skip(first).take(want).copied().collect();
+        let present = self.blocks_present().saturating_sub(first).min(entries.len());
+        let mut stop: Option<PersistError> = None;
+        if present < want {
+            stop = Some(PersistError::MissingBlock {
+                path: self.path.clone(),
+                block: first + present,
+            });
+        }
+        if dsts.iter().any(|d| d.len() as u64 != bb) {
+            return (
+                0,
+                Some(PersistError::corrupt(
+                    &self.path,
+                    "internal: a destination is not one block long",
+                )),
+            );
+        }
+        let at = self.header.block_offset(first);
+        if present > 0 && self.pos != at {
+            if let Err(e) = self.file.seek(SeekFrom::Start(at)) {
+                return (0, Some(PersistError::io(&self.path, e)));
+            }
+        }
+        self.pos = u64::MAX;
+        let sums: Vec<std::sync::atomic::AtomicBool> = (0..present)
+            .map(|_| std::sync::atomic::AtomicBool::new(false))
+            .collect();
+        let mut read = 0;
+        let file = &mut self.file;
+        let path = &self.path;
+        rayon::scope(|scope| {
+            for ((dst, entry), ok) in dsts.into_iter().zip(&entries).take(present).zip(&sums) {
+                if let Err(e) = file.read_exact(dst) {
+                    stop = Some(PersistError::io(path, e));
+                    break;
+                }
+                read += 1;
+                let dst: &[u8] = dst;
+                let want = entry.checksum;
+                scope.spawn(move |_| ok.store(block_checksum(dst) == want, std::sync::atomic::Ordering::Relaxed));
+            }
+        });
+        if read == present && stop.is_none() {
+            self.pos = at + read as u64 * bb;
+        }
+        let good = sums[..read]
+            .iter()
+            .take_while(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+            .count();
+        if good < read {
+            stop = Some(PersistError::BlockChecksum {
+                path: self.path.clone(),
+                block: first + good,
+            });
+        }
+        (good, stop)
+    }
+
     /// Reads every block present and checks it; `on_block` is called after each (progress).
     /// Returns the number of good leading blocks, or the first error.
     pub fn verify(&mut self, mut on_block: impl FnMut(u64)) -> Result<usize, PersistError> {

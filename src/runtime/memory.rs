@@ -197,6 +197,28 @@ impl KvMemory {
         Ok(fill(bytemuck::cast_slice_mut(ram)))
     }
 
+    /// The RAM of blocks `blocks` of `tier`, each as little-endian bytes, to be filled at once
+    /// (a cache file read). `None` for a VRAM tier, an id out of range, or an id given twice.
+    pub fn blocks_bytes_mut(&mut self, tier: Tier, blocks: &[BlockId]) -> Option<Vec<&mut [u8]>> {
+        let be = self.layout.block_elems();
+        let ram: &mut [f32] = match (tier, &mut self.device) {
+            (Tier::Host, _) => &mut self.host,
+            (Tier::Device, DeviceTier::Ram(d)) => d,
+            #[cfg(feature = "cuda")]
+            (Tier::Device, DeviceTier::Cuda(_)) => return None,
+        };
+        let mut chunks: Vec<Option<&mut [f32]>> = ram.chunks_exact_mut(be.max(1)).map(Some).collect();
+        blocks
+            .iter()
+            .map(|b| {
+                chunks
+                    .get_mut(b.0 as usize)
+                    .and_then(Option::take)
+                    .map(bytemuck::cast_slice_mut::<f32, u8>)
+            })
+            .collect()
+    }
+
     /// Appends the device blocks `blocks`, in order, to `out` as little-endian bytes (what a
     /// cache file stores).
     pub fn copy_device_blocks(&self, blocks: &[BlockId], out: &mut Vec<u8>) -> Result<(), RuntimeError> {

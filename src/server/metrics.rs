@@ -9,7 +9,8 @@
 //! tokens, KV blocks per tier and state (used, cached, free), block copies and evictions,
 //! requests submitted and by outcome, waiting and running requests, preemptions, engine steps
 //! and busy time, time to first token and decode speed histograms, and the device memory
-//! split when the device reports one.
+//! split when the device reports one, and the disk tier (cache files, bytes, hits, reads,
+//! writes, evictions, damaged blocks, failed saves) when the engine has one.
 //!
 //! Counterpart: vLLM's `v1/metrics/loggers.py` (`PrometheusStatLogger`).
 
@@ -198,6 +199,54 @@ pub fn render(stats: &EngineStats, model_id: &str, info: &ModelInfo) -> String {
         ] {
             m.sample("hearth_memory_bytes", &[("device", s.device), ("part", part)], bytes);
         }
+    }
+    if let Some(d) = &stats.disk {
+        m.gauge(
+            "hearth_disk_cache_files",
+            "Cache files indexed (usable by this model).",
+            d.files,
+        );
+        m.gauge("hearth_disk_cache_bytes", "Bytes of those cache files.", d.bytes);
+        m.gauge(
+            "hearth_disk_cache_budget_bytes",
+            "The disk tier's budget.",
+            d.budget_bytes,
+        );
+        m.counter(
+            "hearth_disk_hit_tokens_total",
+            "Prompt tokens whose K/V was read from cache files (also counted as host hits).",
+            d.hit_tokens,
+        );
+        m.counter(
+            "hearth_disk_read_bytes_total",
+            "Bytes of K/V read from cache files.",
+            d.bytes_read,
+        );
+        m.counter(
+            "hearth_disk_files_written_total",
+            "Cache files written.",
+            d.files_written,
+        );
+        m.counter(
+            "hearth_disk_written_bytes_total",
+            "Bytes of cache files written.",
+            d.bytes_written,
+        );
+        m.counter(
+            "hearth_disk_files_evicted_total",
+            "Cache files deleted to stay within the budget.",
+            d.files_evicted,
+        );
+        m.counter(
+            "hearth_disk_damaged_blocks_total",
+            "Blocks that failed their checksum on read (never used).",
+            d.damaged_blocks,
+        );
+        m.counter(
+            "hearth_disk_write_failures_total",
+            "Saves that failed (cache files and conversation text); generation went on.",
+            d.write_failures,
+        );
     }
     m.out
 }

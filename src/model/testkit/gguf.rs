@@ -94,7 +94,7 @@ impl TinyModelSpec {
         }
     }
 
-    /// The benchmark model: Llama-shaped, ~50M parameters, Q8_0, 32k vocabulary.
+    /// The benchmark model: Llama-shaped, ~50M parameters, Q8_0, 32k vocabulary, 8k context.
     pub fn bench_50m() -> Self {
         Self {
             family: Family::Llama,
@@ -106,7 +106,7 @@ impl TinyModelSpec {
             kv_heads: 4,
             head_dim: 64,
             ffn: 1536,
-            context_length: 4096,
+            context_length: 8192,
             rope_base: 500_000.0,
             rope_freqs: None,
             rope_linear_factor: None,
