@@ -12,6 +12,7 @@
 //! | [`runtime`] | the memory behind block ids (device and host tiers) and the copies between them |
 //! | [`persist`] | conversation files, cache files (format, checksums, atomic writes), the disk tier index |
 //! | [`engine`] | turning a prompt into a stream of tokens (the request loop) |
+//! | `gui`    | the desktop app (feature `gui`): the chat window, conversations, the cache panel |
 //! | [`server`] | `hearth --headless`: the OpenAI-compatible HTTP server over the engine |
 //! | [`bench`]  | `hearth bench`: our forward against candle-transformers on the same file |
 //!
@@ -22,6 +23,8 @@
 pub mod bench;
 pub mod config;
 pub mod engine;
+#[cfg(feature = "gui")]
+pub mod gui;
 pub mod kv;
 pub mod model;
 pub mod ops;

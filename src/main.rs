@@ -321,7 +321,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cmd_headless(&settings, &paths)
         }
         None => {
-            bail!("the desktop app is not part of this build yet; use `hearth run --prompt TEXT`, or `hearth --headless` for the HTTP server (see `hearth --help`)")
+            let settings = Settings::resolve(&file, &overrides)?;
+            cmd_gui(settings, paths)
         }
         Some(Command::Run(args)) => {
             overrides.temperature = args.temperature;
@@ -436,6 +437,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cmd_bench_decode(&settings, &paths, gguf, opts)
         }
     }
+}
+
+/// `hearth`: the desktop app (the model loads inside the window).
+#[cfg(feature = "gui")]
+fn cmd_gui(settings: Settings, paths: AppPaths) -> Result<ExitCode> {
+    hearth::gui::run(settings, paths).map_err(|e| anyhow::anyhow!("the window could not be opened: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "gui"))]
+fn cmd_gui(_settings: Settings, _paths: AppPaths) -> Result<ExitCode> {
+    bail!("this hearth was built without the desktop app (feature `gui`); use `hearth run --prompt TEXT`, or `hearth --headless` for the HTTP server (see `hearth --help`)")
 }
 
 fn resolve_model(settings: &Settings) -> Result<ResolvedModel> {

@@ -1,0 +1,46 @@
+//! The desktop app (feature `gui`): an egui chat window over the engine that shows what the
+//! cache is doing.
+//!
+//! Owns: [`AppModel`] (`state.rs`: everything the window shows, apart from any widget),
+//! [`HearthApp`] (`app.rs`: carries out the panels' [`Action`]s against the engine's
+//! conversation API), the panels (`panels/`: conversations, chat, cache, top bar), the
+//! [`Bridge`] (`bridge.rs`: engine events over a channel, a repaint on arrival) and the model
+//! loader (`loader.rs`: a thread of its own).
+//!
+//! Invariant: the UI thread never waits on the engine. Requests are submitted (a queue push),
+//! their events are read by a thread per request and delivered over a channel the UI drains at
+//! the start of each frame; stats are a snapshot behind a mutex the engine updates after each
+//! step; the model loads on its own thread. Errors (a model that fails to load, a full disk) are
+//! shown in the window.
+//!
+//! Counterpart: LM Studio's and Open WebUI's chat windows; egui's "state separate from the app"
+//! pattern and its background-work-plus-`request_repaint` recipe.
+
+mod app;
+mod bridge;
+mod loader;
+mod panels;
+mod state;
+
+pub use app::{default_params, Action, HearthApp};
+pub use bridge::{Bridge, Delivery, Repaint};
+pub use loader::load_engine;
+pub use state::{AppModel, ChatView, ModelStatus, Streaming, TurnFigures, UiEvent, RECENT_TURNS};
+
+use crate::config::{AppPaths, Settings};
+
+/// Opens the window and runs until it is closed.
+pub fn run(settings: Settings, paths: AppPaths) -> Result<(), eframe::Error> {
+    let options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("hearth")
+            .with_inner_size([1200.0, 780.0])
+            .with_min_inner_size([720.0, 480.0]),
+        ..Default::default()
+    };
+    eframe::run_native(
+        "hearth",
+        options,
+        Box::new(move |cc| Ok(Box::new(HearthApp::new(&cc.egui_ctx, settings, paths)))),
+    )
+}

@@ -1,0 +1,39 @@
+//! The top bar: the model (name, quantization, context, device, or loading / failed), the
+//! cache panel's toggle, and errors until dismissed.
+
+use super::super::{Action, AppModel, ModelStatus};
+
+pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
+    egui::Panel::top("top").show(ui, |ui| {
+        ui.horizontal(|ui| {
+            ui.strong("hearth");
+            ui.separator();
+            match &m.model {
+                ModelStatus::Loading(what) => {
+                    ui.spinner();
+                    ui.label(format!("Loading {what}…"));
+                }
+                ModelStatus::Ready(i) => {
+                    ui.label(format!(
+                        "{} · {} · {} tokens of context · {}",
+                        i.name, i.quantization, i.context_length, i.device
+                    ));
+                }
+                ModelStatus::Failed(e) => {
+                    ui.colored_label(ui.visuals().error_fg_color, format!("The model failed to load: {e}"));
+                }
+            }
+            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                ui.toggle_value(&mut m.show_cache_panel, "Cache panel");
+            });
+        });
+        for (i, e) in m.errors.iter().enumerate() {
+            ui.horizontal(|ui| {
+                ui.colored_label(ui.visuals().error_fg_color, e);
+                if ui.small_button("Dismiss").clicked() {
+                    actions.push(Action::DismissError(i));
+                }
+            });
+        }
+    });
+}

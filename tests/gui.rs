@@ -1,0 +1,257 @@
+//! The desktop app with the real engine on a tiny model, driven through egui_kittest: widgets
+//! are found by role and label, as a screen reader would.
+#![cfg(feature = "gui")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use egui::accesskit::Role;
+use egui_kittest::kittest::{NodeT, Queryable};
+use egui_kittest::Harness;
+
+use common::*;
+use hearth::config::EngineSettings;
+use hearth::engine::{DiskSettings, EngineHandle, GenerateParams};
+use hearth::gui::HearthApp;
+use hearth::model::hparams::Family;
+use hearth::model::testkit::{TinyModelSpec, WeightType};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    model: PathBuf,
+    data: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let model = write_tiny(
+        dir.path(),
+        &TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0),
+        "m.gguf",
+    );
+    let data = dir.path().join("data");
+    Fixture { _dir: dir, model, data }
+}
+
+fn handle(model: &Path, data: &Path, limits: EngineSettings) -> EngineHandle {
+    let e = engine_limits(model, cache_settings(true, 16), &limits, 128, 64)
+        .with_disk(&DiskSettings::new(data, 1 << 30))
+        .unwrap();
+    EngineHandle::spawn(e, 16).unwrap()
+}
+
+/// Greedy replies of exactly 8 tokens (a random model may end its turn at once).
+fn defaults() -> GenerateParams {
+    GenerateParams {
+        ignore_eos: true,
+        ..GenerateParams::greedy(8)
+    }
+}
+
+/// The app in a harness. Replies of the tiny model are arbitrary tokens (some outside the
+/// default fonts, such as CJK brackets), drawn as boxes as the app does for any model; the
+/// app's own strings are checked for missing glyphs where no reply is shown.
+fn harness(engine: EngineHandle) -> Harness<'static, HearthApp> {
+    harness_with(engine, true)
+}
+
+fn harness_with(engine: EngineHandle, replies: bool) -> Harness<'static, HearthApp> {
+    let b = Harness::builder().with_size(egui::vec2(1200.0, 800.0));
+    let b = if replies { b.allow_missing_glyphs() } else { b };
+    b.build_eframe(move |cc| HearthApp::with_engine(&cc.egui_ctx, engine, defaults()))
+}
+
+/// Steps frames until `done` holds (the engine runs on its own thread meanwhile).
+fn step_until(h: &mut Harness<'_, HearthApp>, what: &str, done: impl Fn(&HearthApp) -> bool) {
+    let start = Instant::now();
+    while !done(h.state()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        h.step();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    h.run_steps(2);
+}
+
+/// Types `text` into the message box and clicks Send, then waits for the reply to finish.
+fn send(h: &mut Harness<'_, HearthApp>, text: &str) {
+    h.get_by_role_and_label(Role::MultilineTextInput, "Message").focus();
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::MultilineTextInput, "Message")
+        .type_text(text);
+    h.run_steps(4);
+    h.get_by_role_and_label(Role::Button, "Send").click();
+    h.run_steps(1);
+    assert!(
+        h.state().model.busy(),
+        "sending started no reply: {:?}",
+        h.state().model.errors
+    );
+    step_until(h, "the reply", |a| !a.model.busy());
+    assert!(h.state().model.errors.is_empty(), "{:?}", h.state().model.errors);
+}
+
+/// The number after `prefix` in the label that starts with it.
+fn figure(h: &Harness<'_, HearthApp>, prefix: &str) -> usize {
+    let node = h.get_by_label_contains(prefix);
+    let n = node.accesskit_node();
+    // A label's text is its accessible value.
+    let label = n.label().or(n.value()).unwrap_or_default();
+    label[label.find(prefix).unwrap() + prefix.len()..]
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no number in {label:?}"))
+}
+
+const LONG: &str = "The quick brown fox jumps over the lazy dog, again and again, while the cat watches. ";
+
+#[test]
+fn a_message_streams_its_reply_and_a_repeated_prefix_hits_the_cache() {
+    let f = fixture();
+    let mut h = harness(handle(&f.model, &f.data, EngineSettings::default()));
+    h.get_by_label("Write a message to start a new chat.");
+    send(&mut h, &LONG.repeat(3));
+    let open = h.state().model.open.clone().unwrap();
+    assert_eq!(open.conversation.messages.len(), 2, "{:?}", open.conversation.messages);
+    // The conversation got a title from the message and is listed.
+    h.get_by_role_and_label(Role::Button, &open.conversation.title);
+    h.get_by_label("Assistant");
+    assert_eq!(figure(&h, "Cached tokens: "), 0);
+
+    send(&mut h, "And then?");
+    assert_eq!(h.state().model.open.as_ref().unwrap().conversation.messages.len(), 4);
+    let cached = figure(&h, "Cached tokens: ");
+    assert!(cached >= 16, "the second turn reused the first: {cached}");
+    h.get_by_label_contains("Hit rate since start: ");
+    h.get_by_label_contains("Disk cache: 1 files");
+    // Regenerate replaces the last reply.
+    h.get_by_role_and_label(Role::Button, "Regenerate").click();
+    h.run_steps(1);
+    step_until(&mut h, "the regenerated reply", |a| !a.model.busy());
+    assert_eq!(h.state().model.open.as_ref().unwrap().conversation.messages.len(), 4);
+}
+
+#[test]
+fn conversations_are_created_renamed_searched_and_deleted() {
+    let f = fixture();
+    let mut h = harness_with(handle(&f.model, &f.data, EngineSettings::default()), false);
+    h.get_by_role_and_label(Role::Button, "New chat").click();
+    h.run_steps(2);
+    assert_eq!(h.state().model.conversations.len(), 1);
+    h.get_by_role_and_label(Role::Button, "Rename").click();
+    h.run_steps(2);
+    // Replace the title in the edit box.
+    h.state_mut().model.renaming.as_mut().unwrap().1.clear();
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::TextInput, "New title").focus();
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::TextInput, "New title")
+        .type_text("Groceries");
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::Button, "Save title").click();
+    h.run_steps(2);
+    assert_eq!(h.state().model.conversations[0].title, "Groceries");
+    h.get_by_role_and_label(Role::Button, "Groceries");
+
+    // Search hides what does not match.
+    h.get_by_role_and_label(Role::TextInput, "Search").focus();
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::TextInput, "Search").type_text("zzz");
+    h.run_steps(2);
+    assert!(h.query_by_role_and_label(Role::Button, "Groceries").is_none());
+    h.state_mut().model.search.clear();
+    h.run_steps(2);
+
+    h.get_by_role_and_label(Role::Button, "Delete").click();
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::Button, "Delete for good").click();
+    h.run_steps(2);
+    assert!(h.state().model.conversations.is_empty());
+    assert!(h.query_by_role_and_label(Role::Button, "Groceries").is_none());
+    let left = std::fs::read_dir(f.data.join("conversations")).unwrap().count();
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn after_a_restart_the_conversations_are_back_and_the_next_message_hits() {
+    let f = fixture();
+    let title;
+    {
+        let engine = handle(&f.model, &f.data, EngineSettings::default());
+        let mut h = harness(engine.clone());
+        send(&mut h, &LONG.repeat(3));
+        title = h.state().model.open.as_ref().unwrap().conversation.title.clone();
+        engine.flush_disk();
+    }
+    // A new app and a new engine (empty RAM tiers) on the same data dir.
+    let mut h = harness(handle(&f.model, &f.data, EngineSettings::default()));
+    h.get_by_role_and_label(Role::Button, &title);
+    let open = h.state().model.open.clone().expect("the last conversation is reopened");
+    assert_eq!(open.conversation.messages.len(), 2);
+    send(&mut h, "And then?");
+    let t = *h.state().model.last_turn().unwrap();
+    assert!(t.cached.disk_tokens >= 16, "{:?}", t.cached);
+    assert!(figure(&h, "from disk: ") >= 16);
+}
+
+#[test]
+fn the_window_renders_and_a_snapshot_is_kept() {
+    let f = fixture();
+    let engine = handle(&f.model, &f.data, EngineSettings::default());
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1200.0, 780.0))
+        .allow_missing_glyphs()
+        .wgpu()
+        .build_eframe(move |cc| HearthApp::with_engine(&cc.egui_ctx, engine, defaults()));
+    send(&mut h, &LONG.repeat(2));
+    send(&mut h, "What does the cat do?");
+    let image = h.render().expect("rendering with wgpu (Mesa's lavapipe without a GPU)");
+    assert_eq!((image.width(), image.height()), (1200, 780));
+    let first = image.get_pixel(0, 0);
+    assert!(image.pixels().any(|p| p != first), "a blank frame");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("main-window.png");
+    image.save(&out).unwrap();
+    eprintln!("snapshot: {}", out.display());
+}
+
+#[test]
+fn frames_keep_coming_while_a_long_prompt_prefills() {
+    let f = fixture();
+    // A slow prefill: 16 prompt tokens per engine step.
+    let limits = EngineSettings {
+        max_running: 4,
+        max_batch_tokens: 16,
+        max_queued: 16,
+    };
+    let mut h = harness(handle(&f.model, &f.data, limits));
+    h.get_by_role_and_label(Role::MultilineTextInput, "Message").focus();
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::MultilineTextInput, "Message")
+        .type_text(&LONG.repeat(10));
+    // A panel takes a frame to grow to its new content: let the layout settle before clicking.
+    h.run_steps(4);
+    h.get_by_role_and_label(Role::Button, "Send").click();
+    let sent = Instant::now();
+    h.step();
+    assert!(h.state().model.busy(), "{:?}", h.state().model.errors);
+    let (mut frames, mut slowest) = (0u32, Duration::ZERO);
+    while h.state().model.streaming.as_ref().is_some_and(|s| s.text.is_empty()) {
+        let t = Instant::now();
+        h.step();
+        slowest = slowest.max(t.elapsed());
+        frames += 1;
+        assert!(sent.elapsed() < Duration::from_secs(60));
+    }
+    let prefill = sent.elapsed();
+    step_until(&mut h, "the reply", |a| !a.model.busy());
+    assert!(frames >= 10, "{frames} frames during a {prefill:?} prefill");
+    // No frame waited for the engine: each is a small part of the prefill.
+    assert!(
+        slowest * 5 < prefill,
+        "slowest frame {slowest:?} during a {prefill:?} prefill"
+    );
+}
