@@ -294,8 +294,12 @@ fn init_logging(verbose: u8) {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
-    let paths = AppPaths::resolve(cli.config.clone(), cli.data_dir.clone(), None)?;
+    let mut paths = AppPaths::resolve(cli.config.clone(), cli.data_dir.clone(), None)?;
     let file = ConfigFile::load(&paths.config_file)?;
+    // The config file's data dir, unless --data-dir or HEARTH_DATA_DIR said otherwise.
+    if let (None, Some(dir)) = (&cli.data_dir, &file.paths.data_dir) {
+        paths.data_dir = dir.clone();
+    }
     let mut overrides = Overrides {
         model: cli.model.clone(),
         device: cli.device.clone(),

@@ -255,3 +255,50 @@ fn frames_keep_coming_while_a_long_prompt_prefills() {
         "slowest frame {slowest:?} during a {prefill:?} prefill"
     );
 }
+
+#[test]
+fn settings_are_saved_to_the_config_and_the_model_reloads_in_the_background() {
+    use hearth::config::{AppPaths, ConfigFile, Overrides, Settings};
+    use hearth::gui::ModelStatus;
+    let f = fixture();
+    let config = f.data.with_file_name("config.toml");
+    let paths = AppPaths {
+        config_file: config.clone(),
+        data_dir: f.data.clone(),
+    };
+    let cli = Overrides {
+        model: Some(f.model.display().to_string()),
+        device: Some("cpu".into()),
+        device_pool_mib: Some(8),
+        host_cache_gib: Some(0.01),
+        ..Overrides::default()
+    };
+    let settings = Settings::resolve(&ConfigFile::default(), &cli).unwrap();
+    let engine = handle(&f.model, &f.data, EngineSettings::default());
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1200.0, 800.0))
+        .build_eframe(move |cc| HearthApp::with_engine(&cc.egui_ctx, engine, defaults()).with_config(settings, paths));
+    h.get_by_role_and_label(Role::Button, "New chat").click();
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::Button, "Settings").click();
+    h.run_steps(4);
+    assert!(h.state().model.settings.is_some(), "{:?}", h.state().model.errors);
+    h.get_by_role_and_label(Role::Slider, "Temperature");
+    h.state_mut().model.settings.as_mut().unwrap().temperature = 0.25;
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::Button, "Save settings").click();
+    h.run_steps(2);
+    assert!(h.state().model.errors.is_empty(), "{:?}", h.state().model.errors);
+    h.get_by_label_contains("Settings saved to");
+    let saved = ConfigFile::load(&config).unwrap();
+    assert_eq!(saved.sampling.temperature, Some(0.25));
+    assert_eq!(saved.model.source.as_deref(), Some(f.model.to_str().unwrap()));
+    assert_eq!(saved.paths.data_dir.as_deref(), Some(f.data.as_path()));
+
+    // Reloading the model happens on another thread: the window keeps drawing meanwhile.
+    h.get_by_role_and_label(Role::Button, "Load model").click();
+    h.run_steps(1);
+    assert!(matches!(h.state().model.model, ModelStatus::Loading(_)));
+    step_until(&mut h, "the model", |a| matches!(a.model.model, ModelStatus::Ready(_)));
+    assert_eq!(h.state().model.conversations.len(), 1, "the conversations are listed again");
+}

@@ -7,6 +7,9 @@ pub enum ConfigError {
     /// The config file exists but cannot be read.
     #[error("cannot read config file {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
+    /// The config file cannot be written.
+    #[error("cannot write config file {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
     /// The config file is not valid TOML or has unknown keys / wrong types.
     #[error("config file {path} is invalid: {message}")]
     Parse { path: PathBuf, message: String },

@@ -21,6 +21,15 @@ pub struct ConfigFile {
     pub engine: EngineSection,
     #[serde(default)]
     pub server: ServerSection,
+    #[serde(default)]
+    pub paths: PathsSection,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathsSection {
+    /// The data directory (conversations, cache files); `--data-dir` and `HEARTH_DATA_DIR` win.
+    pub data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -81,6 +90,35 @@ pub struct ServerSection {
 }
 
 impl ConfigFile {
+    /// Writes the config to `path` atomically (comments in a hand-written file are not kept).
+    pub fn save(&self, path: &Path) -> Result<(), ConfigError> {
+        let text = toml::to_string_pretty(self).map_err(|e| ConfigError::Write {
+            path: path.into(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| ConfigError::Write {
+                path: dir.into(),
+                source,
+            })?;
+        }
+        let tmp = path.with_extension("toml.tmp");
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        };
+        write().map_err(|source| {
+            let _ = std::fs::remove_file(&tmp);
+            ConfigError::Write {
+                path: path.into(),
+                source,
+            }
+        })
+    }
+
     /// Reads `path`; a missing file is an empty config (defaults apply).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = match std::fs::read_to_string(path) {

@@ -17,7 +17,7 @@ mod settings;
 mod system;
 
 pub use error::ConfigError;
-pub use file::ConfigFile;
+pub use file::{CacheSection, ConfigFile, ModelSection, PathsSection, SamplingSection};
 pub use paths::AppPaths;
 pub use sampling::{SamplingParams, SamplingParamsError};
 pub use settings::{

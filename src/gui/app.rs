@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use super::bridge::{Bridge, Delivery};
 use super::{panels, AppModel, ChatView, ModelStatus, Streaming};
-use crate::config::{AppPaths, Settings};
+use super::panels::settings::SettingsForm;
+use crate::config::{AppPaths, ConfigFile, DevicePool, Overrides, Settings};
 use crate::engine::{EngineHandle, GenerateParams};
 use crate::persist::{ConversationId, ConversationSettings, Message, Role};
 
@@ -32,6 +33,11 @@ pub enum Action {
     ResendEdited(usize, String),
     ApplySystemPrompt,
     DismissError(usize),
+    OpenSettings,
+    /// Write the settings window's values to the config file.
+    SaveSettings,
+    /// Load the settings window's model (and cache sizes) in the background.
+    LoadModel,
 }
 
 /// The desktop app.
@@ -41,6 +47,8 @@ pub struct HearthApp {
     bridge: Bridge,
     defaults: GenerateParams,
     markdown: egui_commonmark::CommonMarkCache,
+    /// The settings the app started with (or last saved), and where files live.
+    config: Option<(Settings, AppPaths)>,
 }
 
 impl std::fmt::Debug for HearthApp {
@@ -74,7 +82,7 @@ impl HearthApp {
         let (tx, repaint) = bridge.sender();
         let what = settings.model.source.clone();
         let defaults = default_params(&settings);
-        super::loader::spawn_loader(settings, paths, tx, repaint);
+        super::loader::spawn_loader(settings.clone(), paths.clone(), tx, repaint);
         Self {
             model: AppModel {
                 model: ModelStatus::Loading(what),
@@ -84,7 +92,14 @@ impl HearthApp {
             bridge,
             defaults,
             markdown: Default::default(),
+            config: Some((settings, paths)),
         }
+    }
+
+    /// Lets the settings window read and write `paths.config_file`, starting from `settings`.
+    pub fn with_config(mut self, settings: Settings, paths: AppPaths) -> Self {
+        self.config = Some((settings, paths));
+        self
     }
 
     /// The app around a running engine (its conversations are listed at once).
@@ -95,6 +110,7 @@ impl HearthApp {
             bridge: Bridge::new(repaint_of(ctx)),
             defaults,
             markdown: Default::default(),
+            config: None,
         };
         app.attach(engine);
         app
@@ -169,8 +185,93 @@ impl HearthApp {
         }
     }
 
+    /// The settings window's form, from the current settings.
+    fn settings_form(&self) -> Option<SettingsForm> {
+        let (s, paths) = self.config.as_ref()?;
+        Some(SettingsForm {
+            model_source: s.model.source.clone(),
+            temperature: s.sampling.temperature,
+            top_p: s.sampling.top_p,
+            top_k: s.sampling.top_k,
+            max_tokens: s.max_tokens,
+            block_size: s.cache.block_size,
+            host_cache_gib: s.cache.host_bytes as f64 / (1u64 << 30) as f64,
+            disk_cache_gib: s.cache.disk_budget_bytes as f64 / (1u64 << 30) as f64,
+            kv_pool_mib: match s.cache.device_pool {
+                DevicePool::Bytes(b) => b >> 20,
+                DevicePool::Fraction(_) => 0,
+            },
+            data_dir: paths.data_dir.display().to_string(),
+        })
+    }
+
+    /// The config file with the form's values, and the settings they resolve to.
+    fn form_config(&self, form: &SettingsForm) -> Result<(ConfigFile, Settings), String> {
+        let (_, paths) = self.config.as_ref().ok_or("no config file")?;
+        let mut file = ConfigFile::load(&paths.config_file).map_err(|e| e.to_string())?;
+        file.model.source = Some(form.model_source.trim().to_string());
+        file.sampling.temperature = Some(form.temperature);
+        file.sampling.top_p = Some(form.top_p);
+        file.sampling.top_k = Some(form.top_k);
+        file.sampling.max_tokens = Some(form.max_tokens);
+        file.cache.block_size = Some(form.block_size);
+        file.cache.device_pool_mib = (form.kv_pool_mib > 0).then_some(form.kv_pool_mib);
+        file.cache.host_cache_gib = Some(form.host_cache_gib);
+        file.cache.disk_cache_gib = Some(form.disk_cache_gib);
+        let dir = form.data_dir.trim();
+        file.paths.data_dir = (!dir.is_empty()).then(|| dir.into());
+        let settings = Settings::resolve(&file, &Overrides::default()).map_err(|e| e.to_string())?;
+        Ok((file, settings))
+    }
+
+    /// Carries out the settings window's actions (they need no engine).
+    fn act_on_settings(&mut self, action: &Action) -> bool {
+        match action {
+            Action::OpenSettings => {
+                self.model.settings = self.settings_form();
+                if self.model.settings.is_none() {
+                    self.error("this window was started without a config file to edit");
+                }
+            }
+            Action::SaveSettings | Action::LoadModel => {
+                let Some(form) = self.model.settings.clone() else { return true };
+                let (file, settings) = match self.form_config(&form) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        self.error(format!("settings not applied: {e}"));
+                        return true;
+                    }
+                };
+                let Some((_, paths)) = self.config.clone() else { return true };
+                if *action == Action::SaveSettings {
+                    if let Err(e) = file.save(&paths.config_file) {
+                        self.error(e);
+                        return true;
+                    }
+                    self.model.notice = Some(format!("Settings saved to {}", paths.config_file.display()));
+                }
+                self.defaults.sampling = settings.sampling.clone();
+                self.defaults.max_tokens = settings.max_tokens;
+                if *action == Action::LoadModel {
+                    // The old engine stops when its last handle goes (its requests end first).
+                    self.engine = None;
+                    self.model.streaming = None;
+                    self.model.model = ModelStatus::Loading(settings.model.source.clone());
+                    let (tx, repaint) = self.bridge.sender();
+                    super::loader::spawn_loader(settings.clone(), paths.clone(), tx, repaint);
+                }
+                self.config = Some((settings, paths));
+            }
+            _ => return false,
+        }
+        true
+    }
+
     /// Carries out one action.
     pub fn act(&mut self, action: Action) {
+        if self.act_on_settings(&action) {
+            return;
+        }
         let Some(engine) = self.engine.clone() else {
             return;
         };
@@ -299,6 +400,7 @@ impl HearthApp {
                     self.model.errors.remove(i);
                 }
             }
+            Action::OpenSettings | Action::SaveSettings | Action::LoadModel => {}
         }
     }
 
@@ -332,6 +434,7 @@ impl HearthApp {
         }
         panels::conversations::show(ui, &mut self.model, &mut actions);
         panels::chat::show(ui, &mut self.model, &mut self.markdown, &mut actions);
+        panels::settings::show(ui, &mut self.model, &mut actions);
         for a in actions {
             self.act(a);
         }

@@ -25,15 +25,23 @@ mod state;
 pub use app::{default_params, Action, HearthApp};
 pub use bridge::{Bridge, Delivery, Repaint};
 pub use loader::load_engine;
+pub use panels::settings::SettingsForm;
 pub use state::{AppModel, ChatView, ModelStatus, Streaming, TurnFigures, UiEvent, RECENT_TURNS};
 
 use crate::config::{AppPaths, Settings};
 
+/// The window's icon (`assets/icon.png`, 256×256).
+pub const ICON_PNG: &[u8] = include_bytes!("../../assets/icon.png");
+
 /// Opens the window and runs until it is closed.
 pub fn run(settings: Settings, paths: AppPaths) -> Result<(), eframe::Error> {
+    let mut viewport = egui::ViewportBuilder::default().with_title("hearth");
+    match eframe::icon_data::from_png_bytes(ICON_PNG) {
+        Ok(icon) => viewport = viewport.with_icon(icon),
+        Err(e) => tracing::warn!("the app icon could not be read: {e}"),
+    }
     let options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default()
-            .with_title("hearth")
+        viewport: viewport
             .with_inner_size([1200.0, 780.0])
             .with_min_inner_size([720.0, 480.0]),
         ..Default::default()

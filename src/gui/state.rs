@@ -117,6 +117,10 @@ pub struct AppModel {
     /// An edit of a user message in progress: its index and the new text.
     pub editing: Option<(usize, String)>,
     pub show_cache_panel: bool,
+    /// The settings window, while open.
+    pub settings: Option<super::panels::settings::SettingsForm>,
+    /// A notice to show until dismissed (e.g. "settings saved").
+    pub notice: Option<String>,
 }
 
 impl Default for AppModel {
@@ -135,6 +139,8 @@ impl Default for AppModel {
             confirm_delete: None,
             editing: None,
             show_cache_panel: true,
+            settings: None,
+            notice: None,
         }
     }
 }

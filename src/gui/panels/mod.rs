@@ -4,4 +4,5 @@
 pub mod cache;
 pub mod chat;
 pub mod conversations;
+pub mod settings;
 pub mod top;

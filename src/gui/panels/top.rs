@@ -25,8 +25,21 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
             }
             ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
                 ui.toggle_value(&mut m.show_cache_panel, "Cache panel");
+                if ui.button("Settings").clicked() {
+                    actions.push(Action::OpenSettings);
+                }
             });
         });
+        if let Some(n) = &m.notice {
+            let mut dismiss = false;
+            ui.horizontal(|ui| {
+                ui.label(n);
+                dismiss = ui.small_button("OK").clicked();
+            });
+            if dismiss {
+                m.notice = None;
+            }
+        }
         for (i, e) in m.errors.iter().enumerate() {
             ui.horizontal(|ui| {
                 ui.colored_label(ui.visuals().error_fg_color, e);
