@@ -300,5 +300,9 @@ fn settings_are_saved_to_the_config_and_the_model_reloads_in_the_background() {
     h.run_steps(1);
     assert!(matches!(h.state().model.model, ModelStatus::Loading(_)));
     step_until(&mut h, "the model", |a| matches!(a.model.model, ModelStatus::Ready(_)));
-    assert_eq!(h.state().model.conversations.len(), 1, "the conversations are listed again");
+    assert_eq!(
+        h.state().model.conversations.len(),
+        1,
+        "the conversations are listed again"
+    );
 }

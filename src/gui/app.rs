@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bridge::{Bridge, Delivery};
-use super::{panels, AppModel, ChatView, ModelStatus, Streaming};
 use super::panels::settings::SettingsForm;
+use super::{panels, AppModel, ChatView, ModelStatus, Streaming};
 use crate::config::{AppPaths, ConfigFile, DevicePool, Overrides, Settings};
 use crate::engine::{EngineHandle, GenerateParams};
 use crate::persist::{ConversationId, ConversationSettings, Message, Role};
@@ -234,7 +234,9 @@ impl HearthApp {
                 }
             }
             Action::SaveSettings | Action::LoadModel => {
-                let Some(form) = self.model.settings.clone() else { return true };
+                let Some(form) = self.model.settings.clone() else {
+                    return true;
+                };
                 let (file, settings) = match self.form_config(&form) {
                     Ok(x) => x,
                     Err(e) => {
@@ -242,7 +244,9 @@ impl HearthApp {
                         return true;
                     }
                 };
-                let Some((_, paths)) = self.config.clone() else { return true };
+                let Some((_, paths)) = self.config.clone() else {
+                    return true;
+                };
                 if *action == Action::SaveSettings {
                     if let Err(e) = file.save(&paths.config_file) {
                         self.error(e);
