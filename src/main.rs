@@ -446,7 +446,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
 /// `hearth`: the desktop app (the model loads inside the window).
 #[cfg(feature = "gui")]
 fn cmd_gui(settings: Settings, paths: AppPaths) -> Result<ExitCode> {
-    hearth::gui::run(settings, paths).map_err(|e| anyhow::anyhow!("the window could not be opened: {e}"))?;
+    hearth::gui::run(settings, paths).map_err(|e| {
+        anyhow::anyhow!(
+            "the window could not be opened: {e} (without a desktop, `hearth --headless` serves the HTTP API and `hearth run` works in a terminal)"
+        )
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
