@@ -160,19 +160,9 @@ impl KvCacheManager {
 
 #[cfg(test)]
 mod tests {
+    use crate::kv::manager::tests::cfg;
     use crate::kv::testkit::FakeRuntime;
-    use crate::kv::{KvCacheConfig, KvCacheManager, SeqId, Tier};
-
-    fn cfg(device: usize, host: usize) -> KvCacheConfig {
-        KvCacheConfig {
-            block_size: 8,
-            device_blocks: device,
-            host_blocks: host,
-            prefix_caching: true,
-            write_through: false,
-            bytes_per_block: 1,
-        }
-    }
+    use crate::kv::{KvCacheManager, SeqId, Tier};
 
     /// Imports `prompt`'s blocks from `from`, filling them in `rt` as a cache file would.
     fn import_and_fill(m: &mut KvCacheManager, rt: &mut FakeRuntime, prompt: &[u32], from: usize) -> usize {

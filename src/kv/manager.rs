@@ -410,7 +410,7 @@ impl KvCacheManager {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::kv::testkit::FakeRuntime;
 
