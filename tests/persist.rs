@@ -296,7 +296,7 @@ fn layout() -> hearth::persist::KvLayout {
 fn write_file(path: &Path, blocks: usize, fill: u8, faults: &Faults) -> Result<(), PersistError> {
     let l = layout();
     let tokens: Vec<u32> = (0..(blocks * 16 + 3) as u32).collect();
-    let hashes = hearth::engine::chain_hashes(&tokens, 16);
+    let hashes = hearth::kv::hash_chain(&tokens, 16);
     let fresh = vec![fill; blocks * l.block_bytes() as usize];
     write_cache_file(
         path,

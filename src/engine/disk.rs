@@ -23,11 +23,11 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::EngineError;
-use crate::kv::{hash_block, BlockHash, BlockId, ImportPlan, KvCacheManager};
+use crate::kv::{hash_chain, BlockId, ImportPlan, KvCacheManager};
 use crate::ops::KvShape;
 use crate::persist::{
-    cache_dir, conversations_dir, AfterSave, CacheFile, CacheJob, ConversationId, ConversationStore, DiskIndex,
-    DiskStats, Faults, Fingerprint, KvDtype, KvLayout, PersistError, PersistWorker, TurnText, WorkerContext,
+    cache_dir, common_blocks, conversations_dir, AfterSave, CacheFile, CacheJob, ConversationId, ConversationStore,
+    DiskIndex, DiskStats, Faults, Fingerprint, KvDtype, KvLayout, PersistError, PersistWorker, TurnText, WorkerContext,
 };
 use crate::runtime::KvMemory;
 
@@ -114,19 +114,6 @@ fn hash_file(path: &Path, progress: &mut dyn FnMut(u64)) -> Result<Vec<u8>, Engi
         progress(n as u64);
     }
     Ok(h.digest128().to_le_bytes().to_vec())
-}
-
-/// The chain hashes of `tokens`' full blocks.
-pub fn chain_hashes(tokens: &[u32], block_size: usize) -> Vec<BlockHash> {
-    let mut parent = None;
-    tokens
-        .chunks_exact(block_size)
-        .map(|b| {
-            let h = hash_block(parent, b);
-            parent = Some(h);
-            h
-        })
-        .collect()
 }
 
 /// Reads the imported blocks from `file` into their blocks: in one pass straight into RAM
@@ -323,12 +310,10 @@ impl DiskTier {
         }
         let bs = self.layout.block_size as usize;
         let n = (tokens.len() / bs).min(table.len());
-        let hashes = chain_hashes(&tokens[..n * bs], bs);
-        let reuse = lock(&self.index).get(id).map_or(0, |f| {
-            let limit = (f.usable_blocks.min(n) * bs).min(f.tokens.len());
-            let common = f.tokens[..limit].iter().zip(tokens).take_while(|(a, b)| a == b).count();
-            common / bs
-        });
+        let hashes = hash_chain(&tokens[..n * bs], bs);
+        let reuse = lock(&self.index)
+            .get(id)
+            .map_or(0, |f| common_blocks(&f.tokens, tokens, bs, f.usable_blocks.min(n)));
         let mut fresh = Vec::new();
         if let Err(e) = memory.copy_device_blocks(&table[reuse..n], &mut fresh) {
             tracing::warn!("cannot save the cache of conversation {id}: {e}");

@@ -34,7 +34,7 @@ mod stats;
 mod stop;
 
 pub use self::core::Engine;
-pub use disk::{chain_hashes, fingerprint, kv_layout, DiskSettings, KV_SEMANTICS_VERSION};
+pub use disk::{fingerprint, kv_layout, DiskSettings, KV_SEMANTICS_VERSION};
 pub use error::{EngineError, ErrorKind};
 pub use handle::{EngineHandle, EventSender, QueueTicket, RequestStream, Submission};
 pub use request::{Event, GenerateParams, GenerateRequest, GenerationReport, RequestId, SaveTo, StopReason};

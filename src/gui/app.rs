@@ -321,15 +321,13 @@ impl HearthApp {
                 if text.is_empty() || self.model.busy() {
                     return;
                 }
+                let title = crate::persist::title_from(&[Message::new(Role::User, text.clone())]);
                 let id = match self.model.open_id() {
                     Some(id) => id.clone(),
-                    None => {
-                        let title = crate::persist::title_from(&[Message::new(Role::User, text.clone())]);
-                        match store.create(&title, ConversationSettings::default()) {
-                            Ok(c) => c.id,
-                            Err(e) => return self.error(e),
-                        }
-                    }
+                    None => match store.create(&title, ConversationSettings::default()) {
+                        Ok(c) => c.id,
+                        Err(e) => return self.error(e),
+                    },
                 };
                 if self
                     .model
@@ -337,7 +335,6 @@ impl HearthApp {
                     .as_ref()
                     .is_some_and(|o| o.conversation.messages.is_empty())
                 {
-                    let title = crate::persist::title_from(&[Message::new(Role::User, text.clone())]);
                     let _ = store.update(&id, None, |c| {
                         if c.title == "New chat" {
                             c.title = title;

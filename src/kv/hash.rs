@@ -47,6 +47,20 @@ pub fn hash_block(parent: Option<BlockHash>, tokens: &[u32]) -> BlockHash {
     BlockHash(h)
 }
 
+/// The chain hashes of `tokens`' full blocks of `block_size`, in order (a trailing partial block
+/// has none). What the trie keys its nodes by and what a cache file stores per block.
+pub fn hash_chain(tokens: &[u32], block_size: usize) -> Vec<BlockHash> {
+    let mut parent = None;
+    tokens
+        .chunks_exact(block_size.max(1))
+        .map(|b| {
+            let h = hash_block(parent, b);
+            parent = Some(h);
+            h
+        })
+        .collect()
+}
+
 fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         h ^= u64::from(b);
@@ -78,5 +92,8 @@ mod tests {
         assert_ne!(hash_block(Some(a), &[5]), hash_block(Some(b), &[5]));
         assert_ne!(hash_block(None, &[5]), hash_block(Some(a), &[5]));
         assert_eq!(hash_block(Some(a), &[5]), hash_block(Some(a), &[5]));
+        let chain = hash_chain(&[1, 2, 5, 9], 2);
+        assert_eq!(chain, vec![a, hash_block(Some(a), &[5, 9])]);
+        assert_eq!(hash_chain(&[1, 2, 5], 2), vec![a]);
     }
 }

@@ -42,7 +42,7 @@ mod trie;
 
 pub use config::{KvCacheConfig, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE};
 pub use error::KvError;
-pub use hash::{hash_block, BlockHasher, ROOT_SEED};
+pub use hash::{hash_block, hash_chain, BlockHasher, ROOT_SEED};
 pub use ids::{BlockHash, BlockId, SeqId, Tier};
 pub use import::ImportPlan;
 pub use manager::KvCacheManager;

@@ -177,10 +177,7 @@ impl ConversationStore {
     }
 
     fn locked(&self) -> std::sync::MutexGuard<'_, ()> {
-        match self.lock.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        super::worker::lock(&self.lock)
     }
 
     /// Creates a conversation (with a fresh id) and writes it.

@@ -25,7 +25,7 @@ use std::time::SystemTime;
 use super::cache_file::{CacheFile, CACHE_EXT};
 use super::format::{CacheHeader, Fingerprint, KvLayout};
 use super::{ConversationId, PersistError};
-use crate::kv::{hash_block, BlockHash};
+use crate::kv::{hash_chain, BlockHash};
 
 /// One indexed cache file.
 #[derive(Debug, Clone)]
@@ -66,6 +66,14 @@ pub struct DiskIndex {
     files: HashMap<ConversationId, IndexedFile>,
     /// Chain hash of block k → the files holding it at position k.
     by_hash: HashMap<BlockHash, Vec<(ConversationId, usize)>>,
+}
+
+/// Whole blocks at the start of `saved` and `tokens` whose tokens are equal, at most
+/// `max_blocks`: how much of a saved history a token sequence can reuse.
+pub fn common_blocks(saved: &[u32], tokens: &[u32], block_size: usize, max_blocks: usize) -> usize {
+    let limit = max_blocks.saturating_mul(block_size);
+    let common = saved.iter().zip(tokens).take(limit).take_while(|(a, b)| a == b).count();
+    common / block_size.max(1)
 }
 
 /// The cache file of conversation `id` in `dir`.
@@ -263,29 +271,15 @@ impl DiskIndex {
         if from >= max_blocks || self.files.is_empty() {
             return None;
         }
-        let mut parent = None;
-        let mut hash = None;
-        for (k, block) in tokens.chunks_exact(bs).take(from + 1).enumerate() {
-            let h = hash_block(parent, block);
-            parent = Some(h);
-            if k == from {
-                hash = Some(h);
-            }
-        }
-        let candidates = self.by_hash.get(&hash?)?;
+        let hash = *hash_chain(tokens.get(..(from + 1) * bs)?, bs).last()?;
+        let candidates = self.by_hash.get(&hash)?;
         let mut best: Option<(usize, &ConversationId)> = None;
         for (id, k) in candidates {
             if *k != from {
                 continue;
             }
             let Some(f) = self.files.get(id) else { continue };
-            let limit = (f.usable_blocks.min(max_blocks) * bs).min(tokens.len());
-            let common = f.tokens[..limit.min(f.tokens.len())]
-                .iter()
-                .zip(&tokens[..limit])
-                .take_while(|(a, b)| a == b)
-                .count();
-            let blocks = common / bs;
+            let blocks = common_blocks(&f.tokens, tokens, bs, f.usable_blocks.min(max_blocks));
             if blocks > from && best.is_none_or(|(b, _)| blocks > b) {
                 best = Some((blocks, id));
             }

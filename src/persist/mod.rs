@@ -47,7 +47,7 @@ pub use conversation::{
 pub use error::PersistError;
 pub use format::{CacheHeader, Fingerprint, KvDtype, KvLayout, FORMAT_VERSION};
 pub use ids::{ConversationId, MAX_ID_LEN};
-pub use index::{cache_path, list_cache_files, DiskHit, DiskIndex, IndexedFile, ScanReport};
+pub use index::{cache_path, common_blocks, list_cache_files, DiskHit, DiskIndex, IndexedFile, ScanReport};
 pub use inspect::{inspect, prune_plan, CacheEntry, EntryStatus};
 #[doc(hidden)]
 pub use worker::lock as worker_lock;

@@ -18,7 +18,7 @@ use std::time::SystemTime;
 
 use super::cache_file::{write_cache_file, CacheFile, CacheWrite};
 use super::conversation::{Conversation, ConversationSettings, ConversationStore, Message, Role};
-use super::index::{cache_path, DiskIndex};
+use super::index::{cache_path, common_blocks, DiskIndex};
 use super::{ConversationId, Faults, PersistError};
 use crate::kv::BlockHash;
 
@@ -213,13 +213,7 @@ fn write_cache(ctx: &WorkerContext, job: CacheJob) -> Result<(), PersistError> {
             Ok(f)
         }) {
             Ok(f) => {
-                let limit = (job.reuse_blocks * bs).min(f.header().tokens.len());
-                let common = f.header().tokens[..limit]
-                    .iter()
-                    .zip(&job.tokens)
-                    .take_while(|(a, b)| a == b)
-                    .count();
-                reuse = (common / bs).min(f.blocks_present());
+                reuse = common_blocks(&f.header().tokens, &job.tokens, bs, job.reuse_blocks).min(f.blocks_present());
                 old = Some(f);
             }
             Err(e) => tracing::warn!("cannot reuse the previous cache file: {e}"),
