@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use hearth::config::{AppPaths, ConfigFile, Overrides, Settings};
 use hearth::engine::{DiskSettings, Engine, EngineHandle, Event, GenerateParams, GenerateRequest};
 use hearth::model::gguf::GgufFile;
-use hearth::model::source::{resolve, HubOptions, ModelSource, ResolvedModel};
+use hearth::model::source::{resolve_with, Cancel, DownloadProgress, HubOptions, ModelSource, ResolvedModel};
 use hearth::model::tokenizer::Tokenizer;
 use hearth::model::{select_device, LoadedModel};
 use hearth::persist::{Conversation, ConversationId, Message, Role};
@@ -461,12 +461,36 @@ fn cmd_gui(_settings: Settings, _paths: AppPaths) -> Result<ExitCode> {
 
 fn resolve_model(settings: &Settings) -> Result<ResolvedModel> {
     let source = ModelSource::parse(&settings.model.source)?;
-    let opts = HubOptions {
-        cache_dir: settings.hub.cache_dir.clone(),
-        offline: settings.hub.offline,
-        progress: true,
-    };
-    Ok(resolve(&source, &opts)?)
+    let opts = HubOptions::from(&settings.hub);
+    let mut progress = BarProgress(None);
+    let resolved = resolve_with(&source, &opts, &mut progress, &Cancel::new());
+    if let Some(pb) = progress.0.take() {
+        pb.abandon();
+    }
+    Ok(resolved?)
+}
+
+/// A hub download's progress as a bar on stderr (Ctrl-C stops it; the next run resumes).
+struct BarProgress(Option<indicatif::ProgressBar>);
+
+impl DownloadProgress for BarProgress {
+    fn start(&mut self, file: &str, done: u64, total: u64) {
+        let pb = bytes_bar(total, &format!("downloading {file}"));
+        pb.set_position(done);
+        self.0 = Some(pb);
+    }
+
+    fn advance(&mut self, done: u64) {
+        if let Some(pb) = &self.0 {
+            pb.set_position(done);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(pb) = self.0.take() {
+            pb.finish_and_clear();
+        }
+    }
 }
 
 /// Runs `work` with a spinner showing `msg` on stderr.

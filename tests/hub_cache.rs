@@ -44,7 +44,7 @@ fn offline(cache: &Path) -> HubOptions {
     HubOptions {
         cache_dir: Some(cache.to_owned()),
         offline: true,
-        progress: false,
+        endpoint: None,
     }
 }
 

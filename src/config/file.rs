@@ -58,6 +58,8 @@ pub struct SamplingSection {
 pub struct HubSection {
     pub cache_dir: Option<PathBuf>,
     pub offline: Option<bool>,
+    /// A hub mirror's address (`$HF_ENDPOINT` otherwise).
+    pub endpoint: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -48,6 +48,8 @@ pub struct HubSettings {
     pub cache_dir: Option<PathBuf>,
     /// Never touch the network; use only what the cache holds.
     pub offline: bool,
+    /// The hub's address; `None`: `$HF_ENDPOINT`, else `https://huggingface.co`.
+    pub endpoint: Option<String>,
 }
 
 /// Everything the rest of hearth reads.
@@ -211,6 +213,11 @@ impl Settings {
             .parse()
             .map_err(|reason: String| invalid("model.device", &device_str, &reason))?;
         let context_length = cli.context_length.or(file.model.context_length);
+        let endpoint = match file.hub.endpoint.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(e) if e.starts_with("http://") || e.starts_with("https://") => Some(e.to_owned()),
+            Some(e) => return Err(invalid("hub.endpoint", e, "give an http:// or https:// address")),
+        };
         if context_length == Some(0) {
             return Err(invalid("model.context_length", 0, "must be at least 1"));
         }
@@ -346,6 +353,7 @@ impl Settings {
             hub: HubSettings {
                 cache_dir: file.hub.cache_dir.clone(),
                 offline: cli.hub_offline.or(file.hub.offline).unwrap_or(false),
+                endpoint,
             },
         })
     }

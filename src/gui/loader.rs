@@ -10,11 +10,7 @@ use crate::model::{select_device, LoadedModel};
 /// Loads `settings`' model and starts its engine, on the calling thread.
 pub fn load_engine(settings: &Settings, paths: &AppPaths) -> Result<EngineHandle, String> {
     let source = ModelSource::parse(&settings.model.source).map_err(|e| e.to_string())?;
-    let opts = HubOptions {
-        cache_dir: settings.hub.cache_dir.clone(),
-        offline: settings.hub.offline,
-        progress: false,
-    };
+    let opts = HubOptions::from(&settings.hub);
     let resolved = resolve(&source, &opts).map_err(|e| e.to_string())?;
     let device = select_device(settings.model.device).map_err(|e| e.to_string())?;
     let model = LoadedModel::load(&resolved, &device, settings.model.context_length).map_err(|e| e.to_string())?;

@@ -47,6 +47,9 @@ pub enum ModelError {
     /// Downloading from, or finding in the cache of, the Hugging Face hub failed.
     #[error("cannot get {spec} from the Hugging Face hub: {reason}")]
     Hub { spec: String, reason: String },
+
+    #[error("the download of {spec} was cancelled; {kept} bytes are kept and loading it again resumes from there")]
+    Cancelled { spec: String, kept: u64 },
     /// The prompt (plus at least one generated token) does not fit the context.
     #[error("prompt is {tokens} tokens but the context holds {context} (at most {max_prompt} prompt tokens)", max_prompt = context.saturating_sub(1))]
     PromptTooLong { tokens: usize, context: usize },

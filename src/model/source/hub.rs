@@ -9,14 +9,16 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use hf_hub::api::sync::{ApiBuilder, ApiError, ApiRepo};
 use hf_hub::{Cache, Repo, RepoType};
 
+use super::download::{Cancel, DownloadError, DownloadProgress, HubClient};
 use super::{HubOptions, ResolvedModel};
 use crate::model::ModelError;
 
 const TOKENIZER_JSON: &str = "tokenizer.json";
 const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
+/// The hub, unless `HubOptions::endpoint` or `$HF_ENDPOINT` names a mirror.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 /// One hub file to resolve; `spec` is how errors name it.
 pub(super) struct HubRequest<'a> {
@@ -86,7 +88,13 @@ fn cache_dir(opts: &HubOptions, env: &HubEnv) -> Option<PathBuf> {
         })
 }
 
-pub(super) fn resolve_hub(req: &HubRequest<'_>, opts: &HubOptions, env: &HubEnv) -> Result<ResolvedModel, ModelError> {
+pub(super) fn resolve_hub(
+    req: &HubRequest<'_>,
+    opts: &HubOptions,
+    env: &HubEnv,
+    progress: &mut dyn DownloadProgress,
+    cancel: &Cancel,
+) -> Result<ResolvedModel, ModelError> {
     let err = |reason: String| ModelError::Hub {
         spec: req.spec.clone(),
         reason,
@@ -114,22 +122,25 @@ pub(super) fn resolve_hub(req: &HubRequest<'_>, opts: &HubOptions, env: &HubEnv)
         )));
     }
 
-    // `from_cache` rather than `ApiBuilder::new().with_cache_dir(..)`: `new`
-    // looks up the home directory and panics when there is none.
-    let mut builder = ApiBuilder::from_cache(cache.clone()).with_progress(opts.progress);
-    if let Some(token) = &env.token {
-        builder = builder.with_token(Some(token.clone()));
-    }
-    if let Some(endpoint) = &env.endpoint {
-        builder = builder.with_endpoint(endpoint.clone());
-    }
-    let api = builder.build().map_err(|e| err(describe_api_error(&e)))?;
-    let api_repo = api.repo(repo.clone());
-    tracing::info!(spec = %req.spec, cache = %dir.display(), "downloading from the Hugging Face hub");
-    let gguf = api_repo.get(req.file).map_err(|e| err(describe_api_error(&e)))?;
+    let endpoint = opts
+        .endpoint
+        .clone()
+        .or_else(|| env.endpoint.clone())
+        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
+    let client = HubClient::new(&endpoint, env.token.clone());
+    tracing::info!(spec = %req.spec, cache = %dir.display(), %endpoint, "downloading from the Hugging Face hub");
+    let gguf = client
+        .download(&dir, req.repo, req.revision, req.file, progress, cancel)
+        .map_err(|e| match e {
+            DownloadError::Cancelled { kept } => ModelError::Cancelled {
+                spec: req.spec.clone(),
+                kept,
+            },
+            e => err(describe_download_error(&e)),
+        })?;
 
     let optional = |name: &str| {
-        find_cached(&cache, &repo, req.revision, name).or_else(|| download_optional(&api_repo, name, &req.spec))
+        find_cached(&cache, &repo, req.revision, name).or_else(|| download_optional(&client, &dir, req, name, cancel))
     };
     Ok(ResolvedModel {
         gguf,
@@ -165,42 +176,40 @@ fn snapshot_path(repo_folder: &Path, commit: &str, file: &str) -> PathBuf {
 }
 
 /// A full git commit id: 40 hex digits (64 for SHA-256 repos).
-fn is_commit_hash(s: &str) -> bool {
+pub(super) fn is_commit_hash(s: &str) -> bool {
     (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Downloads an optional file of the repo (no progress bar); a repo without
-/// it is normal, so failures only log.
-fn download_optional(api_repo: &ApiRepo, name: &str, spec: &str) -> Option<PathBuf> {
-    match api_repo.download_with_progress(name, ()) {
+/// Downloads an optional file of the repo (no progress shown); a repo without it is normal, so
+/// failures only log.
+fn download_optional(
+    client: &HubClient,
+    dir: &Path,
+    req: &HubRequest<'_>,
+    name: &str,
+    cancel: &Cancel,
+) -> Option<PathBuf> {
+    match client.download(dir, req.repo, req.revision, name, &mut (), cancel) {
         Ok(path) => Some(path),
+        Err(e) if e.status() == Some(404) => {
+            tracing::debug!(spec = %req.spec, file = name, "the repo has no such file");
+            None
+        }
         Err(e) => {
-            let text = e.to_string();
-            if http_status(&text) == Some(404) {
-                tracing::debug!(spec, file = name, "the repo has no such file");
-            } else {
-                tracing::warn!(spec, file = name, error = %text, "could not download; the GGUF's own tokenizer data will be used");
-            }
+            tracing::warn!(spec = %req.spec, file = name, error = %e, "could not download; the GGUF's own tokenizer data will be used");
             None
         }
     }
 }
 
-/// The HTTP status in an hf-hub (ureq) error message (`<url>: status code 404`).
-fn http_status(text: &str) -> Option<u16> {
-    let (_, rest) = text.split_once("status code ")?;
-    rest.get(..3)?.parse().ok()
-}
-
-/// A one-line reason for an hf-hub failure, with what to do about it.
-fn describe_api_error(e: &ApiError) -> String {
-    let text = e.to_string().replace('\n', " ");
-    match http_status(&text) {
-        Some(404) => format!("not found on the hub; check the repo id, the file name and the revision ({text})"),
+/// A one-line reason for a failed download, with what to do about it.
+fn describe_download_error(e: &DownloadError) -> String {
+    match e.status() {
+        Some(404) => format!("not found on the hub; check the repo id, the file name and the revision ({e})"),
         Some(401 | 403) => format!(
-            "access denied; the repo may be gated or private: accept its terms on huggingface.co and set HF_TOKEN ({text})"
+            "access denied; the repo may be gated or private: accept its terms on huggingface.co and set HF_TOKEN ({e})"
         ),
-        _ => text,
+        _ => e.to_string(),
     }
 }
 
@@ -258,7 +267,9 @@ mod tests {
             file: "x.gguf",
             revision: "main",
         };
-        let err = resolve_hub(&req, &opts, &env).unwrap_err().to_string();
+        let err = resolve_hub(&req, &opts, &env, &mut (), &Cancel::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("offline") && err.contains("HF_HUB_OFFLINE"), "{err}");
     }
 
@@ -285,14 +296,5 @@ mod tests {
         assert_eq!(find_cached(&cache, &main, "main", "y.gguf"), None);
         let dev = Repo::with_revision("a/b".into(), RepoType::Model, "dev".into());
         assert_eq!(find_cached(&cache, &dev, "dev", "sub/x.gguf"), None);
-    }
-
-    #[test]
-    fn status_codes_from_messages() {
-        assert_eq!(
-            http_status("request error: https://hf.co/a/b/resolve/main/x: status code 404"),
-            Some(404)
-        );
-        assert_eq!(http_status("I/O error"), None);
     }
 }

@@ -19,10 +19,15 @@
 //! - The cache layout is the one `huggingface_hub` (Python) and `hf-hub`
 //!   (Rust) share, so models downloaded by either are found.
 //!
+//! - A download shows its progress to the caller and stops when cancelled,
+//!   keeping its part file so the next attempt resumes (`download.rs`).
+//!
 //! Counterparts: llama.cpp `-hf owner/repo[:quant]` (`common/arg.cpp`),
 //! `huggingface_hub.hf_hub_download` / `try_to_load_from_cache`, the `hf-hub`
-//! crate (which does the cache lookup and the download here).
+//! crate (which does the cache lookup here; the download is our own, to be
+//! cancellable).
 
+mod download;
 mod hub;
 
 use std::fmt;
@@ -30,7 +35,8 @@ use std::path::{Path, PathBuf};
 
 use super::ModelError;
 
-pub use hub::hub_cache_dir;
+pub use download::{Cancel, DownloadError, DownloadProgress, HubClient};
+pub use hub::{hub_cache_dir, DEFAULT_ENDPOINT};
 
 /// A parsed model spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,8 +189,19 @@ pub struct HubOptions {
     /// Never touch the network; a file not in the cache is an error. Also on
     /// when `HF_HUB_OFFLINE` is `1`/`true`/`yes`/`on`.
     pub offline: bool,
-    /// Show a download progress bar (hf-hub's indicatif bar) on stderr.
-    pub progress: bool,
+    /// The hub's address, for a mirror; when `None`: `$HF_ENDPOINT`, else
+    /// [`DEFAULT_ENDPOINT`].
+    pub endpoint: Option<String>,
+}
+
+impl From<&crate::config::HubSettings> for HubOptions {
+    fn from(s: &crate::config::HubSettings) -> Self {
+        Self {
+            cache_dir: s.cache_dir.clone(),
+            offline: s.offline,
+            endpoint: s.endpoint.clone(),
+        }
+    }
 }
 
 /// The files a model needs, on disk.
@@ -220,6 +237,17 @@ impl ResolvedModel {
 ///   error). A cached GGUF never triggers downloads, not even of tokenizer
 ///   files.
 pub fn resolve(source: &ModelSource, opts: &HubOptions) -> Result<ResolvedModel, ModelError> {
+    resolve_with(source, opts, &mut (), &Cancel::new())
+}
+
+/// [`resolve`], reporting a download's progress to `progress` and stopping it when `cancel` is
+/// set ([`ModelError::Cancelled`]; what was downloaded is kept and the next call resumes).
+pub fn resolve_with(
+    source: &ModelSource,
+    opts: &HubOptions,
+    progress: &mut dyn DownloadProgress,
+    cancel: &Cancel,
+) -> Result<ResolvedModel, ModelError> {
     match source {
         ModelSource::Local(path) => resolve_local(path),
         ModelSource::Hub { repo, file, revision } => hub::resolve_hub(
@@ -231,6 +259,8 @@ pub fn resolve(source: &ModelSource, opts: &HubOptions) -> Result<ResolvedModel,
             },
             opts,
             &hub::HubEnv::from_process(),
+            progress,
+            cancel,
         ),
     }
 }

@@ -3,9 +3,12 @@
 //! - [`vocab`]: small BPE / SentencePiece vocabularies, as GGUF metadata and as
 //!   an equivalent `tokenizer.json`.
 //! - [`gguf`]: random GGUF models of each family and quantization.
+//! - [`fake_hub`]: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path.
 
+pub mod fake_hub;
 pub mod gguf;
 pub mod vocab;
 
+pub use fake_hub::{FakeHub, SeenRequest};
 pub use gguf::{write_model, TinyModelSpec, WeightType};
 pub use vocab::{TinyVocab, VocabStyle};

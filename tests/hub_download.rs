@@ -1,0 +1,192 @@
+//! Downloading from the hub, against [`FakeHub`] on 127.0.0.1 (never the network): the file
+//! lands in the hub cache's layout and then resolves offline; progress is reported; a cancelled
+//! download keeps its bytes and the next one resumes from there; the hub's errors read clearly.
+
+use std::path::Path;
+use std::time::Duration;
+
+use hearth::model::source::{resolve, resolve_with, Cancel, DownloadProgress, HubOptions, ModelSource};
+use hearth::model::testkit::FakeHub;
+use hearth::model::ModelError;
+
+const COMMIT: &str = "cccccccccccccccccccccccccccccccccccccccc";
+
+fn online(cache: &Path, hub: &FakeHub) -> HubOptions {
+    HubOptions {
+        cache_dir: Some(cache.to_owned()),
+        offline: false,
+        endpoint: Some(hub.endpoint()),
+    }
+}
+
+fn offline(cache: &Path) -> HubOptions {
+    HubOptions {
+        cache_dir: Some(cache.to_owned()),
+        offline: true,
+        endpoint: None,
+    }
+}
+
+fn bytes(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+/// Records what a download reports; cancels once `cancel_at` bytes are down.
+#[derive(Default)]
+struct Recorder {
+    starts: Vec<(String, u64, u64)>,
+    positions: Vec<u64>,
+    finished: usize,
+    cancel_at: Option<(u64, Cancel)>,
+}
+
+impl DownloadProgress for Recorder {
+    fn start(&mut self, file: &str, done: u64, total: u64) {
+        self.starts.push((file.to_owned(), done, total));
+    }
+    fn advance(&mut self, done: u64) {
+        self.positions.push(done);
+        if let Some((at, c)) = &self.cancel_at {
+            if done >= *at {
+                c.cancel();
+            }
+        }
+    }
+    fn finish(&mut self) {
+        self.finished += 1;
+    }
+}
+
+#[test]
+fn download_lands_in_the_cache_and_then_resolves_offline() {
+    let hub = FakeHub::start().unwrap();
+    let model = bytes(3 << 20);
+    hub.add("Owner/Repo", "main", COMMIT, "sub/m-Q8_0.gguf", model.clone());
+    hub.add("Owner/Repo", "main", COMMIT, "tokenizer.json", b"{}".to_vec());
+    let cache = tempfile::tempdir().unwrap();
+    let source = ModelSource::parse("Owner/Repo:sub/m-Q8_0.gguf").unwrap();
+
+    let mut rec = Recorder::default();
+    let got = resolve_with(&source, &online(cache.path(), &hub), &mut rec, &Cancel::new()).unwrap();
+    assert_eq!(std::fs::read(&got.gguf).unwrap(), model);
+    let expected = cache
+        .path()
+        .join("models--Owner--Repo/snapshots")
+        .join(COMMIT)
+        .join("sub/m-Q8_0.gguf");
+    assert_eq!(got.gguf, expected);
+    assert!(got.tokenizer_json.is_some(), "the repo's tokenizer.json comes along");
+    assert_eq!(got.tokenizer_config, None, "a file the repo lacks is not an error");
+    assert_eq!(rec.starts[0], ("sub/m-Q8_0.gguf".into(), 0, model.len() as u64));
+    assert!(rec.positions.windows(2).all(|w| w[0] <= w[1]), "progress only grows");
+    assert_eq!(rec.positions.last(), Some(&(model.len() as u64)));
+    assert_eq!(rec.finished, 1);
+    #[cfg(unix)]
+    assert!(
+        std::fs::symlink_metadata(&expected).unwrap().file_type().is_symlink(),
+        "snapshots link into blobs/, as huggingface_hub lays it out"
+    );
+    let blobs = std::fs::read_dir(cache.path().join("models--Owner--Repo/blobs"))
+        .unwrap()
+        .count();
+    assert_eq!(blobs, 2, "two blobs, no part files left");
+
+    // Now offline: found in the cache, no request made.
+    let before = hub.requests().len();
+    let again = resolve(&source, &offline(cache.path())).unwrap();
+    assert_eq!(again, got);
+    let again = resolve(&source, &online(cache.path(), &hub)).unwrap();
+    assert_eq!(again.gguf, got.gguf);
+    assert_eq!(hub.requests().len(), before, "a cached model never touches the network");
+}
+
+#[test]
+fn cancelled_download_keeps_its_bytes_and_the_next_one_resumes() {
+    let hub = FakeHub::start().unwrap();
+    let model = bytes(2 << 20);
+    hub.add("Owner/Repo", "main", COMMIT, "m.gguf", model.clone());
+    hub.throttle(Some((64 << 10, Duration::from_millis(5))));
+    let cache = tempfile::tempdir().unwrap();
+    let source = ModelSource::parse("Owner/Repo:m.gguf").unwrap();
+    let opts = online(cache.path(), &hub);
+
+    let cancel = Cancel::new();
+    let mut rec = Recorder {
+        cancel_at: Some((512 << 10, cancel.clone())),
+        ..Recorder::default()
+    };
+    let kept = match resolve_with(&source, &opts, &mut rec, &cancel) {
+        Err(ModelError::Cancelled { spec, kept }) => {
+            assert_eq!(spec, "Owner/Repo:m.gguf");
+            kept
+        }
+        other => panic!("expected a cancelled download, got {other:?}"),
+    };
+    assert!(kept >= 512 << 10 && kept < model.len() as u64, "kept {kept}");
+    assert_eq!(rec.finished, 0);
+    let folder = cache.path().join("models--Owner--Repo");
+    assert!(!folder.join("snapshots").exists(), "no snapshot names a partial file");
+    assert!(
+        resolve(&source, &offline(cache.path())).is_err(),
+        "a partial download is never used"
+    );
+
+    hub.throttle(None);
+    let mut rec = Recorder::default();
+    let got = resolve_with(&source, &opts, &mut rec, &Cancel::new()).unwrap();
+    assert_eq!(
+        std::fs::read(&got.gguf).unwrap(),
+        model,
+        "resumed bytes match the original"
+    );
+    assert_eq!(
+        rec.starts[0].1, kept,
+        "the second download starts where the first stopped"
+    );
+    let resumed = hub
+        .requests()
+        .iter()
+        .any(|r| r.range.as_deref() == Some(&format!("bytes={kept}-")));
+    assert!(resumed, "asked only for the missing bytes: {:?}", hub.requests());
+}
+
+#[test]
+fn hub_errors_read_clearly_and_leave_nothing_behind() {
+    let hub = FakeHub::start().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let opts = online(cache.path(), &hub);
+
+    let missing = resolve(&ModelSource::parse("Owner/Repo:nope.gguf").unwrap(), &opts).unwrap_err();
+    let text = missing.to_string();
+    assert!(text.contains("not found on the hub") && text.contains("404"), "{text}");
+
+    hub.add("Owner/Gated", "main", COMMIT, "m.gguf", bytes(1000));
+    hub.require_token(Some("secret"));
+    let denied = resolve(&ModelSource::parse("Owner/Gated:m.gguf").unwrap(), &opts).unwrap_err();
+    let text = denied.to_string();
+    assert!(text.contains("access denied") && text.contains("HF_TOKEN"), "{text}");
+    assert!(!cache.path().join("models--Owner--Gated/snapshots").exists());
+
+    // Nothing listening: a transport error naming the address.
+    let closed = HubOptions {
+        endpoint: Some("http://127.0.0.1:9".into()),
+        ..opts
+    };
+    let text = resolve(&ModelSource::parse("Owner/Repo:m.gguf").unwrap(), &closed)
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("127.0.0.1:9"), "{text}");
+}
+
+#[test]
+fn a_branch_with_slashes_gets_its_ref_and_resolves_offline_after() {
+    let hub = FakeHub::start().unwrap();
+    hub.add("Owner/Repo", "refs/pr/1", COMMIT, "m.gguf", bytes(4096));
+    let cache = tempfile::tempdir().unwrap();
+    let source = ModelSource::parse("Owner/Repo:m.gguf@refs/pr/1").unwrap();
+    let got = resolve(&source, &online(cache.path(), &hub)).unwrap();
+    let reference = cache.path().join("models--Owner--Repo/refs/refs/pr/1");
+    assert_eq!(std::fs::read_to_string(reference).unwrap(), COMMIT);
+    assert_eq!(resolve(&source, &offline(cache.path())).unwrap().gguf, got.gguf);
+    assert!(hub.requests()[0].path.contains("refs%2Fpr%2F1"));
+}
