@@ -326,7 +326,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         None => {
             let settings = Settings::resolve(&file, &overrides)?;
-            cmd_gui(settings, paths)
+            cmd_gui(settings, paths, overrides)
         }
         Some(Command::Run(args)) => {
             overrides.temperature = args.temperature;
@@ -445,8 +445,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 /// `hearth`: the desktop app (the model loads inside the window).
 #[cfg(feature = "gui")]
-fn cmd_gui(settings: Settings, paths: AppPaths) -> Result<ExitCode> {
-    hearth::gui::run(settings, paths).map_err(|e| {
+fn cmd_gui(settings: Settings, paths: AppPaths, overrides: Overrides) -> Result<ExitCode> {
+    hearth::gui::run(settings, paths, overrides).map_err(|e| {
         anyhow::anyhow!(
             "the window could not be opened: {e} (without a desktop, `hearth --headless` serves the HTTP API and `hearth run` works in a terminal)"
         )
@@ -455,7 +455,7 @@ fn cmd_gui(settings: Settings, paths: AppPaths) -> Result<ExitCode> {
 }
 
 #[cfg(not(feature = "gui"))]
-fn cmd_gui(_settings: Settings, _paths: AppPaths) -> Result<ExitCode> {
+fn cmd_gui(_settings: Settings, _paths: AppPaths, _overrides: Overrides) -> Result<ExitCode> {
     bail!("this hearth was built without the desktop app (feature `gui`); use `hearth run --prompt TEXT`, or `hearth --headless` for the HTTP server (see `hearth --help`)")
 }
 

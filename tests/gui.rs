@@ -69,7 +69,9 @@ fn step_until(h: &mut Harness<'_, HearthApp>, what: &str, done: impl Fn(&HearthA
     while !done(h.state()) {
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "timed out waiting for {what}"
+            "timed out waiting for {what}; the model: {:?}, errors: {:?}",
+            h.state().model.model,
+            h.state().model.errors
         );
         h.step();
         std::thread::sleep(Duration::from_millis(2));
@@ -271,13 +273,18 @@ fn settings_are_saved_to_the_config_and_the_model_reloads_in_the_background() {
         device: Some("cpu".into()),
         device_pool_mib: Some(8),
         host_cache_gib: Some(0.01),
+        context_length: Some(256),
         ..Overrides::default()
     };
     let settings = Settings::resolve(&ConfigFile::default(), &cli).unwrap();
     let engine = handle(&f.model, &f.data, EngineSettings::default());
     let mut h = Harness::builder()
         .with_size(egui::vec2(1200.0, 800.0))
-        .build_eframe(move |cc| HearthApp::with_engine(&cc.egui_ctx, engine, defaults()).with_config(settings, paths));
+        .build_eframe(move |cc| {
+            HearthApp::with_engine(&cc.egui_ctx, engine, defaults())
+                .with_config(settings, paths)
+                .with_overrides(cli)
+        });
     h.get_by_role_and_label(Role::Button, "New chat").click();
     h.run_steps(2);
     h.get_by_role_and_label(Role::Button, "Settings").click();
@@ -305,4 +312,99 @@ fn settings_are_saved_to_the_config_and_the_model_reloads_in_the_background() {
         1,
         "the conversations are listed again"
     );
+    // A command-line value the window does not edit (the context length) still applies.
+    let ModelStatus::Ready(info) = &h.state().model.model else {
+        unreachable!()
+    };
+    assert_eq!(info.context_length, 256);
+}
+
+#[test]
+fn a_hub_model_downloads_with_a_progress_bar_that_cancels_and_a_picked_file_loads() {
+    use hearth::config::{AppPaths, ConfigFile, Overrides, Settings};
+    use hearth::gui::ModelStatus;
+    use hearth::model::testkit::FakeHub;
+    use std::sync::Arc;
+
+    let f = fixture();
+    let hub = FakeHub::start().unwrap();
+    let commit = "dddddddddddddddddddddddddddddddddddddddd";
+    let bytes = std::fs::read(&f.model).unwrap();
+    hub.add("Owner/Tiny", "main", commit, "tiny-Q8_0.gguf", bytes.clone());
+    hub.throttle(Some((16 << 10, Duration::from_millis(20))));
+
+    // The user's config file names the mirror (here the fake hub) and the model; "Load model"
+    // reads it again.
+    let mut file = ConfigFile::default();
+    file.hub.endpoint = Some(hub.endpoint());
+    file.hub.cache_dir = Some(f.data.with_file_name("hub"));
+    file.model.source = Some("Owner/Tiny:tiny-Q8_0.gguf".into());
+    file.model.device = Some("cpu".into());
+    file.cache.device_pool_mib = Some(8);
+    file.cache.host_cache_gib = Some(0.01);
+    let paths = AppPaths {
+        config_file: f.data.with_file_name("config.toml"),
+        data_dir: f.data.clone(),
+    };
+    file.save(&paths.config_file).unwrap();
+    let settings = Settings::resolve(&file, &Overrides::default()).unwrap();
+    let local = f.model.clone();
+    let picker: hearth::gui::FilePicker = Arc::new(move |_| Some(local.clone()));
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1200.0, 400.0))
+        .wgpu()
+        .build_eframe(move |cc| HearthApp::new(&cc.egui_ctx, settings, paths).with_file_picker(picker));
+
+    // The download shows a progress bar; cancelling it is not a crash, and says what was kept.
+    step_until(&mut h, "the download to start", |a| {
+        a.model.download.as_ref().is_some_and(|d| d.done > 0)
+    });
+    h.get_by_role(Role::ProgressIndicator);
+    h.get_by_label_contains("Downloading tiny-Q8_0.gguf");
+    let image = h.render().expect("rendering with wgpu");
+    image
+        .save(Path::new(env!("CARGO_TARGET_TMPDIR")).join("downloading.png"))
+        .unwrap();
+    h.get_by_role_and_label(Role::Button, "Cancel download").click();
+    step_until(&mut h, "the cancel", |a| {
+        matches!(a.model.model, ModelStatus::Failed(_))
+    });
+    let ModelStatus::Failed(why) = &h.state().model.model else {
+        unreachable!()
+    };
+    assert!(why.contains("cancelled") && why.contains("resumes"), "{why}");
+    h.get_by_label_contains("was cancelled");
+    assert!(h.query_by_role(Role::ProgressIndicator).is_none());
+
+    // "Load model" again resumes the download and loads the model.
+    hub.throttle(None);
+    h.get_by_role_and_label(Role::Button, "Settings").click();
+    h.run_steps(4);
+    h.get_by_role_and_label(Role::Button, "Load model").click();
+    step_until(&mut h, "the downloaded model", |a| {
+        matches!(a.model.model, ModelStatus::Ready(_))
+    });
+    let resumed = hub.requests().iter().any(|r| {
+        r.range
+            .as_deref()
+            .and_then(|r| r.strip_prefix("bytes="))
+            .and_then(|r| r.strip_suffix('-'))
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+    });
+    assert!(resumed, "the second download resumed: {:?}", hub.requests());
+    h.get_by_label_contains("tokens of context");
+
+    // Browse… opens the file dialog (here a stand-in) off the UI thread; its answer fills the
+    // model field, and the picked file loads.
+    h.get_by_role_and_label(Role::Button, "Browse…").click();
+    step_until(&mut h, "the file dialog's answer", |a| !a.model.picking_file);
+    let picked = h.state().model.settings.as_ref().unwrap().model_source.clone();
+    assert_eq!(picked, f.model.display().to_string());
+    h.get_by_role_and_label(Role::Button, "Load model").click();
+    h.run_steps(1);
+    step_until(&mut h, "the picked model", |a| {
+        matches!(a.model.model, ModelStatus::Ready(_))
+    });
+    assert!(h.state().model.errors.is_empty(), "{:?}", h.state().model.errors);
 }

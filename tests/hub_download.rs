@@ -131,6 +131,18 @@ fn cancelled_download_keeps_its_bytes_and_the_next_one_resumes() {
         "a partial download is never used"
     );
 
+    // While another program holds the part file, a download refuses rather than interleave.
+    let part = std::fs::read_dir(folder.join("blobs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "part"))
+        .expect("the part file is kept");
+    let other = std::fs::OpenOptions::new().append(true).open(&part).unwrap();
+    other.lock().unwrap();
+    let text = resolve(&source, &opts).unwrap_err().to_string();
+    assert!(text.contains("being downloaded by another program"), "{text}");
+    drop(other);
+
     hub.throttle(None);
     let mut rec = Recorder::default();
     let got = resolve_with(&source, &opts, &mut rec, &Cancel::new()).unwrap();

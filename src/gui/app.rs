@@ -8,6 +8,7 @@
 //!
 //! Counterpart: the `App` half of egui's "state separate from the app" split.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use super::panels::settings::SettingsForm;
 use super::{panels, AppModel, ChatView, ModelStatus, Streaming};
 use crate::config::{AppPaths, ConfigFile, DevicePool, Overrides, Settings};
 use crate::engine::{EngineHandle, GenerateParams};
+use crate::model::source::Cancel;
 use crate::persist::{ConversationId, ConversationSettings, Message, Role};
 
 /// What a panel asks the app to do.
@@ -38,6 +40,33 @@ pub enum Action {
     SaveSettings,
     /// Load the settings window's model (and cache sizes) in the background.
     LoadModel,
+    /// Stop the model download (its bytes are kept) or the load under way.
+    CancelLoad,
+    /// Open the file dialog to pick a `.gguf` for the settings window.
+    PickModelFile,
+}
+
+/// Asks the user for a file; runs on a thread of its own (it may block until they choose).
+/// Gets the file to start from.
+pub type FilePicker = Arc<dyn Fn(Option<PathBuf>) -> Option<PathBuf> + Send + Sync>;
+
+/// The platform's file dialog, filtered to `.gguf` files.
+pub fn native_file_picker() -> FilePicker {
+    Arc::new(|start: Option<PathBuf>| {
+        let mut dialog = rfd::FileDialog::new()
+            .set_title("Choose a GGUF model")
+            .add_filter("GGUF model", &["gguf", "GGUF"]);
+        if let Some(dir) = start.as_deref().and_then(Path::parent).filter(|d| d.is_dir()) {
+            dialog = dialog.set_directory(dir);
+        }
+        dialog.pick_file()
+    })
+}
+
+/// The load the app is waiting for.
+struct Loading {
+    id: u64,
+    cancel: Cancel,
 }
 
 /// The desktop app.
@@ -49,6 +78,13 @@ pub struct HearthApp {
     markdown: egui_commonmark::CommonMarkCache,
     /// The settings the app started with (or last saved), and where files live.
     config: Option<(Settings, AppPaths)>,
+    /// Command-line values that still apply when the settings window reloads the model (those
+    /// of settings the window does not edit, such as the device).
+    overrides: Overrides,
+    loading: Option<Loading>,
+    /// Numbers loads, so only the latest one's deliveries count.
+    loads: u64,
+    picker: FilePicker,
 }
 
 impl std::fmt::Debug for HearthApp {
@@ -78,22 +114,74 @@ fn repaint_of(ctx: &egui::Context) -> super::bridge::Repaint {
 impl HearthApp {
     /// The app, loading `settings`' model in the background.
     pub fn new(ctx: &egui::Context, settings: Settings, paths: AppPaths) -> Self {
-        let bridge = Bridge::new(repaint_of(ctx));
-        let (tx, repaint) = bridge.sender();
-        let what = settings.model.source.clone();
-        let defaults = default_params(&settings);
-        super::loader::spawn_loader(settings.clone(), paths.clone(), tx, repaint);
+        let mut app = Self::idle(ctx, default_params(&settings));
+        app.start_load(settings, paths);
+        app
+    }
+
+    fn idle(ctx: &egui::Context, defaults: GenerateParams) -> Self {
         Self {
-            model: AppModel {
-                model: ModelStatus::Loading(what),
-                ..AppModel::default()
-            },
+            model: AppModel::default(),
             engine: None,
-            bridge,
+            bridge: Bridge::new(repaint_of(ctx)),
             defaults,
             markdown: Default::default(),
-            config: Some((settings, paths)),
+            config: None,
+            overrides: Overrides::default(),
+            loading: None,
+            loads: 0,
+            picker: native_file_picker(),
         }
+    }
+
+    /// Keeps the command line's `overrides` for later reloads; the settings window's own fields
+    /// replace theirs.
+    pub fn with_overrides(mut self, overrides: Overrides) -> Self {
+        self.overrides = Overrides {
+            model: None,
+            temperature: None,
+            top_p: None,
+            top_k: None,
+            max_tokens: None,
+            block_size: None,
+            device_pool_mib: None,
+            host_cache_gib: None,
+            disk_cache_gib: None,
+            ..overrides
+        };
+        self
+    }
+
+    /// Uses `picker` in place of the platform's file dialog (tests).
+    pub fn with_file_picker(mut self, picker: FilePicker) -> Self {
+        self.picker = picker;
+        self
+    }
+
+    /// Loads `settings`' model in the background (stopping a load under way), and keeps
+    /// `settings` as the ones in effect.
+    fn start_load(&mut self, settings: Settings, paths: AppPaths) {
+        if let Some(old) = self.loading.take() {
+            old.cancel.cancel();
+        }
+        // The old engine stops when its last handle goes (its requests end first).
+        self.engine = None;
+        self.model.streaming = None;
+        self.model.download = None;
+        self.model.model = ModelStatus::Loading(settings.model.source.clone());
+        self.loads += 1;
+        let cancel = Cancel::new();
+        self.loading = Some(Loading {
+            id: self.loads,
+            cancel: cancel.clone(),
+        });
+        let (tx, repaint) = self.bridge.sender();
+        super::loader::spawn_loader(settings.clone(), paths.clone(), self.loads, cancel, tx, repaint);
+        self.config = Some((settings, paths));
+    }
+
+    fn is_current(&self, load: u64) -> bool {
+        self.loading.as_ref().is_some_and(|l| l.id == load)
     }
 
     /// Lets the settings window read and write `paths.config_file`, starting from `settings`.
@@ -104,14 +192,7 @@ impl HearthApp {
 
     /// The app around a running engine (its conversations are listed at once).
     pub fn with_engine(ctx: &egui::Context, engine: EngineHandle, defaults: GenerateParams) -> Self {
-        let mut app = Self {
-            model: AppModel::default(),
-            engine: None,
-            bridge: Bridge::new(repaint_of(ctx)),
-            defaults,
-            markdown: Default::default(),
-            config: None,
-        };
+        let mut app = Self::idle(ctx, defaults);
         app.attach(engine);
         app
     }
@@ -156,8 +237,26 @@ impl HearthApp {
     fn receive(&mut self) {
         for d in self.bridge.drain() {
             match d {
-                Delivery::Loaded(Ok(engine)) => self.attach(engine),
-                Delivery::Loaded(Err(e)) => self.model.model = ModelStatus::Failed(e),
+                Delivery::Progress { load, figures } if self.is_current(load) => {
+                    self.model.download = Some(figures);
+                }
+                Delivery::Progress { .. } => {}
+                Delivery::Loaded { load, result } if self.is_current(load) => {
+                    self.loading = None;
+                    self.model.download = None;
+                    match result {
+                        Ok(engine) => self.attach(engine),
+                        Err(e) => self.model.model = ModelStatus::Failed(e),
+                    }
+                }
+                // A cancelled or replaced load: its engine (if any) stops as it is dropped.
+                Delivery::Loaded { .. } => {}
+                Delivery::Picked(path) => {
+                    self.model.picking_file = false;
+                    if let (Some(path), Some(form)) = (path, self.model.settings.as_mut()) {
+                        form.model_source = path.display().to_string();
+                    }
+                }
                 Delivery::Event(event) => {
                     if let Some(id) = self.model.apply(event) {
                         self.refresh_list();
@@ -220,7 +319,7 @@ impl HearthApp {
         file.cache.disk_cache_gib = Some(form.disk_cache_gib);
         let dir = form.data_dir.trim();
         file.paths.data_dir = (!dir.is_empty()).then(|| dir.into());
-        let settings = Settings::resolve(&file, &Overrides::default()).map_err(|e| e.to_string())?;
+        let settings = Settings::resolve(&file, &self.overrides).map_err(|e| e.to_string())?;
         Ok((file, settings))
     }
 
@@ -257,14 +356,37 @@ impl HearthApp {
                 self.defaults.sampling = settings.sampling.clone();
                 self.defaults.max_tokens = settings.max_tokens;
                 if *action == Action::LoadModel {
-                    // The old engine stops when its last handle goes (its requests end first).
-                    self.engine = None;
-                    self.model.streaming = None;
-                    self.model.model = ModelStatus::Loading(settings.model.source.clone());
-                    let (tx, repaint) = self.bridge.sender();
-                    super::loader::spawn_loader(settings.clone(), paths.clone(), tx, repaint);
+                    self.start_load(settings, paths);
+                } else {
+                    self.config = Some((settings, paths));
                 }
-                self.config = Some((settings, paths));
+            }
+            Action::CancelLoad => {
+                if let Some(l) = &self.loading {
+                    l.cancel.cancel();
+                }
+            }
+            Action::PickModelFile => {
+                if self.model.picking_file {
+                    return true;
+                }
+                let start = self
+                    .model
+                    .settings
+                    .as_ref()
+                    .map(|f| PathBuf::from(f.model_source.trim()));
+                let picker = self.picker.clone();
+                let (tx, repaint) = self.bridge.sender();
+                let spawned = std::thread::Builder::new()
+                    .name("hearth-file-dialog".into())
+                    .spawn(move || {
+                        let _ = tx.send(Delivery::Picked(picker(start)));
+                        repaint();
+                    });
+                match spawned {
+                    Ok(_) => self.model.picking_file = true,
+                    Err(e) => self.error(format!("cannot open the file dialog: {e}")),
+                }
             }
             _ => return false,
         }
@@ -401,7 +523,11 @@ impl HearthApp {
                     self.model.errors.remove(i);
                 }
             }
-            Action::OpenSettings | Action::SaveSettings | Action::LoadModel => {}
+            Action::OpenSettings
+            | Action::SaveSettings
+            | Action::LoadModel
+            | Action::CancelLoad
+            | Action::PickModelFile => {}
         }
     }
 

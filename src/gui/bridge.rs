@@ -5,15 +5,17 @@
 //! them, and asks for a repaint. The UI thread takes whatever has arrived at the start of each
 //! frame with [`Bridge::drain`], which never waits.
 //!
-//! Model loading uses the same path: the loader thread sends its result and asks for a repaint.
+//! Model loading and the file dialog use the same path: their threads send progress and results
+//! and ask for a repaint.
 //!
 //! Counterpart: egui's recommended pattern for background work (a channel plus
 //! `Context::request_repaint`), as in rerun's and egui's own demos.
 
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::Arc;
 
-use super::UiEvent;
+use super::{DownloadFigures, UiEvent};
 use crate::engine::{EngineHandle, Event, RequestStream};
 
 /// Asks the window to draw another frame (`egui::Context::request_repaint`).
@@ -22,8 +24,18 @@ pub type Repaint = Arc<dyn Fn() + Send + Sync>;
 /// What the background threads send.
 pub enum Delivery {
     Event(UiEvent),
-    /// The model loader's result.
-    Loaded(Result<EngineHandle, String>),
+    /// How far load number `load`'s download has come.
+    Progress {
+        load: u64,
+        figures: DownloadFigures,
+    },
+    /// Load number `load`'s result.
+    Loaded {
+        load: u64,
+        result: Result<EngineHandle, String>,
+    },
+    /// The file dialog's answer (`None`: closed without a choice).
+    Picked(Option<PathBuf>),
 }
 
 /// The channel from background threads to the UI thread.

@@ -1,38 +1,132 @@
-//! Loading the model without freezing the window: resolve, load, start the engine with its disk
-//! tier, all on a thread of its own; the result arrives over the [`Bridge`](super::Bridge).
+//! Loading the model without freezing the window: resolve (downloading from the hub with
+//! progress), load, start the engine with its disk tier, all on a thread of its own; progress
+//! and the result arrive over the [`Bridge`](super::Bridge).
+//!
+//! Each load has a number; the app only takes deliveries of the load it is waiting for, so a
+//! load that was cancelled or replaced by a newer one can never attach its engine.
+
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
 
 use super::bridge::{Delivery, Repaint};
+use super::DownloadFigures;
 use crate::config::{AppPaths, Settings};
 use crate::engine::{DiskSettings, Engine, EngineHandle};
-use crate::model::source::{resolve, HubOptions, ModelSource};
+use crate::model::source::{resolve_with, Cancel, DownloadProgress, HubOptions, ModelSource};
 use crate::model::{select_device, LoadedModel};
 
-/// Loads `settings`' model and starts its engine, on the calling thread.
-pub fn load_engine(settings: &Settings, paths: &AppPaths) -> Result<EngineHandle, String> {
+/// How often download progress is sent to the window at most.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// Loads `settings`' model and starts its engine, on the calling thread. A hub model not in the
+/// cache is downloaded, reporting to `progress`; `cancel` stops the download (its bytes are
+/// kept) or discards the model once loaded.
+pub fn load_engine(
+    settings: &Settings,
+    paths: &AppPaths,
+    progress: &mut dyn DownloadProgress,
+    cancel: &Cancel,
+) -> Result<EngineHandle, String> {
     let source = ModelSource::parse(&settings.model.source).map_err(|e| e.to_string())?;
-    let opts = HubOptions::from(&settings.hub);
-    let resolved = resolve(&source, &opts).map_err(|e| e.to_string())?;
+    let resolved =
+        resolve_with(&source, &HubOptions::from(&settings.hub), progress, cancel).map_err(|e| e.to_string())?;
+    let cancelled = || Err("loading was cancelled".to_owned());
+    if cancel.is_cancelled() {
+        return cancelled();
+    }
     let device = select_device(settings.model.device).map_err(|e| e.to_string())?;
     let model = LoadedModel::load(&resolved, &device, settings.model.context_length).map_err(|e| e.to_string())?;
+    if cancel.is_cancelled() {
+        return cancelled();
+    }
     let engine = Engine::new(model, &settings.cache, &settings.engine).map_err(|e| e.to_string())?;
     let disk = DiskSettings::new(&paths.data_dir, settings.cache.disk_budget_bytes);
     let engine = engine.with_disk(&disk).map_err(|e| e.to_string())?;
+    if cancel.is_cancelled() {
+        return cancelled();
+    }
     EngineHandle::spawn(engine, settings.engine.max_queued).map_err(|e| e.to_string())
 }
 
-/// Starts loading on a background thread; the result is delivered with a repaint.
-pub fn spawn_loader(settings: Settings, paths: AppPaths, tx: std::sync::mpsc::Sender<Delivery>, repaint: Repaint) {
+/// Sends a download's progress to the window, at most every [`PROGRESS_EVERY`].
+struct ToWindow {
+    load: u64,
+    tx: Sender<Delivery>,
+    repaint: Repaint,
+    figures: Option<DownloadFigures>,
+    sent: Option<Instant>,
+}
+
+impl ToWindow {
+    fn send(&mut self, force: bool) {
+        let due = self.sent.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY);
+        if let (true, Some(f)) = (force || due, &self.figures) {
+            let _ = self.tx.send(Delivery::Progress {
+                load: self.load,
+                figures: f.clone(),
+            });
+            (self.repaint)();
+            self.sent = Some(Instant::now());
+        }
+    }
+}
+
+impl DownloadProgress for ToWindow {
+    fn start(&mut self, file: &str, done: u64, total: u64) {
+        self.figures = Some(DownloadFigures {
+            file: file.to_owned(),
+            done,
+            total,
+        });
+        self.send(true);
+    }
+
+    fn advance(&mut self, done: u64) {
+        if let Some(f) = self.figures.as_mut() {
+            f.done = done;
+        }
+        self.send(false);
+    }
+
+    fn finish(&mut self) {
+        if let Some(f) = self.figures.as_mut() {
+            f.done = f.total;
+        }
+        self.send(true);
+    }
+}
+
+/// Starts load number `load` on a background thread; progress and the result are delivered,
+/// each with a repaint.
+pub fn spawn_loader(
+    settings: Settings,
+    paths: AppPaths,
+    load: u64,
+    cancel: Cancel,
+    tx: Sender<Delivery>,
+    repaint: Repaint,
+) {
     let spawned = std::thread::Builder::new().name("hearth-loader".into()).spawn({
         let tx = tx.clone();
         let repaint = repaint.clone();
         move || {
-            let result = load_engine(&settings, &paths);
-            let _ = tx.send(Delivery::Loaded(result));
+            let mut progress = ToWindow {
+                load,
+                tx: tx.clone(),
+                repaint: repaint.clone(),
+                figures: None,
+                sent: None,
+            };
+            let result = load_engine(&settings, &paths, &mut progress, &cancel);
+            let _ = tx.send(Delivery::Loaded { load, result });
             repaint();
         }
     });
     if let Err(e) = spawned {
-        let _ = tx.send(Delivery::Loaded(Err(format!("cannot start the loader thread: {e}"))));
+        let _ = tx.send(Delivery::Loaded {
+            load,
+            result: Err(format!("cannot start the loader thread: {e}")),
+        });
         repaint();
     }
 }

@@ -4,13 +4,14 @@
 //! Owns: [`AppModel`] (`state.rs`: everything the window shows, apart from any widget),
 //! [`HearthApp`] (`app.rs`: carries out the panels' [`Action`]s against the engine's
 //! conversation API), the panels (`panels/`: conversations, chat, cache, top bar), the
-//! [`Bridge`] (`bridge.rs`: engine events over a channel, a repaint on arrival) and the model
-//! loader (`loader.rs`: a thread of its own).
+//! [`Bridge`] (`bridge.rs`: engine events over a channel, a repaint on arrival), the model
+//! loader (`loader.rs`: a thread of its own, downloading with progress and cancel) and the file
+//! dialog (`rfd`, on a thread of its own; tests put their own picker in its place).
 //!
 //! Invariant: the UI thread never waits on the engine. Requests are submitted (a queue push),
 //! their events are read by a thread per request and delivered over a channel the UI drains at
 //! the start of each frame; stats are a snapshot behind a mutex the engine updates after each
-//! step; the model loads on its own thread. Errors (a model that fails to load, a full disk) are
+//! step; the model loads (and downloads) on its own thread; the file dialog runs on another. Errors (a model that fails to load, a full disk) are
 //! shown in the window.
 //!
 //! Counterpart: LM Studio's and Open WebUI's chat windows; egui's "state separate from the app"
@@ -22,19 +23,20 @@ mod loader;
 mod panels;
 mod state;
 
-pub use app::{default_params, Action, HearthApp};
+pub use app::{default_params, native_file_picker, Action, FilePicker, HearthApp};
 pub use bridge::{Bridge, Delivery, Repaint};
 pub use loader::load_engine;
 pub use panels::settings::SettingsForm;
-pub use state::{AppModel, ChatView, ModelStatus, Streaming, TurnFigures, UiEvent, RECENT_TURNS};
+pub use state::{AppModel, ChatView, DownloadFigures, ModelStatus, Streaming, TurnFigures, UiEvent, RECENT_TURNS};
 
-use crate::config::{AppPaths, Settings};
+use crate::config::{AppPaths, Overrides, Settings};
 
 /// The window's icon (`assets/icon.png`, 256×256).
 pub const ICON_PNG: &[u8] = include_bytes!("../../assets/icon.png");
 
-/// Opens the window and runs until it is closed.
-pub fn run(settings: Settings, paths: AppPaths) -> Result<(), eframe::Error> {
+/// Opens the window and runs until it is closed. `overrides` are the command line's values, kept
+/// for reloads from the settings window.
+pub fn run(settings: Settings, paths: AppPaths, overrides: Overrides) -> Result<(), eframe::Error> {
     let mut viewport = egui::ViewportBuilder::default().with_title("hearth");
     match eframe::icon_data::from_png_bytes(ICON_PNG) {
         Ok(icon) => viewport = viewport.with_icon(icon),
@@ -49,6 +51,10 @@ pub fn run(settings: Settings, paths: AppPaths) -> Result<(), eframe::Error> {
     eframe::run_native(
         "hearth",
         options,
-        Box::new(move |cc| Ok(Box::new(HearthApp::new(&cc.egui_ctx, settings, paths)))),
+        Box::new(move |cc| {
+            Ok(Box::new(
+                HearthApp::new(&cc.egui_ctx, settings, paths).with_overrides(overrides),
+            ))
+        }),
     )
 }

@@ -28,6 +28,27 @@ pub enum ModelStatus {
     Failed(String),
 }
 
+/// A model download in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DownloadFigures {
+    /// The file being downloaded (its path in the repo).
+    pub file: String,
+    /// Bytes on disk so far (a resumed download starts above zero).
+    pub done: u64,
+    pub total: u64,
+}
+
+impl DownloadFigures {
+    /// How much is done, 0..=1.
+    pub fn fraction(&self) -> f32 {
+        if self.total == 0 {
+            1.0
+        } else {
+            (self.done as f64 / self.total as f64).clamp(0.0, 1.0) as f32
+        }
+    }
+}
+
 /// A reply being generated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Streaming {
@@ -121,6 +142,10 @@ pub struct AppModel {
     pub settings: Option<super::panels::settings::SettingsForm>,
     /// A notice to show until dismissed (e.g. "settings saved").
     pub notice: Option<String>,
+    /// The model download under way, while the model is loading.
+    pub download: Option<DownloadFigures>,
+    /// The file dialog is open (its answer has not arrived yet).
+    pub picking_file: bool,
 }
 
 impl Default for AppModel {
@@ -141,6 +166,8 @@ impl Default for AppModel {
             show_cache_panel: true,
             settings: None,
             notice: None,
+            download: None,
+            picking_file: false,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The settings window: the model (a local `.gguf` path or a hub spec), sampling defaults, the
+//! The settings window: the model (a local `.gguf` path, typed or picked with the file dialog,
+//! or a hub spec, downloaded on "Load model"), sampling defaults, the
 //! KV cache's sizes and block size, and the data directory. "Save settings" writes them to the
 //! config file; sampling applies to the next message at once, "Load model" reloads the model
 //! (and the cache sizes with it), the data directory applies at the next start.
@@ -22,6 +23,7 @@ pub struct SettingsForm {
 }
 
 pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
+    let picking = m.picking_file;
     let Some(form) = m.settings.as_mut() else { return };
     let mut open = true;
     egui::Window::new("Settings")
@@ -30,9 +32,17 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
         .show(ui.ctx(), |ui| {
             egui::Grid::new("settings").num_columns(2).show(ui, |ui| {
                 let l = ui.label("Model");
-                ui.add(egui::TextEdit::singleline(&mut form.model_source).desired_width(320.0))
-                    .labelled_by(l.id)
-                    .on_hover_text("a .gguf path, or owner/repo:file.gguf[@revision] on the Hugging Face hub");
+                ui.horizontal(|ui| {
+                    ui.add(egui::TextEdit::singleline(&mut form.model_source).desired_width(320.0))
+                        .labelled_by(l.id)
+                        .on_hover_text("a .gguf path, or owner/repo:file.gguf[@revision] on the Hugging Face hub");
+                    let browse = ui
+                        .add_enabled(!picking, egui::Button::new("Browse…"))
+                        .on_hover_text("choose a .gguf file on this computer");
+                    if browse.clicked() {
+                        actions.push(Action::PickModelFile);
+                    }
+                });
                 ui.end_row();
                 let l = ui.label("Temperature");
                 ui.add(egui::Slider::new(&mut form.temperature, 0.0..=2.0)).labelled_by(l.id);

@@ -1,5 +1,6 @@
-//! The top bar: the model (name, quantization, context, device, or loading / failed), the
-//! cache panel's toggle, and errors until dismissed.
+//! The top bar: the model (name, quantization, context, device; or loading, with the download's
+//! progress bar and a cancel button; or why it failed), the cache panel's toggle, and errors
+//! until dismissed.
 
 use super::super::{Action, AppModel, ModelStatus};
 
@@ -9,10 +10,27 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
             ui.strong("hearth");
             ui.separator();
             match &m.model {
-                ModelStatus::Loading(what) => {
-                    ui.spinner();
-                    ui.label(format!("Loading {what}…"));
-                }
+                ModelStatus::Loading(what) => match &m.download {
+                    Some(d) => {
+                        ui.label(format!("Downloading {}", d.file));
+                        ui.add(
+                            egui::ProgressBar::new(d.fraction())
+                                .desired_width(240.0)
+                                .show_percentage(),
+                        );
+                        ui.label(format!("{} of {}", mib(d.done), mib(d.total)));
+                        if ui.button("Cancel download").clicked() {
+                            actions.push(Action::CancelLoad);
+                        }
+                    }
+                    None => {
+                        ui.spinner();
+                        ui.label(format!("Loading {what}…"));
+                        if ui.button("Cancel").clicked() {
+                            actions.push(Action::CancelLoad);
+                        }
+                    }
+                },
                 ModelStatus::Ready(i) => {
                     ui.label(format!(
                         "{} · {} · {} tokens of context · {}",
@@ -49,4 +67,14 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
             });
         }
     });
+}
+
+/// Bytes as MiB (GiB from 10 GiB on), for the download's figures.
+fn mib(bytes: u64) -> String {
+    let mib = bytes as f64 / (1u64 << 20) as f64;
+    if mib >= 10240.0 {
+        format!("{:.1} GiB", mib / 1024.0)
+    } else {
+        format!("{mib:.1} MiB")
+    }
 }

@@ -79,6 +79,8 @@ pub enum DownloadError {
     WrongSize { url: String, got: u64, expected: u64 },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is being downloaded by another program; try again when it is done")]
+    Busy { path: PathBuf },
 }
 
 impl DownloadError {
@@ -301,6 +303,15 @@ impl HubClient {
             .append(true)
             .open(&part)
             .map_err(io_err(&part))?;
+        // One writer per part file (another hearth may be fetching the same blob); the lock
+        // goes with the handle.
+        match out.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(DownloadError::Busy { path: part.clone() });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&part)(e)),
+        }
         let mut done = out.metadata().map_err(io_err(&part))?.len();
         if done > meta.size {
             out.set_len(0).map_err(io_err(&part))?;
