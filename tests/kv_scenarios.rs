@@ -62,7 +62,7 @@ impl Harness {
         let s = self.m.start(seq, prompt).unwrap();
         assert_eq!(s.hit, peek);
         assert_eq!(s.cached_tokens, s.hit.tokens);
-        assert!(s.cached_tokens < prompt.len() && s.cached_tokens % BS == 0);
+        assert!(s.cached_tokens < prompt.len() && s.cached_tokens.is_multiple_of(BS));
         self.rt.apply(&s.plan);
         self.history.insert(seq, prompt[..s.cached_tokens].to_vec());
         self.check();

@@ -319,7 +319,10 @@ impl CacheHeader {
         if header_bytes(n_tokens as usize, n_blocks as usize) != n as u64 {
             return Err(corrupt(format!("header size {n} does not match its counts")));
         }
-        if payload_offset % PAYLOAD_ALIGN != 0 || payload_offset < n as u64 || payload_offset > n as u64 + (1 << 30) {
+        if !payload_offset.is_multiple_of(PAYLOAD_ALIGN)
+            || payload_offset < n as u64
+            || payload_offset > n as u64 + (1 << 30)
+        {
             return Err(corrupt(format!("payload offset {payload_offset}")));
         }
         let tok_end = FIXED_HEADER_BYTES + 4 * n_tokens as usize;
