@@ -422,3 +422,61 @@ fn a_conversation_survives_a_restart_and_hearth_cache_lists_verifies_and_prunes(
     assert_eq!(disk(&third), 0, "{third}");
     assert!(file.exists());
 }
+
+#[test]
+fn a_hub_model_downloads_once_and_then_runs_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let model = common::write_tiny(dir.path(), &spec, "m.gguf");
+    let hub = hearth::model::testkit::FakeHub::start().unwrap();
+    let commit = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee";
+    hub.add(
+        "Owner/Tiny",
+        "main",
+        commit,
+        "tiny-Q8_0.gguf",
+        std::fs::read(&model).unwrap(),
+    );
+    let run = |offline: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hearth"));
+        c.args([
+            "run",
+            "--model",
+            "Owner/Tiny:tiny-Q8_0.gguf",
+            "--prompt",
+            "Hello",
+            "--max-tokens",
+            "6",
+            "--temperature",
+            "0",
+        ])
+        .arg("--config")
+        .arg(dir.path().join("no-config.toml"))
+        .env("HEARTH_DATA_DIR", dir.path().join("data"))
+        .env("HF_HOME", dir.path().join("hf"))
+        .env("HF_ENDPOINT", hub.endpoint())
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("HF_HUB_CACHE")
+        .env("RUST_LOG", "warn");
+        if offline {
+            c.arg("--offline");
+        }
+        c.output().unwrap()
+    };
+    let first = run(false);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let blob = dir
+        .path()
+        .join("hf/hub/models--Owner--Tiny/snapshots")
+        .join(commit)
+        .join("tiny-Q8_0.gguf");
+    assert_eq!(std::fs::read(&blob).unwrap(), std::fs::read(&model).unwrap());
+    let seen = hub.requests().len();
+    let second = run(true);
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(
+        first.stdout, second.stdout,
+        "the cached model gives the same greedy text"
+    );
+    assert_eq!(hub.requests().len(), seen, "offline: no request");
+}

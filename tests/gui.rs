@@ -398,9 +398,11 @@ fn a_hub_model_downloads_with_a_progress_bar_that_cancels_and_a_picked_file_load
     // Browse… opens the file dialog (here a stand-in) off the UI thread; its answer fills the
     // model field, and the picked file loads.
     h.get_by_role_and_label(Role::Button, "Browse…").click();
-    step_until(&mut h, "the file dialog's answer", |a| !a.model.picking_file);
-    let picked = h.state().model.settings.as_ref().unwrap().model_source.clone();
-    assert_eq!(picked, f.model.display().to_string());
+    let want = f.model.display().to_string();
+    step_until(&mut h, "the file dialog's answer", |a| {
+        a.model.settings.as_ref().is_some_and(|s| s.model_source == want)
+    });
+    assert!(!h.state().model.picking_file);
     h.get_by_role_and_label(Role::Button, "Load model").click();
     h.run_steps(1);
     step_until(&mut h, "the picked model", |a| {
