@@ -349,7 +349,10 @@ fn a_hub_model_downloads_with_a_progress_bar_that_cancels_and_a_picked_file_load
     file.save(&paths.config_file).unwrap();
     let settings = Settings::resolve(&file, &Overrides::default()).unwrap();
     let local = f.model.clone();
-    let picker: hearth::gui::FilePicker = Arc::new(move |_| Some(local.clone()));
+    // The first pick chooses the local model; the second is closed without a choice.
+    let picks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let picker: hearth::gui::FilePicker =
+        Arc::new(move |_| (picks.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0).then(|| local.clone()));
     let mut h = Harness::builder()
         .with_size(egui::vec2(1200.0, 400.0))
         .wgpu()
@@ -409,4 +412,11 @@ fn a_hub_model_downloads_with_a_progress_bar_that_cancels_and_a_picked_file_load
         matches!(a.model.model, ModelStatus::Ready(_))
     });
     assert!(h.state().model.errors.is_empty(), "{:?}", h.state().model.errors);
+    // A dialog closed without a choice (or none could open) says so and changes nothing.
+    h.get_by_role_and_label(Role::Button, "Settings").click();
+    h.run_steps(4);
+    h.get_by_role_and_label(Role::Button, "Browse…").click();
+    step_until(&mut h, "the empty answer", |a| a.model.notice.is_some());
+    assert!(h.state().model.notice.as_deref().unwrap().contains("No file chosen"));
+    assert_eq!(h.state().model.settings.as_ref().unwrap().model_source, want);
 }

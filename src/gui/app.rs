@@ -253,8 +253,16 @@ impl HearthApp {
                 Delivery::Loaded { .. } => {}
                 Delivery::Picked(path) => {
                     self.model.picking_file = false;
-                    if let (Some(path), Some(form)) = (path, self.model.settings.as_mut()) {
-                        form.model_source = path.display().to_string();
+                    match (path, self.model.settings.as_mut()) {
+                        (Some(path), Some(form)) => form.model_source = path.display().to_string(),
+                        (Some(_), None) => {}
+                        // rfd says only "no file": the user closed the dialog, or no dialog could
+                        // open (it logs why).
+                        (None, _) => {
+                            self.model.notice = Some(
+                                "No file chosen. If no dialog appeared, this desktop has no file-dialog service (xdg-desktop-portal or zenity): type the model's path instead.".into(),
+                            )
+                        }
                     }
                 }
                 Delivery::Event(event) => {
