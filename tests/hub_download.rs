@@ -202,3 +202,25 @@ fn a_branch_with_slashes_gets_its_ref_and_resolves_offline_after() {
     assert_eq!(resolve(&source, &offline(cache.path())).unwrap().gguf, got.gguf);
     assert!(hub.requests()[0].path.contains("refs%2Fpr%2F1"));
 }
+
+#[test]
+fn a_gated_repo_downloads_with_the_token_huggingface_cli_login_saved() {
+    let hub = FakeHub::start().unwrap();
+    hub.add("Owner/Gated", "main", COMMIT, "m.gguf", bytes(5000));
+    hub.require_token(Some("hf_secret"));
+    // `$HF_HOME/hub` is the cache; `$HF_HOME/token` the saved login.
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("hub");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(home.path().join("token"), "hf_secret\n").unwrap();
+    let got = resolve(
+        &ModelSource::parse("Owner/Gated:m.gguf").unwrap(),
+        &online(&cache, &hub),
+    )
+    .unwrap();
+    assert_eq!(std::fs::read(got.gguf).unwrap(), bytes(5000));
+    assert!(hub
+        .requests()
+        .iter()
+        .all(|r| r.authorization.as_deref() == Some("Bearer hf_secret")));
+}

@@ -325,7 +325,8 @@ impl HubClient {
             }
             match self.fetch_from(url, &part, &mut out, &mut done, meta.size, progress, cancel) {
                 Ok(()) => {}
-                Err(e @ (DownloadError::Transport { .. } | DownloadError::Io { .. })) if attempt < RETRIES => {
+                // The network broke off: resume. A local error (a full disk) is not retried.
+                Err(e @ DownloadError::Transport { .. }) if attempt < RETRIES => {
                     attempt += 1;
                     tracing::warn!(url, error = %e, attempt, "download broke off; resuming");
                     std::thread::sleep(Duration::from_millis(300 << attempt));

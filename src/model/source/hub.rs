@@ -40,8 +40,8 @@ pub(super) struct HubEnv {
     pub home: Option<PathBuf>,
     /// `$HF_HUB_OFFLINE` is `1`/`true`/`yes`/`on`.
     pub offline: bool,
-    /// `$HF_TOKEN` (or the older `$HUGGING_FACE_HUB_TOKEN`); else hf-hub reads
-    /// the `token` file next to the cache.
+    /// `$HF_TOKEN` (or the older `$HUGGING_FACE_HUB_TOKEN`); else the `token`
+    /// file next to the cache (`$HF_HOME/token`) is read.
     pub token: Option<String>,
     /// `$HF_ENDPOINT`, for mirrors.
     pub endpoint: Option<String>,
@@ -127,7 +127,9 @@ pub(super) fn resolve_hub(
         .clone()
         .or_else(|| env.endpoint.clone())
         .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
-    let client = HubClient::new(&endpoint, env.token.clone());
+    // `$HF_TOKEN`, else the file `huggingface-cli login` writes beside the cache.
+    let token = env.token.clone().or_else(|| cache.token());
+    let client = HubClient::new(&endpoint, token);
     tracing::info!(spec = %req.spec, cache = %dir.display(), %endpoint, "downloading from the Hugging Face hub");
     let gguf = client
         .download(&dir, req.repo, req.revision, req.file, progress, cancel)
