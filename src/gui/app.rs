@@ -175,8 +175,10 @@ impl HearthApp {
             id: self.loads,
             cancel: cancel.clone(),
         });
-        let (tx, repaint) = self.bridge.sender();
-        super::loader::spawn_loader(settings.clone(), paths.clone(), self.loads, cancel, tx, repaint);
+        if let Err(e) = super::loader::spawn_loader(&self.bridge, settings.clone(), paths.clone(), self.loads, cancel) {
+            self.loading = None;
+            self.model.model = ModelStatus::Failed(format!("cannot start the loader thread: {e}"));
+        }
         self.config = Some((settings, paths));
     }
 
@@ -384,14 +386,10 @@ impl HearthApp {
                     .as_ref()
                     .map(|f| PathBuf::from(f.model_source.trim()));
                 let picker = self.picker.clone();
-                let (tx, repaint) = self.bridge.sender();
-                let spawned = std::thread::Builder::new()
-                    .name("hearth-file-dialog".into())
-                    .spawn(move || {
-                        let _ = tx.send(Delivery::Picked(picker(start)));
-                        repaint();
-                    });
-                match spawned {
+                match self
+                    .bridge
+                    .spawn("hearth-file-dialog", move |_, _| Delivery::Picked(picker(start)))
+                {
                     Ok(_) => self.model.picking_file = true,
                     Err(e) => self.error(format!("cannot open the file dialog: {e}")),
                 }

@@ -62,6 +62,22 @@ impl Bridge {
         (self.tx.clone(), self.repaint.clone())
     }
 
+    /// Runs `work` on a thread of its own named `name`, delivering what it returns with a
+    /// repaint; `work` gets the sender and the repaint for deliveries on the way (progress).
+    pub fn spawn(
+        &self,
+        name: &str,
+        work: impl FnOnce(&mpsc::Sender<Delivery>, &Repaint) -> Delivery + Send + 'static,
+    ) -> std::io::Result<()> {
+        let (tx, repaint) = self.sender();
+        std::thread::Builder::new().name(name.into()).spawn(move || {
+            let last = work(&tx, &repaint);
+            let _ = tx.send(last);
+            repaint();
+        })?;
+        Ok(())
+    }
+
     /// Reads `stream` on its own thread until its last event, delivering each.
     pub fn forward(&self, mut stream: RequestStream) {
         let (tx, repaint) = self.sender();

@@ -8,7 +8,7 @@
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-use super::bridge::{Delivery, Repaint};
+use super::bridge::{Bridge, Delivery, Repaint};
 use super::DownloadFigures;
 use crate::config::{AppPaths, Settings};
 use crate::engine::{DiskSettings, Engine, EngineHandle};
@@ -96,37 +96,24 @@ impl DownloadProgress for ToWindow {
     }
 }
 
-/// Starts load number `load` on a background thread; progress and the result are delivered,
-/// each with a repaint.
+/// Starts load number `load` on a thread of its own; progress and the result are delivered
+/// through `bridge`, each with a repaint.
 pub fn spawn_loader(
+    bridge: &Bridge,
     settings: Settings,
     paths: AppPaths,
     load: u64,
     cancel: Cancel,
-    tx: Sender<Delivery>,
-    repaint: Repaint,
-) {
-    let spawned = std::thread::Builder::new().name("hearth-loader".into()).spawn({
-        let tx = tx.clone();
-        let repaint = repaint.clone();
-        move || {
-            let mut progress = ToWindow {
-                load,
-                tx: tx.clone(),
-                repaint: repaint.clone(),
-                figures: None,
-                sent: None,
-            };
-            let result = load_engine(&settings, &paths, &mut progress, &cancel);
-            let _ = tx.send(Delivery::Loaded { load, result });
-            repaint();
-        }
-    });
-    if let Err(e) = spawned {
-        let _ = tx.send(Delivery::Loaded {
+) -> std::io::Result<()> {
+    bridge.spawn("hearth-loader", move |tx, repaint| {
+        let mut progress = ToWindow {
             load,
-            result: Err(format!("cannot start the loader thread: {e}")),
-        });
-        repaint();
-    }
+            tx: tx.clone(),
+            repaint: repaint.clone(),
+            figures: None,
+            sent: None,
+        };
+        let result = load_engine(&settings, &paths, &mut progress, &cancel);
+        Delivery::Loaded { load, result }
+    })
 }
