@@ -5,11 +5,8 @@
 use egui_plot::{Bar, BarChart, Plot};
 
 use super::super::AppModel;
+use super::mib;
 use crate::kv::TierStats;
-
-fn mib(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
-}
 
 /// A horizontal bar of `parts` (label, bytes, color) over `total`, with a legend line each.
 fn bar(ui: &mut egui::Ui, title: &str, total: u64, parts: &[(&str, u64, egui::Color32)]) {

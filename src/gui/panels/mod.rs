@@ -6,3 +6,8 @@ pub mod chat;
 pub mod conversations;
 pub mod settings;
 pub mod top;
+
+/// Bytes as MiB, one decimal.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}

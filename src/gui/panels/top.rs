@@ -18,7 +18,7 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
                                 .desired_width(240.0)
                                 .show_percentage(),
                         );
-                        ui.label(format!("{} of {}", mib(d.done), mib(d.total)));
+                        ui.label(format!("{} of {}", size(d.done), size(d.total)));
                         if ui.button("Cancel download").clicked() {
                             actions.push(Action::CancelLoad);
                         }
@@ -69,12 +69,11 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
     });
 }
 
-/// Bytes as MiB (GiB from 10 GiB on), for the download's figures.
-fn mib(bytes: u64) -> String {
-    let mib = bytes as f64 / (1u64 << 20) as f64;
-    if mib >= 10240.0 {
-        format!("{:.1} GiB", mib / 1024.0)
+/// Bytes as MiB, or GiB from 10 GiB on, for the download's figures.
+fn size(bytes: u64) -> String {
+    if bytes >= 10 << 30 {
+        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
     } else {
-        format!("{mib:.1} MiB")
+        super::mib(bytes)
     }
 }
