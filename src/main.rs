@@ -67,6 +67,9 @@ struct Cli {
     /// Most requests waiting for their first step; more are refused (HTTP 503).
     #[arg(long, global = true, value_name = "N")]
     max_queued: Option<usize>,
+    /// CPU threads for the forward (default: one per physical core).
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
     /// Run the OpenAI-compatible HTTP server instead of the desktop app.
     #[arg(long)]
     headless: bool,
@@ -230,6 +233,9 @@ enum BenchCommand {
         decode_tokens: usize,
         #[arg(long, default_value_t = 3)]
         repeats: usize,
+        /// Skip candle-transformers' quantized_llama (the reference timed beside ours).
+        #[arg(long)]
+        no_reference: bool,
     },
     /// Time to first token for a long shared prefix: cold, device hit, host hit, caching off.
     Cache {
@@ -249,6 +255,12 @@ enum BenchCommand {
 }
 
 fn main() -> ExitCode {
+    // Before anything else: a binary built for another CPU says so instead of dying of SIGILL.
+    let missing = hearth::runtime::cpu::missing_features();
+    if !missing.is_empty() {
+        eprintln!("error: {}", hearth::runtime::cpu::unsupported_cpu_message(&missing));
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     init_logging(cli.verbose);
     match run(cli) {
@@ -313,11 +325,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         max_running: cli.max_running,
         max_batch_tokens: cli.max_batch_tokens,
         max_queued: cli.max_queued,
+        threads: cli.threads,
         host: cli.host.clone(),
         port: cli.port,
         api_key: cli.api_key.clone(),
         ..Default::default()
     };
+    // The thread pool's size is fixed when it starts: set it before any command runs.
+    // (A settings error here is reported by the command that resolves them.)
+    if let Ok(s) = Settings::resolve(&file, &overrides) {
+        let n = hearth::runtime::cpu::use_threads(s.engine.threads);
+        tracing::debug!("{n} CPU threads");
+    }
     match cli.command {
         Some(_) if cli.headless => bail!("--headless runs the HTTP server and takes no subcommand"),
         None if cli.headless => {
@@ -430,6 +449,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     prompt_tokens,
                     decode_tokens,
                     repeats,
+                    no_reference,
                 },
         }) => {
             let settings = Settings::resolve(&file, &overrides)?;
@@ -437,6 +457,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 prompt_tokens,
                 decode_tokens,
                 repeats,
+                reference: !no_reference,
             };
             cmd_bench_decode(&settings, &paths, gguf, opts)
         }
@@ -845,11 +866,13 @@ fn cmd_bench_decode(
         hearth::bench::run_decode_bench(&path, &device, opts)
     })?;
     println!(
-        "model: {} ({:.1}M parameters, {}), device: {}, best of {} runs\n",
+        "model: {} ({:.1}M parameters, {}), device: {}, {} threads, quantized matmul: {}, best of {} runs\n",
         path.display(),
         report.parameters as f64 / 1e6,
         report.quantization,
         hearth::model::device_name(&device),
+        report.threads,
+        report.isa,
         opts.repeats
     );
     print!("{}", report.table());

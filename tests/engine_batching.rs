@@ -117,6 +117,7 @@ fn sixteen_concurrent_requests_get_exactly_their_tokens_alone() {
         max_running: 16,
         max_batch_tokens: 48,
         max_queued: 64,
+        threads: None,
     };
     let e = engine_limits(&f.path, cache_settings(true, 16), &limits, 128, 0);
     let (reports, stats) = run_concurrently(e, &reqs);
@@ -152,6 +153,7 @@ fn preemption_under_a_small_pool_still_completes_every_request_exactly() {
         max_running: 16,
         max_batch_tokens: 64,
         max_queued: 64,
+        threads: None,
     };
     // Fourteen 16-token blocks: the longest request (at most 181 tokens)
     // fits alone; growing replies of several together do not.

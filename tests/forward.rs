@@ -15,10 +15,13 @@ use hearth::ops::{BatchLayout, ContiguousBatch, SeqChunk};
 /// weights that stays below `TOL` (logits are of order 1-10).
 const TOL: f32 = 2e-3;
 
-/// With quantized weights candle quantizes the activations to 8 bits inside
-/// each matmul, so a last-bit difference can flip one rounding and move the
-/// logits by a quantization step. Such a step must stay below this fraction
-/// of the largest logit, and most steps must still be within `TOL`.
+/// With quantized weights both sides quantize the activations to 8 bits inside
+/// each matmul (the same integers: ours follow ggml's Q8_0/Q8_1/Q8_K), but our
+/// kernels (`ops::qmatmul`) sum the blocks' float terms in another order than
+/// candle's `QMatMul`, so a last-bit difference can flip one rounding in a
+/// later layer and move the logits by a quantization step. Every step must
+/// stay within this fraction of the largest logit; with f32 weights (the same
+/// matmul on both sides) most steps must also be within `TOL`.
 const QUANT_REL_TOL: f32 = 0.02;
 
 /// Compares one step's logits; returns whether it was within `TOL`.
@@ -70,7 +73,7 @@ fn full_prompt_and_decode_match_candle() {
         }
         let steps = ids.len() + 1;
         assert!(
-            within * 10 >= steps * 9,
+            wt != WeightType::F32 || within * 10 >= steps * 9,
             "{family:?} {wt:?}: only {within} of {steps} steps within {TOL}"
         );
     }

@@ -228,6 +228,7 @@ fn frames_keep_coming_while_a_long_prompt_prefills() {
         max_running: 4,
         max_batch_tokens: 16,
         max_queued: 16,
+        threads: None,
     };
     let mut h = harness(handle(&f.model, &f.data, limits));
     h.get_by_role_and_label(Role::MultilineTextInput, "Message").focus();

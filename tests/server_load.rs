@@ -100,6 +100,7 @@ fn sixty_four_streaming_clients_with_a_quarter_vanishing() {
         max_running: 32,
         max_batch_tokens: 256,
         max_queued: 128,
+        threads: None,
     };
     let engine = engine_limits(&path, cache_settings(true, 16), &limits, 512, 64);
     let handle = EngineHandle::spawn(engine, limits.max_queued).unwrap();

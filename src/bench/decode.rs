@@ -36,6 +36,8 @@ pub struct BenchOptions {
     pub prompt_tokens: usize,
     pub decode_tokens: usize,
     pub repeats: usize,
+    /// Also time candle-transformers' `quantized_llama` on the file.
+    pub reference: bool,
 }
 
 impl Default for BenchOptions {
@@ -44,6 +46,7 @@ impl Default for BenchOptions {
             prompt_tokens: 256,
             decode_tokens: 64,
             repeats: 3,
+            reference: true,
         }
     }
 }
@@ -61,14 +64,28 @@ pub struct BenchReport {
     pub parameters: u64,
     pub quantization: String,
     pub ours: Throughput,
-    pub candle: Throughput,
+    /// `None` when the reference was not run.
+    pub candle: Option<Throughput>,
+    /// The instruction set our quantized matmul ran on.
+    pub isa: &'static str,
+    pub threads: usize,
 }
 
 impl BenchReport {
     /// A Markdown table, as README carries it.
     pub fn table(&self) -> String {
         let o = &self.ours;
-        let c = &self.candle;
+        let Some(c) = &self.candle else {
+            return format!(
+                "| implementation | prefill tok/s ({p} tokens) | decode tok/s ({d} tokens) |\n\
+                 |---|---:|---:|\n\
+                 | hearth | {:.1} | {:.1} |\n",
+                o.prefill_tok_s,
+                o.decode_tok_s,
+                p = self.options.prompt_tokens,
+                d = self.options.decode_tokens,
+            );
+        };
         format!(
             "| implementation | prefill tok/s ({p} tokens) | decode tok/s ({d} tokens) |\n\
              |---|---:|---:|\n\
@@ -106,8 +123,12 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
         path: path.into(),
         source,
     })?;
-    let content = candle_core::quantized::gguf_file::Content::read(&mut reader)?;
-    let mut theirs = quantized_llama::ModelWeights::from_gguf(content, &mut reader, device)?;
+    let mut theirs = if opts.reference {
+        let content = candle_core::quantized::gguf_file::Content::read(&mut reader)?;
+        Some(quantized_llama::ModelWeights::from_gguf(content, &mut reader, device)?)
+    } else {
+        None
+    };
 
     let vocab = ours.hparams().vocab_size as u32;
     // Deterministic, spread-out prompt ids.
@@ -120,8 +141,10 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
     for _ in 0..opts.repeats.max(1) {
         let r = run_ours(&ours, &prompt, opts.decode_tokens)?;
         best_ours = (best_ours.0.min(r.0), best_ours.1.min(r.1));
-        let r = run_theirs(&mut theirs, &prompt, opts.decode_tokens, device)?;
-        best_theirs = (best_theirs.0.min(r.0), best_theirs.1.min(r.1));
+        if let Some(theirs) = theirs.as_mut() {
+            let r = run_theirs(theirs, &prompt, opts.decode_tokens, device)?;
+            best_theirs = (best_theirs.0.min(r.0), best_theirs.1.min(r.1));
+        }
     }
     let tput = |(p, d): (Duration, Duration)| Throughput {
         prefill_tok_s: opts.prompt_tokens as f64 / p.as_secs_f64(),
@@ -132,7 +155,9 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
         parameters,
         quantization,
         ours: tput(best_ours),
-        candle: tput(best_theirs),
+        candle: theirs.is_some().then(|| tput(best_theirs)),
+        isa: crate::ops::qmatmul::Isa::detect().name(),
+        threads: candle_core::utils::get_num_threads(),
     })
 }
 

@@ -80,6 +80,8 @@ pub struct EngineSection {
     pub max_running: Option<usize>,
     pub max_batch_tokens: Option<usize>,
     pub max_queued: Option<usize>,
+    /// CPU threads for the forward (default: one per physical core).
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

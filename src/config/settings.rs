@@ -78,6 +78,8 @@ pub struct EngineSettings {
     /// Most requests waiting for their first step; more are refused (the
     /// server answers 503 with `Retry-After`).
     pub max_queued: usize,
+    /// CPU threads for the forward; `None`: one per physical core.
+    pub threads: Option<usize>,
 }
 
 impl Default for EngineSettings {
@@ -86,6 +88,7 @@ impl Default for EngineSettings {
             max_running: 32,
             max_batch_tokens: 512,
             max_queued: 256,
+            threads: None,
         }
     }
 }
@@ -186,6 +189,7 @@ pub struct Overrides {
     pub max_running: Option<usize>,
     pub max_batch_tokens: Option<usize>,
     pub max_queued: Option<usize>,
+    pub threads: Option<usize>,
     pub host: Option<String>,
     pub port: Option<u16>,
     pub api_key: Option<String>,
@@ -300,7 +304,15 @@ impl Settings {
                 .or(e.max_batch_tokens)
                 .unwrap_or(de.max_batch_tokens),
             max_queued: cli.max_queued.or(e.max_queued).unwrap_or(de.max_queued),
+            threads: cli.threads.or(e.threads),
         };
+        if engine.threads == Some(0) {
+            return Err(invalid(
+                "engine.threads",
+                0,
+                "must be at least 1 (leave it unset for one per physical core)",
+            ));
+        }
         if engine.max_running == 0 {
             return Err(invalid("engine.max_running", 0, "must be at least 1"));
         }

@@ -1,25 +1,123 @@
-//! Projections of one input fused into a single quantized matmul.
+//! The model's projections: one quantized matmul each, ours where we have a
+//! kernel, candle's otherwise; and projections of one input fused into one.
 //!
-//! Q, K and V (and the MLP's gate and up) read the same normed hidden state.
-//! When their weights share a GGUF type, their rows are concatenated into one
-//! matrix at load time, so the forward quantizes the activations once and
-//! runs one larger matmul, then splits the output columns. Each output column
-//! is still the dot product of the same weight row with the same quantized
-//! input, so the numbers equal those of separate matmuls.
+//! [`QLinear`] is one `[out, in]` weight. On the CPU, a weight whose GGUF type
+//! has a kernel in [`crate::ops::qmatmul`] (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
+//! Q6_K) is repacked once here and multiplied by our kernels; any other type,
+//! and every weight on a GPU, keeps candle's `QMatMul`.
+//!
+//! [`FusedLinear`]: Q, K and V (and the MLP's gate and up) read the same
+//! normed hidden state. When their weights share a GGUF type, their rows are
+//! concatenated into one matrix at load time, so the forward quantizes the
+//! activations once and runs one larger matmul, then splits the output
+//! columns. Each output column is still the dot product of the same weight
+//! row with the same quantized input, so the numbers equal those of separate
+//! matmuls.
 //!
 //! Counterpart: vLLM's `QKVParallelLinear` and `MergedColumnParallelLinear`.
 
 use std::borrow::Cow;
 
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
-use candle_core::quantized::{QMatMul, QTensor};
-use candle_core::{Device, Module, Tensor};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{CpuStorage, CustomOp1, Device, Layout, Module, Shape, Tensor};
 
 use super::ModelError;
+use crate::ops::qmatmul::{PackedMatrix, QuantKind};
+
+/// The GGUF types our CPU kernels take.
+fn kind_of(dtype: GgmlDType) -> Option<QuantKind> {
+    Some(match dtype {
+        GgmlDType::Q4_0 => QuantKind::Q4_0,
+        GgmlDType::Q4_1 => QuantKind::Q4_1,
+        GgmlDType::Q8_0 => QuantKind::Q8_0,
+        GgmlDType::Q4K => QuantKind::Q4K,
+        GgmlDType::Q5K => QuantKind::Q5K,
+        GgmlDType::Q6K => QuantKind::Q6K,
+        _ => return None,
+    })
+}
+
+/// One `[out, in]` quantized weight and its matmul.
+pub enum QLinear {
+    /// Repacked for our CPU kernels.
+    Packed(PackedMatrix),
+    /// candle's (other types, other devices).
+    Candle(QMatMul),
+}
+
+impl QLinear {
+    /// `bytes`: the GGUF blocks of a `[rows, cols]` matrix of `dtype`.
+    fn from_bytes(dtype: GgmlDType, bytes: &[u8], rows: usize, cols: usize, device: &Device) -> Option<Self> {
+        if !device.is_cpu() {
+            return None;
+        }
+        let kind = kind_of(dtype)?;
+        PackedMatrix::pack(kind, bytes, rows, cols).ok().map(Self::Packed)
+    }
+
+    pub fn new(t: QTensor, device: &Device) -> Result<Self, ModelError> {
+        if let [rows, cols] = *t.shape().dims() {
+            if device.is_cpu() && kind_of(t.dtype()).is_some() {
+                if let Some(l) = Self::from_bytes(t.dtype(), &t.data()?, rows, cols, device) {
+                    return Ok(l);
+                }
+            }
+        }
+        Ok(Self::Candle(QMatMul::from_qtensor(t)?))
+    }
+
+    /// `x`: `[.., in]` → `[.., out]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
+        Ok(match self {
+            Self::Candle(m) => m.forward(x)?,
+            Self::Packed(p) => x.contiguous()?.apply_op1_no_bwd(&PackedOp(p))?,
+        })
+    }
+
+    /// Whether our kernels run this projection.
+    #[cfg(test)]
+    pub fn is_packed(&self) -> bool {
+        matches!(self, Self::Packed(_))
+    }
+}
+
+/// Our matmul as a candle op on CPU storage (no copy of the input).
+struct PackedOp<'a>(&'a PackedMatrix);
+
+impl CustomOp1 for PackedOp<'_> {
+    fn name(&self) -> &'static str {
+        "hearth-qmatmul"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let m = self.0;
+        let dims = layout.shape().dims();
+        let k = dims.last().copied().unwrap_or(0);
+        if k != m.cols() {
+            candle_core::bail!("qmatmul: input has {k} columns, the weight {}", m.cols());
+        }
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("qmatmul: input must be f32");
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("qmatmul: input must be contiguous");
+        };
+        let x = &data[start..end];
+        let t = x.len() / k;
+        let mut out = vec![0f32; t * m.rows()];
+        m.matmul(x, t, &mut out);
+        let mut shape = dims.to_vec();
+        if let Some(last) = shape.last_mut() {
+            *last = m.rows();
+        }
+        Ok((CpuStorage::F32(out), Shape::from(shape)))
+    }
+}
 
 enum Parts {
-    Fused(QMatMul),
-    Separate(Vec<QMatMul>),
+    Fused(QLinear),
+    Separate(Vec<QLinear>),
 }
 
 /// Several `[out_i, in]` projections of the same input.
@@ -44,17 +142,23 @@ impl FusedLinear {
                 bytes.extend_from_slice(&w.data()?);
             }
             let rows = widths.iter().sum();
+            if let Some(l) = QLinear::from_bytes(dtype, &bytes, rows, cols, device) {
+                return Ok(Self {
+                    parts: Parts::Fused(l),
+                    widths,
+                });
+            }
             // A type candle cannot rebuild from bytes stays unfused.
             if let Ok(t) = qtensor_from_ggml(dtype, &Cow::from(bytes), vec![rows, cols], device) {
                 return Ok(Self {
-                    parts: Parts::Fused(QMatMul::from_qtensor(t)?),
+                    parts: Parts::Fused(QLinear::Candle(QMatMul::from_qtensor(t)?)),
                     widths,
                 });
             }
         }
         let parts = weights
             .into_iter()
-            .map(QMatMul::from_qtensor)
+            .map(|w| QLinear::new(w, device))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             parts: Parts::Separate(parts),
@@ -65,7 +169,7 @@ impl FusedLinear {
     /// `x`: `[tokens, in]` → one `[tokens, out_i]` per projection.
     pub fn forward(&self, x: &Tensor) -> Result<Vec<Tensor>, ModelError> {
         match &self.parts {
-            Parts::Separate(ms) => Ok(ms.iter().map(|m| m.forward(x)).collect::<Result<Vec<_>, _>>()?),
+            Parts::Separate(ms) => ms.iter().map(|m| m.forward(x)).collect(),
             Parts::Fused(m) => {
                 let y = m.forward(x)?;
                 let mut out = Vec::with_capacity(self.widths.len());
@@ -114,7 +218,9 @@ mod tests {
             let outs = fused.forward(&x).unwrap();
             for (&(r, s), y) in shapes.iter().zip(outs) {
                 let w = weight(r, 64, s, dtype);
-                let expect = QMatMul::from_qtensor(w).unwrap().forward(&x).unwrap();
+                let single = QLinear::new(w, &cpu).unwrap();
+                assert_eq!(single.is_packed(), dtype != GgmlDType::F32, "{dtype:?}");
+                let expect = single.forward(&x).unwrap();
                 let d: f32 = (y - expect)
                     .unwrap()
                     .abs()

@@ -7,19 +7,20 @@
 //! to the store, which appends K/V and attends. Only the rows whose logits
 //! are wanted go through the output projection.
 //!
-//! Weights stay quantized (`QMatMul`); norms, biases and the embedding table
-//! are f32. Activations are f32.
+//! Weights stay quantized ([`QLinear`]: our CPU kernels for the hot GGUF
+//! types, candle's `QMatMul` otherwise); norms, biases and the embedding
+//! table are f32. Activations are f32.
 //!
 //! Counterpart: candle-transformers' `quantized_llama.rs` / `quantized_qwen2.rs` /
 //! `quantized_qwen3.rs` (same tensors and math, one file instead of three),
 //! vLLM's `LlamaModel.forward` over flattened tokens.
 
-use candle_core::quantized::{QMatMul, QTensor};
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::quantized::QTensor;
+use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
 use super::hparams::HParams;
-use super::linear::FusedLinear;
+use super::linear::{FusedLinear, QLinear};
 use super::rope::{positions_tensor, RopeTables};
 use super::ModelError;
 use crate::ops::{BatchLayout, KvShape, KvStore, OpsError};
@@ -36,7 +37,7 @@ pub enum Logits {
 struct Attention {
     /// Q, K and V projections (fused when their weights share a type).
     qkv: FusedLinear,
-    wo: QMatMul,
+    wo: QLinear,
     /// Qwen2: biases of the Q/K/V projections.
     bias: Option<[Tensor; 3]>,
     /// Qwen3: RMSNorm over each head's Q and K before rope.
@@ -46,7 +47,7 @@ struct Attention {
 struct Mlp {
     /// Gate and up projections (fused when their weights share a type).
     gate_up: FusedLinear,
-    down: QMatMul,
+    down: QLinear,
 }
 
 struct Layer {
@@ -62,7 +63,7 @@ pub struct Transformer {
     embedding: Tensor,
     layers: Vec<Layer>,
     norm: Tensor,
-    output: QMatMul,
+    output: QLinear,
     rope: RopeTables,
     device: Device,
     /// Bytes the weights take in memory (quantized tensors as stored, plus
@@ -155,7 +156,7 @@ impl Transformer {
                         ],
                         device,
                     )?,
-                    wo: qmatmul(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?)?,
+                    wo: QLinear::new(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?, device)?,
                     bias,
                     qk_norm,
                 },
@@ -168,13 +169,13 @@ impl Transformer {
                         ],
                         device,
                     )?,
-                    down: qmatmul(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?)?,
+                    down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?, device)?,
                 },
             });
         }
         Ok(Self {
             norm: load_vec(file, "output_norm.weight", d, device)?,
-            output: qmatmul(output)?,
+            output: QLinear::new(output, device)?,
             embedding,
             layers,
             rope,
@@ -288,10 +289,6 @@ impl Transformer {
         let x = candle_nn::ops::rms_norm(&x, &self.norm, hp.rms_eps as f32)?;
         Ok(self.output.forward(&x)?.to_dtype(DType::F32)?)
     }
-}
-
-fn qmatmul(t: QTensor) -> Result<QMatMul, ModelError> {
-    Ok(QMatMul::from_qtensor(t)?)
 }
 
 fn check_shape(name: &str, actual: &[usize], expected: &[usize]) -> Result<(), ModelError> {

@@ -15,6 +15,7 @@
 //! Counterpart: vLLM's `CacheEngine` / `KVCacheManager`'s worker side
 //! (`swap_in` / `swap_out`), SGLang's `HostKVCache`.
 
+pub mod cpu;
 mod error;
 mod memory;
 mod sizing;

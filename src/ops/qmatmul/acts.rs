@@ -1,0 +1,122 @@
+//! Activations quantized once per row for the integer kernels.
+//!
+//! The forms ggml quantizes activations to, value for value, so our integer
+//! dot products are the ones llama.cpp computes on the same file: per 32
+//! values with an f16 scale (`Q8_0`, for Q4_0 and Q8_0 weights; `Q8_1`, which
+//! adds the f16 `d·Σq`, for Q4_1), and per 256 values with an f32 scale and
+//! sums of each sub-block (`Q8_K`, for the K-quants, whose min terms need
+//! `Σ a` per sub-block). Quantizing is scalar and the same code on every SIMD
+//! path, so every path sees the same integers.
+
+use half::f16;
+
+use super::format::QuantKind;
+
+/// `t` rows of `k` activations as int8 with their scales.
+#[derive(Debug, Default)]
+pub struct QuantActs {
+    pub(super) t: usize,
+    pub(super) k: usize,
+    /// `t × k` quants.
+    pub(super) q: Vec<i8>,
+    /// The scale of each block: `t × k/32` (32-value form) or `t × k/256`.
+    pub(super) d: Vec<f32>,
+    /// 32-value form: `d · Σ q` of each block (for Q4_1, Q8_1's f16 `s`), `t × k/32`.
+    pub(super) dsum: Vec<f32>,
+    /// 256-value form: sums of sub-blocks in pairs, `(s₀ as u16) | (s₁ as u16) << 16`,
+    /// `t × k/256 × subs/2`.
+    pub(super) sum_pairs: Vec<i32>,
+}
+
+/// ggml's `quantize_row_q8_0` / `q8_1` for one block: the quants, and the
+/// scale before its rounding to f16.
+fn quantize_q8_0(x: &[f32], q: &mut [i8]) -> f32 {
+    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    for (q, &v) in q.iter_mut().zip(x) {
+        *q = (v * id).round().clamp(-127.0, 127.0) as i8;
+    }
+    d
+}
+
+/// ggml's `quantize_row_q8_K` for one 256-value block: the scale `1/iscale`
+/// with `iscale = −127/max` (`max` the value of largest magnitude, so the
+/// scale may be negative), quants rounded half to even and capped at 127.
+fn quantize_q8_k(x: &[f32], q: &mut [i8]) -> f32 {
+    let (mut amax, mut max) = (0f32, 0f32);
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax == 0.0 {
+        q.fill(0);
+        return 0.0;
+    }
+    let iscale = -127.0 / max;
+    for (q, &v) in q.iter_mut().zip(x) {
+        *q = (iscale * v).round_ties_even().min(127.0) as i8;
+    }
+    1.0 / iscale
+}
+
+fn to_f16(v: f32) -> f32 {
+    f16::from_f32(v).to_f32()
+}
+
+impl QuantActs {
+    /// Quantizes `x` (`t × k`, row-major) in the form `kind`'s kernel reads,
+    /// reusing this buffer's memory.
+    pub fn quantize(&mut self, kind: QuantKind, x: &[f32], t: usize, k: usize) {
+        debug_assert_eq!(x.len(), t * k);
+        self.t = t;
+        self.k = k;
+        self.q.resize(t * k, 0);
+        let block = kind.block_elems();
+        let blocks = k / block;
+        self.d.resize(t * blocks, 0.0);
+        if kind.is_super() {
+            self.dsum.clear();
+            let sub = kind.sub_elems();
+            let pairs = kind.subs() / 2;
+            self.sum_pairs.resize(t * blocks * pairs, 0);
+            for ((xb, qb), (d, sp)) in x
+                .chunks_exact(block)
+                .zip(self.q.chunks_exact_mut(block))
+                .zip(self.d.iter_mut().zip(self.sum_pairs.chunks_exact_mut(pairs)))
+            {
+                *d = quantize_q8_k(xb, qb);
+                for (p, s) in sp.iter_mut().enumerate() {
+                    let sum = |j: usize| -> i32 { qb[j * sub..(j + 1) * sub].iter().map(|&v| v as i32).sum() };
+                    let (s0, s1) = (sum(2 * p), sum(2 * p + 1));
+                    *s = ((s0 as u16 as u32) | ((s1 as u16 as u32) << 16)) as i32;
+                }
+            }
+        } else {
+            self.sum_pairs.clear();
+            self.dsum.resize(t * blocks, 0.0);
+            for ((xb, qb), (d, ds)) in x
+                .chunks_exact(block)
+                .zip(self.q.chunks_exact_mut(block))
+                .zip(self.d.iter_mut().zip(self.dsum.iter_mut()))
+            {
+                let unrounded = quantize_q8_0(xb, qb);
+                *d = to_f16(unrounded);
+                let s: i32 = qb.iter().map(|&v| v as i32).sum();
+                *ds = if kind == QuantKind::Q4_1 {
+                    // Q8_1's `s`: rounded to f16 from the unrounded scale, as ggml stores it.
+                    to_f16(unrounded * s as f32)
+                } else {
+                    *d * s as f32
+                };
+            }
+        }
+    }
+
+    /// Row `i`'s quants.
+    pub(super) fn row_q(&self, i: usize) -> &[i8] {
+        &self.q[i * self.k..(i + 1) * self.k]
+    }
+}

@@ -1,0 +1,224 @@
+//! The AVX2 kernels (with FMA and F16C): x86-64-v3, chosen at run time.
+//!
+//! Eight weight rows sit in the eight 32-bit lanes; an activation row's next
+//! four int8 values are broadcast to every lane, so one `vpmaddubsw` gives
+//! each row's four products in pairs (weights unsigned, activations signed;
+//! Q8_0's signed weights use `|w|` with the activation given `w`'s sign), and
+//! int16 pairs are summed over as many chunks as cannot saturate before
+//! `vpmaddwd` widens them to int32 (multiplying by the K-quants' integer
+//! sub-scales in the same instruction). Up to four activation rows share each
+//! weight load (the tile of a prefill); decode is the same code with one row.
+//! The float steps are those of [`super::portable`], so results are identical.
+
+#![allow(clippy::too_many_arguments)]
+
+use std::arch::x86_64::*;
+
+use super::acts::QuantActs;
+use super::format::QuantKind;
+use super::pack::{PackedMatrix, GROUP};
+
+/// Activation rows per tile.
+pub(super) const TILE: usize = 4;
+
+/// Unpacks one group's packed quants (see [`super::pack`]) into 256 bytes per block.
+///
+/// # Safety
+/// The CPU must have AVX2; `out` holds `k·8` bytes and `packed` the group's packed bytes.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn unpack_group(kind: QuantKind, packed: &[u8], out: &mut [u8]) {
+    let bpb = PackedMatrix::qbytes_per_block(kind);
+    let blocks = out.len() / 256;
+    debug_assert!(packed.len() >= blocks * bpb);
+    let m0f = _mm256_set1_epi8(0x0F);
+    let one = _mm256_set1_epi8(1);
+    let three = _mm256_set1_epi8(3);
+    for b in 0..blocks {
+        let p = packed.as_ptr().add(b * bpb);
+        let o = out.as_mut_ptr().add(b * 256);
+        let mut u = [_mm256_setzero_si256(); 8];
+        for c in 0..4 {
+            let v = _mm256_loadu_si256(p.add(c * 32) as *const __m256i);
+            u[c] = _mm256_and_si256(v, m0f);
+            u[c + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m0f);
+        }
+        match kind.bits() {
+            5 => {
+                let h = _mm256_loadu_si256(p.add(128) as *const __m256i);
+                for (c, u) in u.iter_mut().enumerate() {
+                    let bit = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(c as i32)), one);
+                    *u = _mm256_or_si256(*u, _mm256_slli_epi16::<4>(bit));
+                }
+            }
+            6 => {
+                for (c, u) in u.iter_mut().enumerate() {
+                    let h = _mm256_loadu_si256(p.add(128 + 32 * (c / 4)) as *const __m256i);
+                    let two = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * (c % 4) as i32)), three);
+                    *u = _mm256_or_si256(*u, _mm256_slli_epi16::<4>(two));
+                }
+            }
+            _ => {}
+        }
+        for (c, u) in u.iter().enumerate() {
+            _mm256_storeu_si256(o.add(c * 32) as *mut __m256i, *u);
+        }
+    }
+}
+
+/// Activation row `i`'s four quants of chunk `c`, broadcast to every lane.
+#[inline(always)]
+unsafe fn bcast(a: *const i8, c: usize) -> __m256i {
+    _mm256_set1_epi32(std::ptr::read_unaligned(a.add(4 * c) as *const i32))
+}
+
+#[inline(always)]
+unsafe fn load_f16x8(p: *const u16) -> __m256 {
+    _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+}
+
+/// Group `g` of `m` against activation rows `i0..i0+R`, into `out[(i0+x)·8 ..]`.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; `w` is the group's unpacked quants.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn block_tile<const R: usize>(
+    m: &PackedMatrix,
+    g: usize,
+    w: &[u8],
+    acts: &QuantActs,
+    i0: usize,
+    out: &mut [f32],
+) {
+    let nb = m.k / 32;
+    debug_assert!(w.len() >= nb * 256 && i0 + R <= acts.t);
+    let ones = _mm256_set1_epi16(1);
+    let eight = _mm256_set1_ps(8.0);
+    let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
+    let mut acc = [_mm256_setzero_ps(); R];
+    for b in 0..nb {
+        let si = (g * nb + b) * GROUP;
+        let dv = load_f16x8(m.d.as_ptr().add(si));
+        let wb = w.as_ptr().add(b * 256);
+        let mut dot = [_mm256_setzero_si256(); R];
+        if m.kind == QuantKind::Q8_0 {
+            for c in 0..8 {
+                let wv = _mm256_loadu_si256(wb.add(c * 32) as *const __m256i);
+                let aw = _mm256_abs_epi8(wv);
+                for x in 0..R {
+                    let av = _mm256_sign_epi8(bcast(a[x], b * 8 + c), wv);
+                    dot[x] = _mm256_add_epi32(dot[x], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, av), ones));
+                }
+            }
+        } else {
+            // 4-bit quants: eight chunks of int16 pairs stay below 2^15 (8 · 2 · 15 · 127).
+            let mut p = [_mm256_setzero_si256(); R];
+            for c in 0..8 {
+                let wv = _mm256_loadu_si256(wb.add(c * 32) as *const __m256i);
+                for x in 0..R {
+                    p[x] = _mm256_add_epi16(p[x], _mm256_maddubs_epi16(wv, bcast(a[x], b * 8 + c)));
+                }
+            }
+            for x in 0..R {
+                dot[x] = _mm256_madd_epi16(p[x], ones);
+            }
+        }
+        let mv = match m.kind {
+            QuantKind::Q4_0 => Some(_mm256_mul_ps(dv, eight)),
+            QuantKind::Q4_1 => Some(load_f16x8(m.m.as_ptr().add(si))),
+            _ => None,
+        };
+        for x in 0..R {
+            let at = (i0 + x) * nb + b;
+            let da = _mm256_set1_ps(*acts.d.get_unchecked(at));
+            acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[x]), _mm256_mul_ps(dv, da), acc[x]);
+            if let Some(mv) = mv {
+                acc[x] = _mm256_fnmadd_ps(mv, _mm256_set1_ps(*acts.dsum.get_unchecked(at)), acc[x]);
+            }
+        }
+    }
+    for x in 0..R {
+        _mm256_storeu_ps(out.as_mut_ptr().add((i0 + x) * GROUP), acc[x]);
+    }
+}
+
+/// The K-quant kernel; see [`block_tile`].
+///
+/// # Safety
+/// As [`block_tile`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn super_tile<const R: usize>(
+    m: &PackedMatrix,
+    g: usize,
+    w: &[u8],
+    acts: &QuantActs,
+    i0: usize,
+    out: &mut [f32],
+) {
+    let kind = m.kind;
+    let nsb = m.k / 256;
+    debug_assert!(w.len() >= nsb * 2048 && i0 + R <= acts.t);
+    let pairs = kind.subs() / 2;
+    let sub_chunks = kind.sub_elems() / 4;
+    // Chunks of int16 pairs summed before they could saturate: 2 · 2^bits · 127 each.
+    let per_madd = match kind {
+        QuantKind::Q4K => 8,
+        QuantKind::Q5K => 4,
+        _ => 2,
+    };
+    let q6 = kind == QuantKind::Q6K;
+    let dup_lo = _mm256_setr_epi8(
+        0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+    );
+    let dup_hi = _mm256_setr_epi8(
+        2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15,
+    );
+    let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
+    let mut acc = [_mm256_setzero_ps(); R];
+    for sb in 0..nsb {
+        let si = (g * nsb + sb) * GROUP;
+        let dv = load_f16x8(m.d.as_ptr().add(si));
+        let dmv = if q6 { dv } else { load_f16x8(m.m.as_ptr().add(si)) };
+        let mut isum = [_mm256_setzero_si256(); R];
+        let mut msum = [_mm256_setzero_si256(); R];
+        for p in 0..pairs {
+            let at = ((g * nsb + sb) * pairs + p) * GROUP * 2;
+            let scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(m.sc.as_ptr().add(at) as *const __m128i));
+            let mnp = if q6 {
+                scp
+            } else {
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(m.mn.as_ptr().add(at) as *const __m128i))
+            };
+            for x in 0..R {
+                let sums = _mm256_set1_epi32(*acts.sum_pairs.get_unchecked(((i0 + x) * nsb + sb) * pairs + p));
+                msum[x] = _mm256_add_epi32(msum[x], _mm256_madd_epi16(mnp, sums));
+            }
+            for half in 0..2 {
+                let scv = _mm256_shuffle_epi8(scp, if half == 0 { dup_lo } else { dup_hi });
+                let first = (sb * 256 + (2 * p + half) * kind.sub_elems()) / 4;
+                let mut pp = [_mm256_setzero_si256(); R];
+                for cc in 0..sub_chunks {
+                    let c = first + cc;
+                    let wv = _mm256_loadu_si256(w.as_ptr().add(c * 32) as *const __m256i);
+                    for x in 0..R {
+                        pp[x] = _mm256_add_epi16(pp[x], _mm256_maddubs_epi16(wv, bcast(a[x], c)));
+                    }
+                    if (cc + 1) % per_madd == 0 {
+                        for x in 0..R {
+                            isum[x] = _mm256_add_epi32(isum[x], _mm256_madd_epi16(pp[x], scv));
+                            pp[x] = _mm256_setzero_si256();
+                        }
+                    }
+                }
+            }
+        }
+        for x in 0..R {
+            let da = _mm256_set1_ps(*acts.d.get_unchecked((i0 + x) * nsb + sb));
+            acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(dv, da), acc[x]);
+            let ms = if q6 { _mm256_slli_epi32::<5>(msum[x]) } else { msum[x] };
+            acc[x] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dmv, da), acc[x]);
+        }
+    }
+    for x in 0..R {
+        _mm256_storeu_ps(out.as_mut_ptr().add((i0 + x) * GROUP), acc[x]);
+    }
+}

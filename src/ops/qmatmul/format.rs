@@ -1,0 +1,200 @@
+//! The GGUF block formats our kernels take, decoded to integers.
+//!
+//! Every supported type is written as `value = scale · q − min` over integer
+//! quants `q`, which is what the kernels compute with:
+//!
+//! | type | block | `q` | scale, min |
+//! |---|---|---|---|
+//! | Q4_0 | 32 | 0..15 | `d`, `8·d` |
+//! | Q4_1 | 32 | 0..15 | `d`, `−m` |
+//! | Q8_0 | 32 | −127..127 (signed) | `d`, none |
+//! | Q4_K | 256 (8 × 32) | 0..15 | `d·sc[j]`, `dmin·mn[j]` (6-bit `sc`, `mn`) |
+//! | Q5_K | 256 (8 × 32) | 0..31 | as Q4_K |
+//! | Q6_K | 256 (16 × 16) | 0..63 | `d·sc[j]`, `d·32·sc[j]` (signed 8-bit `sc`) |
+//!
+//! Decoding is exact: these are the integers GGUF stores, so a kernel that
+//! sums `q · a` in integers and applies the scales as the table says computes
+//! the same dot product as dequantizing first. Layouts follow ggml's
+//! `block_q4_0` … `block_q6_K` (and candle's `k_quants.rs`).
+
+use half::f16;
+
+/// The weight types with a kernel of ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuantKind {
+    Q4_0,
+    Q4_1,
+    Q8_0,
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+impl QuantKind {
+    /// Elements per GGUF block.
+    pub const fn block_elems(self) -> usize {
+        match self {
+            Self::Q4_0 | Self::Q4_1 | Self::Q8_0 => 32,
+            Self::Q4K | Self::Q5K | Self::Q6K => 256,
+        }
+    }
+
+    /// Bytes per GGUF block.
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            Self::Q4_0 => 18,
+            Self::Q4_1 => 20,
+            Self::Q8_0 => 34,
+            Self::Q4K => 144,
+            Self::Q5K => 176,
+            Self::Q6K => 210,
+        }
+    }
+
+    /// Bits of each quant as the kernels keep them (4, 5, 6 or 8).
+    pub const fn bits(self) -> usize {
+        match self {
+            Self::Q4_0 | Self::Q4_1 | Self::Q4K => 4,
+            Self::Q5K => 5,
+            Self::Q6K => 6,
+            Self::Q8_0 => 8,
+        }
+    }
+
+    /// The K-quants: one float scale per 256 values, integer sub-scales.
+    pub const fn is_super(self) -> bool {
+        matches!(self, Self::Q4K | Self::Q5K | Self::Q6K)
+    }
+
+    /// Elements per sub-block with its own integer scale (K-quants only).
+    pub const fn sub_elems(self) -> usize {
+        match self {
+            Self::Q6K => 16,
+            _ => 32,
+        }
+    }
+
+    /// Integer sub-scales per 256-value block (K-quants only).
+    pub const fn subs(self) -> usize {
+        256 / self.sub_elems()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Q4_0 => "Q4_0",
+            Self::Q4_1 => "Q4_1",
+            Self::Q8_0 => "Q8_0",
+            Self::Q4K => "Q4_K",
+            Self::Q5K => "Q5_K",
+            Self::Q6K => "Q6_K",
+        }
+    }
+}
+
+/// One GGUF block decoded: quants in element order and its scales.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    /// `q` per element (`block_elems` of them); Q8_0's are `i8` stored as `u8`.
+    pub q: [u8; 256],
+    /// Q4_0/Q4_1/Q8_0: `d`. K-quants: `d`.
+    pub d: f16,
+    /// Q4_1: `−m`. Q4_K/Q5_K: `dmin`. Otherwise unused (zero).
+    pub m: f16,
+    /// K-quants: the integer scale of each sub-block (Q6_K's are signed).
+    pub sc: [i8; 16],
+    /// Q4_K/Q5_K: the integer min of each sub-block.
+    pub mn: [i8; 16],
+}
+
+fn f16_at(b: &[u8], at: usize) -> f16 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]]))
+}
+
+/// ggml's `get_scale_min_k4`: the 6-bit scale and min of sub-block `j` of a
+/// Q4_K/Q5_K block's 12 scale bytes.
+fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (s[j] & 63, s[j + 4] & 63)
+    } else {
+        (
+            (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4),
+            (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
+        )
+    }
+}
+
+/// Decodes one block of `kind` from its `block_bytes` bytes.
+pub fn decode(kind: QuantKind, b: &[u8]) -> Decoded {
+    debug_assert_eq!(b.len(), kind.block_bytes());
+    let mut out = Decoded {
+        q: [0; 256],
+        d: f16::ZERO,
+        m: f16::ZERO,
+        sc: [0; 16],
+        mn: [0; 16],
+    };
+    match kind {
+        QuantKind::Q4_0 | QuantKind::Q4_1 => {
+            out.d = f16_at(b, 0);
+            let qs = if kind == QuantKind::Q4_1 {
+                out.m = -f16_at(b, 2);
+                &b[4..20]
+            } else {
+                &b[2..18]
+            };
+            for (j, &byte) in qs.iter().enumerate() {
+                out.q[j] = byte & 0xF;
+                out.q[j + 16] = byte >> 4;
+            }
+        }
+        QuantKind::Q8_0 => {
+            out.d = f16_at(b, 0);
+            out.q[..32].copy_from_slice(&b[2..34]);
+        }
+        QuantKind::Q4K | QuantKind::Q5K => {
+            out.d = f16_at(b, 0);
+            out.m = f16_at(b, 2);
+            let scales = &b[4..16];
+            let (qh, qs) = if kind == QuantKind::Q5K {
+                (Some(&b[16..48]), &b[48..176])
+            } else {
+                (None, &b[16..144])
+            };
+            for j in 0..8 {
+                let (sc, mn) = scale_min_k4(j, scales);
+                out.sc[j] = sc as i8;
+                out.mn[j] = mn as i8;
+            }
+            for chunk in 0..4 {
+                let q = &qs[32 * chunk..32 * chunk + 32];
+                for l in 0..32 {
+                    let (mut lo, mut hi) = (q[l] & 0xF, q[l] >> 4);
+                    if let Some(qh) = qh {
+                        lo |= ((qh[l] >> (2 * chunk)) & 1) << 4;
+                        hi |= ((qh[l] >> (2 * chunk + 1)) & 1) << 4;
+                    }
+                    out.q[64 * chunk + l] = lo;
+                    out.q[64 * chunk + 32 + l] = hi;
+                }
+            }
+        }
+        QuantKind::Q6K => {
+            let (ql, qh, sc) = (&b[0..128], &b[128..192], &b[192..208]);
+            out.d = f16_at(b, 208);
+            for (j, &s) in sc.iter().enumerate() {
+                out.sc[j] = s as i8;
+            }
+            for half in 0..2 {
+                let (ql, qh) = (&ql[64 * half..], &qh[32 * half..]);
+                let y = &mut out.q[128 * half..];
+                for l in 0..32 {
+                    y[l] = (ql[l] & 0xF) | ((qh[l] & 3) << 4);
+                    y[l + 32] = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+                    y[l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+                    y[l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,191 @@
+//! Each kernel against candle's `QMatMul` and an f32 matmul of the dequantized
+//! weights, on every path this CPU has; the paths against each other (bit-equal).
+
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{Device, Module, Tensor};
+
+use super::*;
+
+const KINDS: [(QuantKind, GgmlDType); 6] = [
+    (QuantKind::Q4_0, GgmlDType::Q4_0),
+    (QuantKind::Q4_1, GgmlDType::Q4_1),
+    (QuantKind::Q8_0, GgmlDType::Q8_0),
+    (QuantKind::Q4K, GgmlDType::Q4K),
+    (QuantKind::Q5K, GgmlDType::Q5K),
+    (QuantKind::Q6K, GgmlDType::Q6K),
+];
+
+fn values(len: usize, seed: u32, scale: f32) -> Vec<f32> {
+    // A deterministic spread with an occasional outlier (as real activations have).
+    (0..len as u32)
+        .map(|i| {
+            let h = (i.wrapping_mul(2654435761) ^ seed.wrapping_mul(0x9E3779B9)).wrapping_mul(0x85EBCA6B);
+            let v = (h >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0;
+            if h % 97 == 0 {
+                v * 6.0 * scale
+            } else {
+                v * scale
+            }
+        })
+        .collect()
+}
+
+struct Case {
+    packed: PackedMatrix,
+    candle: QMatMul,
+    /// The dequantized weights, `[n, k]`.
+    w: Vec<f32>,
+    n: usize,
+    k: usize,
+}
+
+fn case(kind: QuantKind, dtype: GgmlDType, n: usize, k: usize, seed: u32) -> Case {
+    let cpu = Device::Cpu;
+    let src = Tensor::from_vec(values(n * k, seed, 0.5), (n, k), &cpu).unwrap();
+    let q = QTensor::quantize(&src, dtype).unwrap();
+    let w = q
+        .dequantize(&cpu)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let packed = PackedMatrix::pack(kind, &q.data().unwrap(), n, k).unwrap();
+    Case {
+        packed,
+        candle: QMatMul::from_qtensor(q).unwrap(),
+        w,
+        n,
+        k,
+    }
+}
+
+fn check(c: &Case, t: usize, seed: u32) {
+    let x = values(t * c.k, seed ^ 0xABCD, 2.0);
+    let xt = Tensor::from_vec(x.clone(), (t, c.k), &Device::Cpu).unwrap();
+    let theirs = c
+        .candle
+        .forward(&xt)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let mut base: Option<Vec<f32>> = None;
+    for isa in Isa::available() {
+        let mut ours = vec![f32::NAN; t * c.n];
+        c.packed.matmul_with(isa, &x, t, &mut ours);
+        for i in 0..t {
+            for j in 0..c.n {
+                let (xr, wr) = (&x[i * c.k..(i + 1) * c.k], &c.w[j * c.k..(j + 1) * c.k]);
+                let exact: f32 = xr.iter().zip(wr).map(|(a, b)| a * b).sum();
+                // int8 activations: each value is off by at most half a step, amax/254
+                // of its block (32 values, or 256 for the K-quants), as in candle.
+                let ab = c.packed.kind().block_elems();
+                let bound: f32 = xr
+                    .chunks(ab)
+                    .zip(wr.chunks(ab))
+                    .map(|(xb, wb)| {
+                        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+                        wb.iter().map(|w| w.abs()).sum::<f32>() * amax / 254.0
+                    })
+                    .sum();
+                let tol = 1.01 * bound + 1e-4;
+                let (o, th) = (ours[i * c.n + j], theirs[i * c.n + j]);
+                let what = format!(
+                    "{:?} {} n={} k={} t={t} at ({i},{j})",
+                    c.packed.kind(),
+                    isa.name(),
+                    c.n,
+                    c.k
+                );
+                assert!(
+                    (o - exact).abs() <= tol,
+                    "{what}: ours {o} vs exact {exact} (tol {tol})"
+                );
+                assert!(
+                    (o - th).abs() <= 2.0 * tol,
+                    "{what}: ours {o} vs candle {th} (tol {})",
+                    2.0 * tol
+                );
+            }
+        }
+        match &base {
+            None => base = Some(ours),
+            Some(b) => assert!(
+                b.iter().zip(&ours).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{:?}: {} differs from the portable path",
+                c.packed.kind(),
+                isa.name()
+            ),
+        }
+    }
+}
+
+#[test]
+fn every_kind_matches_candle_on_every_path() {
+    for (kind, dtype) in KINDS {
+        let ks: &[usize] = if kind.is_super() { &[256, 768] } else { &[32, 96, 576] };
+        for &k in ks {
+            // Rows: one group, not a multiple of the group, several groups.
+            for (s, &n) in [8usize, 13, 40].iter().enumerate() {
+                let c = case(kind, dtype, n, k, s as u32 + 1);
+                // Activation rows: decode, partial tiles, several tiles plus a remainder.
+                for t in [1, 2, 3, 4, 5, 9] {
+                    check(&c, t, t as u32);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn many_rows_use_the_thread_pool_and_agree() {
+    // Enough groups and rows to split across tasks and threads.
+    for (kind, dtype) in [KINDS[0], KINDS[3], KINDS[5]] {
+        let c = case(kind, dtype, 8 * 37 + 3, 512, 7);
+        check(&c, 1, 1);
+        check(&c, 19, 2);
+    }
+}
+
+#[test]
+fn zero_activations_give_zero() {
+    for (kind, dtype) in KINDS {
+        let k = kind.block_elems();
+        let c = case(kind, dtype, 16, k, 3);
+        for isa in Isa::available() {
+            let mut out = vec![1.0; 2 * 16];
+            c.packed.matmul_with(isa, &vec![0.0; 2 * k], 2, &mut out);
+            assert!(out.iter().all(|&v| v == 0.0), "{kind:?} {}", isa.name());
+        }
+    }
+}
+
+#[test]
+fn pack_refuses_bad_shapes() {
+    let raw = vec![0u8; 18 * 2];
+    assert!(matches!(
+        PackedMatrix::pack(QuantKind::Q4_0, &raw, 1, 48),
+        Err(PackError::Columns { .. })
+    ));
+    assert!(matches!(
+        PackedMatrix::pack(QuantKind::Q4_0, &raw, 1, 32),
+        Err(PackError::Bytes { .. })
+    ));
+    assert!(PackedMatrix::pack(QuantKind::Q4_0, &raw, 2, 32).is_ok());
+    assert!(matches!(
+        PackedMatrix::pack(QuantKind::Q4K, &[0u8; 144], 1, 128),
+        Err(PackError::Columns { .. })
+    ));
+}
+
+#[test]
+fn packed_memory_is_close_to_the_file() {
+    for (kind, dtype) in KINDS {
+        let c = case(kind, dtype, 64, 512, 9);
+        let file = 64 * 512 / kind.block_elems() * kind.block_bytes();
+        let ratio = c.packed.bytes() as f64 / file as f64;
+        assert!(ratio <= 1.05, "{kind:?}: {ratio}");
+    }
+}
