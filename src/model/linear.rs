@@ -2,8 +2,8 @@
 //! kernel, candle's otherwise; and projections of one input fused into one.
 //!
 //! [`QLinear`] is one `[out, in]` weight. On the CPU, a weight whose GGUF type
-//! has a kernel in [`crate::ops::qmatmul`] (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
-//! Q6_K) is repacked once here and multiplied by our kernels; any other type,
+//! has a kernel in [`crate::ops::qmatmul`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+//! Q4_K, Q5_K, Q6_K) is repacked once here and multiplied by our kernels; any other type,
 //! and every weight on a GPU, keeps candle's `QMatMul`.
 //!
 //! [`FusedLinear`]: Q, K and V (and the MLP's gate and up) read the same
@@ -30,6 +30,8 @@ fn kind_of(dtype: GgmlDType) -> Option<QuantKind> {
     Some(match dtype {
         GgmlDType::Q4_0 => QuantKind::Q4_0,
         GgmlDType::Q4_1 => QuantKind::Q4_1,
+        GgmlDType::Q5_0 => QuantKind::Q5_0,
+        GgmlDType::Q5_1 => QuantKind::Q5_1,
         GgmlDType::Q8_0 => QuantKind::Q8_0,
         GgmlDType::Q4K => QuantKind::Q4K,
         GgmlDType::Q5K => QuantKind::Q5K,

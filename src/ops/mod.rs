@@ -31,6 +31,7 @@ pub mod cuda_paged;
 mod error;
 mod kv_store;
 pub mod paged;
+pub mod par;
 pub mod qmatmul;
 
 pub use batch::{BatchLayout, SeqChunk};

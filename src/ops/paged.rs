@@ -13,20 +13,26 @@
 //! Token `p` of a sequence lives in block `table[p / block_size]`, row
 //! `p % block_size`.
 //!
-//! Decode (one new token) reads K/V in place, block by block, without
-//! gathering the history; the decode rows of a batch of several sequences
-//! run in parallel, one sequence per worker (alone, one row would not pay for
-//! waking the workers). A prefill chunk (several new tokens) gathers its
-//! sequence's rows once per layer and uses the matmul attention of
-//! [`super::attention`], where the gather is small next to the matmuls.
+//! Attention reads K/V in place, block by block, without gathering the
+//! history. Every query row, decoded or prefilled, runs the same per-row
+//! arithmetic (`SeqLayer::decode_attention`), so a token's numbers do not
+//! depend on how its prompt was chunked, batched or taken from the cache:
+//! the engine's "same tokens alone as batched, with the cache as without"
+//! holds bit for bit, not by luck of rounding. (An earlier version used
+//! matmul attention for prompt chunks; its rounding depended on the chunk's
+//! length, which our int8 matmul's activation rounding could then amplify.)
+//! The decode rows of a batch of several sequences run in parallel, one
+//! sequence per worker; a single decoding row spreads its K/V heads over the
+//! threads; prompt rows spread rows × K/V heads.
 //!
 //! Counterpart: vLLM's `reshape_and_cache` and `paged_attention_v1` kernels,
 //! and its CPU attention backend.
 
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 use rayon::prelude::*;
 
-use super::{attention, BatchLayout, KvStore, OpsError};
+use super::par::{self, SharedMut};
+use super::{BatchLayout, KvStore, OpsError};
 
 /// The geometry of a block pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,22 +120,16 @@ impl SeqLayer<'_> {
     /// and V row is read once per group rather than once per head; each
     /// head's arithmetic is the same, in the same order, as done alone.
     ///
-    /// On x86-64 with AVX2 the same code runs compiled for AVX2 (the same
-    /// operations in the same order: no fused multiply-adds, so the results
-    /// are the same bits).
-    pub fn decode_attention(&self, pool: &[f32], ctx: usize, q: &[f32], heads: usize, scale: f32, out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            unsafe { self.decode_attention_avx2(pool, ctx, q, heads, scale, out) };
-            return;
-        }
-        self.decode_attention_impl(pool, ctx, q, heads, scale, out)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn decode_attention_avx2(
+    /// Dot products and the weighted sum of V are fused multiply-adds in a
+    /// fixed order ([`dot`], [`axpy`]; AVX2+FMA or the same arithmetic in plain
+    /// Rust, the same bits), the softmax's `exp` a polynomial ([`exp`]).
+    /// Prompt rows use this same code ([`prefill_attention`](Self::prefill_attention)),
+    /// so a token's numbers do not depend on whether it was decoded,
+    /// prefilled, or prefilled in another chunking.
+    ///
+    /// With `parallel`, the K/V heads are spread over the threads
+    /// ([`crate::ops::par`]).
+    pub fn decode_attention(
         &self,
         pool: &[f32],
         ctx: usize,
@@ -137,76 +137,313 @@ impl SeqLayer<'_> {
         heads: usize,
         scale: f32,
         out: &mut [f32],
+        parallel: bool,
     ) {
-        self.decode_attention_impl(pool, ctx, q, heads, scale, out)
+        let l = self.layout;
+        let width = heads / l.kv_heads * l.head_dim;
+        // One K/V head and its group of query heads at a time, each with its own scores.
+        let one = |kvh: usize, out: &mut [f32]| {
+            SCORES.with(|cell| match cell.try_borrow_mut() {
+                Ok(mut scores) => self.kv_head_attention(pool, ctx, q, heads, scale, kvh, out, &mut scores),
+                Err(_) => self.kv_head_attention(pool, ctx, q, heads, scale, kvh, out, &mut Vec::new()),
+            })
+        };
+        if parallel && l.kv_heads > 1 {
+            // K/V heads are independent: spread them over the threads.
+            let shared = SharedMut::new(out);
+            par::for_ranges(l.kv_heads, |range| {
+                for kvh in range {
+                    // SAFETY: each K/V head writes only its own group's `width` outputs.
+                    one(kvh, unsafe { shared.part(kvh * width, width) });
+                }
+            });
+        } else {
+            for (kvh, out) in out.chunks_mut(width).enumerate().take(l.kv_heads) {
+                one(kvh, out);
+            }
+        }
     }
 
+    /// `new` prompt rows at positions `cached ..`: row `r` attends over
+    /// `cached + r + 1` positions with [`decode_attention`](Self::decode_attention)'s
+    /// arithmetic; rows and K/V heads are spread over the threads.
+    #[allow(clippy::too_many_arguments)]
+    pub fn prefill_attention(
+        &self,
+        pool: &[f32],
+        cached: usize,
+        new: usize,
+        q: &[f32],
+        heads: usize,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        let l = self.layout;
+        let kvh = l.kv_heads;
+        let qe = heads * l.head_dim;
+        let width = heads / kvh * l.head_dim;
+        let shared = SharedMut::new(out);
+        par::for_ranges(new * kvh, |units| {
+            SCORES.with(|cell| {
+                let mut own = Vec::new();
+                let mut held = cell.try_borrow_mut();
+                let scores = match held.as_deref_mut() {
+                    Ok(s) => s,
+                    Err(_) => &mut own,
+                };
+                for u in units {
+                    let (r, h) = (u / kvh, u % kvh);
+                    // SAFETY: unit (r, h) writes only row r's outputs of K/V head h.
+                    let o = unsafe { shared.part(r * qe + h * width, width) };
+                    let qr = &q[r * qe..(r + 1) * qe];
+                    self.kv_head_attention(pool, cached + r + 1, qr, heads, scale, h, o, scores);
+                }
+            })
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn kv_head_attention(
+        &self,
+        pool: &[f32],
+        ctx: usize,
+        q: &[f32],
+        heads: usize,
+        scale: f32,
+        kvh: usize,
+        out: &mut [f32],
+        scores: &mut Vec<f32>,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            unsafe { self.kv_head_attention_avx2(pool, ctx, q, heads, scale, kvh, out, scores) };
+            return;
+        }
+        self.kv_head_attention_impl(pool, ctx, q, heads, scale, kvh, out, scores)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn kv_head_attention_avx2(
+        &self,
+        pool: &[f32],
+        ctx: usize,
+        q: &[f32],
+        heads: usize,
+        scale: f32,
+        kvh: usize,
+        out: &mut [f32],
+        scores: &mut Vec<f32>,
+    ) {
+        self.kv_head_attention_impl(pool, ctx, q, heads, scale, kvh, out, scores)
+    }
+
+    /// K/V head `kvh` and its query heads; `out`: their `group · head_dim` outputs.
     #[inline(always)]
-    fn decode_attention_impl(&self, pool: &[f32], ctx: usize, q: &[f32], heads: usize, scale: f32, out: &mut [f32]) {
+    #[allow(clippy::too_many_arguments)]
+    fn kv_head_attention_impl(
+        &self,
+        pool: &[f32],
+        ctx: usize,
+        q: &[f32],
+        heads: usize,
+        scale: f32,
+        kvh: usize,
+        out: &mut [f32],
+        scores: &mut Vec<f32>,
+    ) {
         let l = self.layout;
         let (d, bs, re) = (l.head_dim, l.block_size, l.row_elems());
         let group = heads / l.kv_heads;
         let blocks = &self.table[..ctx.div_ceil(bs)];
         // scores[g * ctx + p]: head `first + g` of the group at position p.
-        let mut scores = vec![0f32; group * ctx];
-        let mut sums = vec![0f32; group];
-        for kvh in 0..l.kv_heads {
-            let first = kvh * group;
-            let kv_off = kvh * d;
-            let mut p = 0;
-            for (i, &b) in blocks.iter().enumerate() {
-                let base = l.plane_offset(b, self.layer, 0) + kv_off;
-                for r in 0..(ctx - i * bs).min(bs) {
-                    let k_row = &pool[base + r * re..][..d];
-                    for g in 0..group {
-                        let qh = &q[(first + g) * d..(first + g + 1) * d];
-                        scores[g * ctx + p] = dot(qh, k_row) * scale;
-                    }
-                    p += 1;
+        // then each head's softmax denominator.
+        scores.clear();
+        scores.resize(group * ctx + group, 0.0);
+        let (scores, sums) = scores.split_at_mut(group * ctx);
+        let first = kvh * group;
+        let kv_off = kvh * d;
+        let mut p = 0;
+        for (i, &b) in blocks.iter().enumerate() {
+            let base = l.plane_offset(b, self.layer, 0) + kv_off;
+            for r in 0..(ctx - i * bs).min(bs) {
+                let k_row = &pool[base + r * re..][..d];
+                for g in 0..group {
+                    let qh = &q[(first + g) * d..(first + g + 1) * d];
+                    scores[g * ctx + p] = dot(qh, k_row) * scale;
                 }
+                p += 1;
             }
-            sums.fill(0.0);
-            for (g, sum) in sums.iter_mut().enumerate() {
-                let sg = &mut scores[g * ctx..(g + 1) * ctx];
-                let max = sg.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                for s in sg.iter_mut() {
-                    *s = (*s - max).exp();
-                    *sum += *s;
-                }
+        }
+        for (g, sum) in sums.iter_mut().enumerate() {
+            let sg = &mut scores[g * ctx..(g + 1) * ctx];
+            let max = sg.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            for s in sg.iter_mut() {
+                *s = exp(*s - max);
             }
-            out[first * d..(first + group) * d].fill(0.0);
-            let mut p = 0;
-            for (i, &b) in blocks.iter().enumerate() {
-                let base = l.plane_offset(b, self.layer, 1) + kv_off;
-                for r in 0..(ctx - i * bs).min(bs) {
-                    let v_row = &pool[base + r * re..][..d];
-                    for (g, sum) in sums.iter().enumerate() {
-                        let w = scores[g * ctx + p] / sum;
-                        out[(first + g) * d..(first + g + 1) * d]
-                            .iter_mut()
-                            .zip(v_row)
-                            .for_each(|(o, v)| *o += w * v);
-                    }
-                    p += 1;
+            *sum = self::sum(sg);
+        }
+        out.fill(0.0);
+        let mut p = 0;
+        for (i, &b) in blocks.iter().enumerate() {
+            let base = l.plane_offset(b, self.layer, 1) + kv_off;
+            for r in 0..(ctx - i * bs).min(bs) {
+                let v_row = &pool[base + r * re..][..d];
+                for (g, sum) in sums.iter().enumerate() {
+                    axpy(&mut out[g * d..(g + 1) * d], scores[g * ctx + p] / sum, v_row);
                 }
+                p += 1;
             }
         }
     }
 }
 
-/// A dot product written so the compiler vectorizes it (eight independent
-/// partial sums instead of one serial chain).
+thread_local! {
+    /// Decode attention's scores, per thread, reused from call to call.
+    static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether the AVX2+FMA forms of [`dot`] and [`axpy`] run here.
+#[inline(always)]
+fn simd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        cfg!(all(target_feature = "avx2", target_feature = "fma"))
+            || (std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// A dot product: four 8-lane partial sums of fused multiply-adds (chains
+/// the CPU overlaps), folded in a fixed order; AVX2+FMA where the CPU has
+/// them, else the same arithmetic in plain Rust ([`dot_portable`]), so both
+/// give the same bits.
 #[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ca.zip(cb) {
-        for j in 0..8 {
-            acc[j] += x[j] * y[j];
+    #[cfg(target_arch = "x86_64")]
+    if simd() {
+        // SAFETY: AVX2 and FMA are present (compiled in or detected).
+        return unsafe { dot_avx2(a, b) };
+    }
+    dot_portable(a, b)
+}
+
+fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let chunks = n / 32;
+    let mut acc = [[0f32; 8]; 4];
+    for c in 0..chunks {
+        for (m, acc) in acc.iter_mut().enumerate() {
+            for (l, acc) in acc.iter_mut().enumerate() {
+                let at = 32 * c + 8 * m + l;
+                *acc = a[at].mul_add(b[at], *acc);
+            }
         }
     }
-    acc.iter().sum::<f32>() + tail
+    let tail = (32 * chunks..n).fold(0f32, |t, i| a[i].mul_add(b[i], t));
+    let lane = |l: usize| (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+    let h: [f32; 4] = std::array::from_fn(|i| lane(i) + lane(i + 4));
+    ((h[0] + h[2]) + (h[1] + h[3])) + tail
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    let chunks = n / 32;
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for c in 0..chunks {
+        for (m, acc) in acc.iter_mut().enumerate() {
+            let at = 32 * c + 8 * m;
+            *acc = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(at)), _mm256_loadu_ps(pb.add(at)), *acc);
+        }
+    }
+    let tail = (32 * chunks..n).fold(0f32, |t, i| a[i].mul_add(b[i], t));
+    let lanes = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    // h[i] = lane i + lane i+4; then (h0 + h2) + (h1 + h3).
+    let h = _mm_add_ps(_mm256_castps256_ps128(lanes), _mm256_extractf128_ps::<1>(lanes));
+    let h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps::<1>(h2, h2))) + tail
+}
+
+/// `out += w · v`, one fused multiply-add per element (AVX2+FMA or `mul_add`: the same bits).
+#[inline(always)]
+fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if simd() {
+        // SAFETY: AVX2 and FMA are present (compiled in or detected).
+        unsafe { axpy_avx2(out, w, v) };
+        return;
+    }
+    for (o, v) in out.iter_mut().zip(v) {
+        *o = w.mul_add(*v, *o);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn axpy_avx2(out: &mut [f32], w: f32, v: &[f32]) {
+    use std::arch::x86_64::*;
+    let n = out.len().min(v.len());
+    let wv = _mm256_set1_ps(w);
+    let (po, pv) = (out.as_mut_ptr(), v.as_ptr());
+    for c in 0..n / 8 {
+        let o = po.add(8 * c);
+        _mm256_storeu_ps(
+            o,
+            _mm256_fmadd_ps(wv, _mm256_loadu_ps(pv.add(8 * c)), _mm256_loadu_ps(o)),
+        );
+    }
+    for i in (n / 8) * 8..n {
+        out[i] = w.mul_add(v[i], out[i]);
+    }
+}
+
+/// A sum in eight lanes folded in a fixed order (vectorizes; a plain
+/// sequential sum is one long chain of dependent adds).
+#[inline(always)]
+fn sum(v: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let c = v.chunks_exact(8);
+    let tail: f32 = c.remainder().iter().sum();
+    for x in c {
+        for l in 0..8 {
+            acc[l] += x[l];
+        }
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])) + tail
+}
+
+/// `e^x` for the softmax (`x ≤ 0`), in plain arithmetic the compiler
+/// vectorizes (the libm call it replaces was a fifth of prefill attention):
+/// `x = n·ln2 + r` with `|r| ≤ ln2/2`, a degree-6 polynomial for `e^r`
+/// (Cephes' `expf` coefficients, within 2 ulp), times `2^n` built in the
+/// exponent bits. Below −87 (where `e^x` is under f32's normal range) it is 0.
+#[inline(always)]
+fn exp(x: f32) -> f32 {
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let x = x.max(-87.0);
+    let n = (x * std::f32::consts::LOG2_E).round();
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let p = 1.987_569_1e-4_f32;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 5e-1;
+    let e_r = p * r * r + r + 1.0;
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    if x <= -87.0 {
+        0.0
+    } else {
+        e_r * scale
+    }
 }
 
 /// A [`KvStore`] over a block pool: sequence `i` of the batch uses block
@@ -298,19 +535,16 @@ impl KvStore for PagedKvBatch<'_> {
                 decode_rows[o] = Some(i);
             } else if chunk.new == 1 {
                 let (qs, os) = (&qv[o * qe..(o + 1) * qe], &mut out[o * qe..(o + 1) * qe]);
-                view.decode_attention(self.pool, ctx, qs, heads, scale as f32, os);
-            } else if chunk.cached == 0 {
-                // Nothing cached: the new rows are the whole context, no gather needed.
-                let rows_of = |x: &Tensor| x.narrow(0, o, chunk.new);
-                let a = attention::attend(&rows_of(q)?, &rows_of(k)?, &rows_of(v)?, 0, scale)?;
-                out[rows.start * qe..rows.end * qe].copy_from_slice(&a.flatten_all()?.to_vec1::<f32>()?);
+                view.decode_attention(self.pool, ctx, qs, heads, scale as f32, os, true);
             } else {
-                let cpu = Device::Cpu;
-                let kt = Tensor::from_vec(view.gather_rows(self.pool, 0, ctx), (ctx, l.kv_heads, d), &cpu)?;
-                let vt = Tensor::from_vec(view.gather_rows(self.pool, 1, ctx), (ctx, l.kv_heads, d), &cpu)?;
-                let qt = Tensor::from_vec(qv[rows.start * qe..rows.end * qe].to_vec(), (chunk.new, heads, d), &cpu)?;
-                let a = attention::attend(&qt, &kt, &vt, chunk.cached, scale)?;
-                out[rows.start * qe..rows.end * qe].copy_from_slice(&a.flatten_all()?.to_vec1::<f32>()?);
+                // Prompt rows: each attends exactly as a decode step at its position would,
+                // so its numbers do not depend on how the prompt was cut into chunks, on
+                // what it was batched with, or on which of its tokens came from the cache.
+                let (qs, os) = (
+                    &qv[rows.start * qe..rows.end * qe],
+                    &mut out[rows.start * qe..rows.end * qe],
+                );
+                view.prefill_attention(self.pool, chunk.cached, chunk.new, qs, heads, scale as f32, os);
             }
         }
         if decodes_together {
@@ -329,7 +563,7 @@ impl KvStore for PagedKvBatch<'_> {
                         };
                         let chunk = batch.seqs()[i];
                         let qs = &qv[row * qe..(row + 1) * qe];
-                        view.decode_attention(pool, chunk.cached + 1, qs, heads, scale as f32, os);
+                        view.decode_attention(pool, chunk.cached + 1, qs, heads, scale as f32, os, false);
                     }
                 });
         }
@@ -340,6 +574,43 @@ impl KvStore for PagedKvBatch<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn dot_paths_agree_bit_for_bit() {
+        for n in [8usize, 31, 32, 64, 80, 128] {
+            let a = rand_vec(n, 3);
+            let b = rand_vec(n, 4);
+            let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+            let p = dot_portable(&a, &b);
+            assert!((p as f64 - exact).abs() < 1e-4, "{n}: {p} vs {exact}");
+            assert_eq!(dot(&a, &b).to_bits(), p.to_bits(), "{n}");
+            let (mut o1, mut o2) = (a.clone(), a.clone());
+            axpy(&mut o1, 0.37, &b);
+            for (o, v) in o2.iter_mut().zip(&b) {
+                *o = 0.37f32.mul_add(*v, *o);
+            }
+            assert!(o1.iter().zip(&o2).all(|(x, y)| x.to_bits() == y.to_bits()), "{n}");
+        }
+    }
+
+    #[test]
+    fn exp_is_within_a_few_ulp_of_libm() {
+        let mut x = -90.0f32;
+        while x <= 0.0 {
+            let (ours, libm) = (exp(x), x.exp());
+            if x > -87.0 {
+                assert!(
+                    (ours - libm).abs() <= 4.0 * f32::EPSILON * libm,
+                    "exp({x}) = {ours}, libm {libm}"
+                );
+            } else {
+                assert!(ours == 0.0 && libm < 1.7e-38, "exp({x}) = {ours}, libm {libm}");
+            }
+            x += 0.0137;
+        }
+        assert_eq!(exp(0.0), 1.0);
+    }
     use crate::ops::{ContiguousBatch, ContiguousKv, KvShape, SeqChunk};
 
     fn rand_vec(n: usize, seed: u64) -> Vec<f32> {

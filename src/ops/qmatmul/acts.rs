@@ -2,8 +2,8 @@
 //!
 //! The forms ggml quantizes activations to, value for value, so our integer
 //! dot products are the ones llama.cpp computes on the same file: per 32
-//! values with an f16 scale (`Q8_0`, for Q4_0 and Q8_0 weights; `Q8_1`, which
-//! adds the f16 `d·Σq`, for Q4_1), and per 256 values with an f32 scale and
+//! values with an f16 scale (`Q8_0`, for Q4_0, Q5_0 and Q8_0 weights; `Q8_1`,
+//! which adds the f16 `d·Σq`, for Q4_1 and Q5_1), and per 256 values with an f32 scale and
 //! sums of each sub-block (`Q8_K`, for the K-quants, whose min terms need
 //! `Σ a` per sub-block). Quantizing is scalar and the same code on every SIMD
 //! path, so every path sees the same integers.
@@ -21,7 +21,7 @@ pub struct QuantActs {
     pub(super) q: Vec<i8>,
     /// The scale of each block: `t × k/32` (32-value form) or `t × k/256`.
     pub(super) d: Vec<f32>,
-    /// 32-value form: `d · Σ q` of each block (for Q4_1, Q8_1's f16 `s`), `t × k/32`.
+    /// 32-value form: `d · Σ q` of each block (for Q4_1/Q5_1, Q8_1's f16 `s`), `t × k/32`.
     pub(super) dsum: Vec<f32>,
     /// 256-value form: sums of sub-blocks in pairs, `(s₀ as u16) | (s₁ as u16) << 16`,
     /// `t × k/256 × subs/2`.
@@ -105,7 +105,7 @@ impl QuantActs {
                 let unrounded = quantize_q8_0(xb, qb);
                 *d = to_f16(unrounded);
                 let s: i32 = qb.iter().map(|&v| v as i32).sum();
-                *ds = if kind == QuantKind::Q4_1 {
+                *ds = if matches!(kind, QuantKind::Q4_1 | QuantKind::Q5_1) {
                     // Q8_1's `s`: rounded to f16 from the unrounded scale, as ggml stores it.
                     to_f16(unrounded * s as f32)
                 } else {

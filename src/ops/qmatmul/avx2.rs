@@ -21,6 +21,53 @@ use super::pack::{PackedMatrix, GROUP};
 /// Activation rows per tile.
 pub(super) const TILE: usize = 4;
 
+/// One 32-value block of a group, unpacked: eight chunk vectors (see [`super::pack`]).
+#[inline(always)]
+unsafe fn unpack_block(bits: usize, p: *const u8) -> [__m256i; 8] {
+    let mut u = [_mm256_setzero_si256(); 8];
+    if bits == 8 {
+        for (c, u) in u.iter_mut().enumerate() {
+            *u = _mm256_loadu_si256(p.add(c * 32) as *const __m256i);
+        }
+        return u;
+    }
+    let m0f = _mm256_set1_epi8(0x0F);
+    for c in 0..4 {
+        let v = _mm256_loadu_si256(p.add(c * 32) as *const __m256i);
+        u[c] = _mm256_and_si256(v, m0f);
+        u[c + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m0f);
+    }
+    match bits {
+        5 => {
+            // Bit c of each byte is chunk c's fifth bit: move it to bit 4.
+            let h = _mm256_loadu_si256(p.add(128) as *const __m256i);
+            let b4 = _mm256_set1_epi8(0x10);
+            u[0] = _mm256_or_si256(u[0], _mm256_and_si256(_mm256_slli_epi16::<4>(h), b4));
+            u[1] = _mm256_or_si256(u[1], _mm256_and_si256(_mm256_slli_epi16::<3>(h), b4));
+            u[2] = _mm256_or_si256(u[2], _mm256_and_si256(_mm256_slli_epi16::<2>(h), b4));
+            u[3] = _mm256_or_si256(u[3], _mm256_and_si256(_mm256_slli_epi16::<1>(h), b4));
+            u[4] = _mm256_or_si256(u[4], _mm256_and_si256(h, b4));
+            u[5] = _mm256_or_si256(u[5], _mm256_and_si256(_mm256_srli_epi16::<1>(h), b4));
+            u[6] = _mm256_or_si256(u[6], _mm256_and_si256(_mm256_srli_epi16::<2>(h), b4));
+            u[7] = _mm256_or_si256(u[7], _mm256_and_si256(_mm256_srli_epi16::<3>(h), b4));
+        }
+        6 => {
+            // Bits 2b..2b+2 of plane h are chunk 4h+b's fifth and sixth bits: move them to bits 4-5.
+            let b45 = _mm256_set1_epi8(0x30);
+            for h in 0..2 {
+                let v = _mm256_loadu_si256(p.add(128 + 32 * h) as *const __m256i);
+                let c = 4 * h;
+                u[c] = _mm256_or_si256(u[c], _mm256_and_si256(_mm256_slli_epi16::<4>(v), b45));
+                u[c + 1] = _mm256_or_si256(u[c + 1], _mm256_and_si256(_mm256_slli_epi16::<2>(v), b45));
+                u[c + 2] = _mm256_or_si256(u[c + 2], _mm256_and_si256(v, b45));
+                u[c + 3] = _mm256_or_si256(u[c + 3], _mm256_and_si256(_mm256_srli_epi16::<2>(v), b45));
+            }
+        }
+        _ => {}
+    }
+    u
+}
+
 /// Unpacks one group's packed quants (see [`super::pack`]) into 256 bytes per block.
 ///
 /// # Safety
@@ -30,38 +77,23 @@ pub(super) unsafe fn unpack_group(kind: QuantKind, packed: &[u8], out: &mut [u8]
     let bpb = PackedMatrix::qbytes_per_block(kind);
     let blocks = out.len() / 256;
     debug_assert!(packed.len() >= blocks * bpb);
-    let m0f = _mm256_set1_epi8(0x0F);
-    let one = _mm256_set1_epi8(1);
-    let three = _mm256_set1_epi8(3);
     for b in 0..blocks {
-        let p = packed.as_ptr().add(b * bpb);
+        let u = unpack_block(kind.bits(), packed.as_ptr().add(b * bpb));
         let o = out.as_mut_ptr().add(b * 256);
-        let mut u = [_mm256_setzero_si256(); 8];
-        for c in 0..4 {
-            let v = _mm256_loadu_si256(p.add(c * 32) as *const __m256i);
-            u[c] = _mm256_and_si256(v, m0f);
-            u[c + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m0f);
-        }
-        match kind.bits() {
-            5 => {
-                let h = _mm256_loadu_si256(p.add(128) as *const __m256i);
-                for (c, u) in u.iter_mut().enumerate() {
-                    let bit = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(c as i32)), one);
-                    *u = _mm256_or_si256(*u, _mm256_slli_epi16::<4>(bit));
-                }
-            }
-            6 => {
-                for (c, u) in u.iter_mut().enumerate() {
-                    let h = _mm256_loadu_si256(p.add(128 + 32 * (c / 4)) as *const __m256i);
-                    let two = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * (c % 4) as i32)), three);
-                    *u = _mm256_or_si256(*u, _mm256_slli_epi16::<4>(two));
-                }
-            }
-            _ => {}
-        }
         for (c, u) in u.iter().enumerate() {
             _mm256_storeu_si256(o.add(c * 32) as *mut __m256i, *u);
         }
+    }
+}
+
+/// Block `b`'s eight chunks: unpacked here from the packed group (`FUSED`, for
+/// a few activation rows), or loaded from the group unpacked beforehand.
+#[inline(always)]
+unsafe fn block_chunks<const FUSED: bool>(bits: usize, w: &[u8], b: usize) -> [__m256i; 8] {
+    if FUSED {
+        unpack_block(bits, w.as_ptr().add(b * 32 * bits))
+    } else {
+        unpack_block(8, w.as_ptr().add(b * 256))
     }
 }
 
@@ -81,7 +113,7 @@ unsafe fn load_f16x8(p: *const u16) -> __m256 {
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; `w` is the group's unpacked quants.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn block_tile<const R: usize>(
+pub(super) unsafe fn block_tile<const R: usize, const FUSED: bool>(
     m: &PackedMatrix,
     g: usize,
     w: &[u8],
@@ -90,19 +122,22 @@ pub(super) unsafe fn block_tile<const R: usize>(
     out: &mut [f32],
 ) {
     let nb = m.k / 32;
-    debug_assert!(w.len() >= nb * 256 && i0 + R <= acts.t);
+    let bits = m.kind.bits();
+    debug_assert!(w.len() >= nb * if FUSED { 32 * bits } else { 256 } && i0 + R <= acts.t);
     let ones = _mm256_set1_epi16(1);
     let eight = _mm256_set1_ps(8.0);
+    let sixteen = _mm256_set1_ps(16.0);
+    // Chunks of int16 pairs summed before they could saturate (2 · (2^bits − 1) · 127 each).
+    let per_madd = if m.kind.bits() == 4 { 8 } else { 4 };
     let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
     let mut acc = [_mm256_setzero_ps(); R];
     for b in 0..nb {
         let si = (g * nb + b) * GROUP;
         let dv = load_f16x8(m.d.as_ptr().add(si));
-        let wb = w.as_ptr().add(b * 256);
+        let u = block_chunks::<FUSED>(bits, w, b);
         let mut dot = [_mm256_setzero_si256(); R];
         if m.kind == QuantKind::Q8_0 {
-            for c in 0..8 {
-                let wv = _mm256_loadu_si256(wb.add(c * 32) as *const __m256i);
+            for (c, &wv) in u.iter().enumerate() {
                 let aw = _mm256_abs_epi8(wv);
                 for x in 0..R {
                     let av = _mm256_sign_epi8(bcast(a[x], b * 8 + c), wv);
@@ -110,21 +145,23 @@ pub(super) unsafe fn block_tile<const R: usize>(
                 }
             }
         } else {
-            // 4-bit quants: eight chunks of int16 pairs stay below 2^15 (8 · 2 · 15 · 127).
             let mut p = [_mm256_setzero_si256(); R];
-            for c in 0..8 {
-                let wv = _mm256_loadu_si256(wb.add(c * 32) as *const __m256i);
+            for (c, &wv) in u.iter().enumerate() {
                 for x in 0..R {
                     p[x] = _mm256_add_epi16(p[x], _mm256_maddubs_epi16(wv, bcast(a[x], b * 8 + c)));
                 }
-            }
-            for x in 0..R {
-                dot[x] = _mm256_madd_epi16(p[x], ones);
+                if (c + 1) % per_madd == 0 {
+                    for x in 0..R {
+                        dot[x] = _mm256_add_epi32(dot[x], _mm256_madd_epi16(p[x], ones));
+                        p[x] = _mm256_setzero_si256();
+                    }
+                }
             }
         }
         let mv = match m.kind {
             QuantKind::Q4_0 => Some(_mm256_mul_ps(dv, eight)),
-            QuantKind::Q4_1 => Some(load_f16x8(m.m.as_ptr().add(si))),
+            QuantKind::Q5_0 => Some(_mm256_mul_ps(dv, sixteen)),
+            QuantKind::Q4_1 | QuantKind::Q5_1 => Some(load_f16x8(m.m.as_ptr().add(si))),
             _ => None,
         };
         for x in 0..R {
@@ -146,7 +183,7 @@ pub(super) unsafe fn block_tile<const R: usize>(
 /// # Safety
 /// As [`block_tile`].
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn super_tile<const R: usize>(
+pub(super) unsafe fn super_tile<const R: usize, const FUSED: bool>(
     m: &PackedMatrix,
     g: usize,
     w: &[u8],
@@ -155,58 +192,63 @@ pub(super) unsafe fn super_tile<const R: usize>(
     out: &mut [f32],
 ) {
     let kind = m.kind;
+    let bits = kind.bits();
     let nsb = m.k / 256;
-    debug_assert!(w.len() >= nsb * 2048 && i0 + R <= acts.t);
+    debug_assert!(w.len() >= nsb * 8 * if FUSED { 32 * bits } else { 256 } && i0 + R <= acts.t);
     let pairs = kind.subs() / 2;
-    let sub_chunks = kind.sub_elems() / 4;
-    // Chunks of int16 pairs summed before they could saturate: 2 · 2^bits · 127 each.
+    // Chunks of int16 pairs summed before they could saturate: 2 · (2^bits − 1) · 127 each.
     let per_madd = match kind {
         QuantKind::Q4K => 8,
         QuantKind::Q5K => 4,
         _ => 2,
     };
     let q6 = kind == QuantKind::Q6K;
-    let dup_lo = _mm256_setr_epi8(
-        0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
-    );
-    let dup_hi = _mm256_setr_epi8(
-        2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15,
-    );
+    let dup = [
+        _mm256_setr_epi8(
+            0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+        ),
+        _mm256_setr_epi8(
+            2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14,
+            15,
+        ),
+    ];
     let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
     let mut acc = [_mm256_setzero_ps(); R];
     for sb in 0..nsb {
         let si = (g * nsb + sb) * GROUP;
         let dv = load_f16x8(m.d.as_ptr().add(si));
         let dmv = if q6 { dv } else { load_f16x8(m.m.as_ptr().add(si)) };
+        let pair_at = |p: usize| ((g * nsb + sb) * pairs + p) * GROUP * 2;
         let mut isum = [_mm256_setzero_si256(); R];
         let mut msum = [_mm256_setzero_si256(); R];
         for p in 0..pairs {
-            let at = ((g * nsb + sb) * pairs + p) * GROUP * 2;
-            let scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(m.sc.as_ptr().add(at) as *const __m128i));
-            let mnp = if q6 {
-                scp
-            } else {
-                _mm256_cvtepi8_epi16(_mm_loadu_si128(m.mn.as_ptr().add(at) as *const __m128i))
-            };
+            let mnp = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                if q6 { m.sc.as_ptr() } else { m.mn.as_ptr() }.add(pair_at(p)) as *const __m128i,
+            ));
             for x in 0..R {
                 let sums = _mm256_set1_epi32(*acts.sum_pairs.get_unchecked(((i0 + x) * nsb + sb) * pairs + p));
                 msum[x] = _mm256_add_epi32(msum[x], _mm256_madd_epi16(mnp, sums));
             }
-            for half in 0..2 {
-                let scv = _mm256_shuffle_epi8(scp, if half == 0 { dup_lo } else { dup_hi });
-                let first = (sb * 256 + (2 * p + half) * kind.sub_elems()) / 4;
-                let mut pp = [_mm256_setzero_si256(); R];
-                for cc in 0..sub_chunks {
-                    let c = first + cc;
-                    let wv = _mm256_loadu_si256(w.as_ptr().add(c * 32) as *const __m256i);
+        }
+        for j in 0..8 {
+            let b = sb * 8 + j;
+            let u = block_chunks::<FUSED>(bits, w, b);
+            // Q4_K/Q5_K: block j is sub-block j (pair j/2, half j%2). Q6_K: block j is
+            // sub-blocks 2j and 2j+1 (pair j; chunks 0-3 and 4-7).
+            let scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                m.sc.as_ptr().add(pair_at(if q6 { j } else { j / 2 })) as *const __m128i
+            ));
+            let mut pp = [_mm256_setzero_si256(); R];
+            for (c, &wv) in u.iter().enumerate() {
+                for x in 0..R {
+                    pp[x] = _mm256_add_epi16(pp[x], _mm256_maddubs_epi16(wv, bcast(a[x], b * 8 + c)));
+                }
+                if (c + 1) % per_madd == 0 {
+                    let half = if q6 { c / 4 } else { j % 2 };
+                    let scv = _mm256_shuffle_epi8(scp, dup[half]);
                     for x in 0..R {
-                        pp[x] = _mm256_add_epi16(pp[x], _mm256_maddubs_epi16(wv, bcast(a[x], c)));
-                    }
-                    if (cc + 1) % per_madd == 0 {
-                        for x in 0..R {
-                            isum[x] = _mm256_add_epi32(isum[x], _mm256_madd_epi16(pp[x], scv));
-                            pp[x] = _mm256_setzero_si256();
-                        }
+                        isum[x] = _mm256_add_epi32(isum[x], _mm256_madd_epi16(pp[x], scv));
+                        pp[x] = _mm256_setzero_si256();
                     }
                 }
             }

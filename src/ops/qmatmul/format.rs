@@ -7,6 +7,8 @@
 //! |---|---|---|---|
 //! | Q4_0 | 32 | 0..15 | `d`, `8·d` |
 //! | Q4_1 | 32 | 0..15 | `d`, `−m` |
+//! | Q5_0 | 32 | 0..31 | `d`, `16·d` |
+//! | Q5_1 | 32 | 0..31 | `d`, `−m` |
 //! | Q8_0 | 32 | −127..127 (signed) | `d`, none |
 //! | Q4_K | 256 (8 × 32) | 0..15 | `d·sc[j]`, `dmin·mn[j]` (6-bit `sc`, `mn`) |
 //! | Q5_K | 256 (8 × 32) | 0..31 | as Q4_K |
@@ -24,6 +26,8 @@ use half::f16;
 pub enum QuantKind {
     Q4_0,
     Q4_1,
+    Q5_0,
+    Q5_1,
     Q8_0,
     Q4K,
     Q5K,
@@ -34,7 +38,7 @@ impl QuantKind {
     /// Elements per GGUF block.
     pub const fn block_elems(self) -> usize {
         match self {
-            Self::Q4_0 | Self::Q4_1 | Self::Q8_0 => 32,
+            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 => 32,
             Self::Q4K | Self::Q5K | Self::Q6K => 256,
         }
     }
@@ -44,6 +48,8 @@ impl QuantKind {
         match self {
             Self::Q4_0 => 18,
             Self::Q4_1 => 20,
+            Self::Q5_0 => 22,
+            Self::Q5_1 => 24,
             Self::Q8_0 => 34,
             Self::Q4K => 144,
             Self::Q5K => 176,
@@ -55,7 +61,7 @@ impl QuantKind {
     pub const fn bits(self) -> usize {
         match self {
             Self::Q4_0 | Self::Q4_1 | Self::Q4K => 4,
-            Self::Q5K => 5,
+            Self::Q5_0 | Self::Q5_1 | Self::Q5K => 5,
             Self::Q6K => 6,
             Self::Q8_0 => 8,
         }
@@ -83,6 +89,8 @@ impl QuantKind {
         match self {
             Self::Q4_0 => "Q4_0",
             Self::Q4_1 => "Q4_1",
+            Self::Q5_0 => "Q5_0",
+            Self::Q5_1 => "Q5_1",
             Self::Q8_0 => "Q8_0",
             Self::Q4K => "Q4_K",
             Self::Q5K => "Q5_K",
@@ -98,7 +106,7 @@ pub struct Decoded {
     pub q: [u8; 256],
     /// Q4_0/Q4_1/Q8_0: `d`. K-quants: `d`.
     pub d: f16,
-    /// Q4_1: `−m`. Q4_K/Q5_K: `dmin`. Otherwise unused (zero).
+    /// Q4_1/Q5_1: `−m`. Q4_K/Q5_K: `dmin`. Otherwise unused (zero).
     pub m: f16,
     /// K-quants: the integer scale of each sub-block (Q6_K's are signed).
     pub sc: [i8; 16],
@@ -145,6 +153,20 @@ pub fn decode(kind: QuantKind, b: &[u8]) -> Decoded {
             for (j, &byte) in qs.iter().enumerate() {
                 out.q[j] = byte & 0xF;
                 out.q[j + 16] = byte >> 4;
+            }
+        }
+        QuantKind::Q5_0 | QuantKind::Q5_1 => {
+            out.d = f16_at(b, 0);
+            let at = if kind == QuantKind::Q5_1 {
+                out.m = -f16_at(b, 2);
+                4
+            } else {
+                2
+            };
+            let qh = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+            for (j, &byte) in b[at + 4..at + 20].iter().enumerate() {
+                out.q[j] = (byte & 0xF) | ((((qh >> j) & 1) as u8) << 4);
+                out.q[j + 16] = (byte >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
             }
         }
         QuantKind::Q8_0 => {

@@ -1,7 +1,8 @@
 //! Our quantized matmul on the CPU: `y = x · Wᵀ` for GGUF's hot weight types.
 //!
 //! Owns the CPU side of every projection of the forward whose weights are
-//! Q4_0, Q4_1, Q8_0, Q4_K, Q5_K or Q6_K (Q4_K_M files mix Q4_K and Q6_K).
+//! Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K (Q4_K_M files mix Q4_K
+//! and Q6_K, with Q5_0 and Q8_0 where a row is not a multiple of 256).
 //! Other types keep candle's `QMatMul`.
 //!
 //! - [`PackedMatrix::pack`] repacks a GGUF tensor once at load: rows in groups
@@ -9,7 +10,8 @@
 //!   256-bit vector ([`pack`]).
 //! - [`QuantActs`] quantizes the activations once per call, per row: int8 per
 //!   32 values, or per 256 with sub-block sums for the K-quants ([`acts`]).
-//! - [`PackedMatrix::matmul`] splits the row groups across threads; each
+//! - [`PackedMatrix::matmul`] splits the row groups across threads
+//!   ([`crate::ops::par`]); each
 //!   unpacks its group once and runs the integer kernel over the activation
 //!   rows four at a time (the tile of a prefill; decode is one row), so each
 //!   weight byte is read once per call.
@@ -39,6 +41,8 @@ pub use acts::QuantActs;
 pub use format::QuantKind;
 pub use pack::{PackError, PackedMatrix, GROUP};
 
+use crate::ops::par::SharedMut;
+
 /// An instruction set our kernels have a path for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
@@ -51,20 +55,34 @@ pub enum Isa {
 impl Isa {
     /// The fastest path this CPU runs.
     pub fn detect() -> Self {
-        Self::available().into_iter().last().unwrap_or(Self::Portable)
+        if Self::Avx2.supported() {
+            Self::Avx2
+        } else {
+            Self::Portable
+        }
+    }
+
+    /// Whether this CPU runs this path (std caches the CPUID answers).
+    pub fn supported(self) -> bool {
+        match self {
+            Self::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2 => {
+                std::is_x86_feature_detected!("avx2")
+                    && std::is_x86_feature_detected!("fma")
+                    && std::is_x86_feature_detected!("f16c")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            Self::Avx2 => false,
+        }
     }
 
     /// Every path this CPU runs, slowest first (tests run them all).
     pub fn available() -> Vec<Self> {
-        let mut v = vec![Self::Portable];
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("fma")
-            && std::is_x86_feature_detected!("f16c")
-        {
-            v.push(Self::Avx2);
-        }
-        v
+        [Self::Portable, Self::Avx2]
+            .into_iter()
+            .filter(|i| i.supported())
+            .collect()
     }
 
     pub fn name(self) -> &'static str {
@@ -75,36 +93,17 @@ impl Isa {
     }
 }
 
-/// `out_t` shared with the pool's workers, each writing its own range.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut f32, usize);
-
-// SAFETY: workers write disjoint ranges (see `matmul_with`).
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    /// # Safety
-    /// No other live reference may overlap `[at, at+len)`.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn slice(&self, at: usize, len: usize) -> &mut [f32] {
-        assert!(at + len <= self.1, "range outside the output");
-        std::slice::from_raw_parts_mut(self.0.add(at), len)
-    }
-}
-
 /// Per-thread scratch: reused from call to call.
 #[derive(Default)]
 struct Scratch {
     acts: QuantActs,
     /// `[group][row][8]`: each group's outputs, before they are scattered to `[row][n]`.
     out_t: Vec<f32>,
-    /// One group's unpacked quants.
-    unpacked: Vec<u8>,
 }
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    /// One group's unpacked quants (on each thread of the pool).
     static UNPACK: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -145,25 +144,16 @@ impl PackedMatrix {
             let out_t: &mut [f32] = if direct { out } else { &mut s.out_t };
             let acts = &s.acts;
             let per_group = t * GROUP;
-            let pool = candle_core::utils::barrier_pool();
-            if groups <= 1 || candle_core::utils::get_num_threads() == 1 {
-                self.groups_into(isa, 0, acts, out_t, &mut s.unpacked);
-            } else {
-                // Workers take ranges of groups from a shared cursor (candle's barrier pool:
-                // spinning workers, so a decode step's many small matmuls start in
-                // microseconds); each range's outputs are its own part of `out_t`.
-                let shared = SharedOut(out_t.as_mut_ptr(), out_t.len());
-                pool.execute_chunked(groups, |range| {
-                    // SAFETY: ranges handed out by `execute_chunked` are disjoint, so each
-                    // worker writes only `[range.start·t·8, range.end·t·8)`, inside `out_t`,
-                    // which outlives the call (it returns after every worker is done).
-                    let out = unsafe { shared.slice(range.start * per_group, range.len() * per_group) };
-                    UNPACK.with(|u| match u.try_borrow_mut() {
-                        Ok(mut u) => self.groups_into(isa, range.start, acts, out, &mut u),
-                        Err(_) => self.groups_into(isa, range.start, acts, out, &mut Vec::new()),
-                    })
-                });
-            }
+            // Ranges of groups go to the pool's threads; each writes its own part of `out_t`.
+            let shared = SharedMut::new(out_t);
+            crate::ops::par::for_ranges(groups, |range| {
+                // SAFETY: `for_ranges` hands out disjoint ranges, so each part is one worker's.
+                let out = unsafe { shared.part(range.start * per_group, range.len() * per_group) };
+                UNPACK.with(|u| match u.try_borrow_mut() {
+                    Ok(mut u) => self.groups_into(isa, range.start, acts, out, &mut u),
+                    Err(_) => self.groups_into(isa, range.start, acts, out, &mut Vec::new()),
+                })
+            });
             if !direct {
                 for i in 0..t {
                     let row = &mut out[i * self.n..(i + 1) * self.n];
@@ -180,52 +170,62 @@ impl PackedMatrix {
     fn groups_into(&self, isa: Isa, first: usize, acts: &QuantActs, out: &mut [f32], unpacked: &mut Vec<u8>) {
         let per_group = acts.t * GROUP;
         let qpg = self.qbytes_per_group();
-        unpacked.resize(self.k * GROUP, 0);
+        // A few rows (decode) unpack each block in registers as they go; more rows
+        // (prefill) unpack the group once and reuse it for every tile of rows.
+        let fused = acts.t <= FUSED_MAX_ROWS || self.kind.bits() == 8;
+        if !fused {
+            unpacked.resize(self.k * GROUP, 0);
+        }
         for (gi, out) in out.chunks_mut(per_group).enumerate() {
             let g = first + gi;
             let packed = &self.qs[g * qpg..(g + 1) * qpg];
-            let w: &[u8] = if self.kind.bits() == 8 {
-                packed
-            } else {
-                match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: `Isa::Avx2` is only used where `Isa::available` found AVX2.
-                    Isa::Avx2 => unsafe { avx2::unpack_group(self.kind, packed, unpacked) },
-                    _ => pack::unpack_group_portable(self.kind, packed, unpacked),
-                }
-                unpacked
-            };
             match isa {
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => self.avx2_group(g, w, acts, out),
-                _ => portable::group(self, g, w, acts, out),
+                Isa::Avx2 => {
+                    if fused {
+                        self.avx2_group::<true>(g, packed, acts, out)
+                    } else {
+                        // SAFETY: `Isa::Avx2` is only used where `Isa::available` found AVX2.
+                        unsafe { avx2::unpack_group(self.kind, packed, unpacked) };
+                        self.avx2_group::<false>(g, unpacked, acts, out)
+                    }
+                }
+                _ => {
+                    unpacked.resize(self.k * GROUP, 0);
+                    pack::unpack_group_portable(self.kind, packed, unpacked);
+                    portable::group(self, g, unpacked, acts, out)
+                }
             }
         }
     }
 
+    /// `w`: the group's packed quants (`FUSED`) or its unpacked ones.
     #[cfg(target_arch = "x86_64")]
-    fn avx2_group(&self, g: usize, w: &[u8], acts: &QuantActs, out: &mut [f32]) {
+    fn avx2_group<const FUSED: bool>(&self, g: usize, w: &[u8], acts: &QuantActs, out: &mut [f32]) {
         let mut i0 = 0;
         while i0 < acts.t {
             let r = (acts.t - i0).min(avx2::TILE);
             // SAFETY: AVX2, FMA and F16C were detected (`Isa::available`); `w` holds the
-            // group's `k·8` unpacked quants and `out` its `t·8` outputs.
+            // group's quants in the form `FUSED` says and `out` its `t·8` outputs.
             unsafe {
                 match (self.kind.is_super(), r) {
-                    (false, 4) => avx2::block_tile::<4>(self, g, w, acts, i0, out),
-                    (false, 3) => avx2::block_tile::<3>(self, g, w, acts, i0, out),
-                    (false, 2) => avx2::block_tile::<2>(self, g, w, acts, i0, out),
-                    (false, _) => avx2::block_tile::<1>(self, g, w, acts, i0, out),
-                    (true, 4) => avx2::super_tile::<4>(self, g, w, acts, i0, out),
-                    (true, 3) => avx2::super_tile::<3>(self, g, w, acts, i0, out),
-                    (true, 2) => avx2::super_tile::<2>(self, g, w, acts, i0, out),
-                    (true, _) => avx2::super_tile::<1>(self, g, w, acts, i0, out),
+                    (false, 4) => avx2::block_tile::<4, FUSED>(self, g, w, acts, i0, out),
+                    (false, 3) => avx2::block_tile::<3, FUSED>(self, g, w, acts, i0, out),
+                    (false, 2) => avx2::block_tile::<2, FUSED>(self, g, w, acts, i0, out),
+                    (false, _) => avx2::block_tile::<1, FUSED>(self, g, w, acts, i0, out),
+                    (true, 4) => avx2::super_tile::<4, FUSED>(self, g, w, acts, i0, out),
+                    (true, 3) => avx2::super_tile::<3, FUSED>(self, g, w, acts, i0, out),
+                    (true, 2) => avx2::super_tile::<2, FUSED>(self, g, w, acts, i0, out),
+                    (true, _) => avx2::super_tile::<1, FUSED>(self, g, w, acts, i0, out),
                 }
             }
             i0 += r;
         }
     }
 }
+
+/// Up to this many activation rows, blocks are unpacked in registers as the kernel goes.
+const FUSED_MAX_ROWS: usize = 4;
 
 #[cfg(test)]
 mod tests;

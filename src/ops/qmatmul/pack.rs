@@ -33,7 +33,7 @@ pub struct PackedMatrix {
     pub(super) qs: Vec<u8>,
     /// f16 bits of `d`, `groups × scale_blocks × 8`.
     pub(super) d: Vec<u16>,
-    /// f16 bits of Q4_1's `−m` and the K-quants' `dmin` (same shape as `d`; empty otherwise).
+    /// f16 bits of Q4_1's and Q5_1's `−m` and the K-quants' `dmin` (same shape as `d`; empty otherwise).
     pub(super) m: Vec<u16>,
     /// K-quants' sub-scales, `groups × superblocks × pairs × 8 × 2`.
     pub(super) sc: Vec<i8>,
@@ -84,7 +84,10 @@ impl PackedMatrix {
             sc: Vec::new(),
             mn: Vec::new(),
         };
-        if matches!(kind, QuantKind::Q4_1 | QuantKind::Q4K | QuantKind::Q5K) {
+        if matches!(
+            kind,
+            QuantKind::Q4_1 | QuantKind::Q5_1 | QuantKind::Q4K | QuantKind::Q5K
+        ) {
             m.m = vec![0; m.d.len()];
         }
         let sub_len = groups * m.superblocks() * kind.subs() * GROUP;

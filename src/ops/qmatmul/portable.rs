@@ -48,7 +48,8 @@ fn block_row(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, i: usize, a
             *acc = (s as f32).mul_add(d * da, *acc);
             match m.kind {
                 QuantKind::Q4_0 => *acc = (-(d * 8.0)).mul_add(dsum, *acc),
-                QuantKind::Q4_1 => *acc = (-h2f(m.m[si + r])).mul_add(dsum, *acc),
+                QuantKind::Q5_0 => *acc = (-(d * 16.0)).mul_add(dsum, *acc),
+                QuantKind::Q4_1 | QuantKind::Q5_1 => *acc = (-h2f(m.m[si + r])).mul_add(dsum, *acc),
                 _ => {}
             }
         }

@@ -6,9 +6,11 @@ use candle_core::{Device, Module, Tensor};
 
 use super::*;
 
-const KINDS: [(QuantKind, GgmlDType); 6] = [
+const KINDS: [(QuantKind, GgmlDType); 8] = [
     (QuantKind::Q4_0, GgmlDType::Q4_0),
     (QuantKind::Q4_1, GgmlDType::Q4_1),
+    (QuantKind::Q5_0, GgmlDType::Q5_0),
+    (QuantKind::Q5_1, GgmlDType::Q5_1),
     (QuantKind::Q8_0, GgmlDType::Q8_0),
     (QuantKind::Q4K, GgmlDType::Q4K),
     (QuantKind::Q5K, GgmlDType::Q5K),
@@ -142,7 +144,7 @@ fn every_kind_matches_candle_on_every_path() {
 #[test]
 fn many_rows_use_the_thread_pool_and_agree() {
     // Enough groups and rows to split across tasks and threads.
-    for (kind, dtype) in [KINDS[0], KINDS[3], KINDS[5]] {
+    for (kind, dtype) in [KINDS[0], KINDS[2], KINDS[5], KINDS[7]] {
         let c = case(kind, dtype, 8 * 37 + 3, 512, 7);
         check(&c, 1, 1);
         check(&c, 19, 2);
@@ -187,5 +189,38 @@ fn packed_memory_is_close_to_the_file() {
         let file = 64 * 512 / kind.block_elems() * kind.block_bytes();
         let ratio = c.packed.bytes() as f64 / file as f64;
         assert!(ratio <= 1.05, "{kind:?}: {ratio}");
+    }
+}
+
+#[test]
+fn a_row_gets_the_same_bits_in_any_batch() {
+    // The engine packs many sequences' rows into one matmul: each row's result
+    // must not depend on which rows it is multiplied with (nor on the tile it
+    // lands in, nor on decode's fused unpacking against prefill's).
+    for (kind, dtype) in KINDS {
+        let k = if kind.is_super() { 512 } else { 96 };
+        for n in [40, 534] {
+            let c = case(kind, dtype, n, k, 5);
+            for t in [2, 5, 11, 15, 29, 45] {
+                let x = values(t * k, 77, 2.0);
+                for isa in Isa::available() {
+                    let mut all = vec![0f32; t * n];
+                    c.packed.matmul_with(isa, &x, t, &mut all);
+                    for i in 0..t {
+                        let mut one = vec![0f32; n];
+                        c.packed.matmul_with(isa, &x[i * k..(i + 1) * k], 1, &mut one);
+                        let same = one
+                            .iter()
+                            .zip(&all[i * n..(i + 1) * n])
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(
+                            same,
+                            "{kind:?} {} n={n} t={t}: row {i} alone differs from the batch",
+                            isa.name()
+                        );
+                    }
+                }
+            }
+        }
     }
 }
