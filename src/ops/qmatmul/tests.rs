@@ -127,7 +127,9 @@ fn check(c: &Case, t: usize, seed: u32) {
 #[test]
 fn every_kind_matches_candle_on_every_path() {
     for (kind, dtype) in KINDS {
-        let ks: &[usize] = if kind.is_super() { &[256, 768] } else { &[32, 96, 576] };
+        // (An even number of 32-value blocks: candle's portable Q4_1 dot, which debug builds
+        // check, takes blocks two at a time.)
+        let ks: &[usize] = if kind.is_super() { &[256, 768] } else { &[64, 192, 576] };
         for &k in ks {
             // Rows: one group, not a multiple of the group, several groups.
             for (s, &n) in [8usize, 13, 40].iter().enumerate() {
