@@ -23,13 +23,13 @@
 //! length, which our int8 matmul's activation rounding could then amplify.)
 //! The decode rows of a batch of several sequences run in parallel, one
 //! sequence per worker; a single decoding row spreads its K/V heads over the
-//! threads; prompt rows spread rows × K/V heads.
+//! threads; prompt rows spread rows × K/V heads; all on [`super::par`]'s
+//! pool, the matmuls' own.
 //!
 //! Counterpart: vLLM's `reshape_and_cache` and `paged_attention_v1` kernels,
 //! and its CPU attention backend.
 
 use candle_core::Tensor;
-use rayon::prelude::*;
 
 use super::par::{self, SharedMut};
 use super::{BatchLayout, KvStore, OpsError};
@@ -551,11 +551,12 @@ impl KvStore for PagedKvBatch<'_> {
             // Every K/V row is written: the pool is only read from here on.
             let pool: &[f32] = &*self.pool;
             let tables = &self.tables;
-            out.par_chunks_mut(qe)
-                .zip(decode_rows.par_iter())
-                .enumerate()
-                .for_each(|(row, (os, seq))| {
-                    if let Some(i) = *seq {
+            // On the same pool as the matmuls: a second pool's workers would compete
+            // with its spinning ones for the cores.
+            let shared = SharedMut::new(&mut out);
+            par::for_ranges(t, |rows| {
+                for row in rows {
+                    if let Some(i) = decode_rows[row] {
                         let view = SeqLayer {
                             layout: &l,
                             table: &tables[i],
@@ -563,9 +564,12 @@ impl KvStore for PagedKvBatch<'_> {
                         };
                         let chunk = batch.seqs()[i];
                         let qs = &qv[row * qe..(row + 1) * qe];
+                        // SAFETY: each row writes only its own outputs.
+                        let os = unsafe { shared.part(row * qe, qe) };
                         view.decode_attention(pool, chunk.cached + 1, qs, heads, scale as f32, os, false);
                     }
-                });
+                }
+            });
         }
         Ok(Tensor::from_vec(out, (t, qe), q.device())?.to_dtype(q.dtype())?)
     }
