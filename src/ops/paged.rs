@@ -129,6 +129,7 @@ impl SeqLayer<'_> {
     ///
     /// With `parallel`, the K/V heads are spread over the threads
     /// ([`crate::ops::par`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn decode_attention(
         &self,
         pool: &[f32],

@@ -10,7 +10,7 @@
 //! weight load (the tile of a prefill); decode is the same code with one row.
 //! The float steps are those of [`super::portable`], so results are identical.
 
-#![allow(clippy::too_many_arguments)]
+#![allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 
 use std::arch::x86_64::*;
 

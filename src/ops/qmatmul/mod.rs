@@ -137,7 +137,7 @@ impl PackedMatrix {
             s.acts.quantize(self.kind, x, t, self.k);
             let groups = self.groups();
             // With one row and whole groups, `[group][1][8]` is `out` itself.
-            let direct = t == 1 && self.n % GROUP == 0;
+            let direct = t == 1 && self.n.is_multiple_of(GROUP);
             if !direct {
                 s.out_t.resize(groups * t * GROUP, 0.0);
             }

@@ -60,7 +60,7 @@ impl PackedMatrix {
     /// Packs `n` rows of `k` values of `kind`, given as GGUF block bytes in row order.
     pub fn pack(kind: QuantKind, raw: &[u8], n: usize, k: usize) -> Result<Self, PackError> {
         let be = kind.block_elems();
-        if k == 0 || k % be != 0 {
+        if k == 0 || !k.is_multiple_of(be) {
             return Err(PackError::Columns { kind, k, block: be });
         }
         let row_bytes = k / be * kind.block_bytes();

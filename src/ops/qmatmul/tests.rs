@@ -23,7 +23,7 @@ fn values(len: usize, seed: u32, scale: f32) -> Vec<f32> {
         .map(|i| {
             let h = (i.wrapping_mul(2654435761) ^ seed.wrapping_mul(0x9E3779B9)).wrapping_mul(0x85EBCA6B);
             let v = (h >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0;
-            if h % 97 == 0 {
+            if h.is_multiple_of(97) {
                 v * 6.0 * scale
             } else {
                 v * scale
