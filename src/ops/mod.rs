@@ -13,7 +13,8 @@
 //! - [`PagedKvBatch`] is the store over a block pool ([`paged`]): new rows are
 //!   written into blocks through each sequence's block table, and decode
 //!   attention reads the blocks in place.
-//! - [`attention::attend`] is the attention math shared by every CPU store.
+//! - [`attention::attend`] is [`ContiguousKv`]'s attention (matmuls over a
+//!   whole sequence); the paged store attends row by row (see [`paged`]).
 //!
 //! Counterpart: vLLM's `AttentionBackend` / `AttentionMetadata`
 //! (`query_start_loc`, `seq_lens`), and candle's `candle_nn::kv_cache` without

@@ -96,22 +96,6 @@ impl SeqLayer<'_> {
         }
     }
 
-    /// Rows `0 .. ctx` of K (or V), gathered into `[ctx, row_elems]`.
-    pub fn gather_rows(&self, pool: &[f32], kv: usize, ctx: usize) -> Vec<f32> {
-        let l = self.layout;
-        let re = l.row_elems();
-        let mut out = Vec::with_capacity(ctx * re);
-        for (i, &b) in self.table.iter().enumerate() {
-            let p = i * l.block_size;
-            if p >= ctx {
-                break;
-            }
-            let at = l.plane_offset(b, self.layer, kv);
-            out.extend_from_slice(&pool[at..at + (ctx - p).min(l.block_size) * re]);
-        }
-        out
-    }
-
     /// Attention of one query token (`q`: `[heads * head_dim]`) over
     /// positions `0 .. ctx`, read in place from the blocks; writes
     /// `[heads * head_dim]` into `out`.
@@ -144,9 +128,8 @@ impl SeqLayer<'_> {
         let width = heads / l.kv_heads * l.head_dim;
         // One K/V head and its group of query heads at a time, each with its own scores.
         let one = |kvh: usize, out: &mut [f32]| {
-            SCORES.with(|cell| match cell.try_borrow_mut() {
-                Ok(mut scores) => self.kv_head_attention(pool, ctx, q, heads, scale, kvh, out, &mut scores),
-                Err(_) => self.kv_head_attention(pool, ctx, q, heads, scale, kvh, out, &mut Vec::new()),
+            par::with_scratch(&SCORES, |scores| {
+                self.kv_head_attention(pool, ctx, q, heads, scale, kvh, out, scores)
             })
         };
         if parallel && l.kv_heads > 1 {
@@ -185,13 +168,7 @@ impl SeqLayer<'_> {
         let width = heads / kvh * l.head_dim;
         let shared = SharedMut::new(out);
         par::for_ranges(new * kvh, |units| {
-            SCORES.with(|cell| {
-                let mut own = Vec::new();
-                let mut held = cell.try_borrow_mut();
-                let scores = match held.as_deref_mut() {
-                    Ok(s) => s,
-                    Err(_) => &mut own,
-                };
+            par::with_scratch(&SCORES, |scores| {
                 for u in units {
                     let (r, h) = (u / kvh, u % kvh);
                     // SAFETY: unit (r, h) writes only row r's outputs of K/V head h.

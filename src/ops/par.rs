@@ -9,7 +9,19 @@
 //!
 //! Counterpart: llama.cpp's ggml-cpu threadpool (spin, then sleep).
 
+use std::cell::RefCell;
 use std::ops::Range;
+use std::thread::LocalKey;
+
+/// Runs `f` with this thread's scratch buffer from `key`, reused from call to
+/// call; a nested call on the same thread (the buffer already in use) gets a
+/// fresh one instead of panicking.
+pub fn with_scratch<T: Default + 'static, R>(key: &'static LocalKey<RefCell<T>>, f: impl FnOnce(&mut T) -> R) -> R {
+    key.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut held) => f(&mut held),
+        Err(_) => f(&mut T::default()),
+    })
+}
 
 /// Runs `f` over ranges covering `0..n` on every thread of the pool (ranges
 /// taken from a shared cursor, so a busy core does less), or inline when the

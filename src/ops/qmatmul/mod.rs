@@ -41,7 +41,7 @@ pub use acts::QuantActs;
 pub use format::QuantKind;
 pub use pack::{PackError, PackedMatrix, GROUP};
 
-use crate::ops::par::SharedMut;
+use crate::ops::par::{with_scratch, SharedMut};
 
 /// An instruction set our kernels have a path for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,24 +116,13 @@ impl PackedMatrix {
 
     /// As [`matmul`](Self::matmul) on a chosen path (an unavailable one runs the portable path).
     pub fn matmul_with(&self, isa: Isa, x: &[f32], t: usize, out: &mut [f32]) {
-        let isa = if Isa::available().contains(&isa) {
-            isa
-        } else {
-            Isa::Portable
-        };
+        let isa = if isa.supported() { isa } else { Isa::Portable };
         assert_eq!(x.len(), t * self.k, "x is not t × k");
         assert_eq!(out.len(), t * self.n, "out is not t × n");
         if t == 0 {
             return;
         }
-        SCRATCH.with(|cell| {
-            // A call from inside another's worker (not done today) gets scratch of its own.
-            let mut fresh = Scratch::default();
-            let mut held = cell.try_borrow_mut();
-            let s: &mut Scratch = match held.as_deref_mut() {
-                Ok(s) => s,
-                Err(_) => &mut fresh,
-            };
+        with_scratch(&SCRATCH, |s| {
             s.acts.quantize(self.kind, x, t, self.k);
             let groups = self.groups();
             // With one row and whole groups, `[group][1][8]` is `out` itself.
@@ -149,10 +138,7 @@ impl PackedMatrix {
             crate::ops::par::for_ranges(groups, |range| {
                 // SAFETY: `for_ranges` hands out disjoint ranges, so each part is one worker's.
                 let out = unsafe { shared.part(range.start * per_group, range.len() * per_group) };
-                UNPACK.with(|u| match u.try_borrow_mut() {
-                    Ok(mut u) => self.groups_into(isa, range.start, acts, out, &mut u),
-                    Err(_) => self.groups_into(isa, range.start, acts, out, &mut Vec::new()),
-                })
+                with_scratch(&UNPACK, |u| self.groups_into(isa, range.start, acts, out, u))
             });
             if !direct {
                 for i in 0..t {
@@ -185,7 +171,7 @@ impl PackedMatrix {
                     if fused {
                         self.avx2_group::<true>(g, packed, acts, out)
                     } else {
-                        // SAFETY: `Isa::Avx2` is only used where `Isa::available` found AVX2.
+                        // SAFETY: `Isa::Avx2` is only used where `Isa::supported` found AVX2.
                         unsafe { avx2::unpack_group(self.kind, packed, unpacked) };
                         self.avx2_group::<false>(g, unpacked, acts, out)
                     }
@@ -205,7 +191,7 @@ impl PackedMatrix {
         let mut i0 = 0;
         while i0 < acts.t {
             let r = (acts.t - i0).min(avx2::TILE);
-            // SAFETY: AVX2, FMA and F16C were detected (`Isa::available`); `w` holds the
+            // SAFETY: AVX2, FMA and F16C were detected (`Isa::supported`); `w` holds the
             // group's quants in the form `FUSED` says and `out` its `t·8` outputs.
             unsafe {
                 match (self.kind.is_super(), r) {
