@@ -34,6 +34,7 @@ mod kv_store;
 pub mod paged;
 pub mod par;
 pub mod qmatmul;
+mod row_kernels;
 
 pub use batch::{BatchLayout, SeqChunk};
 pub use contiguous::{ContiguousBatch, ContiguousKv};

@@ -32,6 +32,7 @@
 use candle_core::Tensor;
 
 use super::par::{self, SharedMut};
+use super::row_kernels::{self, Rows};
 use super::{BatchLayout, KvStore, OpsError};
 
 /// The geometry of a block pool.
@@ -105,7 +106,7 @@ impl SeqLayer<'_> {
     /// head's arithmetic is the same, in the same order, as done alone.
     ///
     /// Dot products and the weighted sum of V are fused multiply-adds in a
-    /// fixed order ([`dot`], [`axpy`]; AVX2+FMA or the same arithmetic in plain
+    /// fixed order ([`row_kernels`]: AVX2+FMA or the same arithmetic in plain
     /// Rust, the same bits), the softmax's `exp` a polynomial ([`exp`]).
     /// Prompt rows use this same code ([`prefill_attention`](Self::prefill_attention)),
     /// so a token's numbers do not depend on whether it was decoded,
@@ -129,7 +130,7 @@ impl SeqLayer<'_> {
         // One K/V head and its group of query heads at a time, each with its own scores.
         let one = |kvh: usize, out: &mut [f32]| {
             par::with_scratch(&SCORES, |scores| {
-                self.kv_head_attention(pool, ctx, q, heads, scale, kvh, out, scores)
+                self.kv_head_attention(pool, ctx, 1, q, heads, scale, kvh, out, scores)
             })
         };
         if parallel && l.kv_heads > 1 {
@@ -150,7 +151,10 @@ impl SeqLayer<'_> {
 
     /// `new` prompt rows at positions `cached ..`: row `r` attends over
     /// `cached + r + 1` positions with [`decode_attention`](Self::decode_attention)'s
-    /// arithmetic; rows and K/V heads are spread over the threads.
+    /// arithmetic. Work is cut into tiles of up to [`ROW_TILE`] rows × one
+    /// K/V head, spread over the threads: a tile reads each block of K and V
+    /// once from memory for all its rows (each row's numbers are still its
+    /// own, as if decoded alone).
     #[allow(clippy::too_many_arguments)]
     pub fn prefill_attention(
         &self,
@@ -166,16 +170,26 @@ impl SeqLayer<'_> {
         let kvh = l.kv_heads;
         let qe = heads * l.head_dim;
         let width = heads / kvh * l.head_dim;
+        let tiles = new.div_ceil(ROW_TILE);
         let shared = SharedMut::new(out);
-        par::for_ranges(new * kvh, |units| {
+        par::for_ranges(tiles * kvh, |units| {
             par::with_scratch(&SCORES, |scores| {
-                for u in units {
-                    let (r, h) = (u / kvh, u % kvh);
-                    // SAFETY: unit (r, h) writes only row r's outputs of K/V head h.
-                    let o = unsafe { shared.part(r * qe + h * width, width) };
-                    let qr = &q[r * qe..(r + 1) * qe];
-                    self.kv_head_attention(pool, cached + r + 1, qr, heads, scale, h, o, scores);
-                }
+                par::with_scratch(&TILE_OUT, |tile_out| {
+                    for u in units {
+                        let (tile, h) = (u / kvh, u % kvh);
+                        let first = tile * ROW_TILE;
+                        let rows = ROW_TILE.min(new - first);
+                        tile_out.clear();
+                        tile_out.resize(rows * width, 0.0);
+                        let qt = &q[first * qe..(first + rows) * qe];
+                        let ctx = cached + first + rows;
+                        self.kv_head_attention(pool, ctx, rows, qt, heads, scale, h, tile_out, scores);
+                        for (r, o) in tile_out.chunks_exact(width).enumerate() {
+                            // SAFETY: unit (tile, h) writes only its rows' outputs of K/V head h.
+                            unsafe { shared.part((first + r) * qe + h * width, width) }.copy_from_slice(o);
+                        }
+                    }
+                })
             })
         });
     }
@@ -185,6 +199,7 @@ impl SeqLayer<'_> {
         &self,
         pool: &[f32],
         ctx: usize,
+        rows: usize,
         q: &[f32],
         heads: usize,
         scale: f32,
@@ -193,21 +208,22 @@ impl SeqLayer<'_> {
         scores: &mut Vec<f32>,
     ) {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            unsafe { self.kv_head_attention_avx2(pool, ctx, q, heads, scale, kvh, out, scores) };
+        if row_kernels::simd() {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+            unsafe { self.kv_head_attention_avx2(pool, ctx, rows, q, heads, scale, kvh, out, scores) };
             return;
         }
-        self.kv_head_attention_impl(pool, ctx, q, heads, scale, kvh, out, scores)
+        self.kv_head_attention_impl::<false>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn kv_head_attention_avx2(
         &self,
         pool: &[f32],
         ctx: usize,
+        rows: usize,
         q: &[f32],
         heads: usize,
         scale: f32,
@@ -215,16 +231,27 @@ impl SeqLayer<'_> {
         out: &mut [f32],
         scores: &mut Vec<f32>,
     ) {
-        self.kv_head_attention_impl(pool, ctx, q, heads, scale, kvh, out, scores)
+        self.kv_head_attention_impl::<true>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
     }
 
-    /// K/V head `kvh` and its query heads; `out`: their `group · head_dim` outputs.
+    /// K/V head `kvh` and its query heads for `rows` consecutive query rows
+    /// (`q`: `rows × heads · head_dim`), the last of which attends over `ctx`
+    /// positions and each earlier one over one fewer; `out`: each row's
+    /// `group · head_dim` outputs, row after row.
+    ///
+    /// Block by block: every (row, query head) scores the block's K rows
+    /// (read once into L1 for all of them), then a softmax per (row, head),
+    /// then every (row, head) sums the block's V rows weighted by `e^(s - max)`
+    /// and divides by their sum at the end. The arithmetic is
+    /// [`row_kernels`]'s and depends on nothing but the row's own query and
+    /// positions, so a row gets the same bits in any tile, alone or decoded.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn kv_head_attention_impl(
+    fn kv_head_attention_impl<const SIMD: bool>(
         &self,
         pool: &[f32],
         ctx: usize,
+        rows: usize,
         q: &[f32],
         heads: usize,
         scale: f32,
@@ -235,151 +262,89 @@ impl SeqLayer<'_> {
         let l = self.layout;
         let (d, bs, re) = (l.head_dim, l.block_size, l.row_elems());
         let group = heads / l.kv_heads;
+        let qe = heads * d;
         let blocks = &self.table[..ctx.div_ceil(bs)];
-        // scores[g * ctx + p]: head `first + g` of the group at position p.
-        // then each head's softmax denominator.
+        let ctx_of = |t: usize| ctx + 1 + t - rows;
+        // scores[(t * group + g) * ctx + p]: row t, head `kvh · group + g`, position p;
+        // then each (row, head)'s softmax denominator.
+        let units = rows * group;
         scores.clear();
-        scores.resize(group * ctx + group, 0.0);
-        let (scores, sums) = scores.split_at_mut(group * ctx);
-        let first = kvh * group;
-        let kv_off = kvh * d;
-        let mut p = 0;
-        for (i, &b) in blocks.iter().enumerate() {
-            let base = l.plane_offset(b, self.layer, 0) + kv_off;
-            for r in 0..(ctx - i * bs).min(bs) {
-                let k_row = &pool[base + r * re..][..d];
-                for g in 0..group {
-                    let qh = &q[(first + g) * d..(first + g + 1) * d];
-                    scores[g * ctx + p] = dot(qh, k_row) * scale;
-                }
-                p += 1;
+        scores.resize(units * ctx + units, 0.0);
+        let (scores, sums) = scores.split_at_mut(units * ctx);
+        let q_of = |t: usize, g: usize| &q[t * qe + (kvh * group + g) * d..][..d];
+        // A pass covers a few blocks (about `PASS_ROWS` positions): their K
+        // (or V) rows stay in L1 while every (row, head) of the tile reads
+        // them, and each kernel call runs over all of them.
+        let per_pass = (PASS_ROWS / bs).clamp(1, MAX_PASS_BLOCKS);
+        let mut bases = [0usize; MAX_PASS_BLOCKS];
+        fn pass_rows(bases: &[usize], block: usize, stride: usize, start: usize, ctx: usize) -> Rows<'_> {
+            Rows {
+                bases,
+                block,
+                stride,
+                n: ctx.saturating_sub(start).min(bases.len() * block),
             }
         }
-        for (g, sum) in sums.iter_mut().enumerate() {
-            let sg = &mut scores[g * ctx..(g + 1) * ctx];
-            let max = sg.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            for s in sg.iter_mut() {
+        for (pass, chunk) in blocks.chunks(per_pass).enumerate() {
+            for (base, &b) in bases.iter_mut().zip(chunk) {
+                *base = l.plane_offset(b, self.layer, 0) + kvh * d;
+            }
+            let start = pass * per_pass * bs;
+            for t in 0..rows {
+                let k = pass_rows(&bases[..chunk.len()], bs, re, start, ctx_of(t));
+                for g in 0..group {
+                    let s = &mut scores[(t * group + g) * ctx + start..];
+                    row_kernels::scores::<SIMD>(q_of(t, g), pool, k, scale, s);
+                }
+            }
+        }
+        for (u, sum) in sums.iter_mut().enumerate() {
+            let su = &mut scores[u * ctx..][..ctx_of(u / group)];
+            let max = su.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            for s in su.iter_mut() {
                 *s = exp(*s - max);
             }
-            *sum = self::sum(sg);
+            *sum = self::sum(su);
         }
         out.fill(0.0);
-        let mut p = 0;
-        for (i, &b) in blocks.iter().enumerate() {
-            let base = l.plane_offset(b, self.layer, 1) + kv_off;
-            for r in 0..(ctx - i * bs).min(bs) {
-                let v_row = &pool[base + r * re..][..d];
-                for (g, sum) in sums.iter().enumerate() {
-                    axpy(&mut out[g * d..(g + 1) * d], scores[g * ctx + p] / sum, v_row);
+        for (pass, chunk) in blocks.chunks(per_pass).enumerate() {
+            for (base, &b) in bases.iter_mut().zip(chunk) {
+                *base = l.plane_offset(b, self.layer, 1) + kvh * d;
+            }
+            let start = pass * per_pass * bs;
+            for t in 0..rows {
+                let v = pass_rows(&bases[..chunk.len()], bs, re, start, ctx_of(t));
+                for g in 0..group {
+                    let u = t * group + g;
+                    let o = &mut out[u * d..(u + 1) * d];
+                    row_kernels::weighted_sum::<SIMD>(&scores[u * ctx + start..], pool, v, o);
                 }
-                p += 1;
+            }
+        }
+        for (o, sum) in out.chunks_exact_mut(d).zip(sums.iter()) {
+            for o in o.iter_mut() {
+                *o /= sum;
             }
         }
     }
 }
+
+/// Prompt rows per unit of prefill attention: enough that a block of K/V
+/// read into L1 serves many rows, few enough that the units still spread
+/// over the threads and the scores stay in L2.
+const ROW_TILE: usize = 8;
+
+/// Positions one pass of [`SeqLayer::kv_head_attention_impl`] covers (64
+/// rows of a 64-wide head: 16 KiB of K or V, half an L1).
+const PASS_ROWS: usize = 64;
+/// Blocks in one pass at most (8-token blocks).
+const MAX_PASS_BLOCKS: usize = 8;
 
 thread_local! {
     /// Decode attention's scores, per thread, reused from call to call.
     static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Whether the AVX2+FMA forms of [`dot`] and [`axpy`] run here.
-#[inline(always)]
-fn simd() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        cfg!(all(target_feature = "avx2", target_feature = "fma"))
-            || (std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
-/// A dot product: four 8-lane partial sums of fused multiply-adds (chains
-/// the CPU overlaps), folded in a fixed order; AVX2+FMA where the CPU has
-/// them, else the same arithmetic in plain Rust ([`dot_portable`]), so both
-/// give the same bits.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if simd() {
-        // SAFETY: AVX2 and FMA are present (compiled in or detected).
-        return unsafe { dot_avx2(a, b) };
-    }
-    dot_portable(a, b)
-}
-
-fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let chunks = n / 32;
-    let mut acc = [[0f32; 8]; 4];
-    for c in 0..chunks {
-        for (m, acc) in acc.iter_mut().enumerate() {
-            for (l, acc) in acc.iter_mut().enumerate() {
-                let at = 32 * c + 8 * m + l;
-                *acc = a[at].mul_add(b[at], *acc);
-            }
-        }
-    }
-    let tail = (32 * chunks..n).fold(0f32, |t, i| a[i].mul_add(b[i], t));
-    let lane = |l: usize| (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
-    let h: [f32; 4] = std::array::from_fn(|i| lane(i) + lane(i + 4));
-    ((h[0] + h[2]) + (h[1] + h[3])) + tail
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
-    use std::arch::x86_64::*;
-    let n = a.len().min(b.len());
-    let chunks = n / 32;
-    let (pa, pb) = (a.as_ptr(), b.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); 4];
-    for c in 0..chunks {
-        for (m, acc) in acc.iter_mut().enumerate() {
-            let at = 32 * c + 8 * m;
-            *acc = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(at)), _mm256_loadu_ps(pb.add(at)), *acc);
-        }
-    }
-    let tail = (32 * chunks..n).fold(0f32, |t, i| a[i].mul_add(b[i], t));
-    let lanes = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    // h[i] = lane i + lane i+4; then (h0 + h2) + (h1 + h3).
-    let h = _mm_add_ps(_mm256_castps256_ps128(lanes), _mm256_extractf128_ps::<1>(lanes));
-    let h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps::<1>(h2, h2))) + tail
-}
-
-/// `out += w · v`, one fused multiply-add per element (AVX2+FMA or `mul_add`: the same bits).
-#[inline(always)]
-fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if simd() {
-        // SAFETY: AVX2 and FMA are present (compiled in or detected).
-        unsafe { axpy_avx2(out, w, v) };
-        return;
-    }
-    for (o, v) in out.iter_mut().zip(v) {
-        *o = w.mul_add(*v, *o);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn axpy_avx2(out: &mut [f32], w: f32, v: &[f32]) {
-    use std::arch::x86_64::*;
-    let n = out.len().min(v.len());
-    let wv = _mm256_set1_ps(w);
-    let (po, pv) = (out.as_mut_ptr(), v.as_ptr());
-    for c in 0..n / 8 {
-        let o = po.add(8 * c);
-        _mm256_storeu_ps(
-            o,
-            _mm256_fmadd_ps(wv, _mm256_loadu_ps(pv.add(8 * c)), _mm256_loadu_ps(o)),
-        );
-    }
-    for i in (n / 8) * 8..n {
-        out[i] = w.mul_add(v[i], out[i]);
-    }
+    /// A prefill tile's outputs before they go to their rows, per thread.
+    static TILE_OUT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A sum in eight lanes folded in a fixed order (vectorizes; a plain
@@ -559,24 +524,6 @@ mod tests {
     use candle_core::Device;
 
     #[test]
-    fn dot_paths_agree_bit_for_bit() {
-        for n in [8usize, 31, 32, 64, 80, 128] {
-            let a = rand_vec(n, 3);
-            let b = rand_vec(n, 4);
-            let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
-            let p = dot_portable(&a, &b);
-            assert!((p as f64 - exact).abs() < 1e-4, "{n}: {p} vs {exact}");
-            assert_eq!(dot(&a, &b).to_bits(), p.to_bits(), "{n}");
-            let (mut o1, mut o2) = (a.clone(), a.clone());
-            axpy(&mut o1, 0.37, &b);
-            for (o, v) in o2.iter_mut().zip(&b) {
-                *o = 0.37f32.mul_add(*v, *o);
-            }
-            assert!(o1.iter().zip(&o2).all(|(x, y)| x.to_bits() == y.to_bits()), "{n}");
-        }
-    }
-
-    #[test]
     fn exp_is_within_a_few_ulp_of_libm() {
         let mut x = -90.0f32;
         while x <= 0.0 {
@@ -650,6 +597,49 @@ mod tests {
                 let d: f32 = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
                 assert!(d < 1e-5, "step {s} layer {layer}: {d}");
             }
+        }
+    }
+
+    /// Prompt rows, attended in tiles of several rows on the thread pool,
+    /// get the same bits as each row decoded alone at its position.
+    #[test]
+    fn prefill_tiles_equal_rows_decoded_alone() {
+        let l = PagedLayout {
+            layers: 1,
+            kv_heads: 2,
+            head_dim: 16,
+            block_size: 8,
+        };
+        let heads = 6;
+        let (cached, new) = (5, 2 * ROW_TILE + 3);
+        let ctx = cached + new;
+        let table: Vec<u32> = vec![3, 0, 4, 1, 2];
+        let mut pool = rand_vec(5 * l.block_elems(), 11);
+        let view = SeqLayer {
+            layout: &l,
+            table: &table,
+            layer: 0,
+        };
+        view.write_rows(&mut pool, 0, 0, &rand_vec(ctx * l.row_elems(), 12));
+        view.write_rows(&mut pool, 1, 0, &rand_vec(ctx * l.row_elems(), 13));
+        let qe = heads * l.head_dim;
+        let q = rand_vec(new * qe, 14);
+        let mut tiled = vec![0f32; new * qe];
+        view.prefill_attention(&pool, cached, new, &q, heads, 0.25, &mut tiled);
+        for r in 0..new {
+            let mut alone = vec![0f32; qe];
+            let parallel = r % 2 == 0;
+            view.decode_attention(
+                &pool,
+                cached + r + 1,
+                &q[r * qe..][..qe],
+                heads,
+                0.25,
+                &mut alone,
+                parallel,
+            );
+            let t = &tiled[r * qe..][..qe];
+            assert!(t.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()), "row {r}");
         }
     }
 

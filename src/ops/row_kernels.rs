@@ -1,0 +1,348 @@
+//! The arithmetic of one attention row on the CPU: scores of a query head
+//! against a run of K rows, and the probability-weighted sum of a run of V
+//! rows, each in an AVX2+FMA form and a portable form that give the same bits.
+//!
+//! Invariant: a score depends only on the query and its K row, and an output
+//! element only on the probabilities and V elements in position order — never
+//! on how many rows a call covers or where a run starts. So
+//! [`super::paged`]'s "a token's numbers do not depend on chunking, batching
+//! or the cache" holds for any block size and prompt split.
+//!
+//! - A score is eight lanes of fused multiply-adds over the head dimension
+//!   (lane `l` takes elements `l, l+8, …`), folded
+//!   `((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7))`, plus the elements past the last
+//!   multiple of 8 (a fused chain from 0), times the scale. The AVX2 form
+//!   scores eight K rows at once and folds their eight accumulators together
+//!   with horizontal adds, which is that same tree for every row.
+//! - An output element is a fused chain `o = p_j · v_j + o` from 0 over the
+//!   positions in order. The AVX2 form keeps up to 64 outputs in registers
+//!   across a run of rows.
+//!
+//! Counterpart: the inner loops of vLLM's CPU attention backend
+//! (`cpu_attn`'s `reduceQKBlockKernel` / `reduceValueBlockKernel`).
+
+/// Where a run of K (or V) rows of one head lies in the pool: row `p` at
+/// `pool[bases[p / block] + (p % block) · stride ..]`, `n` rows in all. (The
+/// AVX2 form scores eight rows of one block at a time and a block's last
+/// `block % 8` rows one by one: the same bits either way.)
+#[derive(Clone, Copy)]
+pub(super) struct Rows<'a> {
+    pub bases: &'a [usize],
+    pub block: usize,
+    pub stride: usize,
+    pub n: usize,
+}
+
+impl Rows<'_> {
+    /// Panics unless every row of `d` elements lies inside a pool of `len`.
+    fn check(&self, len: usize, d: usize) {
+        assert!(
+            self.block > 0 && self.n <= self.bases.len() * self.block,
+            "{} K/V rows in {} blocks of {}",
+            self.n,
+            self.bases.len(),
+            self.block
+        );
+        for (i, base) in self.bases.iter().enumerate() {
+            let m = self.n.saturating_sub(i * self.block).min(self.block);
+            if m > 0 {
+                let end = base + (m - 1) * self.stride + d;
+                assert!(end <= len, "K/V rows end at {end}, past the pool's {len}");
+            }
+        }
+    }
+
+    /// The `(first row, rows, base)` of each block holding some of the rows.
+    fn segments(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let (n, bs) = (self.n, self.block);
+        self.bases
+            .iter()
+            .enumerate()
+            .take(n.div_ceil(bs))
+            .map(move |(i, &b)| (i * bs, (n - i * bs).min(bs), b))
+    }
+}
+
+/// `scores[p] = (q · K_p) · scale` for the K rows `k`.
+///
+/// Panics if a row lies outside `pool` or `scores` is shorter than `k.n`.
+#[inline(always)]
+pub(super) fn scores<const SIMD: bool>(q: &[f32], pool: &[f32], k: Rows<'_>, scale: f32, scores: &mut [f32]) {
+    k.check(pool.len(), q.len());
+    assert!(scores.len() >= k.n, "{} scores for {} rows", scores.len(), k.n);
+    #[cfg(target_arch = "x86_64")]
+    if SIMD {
+        // SAFETY: `SIMD` is set only by callers that checked AVX2 and FMA
+        // (`simd()`); the rows and `scores` were bounds-checked above.
+        unsafe { avx2::scores(q, pool, k, scale, scores) };
+        return;
+    }
+    for (first, m, base) in k.segments() {
+        for (j, s) in scores[first..first + m].iter_mut().enumerate() {
+            *s = dot_portable(q, &pool[base + j * k.stride..][..q.len()]) * scale;
+        }
+    }
+}
+
+/// `out[e] = p_j · V_j[e] + out[e]` for the V rows `v`, `j` in order.
+///
+/// Panics if a row lies outside `pool` or `probs` is shorter than `v.n`.
+#[inline(always)]
+pub(super) fn weighted_sum<const SIMD: bool>(probs: &[f32], pool: &[f32], v: Rows<'_>, out: &mut [f32]) {
+    v.check(pool.len(), out.len());
+    assert!(probs.len() >= v.n, "{} probabilities for {} rows", probs.len(), v.n);
+    #[cfg(target_arch = "x86_64")]
+    if SIMD {
+        // SAFETY: as in `scores`.
+        unsafe { avx2::weighted_sum(probs, pool, v, out) };
+        return;
+    }
+    for (first, m, base) in v.segments() {
+        for (j, &p) in probs[first..first + m].iter().enumerate() {
+            let row = &pool[base + j * v.stride..][..out.len()];
+            for (o, x) in out.iter_mut().zip(row) {
+                *o = p.mul_add(*x, *o);
+            }
+        }
+    }
+}
+
+/// Whether the AVX2+FMA forms run here.
+#[inline(always)]
+pub(super) fn simd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        cfg!(all(target_feature = "avx2", target_feature = "fma"))
+            || (std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// One score's dot product in plain Rust (see the module docs for its order).
+pub(super) fn dot_portable(q: &[f32], k: &[f32]) -> f32 {
+    let d = q.len().min(k.len());
+    let mut acc = [0f32; 8];
+    for c in 0..d / 8 {
+        for (l, acc) in acc.iter_mut().enumerate() {
+            *acc = q[8 * c + l].mul_add(k[8 * c + l], *acc);
+        }
+    }
+    fold8(&acc) + tail(q, k, d)
+}
+
+/// The fixed fold of eight lanes.
+#[inline(always)]
+fn fold8(a: &[f32; 8]) -> f32 {
+    ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+}
+
+/// The elements past the last multiple of 8, a fused chain from 0.
+#[inline(always)]
+fn tail(q: &[f32], k: &[f32], d: usize) -> f32 {
+    (d / 8 * 8..d).fold(0f32, |t, i| q[i].mul_add(k[i], t))
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::Rows;
+
+    /// See [`super::scores`]; rows and `scores` are bounds-checked by the caller.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn scores(q: &[f32], pool: &[f32], k: Rows<'_>, scale: f32, scores: &mut [f32]) {
+        let d = q.len();
+        let pq = q.as_ptr();
+        let vscale = _mm256_set1_ps(scale);
+        for (first, m, base) in k.segments() {
+            let (pk, stride) = (pool.as_ptr().add(base), k.stride);
+            let mut j = 0;
+            while j + 8 <= m {
+                let mut acc = [_mm256_setzero_ps(); 8];
+                for c in 0..d / 8 {
+                    let qc = _mm256_loadu_ps(pq.add(8 * c));
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        *acc = _mm256_fmadd_ps(qc, _mm256_loadu_ps(pk.add((j + r) * stride + 8 * c)), *acc);
+                    }
+                }
+                // Lane r of `s`: row j + r's ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)).
+                let a01 = _mm256_hadd_ps(acc[0], acc[1]);
+                let a23 = _mm256_hadd_ps(acc[2], acc[3]);
+                let a45 = _mm256_hadd_ps(acc[4], acc[5]);
+                let a67 = _mm256_hadd_ps(acc[6], acc[7]);
+                let b0 = _mm256_hadd_ps(a01, a23); // rows 0-3: (01+23) | (45+67)
+                let b1 = _mm256_hadd_ps(a45, a67); // rows 4-7
+                let lo = _mm256_permute2f128_ps::<0x20>(b0, b1);
+                let hi = _mm256_permute2f128_ps::<0x31>(b0, b1);
+                let tail: [f32; 8] = if !d.is_multiple_of(8) {
+                    std::array::from_fn(|r| super::tail(q, std::slice::from_raw_parts(pk.add((j + r) * stride), d), d))
+                } else {
+                    [0.0; 8]
+                };
+                let s = _mm256_add_ps(_mm256_add_ps(lo, hi), _mm256_loadu_ps(tail.as_ptr()));
+                _mm256_storeu_ps(scores.as_mut_ptr().add(first + j), _mm256_mul_ps(s, vscale));
+                j += 8;
+            }
+            for j in j..m {
+                scores[first + j] = dot1(q, std::slice::from_raw_parts(pk.add(j * stride), d)) * scale;
+            }
+        }
+    }
+
+    /// One row's score, the same bits as a lane of the eight-row form.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot1(q: &[f32], k: &[f32]) -> f32 {
+        let d = q.len();
+        let (pq, pk) = (q.as_ptr(), k.as_ptr());
+        let mut acc = _mm256_setzero_ps();
+        for c in 0..d / 8 {
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(8 * c)), _mm256_loadu_ps(pk.add(8 * c)), acc);
+        }
+        let h = _mm256_hadd_ps(acc, acc); // 01, 23, 01, 23 | 45, 67, 45, 67
+        let h = _mm256_hadd_ps(h, h); // (01+23) ... | (45+67) ...
+        let s = _mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
+        _mm_cvtss_f32(s) + super::tail(q, k, d)
+    }
+
+    /// See [`super::weighted_sum`]; rows and `probs` are bounds-checked by the caller.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn weighted_sum(probs: &[f32], pool: &[f32], v: Rows<'_>, out: &mut [f32]) {
+        let d = out.len();
+        let mut e = 0;
+        while e + 64 <= d {
+            strip::<8>(probs, pool, v, e, out.as_mut_ptr().add(e));
+            e += 64;
+        }
+        while e + 8 <= d {
+            strip::<1>(probs, pool, v, e, out.as_mut_ptr().add(e));
+            e += 8;
+        }
+        for (first, m, base) in v.segments() {
+            for (j, &p) in probs[first..first + m].iter().enumerate() {
+                for (i, o) in out.iter_mut().enumerate().skip(e) {
+                    *o = p.mul_add(*pool.get_unchecked(base + j * v.stride + i), *o);
+                }
+            }
+        }
+    }
+
+    /// Outputs `e .. e + 8·N` held in registers over all the rows.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn strip<const N: usize>(probs: &[f32], pool: &[f32], v: Rows<'_>, e: usize, out: *mut f32) {
+        let mut o: [__m256; N] = std::array::from_fn(|c| _mm256_loadu_ps(out.add(8 * c)));
+        for (first, m, base) in v.segments() {
+            let pv = pool.as_ptr().add(base + e);
+            for (j, &p) in probs[first..first + m].iter().enumerate() {
+                let w = _mm256_set1_ps(p);
+                let row = pv.add(j * v.stride);
+                for (c, o) in o.iter_mut().enumerate() {
+                    *o = _mm256_fmadd_ps(w, _mm256_loadu_ps(row.add(8 * c)), *o);
+                }
+            }
+        }
+        for (c, o) in o.iter().enumerate() {
+            _mm256_storeu_ps(out.add(8 * c), *o);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Every path, block size and split of the rows gives the same bits,
+    /// and the scores are dot products.
+    #[test]
+    fn paths_and_splits_agree_bit_for_bit() {
+        for d in [8usize, 20, 64, 80, 128, 136] {
+            let stride = d + 24;
+            let n = 37;
+            let data = rand_vec(n * d, d as u64);
+            let q = rand_vec(d, 7);
+            let probs = rand_vec(n, 9);
+            let mut paths = vec![false];
+            if simd() {
+                paths.push(true);
+            }
+            let mut seen: Option<(Vec<u32>, Vec<u32>)> = None;
+            for simd in paths {
+                for (block, per_call) in [(8usize, 1usize), (8, 5), (16, 1), (16, 3), (48, 1), (4, 2), (12, 1)] {
+                    let blocks = n.div_ceil(block);
+                    // Block i sits at slot (blocks - 1 - i): reversed.
+                    let bases: Vec<usize> = (0..blocks).map(|i| 3 + (blocks - 1 - i) * block * stride).collect();
+                    let mut pool = rand_vec(blocks * block * stride + 5, 1);
+                    for p in 0..n {
+                        let at = bases[p / block] + (p % block) * stride;
+                        pool[at..at + d].copy_from_slice(&data[p * d..][..d]);
+                    }
+                    let (mut s, mut o) = (vec![0f32; n], vec![0f32; d]);
+                    for (c, bases) in bases.chunks(per_call).enumerate() {
+                        let first = c * per_call * block;
+                        let rows = Rows {
+                            bases,
+                            block,
+                            stride,
+                            n: (n - first).min(per_call * block),
+                        };
+                        if simd {
+                            scores::<true>(&q, &pool, rows, 0.3, &mut s[first..]);
+                            weighted_sum::<true>(&probs[first..], &pool, rows, &mut o);
+                        } else {
+                            scores::<false>(&q, &pool, rows, 0.3, &mut s[first..]);
+                            weighted_sum::<false>(&probs[first..], &pool, rows, &mut o);
+                        }
+                    }
+                    let row = |p: usize| &pool[bases[p / block] + (p % block) * stride..][..d];
+                    let mut want_o = vec![0f64; d];
+                    for (p, s) in s.iter().enumerate() {
+                        let exact: f64 = q.iter().zip(row(p)).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * 0.3;
+                        assert!((*s as f64 - exact).abs() < 1e-5, "d {d} row {p}: {s} vs {exact}");
+                        for (w, x) in want_o.iter_mut().zip(row(p)) {
+                            *w += probs[p] as f64 * *x as f64;
+                        }
+                    }
+                    for (o, w) in o.iter().zip(&want_o) {
+                        assert!((*o as f64 - w).abs() < 1e-4, "d {d}: {o} vs {w}");
+                    }
+                    let got = (bits(&s), bits(&o));
+                    match &seen {
+                        None => seen = Some(got),
+                        Some(first) => assert!(*first == got, "d {d}, simd {simd}, block {block}, per call {per_call}"),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "past the pool")]
+    fn rows_outside_the_pool_panic() {
+        let pool = vec![0f32; 100];
+        let mut s = vec![0f32; 4];
+        let rows = Rows {
+            bases: &[50],
+            block: 8,
+            stride: 20,
+            n: 4,
+        };
+        scores::<false>(&[0f32; 16], &pool, rows, 1.0, &mut s);
+    }
+}
