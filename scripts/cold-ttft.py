@@ -57,18 +57,19 @@ def wait_ready(port, proc, timeout=300):
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
             c.request("GET", "/v1/models")
-            if c.getresponse().status == 200:
-                return
+            r = c.getresponse()
+            if r.status == 200:
+                return json.loads(r.read())["data"][0]["id"]
         except OSError:
             pass
         time.sleep(0.5)
     raise RuntimeError("server did not become ready")
 
 
-def ttft(port, system, question):
+def ttft(port, model, system, question):
     body = json.dumps(
         {
-            "model": "m",
+            "model": model,
             "messages": [
                 {"role": "system", "content": system},
                 {"role": "user", "content": question},
@@ -104,12 +105,12 @@ def ttft(port, system, question):
 def run(name, cmd, port, args, env=None):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
-        wait_ready(port, proc)
+        model = wait_ready(port, proc)
         # One warm-up request (page faults, thread start), not counted.
-        ttft(port, system_prompt(-1, args.system_chars), "Warm up.")
+        ttft(port, model, system_prompt(-1, args.system_chars), "Warm up.")
         times = []
         for i in range(args.requests):
-            times.append(ttft(port, system_prompt(i, args.system_chars), "Which layer stores files?"))
+            times.append(ttft(port, model, system_prompt(i, args.system_chars), "Which layer stores files?"))
         return times
     finally:
         proc.send_signal(signal.SIGTERM)

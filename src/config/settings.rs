@@ -205,6 +205,8 @@ fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError
 
 impl Settings {
     /// Merges `file` and `cli` (the CLI wins) and validates every value.
+    // long: one merge-and-check per setting, in the order of the file's sections; issue 15's
+    // layered config (flags as a partial file merged over the file) replaces it.
     pub fn resolve(file: &ConfigFile, cli: &Overrides) -> Result<Self, ConfigError> {
         let d = SamplingParams::default();
         let f = &file.sampling;

@@ -42,6 +42,9 @@ pub enum EngineError {
     /// The request was cancelled before it finished.
     #[error("the request was cancelled")]
     Cancelled,
+    /// Starting the engine ([`super::launch`]) was cancelled.
+    #[error("loading was cancelled")]
+    LaunchCancelled,
     /// Conversations and cache files.
     #[error(transparent)]
     Persist(#[from] crate::persist::PersistError),
@@ -77,7 +80,7 @@ impl EngineError {
             | Self::InvalidRequest(_) => ErrorKind::InvalidRequest,
             Self::QueueFull { .. } => ErrorKind::Overloaded,
             Self::Stopped => ErrorKind::Unavailable,
-            Self::Cancelled => ErrorKind::Cancelled,
+            Self::Cancelled | Self::LaunchCancelled => ErrorKind::Cancelled,
             Self::Persist(crate::persist::PersistError::NotFound(_)) => ErrorKind::NotFound,
             Self::Persist(crate::persist::PersistError::InvalidId(_)) => ErrorKind::InvalidRequest,
             Self::Persist(_) => ErrorKind::Internal,

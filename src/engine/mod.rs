@@ -14,6 +14,8 @@
 //! - `sequence.rs`: one request's state (tokens, sampler, detokenizer, stop strings).
 //! - [`EngineHandle`] (`handle.rs`): the engine thread and the cloneable handle front-ends
 //!   hold; [`RequestStream`] carries one request's [`Event`]s; dropping it cancels the request.
+//! - [`launch`] (`launch.rs`): the one start-up sequence (model resolved and loaded, cache
+//!   sized, disk tier opened, engine thread spawned) every front-end uses.
 //! - [`EngineStats`] (`stats.rs`): cache, queue, request counters, latency histograms.
 //!
 //! Invariants: whatever way a request ends (finished, failed, cancelled, its consumer gone,
@@ -27,6 +29,7 @@ mod core;
 mod disk;
 mod error;
 mod handle;
+mod launch;
 mod request;
 mod scheduler;
 mod sequence;
@@ -37,6 +40,17 @@ pub use self::core::Engine;
 pub use disk::{fingerprint, kv_layout, DiskSettings, KV_SEMANTICS_VERSION};
 pub use error::{EngineError, ErrorKind};
 pub use handle::{EngineHandle, EventSender, QueueTicket, RequestStream, Submission};
+pub use launch::{launch, LaunchProgress, LaunchStage};
 pub use request::{Event, GenerateParams, GenerateRequest, GenerationReport, RequestId, SaveTo, StopReason};
 pub use scheduler::Scheduler;
 pub use stats::{EngineStats, Histogram, RequestCounters, TOKENS_PER_SECOND_BUCKETS, TTFT_BUCKETS};
+
+// The data front-ends show and send, re-exported so that `gui` and `server` need nothing but
+// `engine` and `config` (tests/code_rules.rs checks it).
+pub use crate::kv::{PrefixMatch, TierStats};
+pub use crate::model::chat::ChatMessage;
+pub use crate::model::source::{Cancel, DownloadProgress};
+pub use crate::model::{ModelError, ModelInfo};
+pub use crate::persist::{
+    title_from, Conversation, ConversationId, ConversationSettings, ConversationSummary, Message, Role,
+};

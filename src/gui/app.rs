@@ -16,9 +16,9 @@ use super::bridge::{Bridge, Delivery};
 use super::panels::settings::SettingsForm;
 use super::{panels, AppModel, ChatView, ModelStatus, Streaming};
 use crate::config::{AppPaths, ConfigFile, DevicePool, Overrides, Settings};
+use crate::engine::Cancel;
+use crate::engine::{ConversationId, ConversationSettings, Message, Role};
 use crate::engine::{EngineHandle, GenerateParams};
-use crate::model::source::Cancel;
-use crate::persist::{ConversationId, ConversationSettings, Message, Role};
 
 /// What a panel asks the app to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -400,6 +400,9 @@ impl HearthApp {
     }
 
     /// Carries out one action.
+    // long: one arm per action, each a few engine calls; issue 15 moves the conversation
+    // operations (rename, regenerate, edit-and-resend, delete) into `EngineHandle` methods,
+    // which shortens the arms.
     pub fn act(&mut self, action: Action) {
         if self.act_on_settings(&action) {
             return;
@@ -449,7 +452,7 @@ impl HearthApp {
                 if text.is_empty() || self.model.busy() {
                     return;
                 }
-                let title = crate::persist::title_from(&[Message::new(Role::User, text.clone())]);
+                let title = crate::engine::title_from(&[Message::new(Role::User, text.clone())]);
                 let id = match self.model.open_id() {
                     Some(id) => id.clone(),
                     None => match store.create(&title, ConversationSettings::default()) {

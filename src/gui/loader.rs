@@ -11,41 +11,21 @@ use std::time::{Duration, Instant};
 use super::bridge::{Bridge, Delivery, Repaint};
 use super::DownloadFigures;
 use crate::config::{AppPaths, Settings};
-use crate::engine::{DiskSettings, Engine, EngineHandle};
-use crate::model::source::{resolve_with, Cancel, DownloadProgress, HubOptions, ModelSource};
-use crate::model::{select_device, LoadedModel};
+use crate::engine::{launch, Cancel, DownloadProgress, EngineHandle, LaunchProgress};
 
 /// How often download progress is sent to the window at most.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
-/// Loads `settings`' model and starts its engine, on the calling thread. A hub model not in the
-/// cache is downloaded, reporting to `progress`; `cancel` stops the download (its bytes are
-/// kept) or discards the model once loaded.
+/// Loads `settings`' model and starts its engine on the calling thread ([`launch`]). A hub
+/// model not in the cache is downloaded, reporting to `progress`; `cancel` stops the download
+/// (its bytes are kept) or discards the model once loaded.
 pub fn load_engine(
     settings: &Settings,
     paths: &AppPaths,
-    progress: &mut dyn DownloadProgress,
+    progress: &mut dyn LaunchProgress,
     cancel: &Cancel,
 ) -> Result<EngineHandle, String> {
-    let source = ModelSource::parse(&settings.model.source).map_err(|e| e.to_string())?;
-    let resolved =
-        resolve_with(&source, &HubOptions::from(&settings.hub), progress, cancel).map_err(|e| e.to_string())?;
-    let cancelled = || Err("loading was cancelled".to_owned());
-    if cancel.is_cancelled() {
-        return cancelled();
-    }
-    let device = select_device(settings.model.device).map_err(|e| e.to_string())?;
-    let model = LoadedModel::load(&resolved, &device, settings.model.context_length).map_err(|e| e.to_string())?;
-    if cancel.is_cancelled() {
-        return cancelled();
-    }
-    let engine = Engine::new(model, &settings.cache, &settings.engine).map_err(|e| e.to_string())?;
-    let disk = DiskSettings::new(&paths.data_dir, settings.cache.disk_budget_bytes);
-    let engine = engine.with_disk(&disk).map_err(|e| e.to_string())?;
-    if cancel.is_cancelled() {
-        return cancelled();
-    }
-    EngineHandle::spawn(engine, settings.engine.max_queued).map_err(|e| e.to_string())
+    launch(settings, paths, progress, cancel).map_err(|e| e.to_string())
 }
 
 /// Sends a download's progress to the window, at most every [`PROGRESS_EVERY`].
@@ -95,6 +75,8 @@ impl DownloadProgress for ToWindow {
         self.send(true);
     }
 }
+
+impl LaunchProgress for ToWindow {}
 
 /// Starts load number `load` on a thread of its own; progress and the result are delivered
 /// through `bridge`, each with a repaint.

@@ -10,10 +10,10 @@
 
 use std::time::Duration;
 
+use crate::engine::ModelInfo;
+use crate::engine::PrefixMatch;
+use crate::engine::{Conversation, ConversationId, ConversationSummary, Message, Role};
 use crate::engine::{EngineStats, GenerationReport, RequestId};
-use crate::kv::PrefixMatch;
-use crate::model::ModelInfo;
-use crate::persist::{Conversation, ConversationId, ConversationSummary, Message, Role};
 
 /// How many recent turns the cache panel charts.
 pub const RECENT_TURNS: usize = 30;

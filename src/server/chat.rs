@@ -13,9 +13,9 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::Value;
 
+use crate::engine::ChatMessage;
 use crate::engine::SaveTo;
-use crate::model::chat::ChatMessage;
-use crate::persist::{ConversationId, Message, Role};
+use crate::engine::{ConversationId, Message, Role};
 
 use super::protocol::{ChatFields, CommonFields, Kind, WireMessage};
 use super::{body, generation, params, ApiError, AppState};

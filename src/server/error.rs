@@ -11,8 +11,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use crate::engine::ModelError;
 use crate::engine::{EngineError, ErrorKind};
-use crate::model::ModelError;
 
 /// Seconds a client is asked to wait after a 503 for a full queue.
 const RETRY_AFTER_SECS: &str = "1";

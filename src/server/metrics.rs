@@ -20,9 +20,9 @@ use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 
+use crate::engine::ModelInfo;
+use crate::engine::TierStats;
 use crate::engine::{EngineStats, Histogram};
-use crate::kv::TierStats;
-use crate::model::ModelInfo;
 
 use super::AppState;
 
@@ -36,6 +36,7 @@ pub(crate) async fn handle(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 /// The exposition text for one snapshot of the engine serving `model_id`.
+// long: one statement per metric with its help text, in the order they are exposed.
 pub fn render(stats: &EngineStats, model_id: &str, info: &ModelInfo) -> String {
     let mut m = Exposition::default();
     m.family("hearth_model_info", "gauge", "The served model (always 1).");

@@ -34,7 +34,7 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     /// The server's part of `settings`, for the model named `model_name`
-    /// ([`crate::model::ModelInfo::name`]). The model is listed under that
+    /// ([`crate::engine::ModelInfo::name`]). The model is listed under that
     /// name; `--model` as given (a path or `owner/repo:file.gguf`) and its
     /// file name are accepted too.
     pub fn from_settings(settings: &Settings, model_name: &str) -> Self {

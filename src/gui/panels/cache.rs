@@ -6,7 +6,7 @@ use egui_plot::{Bar, BarChart, Plot};
 
 use super::super::AppModel;
 use super::mib;
-use crate::kv::TierStats;
+use crate::engine::TierStats;
 
 /// A horizontal bar of `parts` (label, bytes, color) over `total`, with a legend line each.
 fn bar(ui: &mut egui::Ui, title: &str, total: u64, parts: &[(&str, u64, egui::Color32)]) {

@@ -3,8 +3,10 @@
 //! regenerate).
 
 use super::super::{Action, AppModel, ModelStatus};
-use crate::persist::Role;
+use crate::engine::Role;
 
+// long: the panel's layout from top to bottom (title bar, system prompt, messages, reply,
+// message box), read in the order it is drawn.
 pub fn show(
     ui: &mut egui::Ui,
     m: &mut AppModel,

@@ -1,0 +1,195 @@
+//! `hearth cache`: the disk tier's files listed, verified, pruned.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+
+use std::path::Path;
+
+use hearth::config::{AppPaths, Settings};
+use hearth::model::select_device;
+use hearth::persist::{
+    cache_dir, conversations_dir, inspect, prune_plan, CacheEntry, CacheFile, ConversationStore, EntryStatus,
+};
+
+use super::args::CacheCommand;
+use super::progress::bytes_bar;
+use super::start::resolve_model;
+
+/// The fingerprint and layout the configured model's cache files must have, without loading
+/// its weights (its files are hashed, with a progress bar).
+fn current_fingerprint(settings: &Settings) -> Result<(hearth::persist::Fingerprint, hearth::persist::KvLayout)> {
+    let resolved = resolve_model(settings)?;
+    let shape = hearth::model::kv_shape_of(&resolved.gguf)?;
+    let layout = hearth::engine::kv_layout(shape, settings.cache.block_size);
+    let device = hearth::model::device_name(&select_device(settings.model.device)?);
+    let files = resolved.files();
+    let total: u64 = files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum();
+    let pb = bytes_bar(total, "hashing the model");
+    let fp = hearth::engine::fingerprint(&files, &device, &layout, &mut |done| pb.set_position(done))?;
+    pb.finish_and_clear();
+    Ok((fp, layout))
+}
+
+fn ago(secs_since_epoch: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let s = now.saturating_sub(secs_since_epoch);
+    match s {
+        0..=119 => format!("{s}s ago"),
+        120..=7199 => format!("{}m ago", s / 60),
+        7200..=172_799 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86400),
+    }
+}
+
+pub fn run(settings: &Settings, paths: &AppPaths, which: CacheCommand) -> Result<ExitCode> {
+    let dir = cache_dir(&paths.data_dir);
+    let current = match current_fingerprint(settings) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!(
+                "note: the configured model is not available ({}); every file shows as foreign",
+                crate::one_line(&e)
+            );
+            None
+        }
+    };
+    let entries = inspect(&dir, current)?;
+    match which {
+        CacheCommand::List { json } => list(settings, paths, &dir, &entries, json),
+        CacheCommand::Verify => verify(&entries),
+        CacheCommand::Prune {
+            to_gib,
+            foreign,
+            dry_run,
+        } => prune(settings, &entries, to_gib, foreign, dry_run),
+    }
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1u64 << 20) as f64
+}
+
+/// `hearth cache list`: a table (or JSON) of every cache file.
+fn list(settings: &Settings, paths: &AppPaths, dir: &Path, entries: &[CacheEntry], json: bool) -> Result<ExitCode> {
+    let store = ConversationStore::new(conversations_dir(&paths.data_dir));
+    if json {
+        println!("{}", serde_json::to_string_pretty(entries)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}: {} cache files", dir.display(), entries.len());
+    if entries.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<28} {:>10} {:>8} {:>11} {:>9}  {:<12} title",
+        "conversation", "MiB", "tokens", "blocks", "last use", "status"
+    );
+    for e in entries {
+        let title = store
+            .get(&e.conversation)
+            .map(|c| c.title)
+            .unwrap_or_else(|_| "(no text)".into());
+        let status = match &e.status {
+            EntryStatus::Usable => "ok".to_string(),
+            EntryStatus::Foreign => "other model".to_string(),
+            EntryStatus::Unreadable(why) => format!("unreadable: {why}"),
+        };
+        println!(
+            "{:<28} {:>10.1} {:>8} {:>5}/{:<5} {:>9}  {:<12} {}",
+            e.conversation.as_str(),
+            mib(e.bytes),
+            e.tokens,
+            e.blocks_present,
+            e.blocks,
+            ago(e.last_used_secs),
+            status,
+            title
+        );
+    }
+    let total: u64 = entries.iter().map(|e| e.bytes).sum();
+    println!(
+        "total {:.1} MiB of a {:.1} MiB budget",
+        mib(total),
+        mib(settings.cache.disk_budget_bytes)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `hearth cache verify`: every block of every file read and checked.
+fn verify(entries: &[CacheEntry]) -> Result<ExitCode> {
+    let total: u64 = entries.iter().map(|e| e.bytes).sum();
+    let pb = bytes_bar(total, "verifying");
+    let mut bad = 0;
+    let mut report = Vec::new();
+    for e in entries {
+        let result = CacheFile::open(&e.path).and_then(|mut f| {
+            let present = f.blocks_present();
+            let n = f.verify(|b| pb.inc(b))?;
+            Ok((n, present))
+        });
+        match result {
+            Ok((n, _)) => report.push(format!("ok        {} ({n} blocks)", e.conversation)),
+            Err(err) => {
+                bad += 1;
+                report.push(format!("DAMAGED   {}: {err}", e.conversation));
+            }
+        }
+    }
+    pb.finish_and_clear();
+    for line in report {
+        println!("{line}");
+    }
+    println!("{} files checked, {bad} damaged", entries.len());
+    Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `hearth cache prune`: least recently used files deleted down to the budget.
+fn prune(
+    settings: &Settings,
+    entries: &[CacheEntry],
+    to_gib: Option<f64>,
+    foreign: bool,
+    dry_run: bool,
+) -> Result<ExitCode> {
+    let budget = match to_gib {
+        Some(g) if !(g >= 0.0 && g.is_finite()) => bail!("--to-gib must be 0 or positive"),
+        Some(g) => (g * (1u64 << 30) as f64) as u64,
+        None => settings.cache.disk_budget_bytes,
+    };
+    let plan = prune_plan(entries, budget, foreign);
+    let pb = indicatif::ProgressBar::new(plan.len() as u64);
+    let mut freed = 0;
+    for e in &plan {
+        if dry_run {
+            println!("would delete {} ({:.1} MiB)", e.conversation, mib(e.bytes));
+        } else {
+            match std::fs::remove_file(&e.path) {
+                Ok(()) => {
+                    freed += e.bytes;
+                    pb.println(format!("deleted {} ({:.1} MiB)", e.conversation, mib(e.bytes)));
+                }
+                Err(err) => pb.println(format!("cannot delete {}: {err}", e.path.display())),
+            }
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let total: u64 = entries.iter().map(|e| e.bytes).sum();
+    println!(
+        "{} of {} files {}, {:.1} MiB freed; {:.1} MiB left (budget {:.1} MiB); conversations are kept",
+        plan.len(),
+        entries.len(),
+        if dry_run { "to delete" } else { "deleted" },
+        mib(freed),
+        mib(total - freed),
+        mib(budget)
+    );
+    Ok(ExitCode::SUCCESS)
+}

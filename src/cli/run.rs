@@ -1,0 +1,103 @@
+//! `hearth run`: prompts in turn through the engine, tokens streamed to stdout.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+
+use hearth::config::{AppPaths, Settings};
+use hearth::engine::{Event, GenerateParams, GenerateRequest};
+use hearth::persist::{Conversation, ConversationId, Message, Role};
+
+use super::args::RunArgs;
+use super::start::start;
+
+pub fn run(settings: &Settings, paths: &AppPaths, args: &RunArgs) -> Result<ExitCode> {
+    let mut prompts = args.prompt.clone();
+    for path in &args.prompt_file {
+        prompts.push(
+            std::fs::read_to_string(path).with_context(|| format!("cannot read prompt file {}", path.display()))?,
+        );
+    }
+    let conversation = args.conversation.as_deref().map(ConversationId::parse).transpose()?;
+    generate(settings, paths, &prompts, args.chat, conversation)
+}
+
+fn generate(
+    settings: &Settings,
+    paths: &AppPaths,
+    prompts: &[String],
+    chat: bool,
+    conversation: Option<ConversationId>,
+) -> Result<ExitCode> {
+    let handle = start(settings, paths)?;
+    let model = handle.model();
+    let chat = chat || conversation.is_some();
+    // Tokenize every prompt before generating, so a bad one fails first.
+    let all_ids = prompts
+        .iter()
+        .map(|p| model.prompt_ids(p, chat))
+        .collect::<Result<Vec<_>, _>>()?;
+    for ids in &all_ids {
+        model.check_prompt_fits(ids.len())?;
+    }
+    let params = GenerateParams {
+        max_tokens: settings.max_tokens,
+        sampling: settings.sampling.clone(),
+        stop: Vec::new(),
+        ignore_eos: false,
+        keep_logits: false,
+    };
+    if let Some(id) = &conversation {
+        let store = handle.conversations()?;
+        if !store.exists(id) {
+            let title = hearth::persist::title_from(&[Message::new(Role::User, prompts[0].clone())]);
+            store.update(
+                id,
+                Some(&|| Conversation::new(id.clone(), title.clone(), Default::default())),
+                |_| {},
+            )?;
+            eprintln!("conversation {id}: new");
+        }
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for (n, (ids, text)) in all_ids.into_iter().zip(prompts).enumerate() {
+        // One prompt at a time, in order; each shares the cache with the ones before.
+        let mut stream = match &conversation {
+            Some(id) => handle.send_message(id, Some(text), &params)?,
+            None => handle.submit(GenerateRequest::new(ids, params.clone()))?,
+        };
+        let report = loop {
+            match stream.blocking_recv() {
+                Some(Event::Token { text, .. }) => {
+                    // A closed stdout ends here; dropping the stream cancels the request.
+                    out.write_all(text.as_bytes())?;
+                    out.flush()?;
+                }
+                Some(Event::Done(report)) => break report,
+                Some(Event::Error(e)) => return Err(e.into()),
+                None => bail!("the engine stopped unexpectedly"),
+            }
+        };
+        writeln!(out)?;
+        out.flush()?;
+        let c = report.cached;
+        eprintln!(
+            "prompt {}: {} tokens, {} cached (device {}, host {}, of which disk {}); first token {:.0} ms; {} generated ({:?}), {:.1} tok/s",
+            n + 1,
+            report.prompt_tokens,
+            c.tokens,
+            c.device_tokens,
+            c.host_tokens,
+            c.disk_tokens,
+            report.ttft.as_secs_f64() * 1e3,
+            report.tokens.len(),
+            report.stop,
+            report.decode_rate()
+        );
+    }
+    // The reply and the cache file are written in the background: wait for them.
+    handle.flush_disk();
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,71 @@
+//! Starting an engine from the settings: the one start-up sequence every
+//! front-end uses (`hearth run`, `--headless`, the desktop app's loader, the
+//! benchmarks and the tests).
+//!
+//! [`launch`] resolves the configured model (downloading it from the hub when
+//! it is not cached, with progress), loads it on the configured device, sizes
+//! the cache, opens the disk tier in the data dir and spawns the engine
+//! thread. Each stage is announced to a [`LaunchProgress`]; a [`Cancel`] set
+//! from another thread stops the download (its bytes are kept) or discards
+//! the model between stages.
+//!
+//! Counterpart: vLLM's `LLMEngine.from_engine_args` / `AsyncLLM.from_vllm_config`.
+
+use std::path::PathBuf;
+
+use super::{DiskSettings, Engine, EngineError, EngineHandle};
+use crate::config::{AppPaths, Settings};
+use crate::model::source::{resolve_with, Cancel, DownloadProgress, HubOptions, ModelSource};
+use crate::model::{select_device, LoadedModel};
+
+/// A stage of [`launch`] after the model's files are resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchStage {
+    /// Reading the weights from this GGUF file onto the device.
+    Loading(PathBuf),
+    /// Building the disk tier's index from the saved cache files' headers.
+    IndexingDisk,
+}
+
+/// Where [`launch`] reports: a download's bytes ([`DownloadProgress`]) and
+/// each later stage as it starts.
+pub trait LaunchProgress: DownloadProgress {
+    fn stage(&mut self, _stage: &LaunchStage) {}
+}
+
+impl LaunchProgress for () {}
+
+/// The configured model, loaded, behind a running engine with its disk tier.
+pub fn launch(
+    settings: &Settings,
+    paths: &AppPaths,
+    progress: &mut dyn LaunchProgress,
+    cancel: &Cancel,
+) -> Result<EngineHandle, EngineError> {
+    let source = ModelSource::parse(&settings.model.source)?;
+    let resolved = resolve_with(&source, &HubOptions::from(&settings.hub), progress, cancel)?;
+    let stop_if_cancelled = || match cancel.is_cancelled() {
+        true => Err(EngineError::LaunchCancelled),
+        false => Ok(()),
+    };
+    stop_if_cancelled()?;
+    let device = select_device(settings.model.device)?;
+    progress.stage(&LaunchStage::Loading(resolved.gguf.clone()));
+    let model = LoadedModel::load(&resolved, &device, settings.model.context_length)?;
+    let i = &model.info;
+    tracing::info!(
+        "{} ({}, {}, {:.2}B params) on {}, context {}",
+        i.name,
+        i.architecture,
+        i.quantization,
+        i.parameters as f64 / 1e9,
+        i.device,
+        i.context_length
+    );
+    stop_if_cancelled()?;
+    let engine = Engine::new(model, &settings.cache, &settings.engine)?;
+    progress.stage(&LaunchStage::IndexingDisk);
+    let engine = engine.with_disk(&DiskSettings::new(&paths.data_dir, settings.cache.disk_budget_bytes))?;
+    stop_if_cancelled()?;
+    EngineHandle::spawn(engine, settings.engine.max_queued)
+}
