@@ -102,8 +102,8 @@ def ttft(port, model, system, question):
     return first
 
 
-def run(name, cmd, port, args, env=None):
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+def run(cmd, port, args):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         model = wait_ready(port, proc)
         # One warm-up request (page faults, thread start), not counted.
@@ -134,7 +134,6 @@ def main():
     with tempfile.TemporaryDirectory() as data:
         port = free_port()
         results["hearth"] = run(
-            "hearth",
             [args.hearth, "--headless", "-m", args.gguf, "--port", str(port), "--threads", str(args.threads),
              "--data-dir", data, "--disk-cache-gib", "0"],
             port,
@@ -142,7 +141,6 @@ def main():
         )
     port = free_port()
     results["llama-server"] = run(
-        "llama-server",
         [args.llama_server, "-m", args.gguf, "--port", str(port), "-t", str(args.threads), "-tb",
          str(args.threads), "--no-warmup", "-np", "1"],
         port,

@@ -22,9 +22,12 @@ impl LaunchProgress for BarProgress {
 }
 
 impl Drop for BarProgress {
+    /// A spinner is cleared; a download bar still up (the download failed) stays on screen.
     fn drop(&mut self) {
-        if let Some(pb) = self.0.take() {
-            pb.finish_and_clear();
+        match self.0.take() {
+            Some(pb) if pb.length().is_some() => pb.abandon(),
+            Some(pb) => pb.finish_and_clear(),
+            None => {}
         }
     }
 }

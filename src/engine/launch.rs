@@ -44,9 +44,11 @@ pub fn launch(
 ) -> Result<EngineHandle, EngineError> {
     let source = ModelSource::parse(&settings.model.source)?;
     let resolved = resolve_with(&source, &HubOptions::from(&settings.hub), progress, cancel)?;
-    let stop_if_cancelled = || match cancel.is_cancelled() {
-        true => Err(EngineError::LaunchCancelled),
-        false => Ok(()),
+    let stop_if_cancelled = || {
+        if cancel.is_cancelled() {
+            return Err(EngineError::LaunchCancelled);
+        }
+        Ok(())
     };
     stop_if_cancelled()?;
     let device = select_device(settings.model.device)?;

@@ -277,27 +277,32 @@ impl SeqLayer<'_> {
         // them, and each kernel call runs over all of them.
         let per_pass = (PASS_ROWS / bs).clamp(1, MAX_PASS_BLOCKS);
         let mut bases = [0usize; MAX_PASS_BLOCKS];
-        fn pass_rows(bases: &[usize], block: usize, stride: usize, start: usize, ctx: usize) -> Rows<'_> {
-            Rows {
-                bases,
-                block,
-                stride,
-                n: ctx.saturating_sub(start).min(bases.len() * block),
-            }
-        }
-        for (pass, chunk) in blocks.chunks(per_pass).enumerate() {
-            for (base, &b) in bases.iter_mut().zip(chunk) {
-                *base = l.plane_offset(b, self.layer, 0) + kvh * d;
-            }
-            let start = pass * per_pass * bs;
-            for t in 0..rows {
-                let k = pass_rows(&bases[..chunk.len()], bs, re, start, ctx_of(t));
-                for g in 0..group {
-                    let s = &mut scores[(t * group + g) * ctx + start..];
-                    row_kernels::scores::<SIMD>(q_of(t, g), pool, k, scale, s);
+        // Each pass of `plane` (0: K, 1: V): its first position and, per row of the tile,
+        // the K/V rows that row attends to in it.
+        let mut passes = |plane: usize, f: &mut dyn FnMut(usize, usize, Rows<'_>)| {
+            for (pass, chunk) in blocks.chunks(per_pass).enumerate() {
+                for (base, &b) in bases.iter_mut().zip(chunk) {
+                    *base = l.plane_offset(b, self.layer, plane) + kvh * d;
+                }
+                let start = pass * per_pass * bs;
+                for t in 0..rows {
+                    let n = ctx_of(t).saturating_sub(start).min(chunk.len() * bs);
+                    let kv = Rows {
+                        bases: &bases[..chunk.len()],
+                        block: bs,
+                        stride: re,
+                        n,
+                    };
+                    f(start, t, kv);
                 }
             }
-        }
+        };
+        passes(0, &mut |start, t, k| {
+            for g in 0..group {
+                let s = &mut scores[(t * group + g) * ctx + start..];
+                row_kernels::scores::<SIMD>(q_of(t, g), pool, k, scale, s);
+            }
+        });
         for (u, sum) in sums.iter_mut().enumerate() {
             let su = &mut scores[u * ctx..][..ctx_of(u / group)];
             let max = su.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -307,20 +312,13 @@ impl SeqLayer<'_> {
             *sum = self::sum(su);
         }
         out.fill(0.0);
-        for (pass, chunk) in blocks.chunks(per_pass).enumerate() {
-            for (base, &b) in bases.iter_mut().zip(chunk) {
-                *base = l.plane_offset(b, self.layer, 1) + kvh * d;
+        passes(1, &mut |start, t, v| {
+            for g in 0..group {
+                let u = t * group + g;
+                let o = &mut out[u * d..(u + 1) * d];
+                row_kernels::weighted_sum::<SIMD>(&scores[u * ctx + start..], pool, v, o);
             }
-            let start = pass * per_pass * bs;
-            for t in 0..rows {
-                let v = pass_rows(&bases[..chunk.len()], bs, re, start, ctx_of(t));
-                for g in 0..group {
-                    let u = t * group + g;
-                    let o = &mut out[u * d..(u + 1) * d];
-                    row_kernels::weighted_sum::<SIMD>(&scores[u * ctx + start..], pool, v, o);
-                }
-            }
-        }
+        });
         for (o, sum) in out.chunks_exact_mut(d).zip(sums.iter()) {
             for o in o.iter_mut() {
                 *o /= sum;
@@ -540,19 +538,8 @@ mod tests {
         }
         assert_eq!(exp(0.0), 1.0);
     }
+    use crate::ops::test_util::rand_vec;
     use crate::ops::{ContiguousBatch, ContiguousKv, KvShape, SeqChunk};
-
-    fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
 
     /// Runs the same layer-0 attention through a paged pool (with scattered,
     /// non-monotonic block tables) and through the contiguous store.
