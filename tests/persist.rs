@@ -499,10 +499,9 @@ fn the_conversation_api_creates_continues_renames_and_deletes() {
     let data = dir.path().join("data");
     let (_, path) = model(dir.path());
     let h = EngineHandle::spawn(disk_engine(&path, &data, Faults::none()), 8).unwrap();
-    let store = h.conversations().unwrap();
-    let c = store
-        .create(
-            "first chat",
+    let c = h
+        .create_conversation(
+            Some("first chat"),
             ConversationSettings {
                 system_prompt: Some("You are terse.".into()),
                 max_tokens: Some(5),
@@ -532,15 +531,15 @@ fn the_conversation_api_creates_continues_renames_and_deletes() {
         r2.cached
     );
     h.flush_disk();
-    let got = store.get(&c.id).unwrap();
-    let roles: Vec<Role> = got.messages.iter().map(|m| m.role).collect();
+    let got = h.conversation(&c.id).unwrap();
+    let roles: Vec<Role> = got.messages.iter().map(|m| m.role.clone()).collect();
     assert_eq!(roles, [Role::User, Role::Assistant, Role::User, Role::Assistant]);
     assert_eq!(got.messages[1].content, r1.text);
     assert_eq!(got.messages[3].content, r2.text);
     assert!(cache_path(&cache_dir(&data), &c.id).exists());
 
-    store.rename(&c.id, "renamed").unwrap();
-    let list = store.list().unwrap();
+    h.rename_conversation(&c.id, "renamed").unwrap();
+    let list = h.list_conversations().unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!((list[0].title.as_str(), list[0].messages), ("renamed", 4));
     let missing = id("nope");
@@ -551,7 +550,7 @@ fn the_conversation_api_creates_continues_renames_and_deletes() {
 
     h.delete_conversation(&c.id).unwrap();
     h.flush_disk();
-    assert!(store.list().unwrap().is_empty());
+    assert!(h.list_conversations().unwrap().is_empty());
     assert!(!cache_path(&cache_dir(&data), &c.id).exists());
 }
 

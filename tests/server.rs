@@ -17,7 +17,7 @@ use tower::ServiceExt;
 
 use hearth::config::{CacheSettings, DevicePool, EngineSettings, SamplingParams};
 use hearth::engine::{DiskSettings, Engine, EngineHandle};
-use hearth::model::chat::ChatMessage;
+use hearth::model::chat::Message;
 use hearth::model::hparams::Family;
 use hearth::model::source::{resolve, ModelSource};
 use hearth::model::testkit::{write_model, TinyModelSpec, WeightType};
@@ -488,7 +488,7 @@ async fn prompt_over_the_context_is_400_with_the_limits() {
     let tokens = s
         .state
         .engine()
-        .tokenize_chat(&[ChatMessage::new("user", long.clone())])
+        .tokenize_chat(&[Message::user(long.clone())])
         .unwrap()
         .len();
     assert!(tokens > 512, "the prompt must not fit: {tokens} tokens");
@@ -638,8 +638,8 @@ async fn the_same_system_prompt_is_served_from_the_cache() {
         .repeat(2);
     let conversation = |question: &str| {
         vec![
-            ChatMessage::new("system", system.clone()),
-            ChatMessage::new("user", question.to_string()),
+            Message::system(system.clone()),
+            Message::user(question),
         ]
     };
     let body = |question: &str| {
@@ -963,4 +963,86 @@ async fn conversation_id_saves_the_turn_and_cannot_name_a_path() {
         .collect();
     names.sort();
     assert_eq!(names, ["cache", "conversations"]);
+}
+
+#[tokio::test]
+async fn conversation_routes_create_send_regenerate_edit_rename_and_delete() {
+    let s = server(Opts {
+        disk: true,
+        ..Opts::default()
+    });
+    let send_json = |method: Method, uri: &str, body: Value| {
+        let app = s.app.clone();
+        let uri = uri.to_string();
+        async move { send(&app, request(method, &uri, Body::from(body.to_string()), None)).await }
+    };
+    // Created untitled: "New chat" until the first message names it.
+    let r = post(&s.app, "/v1/conversations", &json!({"system_prompt": "Be terse."})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    let c = r.json();
+    let id = c["id"].as_str().unwrap().to_string();
+    assert_eq!(c["title"], hearth::engine::NEW_CHAT_TITLE);
+    assert_eq!(c["settings"]["system_prompt"], "Be terse.");
+
+    let reply_of = |r: &Reply| r.json()["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let turn = json!({"content": "Hello there\nsecond line", "max_tokens": 4, "temperature": 0});
+    let r = post(&s.app, &format!("/v1/conversations/{id}/messages"), &turn).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let first = reply_of(&r);
+    s.state.engine().flush_disk();
+    let c = get(&s.app, &format!("/v1/conversations/{id}")).await.json();
+    assert_eq!(c["title"], "Hello there");
+    let msgs = c["messages"].as_array().unwrap();
+    assert_eq!((msgs.len(), msgs[1]["content"].as_str()), (2, Some(first.as_str())), "{c}");
+
+    // Regenerate: the same (greedy) reply replaces the last one.
+    let r = post(&s.app, &format!("/v1/conversations/{id}/regenerate"), &json!({"max_tokens": 4, "temperature": 0})).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(reply_of(&r), first);
+    s.state.engine().flush_disk();
+    let c = get(&s.app, &format!("/v1/conversations/{id}")).await.json();
+    assert_eq!(c["messages"].as_array().unwrap().len(), 2, "{c}");
+
+    // Edit: only a user message, never blank; refused edits change nothing.
+    for (index, body) in [("1", json!({"content": "x"})), ("0", json!({"content": "  "})), ("zz", json!({"content": "x"}))] {
+        let r = send_json(Method::PUT, &format!("/v1/conversations/{id}/messages/{index}"), body).await;
+        r.error(StatusCode::BAD_REQUEST);
+    }
+    let r = send_json(
+        Method::PUT,
+        &format!("/v1/conversations/{id}/messages/0"),
+        json!({"content": "Another question", "max_tokens": 3, "temperature": 0, "stream": true}),
+    )
+    .await;
+    assert!(!chunks(&r).is_empty());
+    s.state.engine().flush_disk();
+    let c = get(&s.app, &format!("/v1/conversations/{id}")).await.json();
+    let msgs = c["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 2, "{c}");
+    assert_eq!(msgs[0]["content"], "Another question");
+
+    // Rename (blank refused), clear the system prompt, list, delete.
+    let r = send_json(Method::PATCH, &format!("/v1/conversations/{id}"), json!({"title": " "})).await;
+    r.error(StatusCode::BAD_REQUEST);
+    let r = send_json(
+        Method::PATCH,
+        &format!("/v1/conversations/{id}"),
+        json!({"title": "Renamed", "system_prompt": null}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["settings"]["system_prompt"], Value::Null);
+    let list = get(&s.app, "/v1/conversations").await.json();
+    assert_eq!(list["data"][0]["title"], "Renamed", "{list}");
+    let r = send_json(Method::DELETE, &format!("/v1/conversations/{id}"), json!({})).await;
+    assert_eq!(r.json()["deleted"], true, "{}", r.text());
+    get(&s.app, &format!("/v1/conversations/{id}")).await.error(StatusCode::NOT_FOUND);
+    post(&s.app, "/v1/conversations/nope/messages", &json!({"content": "x"}))
+        .await
+        .error(StatusCode::NOT_FOUND);
+    get(&s.app, "/v1/conversations/a.b").await.error(StatusCode::BAD_REQUEST);
+
+    // Without a disk tier the routes say so.
+    let plain = server(Opts::default());
+    get(&plain.app, "/v1/conversations").await.error(StatusCode::BAD_REQUEST);
 }

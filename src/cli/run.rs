@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 
 use hearth::config::{AppPaths, Settings};
 use hearth::engine::{Event, GenerateParams, GenerateRequest};
-use hearth::persist::{Conversation, ConversationId, Message, Role};
+use hearth::persist::ConversationId;
 
 use super::args::RunArgs;
 use super::start::start;
@@ -49,14 +49,7 @@ fn generate(
         keep_logits: false,
     };
     if let Some(id) = &conversation {
-        let store = handle.conversations()?;
-        if !store.exists(id) {
-            let title = hearth::persist::title_from(&[Message::new(Role::User, prompts[0].clone())]);
-            store.update(
-                id,
-                Some(&|| Conversation::new(id.clone(), title.clone(), Default::default())),
-                |_| {},
-            )?;
+        if handle.open_or_create_conversation(id)?.1 {
             eprintln!("conversation {id}: new");
         }
     }

@@ -547,19 +547,16 @@ impl Engine {
             ticket: None,
         });
         loop {
-            if self.has_work() {
+            let waited = if self.has_work() {
                 self.step();
+                None
             } else {
                 // A turn that saves its text gets its last event from the background
                 // writer: wait for it (the channel closes when there is nothing more).
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            loop {
-                let event = match rx.try_recv() {
-                    Ok(event) => event,
-                    Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
-                    Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return Err(EngineError::Stopped),
-                };
+                Some(rx.blocking_recv().ok_or(EngineError::Stopped)?)
+            };
+            let mut drained = std::iter::from_fn(|| rx.try_recv().ok());
+            for event in waited.into_iter().chain(&mut drained) {
                 match event {
                     Event::Token { text, .. } => {
                         if !text.is_empty() {

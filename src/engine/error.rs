@@ -82,7 +82,9 @@ impl EngineError {
             Self::Stopped => ErrorKind::Unavailable,
             Self::Cancelled | Self::LaunchCancelled => ErrorKind::Cancelled,
             Self::Persist(crate::persist::PersistError::NotFound(_)) => ErrorKind::NotFound,
-            Self::Persist(crate::persist::PersistError::InvalidId(_)) => ErrorKind::InvalidRequest,
+            Self::Persist(crate::persist::PersistError::InvalidId(_) | crate::persist::PersistError::Disabled) => {
+                ErrorKind::InvalidRequest
+            }
             Self::Persist(_) => ErrorKind::Internal,
             Self::Model(_) | Self::Output(_) | Self::Kv(_) | Self::Runtime(_) | Self::Step(_) => ErrorKind::Internal,
         }

@@ -21,10 +21,10 @@ use std::time::Instant;
 
 use tokio::sync::mpsc as events;
 
-use super::{Engine, EngineError, EngineStats, Event, GenerateParams, GenerateRequest, RequestId, SaveTo};
-use crate::model::chat::ChatMessage;
+use super::{Engine, EngineError, EngineStats, Event, GenerateRequest, RequestId};
 use crate::model::{LoadedModel, ModelInfo};
-use crate::persist::{ConversationId, ConversationStore, Message, PersistError, Role};
+use crate::model::chat::Message;
+use crate::persist::{ConversationId, ConversationStore, PersistError};
 
 /// The sending half of a request's events.
 pub type EventSender = events::UnboundedSender<Event>;
@@ -182,7 +182,7 @@ impl EngineHandle {
 
     /// Token ids of a conversation through the chat template, ready for the
     /// assistant's reply.
-    pub fn tokenize_chat(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, EngineError> {
+    pub fn tokenize_chat(&self, messages: &[Message]) -> Result<Vec<u32>, EngineError> {
         Ok(self.shared.model.chat_ids(messages)?)
     }
 
@@ -232,75 +232,18 @@ impl EngineHandle {
         s
     }
 
-    /// The conversation store (list, create, get, rename); an error without a disk tier.
-    pub fn conversations(&self) -> Result<&ConversationStore, EngineError> {
+    /// The conversation store; an error without a disk tier. Front-ends use the conversation
+    /// methods (`conversations.rs`), not the store.
+    pub(super) fn store(&self) -> Result<&ConversationStore, EngineError> {
         self.shared
             .store
             .as_ref()
             .ok_or(EngineError::Persist(PersistError::Disabled))
     }
 
-    /// Deletes a conversation: its text, then its cache file.
-    pub fn delete_conversation(&self, id: &ConversationId) -> Result<(), EngineError> {
-        self.conversations()?.delete(id)?;
-        let _ = self.shared.commands.send(Command::DeleteCache(id.clone()));
-        Ok(())
-    }
-
-    /// Continues conversation `id`: saves the user's `message` (if any) at once, then generates
-    /// the assistant's reply to the whole conversation. `defaults` are the sampling settings and
-    /// `max_tokens` unless the conversation's settings override them. When the reply finishes,
-    /// it is appended to the conversation and the conversation's cache file is written, both in
-    /// the background.
-    ///
-    /// If the user's message cannot be saved (a full disk), the reply is generated anyway and
-    /// the whole conversation is written again with it when it finishes.
-    pub fn send_message(
-        &self,
-        id: &ConversationId,
-        message: Option<&str>,
-        defaults: &GenerateParams,
-    ) -> Result<RequestStream, EngineError> {
-        let store = self.conversations()?;
-        let mut replace = false;
-        let conversation = match message {
-            None => store.get(id)?,
-            Some(text) => {
-                let m = Message::new(Role::User, text);
-                match store.append(id, m.clone()) {
-                    Ok(c) => c,
-                    Err(e @ (PersistError::NotFound(_) | PersistError::BadConversation { .. })) => return Err(e.into()),
-                    Err(e) => {
-                        tracing::warn!("could not save the message: {e}; generating the reply anyway");
-                        replace = true;
-                        let mut c = store.get(id)?;
-                        c.messages.push(m);
-                        c
-                    }
-                }
-            }
-        };
-        let chat: Vec<ChatMessage> = conversation
-            .prompt_messages()
-            .into_iter()
-            .map(|(role, content)| ChatMessage::new(role.as_str(), content))
-            .collect();
-        let prompt = self.tokenize_chat(&chat)?;
-        let mut params = defaults.clone();
-        if let Some(s) = &conversation.settings.sampling {
-            params.sampling = s.clone();
-        }
-        if let Some(n) = conversation.settings.max_tokens {
-            params.max_tokens = n;
-        }
-        self.submit(GenerateRequest {
-            prompt,
-            params,
-            save: Some(SaveTo {
-                conversation: id.clone(),
-                messages: replace.then_some(conversation.messages),
-            }),
-        })
+    /// Asks the engine thread to delete conversation `id`'s cache file.
+    pub(super) fn delete_cache(&self, id: ConversationId) {
+        let _ = self.shared.commands.send(Command::DeleteCache(id));
     }
 
     /// Waits until the engine's queued saves (cache files, conversation text) are on disk.

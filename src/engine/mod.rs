@@ -14,6 +14,8 @@
 //! - `sequence.rs`: one request's state (tokens, sampler, detokenizer, stop strings).
 //! - [`EngineHandle`] (`handle.rs`): the engine thread and the cloneable handle front-ends
 //!   hold; [`RequestStream`] carries one request's [`Event`]s; dropping it cancels the request.
+//! - `conversations.rs`: the conversation operations (list, create, rename, system prompt,
+//!   delete, send, regenerate, edit-and-resend) as `EngineHandle` methods, for every front-end.
 //! - [`launch`] (`launch.rs`): the one start-up sequence (model resolved and loaded, cache
 //!   sized, disk tier opened, engine thread spawned) every front-end uses.
 //! - [`EngineStats`] (`stats.rs`): cache, queue, request counters, latency histograms.
@@ -25,6 +27,7 @@
 //! Counterpart: vLLM v1's `EngineCore` (`step`), `Scheduler` (`schedule` /
 //! `update_from_output`) and `AsyncLLM`.
 
+mod conversations;
 mod core;
 mod disk;
 mod error;
@@ -48,9 +51,9 @@ pub use stats::{EngineStats, Histogram, RequestCounters, TOKENS_PER_SECOND_BUCKE
 // The data front-ends show and send, re-exported so that `gui` and `server` need nothing but
 // `engine` and `config` (tests/code_rules.rs checks it).
 pub use crate::kv::{PrefixMatch, TierStats};
-pub use crate::model::chat::ChatMessage;
 pub use crate::model::source::{Cancel, DownloadProgress};
 pub use crate::model::{ModelError, ModelInfo};
+pub use crate::model::chat::{Message, Role};
 pub use crate::persist::{
-    title_from, Conversation, ConversationId, ConversationSettings, ConversationSummary, Message, Role,
+    Conversation, ConversationId, ConversationSettings, ConversationSummary, NEW_CHAT_TITLE,
 };

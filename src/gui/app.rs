@@ -17,8 +17,8 @@ use super::panels::settings::SettingsForm;
 use super::{panels, AppModel, ChatView, ModelStatus, Streaming};
 use crate::config::{AppPaths, ConfigFile, DevicePool, Overrides, Settings};
 use crate::engine::Cancel;
-use crate::engine::{ConversationId, ConversationSettings, Message, Role};
-use crate::engine::{EngineHandle, GenerateParams};
+use crate::engine::{ConversationId, ConversationSettings};
+use crate::engine::{EngineError, EngineHandle, GenerateParams, RequestStream};
 
 /// What a panel asks the app to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,7 +215,7 @@ impl HearthApp {
 
     fn refresh_list(&mut self) {
         let Some(engine) = &self.engine else { return };
-        match engine.conversations().and_then(|s| Ok(s.list()?)) {
+        match engine.list_conversations() {
             Ok(list) => self.model.conversations = list,
             Err(e) => self.error(format!("cannot list conversations: {e}")),
         }
@@ -223,7 +223,7 @@ impl HearthApp {
 
     fn open(&mut self, id: &ConversationId) {
         let Some(engine) = &self.engine else { return };
-        match engine.conversations().and_then(|s| Ok(s.get(id)?)) {
+        match engine.conversation(id) {
             Ok(c) => {
                 self.model.open = Some(ChatView {
                     system_prompt: c.settings.system_prompt.clone().unwrap_or_default(),
@@ -399,10 +399,7 @@ impl HearthApp {
         true
     }
 
-    /// Carries out one action.
-    // long: one arm per action, each a few engine calls; issue 15 moves the conversation
-    // operations (rename, regenerate, edit-and-resend, delete) into `EngineHandle` methods,
-    // which shortens the arms.
+    /// Carries out one action: each is one `EngineHandle` call, then the views are refreshed.
     pub fn act(&mut self, action: Action) {
         if self.act_on_settings(&action) {
             return;
@@ -410,12 +407,8 @@ impl HearthApp {
         let Some(engine) = self.engine.clone() else {
             return;
         };
-        let store = match engine.conversations() {
-            Ok(s) => s.clone(),
-            Err(e) => return self.error(e),
-        };
         match action {
-            Action::NewConversation => match store.create("New chat", ConversationSettings::default()) {
+            Action::NewConversation => match engine.create_conversation(None, ConversationSettings::default()) {
                 Ok(c) => {
                     self.refresh_list();
                     self.open(&c.id);
@@ -424,12 +417,8 @@ impl HearthApp {
             },
             Action::Open(id) => self.open(&id),
             Action::Rename(id, title) => {
-                let title = title.trim();
-                if title.is_empty() {
-                    return self.error("a title cannot be empty");
-                }
-                if let Err(e) = store.rename(&id, title) {
-                    self.error(e);
+                if let Err(e) = engine.rename_conversation(&id, &title) {
+                    return self.error(e);
                 }
                 self.model.renaming = None;
                 self.refresh_list();
@@ -452,28 +441,16 @@ impl HearthApp {
                 if text.is_empty() || self.model.busy() {
                     return;
                 }
-                let title = crate::engine::title_from(&[Message::new(Role::User, text.clone())]);
                 let id = match self.model.open_id() {
                     Some(id) => id.clone(),
-                    None => match store.create(&title, ConversationSettings::default()) {
+                    None => match engine.create_conversation(None, ConversationSettings::default()) {
                         Ok(c) => c.id,
                         Err(e) => return self.error(e),
                     },
                 };
-                if self
-                    .model
-                    .open
-                    .as_ref()
-                    .is_some_and(|o| o.conversation.messages.is_empty())
-                {
-                    let _ = store.update(&id, None, |c| {
-                        if c.title == "New chat" {
-                            c.title = title;
-                        }
-                    });
-                }
                 self.model.draft.clear();
-                self.reply(&engine, &id, Some(&text));
+                let sent = engine.send_message(&id, Some(&text), &self.defaults);
+                self.stream_reply(&id, sent);
             }
             Action::Stop => {
                 if let Some(s) = &self.model.streaming {
@@ -481,48 +458,25 @@ impl HearthApp {
                 }
             }
             Action::Regenerate => {
-                let Some(id) = self.model.open_id().cloned() else {
-                    return;
-                };
-                if self.model.busy() {
-                    return;
-                }
-                let dropped = store.update(&id, None, |c| {
-                    if c.messages.last().is_some_and(|m| m.role == Role::Assistant) {
-                        c.messages.pop();
-                    }
-                });
-                match dropped {
-                    Ok(_) => self.reply(&engine, &id, None),
-                    Err(e) => self.error(e),
+                let Some(id) = self.model.open_id().cloned() else { return };
+                if !self.model.busy() {
+                    let sent = engine.regenerate(&id, &self.defaults);
+                    self.stream_reply(&id, sent);
                 }
             }
             Action::ResendEdited(index, text) => {
-                let Some(id) = self.model.open_id().cloned() else {
-                    return;
-                };
+                let Some(id) = self.model.open_id().cloned() else { return };
                 if self.model.busy() || text.trim().is_empty() {
                     return;
                 }
-                let edited = store.update(&id, None, |c| {
-                    if index < c.messages.len() && c.messages[index].role == Role::User {
-                        c.messages.truncate(index);
-                        c.messages.push(Message::new(Role::User, text.trim()));
-                    }
-                });
                 self.model.editing = None;
-                match edited {
-                    Ok(_) => self.reply(&engine, &id, None),
-                    Err(e) => self.error(e),
-                }
+                let sent = engine.edit_and_resend(&id, index, &text, &self.defaults);
+                self.stream_reply(&id, sent);
             }
             Action::ApplySystemPrompt => {
                 let Some(open) = &self.model.open else { return };
                 let id = open.conversation.id.clone();
-                let prompt = open.system_prompt.trim().to_string();
-                match store.update(&id, None, |c| {
-                    c.settings.system_prompt = (!prompt.is_empty()).then_some(prompt);
-                }) {
+                match engine.set_system_prompt(&id, Some(&open.system_prompt)) {
                     Ok(_) => self.open(&id),
                     Err(e) => self.error(e),
                 }
@@ -540,9 +494,10 @@ impl HearthApp {
         }
     }
 
-    /// Sends `message` (or nothing: reply to the conversation as saved) and streams the reply.
-    fn reply(&mut self, engine: &EngineHandle, id: &ConversationId, message: Option<&str>) {
-        match engine.send_message(id, message, &self.defaults) {
+    /// Streams a reply that was just submitted (or shows why it was not) and shows the
+    /// conversation as saved.
+    fn stream_reply(&mut self, id: &ConversationId, sent: Result<RequestStream, EngineError>) {
+        match sent {
             Ok(stream) => {
                 self.model.streaming = Some(Streaming {
                     request: stream.id(),
@@ -551,13 +506,10 @@ impl HearthApp {
                 });
                 self.bridge.forward(stream);
                 self.refresh_list();
-                self.open(id);
             }
-            Err(e) => {
-                self.error(e);
-                self.open(id);
-            }
+            Err(e) => self.error(e),
         }
+        self.open(id);
     }
 
     /// One frame: take what arrived, draw, carry out what the user asked for.

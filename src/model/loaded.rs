@@ -4,7 +4,7 @@ use std::path::Path;
 
 use candle_core::Device;
 
-use super::chat::{ChatMessage, ChatTemplate};
+use super::chat::{ChatTemplate, Message};
 use super::gguf::{md_opt_str, GgufFile};
 use super::source::ResolvedModel;
 use super::tokenizer::Tokenizer;
@@ -116,17 +116,14 @@ impl LoadedModel {
         if !chat {
             return self.tokenizer.encode(text, self.tokenizer.add_bos());
         }
-        let messages = [ChatMessage {
-            role: "user".into(),
-            content: text.into(),
-        }];
+        let messages = [Message::user(text)];
         self.chat_ids(&messages)
     }
 
     /// Token ids of a conversation rendered through the chat template with
     /// the generation prompt. BOS is added only if the template did not
     /// already write it.
-    pub fn chat_ids(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, ModelError> {
+    pub fn chat_ids(&self, messages: &[Message]) -> Result<Vec<u32>, ModelError> {
         let rendered = self.chat_template.render(messages, true)?;
         let starts_with_bos = self
             .tokenizer

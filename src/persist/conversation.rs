@@ -1,6 +1,6 @@
 //! Conversations as files: each one's messages, settings and timestamps, one JSON file each.
 //!
-//! Owns: [`Conversation`], [`Message`], [`ConversationSettings`], [`ConversationSummary`] and
+//! Owns: [`Conversation`] (its [`Message`]s are `model::chat`'s), [`ConversationSettings`], [`ConversationSummary`] and
 //! [`ConversationStore`] (`<data dir>/conversations/<id>.json`).
 //!
 //! Invariants: every change is written atomically (temp file, fsync, rename) before the call
@@ -21,57 +21,13 @@ use serde::{Deserialize, Serialize};
 use super::atomic::{write_atomic, Faults};
 use super::{now_ms, ConversationId, PersistError};
 use crate::config::SamplingParams;
+pub use crate::model::chat::{Message, Role};
+
+/// The title of a conversation until its first message names it (see `title_from`).
+pub const NEW_CHAT_TITLE: &str = "New chat";
 
 /// Version of the conversation JSON layout.
 pub const CONVERSATION_FORMAT: u32 = 1;
-
-/// Who said it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::System => "system",
-            Self::User => "user",
-            Self::Assistant => "assistant",
-        }
-    }
-
-    /// `"system"`, `"user"` or `"assistant"`; other roles (e.g. `"tool"`) have no place here.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "system" => Some(Self::System),
-            "user" => Some(Self::User),
-            "assistant" => Some(Self::Assistant),
-            _ => None,
-        }
-    }
-}
-
-/// One message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: Role,
-    pub content: String,
-    /// Milliseconds since the Unix epoch.
-    pub created_ms: u64,
-}
-
-impl Message {
-    pub fn new(role: Role, content: impl Into<String>) -> Self {
-        Self {
-            role,
-            content: content.into(),
-            created_ms: now_ms(),
-        }
-    }
-}
 
 /// How a conversation generates.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -122,14 +78,14 @@ impl Conversation {
 
     /// The messages to render for the model: the system prompt (if any, and if the
     /// conversation does not start with its own system message), then every message.
-    pub fn prompt_messages(&self) -> Vec<(Role, &str)> {
+    pub fn prompt_messages(&self) -> Vec<Message> {
         let mut out = Vec::with_capacity(self.messages.len() + 1);
         if let Some(s) = &self.settings.system_prompt {
             if self.messages.first().is_none_or(|m| m.role != Role::System) {
-                out.push((Role::System, s.as_str()));
+                out.push(Message::system(s.as_str()));
             }
         }
-        out.extend(self.messages.iter().map(|m| (m.role, m.content.as_str())));
+        out.extend(self.messages.iter().cloned());
         out
     }
 }
@@ -270,6 +226,21 @@ impl ConversationStore {
         Ok(c)
     }
 
+    /// Like [`Self::update`] for an existing conversation, but `change` may refuse: then nothing
+    /// is written and its error comes back.
+    pub fn try_update<E: From<PersistError>>(
+        &self,
+        id: &ConversationId,
+        change: impl FnOnce(&mut Conversation) -> Result<(), E>,
+    ) -> Result<Conversation, E> {
+        let _g = self.locked();
+        let mut c = self.get(id)?;
+        change(&mut c)?;
+        c.updated_ms = now_ms().max(c.updated_ms);
+        self.write(&c)?;
+        Ok(c)
+    }
+
     /// Renames conversation `id`.
     pub fn rename(&self, id: &ConversationId, title: &str) -> Result<Conversation, PersistError> {
         self.update(id, None, |c| c.title = title.to_string())
@@ -329,7 +300,10 @@ mod tests {
         let got = store.get(&a.id).unwrap();
         assert_eq!(got.messages.len(), 1);
         assert_eq!(
-            got.prompt_messages(),
+            got.prompt_messages()
+                .iter()
+                .map(|m| (m.role.clone(), m.content.as_str()))
+                .collect::<Vec<_>>(),
             vec![(Role::System, "be brief"), (Role::User, "hi")]
         );
         store.delete(&b.id).unwrap();

@@ -43,6 +43,7 @@ pub use atomic::{write_atomic, AtomicFile, Faults, WriteStep};
 pub use cache_file::{write_cache_file, CacheFile, CacheWrite, Written, CACHE_EXT};
 pub use conversation::{
     Conversation, ConversationSettings, ConversationStore, ConversationSummary, Message, Role, CONVERSATION_FORMAT,
+    NEW_CHAT_TITLE,
 };
 pub use error::PersistError;
 pub use format::{CacheHeader, Fingerprint, KvDtype, KvLayout, FORMAT_VERSION};

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::cache_file::{write_cache_file, CacheFile, CacheWrite};
-use super::conversation::{Conversation, ConversationSettings, ConversationStore, Message, Role};
+use super::conversation::{Conversation, ConversationSettings, ConversationStore, Message, Role, NEW_CHAT_TITLE};
 use super::index::{cache_path, common_blocks, DiskIndex};
 use super::{ConversationId, Faults, PersistError};
 use crate::kv::BlockHash;
@@ -283,7 +283,7 @@ pub fn title_from(messages: &[Message]) -> String {
         t.push('…');
     }
     if t.is_empty() {
-        "New chat".into()
+        NEW_CHAT_TITLE.into()
     } else {
         t
     }

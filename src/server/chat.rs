@@ -2,7 +2,7 @@
 //!
 //! Owns: reading `messages` (each `content` a string, a list of `{"type": "text", "text"}`
 //! parts joined in order, or null for an empty turn; other part types are refused) into
-//! [`ChatMessage`]s, which the engine renders through the model's chat template with the
+//! [`Message`]s, which the engine renders through the model's chat template with the
 //! generation prompt.
 //!
 //! Counterpart: vLLM's `serving_chat.py` and `chat_utils.py` (content parts).
@@ -13,9 +13,7 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::Value;
 
-use crate::engine::ChatMessage;
-use crate::engine::SaveTo;
-use crate::engine::{ConversationId, Message, Role};
+use crate::engine::{ConversationId, Message, Role, SaveTo};
 
 use super::protocol::{ChatFields, CommonFields, Kind, WireMessage};
 use super::{body, generation, params, ApiError, AppState};
@@ -38,15 +36,15 @@ pub(crate) async fn handle(
 
 /// `conversation_id`: the conversation this turn is saved as (its messages, the reply and the
 /// cache file). The id names files, so only letters, digits, `-` and `_` are accepted.
-fn save_to(id: &str, messages: &[ChatMessage]) -> Result<SaveTo, ApiError> {
+fn save_to(id: &str, messages: &[Message]) -> Result<SaveTo, ApiError> {
     let conversation =
         ConversationId::parse(id).map_err(|e| ApiError::invalid_param("conversation_id", e.to_string()))?;
     let messages = messages
         .iter()
         .enumerate()
-        .map(|(i, m)| match Role::parse(&m.role) {
-            Some(role) => Ok(Message::new(role, m.content.clone())),
-            None => Err(ApiError::invalid_param(
+        .map(|(i, m)| match m.role {
+            Role::System | Role::User | Role::Assistant => Ok(m.clone()),
+            Role::Other(_) => Err(ApiError::invalid_param(
                 format!("messages[{i}].role"),
                 format!(
                     "a request with conversation_id may only hold system, user and assistant messages, not `{}`",
@@ -61,7 +59,7 @@ fn save_to(id: &str, messages: &[ChatMessage]) -> Result<SaveTo, ApiError> {
     })
 }
 
-fn messages(wire: Vec<WireMessage>) -> Result<Vec<ChatMessage>, ApiError> {
+fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError> {
     if wire.is_empty() {
         return Err(ApiError::invalid_param(
             "messages",
@@ -71,10 +69,7 @@ fn messages(wire: Vec<WireMessage>) -> Result<Vec<ChatMessage>, ApiError> {
     wire.into_iter()
         .enumerate()
         .map(|(i, m)| {
-            Ok(ChatMessage {
-                role: m.role,
-                content: content_text(m.content, i)?,
-            })
+            Ok(Message::new(Role::parse(&m.role), content_text(m.content, i)?))
         })
         .collect()
 }

@@ -44,9 +44,14 @@ pub(crate) async fn respond(
 ) -> Result<Response, ApiError> {
     let events = state.engine().submit(GenerateRequest {
         prompt,
-        params: plan.params,
+        params: plan.params.clone(),
         save,
     })?;
+    answer(events, &plan, kind).await
+}
+
+/// Answers with a request already submitted, as `plan` says.
+pub(crate) async fn answer(events: RequestStream, plan: &Plan, kind: Kind) -> Result<Response, ApiError> {
     let meta = Meta::new(
         match kind {
             Kind::Chat => "chatcmpl",

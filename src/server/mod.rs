@@ -19,6 +19,7 @@
 //! | `params.rs` | request fields → the engine's [`crate::engine::GenerateParams`] (defaults, ranges, `n`, `stop`) |
 //! | `chat.rs` | `POST /v1/chat/completions` |
 //! | `completions.rs` | `POST /v1/completions` |
+//! | `conversations.rs` | `/v1/conversations`: the saved conversations (list, create, get, change, delete, send, regenerate, edit) through the engine's conversation API |
 //! | `generation.rs` | submitting to the engine and collecting a whole reply |
 //! | `stream.rs` | a request's events as an SSE stream (`data: {...}` chunks, `data: [DONE]`) |
 //! | `models.rs` | `GET /v1/models`, `GET /v1/models/{id}`, `GET /health` |
@@ -37,6 +38,7 @@ mod auth;
 mod body;
 mod chat;
 mod completions;
+mod conversations;
 mod error;
 mod generation;
 mod metrics;
@@ -48,7 +50,7 @@ mod state;
 mod stream;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 
 pub use error::ApiError;
@@ -65,6 +67,16 @@ pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/v1/chat/completions", post(chat::handle))
         .route("/v1/completions", post(completions::handle))
+        .route("/v1/conversations", get(conversations::list).post(conversations::create))
+        .route(
+            "/v1/conversations/{id}",
+            get(conversations::get)
+                .patch(conversations::change)
+                .delete(conversations::delete),
+        )
+        .route("/v1/conversations/{id}/messages", post(conversations::send))
+        .route("/v1/conversations/{id}/messages/{index}", put(conversations::edit))
+        .route("/v1/conversations/{id}/regenerate", post(conversations::regenerate))
         .route("/v1/models", get(models::list))
         .route("/v1/models/{*id}", get(models::retrieve))
         .route_layer(axum::middleware::from_fn_with_state(

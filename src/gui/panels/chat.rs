@@ -105,7 +105,7 @@ pub fn show(
         let streaming = m.streaming.as_ref().filter(|s| s.conversation == id);
         egui::ScrollArea::vertical().stick_to_bottom(true).show(ui, |ui| {
             for (i, msg) in open.conversation.messages.iter().enumerate() {
-                match msg.role {
+                match &msg.role {
                     Role::User => {
                         ui.group(|ui| {
                             ui.strong("You");
@@ -138,6 +138,9 @@ pub fn show(
                     }
                     Role::System => {
                         ui.weak(format!("System: {}", msg.content));
+                    }
+                    Role::Other(role) => {
+                        ui.weak(format!("{role}: {}", msg.content));
                     }
                 }
                 ui.add_space(6.0);

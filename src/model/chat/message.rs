@@ -1,0 +1,119 @@
+//! [`Message`]: one turn of a chat, the one message type of hearth. The chat template renders
+//! it, a conversation file stores it, the HTTP API reads it from `messages`, the desktop app
+//! shows it.
+//!
+//! Invariants: a [`Role`] is written as its OpenAI name (`"system"`, `"user"`, `"assistant"`,
+//! or whatever else a client sent, e.g. `"tool"`), so a conversation file and a request body
+//! spell a message the same way; only the three conversation roles are saved in conversations
+//! (checked where a conversation is written from a request).
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Who said it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    /// A role templates may know and conversations do not keep (`tool`, `developer`, ...).
+    Other(String),
+}
+
+impl Role {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Other(s) => s,
+        }
+    }
+
+    /// The role named `s`; names other than the three conversation roles are kept as given.
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "system" => Self::System,
+            "user" => Self::User,
+            "assistant" => Self::Assistant,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+
+    /// System, user or assistant: the roles a saved conversation holds.
+    pub fn is_conversation_role(&self) -> bool {
+        !matches!(self, Self::Other(_))
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Role {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Self::parse(&String::deserialize(d)?))
+    }
+}
+
+/// One message: its role, its text, and when it was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+    /// Milliseconds since the Unix epoch (0 when unknown).
+    #[serde(default)]
+    pub created_ms: u64,
+}
+
+impl Message {
+    /// A message written now.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        let created_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Self {
+            role,
+            content: content.into(),
+            created_ms,
+        }
+    }
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new(Role::System, content)
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(Role::User, content)
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_round_trip_as_their_names() {
+        for name in ["system", "user", "assistant", "tool"] {
+            let role = Role::parse(name);
+            assert_eq!(role.as_str(), name);
+            assert_eq!(role.is_conversation_role(), name != "tool");
+            let json = serde_json::to_string(&role).unwrap();
+            assert_eq!(json, format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<Role>(&json).unwrap(), role);
+        }
+        let m: Message = serde_json::from_str(r#"{"role": "user", "content": "hi"}"#).unwrap();
+        assert_eq!((m.role, m.content.as_str(), m.created_ms), (Role::User, "hi", 0));
+    }
+}

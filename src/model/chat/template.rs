@@ -1,0 +1,269 @@
+//! [`ChatTemplate`]: where a model's template comes from (GGUF metadata, `tokenizer_config.json`,
+//! `chat_template.jinja`, or the ChatML fallback), compiled once in an environment like
+//! transformers', and rendered over [`Message`]s.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::Value as GgufValue;
+use minijinja::{AutoEscape, Environment, Error as JinjaError, Value};
+
+use super::python::{raise_exception, raised_message, strftime_now, strip_generation_tags, tojson};
+use super::Message;
+use crate::model::{tokenizer::Tokenizer, ModelError};
+
+
+/// The GGUF metadata key holding the model's default chat template.
+pub const GGUF_CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
+
+/// The name the compiled template is stored under in its environment; shows
+/// up in error messages as `(in chat:LINE)`.
+const TEMPLATE_NAME: &str = "chat";
+
+/// ChatML (`<|im_start|>role\ncontent<|im_end|>\n`), the fallback for models
+/// without a template. Same text as llama.cpp's `chatml` built-in.
+pub(super) const CHATML_TEMPLATE: &str = r#"{%- for message in messages -%}
+{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+{{- '<|im_start|>assistant\n' -}}
+{%- endif -%}"#;
+
+/// A compiled chat template and the special-token text it may print.
+#[derive(Clone)]
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    source: String,
+    /// Text of the BOS token (`bos_token` in the template), "" when the model has none.
+    bos_token: String,
+    /// Text of the EOS token (`eos_token` in the template), "" when the model has none.
+    eos_token: String,
+}
+
+impl fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChatTemplate")
+            .field("source_chars", &self.source.len())
+            .field("bos_token", &self.bos_token)
+            .field("eos_token", &self.eos_token)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChatTemplate {
+    /// Compiles `source`. `bos_token` / `eos_token` are the texts the template
+    /// sees as `bos_token` / `eos_token` ("" when `None`). A template that does
+    /// not parse is a [`ModelError::ChatTemplate`] naming the problem and line.
+    pub fn new(source: String, bos_token: Option<String>, eos_token: Option<String>) -> Result<Self, ModelError> {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_keep_trailing_newline(false);
+        env.set_auto_escape_callback(|_| AutoEscape::None);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_filter("tojson", tojson);
+        env.add_template_owned(TEMPLATE_NAME, strip_generation_tags(&source))
+            .map_err(|e| ModelError::ChatTemplate(format!("the template does not parse: {}", describe(&e))))?;
+        Ok(Self {
+            env,
+            source,
+            bos_token: bos_token.unwrap_or_default(),
+            eos_token: eos_token.unwrap_or_default(),
+        })
+    }
+
+    /// The template stored under `tokenizer.chat_template`; `Ok(None)` when the
+    /// key is absent or empty. BOS/EOS text comes from `tok`.
+    pub fn from_gguf_metadata(md: &HashMap<String, GgufValue>, tok: &Tokenizer) -> Result<Option<Self>, ModelError> {
+        match md.get(GGUF_CHAT_TEMPLATE_KEY) {
+            None => Ok(None),
+            Some(GgufValue::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(GgufValue::String(s)) => Self::new(
+                s.clone(),
+                tok.bos_token().map(str::to_owned),
+                tok.eos_token().map(str::to_owned),
+            )
+            .map(Some),
+            Some(other) => Err(ModelError::BadMetadata {
+                key: GGUF_CHAT_TEMPLATE_KEY.to_owned(),
+                reason: format!("expected a string, found {:?}", other.value_type()),
+            }),
+        }
+    }
+
+    /// The `chat_template` of a Hugging Face `tokenizer_config.json`: a string,
+    /// or a list of `{name, template}` of which the one named `default` is
+    /// taken. When the key is absent, a `chat_template.jinja` beside the file
+    /// (where newer `transformers` saves it) is used; `Ok(None)` when neither
+    /// exists. BOS/EOS text comes from `tok`, else from the config's own
+    /// `bos_token` / `eos_token`.
+    pub fn from_tokenizer_config(path: &Path, tok: &Tokenizer) -> Result<Option<Self>, ModelError> {
+        Self::from_tokenizer_config_with_tokens(
+            path,
+            tok.bos_token().map(str::to_owned),
+            tok.eos_token().map(str::to_owned),
+        )
+    }
+
+    /// [`ChatTemplate::from_tokenizer_config`] with the BOS/EOS text given
+    /// (`None` falls back to the config's own `bos_token` / `eos_token`).
+    pub fn from_tokenizer_config_with_tokens(
+        path: &Path,
+        bos_token: Option<String>,
+        eos_token: Option<String>,
+    ) -> Result<Option<Self>, ModelError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let config: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| ModelError::ChatTemplate(format!("{} is not valid JSON: {e}", path.display())))?;
+        let source = match config.get("chat_template") {
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(serde_json::Value::Array(named)) => Some(default_named_template(named, path)?),
+            None | Some(serde_json::Value::Null) => {
+                let sibling = path.with_file_name("chat_template.jinja");
+                if sibling.is_file() {
+                    Some(std::fs::read_to_string(&sibling).map_err(|source| ModelError::Io { path: sibling, source })?)
+                } else {
+                    None
+                }
+            }
+            Some(other) => {
+                return Err(ModelError::ChatTemplate(format!(
+                    "{}: \"chat_template\" must be a string or a list of {{name, template}}, found {other}",
+                    path.display()
+                )))
+            }
+        };
+        let Some(source) = source.filter(|s| !s.trim().is_empty()) else {
+            return Ok(None);
+        };
+        let bos = bos_token.or_else(|| config_token(&config, "bos_token"));
+        let eos = eos_token.or_else(|| config_token(&config, "eos_token"));
+        Self::new(source, bos, eos).map(Some)
+    }
+
+    /// The ChatML fallback: `<|im_start|>{role}\n{content}<|im_end|>\n` per
+    /// message and `<|im_start|>assistant\n` as the generation prompt.
+    pub fn chatml(tok: &Tokenizer) -> Self {
+        Self::chatml_with_tokens(tok.bos_token().map(str::to_owned), tok.eos_token().map(str::to_owned))
+    }
+
+    /// [`ChatTemplate::chatml`] without a tokenizer.
+    pub fn chatml_with_tokens(bos_token: Option<String>, eos_token: Option<String>) -> Self {
+        // The source is a constant (covered by a test); the token texts are
+        // only variables, so they cannot make it fail to parse.
+        Self::new(CHATML_TEMPLATE.to_owned(), bos_token, eos_token).expect("the built-in ChatML template parses")
+    }
+
+    /// The template's source text, as given (before any rewriting).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The text the template sees as `bos_token` ("" when the model has none).
+    pub fn bos_token(&self) -> &str {
+        &self.bos_token
+    }
+
+    /// The text the template sees as `eos_token` ("" when the model has none).
+    pub fn eos_token(&self) -> &str {
+        &self.eos_token
+    }
+
+    /// Renders `messages`; with `add_generation_prompt` the result ends with
+    /// the header that makes the model answer as the assistant.
+    ///
+    /// Many templates print `bos_token` themselves: a caller tokenizing the
+    /// result should not add a second BOS when the text already starts with it.
+    pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, ModelError> {
+        let template = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| ModelError::ChatTemplate(format!("the template is missing: {}", describe(&e))))?;
+        let ctx = minijinja::context! {
+            messages => messages.iter().map(TemplateMessage::from).collect::<Vec<_>>(),
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+            tools => Value::from(()),
+            documents => Value::from(()),
+        };
+        template.render(ctx).map_err(|e| match raised_message(&e) {
+            Some(msg) => ModelError::ChatTemplate(msg.to_owned()),
+            None => ModelError::ChatTemplate(format!("the template failed to render: {}", describe(&e))),
+        })
+    }
+}
+
+/// What a template sees of a message: `role` and `content`, as transformers passes them.
+#[derive(serde::Serialize)]
+struct TemplateMessage<'a> {
+    role: &'a str,
+    content: &'a str,
+}
+
+impl<'a> From<&'a Message> for TemplateMessage<'a> {
+    fn from(m: &'a Message) -> Self {
+        Self {
+            role: m.role.as_str(),
+            content: &m.content,
+        }
+    }
+}
+
+/// The `template` of the entry named `default` in a list of named templates.
+fn default_named_template(named: &[serde_json::Value], path: &Path) -> Result<String, ModelError> {
+    let mut names = Vec::new();
+    for entry in named {
+        let name = entry.get("name").and_then(serde_json::Value::as_str);
+        let template = entry.get("template").and_then(serde_json::Value::as_str);
+        match (name, template) {
+            (Some("default"), Some(template)) => return Ok(template.to_owned()),
+            (Some(name), _) => names.push(name.to_owned()),
+            (None, _) => {}
+        }
+    }
+    Err(ModelError::ChatTemplate(format!(
+        "{}: none of the named chat templates is called \"default\" (found: {})",
+        path.display(),
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    )))
+}
+
+/// A special token in `tokenizer_config.json`: a string or `{"content": ...}`.
+fn config_token(config: &serde_json::Value, key: &str) -> Option<String> {
+    match config.get(key)? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(o) => o.get("content")?.as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// One line for a minijinja error: kind, detail and where it happened.
+fn describe(e: &JinjaError) -> String {
+    let mut text = e.kind().to_string();
+    if let Some(detail) = e.detail() {
+        text.push_str(": ");
+        text.push_str(detail);
+    }
+    if let Some(line) = e.line() {
+        text.push_str(&format!(" at line {line}"));
+    }
+    // Errors from filters/functions carry their cause as a source; keep it.
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text.replace('\n', " ")
+}

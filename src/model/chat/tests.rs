@@ -1,0 +1,332 @@
+//! The chat template's tests: real models' templates (`fixtures/`, verbatim from their
+//! `tokenizer_config.json`) rendered as transformers renders them, and the Python helpers.
+
+use super::python::{civil_from_days, days_from_civil, python_float_repr, strftime};
+use super::template::CHATML_TEMPLATE;
+use super::{ChatTemplate, Message, Role};
+use crate::model::ModelError;
+
+fn msgs(pairs: &[(&str, &str)]) -> Vec<Message> {
+    pairs.iter().map(|(r, c)| Message::new(Role::parse(r), *c)).collect()
+}
+
+fn template(source: &str, bos: &str, eos: &str) -> ChatTemplate {
+    ChatTemplate::new(source.to_owned(), Some(bos.to_owned()), Some(eos.to_owned())).unwrap()
+}
+
+/// Qwen2.5-Instruct's `chat_template` (tokenizer_config.json), verbatim.
+const QWEN25: &str = include_str!("fixtures/qwen2.5-instruct.jinja");
+
+/// Meta-Llama-3-8B-Instruct's `chat_template`, verbatim.
+const LLAMA3: &str = include_str!("fixtures/llama-3-instruct.jinja");
+
+/// Llama-2-chat's `chat_template` (the `[INST]` format), verbatim.
+const LLAMA2: &str = include_str!("fixtures/llama-2-chat.jinja");
+
+/// Mistral-7B-Instruct-v0.1's `chat_template`, verbatim.
+const MISTRAL: &str = include_str!("fixtures/mistral-7b-instruct-v0.1.jinja");
+
+/// SmolLM2-Instruct's `chat_template`, verbatim (the newlines inside the
+/// string literals are real newlines, as in the JSON's `\n`).
+const SMOLLM2: &str = include_str!("fixtures/smollm2-instruct.jinja");
+
+#[test]
+fn qwen25_default_system_and_generation_prompt() {
+    let t = template(QWEN25, "", "<|im_end|>");
+    let out = t.render(&msgs(&[("user", "Hello!")]), true).unwrap();
+    assert_eq!(
+        out,
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n\
+         <|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"
+    );
+}
+
+#[test]
+fn qwen25_own_system_and_multi_turn() {
+    let t = template(QWEN25, "", "<|im_end|>");
+    let conv = msgs(&[
+        ("system", "Be brief."),
+        ("user", "Hi"),
+        ("assistant", "Hello."),
+        ("user", "2+2?"),
+    ]);
+    let out = t.render(&conv, false).unwrap();
+    assert_eq!(
+        out,
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
+         <|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
+    );
+}
+
+#[test]
+fn llama3_bos_trim_and_headers() {
+    let t = template(LLAMA3, "<|begin_of_text|>", "<|eot_id|>");
+    let out = t
+        .render(&msgs(&[("system", "  You are terse. "), ("user", "Hi\n")]), true)
+        .unwrap();
+    assert_eq!(
+        out,
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>\
+         <|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>\
+         <|start_header_id|>assistant<|end_header_id|>\n\n"
+    );
+}
+
+#[test]
+fn llama2_system_block_strip_and_eos() {
+    let t = template(LLAMA2, "<s>", "</s>");
+    let conv = msgs(&[
+        ("system", "Sys"),
+        ("user", "Hi"),
+        ("assistant", " Hello\n"),
+        ("user", " Bye "),
+    ]);
+    let out = t.render(&conv, false).unwrap();
+    assert_eq!(
+        out,
+        "<s>[INST] <<SYS>>\nSys\n<</SYS>>\n\nHi [/INST] Hello </s><s>[INST] Bye [/INST]"
+    );
+}
+
+#[test]
+fn llama2_raise_exception_on_bad_alternation() {
+    let t = template(LLAMA2, "<s>", "</s>");
+    let err = t.render(&msgs(&[("user", "a"), ("user", "b")]), false).unwrap_err();
+    match err {
+        ModelError::ChatTemplate(msg) => {
+            assert_eq!(
+                msg,
+                "Conversation roles must alternate user/assistant/user/assistant/..."
+            )
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+}
+
+#[test]
+fn mistral_inst_format_and_role_errors() {
+    let t = template(MISTRAL, "<s>", "</s>");
+    let out = t
+        .render(&msgs(&[("user", "Hi"), ("assistant", "Hello"), ("user", "Bye")]), true)
+        .unwrap();
+    assert_eq!(out, "<s>[INST] Hi [/INST]Hello</s> [INST] Bye [/INST]");
+    let err = t.render(&msgs(&[("system", "x")]), false).unwrap_err();
+    assert!(err.to_string().contains("Conversation roles must alternate"), "{err}");
+}
+
+#[test]
+fn smollm2_injects_default_system() {
+    let t = template(SMOLLM2, "<|im_start|>", "<|im_end|>");
+    let out = t.render(&msgs(&[("user", "Hello")]), true).unwrap();
+    assert_eq!(
+        out,
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
+         <|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let out = t.render(&msgs(&[("system", "S"), ("user", "U")]), false).unwrap();
+    assert_eq!(out, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n");
+}
+
+#[test]
+fn chatml_fallback() {
+    let t = ChatTemplate::chatml_with_tokens(None, None);
+    let out = t.render(&msgs(&[("system", "S"), ("user", "U")]), true).unwrap();
+    assert_eq!(
+        out,
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert_eq!(
+        t.render(&msgs(&[("user", "U")]), false).unwrap(),
+        "<|im_start|>user\nU<|im_end|>\n"
+    );
+    assert_eq!(t.source(), CHATML_TEMPLATE);
+}
+
+#[test]
+fn trim_and_lstrip_blocks_like_hf() {
+    // trim_blocks drops the newline after a block tag; lstrip_blocks drops
+    // the indentation before one; no trailing newline is kept.
+    let src = "{% for m in messages %}\n    {% if m.role == 'user' %}\n[{{ m.content }}]\n    {% endif %}\n{% endfor %}\n";
+    let t = template(src, "", "");
+    assert_eq!(
+        t.render(&msgs(&[("user", "a"), ("assistant", "b"), ("user", "c")]), false)
+            .unwrap(),
+        "[a]\n[c]\n"
+    );
+}
+
+#[test]
+fn missing_tokens_are_empty_strings_and_tools_is_none() {
+    let t = ChatTemplate::new(
+        "[{{ bos_token }}|{{ eos_token }}|{{ tools is none }}|{{ tools is defined }}]".into(),
+        None,
+        None,
+    )
+    .unwrap();
+    // Booleans print as Python does.
+    assert_eq!(t.render(&[], false).unwrap(), "[||True|True]");
+}
+
+#[test]
+fn python_methods_work() {
+    let src = "{{ messages[0].content.strip().upper() }}|{{ messages[0].content.strip().startswith('he') }}|{{ 'a,b'.split(',') | length }}";
+    let t = template(src, "", "");
+    assert_eq!(t.render(&msgs(&[("user", "  hello ")]), false).unwrap(), "HELLO|True|2");
+}
+
+#[test]
+fn loop_controls_work() {
+    let t = template(
+        "{% for m in messages %}{% if loop.index > 2 %}{% break %}{% endif %}{{ m.content }}{% endfor %}",
+        "",
+        "",
+    );
+    assert_eq!(
+        t.render(&msgs(&[("user", "a"), ("assistant", "b"), ("user", "c")]), false)
+            .unwrap(),
+        "ab"
+    );
+}
+
+#[test]
+fn tojson_matches_python_json_dumps() {
+    let t = template(r#"{{ {"b": [1, 2.5, none, true], "a": "x\"<é>\n"} | tojson }}"#, "", "");
+    // Map keys keep insertion order, as Python's dicts do (minijinja's
+    // `preserve_order` feature).
+    assert_eq!(
+        t.render(&[], false).unwrap(),
+        r#"{"b": [1, 2.5, null, true], "a": "x\"<é>\n"}"#
+    );
+    let t = template(r#"{{ {"k": [1, {}]} | tojson(indent=2) }}"#, "", "");
+    assert_eq!(t.render(&[], false).unwrap(), "{\n  \"k\": [\n    1,\n    {}\n  ]\n}");
+    let t = template(
+        r#"{{ {"b": 1, "a": "é"} | tojson(sort_keys=true, ensure_ascii=true) }}"#,
+        "",
+        "",
+    );
+    assert_eq!(t.render(&[], false).unwrap(), r#"{"a": "\u00e9", "b": 1}"#);
+    let t = template("{{ messages | tojson }}", "", "");
+    assert_eq!(
+        t.render(&msgs(&[("user", "hi")]), false).unwrap(),
+        r#"[{"role": "user", "content": "hi"}]"#
+    );
+}
+
+#[test]
+fn python_float_repr_cases() {
+    assert_eq!(python_float_repr(1.0), "1.0");
+    assert_eq!(python_float_repr(0.1), "0.1");
+    assert_eq!(python_float_repr(1e16), "1e+16");
+    assert_eq!(python_float_repr(1.5e-7), "1.5e-07");
+    assert_eq!(python_float_repr(f64::NAN), "NaN");
+}
+
+#[test]
+fn strftime_formats_known_dates() {
+    // 2024-07-26 13:05:09 UTC, a Friday.
+    let secs = days_from_civil(2024, 7, 26) * 86_400 + 13 * 3600 + 5 * 60 + 9;
+    assert_eq!(strftime("%d %b %Y", secs), "26 Jul 2024");
+    assert_eq!(
+        strftime("%A %B %-d, %Y %H:%M:%S %p %I %j %%", secs),
+        "Friday July 26, 2024 13:05:09 PM 01 208 %"
+    );
+    assert_eq!(strftime("%F %T %q", 0), "1970-01-01 00:00:00 %q");
+    assert_eq!(civil_from_days(days_from_civil(2000, 2, 29)), (2000, 2, 29));
+    assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    // strftime_now is callable from a template.
+    let tpl = template("{{ strftime_now('%Y') | length }}", "", "");
+    assert_eq!(tpl.render(&[], false).unwrap(), "4");
+}
+
+#[test]
+fn generation_tags_render_as_plain_blocks() {
+    let src = "{% for m in messages %}{%- generation -%}<{{ m.content }}>{%- endgeneration -%}{% endfor %}";
+    let t = template(src, "", "");
+    assert_eq!(
+        t.render(&msgs(&[("user", "a"), ("user", "b")]), false).unwrap(),
+        "<a><b>"
+    );
+    assert_eq!(t.source(), src);
+}
+
+#[test]
+fn broken_template_is_an_error_not_a_panic() {
+    for src in [
+        "{% for m in messages %}",
+        "{{ messages[0 }}",
+        "{% if %}{% endif %}",
+        "{% endfor %}",
+    ] {
+        match ChatTemplate::new(src.to_owned(), None, None) {
+            Err(ModelError::ChatTemplate(msg)) => {
+                assert!(msg.contains("does not parse") && msg.contains("at line 1"), "{msg}")
+            }
+            other => panic!("{src:?} gave {other:?}"),
+        }
+    }
+    // Errors at render time: attribute of undefined, unknown filter call.
+    let t = template("{{ nothing.here }}", "", "");
+    assert!(matches!(t.render(&[], false), Err(ModelError::ChatTemplate(_))));
+    let t = template("{{ messages[5].content }}", "", "");
+    assert!(matches!(t.render(&[], false), Err(ModelError::ChatTemplate(_))));
+}
+
+#[test]
+fn tokenizer_config_string_list_and_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("tokenizer_config.json");
+    let hello = msgs(&[("user", "hi")]);
+
+    // A list of named templates: `default` is taken; BOS/EOS from the config.
+    let config = serde_json::json!({
+        "bos_token": {"content": "<s>", "lstrip": false},
+        "eos_token": "</s>",
+        "chat_template": [
+            {"name": "tool_use", "template": "tools"},
+            {"name": "default", "template": "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}"}
+        ]
+    });
+    std::fs::write(&p, config.to_string()).unwrap();
+    let t = ChatTemplate::from_tokenizer_config_with_tokens(&p, None, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.render(&hello, false).unwrap(), "<s>hi</s>");
+    // Token text given by the tokenizer wins over the config's.
+    let t = ChatTemplate::from_tokenizer_config_with_tokens(&p, Some("<B>".into()), None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.render(&hello, false).unwrap(), "<B>hi</s>");
+
+    // No template named default: an error that lists the names.
+    std::fs::write(&p, r#"{"chat_template": [{"name": "tool_use", "template": "x"}]}"#).unwrap();
+    let err = ChatTemplate::from_tokenizer_config_with_tokens(&p, None, None).unwrap_err();
+    assert!(err.to_string().contains("tool_use"), "{err}");
+
+    // A plain string.
+    std::fs::write(&p, r#"{"chat_template": "[{{ messages | length }}]"}"#).unwrap();
+    let t = ChatTemplate::from_tokenizer_config_with_tokens(&p, None, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.render(&hello, false).unwrap(), "[1]");
+
+    // Absent: None, unless chat_template.jinja sits beside it.
+    std::fs::write(&p, r#"{"eos_token": "</s>"}"#).unwrap();
+    assert!(ChatTemplate::from_tokenizer_config_with_tokens(&p, None, None)
+        .unwrap()
+        .is_none());
+    std::fs::write(dir.path().join("chat_template.jinja"), "J{{ eos_token }}").unwrap();
+    let t = ChatTemplate::from_tokenizer_config_with_tokens(&p, None, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.render(&hello, false).unwrap(), "J</s>");
+
+    // Not JSON, or no file: errors naming the file.
+    std::fs::write(&p, "{not json").unwrap();
+    let err = ChatTemplate::from_tokenizer_config_with_tokens(&p, None, None).unwrap_err();
+    assert!(err.to_string().contains("tokenizer_config.json"), "{err}");
+    let missing = dir.path().join("nope.json");
+    assert!(matches!(
+        ChatTemplate::from_tokenizer_config_with_tokens(&missing, None, None),
+        Err(ModelError::Io { .. })
+    ));
+}
