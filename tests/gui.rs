@@ -261,7 +261,7 @@ fn frames_keep_coming_while_a_long_prompt_prefills() {
 
 #[test]
 fn settings_are_saved_to_the_config_and_the_model_reloads_in_the_background() {
-    use hearth::config::{AppPaths, ConfigFile, Overrides, Settings};
+    use hearth::config::{AppPaths, ConfigFile, Settings};
     use hearth::gui::ModelStatus;
     let f = fixture();
     let config = f.data.with_file_name("config.toml");
@@ -269,14 +269,12 @@ fn settings_are_saved_to_the_config_and_the_model_reloads_in_the_background() {
         config_file: config.clone(),
         data_dir: f.data.clone(),
     };
-    let cli = Overrides {
-        model: Some(f.model.display().to_string()),
-        device: Some("cpu".into()),
-        device_pool_mib: Some(8),
-        host_cache_gib: Some(0.01),
-        context_length: Some(256),
-        ..Overrides::default()
-    };
+    let mut cli = ConfigFile::default();
+    cli.model.source = Some(f.model.display().to_string());
+    cli.model.device = Some("cpu".into());
+    cli.cache.device_pool_mib = Some(8);
+    cli.cache.host_cache_gib = Some(0.01);
+    cli.model.context_length = Some(256);
     let settings = Settings::resolve(&ConfigFile::default(), &cli).unwrap();
     let engine = handle(&f.model, &f.data, EngineSettings::default());
     let mut h = Harness::builder()
@@ -284,7 +282,7 @@ fn settings_are_saved_to_the_config_and_the_model_reloads_in_the_background() {
         .build_eframe(move |cc| {
             HearthApp::with_engine(&cc.egui_ctx, engine, defaults())
                 .with_config(settings, paths)
-                .with_overrides(cli)
+                .with_flags(cli)
         });
     h.get_by_role_and_label(Role::Button, "New chat").click();
     h.run_steps(2);
@@ -322,7 +320,7 @@ fn settings_are_saved_to_the_config_and_the_model_reloads_in_the_background() {
 
 #[test]
 fn a_hub_model_downloads_with_a_progress_bar_that_cancels_and_a_picked_file_loads() {
-    use hearth::config::{AppPaths, ConfigFile, Overrides, Settings};
+    use hearth::config::{AppPaths, ConfigFile, Settings};
     use hearth::gui::ModelStatus;
     use hearth::model::testkit::FakeHub;
     use std::sync::Arc;
@@ -348,7 +346,7 @@ fn a_hub_model_downloads_with_a_progress_bar_that_cancels_and_a_picked_file_load
         data_dir: f.data.clone(),
     };
     file.save(&paths.config_file).unwrap();
-    let settings = Settings::resolve(&file, &Overrides::default()).unwrap();
+    let settings = Settings::resolve(&file, &ConfigFile::default()).unwrap();
     let local = f.model.clone();
     // The first pick chooses the local model; the second is closed without a choice.
     let picks = Arc::new(std::sync::atomic::AtomicUsize::new(0));

@@ -1,10 +1,11 @@
-//! The command line: flags, subcommands, and the settings overrides they make.
+//! The command line: its own flags and subcommands; the settings' flags are
+//! `ConfigFile`'s (one declaration for the key and its flag).
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use hearth::config::Overrides;
+use hearth::config::ConfigFile;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -16,66 +17,13 @@ pub struct Cli {
     /// Config file (default: the platform config dir's hearth/config.toml).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Data directory (conversations, caches).
-    #[arg(long, global = true, env = "HEARTH_DATA_DIR", value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
-    /// Model: a local .gguf file or owner/repo:file.gguf[@revision] on the Hugging Face hub.
-    #[arg(long, short = 'm', global = true, value_name = "MODEL")]
-    pub model: Option<String>,
-    /// Device: auto, cpu, cuda or cuda:N.
-    #[arg(long, global = true)]
-    pub device: Option<String>,
-    /// Context length in tokens (prompt plus reply).
-    #[arg(long = "ctx-size", global = true, value_name = "N")]
-    pub context_length: Option<usize>,
-    /// Use only files already in the Hugging Face cache.
-    #[arg(long, global = true)]
-    pub offline: bool,
-    /// KV cache block size in tokens (a power of two, 8-256).
-    #[arg(long, global = true, value_name = "TOKENS")]
-    pub block_size: Option<usize>,
-    /// Size of the KV cache's device tier in MiB (default: a fraction of free memory).
-    #[arg(long, global = true, value_name = "MIB")]
-    pub kv_pool_mib: Option<u64>,
-    /// Size of the KV cache's host-RAM tier in GiB (0 = off).
-    #[arg(long, global = true, value_name = "GIB")]
-    pub host_cache_gib: Option<f64>,
-    /// Most GiB of cache files (the disk tier) in the data dir; 0 = write none.
-    #[arg(long, global = true, value_name = "GIB")]
-    pub disk_cache_gib: Option<f64>,
-    /// Turn prefix caching off (every prompt is prefilled in full).
-    #[arg(long, global = true)]
-    pub no_prefix_cache: bool,
-    /// Most requests decoding together (one batched forward per step).
-    #[arg(long, global = true, value_name = "N")]
-    pub max_running: Option<usize>,
-    /// Most tokens in one engine step (decodes plus prompt chunks).
-    #[arg(long, global = true, value_name = "TOKENS")]
-    pub max_batch_tokens: Option<usize>,
-    /// Most requests waiting for their first step; more are refused (HTTP 503).
-    #[arg(long, global = true, value_name = "N")]
-    pub max_queued: Option<usize>,
-    /// CPU threads for the forward (default: one per physical core).
-    #[arg(long, global = true, value_name = "N")]
-    pub threads: Option<usize>,
+    /// The settings' flags (model, sampling, cache, engine, server, data dir): declared once,
+    /// beside their config keys, in `hearth::config::ConfigFile`.
+    #[command(flatten)]
+    pub settings: ConfigFile,
     /// Run the OpenAI-compatible HTTP server instead of the desktop app.
     #[arg(long)]
     pub headless: bool,
-    /// Address the server listens on (default 127.0.0.1; another needs saying so).
-    #[arg(long, global = true, value_name = "IP")]
-    pub host: Option<String>,
-    /// Port the server listens on (default 8080; 0 picks a free one).
-    #[arg(long, global = true)]
-    pub port: Option<u16>,
-    /// Require `Authorization: Bearer KEY` on the server's /v1 routes.
-    #[arg(
-        long,
-        global = true,
-        env = "HEARTH_API_KEY",
-        hide_env_values = true,
-        value_name = "KEY"
-    )]
-    pub api_key: Option<String>,
     /// More logging on stderr (-v debug, -vv trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -109,22 +57,6 @@ pub struct RunArgs {
     /// A file whose whole text is one prompt; may be given several times (run after the --prompt ones).
     #[arg(long, value_name = "FILE")]
     pub prompt_file: Vec<PathBuf>,
-    /// Most tokens to generate.
-    #[arg(long, short = 'n')]
-    pub max_tokens: Option<usize>,
-    /// Sampling temperature; 0 is greedy.
-    #[arg(long)]
-    pub temperature: Option<f32>,
-    #[arg(long)]
-    pub top_p: Option<f32>,
-    #[arg(long)]
-    pub top_k: Option<usize>,
-    #[arg(long)]
-    pub min_p: Option<f32>,
-    #[arg(long)]
-    pub repeat_penalty: Option<f32>,
-    #[arg(long)]
-    pub seed: Option<u64>,
     /// Wrap the prompt in the model's chat template as a user turn.
     #[arg(long)]
     pub chat: bool,
@@ -242,37 +174,23 @@ pub enum BenchCommand {
     },
 }
 
-impl Cli {
-    /// The settings the global flags override.
-    pub fn overrides(&self) -> Overrides {
-        let mut o = Overrides {
-            model: self.model.clone(),
-            device: self.device.clone(),
-            context_length: self.context_length,
-            hub_offline: self.offline.then_some(true),
-            block_size: self.block_size,
-            device_pool_mib: self.kv_pool_mib,
-            host_cache_gib: self.host_cache_gib,
-            disk_cache_gib: self.disk_cache_gib,
-            prefix_caching: self.no_prefix_cache.then_some(false),
-            max_running: self.max_running,
-            max_batch_tokens: self.max_batch_tokens,
-            max_queued: self.max_queued,
-            threads: self.threads,
-            host: self.host.clone(),
-            port: self.port,
-            api_key: self.api_key.clone(),
-            ..Default::default()
-        };
-        if let Some(Command::Run(args)) = &self.command {
-            o.temperature = args.temperature;
-            o.top_p = args.top_p;
-            o.top_k = args.top_k;
-            o.min_p = args.min_p;
-            o.repeat_penalty = args.repeat_penalty;
-            o.seed = args.seed;
-            o.max_tokens = args.max_tokens;
-        }
-        o
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        // Duplicate ids or flags, bad defaults: clap's own checks.
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn settings_flags_work_before_and_after_the_subcommand() {
+        let cli = Cli::try_parse_from(["hearth", "--top-k", "5", "run", "-p", "x", "--temperature", "0", "-n", "3"])
+            .unwrap();
+        let s = &cli.settings.sampling;
+        assert_eq!((s.top_k, s.temperature, s.max_tokens), (Some(5), Some(0.0), Some(3)));
+        assert!(matches!(cli.command, Some(Command::Run(_))));
     }
 }

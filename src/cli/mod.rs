@@ -3,7 +3,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | [`args`] | the flags and subcommands (clap), and the settings overrides they make |
+//! | [`args`] | the flags and subcommands (clap); the settings' flags are `ConfigFile`'s |
 //! | [`start`] | resolving and loading the model, starting the engine |
 //! | [`progress`] | spinners and byte bars on stderr |
 //! | [`run`], [`headless`], [`gui`], [`tokenize`], [`cache`], [`bench`] | one command each |
@@ -32,14 +32,13 @@ use args::{Cli, Command};
 
 /// Settings from the config file and the command line, then the command.
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
-    let mut paths = AppPaths::resolve(cli.config.clone(), cli.data_dir.clone(), None)?;
-    let file = ConfigFile::load(&paths.config_file)?;
-    // The config file's data dir, unless --data-dir or HEARTH_DATA_DIR said otherwise.
-    if let (None, Some(dir)) = (&cli.data_dir, &file.paths.data_dir) {
-        paths.data_dir = dir.clone();
-    }
-    let overrides = cli.overrides();
-    let settings = Settings::resolve(&file, &overrides);
+    let config_file = AppPaths::resolve(cli.config.clone(), None, None)?.config_file;
+    let file = ConfigFile::load(&config_file)?;
+    // The data dir: --data-dir or HEARTH_DATA_DIR, else the config file's, else the platform's.
+    let data_dir = cli.settings.paths.data_dir.clone().or_else(|| file.paths.data_dir.clone());
+    let paths = AppPaths::resolve(Some(config_file), data_dir, None)?;
+    let flags = cli.settings.clone();
+    let settings = Settings::resolve(&file, &flags);
     // The thread pool's size is fixed when it starts: set it before any command runs.
     // (A settings error is reported just below.)
     if let Ok(s) = &settings {
@@ -52,7 +51,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let settings = settings?;
     match cli.command {
         None if cli.headless => headless::run(&settings, &paths),
-        None => gui::run(settings, paths, overrides),
+        None => gui::run(settings, paths, flags),
         Some(Command::Run(args)) => run::run(&settings, &paths, &args),
         Some(Command::Cache { which }) => cache::run(&settings, &paths, which),
         Some(Command::Tokenize(args)) => tokenize::run(&settings, &args),

@@ -1,4 +1,4 @@
-//! Validated settings: the config file merged with command-line overrides.
+//! Validated settings: the command line's layer over the config file, each value checked.
 
 use std::path::PathBuf;
 
@@ -167,34 +167,6 @@ pub fn default_host_bytes(total_ram: u64) -> u64 {
 /// `max_tokens` when neither the config nor the command line sets it.
 pub const DEFAULT_MAX_TOKENS: usize = 512;
 
-/// Values given on the command line; `None` leaves the file's value.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Overrides {
-    pub model: Option<String>,
-    pub device: Option<String>,
-    pub context_length: Option<usize>,
-    pub temperature: Option<f32>,
-    pub top_k: Option<usize>,
-    pub top_p: Option<f32>,
-    pub min_p: Option<f32>,
-    pub repeat_penalty: Option<f32>,
-    pub seed: Option<u64>,
-    pub max_tokens: Option<usize>,
-    pub hub_offline: Option<bool>,
-    pub block_size: Option<usize>,
-    pub device_pool_mib: Option<u64>,
-    pub host_cache_gib: Option<f64>,
-    pub disk_cache_gib: Option<f64>,
-    pub prefix_caching: Option<bool>,
-    pub max_running: Option<usize>,
-    pub max_batch_tokens: Option<usize>,
-    pub max_queued: Option<usize>,
-    pub threads: Option<usize>,
-    pub host: Option<String>,
-    pub port: Option<u16>,
-    pub api_key: Option<String>,
-}
-
 fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError {
     ConfigError::Invalid {
         key,
@@ -204,179 +176,204 @@ fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError
 }
 
 impl Settings {
-    /// Merges `file` and `cli` (the CLI wins) and validates every value.
-    // long: one merge-and-check per setting, in the order of the file's sections; issue 15's
-    // layered config (flags as a partial file merged over the file) replaces it.
-    pub fn resolve(file: &ConfigFile, cli: &Overrides) -> Result<Self, ConfigError> {
-        let d = SamplingParams::default();
-        let f = &file.sampling;
-        let device_str = cli
-            .device
-            .clone()
-            .or_else(|| file.model.device.clone())
-            .unwrap_or_else(|| "auto".into());
-        let device = device_str
-            .parse()
-            .map_err(|reason: String| invalid("model.device", &device_str, &reason))?;
-        let context_length = cli.context_length.or(file.model.context_length);
-        let endpoint = match file.hub.endpoint.as_deref().map(str::trim) {
-            None | Some("") => None,
-            Some(e) if e.starts_with("http://") || e.starts_with("https://") => Some(e.to_owned()),
-            Some(e) => return Err(invalid("hub.endpoint", e, "give an http:// or https:// address")),
-        };
-        if context_length == Some(0) {
-            return Err(invalid("model.context_length", 0, "must be at least 1"));
-        }
-        let sampling = SamplingParams {
-            temperature: cli.temperature.or(f.temperature).unwrap_or(d.temperature),
-            top_k: cli.top_k.or(f.top_k).unwrap_or(d.top_k),
-            top_p: cli.top_p.or(f.top_p).unwrap_or(d.top_p),
-            min_p: cli.min_p.or(f.min_p).unwrap_or(d.min_p),
-            repeat_penalty: cli.repeat_penalty.or(f.repeat_penalty).unwrap_or(d.repeat_penalty),
-            repeat_last_n: f.repeat_last_n.unwrap_or(d.repeat_last_n),
-            seed: cli.seed.or(f.seed),
-        };
-        sampling.validate()?;
-        let max_tokens = cli.max_tokens.or(f.max_tokens).unwrap_or(DEFAULT_MAX_TOKENS);
-        if max_tokens == 0 {
-            return Err(invalid("sampling.max_tokens", 0, "must be at least 1"));
-        }
-        let c = &file.cache;
-        let block_size = cli.block_size.or(c.block_size).unwrap_or(16);
-        if !(8..=256).contains(&block_size) || !block_size.is_power_of_two() {
-            return Err(invalid(
-                "cache.block_size",
-                block_size,
-                "must be a power of two from 8 to 256",
-            ));
-        }
-        let device_pool = match (cli.device_pool_mib.or(c.device_pool_mib), c.device_memory_fraction) {
-            (Some(0), _) => return Err(invalid("cache.device_pool_mib", 0, "must be at least 1")),
-            (Some(mib), _) => DevicePool::Bytes(mib << 20),
-            (None, Some(f)) if !(f > 0.0 && f <= 1.0) => {
-                return Err(invalid("cache.device_memory_fraction", f, "must be in (0, 1]"))
-            }
-            (None, Some(f)) => DevicePool::Fraction(f),
-            (None, None) => DevicePool::Fraction(default_device_fraction(matches!(device, DeviceChoice::Cuda(_)))),
-        };
-        let host_bytes = match cli.host_cache_gib.or(c.host_cache_gib) {
-            Some(g) if !(g >= 0.0 && g.is_finite()) => {
-                return Err(invalid("cache.host_cache_gib", g, "must be 0 (off) or positive"))
-            }
-            Some(g) => (g * (1u64 << 30) as f64) as u64,
-            None => default_host_bytes(total_ram_bytes().unwrap_or(8 << 30)),
-        };
-        let disk_budget_bytes = match cli.disk_cache_gib.or(c.disk_cache_gib) {
-            Some(g) if !(g >= 0.0 && g.is_finite()) => {
-                return Err(invalid(
-                    "cache.disk_cache_gib",
-                    g,
-                    "must be 0 (no cache files) or positive",
-                ))
-            }
-            Some(g) => (g * (1u64 << 30) as f64) as u64,
-            None => (DEFAULT_DISK_BUDGET_GIB * (1u64 << 30) as f64) as u64,
-        };
-        let cache = CacheSettings {
-            disk_budget_bytes,
-            block_size,
-            device_pool,
-            host_bytes,
-            prefix_caching: cli.prefix_caching.or(c.prefix_caching).unwrap_or(true),
-            write_through: c.write_through.unwrap_or(false),
-        };
-        let source = cli
-            .model
-            .clone()
-            .or_else(|| file.model.source.clone())
-            .unwrap_or_else(|| DEFAULT_MODEL.into());
-        if source.trim().is_empty() {
-            return Err(invalid(
-                "model.source",
-                "\"\"",
-                "must name a .gguf file or owner/repo:file.gguf",
-            ));
-        }
-        let e = &file.engine;
-        let de = EngineSettings::default();
-        let engine = EngineSettings {
-            max_running: cli.max_running.or(e.max_running).unwrap_or(de.max_running),
-            max_batch_tokens: cli
-                .max_batch_tokens
-                .or(e.max_batch_tokens)
-                .unwrap_or(de.max_batch_tokens),
-            max_queued: cli.max_queued.or(e.max_queued).unwrap_or(de.max_queued),
-            threads: cli.threads.or(e.threads),
-        };
-        if engine.threads == Some(0) {
-            return Err(invalid(
-                "engine.threads",
-                0,
-                "must be at least 1 (leave it unset for one per physical core)",
-            ));
-        }
-        if engine.max_running == 0 {
-            return Err(invalid("engine.max_running", 0, "must be at least 1"));
-        }
-        if engine.max_batch_tokens < engine.max_running {
-            return Err(invalid(
-                "engine.max_batch_tokens",
-                engine.max_batch_tokens,
-                "must be at least engine.max_running (every running request decodes one token per step)",
-            ));
-        }
-        let sv = &file.server;
-        let ds = ServerSettings::default();
-        let host = match cli.host.as_ref().or(sv.host.as_ref()) {
-            None => ds.host,
-            Some(h) if h == "localhost" => ds.host,
-            Some(h) => h
-                .parse()
-                .map_err(|_| invalid("server.host", h, "must be an IP address such as 127.0.0.1 or ::1"))?,
-        };
-        let api_key = cli.api_key.clone().or_else(|| sv.api_key.clone());
-        if api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
-            return Err(invalid(
-                "server.api_key",
-                "\"\"",
-                "must not be empty (leave it unset for no key)",
-            ));
-        }
-        let max_body_bytes = match sv.max_body_kib {
-            Some(0) => return Err(invalid("server.max_body_kib", 0, "must be at least 1")),
-            Some(k) => k << 10,
-            None => ds.max_body_bytes,
-        };
-        let server = ServerSettings {
-            host,
-            port: cli.port.or(sv.port).unwrap_or(ds.port),
-            api_key,
-            max_body_bytes,
-        };
+    /// Lays the command line's `flags` over `file` (a flag wins over its key) and validates
+    /// every value; an error names the key.
+    pub fn resolve(file: &ConfigFile, flags: &ConfigFile) -> Result<Self, ConfigError> {
+        let c = flags.layered_over(file)?;
+        let model = model_settings(&c)?;
+        let (sampling, max_tokens) = sampling_settings(&c)?;
         Ok(Self {
-            engine,
-            server,
-            model: ModelSettings {
-                source,
-                device,
-                context_length,
-            },
+            cache: cache_settings(&c, model.device)?,
+            engine: engine_settings(&c)?,
+            server: server_settings(&c)?,
+            hub: hub_settings(&c)?,
+            model,
             sampling,
             max_tokens,
-            cache,
-            hub: HubSettings {
-                cache_dir: file.hub.cache_dir.clone(),
-                offline: cli.hub_offline.or(file.hub.offline).unwrap_or(false),
-                endpoint,
-            },
         })
     }
+}
+
+fn model_settings(c: &ConfigFile) -> Result<ModelSettings, ConfigError> {
+    let device_str = c.model.device.clone().unwrap_or_else(|| "auto".into());
+    let device = device_str
+        .parse()
+        .map_err(|reason: String| invalid("model.device", &device_str, &reason))?;
+    let context_length = c.model.context_length;
+    if context_length == Some(0) {
+        return Err(invalid("model.context_length", 0, "must be at least 1"));
+    }
+    let source = c.model.source.clone().unwrap_or_else(|| DEFAULT_MODEL.into());
+    if source.trim().is_empty() {
+        return Err(invalid(
+            "model.source",
+            "\"\"",
+            "must name a .gguf file or owner/repo:file.gguf",
+        ));
+    }
+    Ok(ModelSettings {
+        source,
+        device,
+        context_length,
+    })
+}
+
+fn sampling_settings(c: &ConfigFile) -> Result<(SamplingParams, usize), ConfigError> {
+    let d = SamplingParams::default();
+    let f = &c.sampling;
+    let sampling = SamplingParams {
+        temperature: f.temperature.unwrap_or(d.temperature),
+        top_k: f.top_k.unwrap_or(d.top_k),
+        top_p: f.top_p.unwrap_or(d.top_p),
+        min_p: f.min_p.unwrap_or(d.min_p),
+        repeat_penalty: f.repeat_penalty.unwrap_or(d.repeat_penalty),
+        repeat_last_n: f.repeat_last_n.unwrap_or(d.repeat_last_n),
+        seed: f.seed,
+    };
+    sampling.validate()?;
+    let max_tokens = f.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    if max_tokens == 0 {
+        return Err(invalid("sampling.max_tokens", 0, "must be at least 1"));
+    }
+    Ok((sampling, max_tokens))
+}
+
+fn hub_settings(c: &ConfigFile) -> Result<HubSettings, ConfigError> {
+    let endpoint = match c.hub.endpoint.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(e) if e.starts_with("http://") || e.starts_with("https://") => Some(e.to_owned()),
+        Some(e) => return Err(invalid("hub.endpoint", e, "give an http:// or https:// address")),
+    };
+    Ok(HubSettings {
+        cache_dir: c.hub.cache_dir.clone(),
+        offline: c.hub.offline.unwrap_or(false),
+        endpoint,
+    })
+}
+
+fn cache_settings(c: &ConfigFile, device: DeviceChoice) -> Result<CacheSettings, ConfigError> {
+    let c = &c.cache;
+    let block_size = c.block_size.unwrap_or(16);
+    if !(8..=256).contains(&block_size) || !block_size.is_power_of_two() {
+        return Err(invalid(
+            "cache.block_size",
+            block_size,
+            "must be a power of two from 8 to 256",
+        ));
+    }
+    let device_pool = match (c.device_pool_mib, c.device_memory_fraction) {
+        (Some(0), _) => return Err(invalid("cache.device_pool_mib", 0, "must be at least 1")),
+        (Some(mib), _) => DevicePool::Bytes(mib << 20),
+        (None, Some(f)) if !(f > 0.0 && f <= 1.0) => {
+            return Err(invalid("cache.device_memory_fraction", f, "must be in (0, 1]"))
+        }
+        (None, Some(f)) => DevicePool::Fraction(f),
+        (None, None) => DevicePool::Fraction(default_device_fraction(matches!(device, DeviceChoice::Cuda(_)))),
+    };
+    let host_bytes = match c.host_cache_gib {
+        Some(g) if !(g >= 0.0 && g.is_finite()) => {
+            return Err(invalid("cache.host_cache_gib", g, "must be 0 (off) or positive"))
+        }
+        Some(g) => (g * (1u64 << 30) as f64) as u64,
+        None => default_host_bytes(total_ram_bytes().unwrap_or(8 << 30)),
+    };
+    let disk_budget_bytes = match c.disk_cache_gib {
+        Some(g) if !(g >= 0.0 && g.is_finite()) => {
+            return Err(invalid(
+                "cache.disk_cache_gib",
+                g,
+                "must be 0 (no cache files) or positive",
+            ))
+        }
+        Some(g) => (g * (1u64 << 30) as f64) as u64,
+        None => (DEFAULT_DISK_BUDGET_GIB * (1u64 << 30) as f64) as u64,
+    };
+    Ok(CacheSettings {
+        disk_budget_bytes,
+        block_size,
+        device_pool,
+        host_bytes,
+        prefix_caching: c.prefix_caching.unwrap_or(true),
+        write_through: c.write_through.unwrap_or(false),
+    })
+}
+
+fn engine_settings(c: &ConfigFile) -> Result<EngineSettings, ConfigError> {
+    let e = &c.engine;
+    let de = EngineSettings::default();
+    let engine = EngineSettings {
+        max_running: e.max_running.unwrap_or(de.max_running),
+        max_batch_tokens: e.max_batch_tokens.unwrap_or(de.max_batch_tokens),
+        max_queued: e.max_queued.unwrap_or(de.max_queued),
+        threads: e.threads,
+    };
+    if engine.threads == Some(0) {
+        return Err(invalid(
+            "engine.threads",
+            0,
+            "must be at least 1 (leave it unset for one per physical core)",
+        ));
+    }
+    if engine.max_running == 0 {
+        return Err(invalid("engine.max_running", 0, "must be at least 1"));
+    }
+    if engine.max_batch_tokens < engine.max_running {
+        return Err(invalid(
+            "engine.max_batch_tokens",
+            engine.max_batch_tokens,
+            "must be at least engine.max_running (every running request decodes one token per step)",
+        ));
+    }
+    Ok(engine)
+}
+
+fn server_settings(c: &ConfigFile) -> Result<ServerSettings, ConfigError> {
+    let sv = &c.server;
+    let ds = ServerSettings::default();
+    let host = match sv.host.as_ref() {
+        None => ds.host,
+        Some(h) if h == "localhost" => ds.host,
+        Some(h) => h
+            .parse()
+            .map_err(|_| invalid("server.host", h, "must be an IP address such as 127.0.0.1 or ::1"))?,
+    };
+    if sv.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        return Err(invalid(
+            "server.api_key",
+            "\"\"",
+            "must not be empty (leave it unset for no key)",
+        ));
+    }
+    let max_body_bytes = match sv.max_body_kib {
+        Some(0) => return Err(invalid("server.max_body_kib", 0, "must be at least 1")),
+        Some(k) => k << 10,
+        None => ds.max_body_bytes,
+    };
+    Ok(ServerSettings {
+        host,
+        port: sv.port.unwrap_or(ds.port),
+        api_key: sv.api_key.clone(),
+        max_body_bytes,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
     use std::path::Path;
+
+    /// The command line's layer, parsed by clap from `args` (the flags are the fields').
+    fn flags(args: &[&str]) -> ConfigFile {
+        #[derive(Parser)]
+        struct Flags {
+            #[command(flatten)]
+            settings: ConfigFile,
+        }
+        Flags::try_parse_from(std::iter::once("hearth").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+            .settings
+    }
 
     #[test]
     fn cli_overrides_file_and_defaults_fill_the_rest() {
@@ -385,11 +382,7 @@ mod tests {
             Path::new("c.toml"),
         )
         .unwrap();
-        let cli = Overrides {
-            model: Some("b.gguf".into()),
-            temperature: Some(0.0),
-            ..Default::default()
-        };
+        let cli = flags(&["--model", "b.gguf", "--temperature", "0"]);
         let s = Settings::resolve(&file, &cli).unwrap();
         assert_eq!(s.model.source, "b.gguf");
         assert_eq!(s.model.device, DeviceChoice::Cpu);
@@ -400,51 +393,24 @@ mod tests {
 
     #[test]
     fn default_model_and_bad_values() {
-        let s = Settings::resolve(&ConfigFile::default(), &Overrides::default()).unwrap();
+        let s = Settings::resolve(&ConfigFile::default(), &ConfigFile::default()).unwrap();
         assert_eq!(s.model.source, DEFAULT_MODEL);
         assert_eq!(s.model.device, DeviceChoice::Auto);
         for cli in [
-            Overrides {
-                temperature: Some(-1.0),
-                ..Default::default()
-            },
-            Overrides {
-                top_p: Some(0.0),
-                ..Default::default()
-            },
-            Overrides {
-                device: Some("tpu".into()),
-                ..Default::default()
-            },
-            Overrides {
-                max_tokens: Some(0),
-                ..Default::default()
-            },
-            Overrides {
-                context_length: Some(0),
-                ..Default::default()
-            },
+            flags(&["--temperature=-1"]),
+            flags(&["--top-p", "0"]),
+            flags(&["--device", "tpu"]),
+            flags(&["--max-tokens", "0"]),
+            flags(&["--ctx-size", "0"]),
         ] {
             assert!(Settings::resolve(&ConfigFile::default(), &cli).is_err(), "{cli:?}");
         }
         assert_eq!("cuda:1".parse::<DeviceChoice>(), Ok(DeviceChoice::Cuda(1)));
         for cli in [
-            Overrides {
-                block_size: Some(12),
-                ..Default::default()
-            },
-            Overrides {
-                block_size: Some(512),
-                ..Default::default()
-            },
-            Overrides {
-                device_pool_mib: Some(0),
-                ..Default::default()
-            },
-            Overrides {
-                host_cache_gib: Some(-1.0),
-                ..Default::default()
-            },
+            flags(&["--block-size", "12"]),
+            flags(&["--block-size", "512"]),
+            flags(&["--kv-pool-mib", "0"]),
+            flags(&["--host-cache-gib=-1"]),
         ] {
             assert!(Settings::resolve(&ConfigFile::default(), &cli).is_err(), "{cli:?}");
         }
@@ -457,21 +423,33 @@ mod tests {
             Path::new("c.toml"),
         )
         .unwrap();
-        let s = Settings::resolve(&file, &Overrides::default()).unwrap();
+        let s = Settings::resolve(&file, &ConfigFile::default()).unwrap();
         assert_eq!(s.cache.block_size, 32);
         assert_eq!(s.cache.device_pool, DevicePool::Fraction(0.5));
         assert_eq!(s.cache.host_bytes, 512 << 20);
         assert!(s.cache.write_through && s.cache.prefix_caching);
-        let cli = Overrides {
-            device_pool_mib: Some(64),
-            prefix_caching: Some(false),
-            ..Default::default()
-        };
+        let cli = flags(&["--kv-pool-mib", "64", "--no-prefix-cache"]);
         let s = Settings::resolve(&file, &cli).unwrap();
         assert_eq!(s.cache.device_pool, DevicePool::Bytes(64 << 20));
         assert!(!s.cache.prefix_caching);
-        let d = Settings::resolve(&ConfigFile::default(), &Overrides::default()).unwrap();
+        let d = Settings::resolve(&ConfigFile::default(), &ConfigFile::default()).unwrap();
         assert_eq!(d.cache.block_size, 16);
         assert_eq!(d.cache.device_pool, DevicePool::Fraction(0.25));
+    }
+
+    #[test]
+    fn flags_fill_the_same_keys_as_the_file() {
+        // Each flag lands on its key, and a flag wins over the file's value for that key only.
+        let f = flags(&["-m", "x.gguf", "--offline", "--threads", "3", "--port", "9", "-n", "7"]);
+        assert_eq!(f.model.source.as_deref(), Some("x.gguf"));
+        assert_eq!((f.hub.offline, f.engine.threads, f.server.port), (Some(true), Some(3), Some(9)));
+        assert_eq!(f.sampling.max_tokens, Some(7));
+        assert_eq!(flags(&[]).hub.offline, None, "an absent flag leaves the file's value");
+        let file = ConfigFile::parse("[server]\nport = 1\nmax_body_kib = 2\n", Path::new("c.toml")).unwrap();
+        let s = Settings::resolve(&file, &f).unwrap();
+        assert_eq!((s.server.port, s.server.max_body_bytes), (9, 2 << 10));
+        assert!(s.hub.offline);
+        let err = Settings::resolve(&file, &flags(&["--max-running", "0"])).unwrap_err();
+        assert!(err.to_string().contains("engine.max_running"), "{err}");
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::bridge::{Bridge, Delivery};
 use super::panels::settings::SettingsForm;
 use super::{panels, AppModel, ChatView, ModelStatus, Streaming};
-use crate::config::{AppPaths, ConfigFile, DevicePool, Overrides, Settings};
+use crate::config::{AppPaths, ConfigFile, DevicePool, Settings};
 use crate::engine::Cancel;
 use crate::engine::{ConversationId, ConversationSettings};
 use crate::engine::{EngineError, EngineHandle, GenerateParams, RequestStream};
@@ -78,9 +78,9 @@ pub struct HearthApp {
     markdown: egui_commonmark::CommonMarkCache,
     /// The settings the app started with (or last saved), and where files live.
     config: Option<(Settings, AppPaths)>,
-    /// Command-line values that still apply when the settings window reloads the model (those
-    /// of settings the window does not edit, such as the device).
-    overrides: Overrides,
+    /// The command line's layer that still applies when the settings window reloads the model
+    /// (flags of settings the window does not edit, such as the device).
+    flags: ConfigFile,
     loading: Option<Loading>,
     /// Numbers loads, so only the latest one's deliveries count.
     loads: u64,
@@ -127,28 +127,27 @@ impl HearthApp {
             defaults,
             markdown: Default::default(),
             config: None,
-            overrides: Overrides::default(),
+            flags: ConfigFile::default(),
             loading: None,
             loads: 0,
             picker: native_file_picker(),
         }
     }
 
-    /// Keeps the command line's `overrides` for later reloads; the settings window's own fields
-    /// replace theirs.
-    pub fn with_overrides(mut self, overrides: Overrides) -> Self {
-        self.overrides = Overrides {
-            model: None,
-            temperature: None,
-            top_p: None,
-            top_k: None,
-            max_tokens: None,
-            block_size: None,
-            device_pool_mib: None,
-            host_cache_gib: None,
-            disk_cache_gib: None,
-            ..overrides
-        };
+    /// Keeps the command line's `flags` for later reloads, less those of the settings the
+    /// window edits (its fields replace them).
+    pub fn with_flags(mut self, mut flags: ConfigFile) -> Self {
+        flags.model.source = None;
+        flags.sampling.temperature = None;
+        flags.sampling.top_p = None;
+        flags.sampling.top_k = None;
+        flags.sampling.max_tokens = None;
+        flags.cache.block_size = None;
+        flags.cache.device_pool_mib = None;
+        flags.cache.host_cache_gib = None;
+        flags.cache.disk_cache_gib = None;
+        flags.paths.data_dir = None;
+        self.flags = flags;
         self
     }
 
@@ -329,7 +328,7 @@ impl HearthApp {
         file.cache.disk_cache_gib = Some(form.disk_cache_gib);
         let dir = form.data_dir.trim();
         file.paths.data_dir = (!dir.is_empty()).then(|| dir.into());
-        let settings = Settings::resolve(&file, &self.overrides).map_err(|e| e.to_string())?;
+        let settings = Settings::resolve(&file, &self.flags).map_err(|e| e.to_string())?;
         Ok((file, settings))
     }
 

@@ -29,14 +29,14 @@ pub use loader::load_engine;
 pub use panels::settings::SettingsForm;
 pub use state::{AppModel, ChatView, DownloadFigures, ModelStatus, Streaming, TurnFigures, UiEvent, RECENT_TURNS};
 
-use crate::config::{AppPaths, Overrides, Settings};
+use crate::config::{AppPaths, ConfigFile, Settings};
 
 /// The window's icon (`assets/icon.png`, 256×256).
 pub const ICON_PNG: &[u8] = include_bytes!("../../assets/icon.png");
 
-/// Opens the window and runs until it is closed. `overrides` are the command line's values, kept
-/// for reloads from the settings window.
-pub fn run(settings: Settings, paths: AppPaths, overrides: Overrides) -> Result<(), eframe::Error> {
+/// Opens the window and runs until it is closed. `flags` are the command line's layer of
+/// settings, kept for reloads from the settings window.
+pub fn run(settings: Settings, paths: AppPaths, flags: ConfigFile) -> Result<(), eframe::Error> {
     let mut viewport = egui::ViewportBuilder::default().with_title("hearth");
     match eframe::icon_data::from_png_bytes(ICON_PNG) {
         Ok(icon) => viewport = viewport.with_icon(icon),
@@ -53,7 +53,7 @@ pub fn run(settings: Settings, paths: AppPaths, overrides: Overrides) -> Result<
         options,
         Box::new(move |cc| {
             Ok(Box::new(
-                HearthApp::new(&cc.egui_ctx, settings, paths).with_overrides(overrides),
+                HearthApp::new(&cc.egui_ctx, settings, paths).with_flags(flags),
             ))
         }),
     )

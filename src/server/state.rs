@@ -131,15 +131,13 @@ pub(crate) fn unix_now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ConfigFile, Overrides};
+    use crate::config::ConfigFile;
 
     #[test]
     fn aliases_are_the_source_and_its_file_name() {
         let settings = |source: &str| {
-            let cli = Overrides {
-                model: Some(source.into()),
-                ..Default::default()
-            };
+            let mut cli = ConfigFile::default();
+            cli.model.source = Some(source.into());
             Settings::resolve(&ConfigFile::default(), &cli).unwrap()
         };
         let c = ServerConfig::from_settings(&settings("Qwen/Qwen2.5-GGUF:qwen-q4.gguf@main"), "Qwen2.5");
