@@ -20,12 +20,12 @@ use super::scheduler::{Ending, Scheduler};
 use super::sequence::{LastEvent, Sampled, Sequence};
 use super::stats::{EngineStats, RequestCounters};
 use super::{EngineError, Event, GenerateParams, GenerateRequest, GenerationReport, Histogram, RequestId, Submission};
-use crate::config::{available_ram_bytes, total_ram_bytes, CacheSettings, EngineSettings};
+use crate::config::{CacheSettings, EngineSettings};
 use crate::kv::{CacheStats, KvCacheConfig, KvCacheManager, PrefixMatch};
 use crate::model::{LoadedModel, Logits, ModelError};
 use crate::ops::{BatchLayout, PagedLayout, SeqChunk};
 use crate::persist::{CacheJob, ConversationId, ConversationStore, TurnText};
-use crate::runtime::{pool_sizes, KvMemory, MemorySplit, PoolSizes};
+use crate::runtime::{memory_split, size_pools, KvMemory, MemorySplit, PoolSizes};
 
 /// Checks a request before it is queued: a prompt that is empty, over the
 /// context or outside the vocabulary, parameters out of range, empty stop
@@ -50,17 +50,6 @@ pub(crate) fn validate(model: &LoadedModel, capacity_tokens: usize, r: &Generate
         });
     }
     Ok(())
-}
-
-/// Free and total bytes of `dev`'s memory.
-#[cfg(feature = "cuda")]
-fn cuda_mem_info(dev: &candle_core::CudaDevice) -> Result<(u64, u64), EngineError> {
-    let (free, total) = dev
-        .cuda_stream()
-        .context()
-        .mem_get_info()
-        .map_err(|e| crate::runtime::RuntimeError::Device(e.to_string()))?;
-    Ok((free as u64, total as u64))
 }
 
 /// Figures kept across steps for [`EngineStats`].
@@ -116,14 +105,7 @@ impl Engine {
     /// RAM otherwise.
     pub fn new(model: LoadedModel, cache: &CacheSettings, engine: &EngineSettings) -> Result<Self, EngineError> {
         let layout = Self::layout(&model, cache);
-        let ram = available_ram_bytes().unwrap_or(4 << 30);
-        let device_free = match model.transformer.device() {
-            #[cfg(feature = "cuda")]
-            candle_core::Device::Cuda(dev) => cuda_mem_info(dev)?.0,
-            // Both tiers come out of the same RAM: the host tier is taken first.
-            _ => ram.saturating_sub(cache.host_bytes),
-        };
-        let sizes = pool_sizes(cache, &layout, device_free, ram, model.info.context_length)?;
+        let sizes = size_pools(model.transformer.device(), cache, &layout, model.info.context_length)?;
         Self::with_pool_sizes(model, cache, engine, sizes)
     }
 
@@ -149,11 +131,7 @@ impl Engine {
             write_through: cache.write_through,
             bytes_per_block: layout.block_bytes(),
         })?;
-        let memory = match model.transformer.device() {
-            #[cfg(feature = "cuda")]
-            candle_core::Device::Cuda(dev) => KvMemory::new_cuda(dev, layout, sizes.device_blocks, sizes.host_blocks)?,
-            _ => KvMemory::new(layout, sizes.device_blocks, sizes.host_blocks),
-        };
+        let memory = KvMemory::on_device(model.transformer.device(), layout, sizes.device_blocks, sizes.host_blocks)?;
         tracing::debug!(
             "KV cache: {} device blocks, {} host blocks of {} tokens ({} KiB each)",
             sizes.device_blocks,
@@ -249,20 +227,8 @@ impl Engine {
     /// How the device's memory is split between weights, the KV cache's
     /// device tier and the rest (VRAM on a CUDA device, RAM otherwise).
     pub fn memory(&self) -> Result<MemorySplit, EngineError> {
-        let kv = self.kv.stats().device;
         let weights = self.model.transformer.weight_bytes();
-        match self.model.transformer.device() {
-            #[cfg(feature = "cuda")]
-            candle_core::Device::Cuda(dev) => {
-                let (free, total) = cuda_mem_info(dev)?;
-                Ok(MemorySplit::new("cuda", total, free, weights, &kv, false))
-            }
-            _ => {
-                let total = total_ram_bytes().unwrap_or(0);
-                let free = available_ram_bytes().unwrap_or(0);
-                Ok(MemorySplit::new("cpu", total, free, weights, &kv, true))
-            }
-        }
+        Ok(memory_split(self.model.transformer.device(), weights, &self.kv.stats().device)?)
     }
 
     /// A snapshot of the cache, the queue and the counters.

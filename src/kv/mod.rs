@@ -16,7 +16,8 @@
 //! - `import.rs`: [`KvCacheManager::import`], how blocks read from a cache file (the disk tier)
 //!   enter the trie as cached blocks;
 //! - [`CacheStats`]: occupancy per tier and hit / copy / eviction counters;
-//! - [`testkit`]: a fake runtime that executes plans over token ids, for tests.
+//! - `testkit`: a fake runtime that executes plans over token ids, for tests (feature
+//!   `testkit`).
 //!
 //! The runtime owns the memory behind the ids and executes the plans (see [`CopyPlan`] for the
 //! ordering contract). The manager never touches K/V.
@@ -36,6 +37,7 @@ mod pool;
 mod queue;
 mod seq;
 mod stats;
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 mod tiers;
 mod trie;

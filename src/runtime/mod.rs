@@ -6,8 +6,10 @@
 //! copy. [`KvMemory::execute`] runs a [`crate::kv::CopyPlan`] (demotions,
 //! then promotions) before the forward that needs it, and
 //! [`KvMemory::store`] hands the forward a [`crate::ops::PagedKvBatch`] over
-//! the device tier. [`pool_sizes`] turns the cache settings into block counts,
-//! and [`MemorySplit`] reports how the device's memory is shared out.
+//! the device tier. [`pool_sizes`] turns the cache settings into block counts
+//! ([`size_pools`] from the device's free memory), and [`MemorySplit`]
+//! reports how the device's memory is shared out. `device.rs` holds every
+//! query of the device itself (free VRAM or RAM, where the pool goes).
 //!
 //! Invariant: `kv` decides, `runtime` obeys: nothing here chooses which block
 //! holds what.
@@ -16,11 +18,13 @@
 //! (`swap_in` / `swap_out`), SGLang's `HostKVCache`.
 
 pub mod cpu;
+mod device;
 mod error;
 mod memory;
 mod sizing;
 mod split;
 
+pub use device::{device_memory, memory_split, size_pools, DeviceMemory};
 pub use error::RuntimeError;
 pub use memory::KvMemory;
 pub use sizing::{pool_sizes, PoolSizes};

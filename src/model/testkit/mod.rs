@@ -3,12 +3,18 @@
 //! - [`vocab`]: small BPE / SentencePiece vocabularies, as GGUF metadata and as
 //!   an equivalent `tokenizer.json`.
 //! - [`gguf`]: random GGUF models of each family and quantization.
-//! - [`fake_hub`]: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path.
+//! - `fake_hub`: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path
+//!   (feature `testkit` only: the app never carries it).
+//!
+//! The models and vocabularies are always built: `hearth bench` writes its benchmark model
+//! with them.
 
+#[cfg(any(test, feature = "testkit"))]
 pub mod fake_hub;
 pub mod gguf;
 pub mod vocab;
 
+#[cfg(any(test, feature = "testkit"))]
 pub use fake_hub::{FakeHub, SeenRequest};
 pub use gguf::{write_model, TinyModelSpec, WeightType};
 pub use vocab::{TinyVocab, VocabStyle};
