@@ -272,9 +272,9 @@ fn a_damaged_or_foreign_cache_file_is_never_used() {
         let fp = e.stats().disk.unwrap();
         assert_eq!(fp.files, 0, "{what}: indexed");
         // The reason a user sees (the engine logs the same message).
-        let layout = hearth::engine::kv_layout(e.model().transformer.kv_shape(), 16);
+        let layout = hearth::persist::kv_layout(e.model().transformer.kv_shape(), 16);
         let files = &e.model().info.files;
-        let current = hearth::engine::fingerprint(files, "cpu", &layout, &mut |_| {}).unwrap();
+        let current = hearth::persist::fingerprint(files, "cpu", &layout, &mut |_| {}).unwrap();
         let (_, report) = DiskIndex::scan(cache_dir(&s.data), current, layout).unwrap();
         assert_eq!(report.ignored.len(), 1, "{what}");
         let msg = report.ignored[0].1.to_string();

@@ -56,6 +56,25 @@ pub struct CacheBenchReport {
     pub bookkeeping_cold_us: f64,
 }
 
+/// The run's figures and then [`CacheBenchReport::table`].
+impl std::fmt::Display for CacheBenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let o = &self.options;
+        writeln!(
+            f,
+            "model: {} ({:.1}M parameters), device: {}, prefix {} + suffix {} tokens, block size {}, best of {} runs\n",
+            self.model,
+            self.parameters as f64 / 1e6,
+            self.device,
+            o.prefix_tokens,
+            o.suffix_tokens,
+            o.block_size,
+            o.repeats
+        )?;
+        f.write_str(&self.table())
+    }
+}
+
 impl CacheBenchReport {
     pub fn device_hit_ratio(&self) -> f64 {
         self.ttft_device_hit_ms / self.ttft_cold_ms

@@ -31,7 +31,7 @@ pub enum BenchError {
     NotLlama(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct BenchOptions {
     pub prompt_tokens: usize,
     pub decode_tokens: usize,
@@ -52,15 +52,17 @@ impl Default for BenchOptions {
 }
 
 /// Tokens per second of one implementation.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Throughput {
     pub prefill_tok_s: f64,
     pub decode_tok_s: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct BenchReport {
     pub options: BenchOptions,
+    pub model: String,
+    pub device: String,
     pub parameters: u64,
     pub quantization: String,
     pub ours: Throughput,
@@ -69,6 +71,24 @@ pub struct BenchReport {
     /// The instruction set our quantized matmul ran on.
     pub isa: &'static str,
     pub threads: usize,
+}
+
+/// The run's figures (model, device, threads, kernels) and then [`BenchReport::table`].
+impl std::fmt::Display for BenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "model: {} ({:.1}M parameters, {}), device: {}, {} threads, quantized matmul: {}, best of {} runs\n",
+            self.model,
+            self.parameters as f64 / 1e6,
+            self.quantization,
+            self.device,
+            self.threads,
+            self.isa,
+            self.options.repeats
+        )?;
+        f.write_str(&self.table())
+    }
 }
 
 impl BenchReport {
@@ -152,6 +172,8 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
     };
     Ok(BenchReport {
         options: opts,
+        model: path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        device: crate::model::device_name(device),
         parameters,
         quantization,
         ours: tput(best_ours),

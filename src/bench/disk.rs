@@ -68,6 +68,27 @@ pub struct DiskBenchReport {
     pub plain_read_gbps: f64,
 }
 
+/// The run's figures and then [`DiskBenchReport::table`].
+impl std::fmt::Display for DiskBenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let o = &self.options;
+        writeln!(
+            f,
+            "model: {} ({:.1}M parameters), device: {}, a {}-token conversation + {}-token reply, then a {}-token \
+             message; block size {}, best of {} runs\n",
+            self.model,
+            self.parameters as f64 / 1e6,
+            self.device,
+            o.history_tokens,
+            o.reply_tokens,
+            o.question_tokens,
+            o.block_size,
+            o.repeats
+        )?;
+        f.write_str(&self.table())
+    }
+}
+
 impl DiskBenchReport {
     pub fn ttft_ratio(&self) -> f64 {
         self.ttft_restart_ms / self.ttft_uncached_ms

@@ -78,6 +78,28 @@ pub struct ServeBenchReport {
     pub runs: Vec<ServeRun>,
 }
 
+/// The run's figures and then [`ServeBenchReport::table`].
+impl std::fmt::Display for ServeBenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let o = &self.options;
+        writeln!(
+            f,
+            "model: {} ({:.1}M parameters), device: {}, {} requests: {}-token system prompt + {}-token question, \
+             up to {} reply tokens; max_running {}, max_batch_tokens {}\n",
+            self.model,
+            self.parameters as f64 / 1e6,
+            self.device,
+            o.requests,
+            o.system_tokens,
+            o.question_tokens,
+            o.max_tokens,
+            self.max_running,
+            self.max_batch_tokens
+        )?;
+        f.write_str(&self.table())
+    }
+}
+
 impl ServeBenchReport {
     fn run(&self, caching: bool, concurrency: usize) -> Option<&ServeRun> {
         self.runs

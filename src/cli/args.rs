@@ -156,6 +156,9 @@ pub enum BenchCommand {
         /// Skip candle-transformers' quantized_llama (the reference timed beside ours).
         #[arg(long)]
         no_reference: bool,
+        /// Also write the results as JSON to this file ("-" for stdout, after the table).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
     },
     /// Time to first token for a long shared prefix: cold, device hit, host hit, caching off.
     Cache {

@@ -27,7 +27,11 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
                 block_size: settings.cache.block_size,
                 repeats,
             };
-            cache(settings, paths, gguf, opts, json)
+            let path = bench_model(paths, gguf)?;
+            let device = select_device(settings.model.device)?;
+            report("benchmarking".into(), json, || {
+                hearth::bench::run_cache_bench(&path, &device, opts)
+            })
         }
         BenchCommand::Serve {
             gguf,
@@ -48,7 +52,16 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
                 max_tokens: reply_tokens,
                 concurrency,
             };
-            serve(settings, paths, gguf, opts, json)
+            let path = bench_model(paths, gguf)?;
+            let device = select_device(settings.model.device)?;
+            let label = format!(
+                "benchmarking the server ({} runs of {} requests)",
+                2 * opts.concurrency.len(),
+                opts.requests
+            );
+            report(label, json, || {
+                hearth::bench::run_serve_bench(&path, &device, settings, opts)
+            })
         }
         BenchCommand::Disk {
             gguf,
@@ -68,7 +81,15 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
                 block_size: settings.cache.block_size,
                 repeats,
             };
-            disk(settings, paths, gguf, opts, json)
+            let path = bench_model(paths, gguf)?;
+            let device = select_device(settings.model.device)?;
+            let work = paths
+                .data_dir
+                .join("bench")
+                .join(format!("disk-{}", std::process::id()));
+            report("benchmarking the disk tier".into(), json, || {
+                hearth::bench::run_disk_bench(&path, &device, &work, opts)
+            })
         }
         BenchCommand::Decode {
             gguf,
@@ -76,6 +97,7 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
             decode_tokens,
             repeats,
             no_reference,
+            json,
         } => {
             let opts = hearth::bench::BenchOptions {
                 prompt_tokens,
@@ -83,7 +105,11 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
                 repeats,
                 reference: !no_reference,
             };
-            decode(settings, paths, gguf, opts)
+            let path = bench_model(paths, gguf)?;
+            let device = select_device(settings.model.device)?;
+            report("benchmarking".into(), json, || {
+                hearth::bench::run_decode_bench(&path, &device, opts)
+            })
         }
     }
 }
@@ -108,94 +134,15 @@ fn bench_model(paths: &AppPaths, gguf: Option<PathBuf>) -> Result<PathBuf> {
     Ok(p)
 }
 
-fn cache(
-    settings: &Settings,
-    paths: &AppPaths,
-    gguf: Option<PathBuf>,
-    opts: hearth::bench::CacheBenchOptions,
-    json: Option<PathBuf>,
-) -> Result<ExitCode> {
-    let path = bench_model(paths, gguf)?;
-    let device = select_device(settings.model.device)?;
-    let report = with_spinner("benchmarking".into(), || {
-        hearth::bench::run_cache_bench(&path, &device, opts)
-    })?;
-    println!(
-        "model: {} ({:.1}M parameters), device: {}, prefix {} + suffix {} tokens, block size {}, best of {} runs\n",
-        path.display(),
-        report.parameters as f64 / 1e6,
-        report.device,
-        opts.prefix_tokens,
-        opts.suffix_tokens,
-        opts.block_size,
-        opts.repeats
-    );
-    print!("{}", report.table());
-    write_json(&report, json)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn disk(
-    settings: &Settings,
-    paths: &AppPaths,
-    gguf: Option<PathBuf>,
-    opts: hearth::bench::DiskBenchOptions,
-    json: Option<PathBuf>,
-) -> Result<ExitCode> {
-    let path = bench_model(paths, gguf)?;
-    let device = select_device(settings.model.device)?;
-    let work = paths
-        .data_dir
-        .join("bench")
-        .join(format!("disk-{}", std::process::id()));
-    let report = with_spinner("benchmarking the disk tier".into(), || {
-        hearth::bench::run_disk_bench(&path, &device, &work, opts)
-    })?;
-    println!(
-        "model: {} ({:.1}M parameters), device: {}, a {}-token conversation + {}-token reply, then a {}-token \
-         message; block size {}, best of {} runs\n",
-        path.display(),
-        report.parameters as f64 / 1e6,
-        report.device,
-        opts.history_tokens,
-        opts.reply_tokens,
-        opts.question_tokens,
-        opts.block_size,
-        opts.repeats
-    );
-    print!("{}", report.table());
-    write_json(&report, json)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn serve(
-    settings: &Settings,
-    paths: &AppPaths,
-    gguf: Option<PathBuf>,
-    opts: hearth::bench::ServeBenchOptions,
-    json: Option<PathBuf>,
-) -> Result<ExitCode> {
-    let path = bench_model(paths, gguf)?;
-    let device = select_device(settings.model.device)?;
-    let runs = 2 * opts.concurrency.len();
-    let report = with_spinner(
-        format!("benchmarking the server ({runs} runs of {} requests)", opts.requests),
-        || hearth::bench::run_serve_bench(&path, &device, settings, opts.clone()),
-    )?;
-    println!(
-        "model: {} ({:.1}M parameters), device: {}, {} requests: {}-token system prompt + {}-token question, \
-         up to {} reply tokens; max_running {}, max_batch_tokens {}\n",
-        path.display(),
-        report.parameters as f64 / 1e6,
-        report.device,
-        opts.requests,
-        opts.system_tokens,
-        opts.question_tokens,
-        opts.max_tokens,
-        report.max_running,
-        report.max_batch_tokens
-    );
-    print!("{}", report.table());
+/// Runs one benchmark under a spinner, prints its report (which prints its own figures and
+/// table) and writes it as JSON when asked.
+fn report<R, E>(label: String, json: Option<PathBuf>, run: impl FnOnce() -> Result<R, E>) -> Result<ExitCode>
+where
+    R: std::fmt::Display + serde::Serialize,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let report = with_spinner(label, run)?;
+    print!("{report}");
     write_json(&report, json)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -210,29 +157,4 @@ fn write_json(value: &impl serde::Serialize, path: Option<PathBuf>) -> Result<()
         std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
-}
-
-fn decode(
-    settings: &Settings,
-    paths: &AppPaths,
-    gguf: Option<PathBuf>,
-    opts: hearth::bench::BenchOptions,
-) -> Result<ExitCode> {
-    let path = bench_model(paths, gguf)?;
-    let device = select_device(settings.model.device)?;
-    let report = with_spinner("benchmarking".into(), || {
-        hearth::bench::run_decode_bench(&path, &device, opts)
-    })?;
-    println!(
-        "model: {} ({:.1}M parameters, {}), device: {}, {} threads, quantized matmul: {}, best of {} runs\n",
-        path.display(),
-        report.parameters as f64 / 1e6,
-        report.quantization,
-        hearth::model::device_name(&device),
-        report.threads,
-        report.isa,
-        opts.repeats
-    );
-    print!("{}", report.table());
-    Ok(ExitCode::SUCCESS)
 }

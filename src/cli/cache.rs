@@ -9,7 +9,8 @@ use std::path::Path;
 use hearth::config::{AppPaths, Settings};
 use hearth::model::select_device;
 use hearth::persist::{
-    cache_dir, conversations_dir, inspect, prune_plan, CacheEntry, CacheFile, ConversationStore, EntryStatus,
+    cache_dir, conversations_dir, inspect, prune as prune_files, prune_plan, verify as verify_file, CacheEntry,
+    ConversationStore, EntryStatus,
 };
 
 use super::args::CacheCommand;
@@ -21,7 +22,7 @@ use super::start::resolve_model;
 fn current_fingerprint(settings: &Settings) -> Result<(hearth::persist::Fingerprint, hearth::persist::KvLayout)> {
     let resolved = resolve_model(settings)?;
     let shape = hearth::model::kv_shape_of(&resolved.gguf)?;
-    let layout = hearth::engine::kv_layout(shape, settings.cache.block_size);
+    let layout = hearth::persist::kv_layout(shape, settings.cache.block_size);
     let device = hearth::model::device_name(&select_device(settings.model.device)?);
     let files = resolved.files();
     let total: u64 = files
@@ -30,7 +31,7 @@ fn current_fingerprint(settings: &Settings) -> Result<(hearth::persist::Fingerpr
         .map(|m| m.len())
         .sum();
     let pb = bytes_bar(total, "hashing the model");
-    let fp = hearth::engine::fingerprint(&files, &device, &layout, &mut |done| pb.set_position(done))?;
+    let fp = hearth::persist::fingerprint(&files, &device, &layout, &mut |done| pb.set_position(done))?;
     pb.finish_and_clear();
     Ok((fp, layout))
 }
@@ -129,13 +130,8 @@ fn verify(entries: &[CacheEntry]) -> Result<ExitCode> {
     let mut bad = 0;
     let mut report = Vec::new();
     for e in entries {
-        let result = CacheFile::open(&e.path).and_then(|mut f| {
-            let present = f.blocks_present();
-            let n = f.verify(|b| pb.inc(b))?;
-            Ok((n, present))
-        });
-        match result {
-            Ok((n, _)) => report.push(format!("ok        {} ({n} blocks)", e.conversation)),
+        match verify_file(e, |b| pb.inc(b)) {
+            Ok(n) => report.push(format!("ok        {} ({n} blocks)", e.conversation)),
             Err(err) => {
                 bad += 1;
                 report.push(format!("DAMAGED   {}: {err}", e.conversation));
@@ -165,21 +161,20 @@ fn prune(
     };
     let plan = prune_plan(entries, budget, foreign);
     let pb = indicatif::ProgressBar::new(plan.len() as u64);
-    let mut freed = 0;
-    for e in &plan {
-        if dry_run {
+    let freed = if dry_run {
+        for e in &plan {
             println!("would delete {} ({:.1} MiB)", e.conversation, mib(e.bytes));
-        } else {
-            match std::fs::remove_file(&e.path) {
-                Ok(()) => {
-                    freed += e.bytes;
-                    pb.println(format!("deleted {} ({:.1} MiB)", e.conversation, mib(e.bytes)));
-                }
-                Err(err) => pb.println(format!("cannot delete {}: {err}", e.path.display())),
-            }
         }
-        pb.inc(1);
-    }
+        0
+    } else {
+        prune_files(&plan, |e, result| {
+            match result {
+                Ok(()) => pb.println(format!("deleted {} ({:.1} MiB)", e.conversation, mib(e.bytes))),
+                Err(err) => pb.println(format!("cannot delete: {err}")),
+            }
+            pb.inc(1);
+        })
+    };
     pb.finish_and_clear();
     let total: u64 = entries.iter().map(|e| e.bytes).sum();
     println!(

@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::disk::{fingerprint, kv_layout, DiskSettings, DiskTier};
+use super::disk::{DiskSettings, DiskTier};
 use super::scheduler::{Ending, Scheduler};
 use super::sequence::{LastEvent, Sampled, Sequence};
 use super::stats::{EngineStats, RequestCounters};
@@ -24,7 +24,7 @@ use crate::config::{CacheSettings, EngineSettings};
 use crate::kv::{CacheStats, KvCacheConfig, KvCacheManager, PrefixMatch};
 use crate::model::{LoadedModel, Logits, ModelError};
 use crate::ops::{BatchLayout, PagedLayout, SeqChunk};
-use crate::persist::{CacheJob, ConversationId, ConversationStore, TurnText};
+use crate::persist::{fingerprint, kv_layout, CacheJob, ConversationId, ConversationStore, TurnText};
 use crate::runtime::{memory_split, size_pools, KvMemory, MemorySplit, PoolSizes};
 
 /// Checks a request before it is queued: a prompt that is empty, over the

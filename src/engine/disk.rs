@@ -1,7 +1,7 @@
 //! The engine's side of the disk tier: reading cache file hits into the KV cache, and handing
 //! finished turns to the background writer.
 //!
-//! Owns: [`DiskSettings`], [`DiskTier`] and the model [`fingerprint`]. At admission,
+//! Owns: [`DiskSettings`] and [`DiskTier`] (the model's fingerprint is `persist`'s). At admission,
 //! [`DiskTier::prefetch`] looks past the RAM tiers' match in the [`DiskIndex`]; a hit's blocks
 //! are imported into the cache manager ([`crate::kv::KvCacheManager::import`]) and read from the
 //! file straight into their blocks, each checked against its checksum; the admission that
@@ -17,23 +17,17 @@
 //! Counterpart: SGLang HiCache's storage prefetch (`prefetch_from_storage`) and write-back
 //! (`write_backup_storage`); LMCache's `retrieve` / `store`.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::EngineError;
 use crate::kv::{hash_chain, BlockId, ImportPlan, KvCacheManager};
-use crate::ops::KvShape;
 use crate::persist::{
     cache_dir, common_blocks, conversations_dir, AfterSave, CacheFile, CacheJob, ConversationId, ConversationStore,
-    DiskIndex, DiskStats, Faults, Fingerprint, KvDtype, KvLayout, PersistError, PersistWorker, TurnText, WorkerContext,
+    DiskIndex, DiskStats, Faults, Fingerprint, KvLayout, PersistError, PersistWorker, TurnText, WorkerContext,
 };
 use crate::runtime::KvMemory;
-
-/// Bumped whenever hearth computes different K/V for the same model and tokens (the forward,
-/// rope, the block layout): cache files written before no longer match.
-pub const KV_SEMANTICS_VERSION: u32 = 1;
 
 /// Where and how much the disk tier keeps.
 #[derive(Debug, Clone)]
@@ -54,66 +48,6 @@ impl DiskSettings {
             faults: Faults::none(),
         }
     }
-}
-
-/// The layout of cache file payloads for a model of `shape` with `block_size`-token blocks.
-pub fn kv_layout(shape: KvShape, block_size: usize) -> KvLayout {
-    KvLayout {
-        block_size: block_size as u32,
-        layers: shape.layers as u32,
-        kv_heads: shape.kv_heads as u32,
-        head_dim: shape.head_dim as u32,
-        dtype: KvDtype::F32,
-    }
-}
-
-/// The fingerprint of K/V computed by this hearth from the model in `files` (their whole
-/// contents: weights, architecture settings, tokenizer, chat template) on a `device` kind, in
-/// `layout`. `progress` gets the bytes hashed so far.
-pub fn fingerprint(
-    files: &[PathBuf],
-    device: &str,
-    layout: &KvLayout,
-    progress: &mut dyn FnMut(u64),
-) -> Result<Fingerprint, EngineError> {
-    let mut parts: Vec<Vec<u8>> = Vec::new();
-    parts.push(format!("hearth-kv-{KV_SEMANTICS_VERSION}").into_bytes());
-    let mut done = 0u64;
-    for path in files {
-        parts.push(hash_file(path, &mut |n| {
-            done += n;
-            progress(done)
-        })?);
-    }
-    parts.push(device.as_bytes().to_vec());
-    for v in [
-        layout.block_size,
-        layout.layers,
-        layout.kv_heads,
-        layout.head_dim,
-        layout.dtype.code(),
-    ] {
-        parts.push(v.to_le_bytes().to_vec());
-    }
-    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-    Ok(Fingerprint::of(&refs))
-}
-
-/// xxh3-128 of a file's contents.
-fn hash_file(path: &Path, progress: &mut dyn FnMut(u64)) -> Result<Vec<u8>, EngineError> {
-    let err = |e| EngineError::from(PersistError::io(path, e));
-    let mut f = std::fs::File::open(path).map_err(err)?;
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = vec![0u8; 4 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(err)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-        progress(n as u64);
-    }
-    Ok(h.digest128().to_le_bytes().to_vec())
 }
 
 /// Reads the imported blocks from `file` into their blocks: in one pass straight into RAM

@@ -40,7 +40,7 @@ mod stats;
 mod stop;
 
 pub use self::core::Engine;
-pub use disk::{fingerprint, kv_layout, DiskSettings, KV_SEMANTICS_VERSION};
+pub use disk::DiskSettings;
 pub use error::{EngineError, ErrorKind};
 pub use handle::{EngineHandle, EventSender, QueueTicket, RequestStream, Submission};
 pub use launch::{launch, LaunchProgress, LaunchStage};

@@ -1,7 +1,8 @@
 //! What `hearth cache list | verify | prune` show and do, as data (the CLI prints it).
 //!
 //! Owns: [`CacheEntry`] (one cache file: size, tokens, blocks, last use, whether it fits the
-//! current model) and [`prune_plan`] (which files to delete to fit a budget).
+//! current model), [`prune_plan`] (which files to delete to fit a budget), [`prune`] (deleting
+//! them) and [`verify`] (every block of a file checked).
 //!
 //! Invariant: only cache files are ever chosen for deletion; conversation files are not even
 //! listed here.
@@ -110,4 +111,26 @@ pub fn prune_plan(entries: &[CacheEntry], budget: u64, foreign: bool) -> Vec<&Ca
         out.push(e);
     }
     out
+}
+
+/// Deletes the cache files of `plan` (from [`prune_plan`]), telling `each` how every deletion
+/// went; returns the bytes freed. Conversations' text is never touched.
+pub fn prune(plan: &[&CacheEntry], mut each: impl FnMut(&CacheEntry, Result<(), PersistError>)) -> u64 {
+    let mut freed = 0;
+    for e in plan {
+        match std::fs::remove_file(&e.path) {
+            Ok(()) => {
+                freed += e.bytes;
+                each(e, Ok(()));
+            }
+            Err(err) => each(e, Err(PersistError::io(&e.path, err))),
+        }
+    }
+    freed
+}
+
+/// Reads every block of `entry`'s file and checks its checksum (`progress` gets the bytes read
+/// as they go); the number of blocks checked, or the first damage found.
+pub fn verify(entry: &CacheEntry, progress: impl FnMut(u64)) -> Result<usize, PersistError> {
+    CacheFile::open(&entry.path)?.verify(progress)
 }

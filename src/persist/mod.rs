@@ -33,7 +33,8 @@ mod atomic;
 mod cache_file;
 mod conversation;
 mod error;
-pub mod format;
+mod fingerprint;
+mod format;
 mod ids;
 mod index;
 mod inspect;
@@ -46,10 +47,11 @@ pub use conversation::{
     NEW_CHAT_TITLE,
 };
 pub use error::PersistError;
+pub use fingerprint::{fingerprint, kv_layout, KV_SEMANTICS_VERSION};
 pub use format::{CacheHeader, Fingerprint, KvDtype, KvLayout, FORMAT_VERSION};
 pub use ids::{ConversationId, MAX_ID_LEN};
 pub use index::{cache_path, common_blocks, list_cache_files, DiskHit, DiskIndex, IndexedFile, ScanReport};
-pub use inspect::{inspect, prune_plan, CacheEntry, EntryStatus};
+pub use inspect::{inspect, prune, prune_plan, verify, CacheEntry, EntryStatus};
 #[doc(hidden)]
 pub use worker::lock as worker_lock;
 pub use worker::{title_from, AfterSave, CacheJob, DiskStats, PersistWorker, TurnText, WorkerContext};

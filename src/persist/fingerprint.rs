@@ -1,0 +1,83 @@
+//! The fingerprint a cache file is written for: which model's K/V, computed how.
+//!
+//! Owns: [`fingerprint`] (xxh3 over the whole contents of the model's files — weights,
+//! architecture settings, tokenizer, chat template — the device kind and the [`KvLayout`]),
+//! [`kv_layout`] (a model's K/V shape as the file format names it) and
+//! [`KV_SEMANTICS_VERSION`]. `hearth cache` and the engine's disk tier both use them, so a
+//! file the one calls usable the other does too.
+//!
+//! Invariant: a different model, device kind, layout or way of computing K/V gives a different
+//! fingerprint; a cache file is only ever read under the fingerprint it was written with.
+//!
+//! Counterpart: LMCache's `CacheEngineKey` (model name, world size, chunk hash); vLLM keys its
+//! prefix cache by block hashes only, within one process.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::{Fingerprint, KvDtype, KvLayout, PersistError};
+use crate::ops::KvShape;
+
+/// Bumped whenever hearth computes different K/V for the same model and tokens (the forward,
+/// rope, the block layout): cache files written before no longer match.
+pub const KV_SEMANTICS_VERSION: u32 = 1;
+
+/// The layout of cache file payloads for a model of `shape` with `block_size`-token blocks.
+pub fn kv_layout(shape: KvShape, block_size: usize) -> KvLayout {
+    KvLayout {
+        block_size: block_size as u32,
+        layers: shape.layers as u32,
+        kv_heads: shape.kv_heads as u32,
+        head_dim: shape.head_dim as u32,
+        dtype: KvDtype::F32,
+    }
+}
+
+/// The fingerprint of K/V computed by this hearth from the model in `files` (their whole
+/// contents: weights, architecture settings, tokenizer, chat template) on a `device` kind, in
+/// `layout`. `progress` gets the bytes hashed so far.
+pub fn fingerprint(
+    files: &[PathBuf],
+    device: &str,
+    layout: &KvLayout,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Fingerprint, PersistError> {
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    parts.push(format!("hearth-kv-{KV_SEMANTICS_VERSION}").into_bytes());
+    let mut done = 0u64;
+    for path in files {
+        parts.push(hash_file(path, &mut |n| {
+            done += n;
+            progress(done)
+        })?);
+    }
+    parts.push(device.as_bytes().to_vec());
+    for v in [
+        layout.block_size,
+        layout.layers,
+        layout.kv_heads,
+        layout.head_dim,
+        layout.dtype.code(),
+    ] {
+        parts.push(v.to_le_bytes().to_vec());
+    }
+    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    Ok(Fingerprint::of(&refs))
+}
+
+/// xxh3-128 of a file's contents.
+fn hash_file(path: &Path, progress: &mut dyn FnMut(u64)) -> Result<Vec<u8>, PersistError> {
+    let err = |e| PersistError::io(path, e);
+    let mut f = std::fs::File::open(path).map_err(err)?;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 4 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(err)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        progress(n as u64);
+    }
+    Ok(h.digest128().to_le_bytes().to_vec())
+}
