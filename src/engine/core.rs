@@ -363,14 +363,26 @@ impl Engine {
     }
 
     fn step_inner(&mut self) {
-        let disk = &self.disk;
-        let mut prefetch = |prompt: &[u32], kv: &mut KvCacheManager, memory: &mut KvMemory| {
-            disk.as_ref().map_or(0, |d| d.prefetch(kv, memory, prompt))
-        };
-        let out = self.scheduler.schedule(&mut self.kv, &mut self.memory, &mut prefetch);
-        self.counters.requests.preemptions += out.preempted as u64;
-        for (s, how) in out.ended {
+        // Saved blocks that extend the cached prefix of the requests about to be admitted.
+        if let Some(disk) = &self.disk {
+            for s in self.scheduler.admission_candidates() {
+                let read = disk.prefetch(&mut self.kv, &mut self.memory, &s.tokens);
+                s.disk_tokens = s.disk_tokens.max(read);
+            }
+        }
+        let mut out = self.scheduler.schedule(&mut self.kv);
+        self.counters.requests.preemptions += out.preempted.len() as u64;
+        for (s, how) in std::mem::take(&mut out.ended) {
             self.end(s, how);
+        }
+        // The copies the scheduling needs, in order; a request whose copies fail ends.
+        for (id, plan) in std::mem::take(&mut out.plans) {
+            if let Err(e) = self.memory.execute(&plan) {
+                out.drop_request(id);
+                if let Some(s) = self.scheduler.remove(id, &mut self.kv) {
+                    self.end(s, Ending::Error(e.into()));
+                }
+            }
         }
         if out.chunks.is_empty() {
             return;
@@ -385,63 +397,68 @@ impl Engine {
                 // The whole batch failed: every request in it ends with the error.
                 let msg = e.to_string();
                 tracing::error!("a batched forward failed: {msg}");
-                let mut idx: Vec<usize> = out.chunks.iter().map(|c| c.0).collect();
-                idx.sort_unstable_by_key(|&i| std::cmp::Reverse(i));
-                for i in idx {
-                    let s = self.scheduler.take_running(i, &mut self.kv);
-                    self.end(s, Ending::Error(EngineError::Step(msg.clone())));
+                for &(id, _) in &out.chunks {
+                    if let Some(s) = self.scheduler.remove(id, &mut self.kv) {
+                        self.end(s, Ending::Error(EngineError::Step(msg.clone())));
+                    }
                 }
                 return;
             }
         };
-        let context = self.model.info.context_length;
-        let mut ended: Vec<(usize, Ending)> = Vec::new();
-        let running = self.scheduler.running_mut();
-        for (&(i, n), logits) in out.chunks.iter().zip(rows) {
-            let s = &mut running[i];
-            let Some(seq) = s.seq else { continue };
-            let t = Instant::now();
-            let plan = self.kv.commit(seq, &s.tokens[s.computed..s.computed + n]);
-            s.bookkeeping += t.elapsed();
-            if let Err(e) = plan
-                .map_err(EngineError::from)
-                .and_then(|p| self.memory.execute(&p).map_err(EngineError::from))
-            {
-                ended.push((i, Ending::Error(e)));
-                continue;
-            }
-            s.computed += n;
-            if s.remaining() > 0 {
-                continue; // a prompt chunk; the prompt goes on next step
-            }
-            let first = s.ttft().is_none();
-            self.counters.generated_tokens += 1;
-            match s.sample(logits, &self.model.tokenizer, context) {
-                Ok(Sampled::Continue) => {}
-                Ok(Sampled::Finished(stop)) => ended.push((i, Ending::Stop(stop))),
-                Err(e) => ended.push((i, Ending::Error(e.into()))),
-            }
-            if first {
-                if let Some(t) = s.ttft() {
-                    self.counters.ttft.observe(t.as_secs_f64());
-                }
+        let mut ended: Vec<(RequestId, Ending)> = Vec::new();
+        for (&(id, n), logits) in out.chunks.iter().zip(rows) {
+            if let Some(how) = self.advance(id, n, logits) {
+                ended.push((id, how));
             }
         }
-        // Highest index first, so each removal leaves the lower indices valid.
-        ended.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
-        for (i, how) in ended {
+        for (id, how) in ended {
             if matches!(how, Ending::Stop(_)) {
-                self.save_cache(i);
+                self.save_cache(id);
             }
-            let s = self.scheduler.take_running(i, &mut self.kv);
-            self.end(s, how);
+            if let Some(s) = self.scheduler.remove(id, &mut self.kv) {
+                self.end(s, how);
+            }
         }
     }
 
-    /// Queues the cache file of running request `i`'s conversation, if it names one: the K/V
+    /// After the forward: commits request `id`'s `n` fed tokens (full blocks enter the trie) and,
+    /// when its input is all fed, samples its next token. How it ends, if it does.
+    fn advance(&mut self, id: RequestId, n: usize, logits: Vec<f32>) -> Option<Ending> {
+        let context = self.model.info.context_length;
+        let s = self.scheduler.running_mut(id)?;
+        let seq = s.seq?;
+        let t = Instant::now();
+        let plan = self.kv.commit(seq, &s.tokens[s.computed..s.computed + n]);
+        s.bookkeeping += t.elapsed();
+        if let Err(e) = plan
+            .map_err(EngineError::from)
+            .and_then(|p| self.memory.execute(&p).map_err(EngineError::from))
+        {
+            return Some(Ending::Error(e));
+        }
+        s.computed += n;
+        if s.remaining() > 0 {
+            return None; // a prompt chunk; the prompt goes on next step
+        }
+        let first = s.ttft().is_none();
+        self.counters.generated_tokens += 1;
+        let ending = match s.sample(logits, &self.model.tokenizer, context) {
+            Ok(Sampled::Continue) => None,
+            Ok(Sampled::Finished(stop)) => Some(Ending::Stop(stop)),
+            Err(e) => Some(Ending::Error(e.into())),
+        };
+        if first {
+            if let Some(t) = s.ttft() {
+                self.counters.ttft.observe(t.as_secs_f64());
+            }
+        }
+        ending
+    }
+
+    /// Queues the cache file of running request `id`'s conversation, if it names one: the K/V
     /// of every token computed so far (before its blocks are released).
-    fn save_cache(&mut self, i: usize) {
-        let (Some(disk), Some(s)) = (&self.disk, self.scheduler.running_mut().get(i)) else {
+    fn save_cache(&mut self, id: RequestId) {
+        let (Some(disk), Some(s)) = (&self.disk, self.scheduler.running(id)) else {
             return;
         };
         let (Some(save), Some(seq)) = (&s.save, s.seq) else {
@@ -456,13 +473,15 @@ impl Engine {
 
     /// One forward over `chunks` of the running requests; the logits of each
     /// chunk's last token, in chunk order.
-    fn forward(&mut self, chunks: &[(usize, usize)]) -> Result<Vec<Vec<f32>>, EngineError> {
-        let running = self.scheduler.running_mut();
+    fn forward(&mut self, chunks: &[(RequestId, usize)]) -> Result<Vec<Vec<f32>>, EngineError> {
         let mut tokens = Vec::new();
         let mut layout = Vec::with_capacity(chunks.len());
         let mut tables = Vec::with_capacity(chunks.len());
-        for &(i, n) in chunks {
-            let s = &running[i];
+        for &(id, n) in chunks {
+            let s = self
+                .scheduler
+                .running(id)
+                .ok_or(EngineError::Step(format!("{id} is scheduled but not running")))?;
             let seq = s
                 .seq
                 .ok_or(EngineError::Step(format!("{} is running without blocks", s.id)))?;

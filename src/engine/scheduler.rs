@@ -1,7 +1,11 @@
 //! The scheduler: which requests run in the next step, and how many of their tokens.
 //!
 //! Owns: [`Scheduler`]: the waiting queue and the running list (in admission order), and the
-//! decisions of one step ([`SchedulerOutput`]).
+//! decisions of one step ([`SchedulerOutput`]: the chunks to run by request id, the copy plans
+//! the cache manager made, the requests admitted, preempted and ended). The scheduler decides
+//! and keeps the cache manager's books; the engine acts: it reads saved blocks from the disk
+//! tier for the requests [`Scheduler::admission_candidates`] names before scheduling, runs the
+//! copy plans, the forward and the sampling, and counts what happened.
 //!
 //! One call to [`Scheduler::schedule`], under a budget of `max_batch_tokens`:
 //! 1. running requests whose consumer went away are cancelled (their blocks freed);
@@ -12,10 +16,9 @@
 //! 3. running requests still in their prompt get chunks of it from what is left of the budget
 //!    (chunked prefill: a long prompt never holds up the decodes for more than one such step);
 //! 4. if nothing was preempted, waiting requests are admitted (oldest first, while there is
-//!    budget, room among `max_running` and device blocks for the whole prompt): saved blocks
-//!    that extend their cached prefix are read from the disk tier first (the `Prefetch` hook),
-//!    then the cache manager matches their cached prefix (host hits are promoted) and they
-//!    prefill the rest.
+//!    budget, room among `max_running` and device blocks for the whole prompt): the cache
+//!    manager matches their cached prefix (host hits, including the blocks the engine just read
+//!    from the disk tier, are promoted) and they prefill the rest.
 //!
 //! Invariants: a request in `running` holds a started sequence in the cache manager, one in
 //! `waiting` holds none; decodes always fit the budget (`max_batch_tokens >= max_running`); a
@@ -31,8 +34,7 @@ use std::time::Instant;
 use super::sequence::Sequence;
 use super::{EngineError, RequestId, StopReason};
 use crate::config::EngineSettings;
-use crate::kv::{KvCacheManager, KvError, SeqId};
-use crate::runtime::KvMemory;
+use crate::kv::{CopyPlan, KvCacheManager, KvError, SeqId};
 
 /// How a request left the scheduler without finishing a step.
 #[derive(Debug)]
@@ -44,15 +46,27 @@ pub(crate) enum Ending {
     Error(EngineError),
 }
 
-/// What one step runs.
+/// What one step runs, and what scheduling it did to the cache.
 #[derive(Debug, Default)]
 pub(crate) struct SchedulerOutput {
-    /// `(index into the running list, tokens to feed)`, each from the request's `computed`.
-    pub(crate) chunks: Vec<(usize, usize)>,
+    /// `(request, tokens to feed)`, each from the request's `computed`, in batch order.
+    pub(crate) chunks: Vec<(RequestId, usize)>,
+    /// The copies the cache manager's decisions need (demotions to make room, promotions of
+    /// host hits), to run in this order before the forward; each with the request it was for.
+    pub(crate) plans: Vec<(RequestId, CopyPlan)>,
+    /// Requests admitted in this step.
+    pub(crate) admitted: Vec<RequestId>,
+    /// Requests preempted in this step (back at the front of the queue).
+    pub(crate) preempted: Vec<RequestId>,
     /// Requests that ended while scheduling; their blocks are already freed.
     pub(crate) ended: Vec<(Sequence, Ending)>,
-    /// Requests preempted in this step.
-    pub(crate) preempted: usize,
+}
+
+impl SchedulerOutput {
+    /// Takes request `id` out of this step's batch (its copies failed, say).
+    pub(crate) fn drop_request(&mut self, id: RequestId) {
+        self.chunks.retain(|c| c.0 != id);
+    }
 }
 
 /// Continuous batching with chunked prefill and recompute preemption.
@@ -63,10 +77,6 @@ pub struct Scheduler {
     running: Vec<Sequence>,
     next_seq: u64,
 }
-
-/// Reads saved blocks extending a prompt's cached prefix into the cache before admission (the
-/// disk tier); returns the prompt tokens it read.
-pub(crate) type Prefetch<'a> = &'a mut dyn FnMut(&[u32], &mut KvCacheManager, &mut KvMemory) -> usize;
 
 /// What making room for a running request came to.
 enum Room {
@@ -107,8 +117,23 @@ impl Scheduler {
         self.waiting.push_back(s);
     }
 
-    pub(crate) fn running_mut(&mut self) -> &mut Vec<Sequence> {
-        &mut self.running
+    /// Running request `id`.
+    pub(crate) fn running(&self, id: RequestId) -> Option<&Sequence> {
+        self.running.iter().find(|s| s.id == id)
+    }
+
+    /// Running request `id`, to feed and sample.
+    pub(crate) fn running_mut(&mut self, id: RequestId) -> Option<&mut Sequence> {
+        self.running.iter_mut().find(|s| s.id == id)
+    }
+
+    /// The waiting requests the next [`Self::schedule`] may admit (as many as there are free
+    /// places among `max_running`, from the front of the queue): the engine reads their saved
+    /// blocks from the disk tier first and notes how many tokens it read in
+    /// [`Sequence::disk_tokens`].
+    pub(crate) fn admission_candidates(&mut self) -> impl Iterator<Item = &mut Sequence> {
+        let places = self.cfg.max_running.saturating_sub(self.running.len());
+        self.waiting.iter_mut().take(places)
     }
 
     /// Removes request `id` wherever it is, freeing its blocks.
@@ -121,20 +146,15 @@ impl Scheduler {
     }
 
     /// Removes the running request at `i`, freeing its blocks.
-    pub(crate) fn take_running(&mut self, i: usize, kv: &mut KvCacheManager) -> Sequence {
+    fn take_running(&mut self, i: usize, kv: &mut KvCacheManager) -> Sequence {
         let mut s = self.running.remove(i);
         release(&mut s, kv);
         s
     }
 
-    /// Decides the next step (see the module docs), making the cache manager's allocations and
-    /// running their copy plans on `memory`.
-    pub(crate) fn schedule(
-        &mut self,
-        kv: &mut KvCacheManager,
-        memory: &mut KvMemory,
-        prefetch: Prefetch<'_>,
-    ) -> SchedulerOutput {
+    /// Decides the next step (see the module docs), making the cache manager's allocations; the
+    /// copies they need come back in [`SchedulerOutput::plans`] for the engine to run.
+    pub(crate) fn schedule(&mut self, kv: &mut KvCacheManager) -> SchedulerOutput {
         let mut out = SchedulerOutput::default();
         self.reap_abandoned(kv, &mut out);
         let mut budget = self.cfg.max_batch_tokens;
@@ -142,29 +162,29 @@ impl Scheduler {
         // Decodes: room for each sampled token, preempting the newest when blocks run out.
         let mut i = 0;
         while i < self.running.len() {
-            if let Room::Gone = self.make_room(i, kv, memory, &mut out) {
+            if let Room::Gone = self.make_room(i, kv, &mut out) {
                 continue;
             }
             if self.running[i].remaining() == 1 && budget > 0 {
-                out.chunks.push((i, 1));
+                out.chunks.push((self.running[i].id, 1));
                 budget -= 1;
             }
             i += 1;
         }
         // Prompt chunks of admitted requests.
-        for (i, s) in self.running.iter().enumerate() {
+        for s in &self.running {
             if budget == 0 {
                 break;
             }
             let r = s.remaining();
             if r > 1 {
                 let n = r.min(budget);
-                out.chunks.push((i, n));
+                out.chunks.push((s.id, n));
                 budget -= n;
             }
         }
-        if out.preempted == 0 {
-            self.admit(&mut budget, kv, memory, prefetch, &mut out);
+        if out.preempted.is_empty() {
+            self.admit(&mut budget, kv, &mut out);
         }
         out
     }
@@ -186,13 +206,7 @@ impl Scheduler {
     }
 
     /// Reserves blocks for every token of running request `i`.
-    fn make_room(
-        &mut self,
-        i: usize,
-        kv: &mut KvCacheManager,
-        memory: &mut KvMemory,
-        out: &mut SchedulerOutput,
-    ) -> Room {
+    fn make_room(&mut self, i: usize, kv: &mut KvCacheManager, out: &mut SchedulerOutput) -> Room {
         let s = &self.running[i];
         let Some(seq) = s.seq else {
             return Room::Ready;
@@ -207,11 +221,7 @@ impl Scheduler {
             self.running[i].bookkeeping += t.elapsed();
             match r {
                 Ok(plan) => {
-                    if let Err(e) = memory.execute(&plan) {
-                        let s = self.take_running(i, kv);
-                        out.ended.push((s, Ending::Error(e.into())));
-                        return Room::Gone;
-                    }
+                    out.plans.push((self.running[i].id, plan));
                     return Room::Ready;
                 }
                 Err(KvError::NoFreeBlocks { .. }) if self.running.len() > 1 => {
@@ -224,8 +234,8 @@ impl Scheduler {
                         victim.tokens.len()
                     );
                     victim.preempted();
+                    out.preempted.push(victim.id);
                     self.waiting.push_front(victim);
-                    out.preempted += 1;
                     if last == i {
                         return Room::Gone;
                     }
@@ -251,14 +261,7 @@ impl Scheduler {
     }
 
     /// Admits waiting requests while there is budget, room and blocks.
-    fn admit(
-        &mut self,
-        budget: &mut usize,
-        kv: &mut KvCacheManager,
-        memory: &mut KvMemory,
-        prefetch: Prefetch<'_>,
-        out: &mut SchedulerOutput,
-    ) {
+    fn admit(&mut self, budget: &mut usize, kv: &mut KvCacheManager, out: &mut SchedulerOutput) {
         let bs = kv.config().block_size;
         let capacity = kv.config().device_blocks;
         while *budget > 0 && self.running.len() < self.cfg.max_running {
@@ -277,7 +280,6 @@ impl Scheduler {
                 continue;
             }
             let seq = SeqId(self.next_seq);
-            let from_disk = prefetch(&front.tokens, kv, memory);
             let t = Instant::now();
             let started = kv.start(seq, &front.tokens);
             front.bookkeeping += t.elapsed();
@@ -296,15 +298,12 @@ impl Scheduler {
             let Some(mut s) = self.waiting.pop_front() else {
                 break;
             };
-            start.hit.disk_tokens = from_disk.min(start.hit.host_tokens);
+            start.hit.disk_tokens = s.disk_tokens.min(start.hit.host_tokens);
             s.admitted(seq, start.cached_tokens, start.hit);
-            if let Err(e) = memory.execute(&start.plan) {
-                release(&mut s, kv);
-                out.ended.push((s, Ending::Error(e.into())));
-                continue;
-            }
+            out.plans.push((s.id, start.plan));
+            out.admitted.push(s.id);
             let n = s.remaining().min(*budget);
-            out.chunks.push((self.running.len(), n));
+            out.chunks.push((s.id, n));
             *budget -= n;
             self.running.push(s);
         }

@@ -50,6 +50,8 @@ pub(crate) struct Sequence {
     logits: Vec<Vec<f32>>,
     /// Where the finished turn is saved.
     pub(crate) save: Option<super::SaveTo>,
+    /// Prompt tokens the engine read from the disk tier for this request's admission.
+    pub(crate) disk_tokens: usize,
 }
 
 /// A request's last event, held until the engine has published the stats
@@ -94,6 +96,7 @@ impl Sequence {
             stop: StopMatcher::new(&request.params.stop),
             params: request.params,
             save: request.save,
+            disk_tokens: 0,
             detok: Detokenizer::default(),
             text: String::new(),
             events,
