@@ -1,6 +1,8 @@
 //! Starting an engine from the settings: the one start-up sequence every
-//! front-end uses (`hearth run`, `--headless`, the desktop app's loader, the
-//! benchmarks and the tests).
+//! front-end uses (`hearth run`, `--headless`, the desktop app's loader). Benchmarks and tests that need exact tier sizes (a
+//! cache of 96 blocks, a host tier of 4) build the engine from the same parts
+//! `launch` calls (`Engine::with_pool_sizes`, `Engine::with_disk`,
+//! `EngineHandle::spawn`) on a model file they wrote.
 //!
 //! [`launch`] resolves the configured model (downloading it from the hub when
 //! it is not cached, with progress), loads it on the configured device, sizes
