@@ -288,3 +288,46 @@ fn memory_split_accounts_for_weights_and_every_kv_block() {
         m.total
     );
 }
+
+/// Every K/V type: both engines store K/V as `dtype`; the cached one serves prefixes from its
+/// device tier and, after demotion, its host tier, and a chat's earlier replies. Greedy tokens
+/// are the same as without the cache; logits within `REL` at every step (a stored value is the
+/// rounding of a K/V row that a prefill of another length may compute one ulp apart, which can
+/// flip the f16 / bf16 / q8_0 rounding: the same effect as Q8_0 weights' activations).
+#[test]
+fn every_kv_dtype_is_exact_with_the_cache_from_every_tier() {
+    use hearth::config::KvDtype;
+    let dir = tempfile::tempdir().unwrap();
+    for dtype in [KvDtype::F16, KvDtype::Bf16, KvDtype::Q8_0] {
+        for (f, spec, path) in models(dir.path()) {
+            let f = format!("{f} {dtype}");
+            let with = |caching: bool| hearth::config::CacheSettings {
+                kv_dtype: Some(dtype),
+                ..cache_settings(caching, 16)
+            };
+            let mut p = Pair {
+                cached: engine_with(&path, with(true), 5, 16),
+                cold: engine_with(&path, with(false), 64, 0),
+                tol: Tolerance::QuantizedReplies,
+            };
+            let v = spec.vocab.size;
+            let a = prompt(64, v, 50);
+            p.run(&a, 4, &format!("{f} a cold"));
+            let again = p.run(&a, 4, &format!("{f} a from the device tier"));
+            assert!(again.cached.device_tokens >= 48, "{f}: {:?}", again.cached);
+            p.run(&prompt(64, v, 51), 4, &format!("{f} b pushes a to the host tier"));
+            let host = p.run(&a, 4, &format!("{f} a from the host tier"));
+            assert!(host.cached.host_tokens >= 32, "{f}: {:?}", host.cached);
+
+            let mut history = prompt(21, v, 52);
+            for turn in 0..2 {
+                let r = p.run_params(&history, &ignoring_eos(12), &format!("{f} chat turn {turn}"));
+                if turn > 0 {
+                    assert!(r.cached.tokens > 21, "{f}: the reply was not reused: {:?}", r.cached);
+                }
+                history.extend(&r.tokens);
+                history.extend(prompt(5, v, 60 + turn as u32));
+            }
+        }
+    }
+}

@@ -44,9 +44,10 @@ fn paged_attention_matches_the_cpu_store() {
             kv_heads,
             head_dim,
             block_size,
+            dtype: hearth::config::KvDtype::F32,
         };
         let blocks = 24;
-        let mut cpu_pool = vec![0f32; blocks * l.block_elems()];
+        let mut cpu_pool = vec![0u8; blocks * l.block_len()];
         let mut gpu_pool = CudaPool::new(&dev, l, blocks).unwrap();
         // Scattered, non-monotonic tables.
         let tables = vec![vec![17u32, 3, 9, 21, 0], vec![5u32, 11, 2], vec![8u32, 19, 14, 1]];

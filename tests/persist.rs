@@ -272,7 +272,7 @@ fn a_damaged_or_foreign_cache_file_is_never_used() {
         let fp = e.stats().disk.unwrap();
         assert_eq!(fp.files, 0, "{what}: indexed");
         // The reason a user sees (the engine logs the same message).
-        let layout = hearth::persist::kv_layout(e.model().transformer.kv_shape(), 16);
+        let layout = hearth::persist::kv_layout(e.model().transformer.kv_shape(), 16, hearth::config::KvDtype::F32);
         let files = &e.model().info.files;
         let current = hearth::persist::fingerprint(files, "cpu", &layout, &mut |_| {}).unwrap();
         let (_, report) = DiskIndex::scan(cache_dir(&s.data), current, layout).unwrap();
@@ -583,3 +583,61 @@ fn the_disk_budget_evicts_least_recently_used_cache_files_never_text() {
     let store = e.conversations().unwrap();
     assert_eq!(store.list().unwrap().len(), 3, "every conversation's text is kept");
 }
+
+/// Every K/V type through the disk tier: a conversation saved with `dtype`, read back after a
+/// restart, gives the same bits as the run that never restarted; an engine storing another type
+/// does not use the file (and says why).
+#[test]
+fn every_kv_dtype_stays_warm_across_a_restart_and_other_types_are_not_used() {
+    use hearth::config::KvDtype;
+    for dtype in [KvDtype::F16, KvDtype::Bf16, KvDtype::Q8_0] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let (spec, path) = model(dir.path());
+        let c = id("chat-t");
+        let settings = hearth::config::CacheSettings {
+            kv_dtype: Some(dtype),
+            ..cache_settings(true, 16)
+        };
+        let with_disk = |settings: hearth::config::CacheSettings| {
+            engine_with(&path, settings, 64, 16)
+                .with_disk(&DiskSettings::new(&data, 1 << 30))
+                .unwrap()
+        };
+        let mut first = with_disk(settings.clone());
+        let h = three_turns(&mut first, &c, spec.vocab.size);
+        first.flush_disk();
+        drop(first);
+
+        let mut kept = engine_with(&path, settings.clone(), 64, 16);
+        for p in &h.turns {
+            kept.generate(p, &fixed(20), |_| Ok(())).unwrap();
+        }
+        let never_restarted = kept.generate(&h.next, &fixed(20), |_| Ok(())).unwrap();
+
+        let mut second = with_disk(settings.clone());
+        let r = turn(&mut second, &c, &h.next, 20, 3);
+        let whole_blocks = h.committed_after_turn3 / 16 * 16;
+        assert_eq!(r.cached.disk_tokens, whole_blocks, "{dtype}: {:?}", r.cached);
+        assert_eq!(r.tokens, never_restarted.tokens, "{dtype}");
+        assert_eq!(r.logits, never_restarted.logits, "{dtype}: K/V from disk are the same bits");
+        second.flush_disk();
+        drop(second);
+
+        // An engine storing f32 ignores the file, with the reason.
+        let other = hearth::config::CacheSettings {
+            kv_dtype: Some(KvDtype::F32),
+            ..settings
+        };
+        let mut third = with_disk(other);
+        assert_eq!(third.stats().disk.unwrap().files, 0, "{dtype}: a file of another K/V type was indexed");
+        let r = third.generate(&h.next, &fixed(4), |_| Ok(())).unwrap();
+        assert_eq!(r.cached.disk_tokens, 0, "{dtype}");
+        let layout = hearth::persist::kv_layout(third.model().transformer.kv_shape(), 16, KvDtype::F32);
+        let current = hearth::persist::fingerprint(&third.model().info.files, "cpu", &layout, &mut |_| {}).unwrap();
+        let (_, report) = DiskIndex::scan(cache_dir(&data), current, layout).unwrap();
+        let msg = report.ignored[0].1.to_string();
+        assert!(msg.contains(&format!("written with {dtype} K/V")), "{msg}");
+    }
+}
+

@@ -57,6 +57,7 @@ fn load_engine(path: &Path) -> Engine {
     let resolved = resolve(&ModelSource::Local(path.to_path_buf()), &Default::default()).unwrap();
     let model = LoadedModel::load(&resolved, &Device::Cpu, None).unwrap();
     let cache = CacheSettings {
+        kv_dtype: None,
         block_size: BLOCK_SIZE,
         device_pool: DevicePool::Bytes(1),
         host_bytes: 0,

@@ -137,6 +137,7 @@ pub fn run_cache_bench(path: &Path, device: &Device, opts: CacheBenchOptions) ->
     let vocab = first.transformer.hparams().vocab_size;
     let per_request = total.div_ceil(opts.block_size) + 1;
     let cache = |prefix_caching| CacheSettings {
+        kv_dtype: None,
         block_size: opts.block_size,
         device_pool: DevicePool::Bytes(0), // sizes are given explicitly below
         host_bytes: 0,

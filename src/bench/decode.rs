@@ -38,6 +38,8 @@ pub struct BenchOptions {
     pub repeats: usize,
     /// Also time candle-transformers' `quantized_llama` on the file.
     pub reference: bool,
+    /// How our paged store keeps K/V.
+    pub kv_dtype: crate::config::KvDtype,
 }
 
 impl Default for BenchOptions {
@@ -47,6 +49,7 @@ impl Default for BenchOptions {
             decode_tokens: 64,
             repeats: 3,
             reference: true,
+            kv_dtype: crate::config::KvDtype::F16,
         }
     }
 }
@@ -159,7 +162,7 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
     let mut best_ours = (Duration::MAX, Duration::MAX);
     let mut best_theirs = (Duration::MAX, Duration::MAX);
     for _ in 0..opts.repeats.max(1) {
-        let r = run_ours(&ours, &prompt, opts.decode_tokens)?;
+        let r = run_ours(&ours, &prompt, opts.decode_tokens, opts.kv_dtype)?;
         best_ours = (best_ours.0.min(r.0), best_ours.1.min(r.1));
         if let Some(theirs) = theirs.as_mut() {
             let r = run_theirs(theirs, &prompt, opts.decode_tokens, device)?;
@@ -184,13 +187,19 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
 }
 
 /// Ours through the paged block store that `hearth run` uses (blocks of 16).
-fn run_ours(tf: &Transformer, prompt: &[u32], decode: usize) -> Result<(Duration, Duration), BenchError> {
+fn run_ours(
+    tf: &Transformer,
+    prompt: &[u32],
+    decode: usize,
+    kv_dtype: crate::config::KvDtype,
+) -> Result<(Duration, Duration), BenchError> {
     let s = tf.kv_shape();
     let layout = PagedLayout {
         layers: s.layers,
         kv_heads: s.kv_heads,
         head_dim: s.head_dim,
         block_size: 16,
+        dtype: kv_dtype,
     };
     let blocks = (prompt.len() + decode + 1).div_ceil(layout.block_size);
     let mut memory = KvMemory::new(layout, blocks, 0);

@@ -149,6 +149,7 @@ fn bench(path: &Path, device: &Device, work: &Path, opts: DiskBenchOptions) -> R
     let total = opts.history_tokens + opts.reply_tokens + opts.question_tokens + 1;
     let blocks = total.div_ceil(opts.block_size) + 1;
     let cache = CacheSettings {
+        kv_dtype: None,
         block_size: opts.block_size,
         device_pool: DevicePool::Bytes(0), // sizes are given explicitly below
         host_bytes: 0,

@@ -104,6 +104,7 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
                 decode_tokens,
                 repeats,
                 reference: !no_reference,
+                kv_dtype: settings.cache.kv_dtype_for(matches!(settings.model.device, hearth::config::DeviceChoice::Cuda(_))),
             };
             let path = bench_model(paths, gguf)?;
             let device = select_device(settings.model.device)?;

@@ -22,8 +22,10 @@ use super::start::resolve_model;
 fn current_fingerprint(settings: &Settings) -> Result<(hearth::persist::Fingerprint, hearth::persist::KvLayout)> {
     let resolved = resolve_model(settings)?;
     let shape = hearth::model::kv_shape_of(&resolved.gguf)?;
-    let layout = hearth::persist::kv_layout(shape, settings.cache.block_size);
-    let device = hearth::model::device_name(&select_device(settings.model.device)?);
+    let selected = select_device(settings.model.device)?;
+    let dtype = settings.cache.kv_dtype_for(selected.is_cuda());
+    let layout = hearth::persist::kv_layout(shape, settings.cache.block_size, dtype);
+    let device = hearth::model::device_name(&selected);
     let files = resolved.files();
     let total: u64 = files
         .iter()
@@ -100,6 +102,7 @@ fn list(settings: &Settings, paths: &AppPaths, dir: &Path, entries: &[CacheEntry
         let status = match &e.status {
             EntryStatus::Usable => "ok".to_string(),
             EntryStatus::Foreign => "other model".to_string(),
+            EntryStatus::OtherKvDtype(t) => format!("K/V {t}"),
             EntryStatus::Unreadable(why) => format!("unreadable: {why}"),
         };
         println!(

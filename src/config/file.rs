@@ -130,6 +130,9 @@ pub struct CacheSection {
     /// Copy every full block to the host tier at once.
     #[arg(skip)]
     pub write_through: Option<bool>,
+    /// How K/V is stored in every tier: f16 (default), bf16, q8_0 or f32.
+    #[arg(long, global = true, value_name = "TYPE")]
+    pub kv_dtype: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Args)]

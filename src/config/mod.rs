@@ -15,12 +15,14 @@
 
 mod error;
 mod file;
+mod kv_dtype;
 mod paths;
 mod sampling;
 mod settings;
 mod system;
 
 pub use error::ConfigError;
+pub use kv_dtype::{KvDtype, Q8_0_GROUP, Q8_0_GROUP_BYTES};
 pub use file::{
     CacheSection, ConfigFile, EngineSection, HubSection, ModelSection, PathsSection, SamplingSection, ServerSection,
 };

@@ -144,6 +144,15 @@ pub struct CacheSettings {
     /// Most bytes of cache files on disk (the disk tier); least recently used files are
     /// deleted past it. 0 writes no cache files (conversations are still saved).
     pub disk_budget_bytes: u64,
+    /// How K/V is stored; `None`: f16 where the device supports it (the CPU), else f32.
+    pub kv_dtype: Option<super::KvDtype>,
+}
+
+impl CacheSettings {
+    /// The K/V type on a CUDA device (`cuda`) or the CPU: the setting, or the default there.
+    pub fn kv_dtype_for(&self, cuda: bool) -> super::KvDtype {
+        self.kv_dtype.unwrap_or_else(|| super::KvDtype::default_for(cuda))
+    }
 }
 
 /// The disk tier's default budget: 20 GiB.
@@ -288,7 +297,15 @@ fn cache_settings(c: &ConfigFile, device: DeviceChoice) -> Result<CacheSettings,
         Some(g) => (g * (1u64 << 30) as f64) as u64,
         None => (DEFAULT_DISK_BUDGET_GIB * (1u64 << 30) as f64) as u64,
     };
+    let kv_dtype = match c.kv_dtype.as_deref() {
+        None => None,
+        Some(name) => Some(
+            name.parse()
+                .map_err(|reason: String| invalid("cache.kv_dtype", name, &reason))?,
+        ),
+    };
     Ok(CacheSettings {
+        kv_dtype,
         disk_budget_bytes,
         block_size,
         device_pool,

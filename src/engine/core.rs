@@ -104,7 +104,7 @@ impl Engine {
     /// weights are loaded): free VRAM for the device tier on a CUDA device,
     /// RAM otherwise.
     pub fn new(model: LoadedModel, cache: &CacheSettings, engine: &EngineSettings) -> Result<Self, EngineError> {
-        let layout = Self::layout(&model, cache);
+        let layout = Self::layout(&model, cache)?;
         let sizes = size_pools(model.transformer.device(), cache, &layout, model.info.context_length)?;
         Self::with_pool_sizes(model, cache, engine, sizes)
     }
@@ -122,7 +122,7 @@ impl Engine {
                 engine.max_running, engine.max_batch_tokens
             )));
         }
-        let layout = Self::layout(&model, cache);
+        let layout = Self::layout(&model, cache)?;
         let kv = KvCacheManager::new(KvCacheConfig {
             block_size: cache.block_size,
             device_blocks: sizes.device_blocks,
@@ -165,7 +165,11 @@ impl Engine {
     /// Hashes the model's files for the cache files' fingerprint (once, here) and indexes the
     /// saved cache files from their headers.
     pub fn with_disk(mut self, settings: &DiskSettings) -> Result<Self, EngineError> {
-        let layout = kv_layout(self.model.transformer.kv_shape(), self.kv.config().block_size);
+        let layout = kv_layout(
+            self.model.transformer.kv_shape(),
+            self.kv.config().block_size,
+            self.memory.layout().dtype,
+        );
         let started = Instant::now();
         let fp = fingerprint(&self.model.info.files, &self.model.info.device, &layout, &mut |_| {})?;
         tracing::debug!(
@@ -197,14 +201,22 @@ impl Engine {
         }
     }
 
-    fn layout(model: &LoadedModel, cache: &CacheSettings) -> PagedLayout {
+    /// The pool's layout: the model's K/V shape, the block size and the K/V type (the setting,
+    /// or the device's default); a type the model's head size cannot take is an error naming
+    /// the setting.
+    fn layout(model: &LoadedModel, cache: &CacheSettings) -> Result<PagedLayout, EngineError> {
         let s = model.transformer.kv_shape();
-        PagedLayout {
+        let dtype = cache.kv_dtype_for(model.transformer.device().is_cuda());
+        dtype
+            .check_head_dim(s.head_dim)
+            .map_err(|reason| EngineError::InvalidRequest(format!("cache.kv_dtype = {dtype}: {reason}")))?;
+        Ok(PagedLayout {
             layers: s.layers,
             kv_heads: s.kv_heads,
             head_dim: s.head_dim,
             block_size: cache.block_size,
-        }
+            dtype,
+        })
     }
 
     pub fn model(&self) -> &LoadedModel {

@@ -30,9 +30,16 @@ pub struct CudaPool {
 }
 
 impl CudaPool {
-    /// Allocates `blocks` zeroed blocks on `device`.
+    /// Allocates `blocks` zeroed blocks on `device`. Only f32 K/V so far: another type is an
+    /// error naming it.
     pub fn new(device: &CudaDevice, layout: PagedLayout, blocks: usize) -> Result<Self, OpsError> {
-        let data = device.alloc_zeros::<f32>(blocks * layout.block_elems())?;
+        if layout.dtype != super::KvDtype::F32 {
+            return Err(OpsError::Layout(format!(
+                "K/V type {} is not supported on CUDA yet (the CUDA kernels store f32); use cache.kv_dtype = \"f32\"",
+                layout.dtype
+            )));
+        }
+        let data = device.alloc_zeros::<f32>(blocks * layout.block_words())?;
         Ok(Self {
             data,
             layout,
@@ -41,7 +48,7 @@ impl CudaPool {
     }
 
     pub fn blocks(&self) -> usize {
-        self.data.len() / self.layout.block_elems().max(1)
+        self.data.len() / self.layout.block_words().max(1)
     }
 }
 

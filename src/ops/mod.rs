@@ -30,6 +30,7 @@ mod contiguous;
 #[cfg(feature = "cuda")]
 pub mod cuda_paged;
 mod error;
+mod kv_dtype;
 mod kv_store;
 pub mod paged;
 pub mod par;
@@ -39,6 +40,7 @@ mod row_kernels;
 pub use batch::{BatchLayout, SeqChunk};
 pub use contiguous::{ContiguousBatch, ContiguousKv};
 pub use error::OpsError;
+pub use kv_dtype::{KvDtype, Q8_0_GROUP, Q8_0_GROUP_BYTES};
 pub use kv_store::{KvShape, KvStore};
 pub use paged::{PagedKvBatch, PagedLayout};
 

@@ -1,13 +1,19 @@
 //! K/V in fixed-size blocks: writing new rows into blocks and attention that
 //! reads them through each sequence's block table (CPU implementation).
 //!
-//! One pool is one flat `f32` buffer of blocks. A block holds `block_size`
-//! tokens of every layer, K and V:
+//! One pool is one flat byte buffer of blocks. A block holds `block_size`
+//! tokens of every layer, K and V, in the layout's [`KvDtype`]:
 //!
 //! ```text
 //! block b: [layer 0: K rows, V rows][layer 1: K rows, V rows] ...
-//!          each "rows" plane is [block_size, kv_heads, head_dim]
+//!          each "rows" plane is [block_size, kv_heads, head_dim] values
+//!          (a head's row of q8_0 is head_dim / 32 groups of scale + 32 i8)
 //! ```
+//!
+//! New K/V is converted into the stored type once, as it is written; every
+//! query row then reads the stored rows (never the fresh f32 ones), widening
+//! them in registers, so a token's numbers are the same whether its K/V was
+//! just computed or came from the cache.
 //!
 //! so one block is one contiguous range and moves between tiers in one copy.
 //! Token `p` of a sequence lives in block `table[p / block_size]`, row
@@ -32,8 +38,8 @@
 use candle_core::Tensor;
 
 use super::par::{self, SharedMut};
-use super::row_kernels::{self, Rows};
-use super::{BatchLayout, KvStore, OpsError};
+use super::row_kernels::{self, Codec, Rows};
+use super::{BatchLayout, KvDtype, KvStore, OpsError};
 
 /// The geometry of a block pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,32 +48,55 @@ pub struct PagedLayout {
     pub kv_heads: usize,
     pub head_dim: usize,
     pub block_size: usize,
+    /// How K/V values are stored.
+    pub dtype: KvDtype,
 }
 
 impl PagedLayout {
-    /// Floats of one token's K (or V) in one layer.
+    /// Values of one token's K (or V) in one layer.
     pub fn row_elems(&self) -> usize {
         self.kv_heads * self.head_dim
     }
 
-    /// Floats of one layer's K (or V) plane in one block.
-    pub fn plane_elems(&self) -> usize {
-        self.block_size * self.row_elems()
+    /// Bytes of one head's row of K (or V).
+    pub fn head_bytes(&self) -> usize {
+        self.dtype.row_bytes(self.head_dim)
     }
 
-    /// Floats of one whole block.
-    pub fn block_elems(&self) -> usize {
-        self.layers * 2 * self.plane_elems()
+    /// Bytes of one token's K (or V) in one layer.
+    pub fn row_bytes(&self) -> usize {
+        self.kv_heads * self.head_bytes()
+    }
+
+    /// Bytes of one layer's K (or V) plane in one block.
+    pub fn plane_bytes(&self) -> usize {
+        self.block_size * self.row_bytes()
+    }
+
+    /// Bytes of one whole block (a multiple of 4: block sizes are at least 8).
+    pub fn block_len(&self) -> usize {
+        self.layers * 2 * self.plane_bytes()
+    }
+
+    /// 4-byte words of one whole block (how RAM tiers are allocated, so every block is
+    /// 4-aligned, and f32 blocks are f32 arrays).
+    pub fn block_words(&self) -> usize {
+        self.block_len() / 4
     }
 
     /// Bytes of one whole block.
     pub fn block_bytes(&self) -> u64 {
-        (self.block_elems() * std::mem::size_of::<f32>()) as u64
+        self.block_len() as u64
     }
 
-    /// Offset of the plane (`kv`: 0 = K, 1 = V) of `layer` in `block`.
+    /// Bytes a cached token takes (every layer's K and V).
+    pub fn token_bytes(&self) -> usize {
+        self.layers * 2 * self.row_bytes()
+    }
+
+    /// Byte offset of the plane (`kv`: 0 = K, 1 = V) of `layer` in `block`.
     pub fn plane_offset(&self, block: u32, layer: usize, kv: usize) -> usize {
-        block as usize * self.block_elems() + (layer * 2 + kv) * self.plane_elems()
+        block as usize * self.block_len() + (layer * 2 + kv) * self.plane_bytes()
     }
 }
 
@@ -81,19 +110,19 @@ pub struct SeqLayer<'a> {
 }
 
 impl SeqLayer<'_> {
-    /// Offset in the pool of row `p` of the K (`kv` = 0) or V (1) plane.
+    /// Byte offset in the pool of row `p` of the K (`kv` = 0) or V (1) plane.
     fn row_offset(&self, p: usize, kv: usize) -> usize {
         let l = self.layout;
-        l.plane_offset(self.table[p / l.block_size], self.layer, kv) + (p % l.block_size) * l.row_elems()
+        l.plane_offset(self.table[p / l.block_size], self.layer, kv) + (p % l.block_size) * l.row_bytes()
     }
 
-    /// Copies rows of `new` tokens (`src`: `[new, row_elems]`) into the pool
-    /// at positions `start .. start + new`.
-    pub fn write_rows(&self, pool: &mut [f32], kv: usize, start: usize, src: &[f32]) {
-        let re = self.layout.row_elems();
+    /// Stores rows of `new` tokens (`src`: `[new, row_elems]` f32) into the
+    /// pool at positions `start .. start + new`, converted to the layout's type.
+    pub fn write_rows(&self, pool: &mut [u8], kv: usize, start: usize, src: &[f32]) {
+        let (re, rb) = (self.layout.row_elems(), self.layout.row_bytes());
         for (j, row) in src.chunks_exact(re).enumerate() {
             let at = self.row_offset(start + j, kv);
-            pool[at..at + re].copy_from_slice(row);
+            self.layout.dtype.encode(row, &mut pool[at..at + rb]);
         }
     }
 
@@ -117,7 +146,7 @@ impl SeqLayer<'_> {
     #[allow(clippy::too_many_arguments)]
     pub fn decode_attention(
         &self,
-        pool: &[f32],
+        pool: &[u8],
         ctx: usize,
         q: &[f32],
         heads: usize,
@@ -158,7 +187,7 @@ impl SeqLayer<'_> {
     #[allow(clippy::too_many_arguments)]
     pub fn prefill_attention(
         &self,
-        pool: &[f32],
+        pool: &[u8],
         cached: usize,
         new: usize,
         q: &[f32],
@@ -197,7 +226,7 @@ impl SeqLayer<'_> {
     #[allow(clippy::too_many_arguments)]
     fn kv_head_attention(
         &self,
-        pool: &[f32],
+        pool: &[u8],
         ctx: usize,
         rows: usize,
         q: &[f32],
@@ -207,21 +236,31 @@ impl SeqLayer<'_> {
         out: &mut [f32],
         scores: &mut Vec<f32>,
     ) {
+        use row_kernels::{Bf16, Q8_0, F16, F32};
         #[cfg(target_arch = "x86_64")]
         if row_kernels::simd() {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+            // SAFETY: the CPU supports AVX2, FMA and F16C, checked just above.
             unsafe { self.kv_head_attention_avx2(pool, ctx, rows, q, heads, scale, kvh, out, scores) };
             return;
         }
-        self.kv_head_attention_impl::<false>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
+        match self.layout.dtype {
+            KvDtype::F32 => self.kv_head_attention_impl::<false, F32>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
+            KvDtype::F16 => self.kv_head_attention_impl::<false, F16>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
+            KvDtype::Bf16 => {
+                self.kv_head_attention_impl::<false, Bf16>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
+            }
+            KvDtype::Q8_0 => {
+                self.kv_head_attention_impl::<false, Q8_0>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
+            }
+        }
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn kv_head_attention_avx2(
         &self,
-        pool: &[f32],
+        pool: &[u8],
         ctx: usize,
         rows: usize,
         q: &[f32],
@@ -231,7 +270,17 @@ impl SeqLayer<'_> {
         out: &mut [f32],
         scores: &mut Vec<f32>,
     ) {
-        self.kv_head_attention_impl::<true>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
+        use row_kernels::{Bf16, Q8_0, F16, F32};
+        match self.layout.dtype {
+            KvDtype::F32 => self.kv_head_attention_impl::<true, F32>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
+            KvDtype::F16 => self.kv_head_attention_impl::<true, F16>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
+            KvDtype::Bf16 => {
+                self.kv_head_attention_impl::<true, Bf16>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
+            }
+            KvDtype::Q8_0 => {
+                self.kv_head_attention_impl::<true, Q8_0>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
+            }
+        }
     }
 
     /// K/V head `kvh` and its query heads for `rows` consecutive query rows
@@ -247,9 +296,9 @@ impl SeqLayer<'_> {
     /// positions, so a row gets the same bits in any tile, alone or decoded.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn kv_head_attention_impl<const SIMD: bool>(
+    fn kv_head_attention_impl<const SIMD: bool, C: Codec>(
         &self,
-        pool: &[f32],
+        pool: &[u8],
         ctx: usize,
         rows: usize,
         q: &[f32],
@@ -260,7 +309,7 @@ impl SeqLayer<'_> {
         scores: &mut Vec<f32>,
     ) {
         let l = self.layout;
-        let (d, bs, re) = (l.head_dim, l.block_size, l.row_elems());
+        let (d, bs, rb, hb) = (l.head_dim, l.block_size, l.row_bytes(), l.head_bytes());
         let group = heads / l.kv_heads;
         let qe = heads * d;
         let blocks = &self.table[..ctx.div_ceil(bs)];
@@ -282,7 +331,7 @@ impl SeqLayer<'_> {
         let mut passes = |plane: usize, f: &mut dyn FnMut(usize, usize, Rows<'_>)| {
             for (pass, chunk) in blocks.chunks(per_pass).enumerate() {
                 for (base, &b) in bases.iter_mut().zip(chunk) {
-                    *base = l.plane_offset(b, self.layer, plane) + kvh * d;
+                    *base = l.plane_offset(b, self.layer, plane) + kvh * hb;
                 }
                 let start = pass * per_pass * bs;
                 for t in 0..rows {
@@ -290,7 +339,7 @@ impl SeqLayer<'_> {
                     let kv = Rows {
                         bases: &bases[..chunk.len()],
                         block: bs,
-                        stride: re,
+                        stride: rb,
                         n,
                     };
                     f(start, t, kv);
@@ -300,7 +349,7 @@ impl SeqLayer<'_> {
         passes(0, &mut |start, t, k| {
             for g in 0..group {
                 let s = &mut scores[(t * group + g) * ctx + start..];
-                row_kernels::scores::<SIMD>(q_of(t, g), pool, k, scale, s);
+                row_kernels::scores::<SIMD, C>(q_of(t, g), pool, k, scale, s);
             }
         });
         for (u, sum) in sums.iter_mut().enumerate() {
@@ -316,7 +365,7 @@ impl SeqLayer<'_> {
             for g in 0..group {
                 let u = t * group + g;
                 let o = &mut out[u * d..(u + 1) * d];
-                row_kernels::weighted_sum::<SIMD>(&scores[u * ctx + start..], pool, v, o);
+                row_kernels::weighted_sum::<SIMD, C>(&scores[u * ctx + start..], pool, v, o);
             }
         });
         for (o, sum) in out.chunks_exact_mut(d).zip(sums.iter()) {
@@ -390,13 +439,13 @@ fn exp(x: f32) -> f32 {
 /// A [`KvStore`] over a block pool: sequence `i` of the batch uses block
 /// table `tables[i]`, which must already cover its cached and new tokens.
 pub struct PagedKvBatch<'a> {
-    pool: &'a mut [f32],
+    pool: &'a mut [u8],
     layout: PagedLayout,
     tables: Vec<Vec<u32>>,
 }
 
 impl<'a> PagedKvBatch<'a> {
-    pub fn new(pool: &'a mut [f32], layout: PagedLayout, tables: Vec<Vec<u32>>) -> Self {
+    pub fn new(pool: &'a mut [u8], layout: PagedLayout, tables: Vec<Vec<u32>>) -> Self {
         Self { pool, layout, tables }
     }
 }
@@ -446,7 +495,7 @@ impl KvStore for PagedKvBatch<'_> {
     ) -> Result<Tensor, OpsError> {
         let l = self.layout;
         let (t, heads, d) = check_batch(&l, layer, q, k, batch, &self.tables)?;
-        let blocks_in_pool = self.pool.len() / l.block_elems();
+        let blocks_in_pool = self.pool.len() / l.block_len().max(1);
         let (qv, kv_, vv) = (to_host_vec(q)?, to_host_vec(k)?, to_host_vec(v)?);
         let (re, qe) = (l.row_elems(), heads * d);
         let mut out = vec![0f32; t * qe];
@@ -490,7 +539,7 @@ impl KvStore for PagedKvBatch<'_> {
         }
         if decodes_together {
             // Every K/V row is written: the pool is only read from here on.
-            let pool: &[f32] = &*self.pool;
+            let pool: &[u8] = &*self.pool;
             let tables = &self.tables;
             // On the same pool as the matmuls: a second pool's workers would compete
             // with its spinning ones for the cores.
@@ -541,23 +590,36 @@ mod tests {
     use crate::ops::test_util::rand_vec;
     use crate::ops::{ContiguousBatch, ContiguousKv, KvShape, SeqChunk};
 
-    /// Runs the same layer-0 attention through a paged pool (with scattered,
-    /// non-monotonic block tables) and through the contiguous store.
+    /// Runs the same attention through a paged pool (with scattered,
+    /// non-monotonic block tables) and through the contiguous store, for every
+    /// stored type: exact for f32, within the type's rounding otherwise.
     #[test]
     fn paged_equals_contiguous_for_prefill_then_decode() {
+        for (dtype, d, tol) in [
+            (KvDtype::F32, 8, 1e-5),
+            (KvDtype::F16, 8, 5e-3),
+            (KvDtype::Bf16, 8, 4e-2),
+            (KvDtype::Q8_0, 32, 4e-2),
+        ] {
+            paged_against_contiguous(dtype, d, tol);
+        }
+    }
+
+    fn paged_against_contiguous(dtype: KvDtype, d: usize, tol: f32) {
         let l = PagedLayout {
             layers: 2,
             kv_heads: 2,
-            head_dim: 8,
+            head_dim: d,
             block_size: 4,
+            dtype,
         };
         let heads = 4;
-        let mut pool = vec![0f32; 16 * l.block_elems()];
+        let mut pool = vec![0u8; 16 * l.block_len()];
         let tables = vec![vec![9u32, 2, 14, 5], vec![0u32, 11, 3]];
         let shape = KvShape {
             layers: 2,
             kv_heads: 2,
-            head_dim: 8,
+            head_dim: d,
         };
         let mut c0 = ContiguousKv::new(shape, candle_core::DType::F32, &Device::Cpu, 64);
         let mut c1 = ContiguousKv::new(shape, candle_core::DType::F32, &Device::Cpu, 64);
@@ -572,36 +634,44 @@ mod tests {
             let t = batch.total_tokens();
             for layer in 0..2 {
                 let seed = (s * 10 + layer) as u64;
-                let q = Tensor::from_vec(rand_vec(t * heads * 8, seed), (t, heads, 8), &Device::Cpu).unwrap();
-                let k = Tensor::from_vec(rand_vec(t * 16, seed + 100), (t, 2, 8), &Device::Cpu).unwrap();
-                let v = Tensor::from_vec(rand_vec(t * 16, seed + 200), (t, 2, 8), &Device::Cpu).unwrap();
+                let q = Tensor::from_vec(rand_vec(t * heads * d, seed), (t, heads, d), &Device::Cpu).unwrap();
+                let k = Tensor::from_vec(rand_vec(t * 2 * d, seed + 100), (t, 2, d), &Device::Cpu).unwrap();
+                let v = Tensor::from_vec(rand_vec(t * 2 * d, seed + 200), (t, 2, d), &Device::Cpu).unwrap();
                 let a = PagedKvBatch::new(&mut pool, l, tables.clone())
                     .attend(layer, &q, &k, &v, &batch, 0.35)
                     .unwrap();
                 let b = ContiguousBatch::new(vec![&mut c0, &mut c1])
                     .attend(layer, &q, &k, &v, &batch, 0.35)
                     .unwrap();
-                let d: f32 = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
-                assert!(d < 1e-5, "step {s} layer {layer}: {d}");
+                let diff: f32 = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
+                assert!(diff < tol, "{dtype} step {s} layer {layer}: {diff}");
             }
         }
     }
 
     /// Prompt rows, attended in tiles of several rows on the thread pool,
-    /// get the same bits as each row decoded alone at its position.
+    /// get the same bits as each row decoded alone at its position, for every
+    /// stored type.
     #[test]
     fn prefill_tiles_equal_rows_decoded_alone() {
+        for dtype in KvDtype::ALL {
+            tiles_against_rows(dtype);
+        }
+    }
+
+    fn tiles_against_rows(dtype: KvDtype) {
         let l = PagedLayout {
             layers: 1,
             kv_heads: 2,
-            head_dim: 16,
+            head_dim: 32,
             block_size: 8,
+            dtype,
         };
         let heads = 6;
         let (cached, new) = (5, 2 * ROW_TILE + 3);
         let ctx = cached + new;
         let table: Vec<u32> = vec![3, 0, 4, 1, 2];
-        let mut pool = rand_vec(5 * l.block_elems(), 11);
+        let mut pool = vec![0u8; 5 * l.block_len()];
         let view = SeqLayer {
             layout: &l,
             table: &table,
@@ -626,7 +696,7 @@ mod tests {
                 parallel,
             );
             let t = &tiled[r * qe..][..qe];
-            assert!(t.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()), "row {r}");
+            assert!(t.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()), "{dtype} row {r}");
         }
     }
 
@@ -637,8 +707,9 @@ mod tests {
             kv_heads: 1,
             head_dim: 4,
             block_size: 4,
+            dtype: KvDtype::F32,
         };
-        let mut pool = vec![0f32; 2 * l.block_elems()];
+        let mut pool = vec![0u8; 2 * l.block_len()];
         let batch = BatchLayout::single(3, 2).unwrap();
         let x = Tensor::zeros((2, 1, 4), candle_core::DType::F32, &Device::Cpu).unwrap();
         let r = PagedKvBatch::new(&mut pool, l, vec![vec![0]]).attend(0, &x, &x, &x, &batch, 1.0);

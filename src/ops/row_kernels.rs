@@ -1,6 +1,10 @@
 //! The arithmetic of one attention row on the CPU: scores of a query head
 //! against a run of K rows, and the probability-weighted sum of a run of V
-//! rows, each in an AVX2+FMA form and a portable form that give the same bits.
+//! rows, each in an AVX2+FMA form and a portable form that give the same bits,
+//! for K/V stored in any [`KvDtype`]: a stored row is widened to f32 exactly
+//! (F16C for f16, a shift for bf16, `q · d` for q8_0) in registers as it is
+//! read, then the same f32 arithmetic runs, so every type gets the same order
+//! of operations on every path.
 //!
 //! Invariant: a score depends only on the query and its K row, and an output
 //! element only on the probabilities and V elements in position order — never
@@ -21,7 +25,69 @@
 //! Counterpart: the inner loops of vLLM's CPU attention backend
 //! (`cpu_attn`'s `reduceQKBlockKernel` / `reduceValueBlockKernel`).
 
-/// Where a run of K (or V) rows of one head lies in the pool: row `p` at
+use super::kv_dtype::KvDtype;
+
+/// How a stored row is read: the type, and (AVX2) eight values widened to f32.
+pub(super) trait Codec {
+    const DTYPE: KvDtype;
+    /// Values `8c .. 8c + 8` of the row at `row`, as f32.
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C are available, and the row holds those values.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load8(row: *const u8, c: usize) -> std::arch::x86_64::__m256;
+}
+
+pub(super) struct F32;
+pub(super) struct F16;
+pub(super) struct Bf16;
+pub(super) struct Q8_0;
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+impl Codec for F32 {
+    const DTYPE: KvDtype = KvDtype::F32;
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(row: *const u8, c: usize) -> __m256 {
+        _mm256_loadu_ps(row.add(32 * c).cast())
+    }
+}
+
+impl Codec for F16 {
+    const DTYPE: KvDtype = KvDtype::F16;
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(row: *const u8, c: usize) -> __m256 {
+        _mm256_cvtph_ps(_mm_loadu_si128(row.add(16 * c).cast()))
+    }
+}
+
+impl Codec for Bf16 {
+    const DTYPE: KvDtype = KvDtype::Bf16;
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(row: *const u8, c: usize) -> __m256 {
+        let h = _mm256_cvtepu16_epi32(_mm_loadu_si128(row.add(16 * c).cast()));
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(h))
+    }
+}
+
+impl Codec for Q8_0 {
+    const DTYPE: KvDtype = KvDtype::Q8_0;
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(row: *const u8, c: usize) -> __m256 {
+        use super::kv_dtype::{Q8_0_GROUP, Q8_0_GROUP_BYTES};
+        let g = row.add(8 * c / Q8_0_GROUP * Q8_0_GROUP_BYTES);
+        let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(u16::from_le_bytes([*g, *g.add(1)])))));
+        let q = _mm_loadl_epi64(g.add(2 + 8 * c % Q8_0_GROUP).cast());
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(d))
+    }
+}
+
+/// Where a run of K (or V) rows of one head lies in the pool (bytes): row `p` at
 /// `pool[bases[p / block] + (p % block) · stride ..]`, `n` rows in all. (The
 /// AVX2 form scores eight rows of one block at a time and a block's last
 /// `block % 8` rows one by one: the same bits either way.)
@@ -34,7 +100,7 @@ pub(super) struct Rows<'a> {
 }
 
 impl Rows<'_> {
-    /// Panics unless every row of `d` elements lies inside a pool of `len`.
+    /// Panics unless every row of `d` bytes lies inside a pool of `len`.
     fn check(&self, len: usize, d: usize) {
         assert!(
             self.block > 0 && self.n <= self.bases.len() * self.block,
@@ -63,72 +129,77 @@ impl Rows<'_> {
     }
 }
 
-/// `scores[p] = (q · K_p) · scale` for the K rows `k`.
+/// `scores[p] = (q · K_p) · scale` for the K rows `k`, stored as `C`.
 ///
 /// Panics if a row lies outside `pool` or `scores` is shorter than `k.n`.
 #[inline(always)]
-pub(super) fn scores<const SIMD: bool>(q: &[f32], pool: &[f32], k: Rows<'_>, scale: f32, scores: &mut [f32]) {
-    k.check(pool.len(), q.len());
+pub(super) fn scores<const SIMD: bool, C: Codec>(q: &[f32], pool: &[u8], k: Rows<'_>, scale: f32, scores: &mut [f32]) {
+    let rb = C::DTYPE.row_bytes(q.len());
+    k.check(pool.len(), rb);
     assert!(scores.len() >= k.n, "{} scores for {} rows", scores.len(), k.n);
     #[cfg(target_arch = "x86_64")]
     if SIMD {
-        // SAFETY: `SIMD` is set only by callers that checked AVX2 and FMA
+        // SAFETY: `SIMD` is set only by callers that checked AVX2, FMA and F16C
         // (`simd()`); the rows and `scores` were bounds-checked above.
-        unsafe { avx2::scores(q, pool, k, scale, scores) };
+        unsafe { avx2::scores::<C>(q, pool, k, scale, scores) };
         return;
     }
     for (first, m, base) in k.segments() {
         for (j, s) in scores[first..first + m].iter_mut().enumerate() {
-            *s = dot_portable(q, &pool[base + j * k.stride..][..q.len()]) * scale;
+            *s = dot_portable::<C>(q, &pool[base + j * k.stride..][..rb]) * scale;
         }
     }
 }
 
-/// `out[e] = p_j · V_j[e] + out[e]` for the V rows `v`, `j` in order.
+/// `out[e] = p_j · V_j[e] + out[e]` for the V rows `v` stored as `C`, `j` in order.
 ///
 /// Panics if a row lies outside `pool` or `probs` is shorter than `v.n`.
 #[inline(always)]
-pub(super) fn weighted_sum<const SIMD: bool>(probs: &[f32], pool: &[f32], v: Rows<'_>, out: &mut [f32]) {
-    v.check(pool.len(), out.len());
+pub(super) fn weighted_sum<const SIMD: bool, C: Codec>(probs: &[f32], pool: &[u8], v: Rows<'_>, out: &mut [f32]) {
+    let rb = C::DTYPE.row_bytes(out.len());
+    v.check(pool.len(), rb);
     assert!(probs.len() >= v.n, "{} probabilities for {} rows", probs.len(), v.n);
     #[cfg(target_arch = "x86_64")]
     if SIMD {
         // SAFETY: as in `scores`.
-        unsafe { avx2::weighted_sum(probs, pool, v, out) };
+        unsafe { avx2::weighted_sum::<C>(probs, pool, v, out) };
         return;
     }
     for (first, m, base) in v.segments() {
         for (j, &p) in probs[first..first + m].iter().enumerate() {
-            let row = &pool[base + j * v.stride..][..out.len()];
-            for (o, x) in out.iter_mut().zip(row) {
-                *o = p.mul_add(*x, *o);
+            let row = &pool[base + j * v.stride..][..rb];
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = p.mul_add(C::DTYPE.get(row, i), *o);
             }
         }
     }
 }
 
-/// Whether the AVX2+FMA forms run here.
+/// Whether the AVX2+FMA (and F16C) forms run here.
 #[inline(always)]
 pub(super) fn simd() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        cfg!(all(target_feature = "avx2", target_feature = "fma"))
-            || (std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"))
+        cfg!(all(target_feature = "avx2", target_feature = "fma", target_feature = "f16c"))
+            || (std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+                && std::is_x86_feature_detected!("f16c"))
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
 
-/// One score's dot product in plain Rust (see the module docs for its order).
-pub(super) fn dot_portable(q: &[f32], k: &[f32]) -> f32 {
-    let d = q.len().min(k.len());
+/// One score's dot product in plain Rust (see the module docs for its order), over a K row
+/// stored as `C`.
+pub(super) fn dot_portable<C: Codec>(q: &[f32], k: &[u8]) -> f32 {
+    let d = q.len();
     let mut acc = [0f32; 8];
     for c in 0..d / 8 {
         for (l, acc) in acc.iter_mut().enumerate() {
-            *acc = q[8 * c + l].mul_add(k[8 * c + l], *acc);
+            *acc = q[8 * c + l].mul_add(C::DTYPE.get(k, 8 * c + l), *acc);
         }
     }
-    fold8(&acc) + tail(q, k, d)
+    fold8(&acc) + tail::<C>(q, k, d)
 }
 
 /// The fixed fold of eight lanes.
@@ -139,19 +210,20 @@ fn fold8(a: &[f32; 8]) -> f32 {
 
 /// The elements past the last multiple of 8, a fused chain from 0.
 #[inline(always)]
-fn tail(q: &[f32], k: &[f32], d: usize) -> f32 {
-    (d / 8 * 8..d).fold(0f32, |t, i| q[i].mul_add(k[i], t))
+fn tail<C: Codec>(q: &[f32], k: &[u8], d: usize) -> f32 {
+    (d / 8 * 8..d).fold(0f32, |t, i| q[i].mul_add(C::DTYPE.get(k, i), t))
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::Rows;
+    use super::{Codec, Rows};
 
     /// See [`super::scores`]; rows and `scores` are bounds-checked by the caller.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn scores(q: &[f32], pool: &[f32], k: Rows<'_>, scale: f32, scores: &mut [f32]) {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn scores<C: Codec>(q: &[f32], pool: &[u8], k: Rows<'_>, scale: f32, scores: &mut [f32]) {
+        let rb = C::DTYPE.row_bytes(q.len());
         let d = q.len();
         let pq = q.as_ptr();
         let vscale = _mm256_set1_ps(scale);
@@ -163,7 +235,7 @@ mod avx2 {
                 for c in 0..d / 8 {
                     let qc = _mm256_loadu_ps(pq.add(8 * c));
                     for (r, acc) in acc.iter_mut().enumerate() {
-                        *acc = _mm256_fmadd_ps(qc, _mm256_loadu_ps(pk.add((j + r) * stride + 8 * c)), *acc);
+                        *acc = _mm256_fmadd_ps(qc, C::load8(pk.add((j + r) * stride), c), *acc);
                     }
                 }
                 // Lane r of `s`: row j + r's ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)).
@@ -176,7 +248,7 @@ mod avx2 {
                 let lo = _mm256_permute2f128_ps::<0x20>(b0, b1);
                 let hi = _mm256_permute2f128_ps::<0x31>(b0, b1);
                 let tail: [f32; 8] = if !d.is_multiple_of(8) {
-                    std::array::from_fn(|r| super::tail(q, std::slice::from_raw_parts(pk.add((j + r) * stride), d), d))
+                    std::array::from_fn(|r| super::tail::<C>(q, std::slice::from_raw_parts(pk.add((j + r) * stride), rb), d))
                 } else {
                     [0.0; 8]
                 };
@@ -185,60 +257,64 @@ mod avx2 {
                 j += 8;
             }
             for j in j..m {
-                scores[first + j] = dot1(q, std::slice::from_raw_parts(pk.add(j * stride), d)) * scale;
+                scores[first + j] = dot1::<C>(q, std::slice::from_raw_parts(pk.add(j * stride), rb)) * scale;
             }
         }
     }
 
     /// One row's score, the same bits as a lane of the eight-row form.
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn dot1(q: &[f32], k: &[f32]) -> f32 {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn dot1<C: Codec>(q: &[f32], k: &[u8]) -> f32 {
         let d = q.len();
         let (pq, pk) = (q.as_ptr(), k.as_ptr());
         let mut acc = _mm256_setzero_ps();
         for c in 0..d / 8 {
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(8 * c)), _mm256_loadu_ps(pk.add(8 * c)), acc);
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(8 * c)), C::load8(pk, c), acc);
         }
         let h = _mm256_hadd_ps(acc, acc); // 01, 23, 01, 23 | 45, 67, 45, 67
         let h = _mm256_hadd_ps(h, h); // (01+23) ... | (45+67) ...
         let s = _mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
-        _mm_cvtss_f32(s) + super::tail(q, k, d)
+        _mm_cvtss_f32(s) + super::tail::<C>(q, k, d)
     }
 
     /// See [`super::weighted_sum`]; rows and `probs` are bounds-checked by the caller.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn weighted_sum(probs: &[f32], pool: &[f32], v: Rows<'_>, out: &mut [f32]) {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn weighted_sum<C: Codec>(probs: &[f32], pool: &[u8], v: Rows<'_>, out: &mut [f32]) {
         let d = out.len();
+        let rb = C::DTYPE.row_bytes(d);
         let mut e = 0;
         while e + 64 <= d {
-            strip::<8>(probs, pool, v, e, out.as_mut_ptr().add(e));
+            strip::<8, C>(probs, pool, v, e, out.as_mut_ptr().add(e));
             e += 64;
         }
         while e + 8 <= d {
-            strip::<1>(probs, pool, v, e, out.as_mut_ptr().add(e));
+            strip::<1, C>(probs, pool, v, e, out.as_mut_ptr().add(e));
             e += 8;
         }
-        for (first, m, base) in v.segments() {
-            for (j, &p) in probs[first..first + m].iter().enumerate() {
-                for (i, o) in out.iter_mut().enumerate().skip(e) {
-                    *o = p.mul_add(*pool.get_unchecked(base + j * v.stride + i), *o);
+        if e < d {
+            for (first, m, base) in v.segments() {
+                for (j, &p) in probs[first..first + m].iter().enumerate() {
+                    let row = pool.get_unchecked(base + j * v.stride..base + j * v.stride + rb);
+                    for (i, o) in out.iter_mut().enumerate().skip(e) {
+                        *o = p.mul_add(C::DTYPE.get(row, i), *o);
+                    }
                 }
             }
         }
     }
 
     /// Outputs `e .. e + 8·N` held in registers over all the rows.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn strip<const N: usize>(probs: &[f32], pool: &[f32], v: Rows<'_>, e: usize, out: *mut f32) {
+    unsafe fn strip<const N: usize, C: Codec>(probs: &[f32], pool: &[u8], v: Rows<'_>, e: usize, out: *mut f32) {
         let mut o: [__m256; N] = std::array::from_fn(|c| _mm256_loadu_ps(out.add(8 * c)));
         for (first, m, base) in v.segments() {
-            let pv = pool.as_ptr().add(base + e);
+            let pv = pool.as_ptr().add(base);
             for (j, &p) in probs[first..first + m].iter().enumerate() {
                 let w = _mm256_set1_ps(p);
                 let row = pv.add(j * v.stride);
                 for (c, o) in o.iter_mut().enumerate() {
-                    *o = _mm256_fmadd_ps(w, _mm256_loadu_ps(row.add(8 * c)), *o);
+                    *o = _mm256_fmadd_ps(w, C::load8(row, e / 8 + c), *o);
                 }
             }
         }
@@ -258,64 +334,92 @@ mod tests {
     }
 
     /// Every path, block size and split of the rows gives the same bits,
-    /// and the scores are dot products.
+    /// and the scores are dot products, for every stored type.
     #[test]
     fn paths_and_splits_agree_bit_for_bit() {
-        for d in [8usize, 20, 64, 80, 128, 136] {
-            let stride = d + 24;
-            let n = 37;
-            let data = rand_vec(n * d, d as u64);
-            let q = rand_vec(d, 7);
-            let probs = rand_vec(n, 9);
-            let mut paths = vec![false];
-            if simd() {
-                paths.push(true);
+        for dtype in KvDtype::ALL {
+            for d in [8usize, 20, 64, 80, 128, 136] {
+                if dtype.check_head_dim(d).is_err() {
+                    continue;
+                }
+                check_type(dtype, d);
             }
-            let mut seen: Option<(Vec<u32>, Vec<u32>)> = None;
-            for simd in paths {
-                for (block, per_call) in [(8usize, 1usize), (8, 5), (16, 1), (16, 3), (48, 1), (4, 2), (12, 1)] {
-                    let blocks = n.div_ceil(block);
-                    // Block i sits at slot (blocks - 1 - i): reversed.
-                    let bases: Vec<usize> = (0..blocks).map(|i| 3 + (blocks - 1 - i) * block * stride).collect();
-                    let mut pool = rand_vec(blocks * block * stride + 5, 1);
-                    for p in 0..n {
-                        let at = bases[p / block] + (p % block) * stride;
-                        pool[at..at + d].copy_from_slice(&data[p * d..][..d]);
+        }
+    }
+
+    fn check_type(dtype: KvDtype, d: usize) {
+        match dtype {
+            KvDtype::F32 => check::<F32>(d),
+            KvDtype::F16 => check::<F16>(d),
+            KvDtype::Bf16 => check::<Bf16>(d),
+            KvDtype::Q8_0 => check::<Q8_0>(d),
+        }
+    }
+
+    fn check<C: Codec>(d: usize) {
+        let dtype = C::DTYPE;
+        let rb = dtype.row_bytes(d);
+        let stride = rb + 24;
+        let n = 37;
+        let data = rand_vec(n * d, d as u64);
+        let q = rand_vec(d, 7);
+        let probs = rand_vec(n, 9);
+        let mut paths = vec![false];
+        if simd() {
+            paths.push(true);
+        }
+        let mut seen: Option<(Vec<u32>, Vec<u32>)> = None;
+        for simd in paths {
+            for (block, per_call) in [(8usize, 1usize), (8, 5), (16, 1), (16, 3), (48, 1), (4, 2), (12, 1)] {
+                let blocks = n.div_ceil(block);
+                // Block i sits at slot (blocks - 1 - i): reversed.
+                let bases: Vec<usize> = (0..blocks).map(|i| 3 + (blocks - 1 - i) * block * stride).collect();
+                let mut pool = vec![0x5au8; blocks * block * stride + 5];
+                for p in 0..n {
+                    let at = bases[p / block] + (p % block) * stride;
+                    dtype.encode(&data[p * d..][..d], &mut pool[at..at + rb]);
+                }
+                let (mut s, mut o) = (vec![0f32; n], vec![0f32; d]);
+                for (c, bases) in bases.chunks(per_call).enumerate() {
+                    let first = c * per_call * block;
+                    let rows = Rows {
+                        bases,
+                        block,
+                        stride,
+                        n: (n - first).min(per_call * block),
+                    };
+                    if simd {
+                        scores::<true, C>(&q, &pool, rows, 0.3, &mut s[first..]);
+                        weighted_sum::<true, C>(&probs[first..], &pool, rows, &mut o);
+                    } else {
+                        scores::<false, C>(&q, &pool, rows, 0.3, &mut s[first..]);
+                        weighted_sum::<false, C>(&probs[first..], &pool, rows, &mut o);
                     }
-                    let (mut s, mut o) = (vec![0f32; n], vec![0f32; d]);
-                    for (c, bases) in bases.chunks(per_call).enumerate() {
-                        let first = c * per_call * block;
-                        let rows = Rows {
-                            bases,
-                            block,
-                            stride,
-                            n: (n - first).min(per_call * block),
-                        };
-                        if simd {
-                            scores::<true>(&q, &pool, rows, 0.3, &mut s[first..]);
-                            weighted_sum::<true>(&probs[first..], &pool, rows, &mut o);
-                        } else {
-                            scores::<false>(&q, &pool, rows, 0.3, &mut s[first..]);
-                            weighted_sum::<false>(&probs[first..], &pool, rows, &mut o);
-                        }
+                }
+                let row = |p: usize| {
+                    let mut v = vec![0f32; d];
+                    dtype.decode(&pool[bases[p / block] + (p % block) * stride..][..rb], &mut v);
+                    v
+                };
+                let mut want_o = vec![0f64; d];
+                for (p, s) in s.iter().enumerate() {
+                    let r = row(p);
+                    let exact: f64 = q.iter().zip(&r).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * 0.3;
+                    assert!((*s as f64 - exact).abs() < 1e-5, "{dtype} d {d} row {p}: {s} vs {exact}");
+                    for (w, x) in want_o.iter_mut().zip(&r) {
+                        *w += probs[p] as f64 * *x as f64;
                     }
-                    let row = |p: usize| &pool[bases[p / block] + (p % block) * stride..][..d];
-                    let mut want_o = vec![0f64; d];
-                    for (p, s) in s.iter().enumerate() {
-                        let exact: f64 = q.iter().zip(row(p)).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * 0.3;
-                        assert!((*s as f64 - exact).abs() < 1e-5, "d {d} row {p}: {s} vs {exact}");
-                        for (w, x) in want_o.iter_mut().zip(row(p)) {
-                            *w += probs[p] as f64 * *x as f64;
-                        }
-                    }
-                    for (o, w) in o.iter().zip(&want_o) {
-                        assert!((*o as f64 - w).abs() < 1e-4, "d {d}: {o} vs {w}");
-                    }
-                    let got = (bits(&s), bits(&o));
-                    match &seen {
-                        None => seen = Some(got),
-                        Some(first) => assert!(*first == got, "d {d}, simd {simd}, block {block}, per call {per_call}"),
-                    }
+                }
+                for (o, w) in o.iter().zip(&want_o) {
+                    assert!((*o as f64 - w).abs() < 1e-4, "{dtype} d {d}: {o} vs {w}");
+                }
+                let got = (bits(&s), bits(&o));
+                match &seen {
+                    None => seen = Some(got),
+                    Some(first) => assert!(
+                        *first == got,
+                        "{dtype} d {d}, simd {simd}, block {block}, per call {per_call}"
+                    ),
                 }
             }
         }
@@ -324,14 +428,14 @@ mod tests {
     #[test]
     #[should_panic(expected = "past the pool")]
     fn rows_outside_the_pool_panic() {
-        let pool = vec![0f32; 100];
+        let pool = vec![0u8; 400];
         let mut s = vec![0f32; 4];
         let rows = Rows {
-            bases: &[50],
+            bases: &[200],
             block: 8,
-            stride: 20,
+            stride: 80,
             n: 4,
         };
-        scores::<false>(&[0f32; 16], &pool, rows, 1.0, &mut s);
+        scores::<false, F32>(&[0f32; 16], &pool, rows, 1.0, &mut s);
     }
 }

@@ -69,6 +69,13 @@ impl CacheFile {
 
     /// Fails unless the file was written for `fingerprint` and `layout`.
     pub fn check_compatible(&self, fingerprint: Fingerprint, layout: &KvLayout) -> Result<(), PersistError> {
+        if self.header.layout.dtype != layout.dtype {
+            return Err(PersistError::OtherKvDtype {
+                path: self.path.clone(),
+                found: self.header.layout.dtype,
+                expected: layout.dtype,
+            });
+        }
         if self.header.fingerprint != fingerprint || self.header.layout != *layout {
             return Err(PersistError::Foreign {
                 path: self.path.clone(),

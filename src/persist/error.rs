@@ -26,6 +26,12 @@ pub enum PersistError {
     BlockChecksum { path: PathBuf, block: usize },
     #[error("{}: block {block} is past the end of the file (truncated)", path.display())]
     MissingBlock { path: PathBuf, block: usize },
+    #[error("{}: written with {found} K/V, and the cache now stores {expected} (cache.kv_dtype)", path.display())]
+    OtherKvDtype {
+        path: PathBuf,
+        found: crate::config::KvDtype,
+        expected: crate::config::KvDtype,
+    },
     #[error("{}: written for another model or cache layout (fingerprint {found}, current {expected})", path.display())]
     Foreign {
         path: PathBuf,

@@ -22,14 +22,15 @@ use crate::ops::KvShape;
 /// rope, the block layout): cache files written before no longer match.
 pub const KV_SEMANTICS_VERSION: u32 = 1;
 
-/// The layout of cache file payloads for a model of `shape` with `block_size`-token blocks.
-pub fn kv_layout(shape: KvShape, block_size: usize) -> KvLayout {
+/// The layout of cache file payloads for a model of `shape` with `block_size`-token blocks of
+/// K/V stored as `dtype`.
+pub fn kv_layout(shape: KvShape, block_size: usize, dtype: KvDtype) -> KvLayout {
     KvLayout {
         block_size: block_size as u32,
         layers: shape.layers as u32,
         kv_heads: shape.kv_heads as u32,
         head_dim: shape.head_dim as u32,
-        dtype: KvDtype::F32,
+        dtype,
     }
 }
 

@@ -9,7 +9,8 @@
 //! 8       4               format version (1)
 //! 12      4               header_bytes: bytes 0..header_bytes are the header, checksum included
 //! 16      16              fingerprint (see `Fingerprint`)
-//! 32      4 × 5           layout: block_size, layers, kv_heads, head_dim, dtype (0 = f32)
+//! 32      4 × 5           layout: block_size, layers, kv_heads, head_dim, dtype (0 = f32,
+//!                         1 = f16, 2 = bf16, 3 = q8_0)
 //! 52      4               n_tokens: the token history
 //! 56      4               n_blocks: full blocks stored (<= n_tokens / block_size)
 //! 60      8               payload_offset: where block 0 starts (a multiple of 4096)
@@ -18,7 +19,7 @@
 //! ...     8               xxh3-64 of bytes 0..header_bytes-8
 //! payload_offset + k × block_bytes: block k, in `runtime::KvMemory`'s block layout
 //!     ([layer][K, V][block_size][kv_heads][head_dim], dtype), block_bytes = layers × 2 ×
-//!     block_size × kv_heads × head_dim × dtype size
+//!     block_size × kv_heads × (bytes of head_dim values: 4, 2, 2 per value; q8_0 34 per 32)
 //! ```
 //!
 //! Invariants a decoded header satisfies: the magic, the version and the header checksum
@@ -49,32 +50,7 @@ const MAX_LAYERS: u32 = 1024;
 const MAX_KV_HEADS: u32 = 1024;
 const MAX_HEAD_DIM: u32 = 4096;
 
-/// The element type of stored K/V.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum KvDtype {
-    F32,
-}
-
-impl KvDtype {
-    pub fn code(self) -> u32 {
-        match self {
-            Self::F32 => 0,
-        }
-    }
-
-    pub fn from_code(code: u32) -> Option<Self> {
-        match code {
-            0 => Some(Self::F32),
-            _ => None,
-        }
-    }
-
-    pub fn size(self) -> u64 {
-        match self {
-            Self::F32 => 4,
-        }
-    }
-}
+pub use crate::config::KvDtype;
 
 /// The shape of a block's payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -93,8 +69,7 @@ impl KvLayout {
             * 2
             * u64::from(self.block_size)
             * u64::from(self.kv_heads)
-            * u64::from(self.head_dim)
-            * self.dtype.size()
+            * self.dtype.row_bytes(self.head_dim as usize) as u64
     }
 
     fn check(&self) -> Result<(), String> {
@@ -111,6 +86,7 @@ impl KvLayout {
                 self.layers, self.kv_heads, self.head_dim
             ));
         }
+        self.dtype.check_head_dim(self.head_dim as usize)?;
         Ok(())
     }
 }
@@ -118,7 +94,7 @@ impl KvLayout {
 /// What makes stored K/V reusable: a 128-bit hash of the model's weights file (which holds its
 /// architecture settings, tokenizer and chat template), any separate tokenizer files, the K/V
 /// layout and dtype, the block size, and how hearth computes K/V (see
-/// `engine::fingerprint`). Two runs agree on it exactly when one's K/V is valid for the other.
+/// `persist::fingerprint`). Two runs agree on it exactly when one's K/V is valid for the other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fingerprint(pub [u8; 16]);
 

@@ -23,6 +23,8 @@ pub enum EntryStatus {
     Usable,
     /// Written for another model or layout (or the current one is unknown).
     Foreign,
+    /// Written for this model with K/V stored as another type (`cache.kv_dtype`).
+    OtherKvDtype(crate::config::KvDtype),
     /// Its header cannot be read (damaged, truncated header, unknown version).
     Unreadable(String),
 }
@@ -75,8 +77,10 @@ pub fn inspect(dir: &Path, current: Option<(Fingerprint, KvLayout)>) -> Result<V
                 e.blocks_present = f.blocks_present();
                 e.fingerprint = Some(h.fingerprint.to_string());
                 if let Some((fp, layout)) = &current {
-                    if f.check_compatible(*fp, layout).is_ok() {
-                        e.status = EntryStatus::Usable;
+                    match f.check_compatible(*fp, layout) {
+                        Ok(()) => e.status = EntryStatus::Usable,
+                        Err(PersistError::OtherKvDtype { found, .. }) => e.status = EntryStatus::OtherKvDtype(found),
+                        Err(_) => {}
                     }
                 }
             }

@@ -19,21 +19,22 @@ use crate::ops::{KvStore, PagedKvBatch, PagedLayout};
 
 /// Where the device tier's blocks live.
 enum DeviceTier {
-    /// RAM (CPU builds and CPU devices).
-    Ram(Vec<f32>),
+    /// RAM (CPU builds and CPU devices), in 4-byte words.
+    Ram(Vec<u32>),
     /// VRAM, read and written by hearth's CUDA kernels.
     #[cfg(feature = "cuda")]
     Cuda(crate::ops::cuda_paged::CudaPool),
 }
 
-/// Both tiers' memory, as flat arrays of [`PagedLayout`] blocks.
+/// Both tiers' memory, as flat arrays of [`PagedLayout`] blocks (in the layout's K/V type;
+/// RAM is held as 4-byte words so every block is 4-aligned).
 ///
 /// RAM is reserved up front but zero pages are only committed by the
 /// operating system when first written, so an idle pool costs little.
 pub struct KvMemory {
     layout: PagedLayout,
     device: DeviceTier,
-    host: Vec<f32>,
+    host: Vec<u32>,
     device_blocks: usize,
 }
 
@@ -50,11 +51,11 @@ impl std::fmt::Debug for KvMemory {
 impl KvMemory {
     /// Both tiers in RAM.
     pub fn new(layout: PagedLayout, device_blocks: usize, host_blocks: usize) -> Self {
-        let be = layout.block_elems();
+        let bw = layout.block_words();
         Self {
             layout,
-            device: DeviceTier::Ram(vec![0f32; device_blocks * be]),
-            host: vec![0f32; host_blocks * be],
+            device: DeviceTier::Ram(vec![0u32; device_blocks * bw]),
+            host: vec![0u32; host_blocks * bw],
             device_blocks,
         }
     }
@@ -72,7 +73,7 @@ impl KvMemory {
         Ok(Self {
             layout,
             device: DeviceTier::Cuda(pool),
-            host: vec![0f32; host_blocks * layout.block_elems()],
+            host: vec![0u32; host_blocks * layout.block_words()],
             device_blocks,
         })
     }
@@ -86,7 +87,7 @@ impl KvMemory {
     }
 
     pub fn host_blocks(&self) -> usize {
-        self.host.len() / self.layout.block_elems().max(1)
+        self.host.len() / self.layout.block_words().max(1)
     }
 
     /// Runs `plan`: every demotion (device → host), then every promotion
@@ -112,8 +113,8 @@ impl KvMemory {
             check(src, "host", h)?;
             check(dst, "device", d)?;
         }
-        let be = self.layout.block_elems();
-        let range = |b: BlockId| b.0 as usize * be..(b.0 as usize + 1) * be;
+        let bw = self.layout.block_words();
+        let range = |b: BlockId| b.0 as usize * bw..(b.0 as usize + 1) * bw;
         match &mut self.device {
             DeviceTier::Ram(device) => {
                 for &(src, dst) in &plan.demote {
@@ -131,14 +132,12 @@ impl KvMemory {
                 let err =
                     |e: candle_core::cuda_backend::cudarc::driver::DriverError| RuntimeError::Device(e.to_string());
                 for &(src, dst) in &plan.demote {
-                    stream
-                        .memcpy_dtoh(&pool.data.slice(range(src)), &mut self.host[range(dst)])
-                        .map_err(err)?;
+                    let host: &mut [f32] = bytemuck::cast_slice_mut(&mut self.host[range(dst)]);
+                    stream.memcpy_dtoh(&pool.data.slice(range(src)), host).map_err(err)?;
                 }
                 for &(src, dst) in &plan.promote {
-                    stream
-                        .memcpy_htod(&self.host[range(src)], &mut pool.data.slice_mut(range(dst)))
-                        .map_err(err)?;
+                    let host: &[f32] = bytemuck::cast_slice(&self.host[range(src)]);
+                    stream.memcpy_htod(host, &mut pool.data.slice_mut(range(dst))).map_err(err)?;
                 }
             }
         }
@@ -150,7 +149,11 @@ impl KvMemory {
     pub fn store(&mut self, tables: &[&[BlockId]]) -> Box<dyn KvStore + '_> {
         let tables: Vec<Vec<u32>> = tables.iter().map(|t| t.iter().map(|b| b.0).collect()).collect();
         match &mut self.device {
-            DeviceTier::Ram(device) => Box::new(PagedKvBatch::new(device, self.layout, tables)),
+            DeviceTier::Ram(device) => Box::new(PagedKvBatch::new(
+                bytemuck::cast_slice_mut(device.as_mut_slice()),
+                self.layout,
+                tables,
+            )),
             #[cfg(feature = "cuda")]
             DeviceTier::Cuda(pool) => Box::new(crate::ops::cuda_paged::CudaPagedKvBatch::new(pool, tables)),
         }
@@ -165,7 +168,7 @@ impl KvMemory {
         b: BlockId,
         fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
     ) -> Result<Result<(), E>, RuntimeError> {
-        let be = self.layout.block_elems();
+        let bw = self.layout.block_words();
         let capacity = match tier {
             Tier::Device => self.device_blocks(),
             Tier::Host => self.host_blocks(),
@@ -177,13 +180,13 @@ impl KvMemory {
                 capacity,
             });
         }
-        let range = b.0 as usize * be..(b.0 as usize + 1) * be;
-        let ram: &mut [f32] = match (tier, &mut self.device) {
+        let range = b.0 as usize * bw..(b.0 as usize + 1) * bw;
+        let ram: &mut [u32] = match (tier, &mut self.device) {
             (Tier::Host, _) => &mut self.host[range],
             (Tier::Device, DeviceTier::Ram(d)) => &mut d[range],
             #[cfg(feature = "cuda")]
             (Tier::Device, DeviceTier::Cuda(pool)) => {
-                let mut buf = vec![0f32; be];
+                let mut buf = vec![0f32; bw];
                 if let Err(e) = fill(bytemuck::cast_slice_mut(&mut buf)) {
                     return Ok(Err(e));
                 }
@@ -200,21 +203,21 @@ impl KvMemory {
     /// The RAM of blocks `blocks` of `tier`, each as little-endian bytes, to be filled at once
     /// (a cache file read). `None` for a VRAM tier, an id out of range, or an id given twice.
     pub fn blocks_bytes_mut(&mut self, tier: Tier, blocks: &[BlockId]) -> Option<Vec<&mut [u8]>> {
-        let be = self.layout.block_elems();
-        let ram: &mut [f32] = match (tier, &mut self.device) {
+        let bw = self.layout.block_words();
+        let ram: &mut [u32] = match (tier, &mut self.device) {
             (Tier::Host, _) => &mut self.host,
             (Tier::Device, DeviceTier::Ram(d)) => d,
             #[cfg(feature = "cuda")]
             (Tier::Device, DeviceTier::Cuda(_)) => return None,
         };
-        let mut chunks: Vec<Option<&mut [f32]>> = ram.chunks_exact_mut(be.max(1)).map(Some).collect();
+        let mut chunks: Vec<Option<&mut [u32]>> = ram.chunks_exact_mut(bw.max(1)).map(Some).collect();
         blocks
             .iter()
             .map(|b| {
                 chunks
                     .get_mut(b.0 as usize)
                     .and_then(Option::take)
-                    .map(bytemuck::cast_slice_mut::<f32, u8>)
+                    .map(bytemuck::cast_slice_mut::<u32, u8>)
             })
             .collect()
     }
@@ -222,7 +225,7 @@ impl KvMemory {
     /// Appends the device blocks `blocks`, in order, to `out` as little-endian bytes (what a
     /// cache file stores).
     pub fn copy_device_blocks(&self, blocks: &[BlockId], out: &mut Vec<u8>) -> Result<(), RuntimeError> {
-        let be = self.layout.block_elems();
+        let bw = self.layout.block_words();
         let d = self.device_blocks();
         if let Some(bad) = blocks.iter().find(|b| b.0 as usize >= d) {
             return Err(RuntimeError::BadBlock {
@@ -231,22 +234,22 @@ impl KvMemory {
                 capacity: d,
             });
         }
-        out.reserve(blocks.len() * be * 4);
+        out.reserve(blocks.len() * bw * 4);
         match &self.device {
             DeviceTier::Ram(device) => {
                 for b in blocks {
-                    let at = b.0 as usize * be;
-                    out.extend_from_slice(bytemuck::cast_slice(&device[at..at + be]));
+                    let at = b.0 as usize * bw;
+                    out.extend_from_slice(bytemuck::cast_slice(&device[at..at + bw]));
                 }
             }
             #[cfg(feature = "cuda")]
             DeviceTier::Cuda(pool) => {
-                let mut buf = vec![0f32; be];
+                let mut buf = vec![0f32; bw];
                 for b in blocks {
-                    let at = b.0 as usize * be;
+                    let at = b.0 as usize * bw;
                     pool.device
                         .cuda_stream()
-                        .memcpy_dtoh(&pool.data.slice(at..at + be), &mut buf)
+                        .memcpy_dtoh(&pool.data.slice(at..at + bw), &mut buf)
                         .map_err(|e| RuntimeError::Device(e.to_string()))?;
                     out.extend_from_slice(bytemuck::cast_slice(&buf));
                 }
@@ -255,21 +258,21 @@ impl KvMemory {
         Ok(())
     }
 
-    /// One RAM device block's contents (tests compare tiers with it); `None`
+    /// One RAM device block's bytes (tests compare tiers with it); `None`
     /// for a VRAM tier or an id out of range.
-    pub fn device_block(&self, b: BlockId) -> Option<&[f32]> {
-        let be = self.layout.block_elems();
+    pub fn device_block(&self, b: BlockId) -> Option<&[u8]> {
+        let bw = self.layout.block_words();
         match &self.device {
-            DeviceTier::Ram(device) => device.get(b.0 as usize * be..(b.0 as usize + 1) * be),
+            DeviceTier::Ram(device) => device.get(b.0 as usize * bw..(b.0 as usize + 1) * bw).map(bytemuck::cast_slice),
             #[cfg(feature = "cuda")]
             DeviceTier::Cuda(_) => None,
         }
     }
 
-    /// One host block's contents.
-    pub fn host_block(&self, b: BlockId) -> Option<&[f32]> {
-        let be = self.layout.block_elems();
-        self.host.get(b.0 as usize * be..(b.0 as usize + 1) * be)
+    /// One host block's bytes.
+    pub fn host_block(&self, b: BlockId) -> Option<&[u8]> {
+        let bw = self.layout.block_words();
+        self.host.get(b.0 as usize * bw..(b.0 as usize + 1) * bw).map(bytemuck::cast_slice)
     }
 }
 
@@ -284,22 +287,22 @@ mod tests {
             kv_heads: 1,
             head_dim: 2,
             block_size: 2,
+            dtype: crate::ops::KvDtype::F32,
         };
         let mut m = KvMemory::new(l, 3, 2);
         // 8 floats a block: block 1 is device[8..16] (RAM tier; refutable in CUDA builds).
         #[allow(irrefutable_let_patterns)]
         if let DeviceTier::Ram(d) = &mut m.device {
-            d[8..16].copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+            let floats: &mut [f32] = bytemuck::cast_slice_mut(&mut d[8..16]);
+            floats.copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
         }
         let plan = CopyPlan {
             demote: vec![(BlockId(1), BlockId(0))],
             promote: vec![(BlockId(0), BlockId(2))],
         };
         m.execute(&plan).unwrap();
-        assert_eq!(
-            m.host_block(BlockId(0)),
-            Some(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0][..])
-        );
+        let host: &[f32] = bytemuck::cast_slice(m.host_block(BlockId(0)).unwrap());
+        assert_eq!(host, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0][..]);
         assert_eq!(m.host_block(BlockId(0)), m.device_block(BlockId(1)));
         assert_eq!(m.device_block(BlockId(2)), m.device_block(BlockId(1)));
         let bad = CopyPlan {

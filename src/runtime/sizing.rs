@@ -61,6 +61,7 @@ mod tests {
 
     fn settings(pool: DevicePool, host: u64) -> CacheSettings {
         CacheSettings {
+            kv_dtype: None,
             block_size: 16,
             device_pool: pool,
             host_bytes: host,
@@ -77,6 +78,7 @@ mod tests {
             kv_heads: 2,
             head_dim: 8,
             block_size: 16,
+            dtype: crate::config::KvDtype::F32,
         };
         let bb = l.block_bytes(); // 2 * 2 * 16 * 16 * 4 = 4096
         assert_eq!(bb, 4096);

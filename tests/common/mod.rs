@@ -110,9 +110,11 @@ pub fn prompt(len: usize, vocab: usize, salt: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Cache settings for tests.
+/// Cache settings for tests: f32 K/V (the tests of the other types say so; see
+/// `tests/cache_equality.rs`'s `every_kv_dtype_*`).
 pub fn cache_settings(prefix_caching: bool, block_size: usize) -> hearth::config::CacheSettings {
     hearth::config::CacheSettings {
+        kv_dtype: Some(hearth::config::KvDtype::F32),
         block_size,
         device_pool: hearth::config::DevicePool::Bytes(1),
         host_bytes: 0,
