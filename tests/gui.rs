@@ -130,6 +130,8 @@ fn a_message_streams_its_reply_and_a_repeated_prefix_hits_the_cache() {
     assert!(cached >= 16, "the second turn reused the first: {cached}");
     h.get_by_label_contains("Hit rate since start: ");
     h.get_by_label_contains("Disk cache: 1 files");
+    // Two layers of two 64-wide K/V heads, K and V, f32: 2 KiB a token.
+    h.get_by_label("K/V: f32, 2.0 KiB per token, 524288 tokens per GiB");
     // Regenerate replaces the last reply.
     h.get_by_role_and_label(Role::Button, "Regenerate").click();
     h.run_steps(1);

@@ -585,6 +585,11 @@ async fn metrics_expose_cache_requests_and_histograms() {
         assert!(Instant::now() < deadline, "the finished request was never counted");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // The tiny model's K/V in the default type on the CPU: 2 layers × K, V × 2 heads × 64 × f16.
+    assert!(
+        text_of_metrics(&s).await.contains("hearth_kv_bytes_per_token{dtype=\"f16\"} 1024\n"),
+        "K/V bytes per token"
+    );
     let r = get(&s.app, "/metrics").await;
     assert_eq!(r.status, StatusCode::OK);
     assert!(r.headers[header::CONTENT_TYPE]
@@ -1046,4 +1051,8 @@ async fn conversation_routes_create_send_regenerate_edit_rename_and_delete() {
     // Without a disk tier the routes say so.
     let plain = server(Opts::default());
     get(&plain.app, "/v1/conversations").await.error(StatusCode::BAD_REQUEST);
+}
+
+async fn text_of_metrics(s: &TestServer) -> String {
+    get(&s.app, "/metrics").await.text()
 }

@@ -258,7 +258,11 @@ impl Engine {
             decode_tokens_per_second: c.decode_rate.clone(),
             busy: c.busy,
             disk: self.disk.as_ref().map(DiskTier::stats),
-            ..EngineStats::new(self.kv.stats())
+            ..EngineStats::new(
+                self.kv.stats(),
+                self.memory.layout().dtype,
+                self.memory.layout().token_bytes() as u64,
+            )
         }
     }
 

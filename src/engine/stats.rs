@@ -110,6 +110,17 @@ pub struct EngineStats {
     pub busy: Duration,
     /// The disk tier (cache files, reads, writes, failures); `None` without one.
     pub disk: Option<crate::persist::DiskStats>,
+    /// How K/V is stored, in every tier.
+    pub kv_dtype: crate::config::KvDtype,
+    /// Bytes one cached token takes (every layer's K and V).
+    pub kv_bytes_per_token: u64,
+}
+
+impl EngineStats {
+    /// Cached tokens one GiB holds.
+    pub fn tokens_per_gib(&self) -> u64 {
+        (1u64 << 30) / self.kv_bytes_per_token.max(1)
+    }
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -117,9 +128,11 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 }
 
 impl EngineStats {
-    pub fn new(cache: CacheStats) -> Self {
+    pub fn new(cache: CacheStats, kv_dtype: crate::config::KvDtype, kv_bytes_per_token: u64) -> Self {
         Self {
             cache,
+            kv_dtype,
+            kv_bytes_per_token,
             memory: None,
             disk: None,
             waiting: 0,

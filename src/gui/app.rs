@@ -143,6 +143,7 @@ impl HearthApp {
         flags.sampling.top_k = None;
         flags.sampling.max_tokens = None;
         flags.cache.block_size = None;
+        flags.cache.kv_dtype = None;
         flags.cache.device_pool_mib = None;
         flags.cache.host_cache_gib = None;
         flags.cache.disk_cache_gib = None;
@@ -303,6 +304,7 @@ impl HearthApp {
             top_k: s.sampling.top_k,
             max_tokens: s.max_tokens,
             block_size: s.cache.block_size,
+            kv_dtype: s.cache.kv_dtype,
             host_cache_gib: s.cache.host_bytes as f64 / (1u64 << 30) as f64,
             disk_cache_gib: s.cache.disk_budget_bytes as f64 / (1u64 << 30) as f64,
             kv_pool_mib: match s.cache.device_pool {
@@ -323,6 +325,7 @@ impl HearthApp {
         file.sampling.top_k = Some(form.top_k);
         file.sampling.max_tokens = Some(form.max_tokens);
         file.cache.block_size = Some(form.block_size);
+        file.cache.kv_dtype = form.kv_dtype.map(|t| t.name().to_string());
         file.cache.device_pool_mib = (form.kv_pool_mib > 0).then_some(form.kv_pool_mib);
         file.cache.host_cache_gib = Some(form.host_cache_gib);
         file.cache.disk_cache_gib = Some(form.disk_cache_gib);

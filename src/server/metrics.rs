@@ -94,6 +94,16 @@ pub fn render(stats: &EngineStats, model_id: &str, info: &ModelInfo) -> String {
         c.block_size,
     );
     m.family(
+        "hearth_kv_bytes_per_token",
+        "gauge",
+        "Bytes one cached token takes (K and V, all layers), labelled with the K/V type.",
+    );
+    m.sample(
+        "hearth_kv_bytes_per_token",
+        &[("dtype", stats.kv_dtype.name())],
+        stats.kv_bytes_per_token,
+    );
+    m.family(
         "hearth_kv_blocks",
         "gauge",
         "KV cache blocks by tier and state: used (referenced by running requests or pending copies), cached (evictable prefixes) and free.",

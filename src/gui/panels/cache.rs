@@ -117,6 +117,12 @@ pub fn show(ui: &mut egui::Ui, m: &AppModel) {
                 }
                 ui.separator();
                 let Some(stats) = &m.stats else { return };
+                ui.label(format!(
+                    "K/V: {}, {:.1} KiB per token, {} tokens per GiB",
+                    stats.kv_dtype,
+                    stats.kv_bytes_per_token as f64 / 1024.0,
+                    stats.tokens_per_gib()
+                ));
                 if let Some(mem) = &stats.memory {
                     let title = if cuda { "VRAM" } else { "RAM" };
                     let mut parts = vec![("weights", mem.weights, egui::Color32::from_rgb(70, 110, 200))];

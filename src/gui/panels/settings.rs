@@ -1,6 +1,6 @@
 //! The settings window: the model (a local `.gguf` path, typed or picked with the file dialog,
 //! or a hub spec, downloaded on "Load model"), sampling defaults, the
-//! KV cache's sizes and block size, and the data directory. "Save settings" writes them to the
+//! KV cache's sizes, block size and K/V type, and the data directory. "Save settings" writes them to the
 //! config file; sampling applies to the next message at once, "Load model" reloads the model
 //! (and the cache sizes with it), the data directory applies at the next start.
 
@@ -15,6 +15,8 @@ pub struct SettingsForm {
     pub top_k: usize,
     pub max_tokens: usize,
     pub block_size: usize,
+    /// How K/V is stored; `None`: the device's default (f16 on the CPU).
+    pub kv_dtype: Option<crate::config::KvDtype>,
     pub host_cache_gib: f64,
     pub disk_cache_gib: f64,
     /// 0: sized from free memory.
@@ -62,6 +64,20 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
                     .show_ui(ui, |ui| {
                         for bs in [8, 16, 32, 64, 128, 256] {
                             ui.selectable_value(&mut form.block_size, bs, bs.to_string());
+                        }
+                    });
+                ui.end_row();
+                ui.label("K/V type");
+                let shown = |t: Option<crate::config::KvDtype>| match t {
+                    None => "default (f16; f32 on CUDA)".to_string(),
+                    Some(t) => t.name().to_string(),
+                };
+                egui::ComboBox::from_id_salt("kv dtype")
+                    .selected_text(shown(form.kv_dtype))
+                    .show_ui(ui, |ui| {
+                        ui.selectable_value(&mut form.kv_dtype, None, shown(None));
+                        for t in crate::config::KvDtype::ALL {
+                            ui.selectable_value(&mut form.kv_dtype, Some(t), shown(Some(t)));
                         }
                     });
                 ui.end_row();
