@@ -19,6 +19,8 @@ pub struct CacheBenchOptions {
     pub suffix_tokens: usize,
     pub block_size: usize,
     pub repeats: usize,
+    /// How K/V is stored (`None`: the device's default).
+    pub kv_dtype: Option<crate::config::KvDtype>,
 }
 
 impl Default for CacheBenchOptions {
@@ -28,6 +30,7 @@ impl Default for CacheBenchOptions {
             suffix_tokens: 32,
             block_size: 16,
             repeats: 2,
+            kv_dtype: None,
         }
     }
 }
@@ -35,6 +38,8 @@ impl Default for CacheBenchOptions {
 /// Best-of-`repeats` times, in milliseconds unless named otherwise.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CacheBenchReport {
+    /// How K/V was stored.
+    pub kv_dtype: crate::config::KvDtype,
     pub options: CacheBenchOptions,
     pub model: String,
     pub parameters: u64,
@@ -62,10 +67,11 @@ impl std::fmt::Display for CacheBenchReport {
         let o = &self.options;
         writeln!(
             f,
-            "model: {} ({:.1}M parameters), device: {}, prefix {} + suffix {} tokens, block size {}, best of {} runs\n",
+            "model: {} ({:.1}M parameters), device: {}, K/V {}, prefix {} + suffix {} tokens, block size {}, best of {} runs\n",
             self.model,
             self.parameters as f64 / 1e6,
             self.device,
+            self.kv_dtype,
             o.prefix_tokens,
             o.suffix_tokens,
             o.block_size,
@@ -137,7 +143,7 @@ pub fn run_cache_bench(path: &Path, device: &Device, opts: CacheBenchOptions) ->
     let vocab = first.transformer.hparams().vocab_size;
     let per_request = total.div_ceil(opts.block_size) + 1;
     let cache = |prefix_caching| CacheSettings {
-        kv_dtype: None,
+        kv_dtype: opts.kv_dtype,
         block_size: opts.block_size,
         device_pool: DevicePool::Bytes(0), // sizes are given explicitly below
         host_bytes: 0,
@@ -201,6 +207,7 @@ pub fn run_cache_bench(path: &Path, device: &Device, opts: CacheBenchOptions) ->
         model: info.name,
         parameters: info.parameters,
         device: info.device,
+        kv_dtype: cache(true).kv_dtype_for(device.is_cuda()),
         ttft_cold_ms: best[0],
         ttft_device_hit_ms: best[1],
         ttft_host_hit_ms: best[2],

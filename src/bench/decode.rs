@@ -81,11 +81,12 @@ impl std::fmt::Display for BenchReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "model: {} ({:.1}M parameters, {}), device: {}, {} threads, quantized matmul: {}, best of {} runs\n",
+            "model: {} ({:.1}M parameters, {}), device: {}, K/V {}, {} threads, quantized matmul: {}, best of {} runs\n",
             self.model,
             self.parameters as f64 / 1e6,
             self.quantization,
             self.device,
+            self.options.kv_dtype,
             self.threads,
             self.isa,
             self.options.repeats

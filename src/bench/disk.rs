@@ -31,6 +31,8 @@ pub struct DiskBenchOptions {
     pub reply_tokens: usize,
     pub block_size: usize,
     pub repeats: usize,
+    /// How K/V is stored (`None`: the device's default).
+    pub kv_dtype: Option<crate::config::KvDtype>,
 }
 
 impl Default for DiskBenchOptions {
@@ -41,6 +43,7 @@ impl Default for DiskBenchOptions {
             reply_tokens: 16,
             block_size: 16,
             repeats: 3,
+            kv_dtype: None,
         }
     }
 }
@@ -48,6 +51,8 @@ impl Default for DiskBenchOptions {
 /// Best-of-`repeats` figures.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DiskBenchReport {
+    /// How K/V was stored.
+    pub kv_dtype: crate::config::KvDtype,
     pub options: DiskBenchOptions,
     pub model: String,
     pub parameters: u64,
@@ -74,11 +79,12 @@ impl std::fmt::Display for DiskBenchReport {
         let o = &self.options;
         writeln!(
             f,
-            "model: {} ({:.1}M parameters), device: {}, a {}-token conversation + {}-token reply, then a {}-token \
+            "model: {} ({:.1}M parameters), device: {}, K/V {}, a {}-token conversation + {}-token reply, then a {}-token \
              message; block size {}, best of {} runs\n",
             self.model,
             self.parameters as f64 / 1e6,
             self.device,
+            self.kv_dtype,
             o.history_tokens,
             o.reply_tokens,
             o.question_tokens,
@@ -149,7 +155,7 @@ fn bench(path: &Path, device: &Device, work: &Path, opts: DiskBenchOptions) -> R
     let total = opts.history_tokens + opts.reply_tokens + opts.question_tokens + 1;
     let blocks = total.div_ceil(opts.block_size) + 1;
     let cache = CacheSettings {
-        kv_dtype: None,
+        kv_dtype: opts.kv_dtype,
         block_size: opts.block_size,
         device_pool: DevicePool::Bytes(0), // sizes are given explicitly below
         host_bytes: 0,
@@ -233,6 +239,7 @@ fn bench(path: &Path, device: &Device, work: &Path, opts: DiskBenchOptions) -> R
         model: info.name,
         parameters: info.parameters,
         device: info.device,
+        kv_dtype: cache.kv_dtype_for(device.is_cuda()),
         cache_file_bytes: bytes,
         write_ms,
         ttft_restart_ms: restart,
@@ -286,6 +293,7 @@ mod tests {
             reply_tokens: 4,
             block_size: 16,
             repeats: 1,
+            kv_dtype: None,
         };
         let work = dir.path().join("work");
         let r = run_disk_bench(&model, &Device::Cpu, &work, opts).unwrap();

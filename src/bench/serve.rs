@@ -69,6 +69,8 @@ pub struct ServeRun {
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ServeBenchReport {
+    /// How K/V was stored.
+    pub kv_dtype: crate::config::KvDtype,
     pub options: ServeBenchOptions,
     pub model: String,
     pub parameters: u64,
@@ -84,11 +86,12 @@ impl std::fmt::Display for ServeBenchReport {
         let o = &self.options;
         writeln!(
             f,
-            "model: {} ({:.1}M parameters), device: {}, {} requests: {}-token system prompt + {}-token question, \
+            "model: {} ({:.1}M parameters), device: {}, K/V {}, {} requests: {}-token system prompt + {}-token question, \
              up to {} reply tokens; max_running {}, max_batch_tokens {}\n",
             self.model,
             self.parameters as f64 / 1e6,
             self.device,
+            self.kv_dtype,
             o.requests,
             o.system_tokens,
             o.question_tokens,
@@ -268,6 +271,7 @@ pub fn run_serve_bench(
         model: probe.info.name.clone(),
         parameters: probe.info.parameters,
         device: probe.info.device.clone(),
+        kv_dtype: settings.cache.kv_dtype_for(device.is_cuda()),
         max_running: settings.engine.max_running,
         max_batch_tokens: settings.engine.max_batch_tokens,
         options: opts.clone(),

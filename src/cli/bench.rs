@@ -26,6 +26,7 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
                 suffix_tokens,
                 block_size: settings.cache.block_size,
                 repeats,
+                kv_dtype: settings.cache.kv_dtype,
             };
             let path = bench_model(paths, gguf)?;
             let device = select_device(settings.model.device)?;
@@ -80,6 +81,7 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
                 reply_tokens,
                 block_size: settings.cache.block_size,
                 repeats,
+                kv_dtype: settings.cache.kv_dtype,
             };
             let path = bench_model(paths, gguf)?;
             let device = select_device(settings.model.device)?;
