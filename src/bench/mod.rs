@@ -8,6 +8,9 @@
 //! its cache file) against the same turn uncached, and cache file read throughput against a
 //! plain read (see [`run_disk_bench`]).
 //!
+//! `hearth bench kv`: each K/V storage type against f32 on a real model, teacher-forced (logit
+//! error, greedy agreement; see [`run_kv_bench`]).
+//!
 //! `hearth bench decode`: prefill and decode throughput of our forward against
 //! candle-transformers' `quantized_llama` on the same GGUF, in one run.
 //!
@@ -20,9 +23,11 @@ mod cache;
 pub mod client;
 mod decode;
 mod disk;
+mod kv;
 mod serve;
 
 pub use cache::{run_cache_bench, CacheBenchOptions, CacheBenchReport};
 pub use decode::{run_decode_bench, BenchError, BenchOptions, BenchReport, Throughput};
 pub use disk::{run_disk_bench, DiskBenchOptions, DiskBenchReport};
+pub use kv::{run_kv_bench, KvBenchOptions, KvBenchReport, KvTypeReport, KV_BENCH_PROMPTS};
 pub use serve::{run_serve_bench, ServeBenchOptions, ServeBenchReport, ServeRun};

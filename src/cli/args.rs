@@ -160,6 +160,21 @@ pub enum BenchCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+    /// Each K/V type (f16, bf16, q8_0) against f32, teacher-forced: logit error, same greedy tokens.
+    Kv {
+        /// A GGUF model with a chat template; default: the random ~50M-parameter Q8_0 Llama.
+        #[arg(long = "gguf", value_name = "FILE")]
+        gguf: Option<PathBuf>,
+        /// A prompt (a user message); give it several times. Default: four with clear answers.
+        #[arg(long = "prompt", value_name = "TEXT")]
+        prompts: Vec<String>,
+        /// Greedy tokens per prompt (f32 K/V) that every type is compared over.
+        #[arg(long, default_value_t = 64)]
+        tokens: usize,
+        /// Also write the results as JSON to this file ("-" for stdout, after the table).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
     /// Time to first token for a long shared prefix: cold, device hit, host hit, caching off.
     Cache {
         /// A GGUF model; default: the random ~50M-parameter Q8_0 Llama written once into the data dir.

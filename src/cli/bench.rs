@@ -93,6 +93,27 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
                 hearth::bench::run_disk_bench(&path, &device, &work, opts)
             })
         }
+        BenchCommand::Kv {
+            gguf,
+            prompts,
+            tokens,
+            json,
+        } => {
+            if tokens == 0 {
+                bail!("--tokens must be at least 1");
+            }
+            let prompts = if prompts.is_empty() {
+                hearth::bench::KV_BENCH_PROMPTS.iter().map(|p| p.to_string()).collect()
+            } else {
+                prompts
+            };
+            let path = bench_model(paths, gguf)?;
+            let device = select_device(settings.model.device)?;
+            let opts = hearth::bench::KvBenchOptions { prompts, tokens };
+            report("comparing K/V types".into(), json, || {
+                hearth::bench::run_kv_bench(&path, &device, opts)
+            })
+        }
         BenchCommand::Decode {
             gguf,
             prompt_tokens,

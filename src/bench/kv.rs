@@ -1,0 +1,256 @@
+//! `hearth bench kv`: what storing K/V as f16, bf16 or q8_0 costs in accuracy against f32, on a
+//! real model, teacher-forced.
+//!
+//! For each prompt (through the model's chat template): f32 K/V decodes `tokens` greedy tokens;
+//! then the prompt and those tokens are fed in one prefill with each K/V type and the logits of
+//! every generated position are compared with f32's. Reported per type: bytes per cached token,
+//! the mean and largest absolute logit difference, how many positions pick the same greedy
+//! token, and the first position that does not, with f32's margin there (its top two logits'
+//! difference: a near-tie flips under any rounding).
+//!
+//! Our attention gives a row the same bits whether it was decoded or prefilled (the paged
+//! store's invariant), so the teacher-forced f32 logits are the greedy run's own, and a first
+//! disagreement is where free-running greedy text with that type would first differ.
+//!
+//! Counterpart: llama.cpp's `llama-perplexity --kl-divergence` against a base run.
+
+use std::path::Path;
+
+use candle_core::{Device, Tensor};
+
+use super::BenchError;
+use crate::config::KvDtype;
+use crate::kv::BlockId;
+use crate::model::source::{resolve, ModelSource};
+use crate::model::{LoadedModel, Logits, ModelError, Transformer};
+use crate::ops::{BatchLayout, PagedLayout};
+use crate::persist::Message;
+use crate::runtime::KvMemory;
+
+/// Prompts with clear answers (the defaults of `hearth bench kv`).
+pub const KV_BENCH_PROMPTS: &[&str] = &[
+    "What is the capital of France?",
+    "Write a Python function that returns the square of a number.",
+    "List the first five prime numbers.",
+    "Explain in two sentences why the sky is blue.",
+];
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KvBenchOptions {
+    pub prompts: Vec<String>,
+    /// Greedy tokens generated (and compared) per prompt.
+    pub tokens: usize,
+}
+
+/// One type against f32.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KvTypeReport {
+    pub dtype: KvDtype,
+    pub bytes_per_token: usize,
+    pub mean_abs_logit_error: f64,
+    pub max_abs_logit_error: f64,
+    /// Positions compared and those whose greedy token is f32's.
+    pub positions: usize,
+    pub same_greedy: usize,
+    /// The first disagreement: prompt, position in the reply, f32's top-two margin there.
+    pub first_divergence: Option<(usize, usize, f32)>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KvBenchReport {
+    pub options: KvBenchOptions,
+    pub model: String,
+    pub device: String,
+    pub types: Vec<KvTypeReport>,
+}
+
+impl std::fmt::Display for KvBenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "model: {}, device: {}, {} prompts × {} greedy tokens (f32 K/V), teacher-forced with each type\n",
+            self.model,
+            self.device,
+            self.options.prompts.len(),
+            self.options.tokens
+        )?;
+        writeln!(
+            f,
+            "| K/V | bytes/token | vs f32 | mean abs logit error | max abs logit error | same greedy token | first divergence (prompt, token, f32 margin) |"
+        )?;
+        writeln!(f, "|---|---:|---:|---:|---:|---:|---|")?;
+        let base = self.types.iter().find(|t| t.dtype == KvDtype::F32).map(|t| t.bytes_per_token);
+        for t in &self.types {
+            let ratio = base.map_or(f64::NAN, |b| t.bytes_per_token as f64 / b as f64);
+            let first = match t.first_divergence {
+                None => "none".to_string(),
+                Some((p, i, m)) => format!("{p}, {i}, {m:.3}"),
+            };
+            writeln!(
+                f,
+                "| {} | {} | {:.3} | {:.4} | {:.4} | {}/{} | {} |",
+                t.dtype,
+                t.bytes_per_token,
+                ratio,
+                t.mean_abs_logit_error,
+                t.max_abs_logit_error,
+                t.same_greedy,
+                t.positions,
+                first
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn layout(tf: &Transformer, dtype: KvDtype) -> PagedLayout {
+    let s = tf.kv_shape();
+    PagedLayout {
+        layers: s.layers,
+        kv_heads: s.kv_heads,
+        head_dim: s.head_dim,
+        block_size: 16,
+        dtype,
+    }
+}
+
+fn argmax(row: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, v) in row.iter().enumerate() {
+        if *v > row[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Top logit minus the second.
+fn margin(row: &[f32]) -> f32 {
+    let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &v in row {
+        if v > a {
+            b = a;
+            a = v;
+        } else if v > b {
+            b = v;
+        }
+    }
+    a - b
+}
+
+fn rows(t: &Tensor) -> Result<Vec<Vec<f32>>, BenchError> {
+    Ok(t.to_dtype(candle_core::DType::F32)?.to_vec2::<f32>()?)
+}
+
+/// Greedy `n` tokens after `prompt` with f32 K/V.
+fn greedy_f32(tf: &Transformer, prompt: &[u32], n: usize) -> Result<Vec<u32>, BenchError> {
+    let l = layout(tf, KvDtype::F32);
+    let blocks = (prompt.len() + n + 1).div_ceil(l.block_size);
+    let mut memory = KvMemory::new(l, blocks, 0);
+    let table: Vec<BlockId> = (0..blocks as u32).map(BlockId).collect();
+    let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
+    let logits = tf.forward(prompt, &batch, memory.store(&[&table]).as_mut(), Logits::LastPerSequence)?;
+    let mut out = vec![argmax(&rows(&logits)?[0])];
+    while out.len() < n {
+        let batch = BatchLayout::single(prompt.len() + out.len() - 1, 1).map_err(ModelError::from)?;
+        let last = [out[out.len() - 1]];
+        let logits = tf.forward(&last, &batch, memory.store(&[&table]).as_mut(), Logits::LastPerSequence)?;
+        out.push(argmax(&rows(&logits)?[0]));
+    }
+    Ok(out)
+}
+
+/// The logits predicting each of `reply`'s tokens, with `prompt` and `reply` fed in one
+/// prefill over K/V stored as `dtype`.
+fn forced(tf: &Transformer, prompt: &[u32], reply: &[u32], dtype: KvDtype) -> Result<Vec<Vec<f32>>, BenchError> {
+    let l = layout(tf, dtype);
+    let mut ids = prompt.to_vec();
+    ids.extend(&reply[..reply.len() - 1]);
+    let blocks = ids.len().div_ceil(l.block_size) + 1;
+    let mut memory = KvMemory::new(l, blocks, 0);
+    let table: Vec<BlockId> = (0..blocks as u32).map(BlockId).collect();
+    let batch = BatchLayout::single(0, ids.len()).map_err(ModelError::from)?;
+    let logits = tf.forward(&ids, &batch, memory.store(&[&table]).as_mut(), Logits::All)?;
+    Ok(rows(&logits)?.split_off(prompt.len() - 1))
+}
+
+/// Runs the comparison on the GGUF at `path`.
+pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Result<KvBenchReport, BenchError> {
+    let resolved = resolve(&ModelSource::Local(path.to_path_buf()), &Default::default())?;
+    let model = LoadedModel::load(&resolved, device, None)?;
+    let tf = &model.transformer;
+    for dtype in KvDtype::ALL {
+        dtype
+            .check_head_dim(tf.kv_shape().head_dim)
+            .map_err(|e| BenchError::Serve(format!("K/V type {dtype}: {e}")))?;
+    }
+    let n = opts.tokens.max(1);
+    let mut cases = Vec::new();
+    for p in &opts.prompts {
+        let prompt = model.chat_ids(&[Message::user(p.as_str())])?;
+        let reply = greedy_f32(tf, &prompt, n)?;
+        let base = forced(tf, &prompt, &reply, KvDtype::F32)?;
+        cases.push((prompt, reply, base));
+    }
+    let mut types = Vec::new();
+    for dtype in KvDtype::ALL {
+        let (mut sum, mut max, mut count, mut same) = (0f64, 0f64, 0usize, 0usize);
+        let mut first = None;
+        for (pi, (prompt, reply, base)) in cases.iter().enumerate() {
+            let got = forced(tf, prompt, reply, dtype)?;
+            for (i, (g, b)) in got.iter().zip(base).enumerate() {
+                for (x, y) in g.iter().zip(b) {
+                    let d = f64::from((x - y).abs());
+                    sum += d;
+                    max = max.max(d);
+                }
+                count += g.len();
+                if argmax(g) == argmax(b) {
+                    same += 1;
+                } else if first.is_none() {
+                    first = Some((pi, i, margin(b)));
+                }
+            }
+        }
+        types.push(KvTypeReport {
+            dtype,
+            bytes_per_token: layout(tf, dtype).token_bytes(),
+            mean_abs_logit_error: sum / count.max(1) as f64,
+            max_abs_logit_error: max,
+            positions: cases.len() * n,
+            same_greedy: same,
+            first_divergence: first,
+        });
+    }
+    Ok(KvBenchReport {
+        options: opts,
+        model: model.info.name.clone(),
+        device: model.info.device.clone(),
+        types,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::testkit::{write_model, TinyModelSpec, WeightType};
+
+    #[test]
+    fn compares_every_type_with_f32() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        write_model(&TinyModelSpec::tiny(crate::model::hparams::Family::Llama, WeightType::Q8_0), &path).unwrap();
+        let opts = KvBenchOptions {
+            prompts: vec!["hello".into()],
+            tokens: 6,
+        };
+        let r = run_kv_bench(&path, &Device::Cpu, opts).unwrap();
+        assert_eq!(r.types.len(), 4);
+        let f32 = r.types.iter().find(|t| t.dtype == KvDtype::F32).unwrap();
+        assert_eq!((f32.max_abs_logit_error, f32.same_greedy, f32.positions), (0.0, 6, 6));
+        let f16 = r.types.iter().find(|t| t.dtype == KvDtype::F16).unwrap();
+        assert_eq!(f16.bytes_per_token * 2, f32.bytes_per_token);
+        assert!(f16.max_abs_logit_error > 0.0 && f16.max_abs_logit_error < 0.5, "{f16:?}");
+        assert!(r.to_string().contains("| q8_0 |"));
+    }
+}
