@@ -98,22 +98,7 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
             prompts,
             tokens,
             json,
-        } => {
-            if tokens == 0 {
-                bail!("--tokens must be at least 1");
-            }
-            let prompts = if prompts.is_empty() {
-                hearth::bench::KV_BENCH_PROMPTS.iter().map(|p| p.to_string()).collect()
-            } else {
-                prompts
-            };
-            let path = bench_model(paths, gguf)?;
-            let device = select_device(settings.model.device)?;
-            let opts = hearth::bench::KvBenchOptions { prompts, tokens };
-            report("comparing K/V types".into(), json, || {
-                hearth::bench::run_kv_bench(&path, &device, opts)
-            })
-        }
+        } => kv(settings, paths, gguf, prompts, tokens, json),
         BenchCommand::Decode {
             gguf,
             prompt_tokens,
@@ -136,6 +121,31 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
             })
         }
     }
+}
+
+/// `hearth bench kv`: the K/V types against f32 on `gguf` (default prompts when none given).
+fn kv(
+    settings: &Settings,
+    paths: &AppPaths,
+    gguf: Option<PathBuf>,
+    prompts: Vec<String>,
+    tokens: usize,
+    json: Option<PathBuf>,
+) -> Result<ExitCode> {
+    if tokens == 0 {
+        bail!("--tokens must be at least 1");
+    }
+    let prompts = if prompts.is_empty() {
+        hearth::bench::KV_BENCH_PROMPTS.iter().map(|p| p.to_string()).collect()
+    } else {
+        prompts
+    };
+    let path = bench_model(paths, gguf)?;
+    let device = select_device(settings.model.device)?;
+    let opts = hearth::bench::KvBenchOptions { prompts, tokens };
+    report("comparing K/V types".into(), json, || {
+        hearth::bench::run_kv_bench(&path, &device, opts)
+    })
 }
 
 /// The benchmark model: `gguf` if given, else the random ~50M Q8_0 Llama,
