@@ -107,15 +107,16 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
             no_reference,
             json,
         } => {
+            let path = bench_model(paths, gguf)?;
+            let device = select_device(settings.model.device)?;
             let opts = hearth::bench::BenchOptions {
                 prompt_tokens,
                 decode_tokens,
                 repeats,
                 reference: !no_reference,
-                kv_dtype: settings.cache.kv_dtype_for(matches!(settings.model.device, hearth::config::DeviceChoice::Cuda(_))),
+                // The type the engine would use on this device (`auto` may have chosen CUDA).
+                kv_dtype: settings.cache.kv_dtype_for(device.is_cuda()),
             };
-            let path = bench_model(paths, gguf)?;
-            let device = select_device(settings.model.device)?;
             report("benchmarking".into(), json, || {
                 hearth::bench::run_decode_bench(&path, &device, opts)
             })

@@ -237,28 +237,18 @@ impl SeqLayer<'_> {
         scores: &mut Vec<f32>,
     ) {
         use row_kernels::{Bf16, Q8_0, F16, F32};
-        #[cfg(target_arch = "x86_64")]
-        if row_kernels::simd() {
-            // SAFETY: the CPU supports AVX2, FMA and F16C, checked just above.
-            unsafe { self.kv_head_attention_avx2(pool, ctx, rows, q, heads, scale, kvh, out, scores) };
-            return;
-        }
         match self.layout.dtype {
-            KvDtype::F32 => self.kv_head_attention_impl::<false, F32>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
-            KvDtype::F16 => self.kv_head_attention_impl::<false, F16>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
-            KvDtype::Bf16 => {
-                self.kv_head_attention_impl::<false, Bf16>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
-            }
-            KvDtype::Q8_0 => {
-                self.kv_head_attention_impl::<false, Q8_0>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
-            }
+            KvDtype::F32 => self.kv_head_attention_as::<F32>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
+            KvDtype::F16 => self.kv_head_attention_as::<F16>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
+            KvDtype::Bf16 => self.kv_head_attention_as::<Bf16>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
+            KvDtype::Q8_0 => self.kv_head_attention_as::<Q8_0>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
         }
     }
 
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma,f16c")]
+    /// [`Self::kv_head_attention`] for K/V stored as `C`: the AVX2 form where the CPU has it.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn kv_head_attention_avx2(
+    #[inline(always)]
+    fn kv_head_attention_as<C: Codec>(
         &self,
         pool: &[u8],
         ctx: usize,
@@ -270,17 +260,31 @@ impl SeqLayer<'_> {
         out: &mut [f32],
         scores: &mut Vec<f32>,
     ) {
-        use row_kernels::{Bf16, Q8_0, F16, F32};
-        match self.layout.dtype {
-            KvDtype::F32 => self.kv_head_attention_impl::<true, F32>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
-            KvDtype::F16 => self.kv_head_attention_impl::<true, F16>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
-            KvDtype::Bf16 => {
-                self.kv_head_attention_impl::<true, Bf16>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
-            }
-            KvDtype::Q8_0 => {
-                self.kv_head_attention_impl::<true, Q8_0>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
-            }
+        #[cfg(target_arch = "x86_64")]
+        if row_kernels::simd() {
+            // SAFETY: the CPU supports AVX2, FMA and F16C, checked just above.
+            unsafe { self.kv_head_attention_avx2::<C>(pool, ctx, rows, q, heads, scale, kvh, out, scores) };
+            return;
         }
+        self.kv_head_attention_impl::<false, C>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn kv_head_attention_avx2<C: Codec>(
+        &self,
+        pool: &[u8],
+        ctx: usize,
+        rows: usize,
+        q: &[f32],
+        heads: usize,
+        scale: f32,
+        kvh: usize,
+        out: &mut [f32],
+        scores: &mut Vec<f32>,
+    ) {
+        self.kv_head_attention_impl::<true, C>(pool, ctx, rows, q, heads, scale, kvh, out, scores)
     }
 
     /// K/V head `kvh` and its query heads for `rows` consecutive query rows

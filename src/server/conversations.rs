@@ -108,14 +108,15 @@ pub(crate) async fn change(
         return Err(ApiError::invalid_param("title", "a title cannot be empty"));
     }
     let c = blocking(&state, move |e| {
-        let mut c = e.conversation(&id)?;
+        let mut changed = None;
         if let Some(title) = &f.title {
-            c = e.rename_conversation(&id, title)?;
+            changed = Some(e.rename_conversation(&id, title)?);
         }
         if let Some(prompt) = &f.system_prompt {
-            c = e.set_system_prompt(&id, prompt.as_deref())?;
+            changed = Some(e.set_system_prompt(&id, prompt.as_deref())?);
         }
-        Ok(c)
+        // Each change returns the conversation as written; with none, read it.
+        changed.map_or_else(|| e.conversation(&id), Ok)
     })
     .await?;
     Ok(Json(c).into_response())
