@@ -111,7 +111,11 @@ fn paged_attention_matches_the_cpu_store() {
         let back = gpu_pool.device.clone_dtoh(&gpu_pool.data).unwrap();
         let d = back
             .iter()
-            .zip(cpu_pool.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            .zip(
+                cpu_pool
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            )
             .map(|(a, b)| (a - b).abs())
             .fold(0f32, f32::max);
         assert_eq!(d, 0.0, "pool contents differ");

@@ -620,7 +620,10 @@ fn every_kv_dtype_stays_warm_across_a_restart_and_other_types_are_not_used() {
         let whole_blocks = h.committed_after_turn3 / 16 * 16;
         assert_eq!(r.cached.disk_tokens, whole_blocks, "{dtype}: {:?}", r.cached);
         assert_eq!(r.tokens, never_restarted.tokens, "{dtype}");
-        assert_eq!(r.logits, never_restarted.logits, "{dtype}: K/V from disk are the same bits");
+        assert_eq!(
+            r.logits, never_restarted.logits,
+            "{dtype}: K/V from disk are the same bits"
+        );
         second.flush_disk();
         drop(second);
 
@@ -630,7 +633,11 @@ fn every_kv_dtype_stays_warm_across_a_restart_and_other_types_are_not_used() {
             ..settings
         };
         let mut third = with_disk(other);
-        assert_eq!(third.stats().disk.unwrap().files, 0, "{dtype}: a file of another K/V type was indexed");
+        assert_eq!(
+            third.stats().disk.unwrap().files,
+            0,
+            "{dtype}: a file of another K/V type was indexed"
+        );
         let r = third.generate(&h.next, &fixed(4), |_| Ok(())).unwrap();
         assert_eq!(r.cached.disk_tokens, 0, "{dtype}");
         let layout = hearth::persist::kv_layout(third.model().transformer.kv_shape(), 16, KvDtype::F32);
@@ -640,4 +647,3 @@ fn every_kv_dtype_stays_warm_across_a_restart_and_other_types_are_not_used() {
         assert!(msg.contains(&format!("written with {dtype} K/V")), "{msg}");
     }
 }
-

@@ -587,7 +587,9 @@ async fn metrics_expose_cache_requests_and_histograms() {
     }
     // The tiny model's K/V in the default type on the CPU: 2 layers × K, V × 2 heads × 64 × f16.
     assert!(
-        text_of_metrics(&s).await.contains("hearth_kv_bytes_per_token{dtype=\"f16\"} 1024\n"),
+        text_of_metrics(&s)
+            .await
+            .contains("hearth_kv_bytes_per_token{dtype=\"f16\"} 1024\n"),
         "K/V bytes per token"
     );
     let r = get(&s.app, "/metrics").await;
@@ -642,12 +644,7 @@ async fn the_same_system_prompt_is_served_from_the_cache() {
     let system = "You are a careful assistant. Answer briefly and kindly, and never make things up. \
                   Think about the question before you answer it, and say so when you do not know."
         .repeat(2);
-    let conversation = |question: &str| {
-        vec![
-            Message::system(system.clone()),
-            Message::user(question),
-        ]
-    };
+    let conversation = |question: &str| vec![Message::system(system.clone()), Message::user(question)];
     let body = |question: &str| {
         json!({
             "messages": conversation(question),
@@ -990,7 +987,12 @@ async fn conversation_routes_create_send_regenerate_edit_rename_and_delete() {
     assert_eq!(c["title"], hearth::engine::NEW_CHAT_TITLE);
     assert_eq!(c["settings"]["system_prompt"], "Be terse.");
 
-    let reply_of = |r: &Reply| r.json()["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let reply_of = |r: &Reply| {
+        r.json()["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     let turn = json!({"content": "Hello there\nsecond line", "max_tokens": 4, "temperature": 0});
     let r = post(&s.app, &format!("/v1/conversations/{id}/messages"), &turn).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -999,10 +1001,19 @@ async fn conversation_routes_create_send_regenerate_edit_rename_and_delete() {
     let c = get(&s.app, &format!("/v1/conversations/{id}")).await.json();
     assert_eq!(c["title"], "Hello there");
     let msgs = c["messages"].as_array().unwrap();
-    assert_eq!((msgs.len(), msgs[1]["content"].as_str()), (2, Some(first.as_str())), "{c}");
+    assert_eq!(
+        (msgs.len(), msgs[1]["content"].as_str()),
+        (2, Some(first.as_str())),
+        "{c}"
+    );
 
     // Regenerate: the same (greedy) reply replaces the last one.
-    let r = post(&s.app, &format!("/v1/conversations/{id}/regenerate"), &json!({"max_tokens": 4, "temperature": 0})).await;
+    let r = post(
+        &s.app,
+        &format!("/v1/conversations/{id}/regenerate"),
+        &json!({"max_tokens": 4, "temperature": 0}),
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(reply_of(&r), first);
     s.state.engine().flush_disk();
@@ -1010,7 +1021,11 @@ async fn conversation_routes_create_send_regenerate_edit_rename_and_delete() {
     assert_eq!(c["messages"].as_array().unwrap().len(), 2, "{c}");
 
     // Edit: only a user message, never blank; refused edits change nothing.
-    for (index, body) in [("1", json!({"content": "x"})), ("0", json!({"content": "  "})), ("zz", json!({"content": "x"}))] {
+    for (index, body) in [
+        ("1", json!({"content": "x"})),
+        ("0", json!({"content": "  "})),
+        ("zz", json!({"content": "x"})),
+    ] {
         let r = send_json(Method::PUT, &format!("/v1/conversations/{id}/messages/{index}"), body).await;
         r.error(StatusCode::BAD_REQUEST);
     }
@@ -1042,15 +1057,21 @@ async fn conversation_routes_create_send_regenerate_edit_rename_and_delete() {
     assert_eq!(list["data"][0]["title"], "Renamed", "{list}");
     let r = send_json(Method::DELETE, &format!("/v1/conversations/{id}"), json!({})).await;
     assert_eq!(r.json()["deleted"], true, "{}", r.text());
-    get(&s.app, &format!("/v1/conversations/{id}")).await.error(StatusCode::NOT_FOUND);
+    get(&s.app, &format!("/v1/conversations/{id}"))
+        .await
+        .error(StatusCode::NOT_FOUND);
     post(&s.app, "/v1/conversations/nope/messages", &json!({"content": "x"}))
         .await
         .error(StatusCode::NOT_FOUND);
-    get(&s.app, "/v1/conversations/a.b").await.error(StatusCode::BAD_REQUEST);
+    get(&s.app, "/v1/conversations/a.b")
+        .await
+        .error(StatusCode::BAD_REQUEST);
 
     // Without a disk tier the routes say so.
     let plain = server(Opts::default());
-    get(&plain.app, "/v1/conversations").await.error(StatusCode::BAD_REQUEST);
+    get(&plain.app, "/v1/conversations")
+        .await
+        .error(StatusCode::BAD_REQUEST);
 }
 
 async fn text_of_metrics(s: &TestServer) -> String {

@@ -176,7 +176,9 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
     };
     Ok(BenchReport {
         options: opts,
-        model: path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        model: path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()),
         device: crate::model::device_name(device),
         parameters,
         quantization,

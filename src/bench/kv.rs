@@ -49,11 +49,23 @@ pub struct KvTypeReport {
     pub bytes_per_token: usize,
     pub mean_abs_logit_error: f64,
     pub max_abs_logit_error: f64,
+    /// The same over the log-probabilities of f32's top 10 tokens at each position: the figure
+    /// `scripts/llama-kv-error.py` reads from llama.cpp's server for its own K/V types.
+    pub mean_abs_logprob_error: f64,
+    pub max_abs_logprob_error: f64,
     /// Positions compared and those whose greedy token is f32's.
     pub positions: usize,
     pub same_greedy: usize,
-    /// The first disagreement: prompt, position in the reply, f32's top-two margin there.
-    pub first_divergence: Option<(usize, usize, f32)>,
+    /// Every disagreement, in order: prompt, position in the reply, f32's top-two margin there.
+    /// The first one is where free-running greedy text with this type would first differ.
+    pub divergences: Vec<(usize, usize, f32)>,
+}
+
+impl KvTypeReport {
+    /// The first position (prompt, token, f32 margin) whose greedy token is not f32's.
+    pub fn first_divergence(&self) -> Option<(usize, usize, f32)> {
+        self.divergences.first().copied()
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -76,27 +88,46 @@ impl std::fmt::Display for KvBenchReport {
         )?;
         writeln!(
             f,
-            "| K/V | bytes/token | vs f32 | mean abs logit error | max abs logit error | same greedy token | first divergence (prompt, token, f32 margin) |"
+            "| K/V | bytes/token | vs f32 | mean abs logit error | max abs logit error | mean / max top-10 logprob error | same greedy token | first divergence (prompt, token, f32 margin) |"
         )?;
-        writeln!(f, "|---|---:|---:|---:|---:|---:|---|")?;
-        let base = self.types.iter().find(|t| t.dtype == KvDtype::F32).map(|t| t.bytes_per_token);
+        writeln!(f, "|---|---:|---:|---:|---:|---:|---:|---|")?;
+        let base = self
+            .types
+            .iter()
+            .find(|t| t.dtype == KvDtype::F32)
+            .map(|t| t.bytes_per_token);
         for t in &self.types {
             let ratio = base.map_or(f64::NAN, |b| t.bytes_per_token as f64 / b as f64);
-            let first = match t.first_divergence {
+            let first = match t.first_divergence() {
                 None => "none".to_string(),
                 Some((p, i, m)) => format!("{p}, {i}, {m:.3}"),
             };
             writeln!(
                 f,
-                "| {} | {} | {:.3} | {:.4} | {:.4} | {}/{} | {} |",
+                "| {} | {} | {:.3} | {:.4} | {:.4} | {:.4} / {:.4} | {}/{} | {} |",
                 t.dtype,
                 t.bytes_per_token,
                 ratio,
                 t.mean_abs_logit_error,
                 t.max_abs_logit_error,
+                t.mean_abs_logprob_error,
+                t.max_abs_logprob_error,
                 t.same_greedy,
                 t.positions,
                 first
+            )?;
+        }
+        for t in self.types.iter().filter(|t| !t.divergences.is_empty()) {
+            let list: Vec<String> = t
+                .divergences
+                .iter()
+                .map(|(p, i, m)| format!("{p}:{i} ({m:.3})"))
+                .collect();
+            writeln!(
+                f,
+                "\n{} differs at (prompt:token (f32 margin)): {}",
+                t.dtype,
+                list.join(", ")
             )?;
         }
         Ok(())
@@ -138,6 +169,21 @@ fn margin(row: &[f32]) -> f32 {
     a - b
 }
 
+/// Log-softmax of a logit row.
+fn log_softmax(row: &[f32]) -> Vec<f64> {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let lse = row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max;
+    row.iter().map(|&v| v as f64 - lse).collect()
+}
+
+/// The indices of the `k` largest values, largest first.
+fn top_k(row: &[f32], k: usize) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..row.len()).collect();
+    idx.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+    idx.truncate(k);
+    idx
+}
+
 fn rows(t: &Tensor) -> Result<Vec<Vec<f32>>, BenchError> {
     Ok(t.to_dtype(candle_core::DType::F32)?.to_vec2::<f32>()?)
 }
@@ -149,7 +195,12 @@ fn greedy_f32(tf: &Transformer, prompt: &[u32], n: usize) -> Result<Vec<u32>, Be
     let mut memory = KvMemory::new(l, blocks, 0);
     let table: Vec<BlockId> = (0..blocks as u32).map(BlockId).collect();
     let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
-    let logits = tf.forward(prompt, &batch, memory.store(&[&table]).as_mut(), Logits::LastPerSequence)?;
+    let logits = tf.forward(
+        prompt,
+        &batch,
+        memory.store(&[&table]).as_mut(),
+        Logits::LastPerSequence,
+    )?;
     let mut out = vec![argmax(&rows(&logits)?[0])];
     while out.len() < n {
         let batch = BatchLayout::single(prompt.len() + out.len() - 1, 1).map_err(ModelError::from)?;
@@ -195,7 +246,8 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
     let mut types = Vec::new();
     for dtype in KvDtype::ALL {
         let (mut sum, mut max, mut count, mut same) = (0f64, 0f64, 0usize, 0usize);
-        let mut first = None;
+        let (mut lp_sum, mut lp_max, mut lp_count) = (0f64, 0f64, 0usize);
+        let mut divergences = Vec::new();
         for (pi, (prompt, reply, base)) in cases.iter().enumerate() {
             let got = forced(tf, prompt, reply, dtype)?;
             for (i, (g, b)) in got.iter().zip(base).enumerate() {
@@ -205,10 +257,17 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
                     max = max.max(d);
                 }
                 count += g.len();
+                let (lg, lb) = (log_softmax(g), log_softmax(b));
+                for k in top_k(b, 10) {
+                    let d = (lg[k] - lb[k]).abs();
+                    lp_sum += d;
+                    lp_max = lp_max.max(d);
+                    lp_count += 1;
+                }
                 if argmax(g) == argmax(b) {
                     same += 1;
-                } else if first.is_none() {
-                    first = Some((pi, i, margin(b)));
+                } else {
+                    divergences.push((pi, i, margin(b)));
                 }
             }
         }
@@ -217,9 +276,11 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
             bytes_per_token: layout(tf, dtype).token_bytes(),
             mean_abs_logit_error: sum / count.max(1) as f64,
             max_abs_logit_error: max,
+            mean_abs_logprob_error: lp_sum / lp_count.max(1) as f64,
+            max_abs_logprob_error: lp_max,
             positions: cases.len() * n,
             same_greedy: same,
-            first_divergence: first,
+            divergences,
         });
     }
     Ok(KvBenchReport {
@@ -239,7 +300,11 @@ mod tests {
     fn compares_every_type_with_f32() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.gguf");
-        write_model(&TinyModelSpec::tiny(crate::model::hparams::Family::Llama, WeightType::Q8_0), &path).unwrap();
+        write_model(
+            &TinyModelSpec::tiny(crate::model::hparams::Family::Llama, WeightType::Q8_0),
+            &path,
+        )
+        .unwrap();
         let opts = KvBenchOptions {
             prompts: vec!["hello".into()],
             tokens: 6,
@@ -250,7 +315,10 @@ mod tests {
         assert_eq!((f32.max_abs_logit_error, f32.same_greedy, f32.positions), (0.0, 6, 6));
         let f16 = r.types.iter().find(|t| t.dtype == KvDtype::F16).unwrap();
         assert_eq!(f16.bytes_per_token * 2, f32.bytes_per_token);
-        assert!(f16.max_abs_logit_error > 0.0 && f16.max_abs_logit_error < 0.5, "{f16:?}");
+        assert!(
+            f16.max_abs_logit_error > 0.0 && f16.max_abs_logit_error < 0.5,
+            "{f16:?}"
+        );
         assert!(r.to_string().contains("| q8_0 |"));
     }
 }

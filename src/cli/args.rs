@@ -205,8 +205,19 @@ mod tests {
 
     #[test]
     fn settings_flags_work_before_and_after_the_subcommand() {
-        let cli = Cli::try_parse_from(["hearth", "--top-k", "5", "run", "-p", "x", "--temperature", "0", "-n", "3"])
-            .unwrap();
+        let cli = Cli::try_parse_from([
+            "hearth",
+            "--top-k",
+            "5",
+            "run",
+            "-p",
+            "x",
+            "--temperature",
+            "0",
+            "-n",
+            "3",
+        ])
+        .unwrap();
         let s = &cli.settings.sampling;
         assert_eq!((s.top_k, s.temperature, s.max_tokens), (Some(5), Some(0.0), Some(3)));
         assert!(matches!(cli.command, Some(Command::Run(_))));

@@ -35,7 +35,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let config_file = AppPaths::resolve(cli.config.clone(), None, None)?.config_file;
     let file = ConfigFile::load(&config_file)?;
     // The data dir: --data-dir or HEARTH_DATA_DIR, else the config file's, else the platform's.
-    let data_dir = cli.settings.paths.data_dir.clone().or_else(|| file.paths.data_dir.clone());
+    let data_dir = cli
+        .settings
+        .paths
+        .data_dir
+        .clone()
+        .or_else(|| file.paths.data_dir.clone());
     let paths = AppPaths::resolve(Some(config_file), data_dir, None)?;
     let flags = cli.settings.clone();
     let settings = Settings::resolve(&file, &flags);

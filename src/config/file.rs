@@ -125,7 +125,12 @@ pub struct CacheSection {
     #[arg(long, global = true, value_name = "GIB")]
     pub disk_cache_gib: Option<f64>,
     /// Turn prefix caching off (every prompt is prefilled in full).
-    #[arg(long = "no-prefix-cache", global = true, num_args = 0, default_missing_value = "false")]
+    #[arg(
+        long = "no-prefix-cache",
+        global = true,
+        num_args = 0,
+        default_missing_value = "false"
+    )]
     pub prefix_caching: Option<bool>,
     /// Copy every full block to the host tier at once.
     #[arg(skip)]
@@ -162,7 +167,13 @@ pub struct ServerSection {
     #[arg(long, global = true)]
     pub port: Option<u16>,
     /// Require `Authorization: Bearer KEY` on the server's /v1 routes.
-    #[arg(long, global = true, env = "HEARTH_API_KEY", hide_env_values = true, value_name = "KEY")]
+    #[arg(
+        long,
+        global = true,
+        env = "HEARTH_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
     pub api_key: Option<String>,
     /// Largest request body, in KiB.
     #[arg(skip)]
@@ -313,7 +324,10 @@ mod tests {
         let mut accepted: Vec<String> = ConfigFile::keys_and_flags().into_iter().map(|(k, _)| k).collect();
         named.sort();
         accepted.sort();
-        assert_eq!(named, accepted, "config.example.toml and ConfigFile name different keys");
+        assert_eq!(
+            named, accepted,
+            "config.example.toml and ConfigFile name different keys"
+        );
         // Every example value, commented out or not, is one the file accepts.
         ConfigFile::parse(&uncommented, Path::new("config.example.toml (uncommented)")).unwrap();
     }
@@ -328,7 +342,10 @@ mod tests {
                 .unwrap_or_else(|| panic!("README's configuration table has no row for {key}"));
             let cell = row.split('|').nth(2).unwrap_or("").trim();
             let want = flag.map(|f| format!("`{f}`")).unwrap_or_else(|| "–".into());
-            assert!(cell.starts_with(&want), "README's row for {key} should give the flag {want}: {row}");
+            assert!(
+                cell.starts_with(&want),
+                "README's row for {key} should give the flag {want}: {row}"
+            );
         }
     }
 

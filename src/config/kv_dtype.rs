@@ -92,4 +92,3 @@ impl std::str::FromStr for KvDtype {
             .ok_or_else(|| "expected f16, bf16, q8_0 or f32".into())
     }
 }
-

@@ -22,15 +22,14 @@ mod settings;
 mod system;
 
 pub use error::ConfigError;
-pub use kv_dtype::{KvDtype, Q8_0_GROUP, Q8_0_GROUP_BYTES};
 pub use file::{
     CacheSection, ConfigFile, EngineSection, HubSection, ModelSection, PathsSection, SamplingSection, ServerSection,
 };
+pub use kv_dtype::{KvDtype, Q8_0_GROUP, Q8_0_GROUP_BYTES};
 pub use paths::AppPaths;
 pub use sampling::{SamplingParams, SamplingParamsError};
 pub use settings::{
     default_device_fraction, default_host_bytes, CacheSettings, DeviceChoice, DevicePool, EngineSettings, HubSettings,
-    ModelSettings, ServerSettings, Settings, DEFAULT_DISK_BUDGET_GIB, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
-    DEFAULT_PORT,
+    ModelSettings, ServerSettings, Settings, DEFAULT_DISK_BUDGET_GIB, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_PORT,
 };
 pub use system::{available_ram_bytes, total_ram_bytes};

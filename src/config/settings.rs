@@ -459,7 +459,10 @@ mod tests {
         // Each flag lands on its key, and a flag wins over the file's value for that key only.
         let f = flags(&["-m", "x.gguf", "--offline", "--threads", "3", "--port", "9", "-n", "7"]);
         assert_eq!(f.model.source.as_deref(), Some("x.gguf"));
-        assert_eq!((f.hub.offline, f.engine.threads, f.server.port), (Some(true), Some(3), Some(9)));
+        assert_eq!(
+            (f.hub.offline, f.engine.threads, f.server.port),
+            (Some(true), Some(3), Some(9))
+        );
         assert_eq!(f.sampling.max_tokens, Some(7));
         assert_eq!(flags(&[]).hub.offline, None, "an absent flag leaves the file's value");
         let file = ConfigFile::parse("[server]\nport = 1\nmax_body_kib = 2\n", Path::new("c.toml")).unwrap();

@@ -14,8 +14,7 @@
 use super::{EngineError, EngineHandle, GenerateParams, GenerateRequest, RequestStream, SaveTo};
 use crate::model::chat::{Message, Role};
 use crate::persist::{
-    title_from, Conversation, ConversationId, ConversationSettings, ConversationSummary, PersistError,
-    NEW_CHAT_TITLE,
+    title_from, Conversation, ConversationId, ConversationSettings, ConversationSummary, PersistError, NEW_CHAT_TITLE,
 };
 
 impl EngineHandle {
@@ -122,7 +121,9 @@ impl EngineHandle {
                 c.messages.pop();
             }
             if c.messages.is_empty() {
-                return Err(EngineError::InvalidRequest("the conversation has no message to reply to".into()));
+                return Err(EngineError::InvalidRequest(
+                    "the conversation has no message to reply to".into(),
+                ));
             }
             Ok(())
         })?;

@@ -131,7 +131,12 @@ impl Engine {
             write_through: cache.write_through,
             bytes_per_block: layout.block_bytes(),
         })?;
-        let memory = KvMemory::on_device(model.transformer.device(), layout, sizes.device_blocks, sizes.host_blocks)?;
+        let memory = KvMemory::on_device(
+            model.transformer.device(),
+            layout,
+            sizes.device_blocks,
+            sizes.host_blocks,
+        )?;
         tracing::debug!(
             "KV cache: {} device blocks, {} host blocks of {} tokens ({} KiB each)",
             sizes.device_blocks,
@@ -240,7 +245,11 @@ impl Engine {
     /// device tier and the rest (VRAM on a CUDA device, RAM otherwise).
     pub fn memory(&self) -> Result<MemorySplit, EngineError> {
         let weights = self.model.transformer.weight_bytes();
-        Ok(memory_split(self.model.transformer.device(), weights, &self.kv.stats().device)?)
+        Ok(memory_split(
+            self.model.transformer.device(),
+            weights,
+            &self.kv.stats().device,
+        )?)
     }
 
     /// A snapshot of the cache, the queue and the counters.

@@ -22,8 +22,8 @@ use std::time::Instant;
 use tokio::sync::mpsc as events;
 
 use super::{Engine, EngineError, EngineStats, Event, GenerateRequest, RequestId};
-use crate::model::{LoadedModel, ModelInfo};
 use crate::model::chat::Message;
+use crate::model::{LoadedModel, ModelInfo};
 use crate::persist::{ConversationId, ConversationStore, PersistError};
 
 /// The sending half of a request's events.

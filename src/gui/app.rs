@@ -460,14 +460,18 @@ impl HearthApp {
                 }
             }
             Action::Regenerate => {
-                let Some(id) = self.model.open_id().cloned() else { return };
+                let Some(id) = self.model.open_id().cloned() else {
+                    return;
+                };
                 if !self.model.busy() {
                     let sent = engine.regenerate(&id, &self.defaults);
                     self.stream_reply(&id, sent);
                 }
             }
             Action::ResendEdited(index, text) => {
-                let Some(id) = self.model.open_id().cloned() else { return };
+                let Some(id) = self.model.open_id().cloned() else {
+                    return;
+                };
                 if self.model.busy() || text.trim().is_empty() {
                     return;
                 }

@@ -26,7 +26,13 @@ impl KvDtype {
     ///
     /// Panics if the lengths do not match (or, for `q8_0`, `src` is not whole groups).
     pub fn encode(self, src: &[f32], dst: &mut [u8]) {
-        assert_eq!(dst.len(), self.row_bytes(src.len()), "{} values into {} bytes", src.len(), dst.len());
+        assert_eq!(
+            dst.len(),
+            self.row_bytes(src.len()),
+            "{} values into {} bytes",
+            src.len(),
+            dst.len()
+        );
         match self {
             Self::F32 => {
                 for (d, x) in dst.chunks_exact_mut(4).zip(src) {

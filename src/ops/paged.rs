@@ -236,7 +236,7 @@ impl SeqLayer<'_> {
         out: &mut [f32],
         scores: &mut Vec<f32>,
     ) {
-        use row_kernels::{Bf16, Q8_0, F16, F32};
+        use row_kernels::{Bf16, F16, F32, Q8_0};
         match self.layout.dtype {
             KvDtype::F32 => self.kv_head_attention_as::<F32>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
             KvDtype::F16 => self.kv_head_attention_as::<F16>(pool, ctx, rows, q, heads, scale, kvh, out, scores),
@@ -700,7 +700,10 @@ mod tests {
                 parallel,
             );
             let t = &tiled[r * qe..][..qe];
-            assert!(t.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()), "{dtype} row {r}");
+            assert!(
+                t.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{dtype} row {r}"
+            );
         }
     }
 

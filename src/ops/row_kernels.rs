@@ -81,7 +81,10 @@ impl Codec for Q8_0 {
     unsafe fn load8(row: *const u8, c: usize) -> __m256 {
         use super::kv_dtype::{Q8_0_GROUP, Q8_0_GROUP_BYTES};
         let g = row.add(8 * c / Q8_0_GROUP * Q8_0_GROUP_BYTES);
-        let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(u16::from_le_bytes([*g, *g.add(1)])))));
+        let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(u16::from_le_bytes([
+            *g,
+            *g.add(1),
+        ])))));
         let q = _mm_loadl_epi64(g.add(2 + 8 * c % Q8_0_GROUP).cast());
         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(d))
     }
@@ -180,10 +183,13 @@ pub(super) fn weighted_sum<const SIMD: bool, C: Codec>(probs: &[f32], pool: &[u8
 pub(super) fn simd() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        cfg!(all(target_feature = "avx2", target_feature = "fma", target_feature = "f16c"))
-            || (std::is_x86_feature_detected!("avx2")
-                && std::is_x86_feature_detected!("fma")
-                && std::is_x86_feature_detected!("f16c"))
+        cfg!(all(
+            target_feature = "avx2",
+            target_feature = "fma",
+            target_feature = "f16c"
+        )) || (std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("f16c"))
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -248,7 +254,9 @@ mod avx2 {
                 let lo = _mm256_permute2f128_ps::<0x20>(b0, b1);
                 let hi = _mm256_permute2f128_ps::<0x31>(b0, b1);
                 let tail: [f32; 8] = if !d.is_multiple_of(8) {
-                    std::array::from_fn(|r| super::tail::<C>(q, std::slice::from_raw_parts(pk.add((j + r) * stride), rb), d))
+                    std::array::from_fn(|r| {
+                        super::tail::<C>(q, std::slice::from_raw_parts(pk.add((j + r) * stride), rb), d)
+                    })
                 } else {
                     [0.0; 8]
                 };
@@ -405,7 +413,10 @@ mod tests {
                 for (p, s) in s.iter().enumerate() {
                     let r = row(p);
                     let exact: f64 = q.iter().zip(&r).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * 0.3;
-                    assert!((*s as f64 - exact).abs() < 1e-5, "{dtype} d {d} row {p}: {s} vs {exact}");
+                    assert!(
+                        (*s as f64 - exact).abs() < 1e-5,
+                        "{dtype} d {d} row {p}: {s} vs {exact}"
+                    );
                     for (w, x) in want_o.iter_mut().zip(&r) {
                         *w += probs[p] as f64 * *x as f64;
                     }

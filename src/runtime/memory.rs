@@ -137,7 +137,9 @@ impl KvMemory {
                 }
                 for &(src, dst) in &plan.promote {
                     let host: &[f32] = bytemuck::cast_slice(&self.host[range(src)]);
-                    stream.memcpy_htod(host, &mut pool.data.slice_mut(range(dst))).map_err(err)?;
+                    stream
+                        .memcpy_htod(host, &mut pool.data.slice_mut(range(dst)))
+                        .map_err(err)?;
                 }
             }
         }
@@ -263,7 +265,9 @@ impl KvMemory {
     pub fn device_block(&self, b: BlockId) -> Option<&[u8]> {
         let bw = self.layout.block_words();
         match &self.device {
-            DeviceTier::Ram(device) => device.get(b.0 as usize * bw..(b.0 as usize + 1) * bw).map(bytemuck::cast_slice),
+            DeviceTier::Ram(device) => device
+                .get(b.0 as usize * bw..(b.0 as usize + 1) * bw)
+                .map(bytemuck::cast_slice),
             #[cfg(feature = "cuda")]
             DeviceTier::Cuda(_) => None,
         }
@@ -272,7 +276,9 @@ impl KvMemory {
     /// One host block's bytes.
     pub fn host_block(&self, b: BlockId) -> Option<&[u8]> {
         let bw = self.layout.block_words();
-        self.host.get(b.0 as usize * bw..(b.0 as usize + 1) * bw).map(bytemuck::cast_slice)
+        self.host
+            .get(b.0 as usize * bw..(b.0 as usize + 1) * bw)
+            .map(bytemuck::cast_slice)
     }
 }
 

@@ -68,9 +68,7 @@ fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError> {
     }
     wire.into_iter()
         .enumerate()
-        .map(|(i, m)| {
-            Ok(Message::new(Role::parse(&m.role), content_text(m.content, i)?))
-        })
+        .map(|(i, m)| Ok(Message::new(Role::parse(&m.role), content_text(m.content, i)?)))
         .collect()
 }
 

@@ -67,7 +67,10 @@ pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/v1/chat/completions", post(chat::handle))
         .route("/v1/completions", post(completions::handle))
-        .route("/v1/conversations", get(conversations::list).post(conversations::create))
+        .route(
+            "/v1/conversations",
+            get(conversations::list).post(conversations::create),
+        )
         .route(
             "/v1/conversations/{id}",
             get(conversations::get)

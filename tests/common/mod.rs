@@ -2,6 +2,8 @@
 //! reference implementations behind one small trait.
 #![allow(dead_code)]
 
+pub mod real;
+
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file;

@@ -409,4 +409,3 @@ pub(super) fn python_float_repr(x: f64) -> String {
         None => debug,
     }
 }
-

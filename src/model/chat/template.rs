@@ -13,7 +13,6 @@ use super::python::{raise_exception, raised_message, strftime_now, strip_generat
 use super::Message;
 use crate::model::{tokenizer::Tokenizer, ModelError};
 
-
 /// The GGUF metadata key holding the model's default chat template.
 pub const GGUF_CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
 

@@ -146,7 +146,8 @@ fn chatml_fallback() {
 fn trim_and_lstrip_blocks_like_hf() {
     // trim_blocks drops the newline after a block tag; lstrip_blocks drops
     // the indentation before one; no trailing newline is kept.
-    let src = "{% for m in messages %}\n    {% if m.role == 'user' %}\n[{{ m.content }}]\n    {% endif %}\n{% endfor %}\n";
+    let src =
+        "{% for m in messages %}\n    {% if m.role == 'user' %}\n[{{ m.content }}]\n    {% endif %}\n{% endfor %}\n";
     let t = template(src, "", "");
     assert_eq!(
         t.render(&msgs(&[("user", "a"), ("assistant", "b"), ("user", "c")]), false)
