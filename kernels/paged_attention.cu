@@ -59,12 +59,13 @@ __device__ float block_sum(float x, float *scratch) {
 //   tables:     [seqs, max_blocks] block tables
 //   token_seq:  [tokens] which sequence each query token belongs to
 //   token_pos:  [tokens] its position; it attends to positions 0 ..= pos
+//   window:     0, or a sliding window: it attends to positions pos - window + 1 ..= pos only
 // grid: (tokens, heads); block: a power of two (e.g. 128) threads.
 // dynamic shared memory: (blockDim.x + head_dim) floats.
 template <typename T>
 __device__ void paged_attention(T *out, const T *q, const T *pool, const uint32_t *tables, const uint32_t *token_seq,
                                 const uint32_t *token_pos, int max_blocks, int layer, int layers, int block_size,
-                                int kv_heads, int head_dim, int heads, float scale) {
+                                int kv_heads, int head_dim, int heads, float scale, int window) {
     extern __shared__ float smem[];
     float *scratch = smem;              // blockDim.x
     float *acc = smem + blockDim.x;     // head_dim
@@ -73,6 +74,7 @@ __device__ void paged_attention(T *out, const T *q, const T *pool, const uint32_
     const int kvh = h / (heads / kv_heads);
     const uint32_t *table = tables + (size_t)token_seq[t] * max_blocks;
     const int ctx = token_pos[t] + 1;
+    const int first = window > 0 && ctx > window ? ctx - window : 0;
     const T *qh = q + ((size_t)t * heads + h) * head_dim;
     const int row_elems = kv_heads * head_dim;
 
@@ -80,7 +82,7 @@ __device__ void paged_attention(T *out, const T *q, const T *pool, const uint32_
 
     // Pass 1: the largest score.
     float m = -INFINITY;
-    for (int p = threadIdx.x; p < ctx; p += blockDim.x) {
+    for (int p = first + threadIdx.x; p < ctx; p += blockDim.x) {
         const T *kp = pool + plane_offset(table[p / block_size], layer, 0, layers, block_size, kv_heads, head_dim) +
                       (size_t)(p % block_size) * row_elems + (size_t)kvh * head_dim;
         float s = 0.f;
@@ -91,7 +93,7 @@ __device__ void paged_attention(T *out, const T *q, const T *pool, const uint32_
 
     // Pass 2: exp-sum and the weighted sum of V (accumulated in shared memory).
     float l = 0.f;
-    for (int p = threadIdx.x; p < ctx; p += blockDim.x) {
+    for (int p = first + threadIdx.x; p < ctx; p += blockDim.x) {
         const uint32_t b = table[p / block_size];
         const size_t row = (size_t)(p % block_size) * row_elems + (size_t)kvh * head_dim;
         const T *kp = pool + plane_offset(b, layer, 0, layers, block_size, kv_heads, head_dim) + row;
@@ -125,9 +127,9 @@ template <typename T> __device__ void copy_blocks(T *pool, const uint32_t *pairs
     extern "C" __global__ void paged_attention_##SUFFIX(                                                         \
         T *out, const T *q, const T *pool, const uint32_t *tables, const uint32_t *token_seq,                   \
         const uint32_t *token_pos, int max_blocks, int layer, int layers, int block_size, int kv_heads,          \
-        int head_dim, int heads, float scale) {                                                                  \
+        int head_dim, int heads, float scale, int window) {                                                      \
         paged_attention<T>(out, q, pool, tables, token_seq, token_pos, max_blocks, layer, layers, block_size,   \
-                           kv_heads, head_dim, heads, scale);                                                    \
+                           kv_heads, head_dim, heads, scale, window);                                            \
     }                                                                                                            \
     extern "C" __global__ void copy_blocks_##SUFFIX(T *pool, const uint32_t *pairs, unsigned long long block_elems) { \
         copy_blocks<T>(pool, pairs, (size_t)block_elems);                                                        \

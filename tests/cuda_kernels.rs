@@ -9,7 +9,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use hearth::ops::cuda_paged::{CudaPagedKvBatch, CudaPool};
-use hearth::ops::{BatchLayout, KvStore, PagedKvBatch, PagedLayout, SeqChunk};
+use hearth::ops::{Attend, BatchLayout, KvStore, PagedKvBatch, PagedLayout, SeqChunk};
 
 fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -79,9 +79,13 @@ fn paged_attention_matches_the_cpu_store() {
                 let q = mk(t * heads * head_dim, seed, (t, heads, head_dim));
                 let k = mk(t * kv_heads * head_dim, seed + 100, (t, kv_heads, head_dim));
                 let v = mk(t * kv_heads * head_dim, seed + 200, (t, kv_heads, head_dim));
-                let scale = 1.0 / (head_dim as f64).sqrt();
+                // Layer 0 is a sliding-window layer (Gemma 3's local layers), layer 1 global.
+                let how = Attend {
+                    scale: 1.0 / (head_dim as f64).sqrt(),
+                    window: (layer == 0).then_some(19),
+                };
                 let expect = PagedKvBatch::new(&mut cpu_pool, l, tables.clone())
-                    .attend(layer, &q, &k, &v, &batch, scale)
+                    .attend(layer, &q, &k, &v, &batch, how)
                     .unwrap();
                 let (qg, kg, vg) = (
                     q.to_device(&gpu).unwrap(),
@@ -89,7 +93,7 @@ fn paged_attention_matches_the_cpu_store() {
                     v.to_device(&gpu).unwrap(),
                 );
                 let got = CudaPagedKvBatch::new(&mut gpu_pool, tables.clone())
-                    .attend(layer, &qg, &kg, &vg, &batch, scale)
+                    .attend(layer, &qg, &kg, &vg, &batch, how)
                     .unwrap()
                     .to_device(&Device::Cpu)
                     .unwrap();

@@ -8,6 +8,17 @@
 //! | Llama (2, 3.x, Mistral, SmolLM2, TinyLlama) | `llama` | interleaved | no | no |
 //! | Qwen2 / Qwen2.5 | `qwen2` | NeoX (halves) | yes | no |
 //! | Qwen3 | `qwen3` | NeoX (halves) | no | yes |
+//! | Gemma 3 | `gemma3` | NeoX (halves) | no | yes |
+//!
+//! Gemma 3 also scales the embedding by √hidden, uses a GELU (tanh) gated MLP, normalizes
+//! each block's attention and MLP outputs again (`post_attention_norm`, `post_ffw_norm`), and
+//! interleaves sliding-window ("local") layers with global ones: a local layer attends to the
+//! last `attention.sliding_window` positions only and uses its own rope base. Which layers are
+//! local, the local rope base and the query scale follow llama.cpp (`src/models/gemma3.cpp`):
+//! `attention.sliding_window_pattern` when the file has it (a period, or one flag per layer),
+//! else Gemma 3's period of 6 (five local layers, then a global one); `rope.freq_base_swa`,
+//! else 10 000; queries scaled by `1/√head_dim`, except the 62-layer 27B
+//! (`query_pre_attn_scalar` = hidden / heads). `attention.sliding_window` itself is required.
 //!
 //! The rope pairing follows llama.cpp's `llama_model_rope_type`: its converter
 //! permutes Llama's Q/K rows so that rotation pairs are adjacent (`LLAMA_ROPE_TYPE_NORM`),
@@ -21,13 +32,14 @@ use super::gguf::{md_opt_f64, md_opt_str, md_opt_usize, md_str, md_usize};
 use super::ModelError;
 
 /// The architecture names hearth accepts in `general.architecture`.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma3"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Llama,
     Qwen2,
     Qwen3,
+    Gemma3,
 }
 
 impl Family {
@@ -36,6 +48,7 @@ impl Family {
             "llama" => Ok(Self::Llama),
             "qwen2" => Ok(Self::Qwen2),
             "qwen3" => Ok(Self::Qwen3),
+            "gemma3" => Ok(Self::Gemma3),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -49,13 +62,14 @@ impl Family {
             Self::Llama => "llama",
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
+            Self::Gemma3 => "gemma3",
         }
     }
 
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Self::Llama => RopeStyle::Interleaved,
-            Self::Qwen2 | Self::Qwen3 => RopeStyle::Neox,
+            Self::Qwen2 | Self::Qwen3 | Self::Gemma3 => RopeStyle::Neox,
         }
     }
 }
@@ -96,6 +110,36 @@ pub struct HParams {
     pub rms_eps: f64,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
+    /// What multiplies `q · k` in attention (`1/√head_dim` unless the family says otherwise).
+    pub attention_scale: f64,
+    /// Gemma: the token embedding is multiplied by this (√hidden).
+    pub embedding_scale: Option<f64>,
+    /// Sliding-window attention: which layers are local, their window and rope base.
+    pub sliding: Option<SlidingWindow>,
+}
+
+/// Gemma 3's local layers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlidingWindow {
+    /// A local layer's query at position `p` attends to positions `p - window + 1 ..= p`
+    /// (llama.cpp's `LLAMA_SWA_TYPE_STANDARD`).
+    pub window: usize,
+    /// One flag per layer: `true` for a local (sliding-window) layer.
+    pub local: Vec<bool>,
+    /// The rope base of the local layers.
+    pub rope_base: f64,
+}
+
+/// Gemma 3's published values where its GGUFs leave them out (as llama.cpp assumes them).
+const GEMMA3_SLIDING_PERIOD: usize = 6;
+const GEMMA3_LOCAL_ROPE_BASE: f64 = 10_000.0;
+
+impl HParams {
+    /// The attention window of `layer`: `Some(n)` for a local layer, `None` for a global one.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        let s = self.sliding.as_ref()?;
+        s.local.get(layer).copied().unwrap_or(false).then_some(s.window)
+    }
 }
 
 impl HParams {
@@ -171,11 +215,25 @@ impl HParams {
                 ));
             }
         };
+        let layers = md_usize(md, &key("block_count"))?;
+        let (attention_scale, embedding_scale, sliding) = match family {
+            Family::Gemma3 => {
+                // llama.cpp: the 27B (62 layers) scales by hidden / heads (query_pre_attn_scalar).
+                let pre_attn = if layers == 62 { hidden / heads } else { head_dim };
+                let sliding = gemma3_sliding(md, &key, layers)?;
+                (
+                    1.0 / (pre_attn as f64).sqrt(),
+                    Some((hidden as f64).sqrt()),
+                    Some(sliding),
+                )
+            }
+            _ => (1.0 / (head_dim as f64).sqrt(), None, None),
+        };
         Ok(Self {
             family,
             vocab_size,
             hidden,
-            layers: md_usize(md, &key("block_count"))?,
+            layers,
             heads,
             kv_heads,
             head_dim,
@@ -184,6 +242,66 @@ impl HParams {
             rms_eps: md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
             rope_base: md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_scaling,
+            attention_scale,
+            embedding_scale,
+            sliding,
         })
     }
+}
+
+/// Gemma 3's sliding-window layers from `{arch}.attention.sliding_window` (required) and
+/// the optional pattern and local rope base (see the module docs).
+fn gemma3_sliding(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    layers: usize,
+) -> Result<SlidingWindow, ModelError> {
+    let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+    let window = md_usize(md, &key("attention.sliding_window"))?;
+    if window == 0 {
+        return Err(bad("attention.sliding_window", "a window of 0 positions".into()));
+    }
+    let local = match md.get(&key("attention.sliding_window_pattern")) {
+        None => period_pattern(GEMMA3_SLIDING_PERIOD, layers),
+        Some(Value::Array(flags)) => {
+            let flags: Option<Vec<bool>> = flags
+                .iter()
+                .map(|v| match v {
+                    Value::Bool(b) => Some(*b),
+                    _ => None,
+                })
+                .collect();
+            match flags {
+                Some(f) if f.len() == layers => f,
+                Some(f) => {
+                    return Err(bad(
+                        "attention.sliding_window_pattern",
+                        format!("{} flags for {layers} layers", f.len()),
+                    ))
+                }
+                None => {
+                    return Err(bad(
+                        "attention.sliding_window_pattern",
+                        "an array of non-booleans".into(),
+                    ))
+                }
+            }
+        }
+        Some(_) => {
+            let period = md_usize(md, &key("attention.sliding_window_pattern"))?;
+            period_pattern(period, layers)
+        }
+    };
+    let rope_base = md_opt_f64(md, &key("rope.freq_base_swa"))?.unwrap_or(GEMMA3_LOCAL_ROPE_BASE);
+    Ok(SlidingWindow {
+        window,
+        local,
+        rope_base,
+    })
+}
+
+/// llama.cpp's `set_swa_pattern(n)`: in every run of `n` layers the last is global; `n = 0`
+/// makes every layer local.
+fn period_pattern(n: usize, layers: usize) -> Vec<bool> {
+    (0..layers).map(|il| n == 0 || il % n < n - 1).collect()
 }

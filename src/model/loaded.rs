@@ -83,9 +83,9 @@ impl LoadedModel {
             None => match &resolved.tokenizer_config {
                 Some(cfg) => match ChatTemplate::from_tokenizer_config(cfg, &tokenizer)? {
                     Some(t) => t,
-                    None => ChatTemplate::chatml(&tokenizer),
+                    None => ChatTemplate::fallback(hp.family, &tokenizer),
                 },
-                None => ChatTemplate::chatml(&tokenizer),
+                None => ChatTemplate::fallback(hp.family, &tokenizer),
             },
         };
         let transformer = Transformer::from_gguf(&mut file, device, context)?;

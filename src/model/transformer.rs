@@ -19,11 +19,20 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
-use super::hparams::HParams;
+use super::hparams::{Family, HParams};
 use super::linear::{FusedLinear, QLinear};
 use super::rope::{positions_tensor, RopeTables};
 use super::ModelError;
-use crate::ops::{BatchLayout, KvShape, KvStore, OpsError};
+use crate::ops::{Attend, BatchLayout, KvShape, KvStore, OpsError};
+
+/// The MLP's gate activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activation {
+    /// Llama, Qwen: `silu(gate) * up`.
+    Silu,
+    /// Gemma: `gelu_tanh(gate) * up` (llama.cpp's `LLM_FFN_GELU`).
+    GeluTanh,
+}
 
 /// Which rows get logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +62,12 @@ struct Mlp {
 struct Layer {
     attn_norm: Tensor,
     attn: Attention,
+    /// Gemma: RMSNorm of the attention output before the residual add.
+    post_attn_norm: Option<Tensor>,
     ffn_norm: Tensor,
     mlp: Mlp,
+    /// Gemma: RMSNorm of the MLP output before the residual add.
+    post_ffn_norm: Option<Tensor>,
 }
 
 /// A loaded model: quantized weights and the forward over them.
@@ -65,6 +78,9 @@ pub struct Transformer {
     norm: Tensor,
     output: QLinear,
     rope: RopeTables,
+    /// Gemma 3: the sliding-window layers' tables (their own base).
+    rope_local: Option<RopeTables>,
+    activation: Activation,
     device: Device,
     /// Bytes the weights take in memory (quantized tensors as stored, plus
     /// the f32 embedding table).
@@ -86,8 +102,6 @@ impl Transformer {
         let embd_shape = file.tensor_shape("token_embd.weight");
         let hp = HParams::from_metadata(file.metadata(), embd_shape.as_ref().map(|s| s[0]))?;
         let (d, hd) = (hp.hidden, hp.head_dim);
-        let q_dim = hp.heads * hd;
-        let kv_dim = hp.kv_heads * hd;
 
         let embedding_q = load_2d(file, "token_embd.weight", [hp.vocab_size, d], device)?;
         let embedding = embedding_q.dequantize(device)?.to_dtype(DType::F32)?;
@@ -115,70 +129,36 @@ impl Transformer {
             ),
             None => None,
         };
-        let rope = RopeTables::new(
-            hd,
-            hp.rope_base,
-            freq_factors.as_deref(),
-            hp.rope_scaling,
-            hp.family.rope_style(),
-            max_positions,
-            device,
-        )?;
-
-        let mut layers = Vec::with_capacity(hp.layers);
-        for i in 0..hp.layers {
-            let n = |s: &str| format!("blk.{i}.{s}");
-            let bias = if file.has_tensor(&n("attn_q.bias")) {
-                Some([
-                    load_vec(file, &n("attn_q.bias"), q_dim, device)?,
-                    load_vec(file, &n("attn_k.bias"), kv_dim, device)?,
-                    load_vec(file, &n("attn_v.bias"), kv_dim, device)?,
-                ])
-            } else {
-                None
-            };
-            let qk_norm = if file.has_tensor(&n("attn_q_norm.weight")) {
-                Some([
-                    load_vec(file, &n("attn_q_norm.weight"), hd, device)?,
-                    load_vec(file, &n("attn_k_norm.weight"), hd, device)?,
-                ])
-            } else {
-                None
-            };
-            layers.push(Layer {
-                attn_norm: load_vec(file, &n("attn_norm.weight"), d, device)?,
-                attn: Attention {
-                    qkv: FusedLinear::new(
-                        vec![
-                            load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?,
-                            load_2d(file, &n("attn_k.weight"), [kv_dim, d], device)?,
-                            load_2d(file, &n("attn_v.weight"), [kv_dim, d], device)?,
-                        ],
-                        device,
-                    )?,
-                    wo: QLinear::new(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?, device)?,
-                    bias,
-                    qk_norm,
-                },
-                ffn_norm: load_vec(file, &n("ffn_norm.weight"), d, device)?,
-                mlp: Mlp {
-                    gate_up: FusedLinear::new(
-                        vec![
-                            load_2d(file, &n("ffn_gate.weight"), [hp.ffn, d], device)?,
-                            load_2d(file, &n("ffn_up.weight"), [hp.ffn, d], device)?,
-                        ],
-                        device,
-                    )?,
-                    down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?, device)?,
-                },
-            });
-        }
+        let tables = |base: f64| {
+            RopeTables::new(
+                hd,
+                base,
+                freq_factors.as_deref(),
+                hp.rope_scaling,
+                hp.family.rope_style(),
+                max_positions,
+                device,
+            )
+        };
+        let rope = tables(hp.rope_base)?;
+        let rope_local = match &hp.sliding {
+            Some(s) => Some(tables(s.rope_base)?),
+            None => None,
+        };
+        let layers = (0..hp.layers)
+            .map(|i| load_layer(file, &hp, i, device))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             norm: load_vec(file, "output_norm.weight", d, device)?,
             output: QLinear::new(output, device)?,
             embedding,
             layers,
             rope,
+            rope_local,
+            activation: match hp.family {
+                Family::Gemma3 => Activation::GeluTanh,
+                _ => Activation::Silu,
+            },
             device: device.clone(),
             weight_bytes,
             hp,
@@ -247,11 +227,22 @@ impl Transformer {
         let t = tokens.len();
         let ids = Tensor::new(tokens, &self.device)?;
         let positions = positions_tensor(&batch.positions(), &self.device)?;
-        let (cos, sin) = self.rope.gather(&positions)?;
-        let scale = 1.0 / (hp.head_dim as f64).sqrt();
+        let global = self.rope.gather(&positions)?;
+        let local = match &self.rope_local {
+            Some(r) => Some(r.gather(&positions)?),
+            None => None,
+        };
 
         let mut x = self.embedding.index_select(&ids, 0)?; // [t, hidden]
+        if let Some(s) = hp.embedding_scale {
+            x = x.affine(s, 0.0)?;
+        }
         for (li, layer) in self.layers.iter().enumerate() {
+            let window = hp.window(li);
+            let (cos, sin) = match (&local, window) {
+                (Some(l), Some(_)) => l,
+                _ => &global,
+            };
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, hp.rms_eps as f32)?;
             let a = &layer.attn;
             let [mut q, mut k, mut v]: [Tensor; 3] = a.qkv.forward(&h)?.try_into().map_err(|_| {
@@ -269,15 +260,37 @@ impl Transformer {
                 q = candle_nn::ops::rms_norm(&q.contiguous()?, qn, hp.rms_eps as f32)?;
                 k = candle_nn::ops::rms_norm(&k.contiguous()?, kn, hp.rms_eps as f32)?;
             }
-            let q = self.rope.apply(&q, &cos, &sin)?;
-            let k = self.rope.apply(&k, &cos, &sin)?;
-            let attn = kv.attend(li, &q, &k, &v, batch, scale)?;
-            x = (x + a.wo.forward(&attn)?)?;
+            let q = self.rope.apply(&q, cos, sin)?;
+            let k = self.rope.apply(&k, cos, sin)?;
+            let attn = kv.attend(
+                li,
+                &q,
+                &k,
+                &v,
+                batch,
+                Attend {
+                    scale: hp.attention_scale,
+                    window,
+                },
+            )?;
+            let mut attn = a.wo.forward(&attn)?;
+            if let Some(n) = &layer.post_attn_norm {
+                attn = candle_nn::ops::rms_norm(&attn, n, hp.rms_eps as f32)?;
+            }
+            x = (x + attn)?;
 
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, hp.rms_eps as f32)?;
             let gu = layer.mlp.gate_up.forward(&h)?;
             let (gate, up) = (&gu[0], &gu[1]);
-            x = (x + layer.mlp.down.forward(&(gate.silu()? * up)?)?)?;
+            let gate = match self.activation {
+                Activation::Silu => gate.silu()?,
+                Activation::GeluTanh => gate.gelu()?,
+            };
+            let mut mlp = layer.mlp.down.forward(&(gate * up)?)?;
+            if let Some(n) = &layer.post_ffn_norm {
+                mlp = candle_nn::ops::rms_norm(&mlp, n, hp.rms_eps as f32)?;
+            }
+            x = (x + mlp)?;
         }
         let x = match which {
             Logits::All => x,
@@ -289,6 +302,68 @@ impl Transformer {
         let x = candle_nn::ops::rms_norm(&x, &self.norm, hp.rms_eps as f32)?;
         Ok(self.output.forward(&x)?.to_dtype(DType::F32)?)
     }
+}
+
+/// Layer `i`'s weights: the tensors `blk.{i}.*`; optional ones by family (biases, q/k
+/// norms, Gemma's post-norms) when the file has them.
+fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Layer, ModelError> {
+    let (d, hd) = (hp.hidden, hp.head_dim);
+    let q_dim = hp.heads * hd;
+    let kv_dim = hp.kv_heads * hd;
+    let n = |s: &str| format!("blk.{i}.{s}");
+    let bias = if file.has_tensor(&n("attn_q.bias")) {
+        Some([
+            load_vec(file, &n("attn_q.bias"), q_dim, device)?,
+            load_vec(file, &n("attn_k.bias"), kv_dim, device)?,
+            load_vec(file, &n("attn_v.bias"), kv_dim, device)?,
+        ])
+    } else {
+        None
+    };
+    let qk_norm = if file.has_tensor(&n("attn_q_norm.weight")) {
+        Some([
+            load_vec(file, &n("attn_q_norm.weight"), hd, device)?,
+            load_vec(file, &n("attn_k_norm.weight"), hd, device)?,
+        ])
+    } else {
+        None
+    };
+    // Gemma's post-norms are part of its architecture: required there, absent elsewhere.
+    let post_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
+        match hp.family {
+            Family::Gemma3 => load_vec(file, &n(name), d, device).map(Some),
+            _ => Ok(None),
+        }
+    };
+    Ok(Layer {
+        attn_norm: load_vec(file, &n("attn_norm.weight"), d, device)?,
+        attn: Attention {
+            qkv: FusedLinear::new(
+                vec![
+                    load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?,
+                    load_2d(file, &n("attn_k.weight"), [kv_dim, d], device)?,
+                    load_2d(file, &n("attn_v.weight"), [kv_dim, d], device)?,
+                ],
+                device,
+            )?,
+            wo: QLinear::new(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?, device)?,
+            bias,
+            qk_norm,
+        },
+        post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
+        ffn_norm: load_vec(file, &n("ffn_norm.weight"), d, device)?,
+        mlp: Mlp {
+            gate_up: FusedLinear::new(
+                vec![
+                    load_2d(file, &n("ffn_gate.weight"), [hp.ffn, d], device)?,
+                    load_2d(file, &n("ffn_up.weight"), [hp.ffn, d], device)?,
+                ],
+                device,
+            )?,
+            down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?, device)?,
+        },
+        post_ffn_norm: post_norm(file, "post_ffw_norm.weight")?,
+    })
 }
 
 fn check_shape(name: &str, actual: &[usize], expected: &[usize]) -> Result<(), ModelError> {

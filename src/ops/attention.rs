@@ -3,10 +3,11 @@
 //! Grouped-query attention is done without copying K/V per query head: the
 //! `group = heads / kv_heads` query heads that share a K/V head are stacked
 //! into one matrix (`[kv_heads, group * new, head_dim]`) and multiplied once.
+//! A sliding window ([`Attend::window`]) is a mask over the same keys.
 
 use candle_core::{DType, Device, Tensor, D};
 
-use super::OpsError;
+use super::{Attend, OpsError};
 
 /// Attention for one sequence.
 ///
@@ -15,7 +16,7 @@ use super::OpsError;
 ///   into a store are fine); key `j` sits at position `j`.
 ///
 /// Returns `[new, heads * head_dim]`.
-pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, scale: f64) -> Result<Tensor, OpsError> {
+pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend) -> Result<Tensor, OpsError> {
     let (new, heads, head_dim) = q.dims3()?;
     let (ctx, kv_heads, k_dim) = k.dims3()?;
     if ctx != cached + new || k_dim != head_dim || v.dims3()? != (ctx, kv_heads, head_dim) {
@@ -40,9 +41,9 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, scale: f64) -> 
     // [ctx, kv_heads, d] -> [kv_heads, ctx, d] (a strided view, no copy).
     let k = k.transpose(0, 1)?;
     let v = v.transpose(0, 1)?;
-    let scores = (q.matmul(&k.t()?)? * scale)?;
-    let scores = if new > 1 {
-        let mask = causal_mask(new, cached, q.device())?;
+    let scores = (q.matmul(&k.t()?)? * how.scale)?;
+    let scores = if new > 1 || how.first_visible(cached) > 0 {
+        let mask = causal_mask(new, cached, how, q.device())?;
         scores
             .reshape((kv_heads, group, new, ctx))?
             .broadcast_add(&mask)?
@@ -61,13 +62,17 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, scale: f64) -> 
 }
 
 /// `[new, cached + new]` additive mask: query `i` (position `cached + i`) sees
-/// keys `0 ..= cached + i`.
-fn causal_mask(new: usize, cached: usize, device: &Device) -> Result<Tensor, OpsError> {
+/// keys `how.first_visible(cached + i) ..= cached + i`.
+fn causal_mask(new: usize, cached: usize, how: Attend, device: &Device) -> Result<Tensor, OpsError> {
     let ctx = cached + new;
     let mut data = vec![0f32; new * ctx];
     for i in 0..new {
-        for j in (cached + i + 1)..ctx {
-            data[i * ctx + j] = f32::NEG_INFINITY;
+        let row = &mut data[i * ctx..(i + 1) * ctx];
+        let first = how.first_visible(cached + i);
+        for (j, m) in row.iter_mut().enumerate() {
+            if j < first || j > cached + i {
+                *m = f32::NEG_INFINITY;
+            }
         }
     }
     Ok(Tensor::from_vec(data, (new, ctx), device)?.to_dtype(DType::F32)?)
@@ -75,7 +80,7 @@ fn causal_mask(new: usize, cached: usize, device: &Device) -> Result<Tensor, Ops
 
 /// Plain reference: per head, softmax(q k^T * scale + mask) v, with K/V
 /// repeated per query head. Used by tests to check [`attend`].
-pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, scale: f64) -> Result<Tensor, OpsError> {
+pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend) -> Result<Tensor, OpsError> {
     let (new, heads, head_dim) = q.dims3()?;
     let (ctx, kv_heads, _) = k.dims3()?;
     let group = heads / kv_heads;
@@ -84,8 +89,8 @@ pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, scale
         let qh = q.narrow(1, h, 1)?.squeeze(1)?; // [new, d]
         let kh = k.narrow(1, h / group, 1)?.squeeze(1)?.contiguous()?; // [ctx, d]
         let vh = v.narrow(1, h / group, 1)?.squeeze(1)?.contiguous()?;
-        let s = (qh.contiguous()?.matmul(&kh.t()?)? * scale)?;
-        let s = s.broadcast_add(&causal_mask(new, cached, q.device())?)?;
+        let s = (qh.contiguous()?.matmul(&kh.t()?)? * how.scale)?;
+        let s = s.broadcast_add(&causal_mask(new, cached, how, q.device())?)?;
         let p = candle_nn::ops::softmax(&s, D::Minus1)?;
         outs.push(p.matmul(&vh)?.unsqueeze(1)?); // [new, 1, d]
     }
@@ -129,19 +134,50 @@ mod tests {
             let q = rand((new, heads, d), 1);
             let k = rand((cached + new, kv_heads, d), 2);
             let v = rand((cached + new, kv_heads, d), 3);
-            let a = attend(&q, &k, &v, cached, 0.3).unwrap();
-            let r = attend_reference(&q, &k, &v, cached, 0.3).unwrap();
-            assert!(
-                max_diff(&a, &r) < 1e-5,
-                "new {new} cached {cached} heads {heads}/{kv_heads}"
-            );
+            for window in [None, Some(1), Some(3), Some(100)] {
+                let how = Attend { scale: 0.3, window };
+                let a = attend(&q, &k, &v, cached, how).unwrap();
+                let r = attend_reference(&q, &k, &v, cached, how).unwrap();
+                assert!(
+                    max_diff(&a, &r) < 1e-5,
+                    "new {new} cached {cached} heads {heads}/{kv_heads} window {window:?}"
+                );
+            }
         }
+    }
+
+    #[test]
+    fn a_window_sees_exactly_its_last_positions() {
+        // A decoded row at position 9 with a window of 4 equals attention over keys 6..=9 alone.
+        let (cached, d, w) = (9, 8, 4);
+        let q = rand((1, 2, d), 4);
+        let k = rand((cached + 1, 1, d), 5);
+        let v = rand((cached + 1, 1, d), 6);
+        let windowed = attend(
+            &q,
+            &k,
+            &v,
+            cached,
+            Attend {
+                scale: 0.5,
+                window: Some(w),
+            },
+        )
+        .unwrap();
+        let (ks, vs) = (
+            k.narrow(0, cached + 1 - w, w).unwrap(),
+            v.narrow(0, cached + 1 - w, w).unwrap(),
+        );
+        let alone = attend(&q, &ks, &vs, w - 1, Attend::causal(0.5)).unwrap();
+        assert!(max_diff(&windowed, &alone) < 1e-6);
+        let full = attend(&q, &k, &v, cached, Attend::causal(0.5)).unwrap();
+        assert!(max_diff(&windowed, &full) > 1e-3, "the window changes the result");
     }
 
     #[test]
     fn rejects_mismatched_shapes() {
         let q = rand((2, 4, 8), 1);
         let k = rand((3, 2, 8), 2);
-        assert!(attend(&q, &k, &k, 0, 1.0).is_err());
+        assert!(attend(&q, &k, &k, 0, Attend::causal(1.0)).is_err());
     }
 }

@@ -2,7 +2,7 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use super::{attention, BatchLayout, KvShape, KvStore, OpsError};
+use super::{attention, Attend, BatchLayout, KvShape, KvStore, OpsError};
 
 /// The K/V history of one sequence: for every layer, a `[capacity, kv_heads,
 /// head_dim]` buffer whose first `len` rows are filled.
@@ -124,7 +124,7 @@ impl KvStore for ContiguousBatch<'_> {
         k: &Tensor,
         v: &Tensor,
         batch: &BatchLayout,
-        scale: f64,
+        how: Attend,
     ) -> Result<Tensor, OpsError> {
         if batch.len() != self.seqs.len() {
             return Err(OpsError::Layout(format!(
@@ -140,7 +140,7 @@ impl KvStore for ContiguousBatch<'_> {
             let q_s = rows(q)?;
             let k_all = k_all.to_dtype(q_s.dtype())?;
             let v_all = v_all.to_dtype(q_s.dtype())?;
-            outs.push(attention::attend(&q_s, &k_all, &v_all, chunk.cached, scale)?);
+            outs.push(attention::attend(&q_s, &k_all, &v_all, chunk.cached, how)?);
         }
         if outs.len() == 1 {
             return Ok(outs.remove(0));

@@ -15,7 +15,7 @@ use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::op::BackpropOp;
 use candle_core::{CudaDevice, DType, Storage, Tensor};
 
-use super::{BatchLayout, KvStore, OpsError, PagedLayout};
+use super::{Attend, BatchLayout, KvStore, OpsError, PagedLayout};
 
 const MODULE: &str = "hearth_paged_attention";
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/paged_attention.ptx"));
@@ -92,8 +92,9 @@ impl KvStore for CudaPagedKvBatch<'_> {
         k: &Tensor,
         v: &Tensor,
         batch: &BatchLayout,
-        scale: f64,
+        how: Attend,
     ) -> Result<Tensor, OpsError> {
+        let scale = how.scale;
         let l = self.pool.layout;
         let (t, heads, d) = super::paged::check_batch(&l, layer, q, k, batch, &self.tables)?;
         let blocks = self.pool.blocks();
@@ -157,6 +158,10 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let attn = dev.get_or_load_custom_func("paged_attention_f32", MODULE, PTX)?;
         let mut b = attn.builder();
         let (max_blocks_i, scale_f) = (max_blocks as i32, scale as f32);
+        let window_i = match how.window {
+            None => 0,
+            Some(w) => i32::try_from(w).map_err(|_| OpsError::Layout(format!("a window of {w} positions")))?,
+        };
         b.arg(&mut out);
         b.arg(&qs);
         b.arg(&self.pool.data);
@@ -171,6 +176,7 @@ impl KvStore for CudaPagedKvBatch<'_> {
         b.arg(&d_i);
         b.arg(&heads_i);
         b.arg(&scale_f);
+        b.arg(&window_i);
         let cfg = LaunchConfig {
             grid_dim: (t as u32, heads as u32, 1),
             block_dim: (THREADS, 1, 1),

@@ -12,6 +12,30 @@ pub struct KvShape {
     pub head_dim: usize,
 }
 
+/// How one layer attends: the scale of `q · k` and, for a sliding-window layer, its window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Attend {
+    pub scale: f64,
+    /// `Some(w)`: a query at position `p` sees positions `p - w + 1 ..= p` only (Gemma 3's
+    /// local layers; llama.cpp's `LLAMA_SWA_TYPE_STANDARD`). `None`: all of `0 ..= p`.
+    pub window: Option<usize>,
+}
+
+impl Attend {
+    /// Plain causal attention with `scale`.
+    pub fn causal(scale: f64) -> Self {
+        Self { scale, window: None }
+    }
+
+    /// The first position a query at `pos` attends to.
+    pub fn first_visible(&self, pos: usize) -> usize {
+        match self.window {
+            Some(w) => (pos + 1).saturating_sub(w),
+            None => 0,
+        }
+    }
+}
+
 /// Where the forward writes new K/V and reads past K/V.
 ///
 /// The forward calls [`KvStore::attend`] once per layer, in layer order, with
@@ -21,7 +45,9 @@ pub trait KvStore {
     /// Appends `k` and `v` (`[tokens, kv_heads, head_dim]`, packed per `batch`)
     /// at each sequence's position `cached`, then returns causal attention of
     /// `q` (`[tokens, heads, head_dim]`) over that sequence's cached and new
-    /// tokens, scaled by `scale`: `[tokens, heads * head_dim]`.
+    /// tokens (the last `window` of them, with one), scaled by `how.scale`:
+    /// `[tokens, heads * head_dim]`. Every token's K/V is stored whatever the window: the
+    /// window is a mask, so a cached prefix serves local and global layers alike.
     fn attend(
         &mut self,
         layer: usize,
@@ -29,6 +55,6 @@ pub trait KvStore {
         k: &Tensor,
         v: &Tensor,
         batch: &BatchLayout,
-        scale: f64,
+        how: Attend,
     ) -> Result<Tensor, OpsError>;
 }

@@ -41,7 +41,7 @@ pub use batch::{BatchLayout, SeqChunk};
 pub use contiguous::{ContiguousBatch, ContiguousKv};
 pub use error::OpsError;
 pub use kv_dtype::{KvDtype, Q8_0_GROUP, Q8_0_GROUP_BYTES};
-pub use kv_store::{KvShape, KvStore};
+pub use kv_store::{Attend, KvShape, KvStore};
 pub use paged::{PagedKvBatch, PagedLayout};
 
 /// What the ops unit tests share.

@@ -39,7 +39,7 @@ use candle_core::Tensor;
 
 use super::par::{self, SharedMut};
 use super::row_kernels::{self, Codec, Rows};
-use super::{BatchLayout, KvDtype, KvStore, OpsError};
+use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError};
 
 /// The geometry of a block pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +107,8 @@ pub struct SeqLayer<'a> {
     /// The sequence's block table.
     pub table: &'a [u32],
     pub layer: usize,
+    /// The layer's sliding window, if it has one ([`Attend::window`]).
+    pub window: Option<usize>,
 }
 
 impl SeqLayer<'_> {
@@ -316,8 +318,13 @@ impl SeqLayer<'_> {
         let (d, bs, rb, hb) = (l.head_dim, l.block_size, l.row_bytes(), l.head_bytes());
         let group = heads / l.kv_heads;
         let qe = heads * d;
-        let blocks = &self.table[..ctx.div_ceil(bs)];
         let ctx_of = |t: usize| ctx + 1 + t - rows;
+        // Row t sees positions `lo_of(t) .. ctx_of(t)`; blocks wholly before the first row's
+        // window are skipped, and in the rest a row's earlier positions weigh exactly 0 (so
+        // the row's bits do not depend on its tile).
+        let lo_of = |t: usize| self.window.map_or(0, |w| ctx_of(t).saturating_sub(w));
+        let first_block = lo_of(0) / bs;
+        let blocks = &self.table[first_block..ctx.div_ceil(bs)];
         // scores[(t * group + g) * ctx + p]: row t, head `kvh · group + g`, position p;
         // then each (row, head)'s softmax denominator.
         let units = rows * group;
@@ -337,7 +344,7 @@ impl SeqLayer<'_> {
                 for (base, &b) in bases.iter_mut().zip(chunk) {
                     *base = l.plane_offset(b, self.layer, plane) + kvh * hb;
                 }
-                let start = pass * per_pass * bs;
+                let start = (first_block + pass * per_pass) * bs;
                 for t in 0..rows {
                     let n = ctx_of(t).saturating_sub(start).min(chunk.len() * bs);
                     let kv = Rows {
@@ -357,12 +364,15 @@ impl SeqLayer<'_> {
             }
         });
         for (u, sum) in sums.iter_mut().enumerate() {
-            let su = &mut scores[u * ctx..][..ctx_of(u / group)];
+            let (lo, hi) = (lo_of(u / group), ctx_of(u / group));
+            let row = &mut scores[u * ctx..][..hi];
+            let su = &mut row[lo..];
             let max = su.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             for s in su.iter_mut() {
                 *s = exp(*s - max);
             }
             *sum = self::sum(su);
+            row[first_block * bs..lo].fill(0.0);
         }
         out.fill(0.0);
         passes(1, &mut |start, t, v| {
@@ -495,8 +505,9 @@ impl KvStore for PagedKvBatch<'_> {
         k: &Tensor,
         v: &Tensor,
         batch: &BatchLayout,
-        scale: f64,
+        how: Attend,
     ) -> Result<Tensor, OpsError> {
+        let scale = how.scale;
         let l = self.layout;
         let (t, heads, d) = check_batch(&l, layer, q, k, batch, &self.tables)?;
         let blocks_in_pool = self.pool.len() / l.block_len().max(1);
@@ -522,6 +533,7 @@ impl KvStore for PagedKvBatch<'_> {
                 layout: &l,
                 table,
                 layer,
+                window: how.window,
             };
             view.write_rows(self.pool, 0, chunk.cached, &kv_[rows.start * re..rows.end * re]);
             view.write_rows(self.pool, 1, chunk.cached, &vv[rows.start * re..rows.end * re]);
@@ -555,6 +567,7 @@ impl KvStore for PagedKvBatch<'_> {
                             layout: &l,
                             table: &tables[i],
                             layer,
+                            window: how.window,
                         };
                         let chunk = batch.seqs()[i];
                         let qs = &qv[row * qe..(row + 1) * qe];
@@ -596,7 +609,8 @@ mod tests {
 
     /// Runs the same attention through a paged pool (with scattered,
     /// non-monotonic block tables) and through the contiguous store, for every
-    /// stored type: exact for f32, within the type's rounding otherwise.
+    /// stored type: exact for f32, within the type's rounding otherwise; with and
+    /// without a sliding window (layer 0 local, layer 1 global).
     #[test]
     fn paged_equals_contiguous_for_prefill_then_decode() {
         for (dtype, d, tol) in [
@@ -605,11 +619,13 @@ mod tests {
             (KvDtype::Bf16, 8, 4e-2),
             (KvDtype::Q8_0, 32, 4e-2),
         ] {
-            paged_against_contiguous(dtype, d, tol);
+            for window in [None, Some(1), Some(3), Some(5)] {
+                paged_against_contiguous(dtype, d, tol, window);
+            }
         }
     }
 
-    fn paged_against_contiguous(dtype: KvDtype, d: usize, tol: f32) {
+    fn paged_against_contiguous(dtype: KvDtype, d: usize, tol: f32, window: Option<usize>) {
         let l = PagedLayout {
             layers: 2,
             kv_heads: 2,
@@ -641,29 +657,35 @@ mod tests {
                 let q = Tensor::from_vec(rand_vec(t * heads * d, seed), (t, heads, d), &Device::Cpu).unwrap();
                 let k = Tensor::from_vec(rand_vec(t * 2 * d, seed + 100), (t, 2, d), &Device::Cpu).unwrap();
                 let v = Tensor::from_vec(rand_vec(t * 2 * d, seed + 200), (t, 2, d), &Device::Cpu).unwrap();
+                let how = Attend {
+                    scale: 0.35,
+                    window: if layer == 0 { window } else { None },
+                };
                 let a = PagedKvBatch::new(&mut pool, l, tables.clone())
-                    .attend(layer, &q, &k, &v, &batch, 0.35)
+                    .attend(layer, &q, &k, &v, &batch, how)
                     .unwrap();
                 let b = ContiguousBatch::new(vec![&mut c0, &mut c1])
-                    .attend(layer, &q, &k, &v, &batch, 0.35)
+                    .attend(layer, &q, &k, &v, &batch, how)
                     .unwrap();
                 let diff: f32 = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
-                assert!(diff < tol, "{dtype} step {s} layer {layer}: {diff}");
+                assert!(diff < tol, "{dtype} window {window:?} step {s} layer {layer}: {diff}");
             }
         }
     }
 
     /// Prompt rows, attended in tiles of several rows on the thread pool,
     /// get the same bits as each row decoded alone at its position, for every
-    /// stored type.
+    /// stored type, with windows shorter than a tile, than a block, and none.
     #[test]
     fn prefill_tiles_equal_rows_decoded_alone() {
         for dtype in KvDtype::ALL {
-            tiles_against_rows(dtype);
+            for window in [None, Some(3), Some(11), Some(17)] {
+                tiles_against_rows(dtype, window);
+            }
         }
     }
 
-    fn tiles_against_rows(dtype: KvDtype) {
+    fn tiles_against_rows(dtype: KvDtype, window: Option<usize>) {
         let l = PagedLayout {
             layers: 1,
             kv_heads: 2,
@@ -680,6 +702,7 @@ mod tests {
             layout: &l,
             table: &table,
             layer: 0,
+            window,
         };
         view.write_rows(&mut pool, 0, 0, &rand_vec(ctx * l.row_elems(), 12));
         view.write_rows(&mut pool, 1, 0, &rand_vec(ctx * l.row_elems(), 13));
@@ -702,7 +725,7 @@ mod tests {
             let t = &tiled[r * qe..][..qe];
             assert!(
                 t.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{dtype} row {r}"
+                "{dtype} window {window:?} row {r}"
             );
         }
     }
@@ -719,9 +742,9 @@ mod tests {
         let mut pool = vec![0u8; 2 * l.block_len()];
         let batch = BatchLayout::single(3, 2).unwrap();
         let x = Tensor::zeros((2, 1, 4), candle_core::DType::F32, &Device::Cpu).unwrap();
-        let r = PagedKvBatch::new(&mut pool, l, vec![vec![0]]).attend(0, &x, &x, &x, &batch, 1.0);
+        let r = PagedKvBatch::new(&mut pool, l, vec![vec![0]]).attend(0, &x, &x, &x, &batch, Attend::causal(1.0));
         assert!(matches!(r, Err(OpsError::CapacityExceeded { .. })));
-        let r = PagedKvBatch::new(&mut pool, l, vec![vec![0, 7]]).attend(0, &x, &x, &x, &batch, 1.0);
+        let r = PagedKvBatch::new(&mut pool, l, vec![vec![0, 7]]).attend(0, &x, &x, &x, &batch, Attend::causal(1.0));
         assert!(r.is_err(), "block 7 is outside a 2-block pool");
     }
 }

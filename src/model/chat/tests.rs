@@ -2,7 +2,7 @@
 //! `tokenizer_config.json`) rendered as transformers renders them, and the Python helpers.
 
 use super::python::{civil_from_days, days_from_civil, python_float_repr, strftime};
-use super::template::CHATML_TEMPLATE;
+use super::template::{CHATML_TEMPLATE, GEMMA3_TEMPLATE};
 use super::{ChatTemplate, Message, Role};
 use crate::model::ModelError;
 
@@ -140,6 +140,34 @@ fn chatml_fallback() {
         "<|im_start|>user\nU<|im_end|>\n"
     );
     assert_eq!(t.source(), CHATML_TEMPLATE);
+}
+
+/// Gemma 3's built-in template (for GGUFs without one): the system prompt joins the first
+/// user turn, the assistant is `model`, content is trimmed, roles must alternate.
+#[test]
+fn gemma3_fallback() {
+    let t = ChatTemplate::new(GEMMA3_TEMPLATE.to_owned(), Some("<bos>".into()), Some("<eos>".into())).unwrap();
+    let out = t
+        .render(
+            &msgs(&[
+                ("system", "Be brief."),
+                ("user", " Hi "),
+                ("assistant", "Hello."),
+                ("user", "Bye"),
+            ]),
+            true,
+        )
+        .unwrap();
+    assert_eq!(
+        out,
+        "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n\
+         <start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
+    );
+    let err = t
+        .render(&msgs(&[("user", "a"), ("user", "b")]), true)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("must alternate"), "{err}");
 }
 
 #[test]

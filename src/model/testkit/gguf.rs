@@ -64,6 +64,9 @@ pub struct TinyModelSpec {
     pub rope_linear_factor: Option<f32>,
     /// Leave out `output.weight` (the output projection is the embedding).
     pub tie_embeddings: bool,
+    /// Gemma 3: `attention.sliding_window` and `attention.sliding_window_pattern` (a period:
+    /// in every run of that many layers the last is global).
+    pub sliding_window: Option<(usize, usize)>,
     pub seed: u64,
 }
 
@@ -74,6 +77,7 @@ impl TinyModelSpec {
         let style = match family {
             Family::Llama => VocabStyle::Gpt2 { pre: "llama-bpe" },
             Family::Qwen2 | Family::Qwen3 => VocabStyle::Gpt2 { pre: "qwen2" },
+            Family::Gemma3 => VocabStyle::LlamaSpm,
         };
         Self {
             family,
@@ -89,7 +93,9 @@ impl TinyModelSpec {
             rope_base: 10_000.0,
             rope_freqs: None,
             rope_linear_factor: None,
-            tie_embeddings: family == Family::Qwen2,
+            tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma3),
+            // Gemma 3: layer 0 local with an 8-token window, layer 1 global.
+            sliding_window: (family == Family::Gemma3).then_some((8, 2)),
             seed: 7,
         }
     }
@@ -111,6 +117,7 @@ impl TinyModelSpec {
             rope_freqs: None,
             rope_linear_factor: None,
             tie_embeddings: false,
+            sliding_window: None,
             seed: 11,
         }
     }
@@ -118,7 +125,12 @@ impl TinyModelSpec {
     /// Parameters the file will hold.
     pub fn parameter_count(&self) -> usize {
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
-        let per_layer = d * q * 2 + d * kv * 2 + 3 * d * self.ffn + 2 * d;
+        let norms = match self.family {
+            Family::Gemma3 => 4 * d + 2 * self.head_dim,
+            Family::Qwen3 => 2 * d + 2 * self.head_dim,
+            _ => 2 * d,
+        };
+        let per_layer = d * q * 2 + d * kv * 2 + 3 * d * self.ffn + norms;
         let out = if self.tie_embeddings { 0 } else { self.vocab.size * d };
         self.vocab.size * d + out + self.layers * per_layer + d
     }
@@ -187,9 +199,13 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
         }
-        if spec.family == Family::Qwen3 {
+        if matches!(spec.family, Family::Qwen3 | Family::Gemma3) {
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1))?);
+        }
+        if spec.family == Family::Gemma3 {
+            tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
+            tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
         tensors.push(vector(n("ffn_norm.weight"), rng.around(d, 1.0, 0.1))?);
         tensors.push(mat(n("ffn_gate.weight"), spec.ffn, d, 1.0, &mut rng)?);
@@ -217,6 +233,11 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         (format!("{arch}.attention.value_length"), u32v(hd)),
         (format!("{arch}.vocab_size"), u32v(v)),
     ];
+    if let Some((window, period)) = spec.sliding_window {
+        md.push((format!("{arch}.attention.sliding_window"), u32v(window)));
+        md.push((format!("{arch}.attention.sliding_window_pattern"), u32v(period)));
+        md.push((format!("{arch}.rope.freq_base_swa"), Value::F32(spec.rope_base / 10.0)));
+    }
     if let Some(f) = spec.rope_linear_factor {
         md.push((format!("{arch}.rope.scaling.type"), Value::String("linear".into())));
         md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
