@@ -217,3 +217,41 @@ fn other_weight_types_match_candle() {
         assert_eq!(argmax(&a), argmax(&b), "{wt:?}");
     }
 }
+
+/// Gemma 3's local layer (layer 0 of the tiny model, an 8-token window): a prompt within the
+/// window sees what a global layer would, a longer one does not; and however the prompt is
+/// cut into chunks (whole, in two, token by token), its last logits are the same.
+#[test]
+fn gemma3_sliding_window_is_a_mask_over_the_cached_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Gemma3, WeightType::F32);
+    let (window, period) = spec.sliding_window.unwrap();
+    let mut wide = spec.clone();
+    wide.sliding_window = Some((10_000, period));
+    let local = load_ours(&write_tiny(dir.path(), &spec, "g.gguf"), 512);
+    let global = load_ours(&write_tiny(dir.path(), &wide, "wide.gguf"), 512);
+    assert_eq!(local.hparams().window(0), Some(window));
+    assert_eq!(local.hparams().window(1), None);
+    let v = spec.vocab.size;
+
+    let short = prompt(window, v, 21);
+    let last = |tf: &hearth::model::Transformer, ids: &[u32]| ours_step(tf, &mut new_kv(tf, 512), ids);
+    assert!(max_abs_diff(&last(&local, &short), &last(&global, &short)) < TOL);
+    let long = prompt(30, v, 22);
+    let whole = last(&local, &long);
+    assert!(
+        max_abs_diff(&whole, &last(&global, &long)) > 0.01,
+        "the window must matter"
+    );
+
+    let mut kv = new_kv(&local, 512);
+    ours_step(&local, &mut kv, &long[..12]);
+    let halves = ours_step(&local, &mut kv, &long[12..]);
+    let mut kv = new_kv(&local, 512);
+    let mut stepwise = Vec::new();
+    for t in &long {
+        stepwise = ours_step(&local, &mut kv, std::slice::from_ref(t));
+    }
+    assert!(max_abs_diff(&whole, &halves) < TOL);
+    assert!(max_abs_diff(&whole, &stepwise) < TOL);
+}
