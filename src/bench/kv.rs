@@ -170,7 +170,7 @@ fn margin(row: &[f32]) -> f32 {
 }
 
 /// Log-softmax of a logit row.
-fn log_softmax(row: &[f32]) -> Vec<f64> {
+pub fn log_softmax(row: &[f32]) -> Vec<f64> {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let lse = row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max;
     row.iter().map(|&v| v as f64 - lse).collect()
@@ -212,8 +212,14 @@ fn greedy_f32(tf: &Transformer, prompt: &[u32], n: usize) -> Result<Vec<u32>, Be
 }
 
 /// The logits predicting each of `reply`'s tokens, with `prompt` and `reply` fed in one
-/// prefill over K/V stored as `dtype`.
-fn forced(tf: &Transformer, prompt: &[u32], reply: &[u32], dtype: KvDtype) -> Result<Vec<Vec<f32>>, BenchError> {
+/// prefill over K/V stored as `dtype` (teacher-forced: row `i` predicts `reply[i]`).
+/// Also what the real-model tests compare with llama.cpp's recorded log-probabilities.
+pub fn teacher_forced_logits(
+    tf: &Transformer,
+    prompt: &[u32],
+    reply: &[u32],
+    dtype: KvDtype,
+) -> Result<Vec<Vec<f32>>, BenchError> {
     let l = layout(tf, dtype);
     let mut ids = prompt.to_vec();
     ids.extend(&reply[..reply.len() - 1]);
@@ -240,7 +246,7 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
     for p in &opts.prompts {
         let prompt = model.chat_ids(&[Message::user(p.as_str())])?;
         let reply = greedy_f32(tf, &prompt, n)?;
-        let base = forced(tf, &prompt, &reply, KvDtype::F32)?;
+        let base = teacher_forced_logits(tf, &prompt, &reply, KvDtype::F32)?;
         cases.push((prompt, reply, base));
     }
     let mut types = Vec::new();
@@ -249,7 +255,7 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
         let (mut lp_sum, mut lp_max, mut lp_count) = (0f64, 0f64, 0usize);
         let mut divergences = Vec::new();
         for (pi, (prompt, reply, base)) in cases.iter().enumerate() {
-            let got = forced(tf, prompt, reply, dtype)?;
+            let got = teacher_forced_logits(tf, prompt, reply, dtype)?;
             for (i, (g, b)) in got.iter().zip(base).enumerate() {
                 for (x, y) in g.iter().zip(b) {
                     let d = f64::from((x - y).abs());

@@ -29,5 +29,7 @@ mod serve;
 pub use cache::{run_cache_bench, CacheBenchOptions, CacheBenchReport};
 pub use decode::{run_decode_bench, BenchError, BenchOptions, BenchReport, Throughput};
 pub use disk::{run_disk_bench, DiskBenchOptions, DiskBenchReport};
-pub use kv::{run_kv_bench, KvBenchOptions, KvBenchReport, KvTypeReport, KV_BENCH_PROMPTS};
+pub use kv::{
+    log_softmax, run_kv_bench, teacher_forced_logits, KvBenchOptions, KvBenchReport, KvTypeReport, KV_BENCH_PROMPTS,
+};
 pub use serve::{run_serve_bench, ServeBenchOptions, ServeBenchReport, ServeRun};
