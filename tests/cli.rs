@@ -126,6 +126,39 @@ fn tokenize_prints_ids_as_json() {
     assert_one_line_error(&o, "line 1");
 }
 
+/// A vocab-only GGUF (no tensors, its data section not padded, like llama.cpp's
+/// `models/ggml-vocab-*.gguf`) opens for `hearth tokenize`.
+#[test]
+fn tokenize_reads_a_vocab_only_gguf() {
+    use candle_core::quantized::gguf_file::{self, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let model = common::write_tiny(dir.path(), &spec, "m.gguf");
+    let mut md: Vec<(String, Value)> = spec.vocab.metadata.clone();
+    md.push(("general.architecture".into(), Value::String("llama".into())));
+    // Last, so the file ends in its text and trailing zeros are only padding.
+    md.push(("general.name".into(), Value::String("vocab-only".into())));
+    let mut bytes = Vec::new();
+    let refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    gguf_file::write(&mut std::io::Cursor::new(&mut bytes), &refs, &[]).unwrap();
+    while bytes.last() == Some(&0) {
+        bytes.pop();
+    }
+    let vocab = dir.path().join("ggml-vocab-tiny.gguf");
+    std::fs::write(&vocab, &bytes).unwrap();
+    let text = "Hello, world 123";
+    let o = hearth(
+        dir.path(),
+        &["tokenize", "--model", vocab.to_str().unwrap(), "--text", text],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let full = hearth(
+        dir.path(),
+        &["tokenize", "--model", model.to_str().unwrap(), "--text", text],
+    );
+    assert_eq!(o.stdout, full.stdout, "the same vocabulary tokenizes the same");
+}
+
 #[test]
 fn bad_input_gives_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();

@@ -68,9 +68,10 @@ impl GgufFile {
     }
 
     /// Every tensor's bytes must end inside the file: a truncated download is
-    /// caught here, before loading starts.
+    /// caught here, before loading starts. A file with no tensors (llama.cpp's
+    /// vocab-only `ggml-vocab-*.gguf`) needs no data section, padded or not.
     fn check_extent(&self) -> Result<(), ModelError> {
-        let mut needed = self.content.tensor_data_offset;
+        let mut needed = 0;
         for (name, info) in &self.content.tensor_infos {
             let elems = info.shape.elem_count();
             let block = info.ggml_dtype.block_size();
