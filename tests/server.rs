@@ -435,6 +435,25 @@ async fn bad_requests_get_400_with_openai_errors() {
     let mut b = chat_body("hi", 4, false);
     b["top_p"] = json!(0);
     post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+    // 2^64 is finite as an f32, and still refused, naming the field.
+    for field in ["temperature", "repetition_penalty"] {
+        let mut b = chat_body("hi", 4, false);
+        b[field] = json!(18446744073709551616u128 as f64);
+        let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+        assert_eq!(e["param"], field, "{e}");
+        assert!(e["message"].as_str().unwrap().contains(field), "{e}");
+    }
+    // Roles must be OpenAI's; a user, system or tool message needs its content.
+    let mut b = chat_body("hi", 4, false);
+    b["messages"] = json!([{"role": "bogus", "content": "x"}]);
+    let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "messages[0].role", "{e}");
+    for m in [json!({"role": "user"}), json!({"role": "user", "content": null})] {
+        let mut b = chat_body("hi", 4, false);
+        b["messages"] = json!([m]);
+        let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+        assert_eq!(e["param"], "messages[0].content", "{e}");
+    }
 
     let mut b = chat_body("hi", 4, false);
     b["n"] = json!(2);

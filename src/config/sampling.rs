@@ -47,16 +47,22 @@ impl Default for SamplingParams {
     }
 }
 
+/// The largest temperature and repetition penalty accepted: beyond these a distribution is
+/// uniform (or a repeated token impossible) to f32 precision anyway, and values like 2^64
+/// are a client's mistake, not a setting.
+pub const MAX_TEMPERATURE: f32 = 100.0;
+pub const MAX_REPEAT_PENALTY: f32 = 100.0;
+
 /// A [`SamplingParams`] field outside its range.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 pub enum SamplingParamsError {
-    #[error("temperature must be a number >= 0 (0 = greedy), got {0}")]
+    #[error("temperature must be a number in [0, 100] (0 = greedy), got {0}")]
     Temperature(f32),
     #[error("top_p must be in (0, 1] (1 = off), got {0}")]
     TopP(f32),
     #[error("min_p must be in [0, 1) (0 = off), got {0}")]
     MinP(f32),
-    #[error("repeat_penalty must be a number > 0 (1 = off), got {0}")]
+    #[error("repeat_penalty must be a number in (0, 100] (1 = off), got {0}")]
     RepeatPenalty(f32),
 }
 
@@ -81,7 +87,7 @@ impl SamplingParams {
 
     /// Checks every field's range; the first one out of range is the error.
     pub fn validate(&self) -> Result<(), SamplingParamsError> {
-        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+        if !(self.temperature >= 0.0 && self.temperature <= MAX_TEMPERATURE) {
             return Err(SamplingParamsError::Temperature(self.temperature));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
@@ -90,7 +96,7 @@ impl SamplingParams {
         if !(self.min_p >= 0.0 && self.min_p < 1.0) {
             return Err(SamplingParamsError::MinP(self.min_p));
         }
-        if !(self.repeat_penalty.is_finite() && self.repeat_penalty > 0.0) {
+        if !(self.repeat_penalty > 0.0 && self.repeat_penalty <= MAX_REPEAT_PENALTY) {
             return Err(SamplingParamsError::RepeatPenalty(self.repeat_penalty));
         }
         Ok(())

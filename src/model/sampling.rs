@@ -265,6 +265,22 @@ mod tests {
         assert_eq!(bad(|p| p.min_p = 1.0), SamplingParamsError::MinP(1.0));
         assert_eq!(bad(|p| p.min_p = -0.5), SamplingParamsError::MinP(-0.5));
         assert_eq!(bad(|p| p.repeat_penalty = 0.0), SamplingParamsError::RepeatPenalty(0.0));
+        // 2^64: finite as f32, still a client's mistake.
+        assert!(matches!(
+            bad(|p| p.temperature = 1.8e19),
+            SamplingParamsError::Temperature(_)
+        ));
+        assert!(matches!(
+            bad(|p| p.repeat_penalty = 1.8e19),
+            SamplingParamsError::RepeatPenalty(_)
+        ));
+        assert!(SamplingParams {
+            temperature: 100.0,
+            repeat_penalty: 100.0,
+            ..d.clone()
+        }
+        .validate()
+        .is_ok());
         assert!(bad(|p| p.top_p = 2.0).to_string().contains("top_p"));
         let msg = SamplingParams { min_p: 2.0, ..d }.validate().unwrap_err().to_string();
         assert_eq!(msg, "min_p must be in [0, 1) (0 = off), got 2");

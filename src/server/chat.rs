@@ -68,7 +68,31 @@ fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError> {
     }
     wire.into_iter()
         .enumerate()
-        .map(|(i, m)| Ok(Message::new(Role::parse(&m.role), content_text(m.content, i)?)))
+        .map(|(i, m)| {
+            let role = match m.role.as_str() {
+                "system" | "developer" => Role::System,
+                "user" => Role::User,
+                "assistant" => Role::Assistant,
+                "tool" => Role::parse("tool"),
+                other => {
+                    return Err(ApiError::invalid_param(
+                        format!("messages[{i}].role"),
+                        format!(
+                            "messages[{i}].role must be system, developer, user, assistant or tool, got {:?}",
+                            other
+                        ),
+                    ))
+                }
+            };
+            // Only an assistant turn may come without text (OpenAI: one that made tool calls).
+            if m.content.is_null() && role != Role::Assistant {
+                return Err(ApiError::invalid_param(
+                    format!("messages[{i}].content"),
+                    format!("messages[{i}].content is required for a {} message", m.role),
+                ));
+            }
+            Ok(Message::new(role, content_text(m.content, i)?))
+        })
         .collect()
 }
 

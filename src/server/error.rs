@@ -173,6 +173,17 @@ impl From<EngineError> for ApiError {
                  at most {} prompt tokens fit (one is left for the reply)",
                 context.saturating_sub(1)
             ),
+            // A sampling value out of range names the request's field.
+            EngineError::Sampling(s) => {
+                use crate::model::sampling::SamplingParamsError as S;
+                let param = match s {
+                    S::Temperature(_) => "temperature",
+                    S::TopP(_) => "top_p",
+                    S::MinP(_) => "min_p",
+                    S::RepeatPenalty(_) => "repetition_penalty",
+                };
+                return Self::invalid_param(param, s.to_string().replace("repeat_penalty", "repetition_penalty"));
+            }
             _ => e.to_string(),
         };
         match e.kind() {
