@@ -926,6 +926,55 @@ async fn closing_the_socket_cancels_a_whole_reply() {
     served.abort();
 }
 
+/// A chat request naming a conversation has its messages saved before the reply is generated:
+/// a client that leaves mid-reply leaves its message saved (the reply, cancelled, is not).
+#[tokio::test]
+async fn conversation_id_saves_the_messages_before_the_reply() {
+    use std::io::Write;
+
+    let s = server(Opts {
+        disk: true,
+        ..Opts::default()
+    });
+    let data = s._dir.path().join("data");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = tokio::spawn(hearth::server::serve(listener, s.state.clone(), std::future::pending()));
+    let mut b = chat_body("Tell me a long story", 200, false);
+    b["conversation_id"] = json!("left-early");
+    b["temperature"] = json!(0);
+    let body = b.to_string();
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).unwrap();
+    socket.write_all(body.as_bytes()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.state.engine().stats().requests.submitted == 0 {
+        assert!(Instant::now() < deadline, "the request never reached the engine");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let file = data.join("conversations/left-early.json");
+    let saved = |what: &str| -> Value {
+        serde_json::from_slice(&std::fs::read(&file).unwrap_or_else(|e| panic!("{what}: {e}"))).unwrap()
+    };
+    let mid = saved("while generating");
+    let msgs = mid["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 1, "{mid}");
+    assert_eq!(
+        (&msgs[0]["role"], &msgs[0]["content"]),
+        (&json!("user"), &json!("Tell me a long story"))
+    );
+    drop(socket);
+    wait_until_cancelled(&s, deadline).await;
+    s.state.engine().flush_disk();
+    let after = saved("after the client left");
+    assert_eq!(after["messages"], mid["messages"], "{after}");
+    served.abort();
+}
+
 #[tokio::test]
 async fn conversation_id_saves_the_turn_and_cannot_name_a_path() {
     let s = server(Opts {

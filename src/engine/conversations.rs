@@ -113,6 +113,24 @@ impl EngineHandle {
         }
     }
 
+    /// Writes `messages` as conversation `id`'s whole text now, creating it (titled from them)
+    /// when new: what a chat request naming a `conversation_id` sends is on disk before its
+    /// reply is generated, and stays there if the client leaves. The reply, when it finishes,
+    /// is saved with them again ([`SaveTo::messages`]). `Ok(None)` when conversations are off
+    /// (no data dir): nothing is saved then, the reply included.
+    pub fn save_messages(
+        &self,
+        id: &ConversationId,
+        messages: &[Message],
+    ) -> Result<Option<Conversation>, EngineError> {
+        let Ok(store) = self.store() else {
+            return Ok(None);
+        };
+        let title = title_from(messages);
+        let new = || Conversation::new(id.clone(), title.clone(), ConversationSettings::default());
+        Ok(Some(store.update(id, Some(&new), |c| c.messages = messages.to_vec())?))
+    }
+
     /// Generates the last reply of conversation `id` again: drops it (when the conversation ends
     /// with one) and replies to what is left.
     pub fn regenerate(&self, id: &ConversationId, defaults: &GenerateParams) -> Result<RequestStream, EngineError> {

@@ -30,7 +30,25 @@ pub(crate) async fn handle(
         None => None,
         Some(id) => Some(save_to(&id, &messages)?),
     };
-    let prompt = generation::tokenize(&state, move |engine| engine.tokenize_chat(&messages)).await?;
+    let prompt = generation::tokenize(&state, {
+        let save = save.clone();
+        move |engine| {
+            let prompt = engine.tokenize_chat(&messages)?;
+            // The request's messages are saved before generating (a valid prompt only); if
+            // that fails, the reply is still generated and saved with them when it finishes.
+            if let Some(SaveTo {
+                conversation,
+                messages: Some(m),
+            }) = &save
+            {
+                if let Err(e) = engine.save_messages(conversation, m) {
+                    tracing::warn!("could not save conversation {conversation} before replying: {e}");
+                }
+            }
+            Ok(prompt)
+        }
+    })
+    .await?;
     generation::respond(&state, prompt, plan, Kind::Chat, save).await
 }
 
