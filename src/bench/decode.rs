@@ -27,7 +27,7 @@ pub enum BenchError {
     /// The server answered a benchmark request with an error.
     #[error("the server failed a request: {0}")]
     Serve(String),
-    #[error("the benchmark needs a llama-architecture model (the reference is quantized_llama); this one is {0}")]
+    #[error("the candle-transformers reference (quantized_llama) needs a llama-architecture model; this one is {0} (pass --no-reference)")]
     NotLlama(String),
 }
 
@@ -132,11 +132,11 @@ fn argmax(logits: &Tensor) -> Result<u32, candle_core::Error> {
     logits.flatten_all()?.argmax(0)?.to_scalar::<u32>()
 }
 
-/// Runs the benchmark on the llama-architecture GGUF at `path`.
+/// Runs the benchmark on the GGUF at `path` (llama-architecture when the reference is timed too).
 pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Result<BenchReport, BenchError> {
     let mut file = GgufFile::open(path)?;
     let arch = crate::model::gguf::md_str(file.metadata(), "general.architecture")?.to_string();
-    if arch != "llama" {
+    if opts.reference && arch != "llama" {
         return Err(BenchError::NotLlama(arch));
     }
     let total = opts.prompt_tokens + opts.decode_tokens + 1;

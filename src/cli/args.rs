@@ -144,7 +144,7 @@ pub enum BenchCommand {
     },
     /// Prefill and decode tokens/s: our forward against candle-transformers' quantized_llama.
     Decode {
-        /// A llama-architecture GGUF; default: a random ~50M-parameter Q8_0 model written once into the data dir.
+        /// A GGUF of any supported architecture (the candle reference needs `llama`; else pass --no-reference); default: a random ~50M-parameter Q8_0 model written once into the data dir.
         #[arg(long = "gguf", value_name = "FILE")]
         gguf: Option<PathBuf>,
         #[arg(long, default_value_t = 256)]
