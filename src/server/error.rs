@@ -175,7 +175,7 @@ impl From<EngineError> for ApiError {
             ),
             // A sampling value out of range names the request's field.
             EngineError::Sampling(s) => {
-                use crate::model::sampling::SamplingParamsError as S;
+                use crate::config::SamplingParamsError as S;
                 let param = match s {
                     S::Temperature(_) => "temperature",
                     S::TopP(_) => "top_p",
