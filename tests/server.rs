@@ -897,20 +897,27 @@ async fn headless_binary_serves_and_stops_on_sigterm() {
     assert!(status.success(), "{status:?}");
 }
 
-/// A whole (non-streamed) reply is cancelled too when its client closes the
-/// connection: hyper drops the handler's future, and the `RequestStream` in it.
-#[tokio::test]
-async fn closing_the_socket_cancels_a_whole_reply() {
+/// Serves `s` on a loopback socket, POSTs `body` to `path` over a plain TCP connection and waits
+/// until the request reached the engine; returns the open socket, the server task and a
+/// deadline 20 s out.
+async fn submit_over_a_socket(
+    s: &TestServer,
+    path: &str,
+    body: &Value,
+) -> (
+    std::net::TcpStream,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+    Instant,
+) {
     use std::io::Write;
 
-    let s = server(Opts::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let served = tokio::spawn(hearth::server::serve(listener, s.state.clone(), std::future::pending()));
-    let body = json!({"prompt": "Tell me a long story", "max_tokens": 200, "temperature": 0}).to_string();
+    let body = body.to_string();
     let mut socket = std::net::TcpStream::connect(addr).unwrap();
     let head = format!(
-        "POST /v1/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     socket.write_all(head.as_bytes()).unwrap();
@@ -920,6 +927,16 @@ async fn closing_the_socket_cancels_a_whole_reply() {
         assert!(Instant::now() < deadline, "the request never reached the engine");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    (socket, served, deadline)
+}
+
+/// A whole (non-streamed) reply is cancelled too when its client closes the
+/// connection: hyper drops the handler's future, and the `RequestStream` in it.
+#[tokio::test]
+async fn closing_the_socket_cancels_a_whole_reply() {
+    let s = server(Opts::default());
+    let body = json!({"prompt": "Tell me a long story", "max_tokens": 200, "temperature": 0});
+    let (socket, served, deadline) = submit_over_a_socket(&s, "/v1/completions", &body).await;
     drop(socket);
     // The same prompt runs to 200 tokens when nobody leaves (see above).
     wait_until_cancelled(&s, deadline).await;
@@ -930,32 +947,15 @@ async fn closing_the_socket_cancels_a_whole_reply() {
 /// a client that leaves mid-reply leaves its message saved (the reply, cancelled, is not).
 #[tokio::test]
 async fn conversation_id_saves_the_messages_before_the_reply() {
-    use std::io::Write;
-
     let s = server(Opts {
         disk: true,
         ..Opts::default()
     });
     let data = s._dir.path().join("data");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let served = tokio::spawn(hearth::server::serve(listener, s.state.clone(), std::future::pending()));
     let mut b = chat_body("Tell me a long story", 200, false);
     b["conversation_id"] = json!("left-early");
     b["temperature"] = json!(0);
-    let body = b.to_string();
-    let mut socket = std::net::TcpStream::connect(addr).unwrap();
-    let head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    socket.write_all(head.as_bytes()).unwrap();
-    socket.write_all(body.as_bytes()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while s.state.engine().stats().requests.submitted == 0 {
-        assert!(Instant::now() < deadline, "the request never reached the engine");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let (socket, served, deadline) = submit_over_a_socket(&s, "/v1/chat/completions", &b).await;
     let file = data.join("conversations/left-early.json");
     let saved = |what: &str| -> Value {
         serde_json::from_slice(&std::fs::read(&file).unwrap_or_else(|e| panic!("{what}: {e}"))).unwrap()
