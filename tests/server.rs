@@ -794,7 +794,7 @@ async fn serve_answers_on_a_socket_and_shuts_down_gracefully() {
 }
 
 /// `hearth --headless` end to end: it binds, logs its URL, answers, and exits
-/// cleanly on SIGTERM.
+/// cleanly on SIGTERM, even with a client holding half a request open.
 #[cfg(unix)]
 #[tokio::test]
 async fn headless_binary_serves_and_stops_on_sigterm() {
@@ -878,6 +878,15 @@ async fn headless_binary_serves_and_stops_on_sigterm() {
     drop(sender);
     let _ = conn.await;
 
+    // A client that never finishes its request's headers does not hold the shutdown up past
+    // the grace period.
+    let mut half_open = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(
+        &mut half_open,
+        format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n").as_bytes(),
+    )
+    .unwrap();
+
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -895,6 +904,7 @@ async fn headless_binary_serves_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status:?}");
+    drop(half_open);
 }
 
 /// Serves `s` on a loopback socket, POSTs `body` to `path` over a plain TCP connection and waits

@@ -10,7 +10,7 @@ use super::start::start;
 
 /// `hearth --headless`: the OpenAI-compatible server until Ctrl-C or SIGTERM.
 pub fn run(settings: &Settings, paths: &AppPaths) -> Result<ExitCode> {
-    use hearth::server::{serve, shutdown_signal, AppState, ServerConfig};
+    use hearth::server::{drained, serve, shutdown_signal, AppState, ServerConfig, SHUTDOWN_GRACE};
     let server = &settings.server;
     // The host is loopback unless the command line or the config asked for
     // another; say what that means without a key.
@@ -44,18 +44,23 @@ pub fn run(settings: &Settings, paths: &AppPaths) -> Result<ExitCode> {
             eprintln!("hearth: stopping; waiting for requests in flight (Ctrl-C again to stop now)");
             let _ = stopping_tx.send(());
         };
+        let engine = handle.clone();
         let force = async move {
-            if stopping_rx.await.is_ok() {
-                shutdown_signal().await;
-            } else {
+            if stopping_rx.await.is_err() {
                 std::future::pending::<()>().await;
+            }
+            tokio::select! {
+                _ = shutdown_signal() => eprintln!("hearth: stopped with requests in flight"),
+                _ = drained(&engine, SHUTDOWN_GRACE) => {
+                    eprintln!("hearth: stopped; closed connections that sent no complete request")
+                }
             }
         };
         tokio::select! {
             served = serve(listener, AppState::new(handle, config), shutdown) => {
                 served.context("the server failed")?;
             }
-            _ = force => eprintln!("hearth: stopped with requests in flight"),
+            _ = force => {}
         }
         Ok::<_, anyhow::Error>(())
     })?;

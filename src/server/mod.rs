@@ -55,7 +55,7 @@ use axum::Router;
 
 pub use error::ApiError;
 pub use metrics::render as render_metrics;
-pub use serve::{serve, shutdown_signal};
+pub use serve::{drained, serve, shutdown_signal, SHUTDOWN_GRACE};
 pub use state::{AppState, ServerConfig};
 
 /// Every route, with its layers, over `state`; no socket (tests call it with
