@@ -6,11 +6,9 @@ use std::time::{Duration, Instant};
 use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama;
 
-use crate::kv::BlockId;
 use crate::model::gguf::GgufFile;
 use crate::model::{Logits, ModelError, Transformer};
-use crate::ops::{BatchLayout, PagedLayout};
-use crate::runtime::KvMemory;
+use crate::ops::BatchLayout;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -27,6 +25,9 @@ pub enum BenchError {
     /// The server answered a benchmark request with an error.
     #[error("the server failed a request: {0}")]
     Serve(String),
+    /// Options or inputs the benchmark cannot run with.
+    #[error("{0}")]
+    Invalid(String),
     #[error("the candle-transformers reference (quantized_llama) needs a llama-architecture model; this one is {0} (pass --no-reference)")]
     NotLlama(String),
 }
@@ -196,17 +197,7 @@ fn run_ours(
     decode: usize,
     kv_dtype: crate::config::KvDtype,
 ) -> Result<(Duration, Duration), BenchError> {
-    let s = tf.kv_shape();
-    let layout = PagedLayout {
-        layers: s.layers,
-        kv_heads: s.kv_heads,
-        head_dim: s.head_dim,
-        block_size: 16,
-        dtype: kv_dtype,
-    };
-    let blocks = (prompt.len() + decode + 1).div_ceil(layout.block_size);
-    let mut memory = KvMemory::new(layout, blocks, 0);
-    let table: Vec<BlockId> = (0..blocks as u32).map(BlockId).collect();
+    let (mut memory, table) = super::one_sequence(tf, kv_dtype, prompt.len() + decode + 1);
     let t0 = Instant::now();
     let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
     let logits = tf.forward(

@@ -20,12 +20,11 @@ use candle_core::{Device, Tensor};
 
 use super::BenchError;
 use crate::config::KvDtype;
-use crate::kv::BlockId;
+use crate::model::sampling::argmax;
 use crate::model::source::{resolve, ModelSource};
 use crate::model::{LoadedModel, Logits, ModelError, Transformer};
-use crate::ops::{BatchLayout, PagedLayout};
+use crate::ops::BatchLayout;
 use crate::persist::Message;
-use crate::runtime::KvMemory;
 
 /// Prompts with clear answers (the defaults of `hearth bench kv`).
 pub const KV_BENCH_PROMPTS: &[&str] = &[
@@ -134,27 +133,6 @@ impl std::fmt::Display for KvBenchReport {
     }
 }
 
-fn layout(tf: &Transformer, dtype: KvDtype) -> PagedLayout {
-    let s = tf.kv_shape();
-    PagedLayout {
-        layers: s.layers,
-        kv_heads: s.kv_heads,
-        head_dim: s.head_dim,
-        block_size: 16,
-        dtype,
-    }
-}
-
-fn argmax(row: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, v) in row.iter().enumerate() {
-        if *v > row[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
 /// Top logit minus the second.
 fn margin(row: &[f32]) -> f32 {
     let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
@@ -190,10 +168,7 @@ fn rows(t: &Tensor) -> Result<Vec<Vec<f32>>, BenchError> {
 
 /// Greedy `n` tokens after `prompt` with f32 K/V.
 fn greedy_f32(tf: &Transformer, prompt: &[u32], n: usize) -> Result<Vec<u32>, BenchError> {
-    let l = layout(tf, KvDtype::F32);
-    let blocks = (prompt.len() + n + 1).div_ceil(l.block_size);
-    let mut memory = KvMemory::new(l, blocks, 0);
-    let table: Vec<BlockId> = (0..blocks as u32).map(BlockId).collect();
+    let (mut memory, table) = super::one_sequence(tf, KvDtype::F32, prompt.len() + n + 1);
     let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
     let logits = tf.forward(
         prompt,
@@ -220,12 +195,12 @@ pub fn teacher_forced_logits(
     reply: &[u32],
     dtype: KvDtype,
 ) -> Result<Vec<Vec<f32>>, BenchError> {
-    let l = layout(tf, dtype);
+    let (Some(_), Some((_, forced))) = (prompt.first(), reply.split_last()) else {
+        return Err(BenchError::Invalid("teacher forcing needs a prompt and a reply".into()));
+    };
     let mut ids = prompt.to_vec();
-    ids.extend(&reply[..reply.len() - 1]);
-    let blocks = ids.len().div_ceil(l.block_size) + 1;
-    let mut memory = KvMemory::new(l, blocks, 0);
-    let table: Vec<BlockId> = (0..blocks as u32).map(BlockId).collect();
+    ids.extend(forced);
+    let (mut memory, table) = super::one_sequence(tf, dtype, ids.len());
     let batch = BatchLayout::single(0, ids.len()).map_err(ModelError::from)?;
     let logits = tf.forward(&ids, &batch, memory.store(&[&table]).as_mut(), Logits::All)?;
     Ok(rows(&logits)?.split_off(prompt.len() - 1))
@@ -239,7 +214,7 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
     for dtype in KvDtype::ALL {
         dtype
             .check_head_dim(tf.kv_shape().head_dim)
-            .map_err(|e| BenchError::Serve(format!("K/V type {dtype}: {e}")))?;
+            .map_err(|e| BenchError::Invalid(format!("K/V type {dtype}: {e}")))?;
     }
     let n = opts.tokens.max(1);
     let mut cases = Vec::new();
@@ -279,7 +254,7 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
         }
         types.push(KvTypeReport {
             dtype,
-            bytes_per_token: layout(tf, dtype).token_bytes(),
+            bytes_per_token: super::paged_layout(tf, dtype).token_bytes(),
             mean_abs_logit_error: sum / count.max(1) as f64,
             max_abs_logit_error: max,
             mean_abs_logprob_error: lp_sum / lp_count.max(1) as f64,

@@ -33,3 +33,32 @@ pub use kv::{
     log_softmax, run_kv_bench, teacher_forced_logits, KvBenchOptions, KvBenchReport, KvTypeReport, KV_BENCH_PROMPTS,
 };
 pub use serve::{run_serve_bench, ServeBenchOptions, ServeBenchReport, ServeRun};
+
+use crate::config::KvDtype;
+use crate::kv::BlockId;
+use crate::model::Transformer;
+use crate::ops::PagedLayout;
+use crate::runtime::KvMemory;
+
+/// `tf`'s K/V in blocks of 16 tokens (as `hearth run` uses), stored as `dtype`.
+fn paged_layout(tf: &Transformer, dtype: KvDtype) -> PagedLayout {
+    let s = tf.kv_shape();
+    PagedLayout {
+        layers: s.layers,
+        kv_heads: s.kv_heads,
+        head_dim: s.head_dim,
+        block_size: 16,
+        dtype,
+    }
+}
+
+/// K/V memory for one sequence of up to `tokens` tokens and its block table (blocks in
+/// order): what the single-sequence benchmarks run the forward on.
+fn one_sequence(tf: &Transformer, dtype: KvDtype, tokens: usize) -> (KvMemory, Vec<BlockId>) {
+    let layout = paged_layout(tf, dtype);
+    let blocks = tokens.div_ceil(layout.block_size);
+    (
+        KvMemory::new(layout, blocks, 0),
+        (0..blocks as u32).map(BlockId).collect(),
+    )
+}

@@ -192,7 +192,7 @@ fn sanitize(l: f32) -> f32 {
 }
 
 /// Index of the largest value, the lowest index on ties; 0 when all are -inf.
-fn argmax(values: &[f32]) -> u32 {
+pub(crate) fn argmax(values: &[f32]) -> u32 {
     let mut best = 0usize;
     for (i, &v) in values.iter().enumerate().skip(1) {
         if v > values[best] {
