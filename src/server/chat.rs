@@ -31,17 +31,13 @@ pub(crate) async fn handle(
         Some(id) => Some(save_to(&id, &messages)?),
     };
     let prompt = generation::tokenize(&state, {
-        let save = save.clone();
+        let conversation = save.as_ref().map(|s| s.conversation.clone());
         move |engine| {
             let prompt = engine.tokenize_chat(&messages)?;
             // The request's messages are saved before generating (a valid prompt only); if
             // that fails, the reply is still generated and saved with them when it finishes.
-            if let Some(SaveTo {
-                conversation,
-                messages: Some(m),
-            }) = &save
-            {
-                if let Err(e) = engine.save_messages(conversation, m) {
+            if let Some(conversation) = conversation {
+                if let Err(e) = engine.save_messages(&conversation, &messages) {
                     tracing::warn!("could not save conversation {conversation} before replying: {e}");
                 }
             }
