@@ -152,12 +152,6 @@ impl ChatTemplate {
         Self::new(source, bos, eos).map(Some)
     }
 
-    /// The ChatML fallback: `<|im_start|>{role}\n{content}<|im_end|>\n` per
-    /// message and `<|im_start|>assistant\n` as the generation prompt.
-    pub fn chatml(tok: &Tokenizer) -> Self {
-        Self::chatml_with_tokens(tok.bos_token().map(str::to_owned), tok.eos_token().map(str::to_owned))
-    }
-
     /// The template for a model that carries none: its family's own where hearth knows it
     /// (Gemma 3), else ChatML.
     pub fn fallback(family: crate::model::hparams::Family, tok: &Tokenizer) -> Self {
@@ -171,7 +165,9 @@ impl ChatTemplate {
         }
     }
 
-    /// [`ChatTemplate::chatml`] without a tokenizer.
+    /// ChatML: `<|im_start|>{role}\n{content}<|im_end|>\n` per message and
+    /// `<|im_start|>assistant\n` as the generation prompt; `bos_token` / `eos_token` as in
+    /// [`ChatTemplate::new`].
     pub fn chatml_with_tokens(bos_token: Option<String>, eos_token: Option<String>) -> Self {
         // The source is a constant (covered by a test); the token texts are
         // only variables, so they cannot make it fail to parse.
