@@ -90,14 +90,6 @@ impl Pair {
     }
 }
 
-/// Greedy, exactly `n` tokens (end-of-sequence tokens do not stop it).
-fn ignoring_eos(n: usize) -> hearth::engine::GenerateParams {
-    hearth::engine::GenerateParams {
-        ignore_eos: true,
-        ..greedy(n)
-    }
-}
-
 /// A tiny Q8_0 model of every family, written into `dir`.
 fn models(dir: &std::path::Path) -> Vec<(String, TinyModelSpec, std::path::PathBuf)> {
     models_of(dir, WeightType::Q8_0)
@@ -176,7 +168,7 @@ fn three_turn_chat_hits_through_the_generated_reply() {
         for turn in 0..3 {
             // Replies of exactly 20 tokens (a random model may end its turn
             // at once), so each turn has reply blocks to reuse.
-            let r = p.run_params(&history, &ignoring_eos(20), &format!("{f} turn {turn}"));
+            let r = p.run_params(&history, &greedy_exactly(20), &format!("{f} turn {turn}"));
             assert_eq!(r.tokens.len(), 20, "{f} turn {turn}");
             if turn > 0 {
                 // Everything but the last sampled token of the previous reply
@@ -322,7 +314,7 @@ fn every_kv_dtype_is_exact_with_the_cache_from_every_tier() {
 
             let mut history = prompt(21, v, 52);
             for turn in 0..2 {
-                let r = p.run_params(&history, &ignoring_eos(12), &format!("{f} chat turn {turn}"));
+                let r = p.run_params(&history, &greedy_exactly(12), &format!("{f} chat turn {turn}"));
                 if turn > 0 {
                     assert!(r.cached.tokens > 21, "{f}: the reply was not reused: {:?}", r.cached);
                 }

@@ -35,14 +35,6 @@ fn disk_engine(path: &Path, data: &Path, faults: Faults) -> Engine {
     engine(path, true, 64, 16).with_disk(&settings).unwrap()
 }
 
-/// Greedy, exactly `n` tokens, logits kept.
-fn fixed(n: usize) -> GenerateParams {
-    GenerateParams {
-        ignore_eos: true,
-        ..greedy(n)
-    }
-}
-
 fn id(s: &str) -> ConversationId {
     ConversationId::parse(s).unwrap()
 }
@@ -51,21 +43,13 @@ fn id(s: &str) -> ConversationId {
 fn turn(e: &mut Engine, conversation: &ConversationId, prompt: &[u32], n: usize, turn: usize) -> GenerationReport {
     let request = GenerateRequest {
         prompt: prompt.to_vec(),
-        params: fixed(n),
+        params: greedy_exactly(n),
         save: Some(SaveTo {
             conversation: conversation.clone(),
             messages: Some(vec![Message::new(Role::User, format!("turn {turn}"))]),
         }),
     };
     e.run(request, |_| Ok(())).unwrap()
-}
-
-fn assert_same(a: &GenerationReport, b: &GenerationReport, what: &str) {
-    assert_eq!(a.tokens, b.tokens, "{what}: greedy tokens differ");
-    for (step, (x, y)) in a.logits.iter().zip(&b.logits).enumerate() {
-        let d = max_abs_diff(x, y);
-        assert!(d < F32_TOL, "{what} step {step}: max |diff| {d}");
-    }
 }
 
 /// Turn 4's prompt after three turns of 20 tokens each, and the tokens computed by turn 3.
@@ -113,9 +97,9 @@ fn a_conversation_stays_warm_across_a_restart() {
     // A run that never restarted: turn 4 from its RAM tiers.
     let mut kept = engine(&path, true, 64, 16);
     for p in &h.turns {
-        kept.generate(p, &fixed(20), |_| Ok(())).unwrap();
+        kept.generate(p, &greedy_exactly(20), |_| Ok(())).unwrap();
     }
-    let never_restarted = kept.generate(&h.next, &fixed(20), |_| Ok(())).unwrap();
+    let never_restarted = kept.generate(&h.next, &greedy_exactly(20), |_| Ok(())).unwrap();
 
     // A new engine: its RAM tiers are empty; turn 4 reads the history from the cache file.
     let mut second = disk_engine(&path, &data, Faults::none());
@@ -128,9 +112,9 @@ fn a_conversation_stays_warm_across_a_restart() {
     assert_eq!(r.logits, never_restarted.logits, "K/V from disk are the same bits");
 
     let cold = engine(&path, false, 64, 0)
-        .generate(&h.next, &fixed(20), |_| Ok(()))
+        .generate(&h.next, &greedy_exactly(20), |_| Ok(()))
         .unwrap();
-    assert_same(&r, &cold, "after a restart vs uncached");
+    assert_same_run(&r, &cold, "after a restart vs uncached", F32_TOL);
     assert_blocks_released(&second.cache_stats(), "after the restarted turn");
 
     // The text: the last request's messages and its reply.
@@ -166,7 +150,7 @@ fn saved() -> Saved {
     let file = cache_path(&cache_dir(&data), &c);
     let pristine = std::fs::read(&file).unwrap();
     let cold = engine(&path, false, 64, 0)
-        .generate(&h.next, &fixed(20), |_| Ok(()))
+        .generate(&h.next, &greedy_exactly(20), |_| Ok(()))
         .unwrap();
     Saved {
         _dir: dir,
@@ -187,7 +171,7 @@ impl Saved {
         damage(&mut bytes);
         std::fs::write(&self.file, &bytes).unwrap();
         let mut e = disk_engine(&self.model, &self.data, Faults::none());
-        let r = e.generate(&self.next, &fixed(20), |_| Ok(())).unwrap();
+        let r = e.generate(&self.next, &greedy_exactly(20), |_| Ok(())).unwrap();
         assert_blocks_released(&e.cache_stats(), "after a damaged read");
         (r, e)
     }
@@ -212,7 +196,7 @@ fn a_damaged_or_foreign_cache_file_is_never_used() {
     // Intact: every block is used.
     let (r, e) = s.turn_after(|_| {});
     assert_eq!(r.cached.disk_tokens, blocks * 16);
-    assert_same(&r, &s.cold, "intact");
+    assert_same_run(&r, &s.cold, "intact", F32_TOL);
     s.text_intact(&e);
 
     // A flipped byte in block k: blocks before k are used, the rest recomputed.
@@ -220,14 +204,14 @@ fn a_damaged_or_foreign_cache_file_is_never_used() {
     let (r, e) = s.turn_after(|b| b[(h.block_offset(k) + 1000) as usize] ^= 0x40);
     assert_eq!(r.cached.disk_tokens, k * 16, "{:?}", r.cached);
     assert_eq!(r.cached.tokens, k * 16);
-    assert_same(&r, &s.cold, "flipped byte");
+    assert_same_run(&r, &s.cold, "flipped byte", F32_TOL);
     assert_eq!(e.stats().disk.unwrap().damaged_blocks, 1);
     s.text_intact(&e);
 
     // Truncated inside block k: the whole blocks before it are used.
     let (r, e) = s.turn_after(|b| b.truncate((h.block_offset(k) + 5) as usize));
     assert_eq!(r.cached.disk_tokens, k * 16, "{:?}", r.cached);
-    assert_same(&r, &s.cold, "truncated");
+    assert_same_run(&r, &s.cold, "truncated", F32_TOL);
     s.text_intact(&e);
 
     // Truncated inside the header, another model's file, a future version, random bytes, an
@@ -267,7 +251,7 @@ fn a_damaged_or_foreign_cache_file_is_never_used() {
     for (what, damage, reason) in cases {
         let (r, e) = s.turn_after(damage);
         assert_eq!(r.cached.tokens, 0, "{what}: {:?}", r.cached);
-        assert_same(&r, &s.cold, what);
+        assert_same_run(&r, &s.cold, what, F32_TOL);
         s.text_intact(&e);
         let fp = e.stats().disk.unwrap();
         assert_eq!(fp.files, 0, "{what}: indexed");
@@ -413,9 +397,11 @@ fn an_unwritable_data_dir_never_stops_generation() {
     let (spec, path) = model(dir.path());
     let mut e = disk_engine(&path, &data, Faults::none());
     let p = prompt(40, spec.vocab.size, 1);
-    let cold = engine(&path, false, 64, 0).generate(&p, &fixed(8), |_| Ok(())).unwrap();
+    let cold = engine(&path, false, 64, 0)
+        .generate(&p, &greedy_exactly(8), |_| Ok(()))
+        .unwrap();
     let r = turn(&mut e, &id("ro"), &p, 8, 0);
-    assert_same(&r, &cold, "unwritable data dir");
+    assert_same_run(&r, &cold, "unwritable data dir", F32_TOL);
     e.flush_disk();
     let s = e.stats().disk.unwrap();
     assert_eq!(s.write_failures, 2);
@@ -611,9 +597,9 @@ fn every_kv_dtype_stays_warm_across_a_restart_and_other_types_are_not_used() {
 
         let mut kept = engine_with(&path, settings.clone(), 64, 16);
         for p in &h.turns {
-            kept.generate(p, &fixed(20), |_| Ok(())).unwrap();
+            kept.generate(p, &greedy_exactly(20), |_| Ok(())).unwrap();
         }
-        let never_restarted = kept.generate(&h.next, &fixed(20), |_| Ok(())).unwrap();
+        let never_restarted = kept.generate(&h.next, &greedy_exactly(20), |_| Ok(())).unwrap();
 
         let mut second = with_disk(settings.clone());
         let r = turn(&mut second, &c, &h.next, 20, 3);
@@ -638,7 +624,7 @@ fn every_kv_dtype_stays_warm_across_a_restart_and_other_types_are_not_used() {
             0,
             "{dtype}: a file of another K/V type was indexed"
         );
-        let r = third.generate(&h.next, &fixed(4), |_| Ok(())).unwrap();
+        let r = third.generate(&h.next, &greedy_exactly(4), |_| Ok(())).unwrap();
         assert_eq!(r.cached.disk_tokens, 0, "{dtype}");
         let layout = hearth::persist::kv_layout(third.model().transformer.kv_shape(), 16, KvDtype::F32);
         let current = hearth::persist::fingerprint(&third.model().info.files, "cpu", &layout, &mut |_| {}).unwrap();

@@ -196,3 +196,25 @@ pub fn greedy(n: usize) -> hearth::engine::GenerateParams {
         ..hearth::engine::GenerateParams::greedy(n)
     }
 }
+
+/// [`greedy`], exactly `n` tokens: an end-of-sequence token does not stop it.
+pub fn greedy_exactly(n: usize) -> hearth::engine::GenerateParams {
+    hearth::engine::GenerateParams {
+        ignore_eos: true,
+        ..greedy(n)
+    }
+}
+
+/// Two runs of the same prompt: the same greedy tokens, and every step's logits within `tol`.
+pub fn assert_same_run(
+    a: &hearth::engine::GenerationReport,
+    b: &hearth::engine::GenerationReport,
+    what: &str,
+    tol: f32,
+) {
+    assert_eq!(a.tokens, b.tokens, "{what}: greedy tokens differ");
+    for (step, (x, y)) in a.logits.iter().zip(&b.logits).enumerate() {
+        let d = max_abs_diff(x, y);
+        assert!(d < tol, "{what} step {step}: max |logit diff| {d}");
+    }
+}
