@@ -23,12 +23,8 @@ Only the Python standard library is used.
 """
 
 import argparse
-import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
+
+from llama_server import post, start
 
 PROMPTS = [  # hearth::bench::KV_BENCH_PROMPTS
     "What is the capital of France?",
@@ -39,41 +35,11 @@ PROMPTS = [  # hearth::bench::KV_BENCH_PROMPTS
 TYPES = ["f32", "f16", "bf16", "q8_0"]
 
 
-def post(port, path, body):
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=600) as r:
-        return json.loads(r.read())
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     def __init__(self, bin_dir, model, kv, threads):
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [f"{bin_dir}/llama-server", "-m", model, "--port", str(self.port), "-t", str(threads),
-             "-ctk", kv, "-ctv", kv, "-fa", "on" if kv == "q8_0" else "off",
-             "-c", "4096", "-np", "1", "--no-webui"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        for _ in range(600):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except Exception:
-                if self.proc.poll() is not None:
-                    sys.exit(f"llama-server -ctk {kv} exited with {self.proc.returncode}")
-            time.sleep(0.5)
-        sys.exit(f"llama-server -ctk {kv} did not start")
+        args = ["-t", str(threads), "-ctk", kv, "-ctv", kv, "-fa", "on" if kv == "q8_0" else "off",
+                "-c", "4096", "-np", "1"]
+        self.proc, self.port = start(bin_dir, model, args)
 
     def close(self):
         self.proc.terminate()

@@ -27,11 +27,10 @@ import argparse
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
+
+from llama_server import post, start
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GEMMA_TEMPLATE = ROOT / "src/model/chat/builtin/gemma-3-it.jinja"
@@ -73,33 +72,6 @@ KV_RUNS = {
 }
 
 
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=900) as r:
-        return json.loads(r.read())
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(cmd, port):
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(600):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except Exception:
-            if proc.poll() is not None:
-                sys.exit(f"llama-server exited with {proc.returncode}: {' '.join(cmd)}")
-        time.sleep(0.5)
-    sys.exit("llama-server did not start")
-
-
 def generate(port, ids, n):
     r = post(port, "/completion", {"prompt": ids, "n_predict": n, "temperature": 0, "n_probs": 10,
                                    "ignore_eos": True, "return_tokens": True, "cache_prompt": False})
@@ -114,10 +86,8 @@ def record(bin_dir, models_dir, name, spec, tokens, threads):
     model = os.path.join(models_dir, spec["file"])
     out = {"model": spec["file"], "tokens": tokens, "runs": {}}
     for kv, flags in KV_RUNS.items():
-        port = free_port()
         args = ["-t", str(threads), "-c", "4096", "-np", "1", "--jinja", *flags, *spec["extra"]]
-        cmd = [f"{bin_dir}/llama-server", "-m", model, "--port", str(port), "--no-webui", *args]
-        proc = start(cmd, port)
+        proc, port = start(bin_dir, model, args, cwd=ROOT)
         try:
             cases = []
             raws = RAW + ([long_prompt()] if spec["long"] else [])
