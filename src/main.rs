@@ -20,7 +20,10 @@ fn main() -> ExitCode {
         eprintln!("error: {}", hearth::runtime::cpu::unsupported_cpu_message(&missing));
         return ExitCode::FAILURE;
     }
-    let cli = cli::args::Cli::parse();
+    let cli = match cli::args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return cli::args::refused(e),
+    };
     init_logging(cli.verbose);
     match cli::dispatch(cli) {
         Ok(code) => code,

@@ -9,12 +9,19 @@ use std::process::{Command, Output};
 use hearth::model::hparams::Family;
 use hearth::model::testkit::{TinyModelSpec, WeightType};
 
+/// An empty config file in `dir` (a file named with `--config` must exist).
+fn empty_config(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("empty-config.toml");
+    std::fs::write(&path, "").unwrap();
+    path
+}
+
 fn hearth(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hearth"))
         .args(args)
         // Isolated config and data: never the user's, never the network.
         .arg("--config")
-        .arg(dir.join("no-config.toml"))
+        .arg(empty_config(dir))
         .arg("--offline")
         .env("HEARTH_DATA_DIR", dir.join("data"))
         .env("HF_HUB_OFFLINE", "1")
@@ -484,7 +491,7 @@ fn a_hub_model_downloads_once_and_then_runs_offline() {
             "0",
         ])
         .arg("--config")
-        .arg(dir.path().join("no-config.toml"))
+        .arg(empty_config(dir.path()))
         .env("HEARTH_DATA_DIR", dir.path().join("data"))
         .env("HF_HOME", dir.path().join("hf"))
         .env("HF_ENDPOINT", hub.endpoint())

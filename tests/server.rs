@@ -804,10 +804,12 @@ async fn headless_binary_serves_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("tiny.gguf");
     write_model(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), &model).unwrap();
+    let config = dir.path().join("empty-config.toml");
+    std::fs::write(&config, "").unwrap();
     let hearth = || {
         let mut c = Command::new(env!("CARGO_BIN_EXE_hearth"));
         c.arg("--config")
-            .arg(dir.path().join("no-config.toml"))
+            .arg(&config)
             .arg("--offline")
             .env("HEARTH_DATA_DIR", dir.path().join("data"))
             .env("HF_HUB_OFFLINE", "1")

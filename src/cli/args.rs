@@ -11,7 +11,9 @@ use hearth::config::ConfigFile;
 #[command(
     name = "hearth",
     version,
-    about = "Run a quantized LLM locally and keep every conversation warm."
+    about = "Run a quantized LLM locally and keep every conversation warm.",
+    // `--temperature -1` is a value (refused by the settings with a reason), not an unknown flag.
+    allow_negative_numbers = true
 )]
 pub struct Cli {
     /// Config file (default: the platform config dir's hearth/config.toml).
@@ -34,8 +36,10 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Generate a completion and stream it to stdout.
+    #[command(allow_negative_numbers = true)]
     Run(RunArgs),
     /// Print the token ids of text as a JSON array (no BOS added).
+    #[command(allow_negative_numbers = true)]
     Tokenize(TokenizeArgs),
     /// The disk tier's cache files: list, verify, prune.
     Cache {
@@ -190,6 +194,34 @@ pub enum BenchCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+}
+
+/// A command line clap refused: `--help` and `--version` print and succeed; anything else is one
+/// `error:` line naming the flag and the value (clap's own first line, without its usage text)
+/// and exit status 1, as every other error of hearth.
+pub fn refused(e: clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            std::process::ExitCode::SUCCESS
+        }
+        // `hearth cache` without its subcommand: the subcommands are the useful answer.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            std::process::ExitCode::FAILURE
+        }
+        _ => {
+            let text = e.render().to_string();
+            let first = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid command line");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("error: {first} (see hearth --help)");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,12 +15,13 @@ use hearth::persist::{
 
 use super::args::CacheCommand;
 use super::progress::bytes_bar;
-use super::start::resolve_model;
+use super::start::resolve_model_locally;
 
 /// The fingerprint and layout the configured model's cache files must have, without loading
-/// its weights (its files are hashed, with a progress bar).
+/// its weights (its files are hashed, with a progress bar), and without downloading it: cache
+/// files are checked on their own when the model is not on this machine.
 fn current_fingerprint(settings: &Settings) -> Result<(hearth::persist::Fingerprint, hearth::persist::KvLayout)> {
-    let resolved = resolve_model(settings)?;
+    let resolved = resolve_model_locally(settings)?;
     let shape = hearth::model::kv_shape_of(&resolved.gguf)?;
     let selected = select_device(settings.model.device)?;
     let dtype = settings.cache.kv_dtype_for(selected.is_cuda());
@@ -57,7 +58,7 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: CacheCommand) -> Result
         Ok(c) => Some(c),
         Err(e) => {
             eprintln!(
-                "note: the configured model is not available ({}); every file shows as foreign",
+                "note: the configured model is not on this machine ({}); files are checked on their own, and none is said to fit it",
                 crate::one_line(&e)
             );
             None

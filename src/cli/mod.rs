@@ -33,7 +33,12 @@ use args::{Cli, Command};
 /// Settings from the config file and the command line, then the command.
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let config_file = AppPaths::resolve(cli.config.clone(), None, None)?.config_file;
-    let file = ConfigFile::load(&config_file)?;
+    // A file named with --config must exist; only the default location may be absent.
+    let file = if cli.config.is_some() {
+        ConfigFile::load_required(&config_file)?
+    } else {
+        ConfigFile::load(&config_file)?
+    };
     // The data dir: --data-dir or HEARTH_DATA_DIR, else the config file's, else the platform's.
     let data_dir = cli
         .settings

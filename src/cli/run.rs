@@ -14,13 +14,33 @@ use super::start::start;
 
 pub fn run(settings: &Settings, paths: &AppPaths, args: &RunArgs) -> Result<ExitCode> {
     let mut prompts = args.prompt.clone();
+    // A prompt longer than the context could hold fails at once, without reading all of it.
+    let context = settings
+        .model
+        .context_length
+        .unwrap_or(hearth::model::DEFAULT_CONTEXT_CAP);
+    let limit = prompt_file_limit(context);
     for path in &args.prompt_file {
+        let bytes = hearth::config::read_limited(path, limit)
+            .with_context(|| format!("cannot read prompt file {}", path.display()))?
+            .with_context(|| {
+                format!(
+                    "prompt file {} is larger than {limit} bytes, more than a context of {context} tokens can hold",
+                    path.display()
+                )
+            })?;
         prompts.push(
-            std::fs::read_to_string(path).with_context(|| format!("cannot read prompt file {}", path.display()))?,
+            String::from_utf8(bytes).with_context(|| format!("prompt file {} is not UTF-8 text", path.display()))?,
         );
     }
     let conversation = args.conversation.as_deref().map(ConversationId::parse).transpose()?;
     generate(settings, paths, &prompts, args.chat, conversation)
+}
+
+/// The most bytes a prompt file may hold: 64 per token of the context (no tokenizer's token is
+/// longer on average), plus 1 MiB.
+fn prompt_file_limit(context_tokens: usize) -> u64 {
+    (context_tokens as u64).saturating_mul(64).saturating_add(1 << 20)
 }
 
 fn generate(

@@ -19,6 +19,18 @@ pub fn resolve_model(settings: &Settings) -> Result<ResolvedModel> {
     Ok(resolve_with(&source, &opts, &mut progress, &Cancel::new())?)
 }
 
+/// The configured model's files if they are on this machine already (a local GGUF, or the hub
+/// cache), never downloading: for commands that only compare with the model (`hearth cache`).
+pub fn resolve_model_locally(settings: &Settings) -> Result<ResolvedModel> {
+    let source = ModelSource::parse(&settings.model.source)?;
+    let opts = HubOptions {
+        offline: true,
+        ..HubOptions::from(&settings.hub)
+    };
+    let mut progress = BarProgress::default();
+    Ok(resolve_with(&source, &opts, &mut progress, &Cancel::new())?)
+}
+
 /// The configured model loaded behind a running engine ([`launch`]), with progress on stderr.
 pub fn start(settings: &Settings, paths: &AppPaths) -> Result<EngineHandle> {
     let mut progress = BarProgress::default();

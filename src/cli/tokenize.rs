@@ -1,10 +1,10 @@
 //! `hearth tokenize`: token ids of text, or of each line of a JSON-lines file.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use hearth::config::Settings;
 use hearth::model::tokenizer::Tokenizer;
@@ -26,18 +26,39 @@ pub fn run(settings: &Settings, args: &TokenizeArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The longest line `tokenize --jsonl` reads.
+const MAX_LINE_BYTES: u64 = 64 << 20;
+
 fn tokenize_jsonl(tokenizer: &Tokenizer, path: &Path, out: &mut impl Write) -> Result<()> {
     #[derive(serde::Deserialize)]
     struct Line {
         text: String,
     }
     let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+    let mut reader = std::io::BufReader::new(f);
+    let mut buf = Vec::new();
+    for n in 0.. {
+        buf.clear();
+        // One line at most MAX_LINE_BYTES (and a newline): `/dev/zero` ends here instead of
+        // filling memory.
+        let read = (&mut reader)
+            .take(MAX_LINE_BYTES + 1)
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if read == 0 {
+            break;
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        } else if buf.len() as u64 > MAX_LINE_BYTES {
+            bail!("{} line {}: longer than {MAX_LINE_BYTES} bytes", path.display(), n + 1);
+        }
+        let line =
+            std::str::from_utf8(&buf).with_context(|| format!("{} line {}: not UTF-8 text", path.display(), n + 1))?;
         if line.trim().is_empty() {
             continue;
         }
-        let parsed: Line = serde_json::from_str(&line)
+        let parsed: Line = serde_json::from_str(line)
             .with_context(|| format!("{} line {}: expected {{\"text\": \"...\"}}", path.display(), n + 1))?;
         let ids = tokenizer.encode(&parsed.text, false)?;
         writeln!(out, "{}", serde_json::to_string(&ids)?)?;

@@ -14,6 +14,21 @@ use super::ConfigError;
 // (`layered_over`), and `Settings::resolve` validates the result. Fields marked
 // `#[arg(skip)]` have no flag. `config.example.toml` documents every key (a test compares).
 
+/// The largest config file read: far more than every key takes, and a bound on what
+/// `--config /dev/zero` can make us read.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// The whole of the file at `path` if it holds at most `limit` bytes, `None` if it holds more
+/// (found after reading `limit + 1` bytes, so an endless file such as `/dev/zero` ends too).
+pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)?;
+    Ok((out.len() as u64 <= limit).then_some(out))
+}
+
 /// The config file's keys, and the command line's flags for them. Every key is optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Args)]
 #[serde(deny_unknown_fields)]
@@ -212,9 +227,27 @@ impl ConfigFile {
 
     /// Reads `path`; a missing file is an empty config (defaults apply).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+        Self::read(path, false)
+    }
+
+    /// Reads the config file at `path`, which must exist: one named on the command line.
+    pub fn load_required(path: &Path) -> Result<Self, ConfigError> {
+        Self::read(path, true)
+    }
+
+    fn read(path: &Path, required: bool) -> Result<Self, ConfigError> {
+        let bytes = match read_limited(path, MAX_CONFIG_BYTES) {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                return Err(ConfigError::TooLarge {
+                    path: path.into(),
+                    limit: MAX_CONFIG_BYTES,
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(Self::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ConfigError::Missing { path: path.into() })
+            }
             Err(source) => {
                 return Err(ConfigError::Read {
                     path: path.into(),
@@ -222,6 +255,10 @@ impl ConfigFile {
                 })
             }
         };
+        let text = String::from_utf8(bytes).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            message: format!("not UTF-8 text ({e})"),
+        })?;
         Self::parse(&text, path)
     }
 

@@ -23,7 +23,8 @@ mod system;
 
 pub use error::ConfigError;
 pub use file::{
-    CacheSection, ConfigFile, EngineSection, HubSection, ModelSection, PathsSection, SamplingSection, ServerSection,
+    read_limited, CacheSection, ConfigFile, EngineSection, HubSection, ModelSection, PathsSection, SamplingSection,
+    ServerSection, MAX_CONFIG_BYTES,
 };
 pub use kv_dtype::{KvDtype, Q8_0_GROUP, Q8_0_GROUP_BYTES};
 pub use paths::AppPaths;

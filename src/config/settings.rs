@@ -334,6 +334,13 @@ fn engine_settings(c: &ConfigFile) -> Result<EngineSettings, ConfigError> {
     if engine.max_running == 0 {
         return Err(invalid("engine.max_running", 0, "must be at least 1"));
     }
+    if engine.max_queued == 0 {
+        return Err(invalid(
+            "engine.max_queued",
+            0,
+            "must be at least 1 (with no room to queue, every request would be refused)",
+        ));
+    }
     if engine.max_batch_tokens < engine.max_running {
         return Err(invalid(
             "engine.max_batch_tokens",

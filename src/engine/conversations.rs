@@ -14,7 +14,7 @@
 use super::{EngineError, EngineHandle, GenerateParams, GenerateRequest, RequestStream, SaveTo};
 use crate::model::chat::{Message, Role};
 use crate::persist::{
-    title_from, Conversation, ConversationId, ConversationSettings, ConversationSummary, PersistError, NEW_CHAT_TITLE,
+    title_from, Conversation, ConversationId, ConversationSettings, ConversationSummary, Kept, NEW_CHAT_TITLE,
 };
 
 impl EngineHandle {
@@ -82,8 +82,9 @@ impl EngineHandle {
     /// finishes, it is appended to the conversation and the conversation's cache file is
     /// written, both in the background.
     ///
-    /// If the user's message cannot be saved (a full disk), the reply is generated anyway and
-    /// the whole conversation is written again with it when it finishes.
+    /// If the user's message cannot be saved (a full disk), it is kept in memory (listed in
+    /// [`crate::persist::DiskStats::unsaved`]), the reply is generated anyway, and the whole
+    /// conversation is written with it when it finishes, or later when the disk allows.
     pub fn send_message(
         &self,
         id: &ConversationId,
@@ -101,34 +102,33 @@ impl EngineHandle {
             }
             c.messages.push(m.clone());
         };
-        match store.update(id, None, add) {
-            Ok(c) => self.reply(c, false, defaults),
-            Err(e @ (PersistError::NotFound(_) | PersistError::BadConversation { .. })) => Err(e.into()),
-            Err(e) => {
-                tracing::warn!("could not save the message: {e}; generating the reply anyway");
-                let mut c = store.get(id)?;
-                add(&mut c);
-                self.reply(c, true, defaults)
-            }
-        }
+        // A write that fails keeps the message in memory (shown as not saved, written again
+        // when the disk allows); the reply is generated either way.
+        let kept = store.update_or_keep(id, None, add)?;
+        self.reply(kept.conversation, kept.unsaved.is_some(), defaults)
     }
 
     /// Writes `messages` as conversation `id`'s whole text now, creating it (titled from them)
     /// when new: what a chat request naming a `conversation_id` sends is on disk before its
     /// reply is generated, and stays there if the client leaves. The reply, when it finishes,
-    /// is saved with them again ([`SaveTo::messages`]). `Ok(None)` when conversations are off
-    /// (no data dir): nothing is saved then, the reply included.
-    pub fn save_messages(
-        &self,
-        id: &ConversationId,
-        messages: &[Message],
-    ) -> Result<Option<Conversation>, EngineError> {
+    /// is saved with them again ([`SaveTo::messages`]). When the write fails (a full disk) the
+    /// text is kept in memory and written later, and [`Kept::unsaved`] says why. `Ok(None)`
+    /// when conversations are off (no data dir): nothing is saved then, the reply included.
+    pub fn save_messages(&self, id: &ConversationId, messages: &[Message]) -> Result<Option<Kept>, EngineError> {
         let Ok(store) = self.store() else {
             return Ok(None);
         };
         let title = title_from(messages);
         let new = || Conversation::new(id.clone(), title.clone(), ConversationSettings::default());
-        Ok(Some(store.update(id, Some(&new), |c| c.messages = messages.to_vec())?))
+        Ok(Some(
+            store.update_or_keep(id, Some(&new), |c| c.messages = messages.to_vec())?,
+        ))
+    }
+
+    /// Why conversation `id` is only in memory (its last write failed), if it is.
+    pub fn unsaved_reason(&self, id: &ConversationId) -> Option<String> {
+        let store = self.store().ok()?;
+        store.unsaved().into_iter().find(|u| u.id == *id).map(|u| u.error)
     }
 
     /// Generates the last reply of conversation `id` again: drops it (when the conversation ends

@@ -24,8 +24,9 @@ use std::time::SystemTime;
 use super::EngineError;
 use crate::kv::{hash_chain, BlockId, ImportPlan, KvCacheManager};
 use crate::persist::{
-    cache_dir, common_blocks, conversations_dir, AfterSave, CacheFile, CacheJob, ConversationId, ConversationStore,
-    DiskIndex, DiskStats, Faults, Fingerprint, KvLayout, PersistError, PersistWorker, TurnText, WorkerContext,
+    cache_dir, common_blocks, conversations_dir, remove_stale_temps, AfterSave, CacheFile, CacheJob, ConversationId,
+    ConversationStore, DiskIndex, DiskStats, Faults, Fingerprint, KvLayout, PersistError, PersistWorker, TurnText,
+    WorkerContext,
 };
 use crate::runtime::KvMemory;
 
@@ -98,8 +99,12 @@ impl DiskTier {
         layout: KvLayout,
     ) -> Result<Self, EngineError> {
         let dir = cache_dir(&settings.data_dir);
+        // Temp files of writes a crash cut short are removed (the cache dir's by the scan).
+        let conversations = conversations_dir(&settings.data_dir);
+        let mut temps_left = remove_stale_temps(&conversations).left.len();
         let index = match DiskIndex::scan(dir.clone(), fingerprint, layout) {
             Ok((index, report)) => {
+                temps_left += report.temps.left.len();
                 for (path, why) in &report.ignored {
                     tracing::warn!("ignoring cache file {}: {why}", path.display());
                 }
@@ -120,11 +125,12 @@ impl DiskTier {
             files: index.len(),
             bytes: index.bytes(),
             budget_bytes: settings.budget_bytes,
+            stale_temp_files: temps_left,
             ..DiskStats::default()
         };
         let index = Arc::new(Mutex::new(index));
         let stats = Arc::new(Mutex::new(stats));
-        let store = ConversationStore::with_faults(conversations_dir(&settings.data_dir), settings.faults.clone());
+        let store = ConversationStore::with_faults(conversations, settings.faults.clone());
         let worker = PersistWorker::spawn(WorkerContext {
             index: index.clone(),
             store: store.clone(),
@@ -147,7 +153,9 @@ impl DiskTier {
     }
 
     pub(crate) fn stats(&self) -> DiskStats {
-        lock(&self.stats).clone()
+        let mut stats = lock(&self.stats).clone();
+        stats.unsaved = self.store.unsaved();
+        stats
     }
 
     /// Waits for every queued write.

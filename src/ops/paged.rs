@@ -38,7 +38,7 @@
 use candle_core::Tensor;
 
 use super::par::{self, SharedMut};
-use super::row_kernels::{self, Codec, Rows};
+use super::row_kernels::{self, Codec, Rows, MAX_QUERIES};
 use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError};
 
 /// The geometry of a block pool.
@@ -337,37 +337,47 @@ impl SeqLayer<'_> {
         // them, and each kernel call runs over all of them.
         let per_pass = (PASS_ROWS / bs).clamp(1, MAX_PASS_BLOCKS);
         let mut bases = [0usize; MAX_PASS_BLOCKS];
-        // Each pass of `plane` (0: K, 1: V): its first position and, per row of the tile,
-        // the K/V rows that row attends to in it.
-        let mut passes = |plane: usize, f: &mut dyn FnMut(usize, usize, Rows<'_>)| {
+        // Each pass of `plane` (0: K, 1: V): its first position and, for each run of up to
+        // `MAX_QUERIES` consecutive (row, head) units that attend to the same K/V rows in it
+        // (a row's GQA group; consecutive rows whose positions all lie before the pass's
+        // end), the first unit, the run's length and those rows.
+        let mut passes = |plane: usize, f: &mut dyn FnMut(usize, usize, usize, Rows<'_>)| {
             for (pass, chunk) in blocks.chunks(per_pass).enumerate() {
                 for (base, &b) in bases.iter_mut().zip(chunk) {
                     *base = l.plane_offset(b, self.layer, plane) + kvh * hb;
                 }
                 let start = (first_block + pass * per_pass) * bs;
-                for t in 0..rows {
-                    let n = ctx_of(t).saturating_sub(start).min(chunk.len() * bs);
+                let n_of = |u: usize| ctx_of(u / group).saturating_sub(start).min(chunk.len() * bs);
+                let mut u = 0;
+                while u < units {
+                    let n = n_of(u);
+                    let mut run = 1;
+                    while run < MAX_QUERIES && u + run < units && n_of(u + run) == n {
+                        run += 1;
+                    }
                     let kv = Rows {
                         bases: &bases[..chunk.len()],
                         block: bs,
                         stride: rb,
                         n,
                     };
-                    f(start, t, kv);
+                    if n > 0 {
+                        f(start, u, run, kv);
+                    }
+                    u += run;
                 }
             }
         };
-        passes(0, &mut |start, t, k| {
-            for g in 0..group {
-                let s = &mut scores[(t * group + g) * ctx + start..];
-                row_kernels::scores::<SIMD, C>(q_of(t, g), pool, k, scale, s);
-            }
+        passes(0, &mut |start, u, run, k| {
+            let qs: [&[f32]; MAX_QUERIES] =
+                std::array::from_fn(|i| q_of((u + i.min(run - 1)) / group, (u + i.min(run - 1)) % group));
+            row_kernels::scores_n::<SIMD, C>(&qs[..run], pool, k, scale, &mut scores[u * ctx + start..], ctx);
         });
         for (u, sum) in sums.iter_mut().enumerate() {
             let (lo, hi) = (lo_of(u / group), ctx_of(u / group));
             let row = &mut scores[u * ctx..][..hi];
             let su = &mut row[lo..];
-            let max = su.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let max = self::max(su);
             for s in su.iter_mut() {
                 *s = exp(*s - max);
             }
@@ -375,12 +385,9 @@ impl SeqLayer<'_> {
             row[first_block * bs..lo].fill(0.0);
         }
         out.fill(0.0);
-        passes(1, &mut |start, t, v| {
-            for g in 0..group {
-                let u = t * group + g;
-                let o = &mut out[u * d..(u + 1) * d];
-                row_kernels::weighted_sum::<SIMD, C>(&scores[u * ctx + start..], pool, v, o);
-            }
+        passes(1, &mut |start, u, run, v| {
+            let o = &mut out[u * d..(u + run) * d];
+            row_kernels::weighted_sum_n::<SIMD, C>(run, &scores[u * ctx + start..], ctx, pool, v, o);
         });
         for (o, sum) in out.chunks_exact_mut(d).zip(sums.iter()) {
             for o in o.iter_mut() {
@@ -406,6 +413,22 @@ thread_local! {
     static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     /// A prefill tile's outputs before they go to their rows, per thread.
     static TILE_OUT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The largest of `v` (−∞ when empty), in eight lanes: a maximum does not depend on the order
+/// it is taken in, and one long chain of dependent `max` instructions was as slow as the
+/// softmax's `exp`.
+#[inline(always)]
+fn max(v: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let c = v.chunks_exact(8);
+    let tail = c.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for x in c {
+        for l in 0..8 {
+            acc[l] = if x[l] > acc[l] { x[l] } else { acc[l] };
+        }
+    }
+    acc.iter().copied().fold(tail, f32::max)
 }
 
 /// A sum in eight lanes folded in a fixed order (vectorizes; a plain

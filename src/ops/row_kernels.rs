@@ -178,6 +178,94 @@ pub(super) fn weighted_sum<const SIMD: bool, C: Codec>(probs: &[f32], pool: &[u8
     }
 }
 
+/// Most queries one call of [`scores_n`] or [`weighted_sum_n`] serves (a
+/// GQA group, or prompt rows with the same positions): each K or V vector read
+/// from the pool feeds this many queries' fused multiply-adds.
+pub(super) const MAX_QUERIES: usize = 3;
+
+/// [`scores`] for up to [`MAX_QUERIES`] queries over the same K rows: query
+/// `i`'s scores go to `out[i · stride ..][.. k.n]`, the same bits as one
+/// [`scores`] call per query.
+///
+/// Panics if `qs` is empty or longer than [`MAX_QUERIES`], the queries differ
+/// in length, a row lies outside `pool`, or `out` is too short.
+#[inline(always)]
+pub(super) fn scores_n<const SIMD: bool, C: Codec>(
+    qs: &[&[f32]],
+    pool: &[u8],
+    k: Rows<'_>,
+    scale: f32,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let nq = qs.len();
+    assert!((1..=MAX_QUERIES).contains(&nq), "{nq} queries in one call");
+    let d = qs[0].len();
+    assert!(qs.iter().all(|q| q.len() == d), "queries of different lengths");
+    assert!(
+        k.n == 0 || out.len() >= (nq - 1) * stride + k.n,
+        "{} scores for {nq} queries of {} rows at stride {stride}",
+        out.len(),
+        k.n
+    );
+    assert!(nq == 1 || stride >= k.n, "stride {stride} under {} rows", k.n);
+    #[cfg(target_arch = "x86_64")]
+    if SIMD && nq > 1 {
+        k.check(pool.len(), C::DTYPE.row_bytes(d));
+        // SAFETY: as in `scores`; rows and `out` were bounds-checked above.
+        unsafe {
+            match nq {
+                2 => avx2::scores_multi::<C, 2>(qs, pool, k, scale, out, stride),
+                _ => avx2::scores_multi::<C, 3>(qs, pool, k, scale, out, stride),
+            }
+        }
+        return;
+    }
+    for (i, q) in qs.iter().enumerate() {
+        scores::<SIMD, C>(q, pool, k, scale, &mut out[i * stride..]);
+    }
+}
+
+/// [`weighted_sum`] for up to [`MAX_QUERIES`] queries over the same V rows:
+/// query `i`'s probabilities are `probs[i · stride ..]`, its outputs
+/// `out[i · d .. (i + 1) · d]`; the same bits as one call per query.
+///
+/// Panics as [`weighted_sum`] does, or if `out` is not `qs · d` long.
+#[inline(always)]
+pub(super) fn weighted_sum_n<const SIMD: bool, C: Codec>(
+    nq: usize,
+    probs: &[f32],
+    stride: usize,
+    pool: &[u8],
+    v: Rows<'_>,
+    out: &mut [f32],
+) {
+    assert!((1..=MAX_QUERIES).contains(&nq), "{nq} queries in one call");
+    assert!(out.len().is_multiple_of(nq), "{} outputs for {nq} queries", out.len());
+    let d = out.len() / nq;
+    assert!(
+        v.n == 0 || probs.len() >= (nq - 1) * stride + v.n,
+        "{} probabilities for {nq} queries of {} rows at stride {stride}",
+        probs.len(),
+        v.n
+    );
+    #[cfg(target_arch = "x86_64")]
+    if SIMD && nq > 1 {
+        v.check(pool.len(), C::DTYPE.row_bytes(d));
+        // SAFETY: as in `weighted_sum`; rows and `probs` were bounds-checked above.
+        unsafe {
+            match nq {
+                2 => avx2::weighted_sum_multi::<C, 2>(probs, stride, pool, v, out),
+                _ => avx2::weighted_sum_multi::<C, 3>(probs, stride, pool, v, out),
+            }
+        }
+        return;
+    }
+    for (i, o) in out.chunks_exact_mut(d).enumerate() {
+        weighted_sum::<SIMD, C>(&probs[i * stride..], pool, v, o);
+    }
+}
+
 /// Whether the AVX2+FMA (and F16C) forms run here.
 #[inline(always)]
 pub(super) fn simd() -> bool {
@@ -221,6 +309,8 @@ fn tail<C: Codec>(q: &[f32], k: &[u8], d: usize) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
+// Index loops over register arrays keep each accumulator in its own register.
+#[allow(clippy::needless_range_loop)]
 mod avx2 {
     use std::arch::x86_64::*;
 
@@ -283,6 +373,132 @@ mod avx2 {
         let h = _mm256_hadd_ps(h, h); // (01+23) ... | (45+67) ...
         let s = _mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
         _mm_cvtss_f32(s) + super::tail::<C>(q, k, d)
+    }
+
+    /// See [`super::scores_n`]: `NQ` queries against four K rows at a time,
+    /// each K vector read once for all of them; each row's lanes folded by
+    /// the same horizontal-add tree as [`scores`], so the bits are the same.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn scores_multi<C: Codec, const NQ: usize>(
+        qs: &[&[f32]],
+        pool: &[u8],
+        k: Rows<'_>,
+        scale: f32,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        let d = qs[0].len();
+        let rb = C::DTYPE.row_bytes(d);
+        let pq: [*const f32; NQ] = std::array::from_fn(|i| qs[i].as_ptr());
+        let po = out.as_mut_ptr();
+        let vscale = _mm_set1_ps(scale);
+        for (first, m, base) in k.segments() {
+            let (pk, kstride) = (pool.as_ptr().add(base), k.stride);
+            let mut j = 0;
+            while j + 4 <= m {
+                let mut acc = [[_mm256_setzero_ps(); 4]; NQ];
+                for c in 0..d / 8 {
+                    for r in 0..4 {
+                        let kv = C::load8(pk.add((j + r) * kstride), c);
+                        for i in 0..NQ {
+                            acc[i][r] = _mm256_fmadd_ps(_mm256_loadu_ps(pq[i].add(8 * c)), kv, acc[i][r]);
+                        }
+                    }
+                }
+                for i in 0..NQ {
+                    // Lane r: row j + r's (l0+l1)+(l2+l3) (low half) and (l4+l5)+(l6+l7) (high).
+                    let a01 = _mm256_hadd_ps(acc[i][0], acc[i][1]);
+                    let a23 = _mm256_hadd_ps(acc[i][2], acc[i][3]);
+                    let b = _mm256_hadd_ps(a01, a23);
+                    let mut s = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps::<1>(b));
+                    if !d.is_multiple_of(8) {
+                        let tail: [f32; 4] = std::array::from_fn(|r| {
+                            super::tail::<C>(qs[i], std::slice::from_raw_parts(pk.add((j + r) * kstride), rb), d)
+                        });
+                        s = _mm_add_ps(s, _mm_loadu_ps(tail.as_ptr()));
+                    }
+                    _mm_storeu_ps(po.add(i * stride + first + j), _mm_mul_ps(s, vscale));
+                }
+                j += 4;
+            }
+            for j in j..m {
+                let row = std::slice::from_raw_parts(pk.add(j * kstride), rb);
+                for (i, q) in qs.iter().enumerate().take(NQ) {
+                    *po.add(i * stride + first + j) = dot1::<C>(q, row) * scale;
+                }
+            }
+        }
+    }
+
+    /// See [`super::weighted_sum_n`]: `NQ` queries' outputs in registers, 32
+    /// at a time, each V vector read once for all of them.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn weighted_sum_multi<C: Codec, const NQ: usize>(
+        probs: &[f32],
+        stride: usize,
+        pool: &[u8],
+        v: Rows<'_>,
+        out: &mut [f32],
+    ) {
+        let d = out.len() / NQ;
+        let mut e = 0;
+        while e + 32 <= d {
+            strip_multi::<4, NQ, C>(probs, stride, pool, v, e, out, d);
+            e += 32;
+        }
+        while e + 8 <= d {
+            strip_multi::<1, NQ, C>(probs, stride, pool, v, e, out, d);
+            e += 8;
+        }
+        if e < d {
+            let rb = C::DTYPE.row_bytes(d);
+            for (i, o) in out.chunks_exact_mut(d).enumerate() {
+                for (first, m, base) in v.segments() {
+                    for (j, &p) in probs[i * stride + first..][..m].iter().enumerate() {
+                        let row = pool.get_unchecked(base + j * v.stride..base + j * v.stride + rb);
+                        for (x, o) in o.iter_mut().enumerate().skip(e) {
+                            *o = p.mul_add(C::DTYPE.get(row, x), *o);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Outputs `e .. e + 8·W` of each of `NQ` queries held in registers over all the rows.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn strip_multi<const W: usize, const NQ: usize, C: Codec>(
+        probs: &[f32],
+        stride: usize,
+        pool: &[u8],
+        v: Rows<'_>,
+        e: usize,
+        out: &mut [f32],
+        d: usize,
+    ) {
+        let po = out.as_mut_ptr();
+        let pp = probs.as_ptr();
+        let mut o: [[__m256; W]; NQ] =
+            std::array::from_fn(|i| std::array::from_fn(|c| _mm256_loadu_ps(po.add(i * d + e + 8 * c))));
+        for (first, m, base) in v.segments() {
+            let pv = pool.as_ptr().add(base);
+            for j in 0..m {
+                let row = pv.add(j * v.stride);
+                for c in 0..W {
+                    let vv = C::load8(row, e / 8 + c);
+                    for i in 0..NQ {
+                        let w = _mm256_broadcast_ss(&*pp.add(i * stride + first + j));
+                        o[i][c] = _mm256_fmadd_ps(w, vv, o[i][c]);
+                    }
+                }
+            }
+        }
+        for i in 0..NQ {
+            for c in 0..W {
+                _mm256_storeu_ps(po.add(i * d + e + 8 * c), o[i][c]);
+            }
+        }
     }
 
     /// See [`super::weighted_sum`]; rows and `probs` are bounds-checked by the caller.
@@ -431,6 +647,81 @@ mod tests {
                         *first == got,
                         "{dtype} d {d}, simd {simd}, block {block}, per call {per_call}"
                     ),
+                }
+            }
+        }
+    }
+
+    /// Two or three queries in one call give each query the bits of its own
+    /// call, on every path, type and head size (with rows in a partial block).
+    #[test]
+    fn several_queries_equal_one_at_a_time() {
+        for dtype in KvDtype::ALL {
+            for d in [8usize, 20, 64, 136] {
+                if dtype.check_head_dim(d).is_ok() {
+                    match dtype {
+                        KvDtype::F32 => multi::<F32>(d),
+                        KvDtype::F16 => multi::<F16>(d),
+                        KvDtype::Bf16 => multi::<Bf16>(d),
+                        KvDtype::Q8_0 => multi::<Q8_0>(d),
+                    }
+                }
+            }
+        }
+    }
+
+    fn multi<C: Codec>(d: usize) {
+        let dtype = C::DTYPE;
+        let rb = dtype.row_bytes(d);
+        let (block, n, stride) = (16usize, 37usize, 41usize);
+        let blocks = n.div_ceil(block);
+        let bases: Vec<usize> = (0..blocks).map(|i| (blocks - 1 - i) * block * rb).collect();
+        let mut pool = vec![0u8; blocks * block * rb];
+        let data = rand_vec(n * d, 3 + d as u64);
+        for p in 0..n {
+            let at = bases[p / block] + (p % block) * rb;
+            dtype.encode(&data[p * d..][..d], &mut pool[at..at + rb]);
+        }
+        let rows = Rows {
+            bases: &bases,
+            block,
+            stride: rb,
+            n,
+        };
+        let qs: Vec<Vec<f32>> = (0..MAX_QUERIES).map(|i| rand_vec(d, 20 + i as u64)).collect();
+        let probs = rand_vec(MAX_QUERIES * stride, 5);
+        let mut paths = vec![false];
+        if simd() {
+            paths.push(true);
+        }
+        for simd in paths {
+            for nq in 1..=MAX_QUERIES {
+                let q: Vec<&[f32]> = qs[..nq].iter().map(|q| q.as_slice()).collect();
+                let mut s = vec![0f32; nq * stride];
+                let mut o = rand_vec(nq * d, 11);
+                let o0 = o.clone();
+                if simd {
+                    scores_n::<true, C>(&q, &pool, rows, 0.7, &mut s, stride);
+                    weighted_sum_n::<true, C>(nq, &probs, stride, &pool, rows, &mut o);
+                } else {
+                    scores_n::<false, C>(&q, &pool, rows, 0.7, &mut s, stride);
+                    weighted_sum_n::<false, C>(nq, &probs, stride, &pool, rows, &mut o);
+                }
+                for i in 0..nq {
+                    let mut one = vec![0f32; n];
+                    scores::<false, C>(q[i], &pool, rows, 0.7, &mut one);
+                    assert_eq!(
+                        bits(&s[i * stride..][..n]),
+                        bits(&one),
+                        "{dtype} d {d} nq {nq} query {i} scores"
+                    );
+                    let mut w = o0[i * d..(i + 1) * d].to_vec();
+                    weighted_sum::<false, C>(&probs[i * stride..], &pool, rows, &mut w);
+                    assert_eq!(
+                        bits(&o[i * d..(i + 1) * d]),
+                        bits(&w),
+                        "{dtype} d {d} nq {nq} query {i} sums"
+                    );
                 }
             }
         }

@@ -5,7 +5,7 @@
 //!
 //! Invariant: until [`AtomicFile::commit`] returns, the destination is untouched; a write that
 //! fails (or is dropped) removes its temp file. A crash leaves at most a stray temp file
-//! (`.NAME.tmp-*`), which no reader opens and the disk index removes when it is old.
+//! (`.NAME.tmp-PID-*`), which no reader opens and the next start removes ([`super::temps`]).
 //!
 //! Counterpart: LMCache's local disk backend and llama.cpp's slot save write in place; this is
 //! the usual `rename(2)` pattern instead (as `git` and SQLite's journal do it).
@@ -77,7 +77,7 @@ pub struct AtomicFile {
     written: u64,
 }
 
-/// The prefix of temp files: `.NAME.tmp-RANDOM`.
+/// Whether `name` is a temp file's: `.NAME.tmp-PID-RANDOM` (or `.NAME.tmp-RANDOM`, older).
 pub(crate) fn is_temp_name(name: &str) -> bool {
     name.starts_with('.') && name.contains(".tmp-")
 }
@@ -90,7 +90,9 @@ impl AtomicFile {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let r: u64 = rand::random();
-        let tmp = dest.with_file_name(format!(".{name}.tmp-{r:016x}"));
+        // The writer's process id in the name: a start-up sweep removes the temp files of
+        // writers that are gone, never a live one's (`super::temps`).
+        let tmp = dest.with_file_name(format!(".{name}.tmp-{}-{r:016x}", std::process::id()));
         faults
             .check(WriteStep::CreateTemp)
             .map_err(|e| PersistError::io(&tmp, e))?;

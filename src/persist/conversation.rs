@@ -13,6 +13,7 @@
 //! Counterpart: LM Studio's and Open WebUI's chat stores; llama.cpp's server keeps none (its
 //! slots save only K/V).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -100,12 +101,39 @@ pub struct ConversationSummary {
     pub messages: usize,
 }
 
-/// The conversations directory.
+/// The conversations directory, and the conversations that could not be written to it.
+///
+/// A change that carries what someone wrote (a message, a reply: [`Self::update_or_keep`]) is
+/// never lost to a failed write (a full disk): the new version is kept in memory, read instead
+/// of the file by every reader, reported by [`Self::unsaved`], and written by
+/// [`Self::retry_unsaved`] (the background writer calls it until it works). Other changes
+/// (a title, a new empty conversation) fail as a whole and change nothing.
 #[derive(Debug, Clone)]
 pub struct ConversationStore {
     dir: PathBuf,
-    lock: Arc<Mutex<()>>,
+    /// Taken by every change; holds the unsaved conversations.
+    lock: Arc<Mutex<Unsaved>>,
     faults: Faults,
+}
+
+/// Conversations whose latest version is only in memory, with why the write failed.
+type Unsaved = HashMap<ConversationId, (Conversation, String)>;
+
+/// A change made by [`ConversationStore::update_or_keep`].
+#[derive(Debug, Clone)]
+pub struct Kept {
+    pub conversation: Conversation,
+    /// `Some(why)` when it could not be written and is kept in memory until a write works.
+    pub unsaved: Option<String>,
+}
+
+/// A conversation kept in memory because it could not be written.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UnsavedConversation {
+    pub id: ConversationId,
+    pub title: String,
+    /// Why the last write failed.
+    pub error: String,
 }
 
 impl ConversationStore {
@@ -118,7 +146,7 @@ impl ConversationStore {
     pub fn with_faults(dir: PathBuf, faults: Faults) -> Self {
         Self {
             dir,
-            lock: Arc::new(Mutex::new(())),
+            lock: Arc::new(Mutex::new(HashMap::new())),
             faults,
         }
     }
@@ -132,7 +160,7 @@ impl ConversationStore {
         self.dir.join(format!("{id}.json"))
     }
 
-    fn locked(&self) -> std::sync::MutexGuard<'_, ()> {
+    fn locked(&self) -> std::sync::MutexGuard<'_, Unsaved> {
         super::worker::lock(&self.lock)
     }
 
@@ -144,8 +172,22 @@ impl ConversationStore {
         Ok(c)
     }
 
-    /// Reads conversation `id`.
+    /// Conversation `id`: its unsaved version if it has one, else its file.
     pub fn get(&self, id: &ConversationId) -> Result<Conversation, PersistError> {
+        let unsaved = self.locked();
+        self.current(&unsaved, id)
+    }
+
+    /// `id`'s unsaved version, else its file (the caller holds the lock).
+    fn current(&self, unsaved: &Unsaved, id: &ConversationId) -> Result<Conversation, PersistError> {
+        match unsaved.get(id) {
+            Some((c, _)) => Ok(c.clone()),
+            None => self.read_file(id),
+        }
+    }
+
+    /// Reads conversation `id`'s file.
+    fn read_file(&self, id: &ConversationId) -> Result<Conversation, PersistError> {
         let path = self.path(id);
         let text = match std::fs::read(&path) {
             Ok(t) => t,
@@ -167,19 +209,60 @@ impl ConversationStore {
 
     /// Whether conversation `id` exists.
     pub fn exists(&self, id: &ConversationId) -> bool {
-        self.path(id).exists()
+        self.locked().contains_key(id) || self.path(id).exists()
+    }
+
+    /// The conversations kept in memory because they could not be written.
+    pub fn unsaved(&self) -> Vec<UnsavedConversation> {
+        let mut out: Vec<_> = self
+            .locked()
+            .iter()
+            .map(|(id, (c, error))| UnsavedConversation {
+                id: id.clone(),
+                title: c.title.clone(),
+                error: error.clone(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
+    /// Writes every unsaved conversation again; those written are dropped from memory. Returns
+    /// how many were written, and the first error of those still unsaved.
+    pub fn retry_unsaved(&self) -> (usize, Option<PersistError>) {
+        let mut unsaved = self.locked();
+        let mut written = 0;
+        let mut first_error = None;
+        let ids: Vec<ConversationId> = unsaved.keys().cloned().collect();
+        for id in ids {
+            let Some((c, _)) = unsaved.get(&id) else { continue };
+            match self.write(c) {
+                Ok(()) => {
+                    unsaved.remove(&id);
+                    written += 1;
+                }
+                Err(e) => {
+                    if let Some((_, why)) = unsaved.get_mut(&id) {
+                        *why = e.to_string();
+                    }
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        (written, first_error)
     }
 
     /// Every readable conversation, most recently updated first; damaged files are skipped
     /// with a warning.
     pub fn list(&self) -> Result<Vec<ConversationSummary>, PersistError> {
+        let unsaved = self.locked();
         let rd = match std::fs::read_dir(&self.dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Ok(rd) => Some(rd),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(PersistError::io(&self.dir, e)),
         };
         let mut out = Vec::new();
-        for entry in rd {
+        for entry in rd.into_iter().flatten() {
             let path = entry.map_err(|e| PersistError::io(&self.dir, e))?.path();
             if path.extension().and_then(|e| e.to_str()) != Some("json") {
                 continue;
@@ -191,7 +274,10 @@ impl ConversationStore {
             else {
                 continue;
             };
-            match self.get(&id) {
+            if unsaved.contains_key(&id) {
+                continue;
+            }
+            match self.read_file(&id) {
                 Ok(c) => out.push(ConversationSummary {
                     id: c.id,
                     title: c.title,
@@ -202,27 +288,82 @@ impl ConversationStore {
                 Err(e) => tracing::warn!("skipping a conversation: {e}"),
             }
         }
+        out.extend(unsaved.values().map(|(c, _)| ConversationSummary {
+            id: c.id.clone(),
+            title: c.title.clone(),
+            created_ms: c.created_ms,
+            updated_ms: c.updated_ms,
+            messages: c.messages.len(),
+        }));
         out.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then_with(|| a.id.cmp(&b.id)));
         Ok(out)
     }
 
     /// Applies `change` to conversation `id` (created by `create_if_missing` when it does not
-    /// exist) and writes it; returns the new version.
+    /// exist) and writes it; returns the new version. If the write fails nothing changes (an
+    /// unsaved version stays the one in memory).
     pub fn update(
         &self,
         id: &ConversationId,
         create_if_missing: Option<&dyn Fn() -> Conversation>,
         change: impl FnOnce(&mut Conversation),
     ) -> Result<Conversation, PersistError> {
-        let _g = self.locked();
-        let mut c = match (self.get(id), create_if_missing) {
+        let mut unsaved = self.locked();
+        let c = self.changed(&unsaved, id, create_if_missing, change)?;
+        self.write(&c)?;
+        unsaved.remove(id);
+        Ok(c)
+    }
+
+    /// [`Self::update`] for a change that carries what someone wrote: when the write fails, the
+    /// new version is kept in memory (and written later by [`Self::retry_unsaved`]) instead of
+    /// being lost, and [`Kept::unsaved`] says why. Errors only when there is nothing to change
+    /// (no such conversation, a damaged file).
+    pub fn update_or_keep(
+        &self,
+        id: &ConversationId,
+        create_if_missing: Option<&dyn Fn() -> Conversation>,
+        change: impl FnOnce(&mut Conversation),
+    ) -> Result<Kept, PersistError> {
+        let mut unsaved = self.locked();
+        let c = self.changed(&unsaved, id, create_if_missing, change)?;
+        match self.write(&c) {
+            Ok(()) => {
+                unsaved.remove(id);
+                Ok(Kept {
+                    conversation: c,
+                    unsaved: None,
+                })
+            }
+            Err(e) => {
+                let why = e.to_string();
+                tracing::warn!(
+                    "conversation {id} is kept in memory, not saved: {why}; it is written again when the disk allows"
+                );
+                unsaved.insert(id.clone(), (c.clone(), why.clone()));
+                Ok(Kept {
+                    conversation: c,
+                    unsaved: Some(why),
+                })
+            }
+        }
+    }
+
+    /// `id`'s current version (created when missing and allowed) with `change` applied.
+    fn changed(
+        &self,
+        unsaved: &Unsaved,
+        id: &ConversationId,
+        create_if_missing: Option<&dyn Fn() -> Conversation>,
+        change: impl FnOnce(&mut Conversation),
+    ) -> Result<Conversation, PersistError> {
+        let mut c = match (self.current(unsaved, id), create_if_missing) {
             (Ok(c), _) => c,
             (Err(PersistError::NotFound(_)), Some(new)) => new(),
             (Err(e), _) => return Err(e),
         };
         change(&mut c);
         c.updated_ms = now_ms().max(c.updated_ms);
-        self.write(&c)?;
         Ok(c)
     }
 
@@ -233,11 +374,12 @@ impl ConversationStore {
         id: &ConversationId,
         change: impl FnOnce(&mut Conversation) -> Result<(), E>,
     ) -> Result<Conversation, E> {
-        let _g = self.locked();
-        let mut c = self.get(id)?;
+        let mut unsaved = self.locked();
+        let mut c = self.current(&unsaved, id)?;
         change(&mut c)?;
         c.updated_ms = now_ms().max(c.updated_ms);
         self.write(&c)?;
+        unsaved.remove(id);
         Ok(c)
     }
 
@@ -253,10 +395,12 @@ impl ConversationStore {
 
     /// Deletes conversation `id`'s file.
     pub fn delete(&self, id: &ConversationId) -> Result<(), PersistError> {
-        let _g = self.locked();
+        let mut unsaved = self.locked();
+        let was_unsaved = unsaved.remove(id).is_some();
         let path = self.path(id);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && was_unsaved => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PersistError::NotFound(id.clone())),
             Err(e) => Err(PersistError::io(&path, e)),
         }

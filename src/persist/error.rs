@@ -40,6 +40,9 @@ pub enum PersistError {
     },
     #[error("invalid conversation id {0:?}: use 1 to 64 letters, digits, '-' or '_'")]
     InvalidId(String),
+    /// A conversation's new version could not be written and is kept in memory.
+    #[error("conversation {id} is kept in memory, not saved: {reason}")]
+    Unsaved { id: ConversationId, reason: String },
     #[error("no conversation {0}")]
     NotFound(ConversationId),
     #[error("{}: damaged conversation file: {reason}", path.display())]

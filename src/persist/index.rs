@@ -55,6 +55,8 @@ pub struct ScanReport {
     pub bytes: u64,
     /// Files not indexed, each with why (foreign, damaged, unreadable).
     pub ignored: Vec<(PathBuf, PersistError)>,
+    /// Temp files of writes that never finished, removed (or not) at the scan.
+    pub temps: super::temps::TempSweep,
 }
 
 /// The disk tier's index.
@@ -106,26 +108,6 @@ pub fn list_cache_files(dir: &Path) -> Result<Vec<(ConversationId, PathBuf)>, Pe
     Ok(out)
 }
 
-/// Removes temp files left by writes that crashed more than an hour ago.
-fn remove_stale_temps(dir: &Path) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    for entry in rd.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !super::atomic::is_temp_name(&name) {
-            continue;
-        }
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age.as_secs() > 3600);
-        if old {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
 impl DiskIndex {
     /// An empty index of `dir` for files written with `fingerprint` and `layout`.
     pub fn new(dir: PathBuf, fingerprint: Fingerprint, layout: KvLayout) -> Self {
@@ -141,8 +123,10 @@ impl DiskIndex {
     /// Indexes every compatible cache file in `dir` from its header.
     pub fn scan(dir: PathBuf, fingerprint: Fingerprint, layout: KvLayout) -> Result<(Self, ScanReport), PersistError> {
         let mut index = Self::new(dir, fingerprint, layout);
-        let mut report = ScanReport::default();
-        remove_stale_temps(&index.dir);
+        let mut report = ScanReport {
+            temps: super::temps::remove_stale_temps(&index.dir),
+            ..ScanReport::default()
+        };
         for (id, path) in list_cache_files(&index.dir)? {
             let opened = CacheFile::open(&path).and_then(|f| {
                 f.check_compatible(fingerprint, &layout)?;

@@ -38,13 +38,14 @@ mod format;
 mod ids;
 mod index;
 mod inspect;
+mod temps;
 mod worker;
 
 pub use atomic::{write_atomic, AtomicFile, Faults, WriteStep};
 pub use cache_file::{write_cache_file, CacheFile, CacheWrite, Written, CACHE_EXT};
 pub use conversation::{
-    Conversation, ConversationSettings, ConversationStore, ConversationSummary, Message, Role, CONVERSATION_FORMAT,
-    NEW_CHAT_TITLE,
+    Conversation, ConversationSettings, ConversationStore, ConversationSummary, Kept, Message, Role,
+    UnsavedConversation, CONVERSATION_FORMAT, NEW_CHAT_TITLE,
 };
 pub use error::PersistError;
 pub use fingerprint::{fingerprint, kv_layout, KV_SEMANTICS_VERSION};
@@ -52,6 +53,7 @@ pub use format::{CacheHeader, Fingerprint, KvDtype, KvLayout, FORMAT_VERSION};
 pub use ids::{ConversationId, MAX_ID_LEN};
 pub use index::{cache_path, common_blocks, list_cache_files, DiskHit, DiskIndex, IndexedFile, ScanReport};
 pub use inspect::{inspect, prune, prune_plan, verify, CacheEntry, EntryStatus};
+pub use temps::{remove_stale_temps, temp_files, TempFile, TempSweep};
 #[doc(hidden)]
 pub use worker::lock as worker_lock;
 pub use worker::{title_from, AfterSave, CacheJob, DiskStats, PersistWorker, TurnText, WorkerContext};

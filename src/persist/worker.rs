@@ -43,6 +43,11 @@ pub struct DiskStats {
     pub write_failures: u64,
     /// The latest failure, until a write succeeds again.
     pub last_error: Option<String>,
+    /// Temp files of unfinished writes that could not be removed at start.
+    pub stale_temp_files: usize,
+    /// Conversations kept in memory because they could not be written (a full disk); written
+    /// again every few seconds until it works.
+    pub unsaved: Vec<super::UnsavedConversation>,
 }
 
 /// A cache file to write for conversation `id`.
@@ -156,9 +161,27 @@ impl Drop for PersistWorker {
     }
 }
 
+/// How often conversations kept in memory (a full disk) are written again.
+const RETRY_UNSAVED: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn run(ctx: WorkerContext, rx: mpsc::Receiver<Job>) {
     let mut failing = false;
-    while let Ok(job) = rx.recv() {
+    loop {
+        let job = if ctx.store.unsaved().is_empty() {
+            match rx.recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            }
+        } else {
+            match rx.recv_timeout(RETRY_UNSAVED) {
+                Ok(job) => job,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    retry_unsaved(&ctx);
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        };
         let result = match job {
             Job::Cache(job) => write_cache(&ctx, job),
             Job::Turn(id, text, then) => {
@@ -192,6 +215,22 @@ fn run(ctx: WorkerContext, rx: mpsc::Receiver<Job>) {
                 stats.last_error = Some(e.to_string());
             }
         }
+    }
+}
+
+/// Writes the conversations kept in memory again (see `ConversationStore::update_or_keep`).
+fn retry_unsaved(ctx: &WorkerContext) {
+    let (written, error) = ctx.store.retry_unsaved();
+    if written > 0 {
+        tracing::info!("saved {written} conversations that were kept in memory");
+    }
+    let mut stats = lock(&ctx.stats);
+    match error {
+        Some(e) => {
+            stats.write_failures += 1;
+            stats.last_error = Some(e.to_string());
+        }
+        None => stats.last_error = None,
     }
 }
 
@@ -290,20 +329,25 @@ pub fn title_from(messages: &[Message]) -> String {
 }
 
 fn save_turn(ctx: &WorkerContext, id: &ConversationId, text: TurnText) -> Result<(), PersistError> {
-    match text {
-        TurnText::AppendReply { reply } => {
-            ctx.store.append(id, Message::new(Role::Assistant, reply))?;
-        }
+    // What the model wrote is never dropped: a write that fails keeps the conversation in
+    // memory, and `retry_unsaved` writes it once the disk allows.
+    let kept = match text {
+        TurnText::AppendReply { reply } => ctx
+            .store
+            .update_or_keep(id, None, |c| c.messages.push(Message::new(Role::Assistant, reply)))?,
         TurnText::Replace { messages, reply } => {
             let title = title_from(&messages);
             let new = || Conversation::new(id.clone(), title.clone(), ConversationSettings::default());
-            ctx.store.update(id, Some(&new), |c| {
+            ctx.store.update_or_keep(id, Some(&new), |c| {
                 c.messages = messages;
                 c.messages.push(Message::new(Role::Assistant, reply));
-            })?;
+            })?
         }
+    };
+    match kept.unsaved {
+        None => Ok(()),
+        Some(reason) => Err(PersistError::Unsaved { id: id.clone(), reason }),
     }
-    Ok(())
 }
 
 fn delete_cache(ctx: &WorkerContext, id: &ConversationId) -> Result<(), PersistError> {

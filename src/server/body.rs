@@ -20,6 +20,7 @@ pub(crate) fn json_object(body: Result<Bytes, BytesRejection>, limit: usize) -> 
     let bytes = match body {
         Ok(b) => b,
         Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => return Err(ApiError::PayloadTooLarge { limit }),
+        Err(r) if super::timeout_body::timed_out(&r) => return Err(ApiError::RequestTimeout),
         Err(r) => {
             return Err(ApiError::invalid(format!(
                 "cannot read the request body: {}",

@@ -30,22 +30,28 @@ pub(crate) async fn handle(
         None => None,
         Some(id) => Some(save_to(&id, &messages)?),
     };
-    let prompt = generation::tokenize(&state, {
+    let (prompt, unsaved) = generation::tokenize(&state, {
         let conversation = save.as_ref().map(|s| s.conversation.clone());
         move |engine| {
             let prompt = engine.tokenize_chat(&messages)?;
-            // The request's messages are saved before generating (a valid prompt only); if
-            // that fails, the reply is still generated and saved with them when it finishes.
+            // The request's messages are saved before generating (a valid prompt only). A
+            // write that fails keeps them in memory (written later) and the reply says so.
+            let mut unsaved = None;
             if let Some(conversation) = conversation {
-                if let Err(e) = engine.save_messages(&conversation, &messages) {
-                    tracing::warn!("could not save conversation {conversation} before replying: {e}");
+                match engine.save_messages(&conversation, &messages) {
+                    Ok(kept) => unsaved = kept.and_then(|k| k.unsaved),
+                    Err(e) => {
+                        tracing::warn!("could not save conversation {conversation} before replying: {e}");
+                        unsaved = Some(e.to_string());
+                    }
                 }
             }
-            Ok(prompt)
+            Ok((prompt, unsaved))
         }
     })
     .await?;
-    generation::respond(&state, prompt, plan, Kind::Chat, save).await
+    let response = generation::respond(&state, prompt, plan, Kind::Chat, save).await?;
+    Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }
 
 /// `conversation_id`: the conversation this turn is saved as (its messages, the reply and the

@@ -137,7 +137,7 @@ pub(crate) async fn send(
     let id = parse_id(&id)?;
     let value = body::json_object(request, state.config().max_body_bytes)?;
     let text = body::fields::<MessageFields>(&value)?.content;
-    reply(&state, &value, move |e, p| e.send_message(&id, Some(&text), p)).await
+    reply(&state, &value, id, move |e, id, p| e.send_message(id, Some(&text), p)).await
 }
 
 pub(crate) async fn regenerate(
@@ -147,7 +147,7 @@ pub(crate) async fn regenerate(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
     let value = body::json_object(request, state.config().max_body_bytes)?;
-    reply(&state, &value, move |e, p| e.regenerate(&id, p)).await
+    reply(&state, &value, id, move |e, id, p| e.regenerate(id, p)).await
 }
 
 pub(crate) async fn edit(
@@ -161,17 +161,28 @@ pub(crate) async fn edit(
         .map_err(|_| ApiError::invalid_param("index", format!("`{index}` is not a message index")))?;
     let value = body::json_object(request, state.config().max_body_bytes)?;
     let text = body::fields::<MessageFields>(&value)?.content;
-    reply(&state, &value, move |e, p| e.edit_and_resend(&id, index, &text, p)).await
+    reply(&state, &value, id, move |e, id, p| {
+        e.edit_and_resend(id, index, &text, p)
+    })
+    .await
 }
 
 /// Plans the reply from the body's completion fields, starts it with `start` and answers as a
-/// chat completion (streamed or whole).
-async fn reply<F>(state: &AppState, value: &Value, start: F) -> Result<Response, ApiError>
+/// chat completion (streamed or whole), marked "not saved" when conversation `id` is only in
+/// memory (a full disk).
+async fn reply<F>(state: &AppState, value: &Value, id: ConversationId, start: F) -> Result<Response, ApiError>
 where
-    F: FnOnce(&EngineHandle, &crate::engine::GenerateParams) -> Result<RequestStream, EngineError> + Send + 'static,
+    F: FnOnce(&EngineHandle, &ConversationId, &crate::engine::GenerateParams) -> Result<RequestStream, EngineError>
+        + Send
+        + 'static,
 {
     let plan = params::plan(state, body::fields::<CommonFields>(value)?)?;
     let params = plan.params.clone();
-    let events = blocking(state, move |e| start(e, &params)).await?;
-    generation::answer(events, &plan, Kind::Chat).await
+    let (events, unsaved) = blocking(state, move |e| {
+        let events = start(e, &id, &params)?;
+        Ok((events, e.unsaved_reason(&id)))
+    })
+    .await?;
+    let response = generation::answer(events, &plan, Kind::Chat).await?;
+    Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }

@@ -34,6 +34,8 @@ pub enum ApiError {
     NotFound(String),
     /// 405: the route exists for other methods.
     MethodNotAllowed(String),
+    /// 408: the client stopped sending the body (nothing for [`super::BODY_TIMEOUT`]).
+    RequestTimeout,
     /// 413: the body is larger than the configured limit.
     PayloadTooLarge { limit: usize },
     /// 503 with `Retry-After`: the engine's queue is full; the same request
@@ -83,6 +85,7 @@ impl ApiError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::ModelNotFound(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Overloaded(_) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -113,6 +116,15 @@ impl ApiError {
             ),
             Self::NotFound(m) => (m.clone(), "invalid_request_error", None, Some("not_found")),
             Self::MethodNotAllowed(m) => (m.clone(), "invalid_request_error", None, Some("method_not_allowed")),
+            Self::RequestTimeout => (
+                format!(
+                    "the request body stopped arriving (nothing for {} s)",
+                    super::BODY_TIMEOUT.as_secs()
+                ),
+                "invalid_request_error",
+                None,
+                Some("request_timeout"),
+            ),
             Self::PayloadTooLarge { limit } => (
                 format!("the request body is larger than the server's limit of {limit} bytes"),
                 "invalid_request_error",

@@ -22,15 +22,40 @@ use super::protocol::{chat_completion, text_completion, Kind, Meta};
 use super::{stream, ApiError, AppState};
 
 /// Runs `tokenize` with the engine handle on the blocking pool.
-pub(crate) async fn tokenize<F>(state: &AppState, tokenize: F) -> Result<Vec<u32>, ApiError>
+pub(crate) async fn tokenize<F, T>(state: &AppState, tokenize: F) -> Result<T, ApiError>
 where
-    F: FnOnce(&EngineHandle) -> Result<Vec<u32>, EngineError> + Send + 'static,
+    F: FnOnce(&EngineHandle) -> Result<T, EngineError> + Send + 'static,
+    T: Send + 'static,
 {
     let engine = state.engine().clone();
     tokio::task::spawn_blocking(move || tokenize(&engine))
         .await
         .map_err(|e| ApiError::Internal(format!("tokenizing the prompt failed: {e}")))?
         .map_err(ApiError::from)
+}
+
+/// The header a response carries when its conversation could not be saved (a full disk):
+/// `false`, with the reason in [`UNSAVED_REASON_HEADER`]. The text is kept in memory and
+/// written when the disk allows; the turn itself is still answered.
+pub const SAVED_HEADER: &str = "x-hearth-conversation-saved";
+/// Why the conversation could not be saved (ASCII, at most 200 characters).
+pub const UNSAVED_REASON_HEADER: &str = "x-hearth-save-error";
+
+/// `response` with the "not saved" headers when `unsaved` gives a reason.
+pub(crate) fn mark_unsaved(mut response: Response, unsaved: Option<&str>) -> Response {
+    if let Some(reason) = unsaved {
+        let ascii: String = reason
+            .chars()
+            .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+            .take(200)
+            .collect();
+        let headers = response.headers_mut();
+        headers.insert(SAVED_HEADER, axum::http::HeaderValue::from_static("false"));
+        if let Ok(v) = axum::http::HeaderValue::from_str(&ascii) {
+            headers.insert(UNSAVED_REASON_HEADER, v);
+        }
+    }
+    response
 }
 
 /// Submits `prompt` and answers as `plan` says: an SSE stream or a whole

@@ -10,7 +10,8 @@
 //! | file | owns |
 //! |---|---|
 //! | `mod.rs` | [`router`]: the routes and their layers (body limit, auth on `/v1`) |
-//! | `serve.rs` | [`serve`] on a listener with graceful shutdown; [`shutdown_signal`] |
+//! | `serve.rs` | [`serve`] on a listener: connection cap, header timeout, graceful shutdown; [`shutdown_signal`] |
+//! | `timeout_body.rs` | the request body's idle deadline ([`BODY_TIMEOUT`]; 408 when it passes) |
 //! | `state.rs` | [`AppState`] (the engine handle and the [`ServerConfig`]) shared by every handler |
 //! | `error.rs` | [`ApiError`]: every failure as an HTTP status and OpenAI's `{"error": ...}` body |
 //! | `auth.rs` | the `Authorization: Bearer` check on `/v1` routes |
@@ -48,6 +49,7 @@ mod protocol;
 mod serve;
 mod state;
 mod stream;
+mod timeout_body;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, put};
@@ -55,8 +57,11 @@ use axum::Router;
 
 pub use error::ApiError;
 pub use metrics::render as render_metrics;
-pub use serve::{drained, serve, shutdown_signal, SHUTDOWN_GRACE};
+pub use serve::{drained, serve, shutdown_signal, HEADER_TIMEOUT, MAX_CONNECTIONS, SHUTDOWN_GRACE};
 pub use state::{AppState, ServerConfig};
+
+/// A request body with no new bytes for this long is refused (408).
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Every route, with its layers, over `state`; no socket (tests call it with
 /// `tower::ServiceExt::oneshot`).
@@ -93,7 +98,13 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config().max_body_bytes))
+        .layer(axum::middleware::map_request(body_deadline))
         .with_state(state)
+}
+
+/// Every request body fails (408) once no bytes come for [`BODY_TIMEOUT`].
+async fn body_deadline(req: axum::extract::Request) -> axum::extract::Request {
+    req.map(|b| axum::body::Body::new(timeout_body::TimeoutBody::new(b, BODY_TIMEOUT)))
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
