@@ -520,3 +520,78 @@ fn a_hub_model_downloads_once_and_then_runs_offline() {
     );
     assert_eq!(hub.requests().len(), seen, "offline: no request");
 }
+
+/// Issue 19's command-line cases: each is one `error:` line naming the value or the file, exit
+/// status 1, and endless inputs (`/dev/zero`) fail at once instead of filling memory.
+#[test]
+fn hostile_command_lines_fail_with_one_line_and_status_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let model = common::write_tiny(d, &spec, "tiny.gguf");
+    let m = model.to_str().unwrap();
+    let status1 = |o: &Output, needle: &str| {
+        assert_one_line_error(o, needle);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+    };
+    // Bad flag values: clap's complaint, on one line, exit 1 (not clap's 2 with usage).
+    status1(&hearth(d, &["--port", "99999", "--headless"]), "99999");
+    status1(&hearth(d, &["--port", "abc", "--headless"]), "abc");
+    status1(&hearth(d, &["run", "--model", m, "--prompt", "x", "--seed=-1"]), "-1");
+    status1(
+        &hearth(
+            d,
+            &[
+                "run",
+                "--model",
+                m,
+                "--prompt",
+                "x",
+                "--max-tokens",
+                "99999999999999999999",
+            ],
+        ),
+        "99999999999999999999",
+    );
+    // A negative number is a value, refused by the settings with the reason.
+    status1(
+        &hearth(d, &["run", "--model", m, "--prompt", "x", "--temperature", "-1"]),
+        "temperature",
+    );
+    status1(
+        &hearth(d, &["run", "--model", m, "--prompt", "x", "--max-queued", "0"]),
+        "engine.max_queued",
+    );
+    // A config file named on the command line must exist and be of a config file's size.
+    let missing = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args([
+            "--config",
+            d.join("nope.toml").to_str().unwrap(),
+            "tokenize",
+            "--model",
+            m,
+            "--text",
+            "a",
+        ])
+        .env("HEARTH_DATA_DIR", d.join("data"))
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    status1(&missing, "nope.toml");
+    if Path::new("/dev/zero").exists() {
+        let zero = Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .args(["--config", "/dev/zero", "tokenize", "--model", m, "--text", "a"])
+            .env("HEARTH_DATA_DIR", d.join("data"))
+            .output()
+            .unwrap();
+        status1(&zero, "/dev/zero");
+        status1(
+            &hearth(d, &["run", "--model", m, "--prompt-file", "/dev/zero"]),
+            "prompt file /dev/zero is larger than",
+        );
+        status1(
+            &hearth(d, &["tokenize", "--model", m, "--jsonl", "/dev/zero"]),
+            "longer than",
+        );
+    }
+}

@@ -22,8 +22,9 @@ use hearth::model::hparams::Family;
 use hearth::model::source::{resolve, ModelSource};
 use hearth::model::testkit::{write_model, TinyModelSpec, WeightType};
 use hearth::model::LoadedModel;
+use hearth::persist::Faults;
 use hearth::runtime::PoolSizes;
-use hearth::server::{router, AppState, ServerConfig};
+use hearth::server::{router, AppState, ConnectionLimits, ServerConfig};
 
 const BLOCK_SIZE: usize = 16;
 
@@ -34,6 +35,9 @@ struct Opts {
     max_body_bytes: usize,
     /// Give the engine a disk tier in the temp dir's `data/`.
     disk: bool,
+    /// The disk tier's write hook (a full disk).
+    faults: Faults,
+    limits: ConnectionLimits,
 }
 
 impl Default for Opts {
@@ -43,6 +47,8 @@ impl Default for Opts {
             max_queued: 16,
             max_body_bytes: 1 << 20,
             disk: false,
+            faults: Faults::none(),
+            limits: ConnectionLimits::default(),
         }
     }
 }
@@ -78,9 +84,11 @@ fn server(opts: Opts) -> TestServer {
     write_model(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), &path).unwrap();
     let mut engine = load_engine(&path);
     if opts.disk {
-        engine = engine
-            .with_disk(&DiskSettings::new(dir.path().join("data"), 1 << 30))
-            .unwrap();
+        let disk = DiskSettings {
+            faults: opts.faults.clone(),
+            ..DiskSettings::new(dir.path().join("data"), 1 << 30)
+        };
+        engine = engine.with_disk(&disk).unwrap();
     }
     let handle = EngineHandle::spawn(engine, opts.max_queued).unwrap();
     let config = ServerConfig {
@@ -90,6 +98,7 @@ fn server(opts: Opts) -> TestServer {
         max_tokens: 8,
         api_key: opts.api_key,
         max_body_bytes: opts.max_body_bytes,
+        limits: opts.limits,
     };
     let state = AppState::new(handle, config);
     TestServer {
@@ -1156,4 +1165,137 @@ async fn conversation_routes_create_send_regenerate_edit_rename_and_delete() {
 
 async fn text_of_metrics(s: &TestServer) -> String {
     get(&s.app, "/metrics").await.text()
+}
+
+/// A full disk: the turn is answered, the reply says the conversation is not saved, the text is
+/// kept in memory (readable through the API, listed as unsaved) and written once space returns.
+#[tokio::test]
+async fn a_full_disk_marks_the_reply_unsaved_and_writes_it_once_space_returns() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let full = Arc::new(AtomicBool::new(true));
+    let hook = full.clone();
+    let s = server(Opts {
+        disk: true,
+        faults: Faults::new(move |_| {
+            if hook.load(Ordering::SeqCst) {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    "No space left on device",
+                ))
+            } else {
+                Ok(())
+            }
+        }),
+        ..Opts::default()
+    });
+    let file = s._dir.path().join("data/conversations/full-disk.json");
+    let mut b = chat_body("Hello there", 4, false);
+    b["conversation_id"] = json!("full-disk");
+    let r = post(&s.app, "/v1/chat/completions", &b).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.headers["x-hearth-conversation-saved"], "false");
+    let why = r.headers["x-hearth-save-error"].to_str().unwrap().to_string();
+    assert!(why.contains("No space left"), "{why}");
+    let reply = r.json()["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.state.engine().flush_disk();
+    assert!(!file.exists(), "nothing could be written");
+    let unsaved = s.state.engine().stats().disk.unwrap().unsaved;
+    assert_eq!(unsaved.len(), 1, "{unsaved:?}");
+    assert_eq!(unsaved[0].id.as_str(), "full-disk");
+    // Kept in memory: the API reads the whole turn back.
+    let got = get(&s.app, "/v1/conversations/full-disk").await.json();
+    let texts: Vec<&str> = got["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["Hello there", reply.as_str()], "{got}");
+    // Space returns: the background writer writes it within its retry period.
+    full.store(false, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !file.exists() || !s.state.engine().stats().disk.unwrap().unsaved.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the kept conversation was never written: {:?}",
+            s.state.engine().stats().disk
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let saved: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(saved["messages"], got["messages"], "{saved}");
+    // A saved turn carries no "not saved" mark.
+    let mut b = chat_body("Again", 2, false);
+    b["conversation_id"] = json!("full-disk");
+    let r = post(&s.app, "/v1/chat/completions", &b).await;
+    assert!(!r.headers.contains_key("x-hearth-conversation-saved"));
+}
+
+/// Slow clients: a connection that never finishes its headers is closed by the server, a body
+/// that stops gets a 408, and past the connection cap a client gets a 503 in our JSON while
+/// the server keeps serving once connections end.
+#[tokio::test]
+async fn slow_headers_and_bodies_time_out_and_the_connection_cap_answers_503() {
+    use std::io::{Read, Write};
+
+    let s = server(Opts {
+        limits: ConnectionLimits {
+            max_connections: 3,
+            header_timeout: Duration::from_millis(500),
+            body_timeout: Duration::from_millis(500),
+        },
+        ..Opts::default()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = tokio::spawn(hearth::server::serve(listener, s.state.clone(), std::future::pending()));
+    let read_all = |mut c: std::net::TcpStream| {
+        tokio::task::spawn_blocking(move || {
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut out = Vec::new();
+            let _ = c.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+    };
+    // Headers that never end: closed by the server (read_to_end sees EOF, not our timeout).
+    let mut slow = std::net::TcpStream::connect(addr).unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let t = Instant::now();
+    read_all(slow).await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "closed after {:?}", t.elapsed());
+    // A body that stops: 408 with our JSON error.
+    let mut stalled = std::net::TcpStream::connect(addr).unwrap();
+    stalled
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pr")
+        .unwrap();
+    let answer = read_all(stalled).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":\"request_timeout\""), "{answer}");
+    // Three connections held open fill the cap; the fourth is told so, in JSON.
+    let held: Vec<_> = (0..3).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let extra = std::net::TcpStream::connect(addr).unwrap();
+    let answer = read_all(extra).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("too many connections"), "{answer}");
+    // Once they end (closed, or timed out by the server), /health answers again.
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let answer = read_all(c).await.unwrap();
+        if answer.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server never served again: {answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    served.abort();
 }

@@ -113,6 +113,7 @@ fn sixty_four_streaming_clients_with_a_quarter_vanishing() {
             max_tokens: 16,
             api_key: None,
             max_body_bytes: 1 << 20,
+            limits: Default::default(),
         },
     );
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -229,6 +229,11 @@ impl EngineHandle {
             Err(poisoned) => poisoned.into_inner().clone(),
         };
         s.requests.rejected = self.shared.rejected.load(Ordering::Relaxed);
+        // Live, not as of the engine's last step: the background writer saves kept
+        // conversations while the engine is idle.
+        if let (Some(disk), Ok(store)) = (s.disk.as_mut(), self.store()) {
+            disk.unsaved = store.unsaved();
+        }
         s
     }
 

@@ -181,6 +181,12 @@ impl AppModel {
             .filter(move |c| q.is_empty() || c.title.to_lowercase().contains(&q))
     }
 
+    /// Why conversation `id` is only in memory (its last write failed: a full disk), if it is.
+    pub fn unsaved(&self, id: &ConversationId) -> Option<&str> {
+        let disk = self.stats.as_ref()?.disk.as_ref()?;
+        disk.unsaved.iter().find(|u| u.id == *id).map(|u| u.error.as_str())
+    }
+
     pub fn open_id(&self) -> Option<&ConversationId> {
         self.open.as_ref().map(|c| &c.conversation.id)
     }

@@ -58,9 +58,9 @@ use axum::Router;
 pub use error::ApiError;
 pub use metrics::render as render_metrics;
 pub use serve::{drained, serve, shutdown_signal, HEADER_TIMEOUT, MAX_CONNECTIONS, SHUTDOWN_GRACE};
-pub use state::{AppState, ServerConfig};
+pub use state::{AppState, ConnectionLimits, ServerConfig};
 
-/// A request body with no new bytes for this long is refused (408).
+/// A request body with no new bytes for this long is refused (408) by default.
 pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Every route, with its layers, over `state`; no socket (tests call it with
@@ -98,13 +98,17 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config().max_body_bytes))
-        .layer(axum::middleware::map_request(body_deadline))
+        .layer(axum::middleware::map_request_with_state(state.clone(), body_deadline))
         .with_state(state)
 }
 
-/// Every request body fails (408) once no bytes come for [`BODY_TIMEOUT`].
-async fn body_deadline(req: axum::extract::Request) -> axum::extract::Request {
-    req.map(|b| axum::body::Body::new(timeout_body::TimeoutBody::new(b, BODY_TIMEOUT)))
+/// Every request body fails (408) once no bytes come for [`ConnectionLimits::body_timeout`].
+async fn body_deadline(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+) -> axum::extract::Request {
+    let timeout = state.config().limits.body_timeout;
+    req.map(|b| axum::body::Body::new(timeout_body::TimeoutBody::new(b, timeout)))
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {

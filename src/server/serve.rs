@@ -1,8 +1,8 @@
 //! Serving [`super::router`] on a socket until a shutdown signal.
 //!
-//! Owns: [`serve`] (our accept loop over hyper's HTTP/1 connections: at most
-//! [`MAX_CONNECTIONS`] open at once, request headers within [`HEADER_TIMEOUT`] — which also
-//! closes a kept-alive connection idle that long —; after `shutdown` resolves it stops accepting
+//! Owns: [`serve`] (our accept loop over hyper's HTTP/1 connections, with the state's
+//! [`super::ConnectionLimits`]: at most [`MAX_CONNECTIONS`] open at once, request headers within
+//! [`HEADER_TIMEOUT`] — which also closes a kept-alive connection idle that long —; after `shutdown` resolves it stops accepting
 //! and lets the requests in flight, streams included, end), [`drained`] (the deadline on that
 //! wait: connections that never got a request to the engine — headers never finished, a body
 //! that stopped — are not waited for past a short grace) and [`shutdown_signal`] (Ctrl-C, or
@@ -36,11 +36,11 @@ use crate::engine::EngineHandle;
 /// that have not brought it a request.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Connections open at once; one more is answered 503 and closed.
+/// Connections open at once by default; one more is answered 503 and closed.
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// A request's headers must arrive within this; a kept-alive connection with no new request
-/// for this long is closed too.
+/// By default, a request's headers must arrive within this; a kept-alive connection with no
+/// new request for this long is closed too.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Serves every route over `listener` until `shutdown` resolves, then until
@@ -49,11 +49,14 @@ pub async fn serve<F>(listener: TcpListener, state: AppState, shutdown: F) -> st
 where
     F: Future<Output = ()> + Send + 'static,
 {
+    let limits = state.config().limits;
     let app = router(state);
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -70,7 +73,7 @@ where
             _ = &mut shutdown => break,
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tokio::spawn(refuse(stream));
+            tokio::spawn(refuse(stream, limits.max_connections));
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -88,9 +91,9 @@ where
     Ok(())
 }
 
-/// Answers a connection past [`MAX_CONNECTIONS`] with a 503 and closes it.
-async fn refuse(mut stream: tokio::net::TcpStream) {
-    let body = ApiError::Overloaded(format!("too many connections ({MAX_CONNECTIONS} open); retry shortly")).body();
+/// Answers a connection past the cap (`max` open) with a 503 and closes it.
+async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
+    let body = ApiError::Overloaded(format!("too many connections ({max} open); retry shortly")).body();
     let body = serde_json::to_string(&body).unwrap_or_default();
     let head = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",

@@ -30,6 +30,30 @@ pub struct ServerConfig {
     pub api_key: Option<String>,
     /// Largest accepted request body, in bytes (larger ones get 413).
     pub max_body_bytes: usize,
+    /// Connections and slow clients ([`super::serve`]).
+    pub limits: ConnectionLimits,
+}
+
+/// What a connection may hold: [`super::serve`] enforces them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Connections open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// A request's headers must arrive within this (a kept-alive connection idle this long is
+    /// closed too).
+    pub header_timeout: std::time::Duration,
+    /// A request body with no new bytes for this long is refused (408).
+    pub body_timeout: std::time::Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: super::MAX_CONNECTIONS,
+            header_timeout: super::HEADER_TIMEOUT,
+            body_timeout: super::BODY_TIMEOUT,
+        }
+    }
 }
 
 impl ServerConfig {
@@ -57,6 +81,7 @@ impl ServerConfig {
             max_tokens: settings.max_tokens,
             api_key: settings.server.api_key.clone(),
             max_body_bytes: settings.server.max_body_bytes,
+            limits: ConnectionLimits::default(),
         }
     }
 }

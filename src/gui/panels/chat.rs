@@ -52,6 +52,14 @@ pub fn show(
             });
     });
     egui::CentralPanel::default().show(ui, |ui| {
+        if let Some(why) = m.open_id().and_then(|id| m.unsaved(id)).map(str::to_owned) {
+            ui.colored_label(
+                ui.visuals().error_fg_color,
+                format!(
+                    "This conversation is not saved: {why}. It is kept in memory and written again every few seconds; free some disk space."
+                ),
+            );
+        }
         let Some(open) = m.open.as_mut() else {
             ui.centered_and_justified(|ui| {
                 ui.label(if ready {

@@ -19,7 +19,17 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 for c in m.visible_conversations() {
                     let selected = open.as_ref() == Some(&c.id);
-                    if ui.selectable_label(selected, &c.title).clicked() && !selected {
+                    // A conversation only in memory (a full disk) is marked, with why.
+                    let unsaved = m.unsaved(&c.id).map(str::to_owned);
+                    let title = match &unsaved {
+                        Some(_) => format!("⚠ {} (not saved)", c.title),
+                        None => c.title.clone(),
+                    };
+                    let mut item = ui.selectable_label(selected, title);
+                    if let Some(why) = unsaved {
+                        item = item.on_hover_text(format!("Not saved: {why}"));
+                    }
+                    if item.clicked() && !selected {
                         actions.push(Action::Open(c.id.clone()));
                     }
                 }
