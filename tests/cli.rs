@@ -407,9 +407,18 @@ fn a_conversation_survives_a_restart_and_hearth_cache_lists_verifies_and_prunes(
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list[0]["conversation"], "c1");
     assert_eq!(list[0]["status"], "usable");
+    // A temp file a killed writer left (its process is gone): counted by list, deleted by prune.
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let leftover = dir
+        .path()
+        .join(format!("data/cache/.c9.hkv.tmp-{dead}-00000000000000aa"));
+    std::fs::write(&leftover, vec![7u8; 4096]).unwrap();
     let o = cache(&["list"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("c1") && out.contains(" ok "), "{out}");
+    assert!(out.contains("1 temp files of unfinished writes"), "{out}");
     let o = cache(&["verify"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 
@@ -453,6 +462,9 @@ fn a_conversation_survives_a_restart_and_hearth_cache_lists_verifies_and_prunes(
     let o = cache(&["prune", "--to-gib", "0"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!file.exists());
+    if Path::new("/proc").is_dir() {
+        assert!(!leftover.exists(), "{}", String::from_utf8_lossy(&o.stdout));
+    }
     assert!(
         dir.path().join("data/conversations/c1.json").exists(),
         "the text is never pruned"

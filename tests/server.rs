@@ -1299,3 +1299,187 @@ async fn slow_headers_and_bodies_time_out_and_the_connection_cap_answers_503() {
     }
     served.abort();
 }
+
+/// Any JSON value in any field of a chat or completions body (issue 19's property): never a
+/// 5xx, never a panic, and once everything is answered no K/V block is still referenced.
+#[test]
+fn arbitrary_json_in_any_field_is_never_a_server_error() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>().prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        prop_oneof![
+            Just(-1.0f64),
+            Just(0.0),
+            Just(0.5),
+            Just(1e308),
+            Just(1.8446744073709552e19)
+        ]
+        .prop_map(|f| json!(f)),
+        ".{0,12}".prop_map(Value::from),
+        prop_oneof![
+            Just("user"),
+            Just("assistant"),
+            Just("system"),
+            Just("tool"),
+            Just("auto")
+        ]
+        .prop_map(Value::from),
+    ];
+    let value = leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map(
+                prop_oneof![
+                    Just("role".to_string()),
+                    Just("content".to_string()),
+                    Just("type".to_string()),
+                    "[a-z]{1,6}"
+                ],
+                inner,
+                0..4
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    });
+    const FIELDS: &[&str] = &[
+        "model",
+        "messages",
+        "prompt",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "seed",
+        "stop",
+        "stream",
+        "stream_options",
+        "n",
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "logprobs",
+        "top_logprobs",
+        "echo",
+        "response_format",
+        "tools",
+        "tool_choice",
+        "user",
+        "conversation_id",
+        "messages.0",
+        "messages.0.role",
+        "messages.0.content",
+        "messages.0.content.0",
+    ];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let s = server(Opts {
+        max_queued: 64,
+        disk: true,
+        ..Opts::default()
+    });
+    let mut runner = TestRunner::new(Config {
+        cases: 300,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&(0..FIELDS.len(), value, any::<bool>()), |(f, v, chat)| {
+            let mut body = if chat {
+                chat_body("hi", 3, false)
+            } else {
+                json!({"model": "tiny-llama", "prompt": "hi", "max_tokens": 3})
+            };
+            // A large `max_tokens` is valid: keep replies short so the run stays quick.
+            let field = FIELDS[f];
+            let v = if field.contains("max") && v.as_u64().is_some_and(|n| n > 8) {
+                json!(8)
+            } else {
+                v
+            };
+            match field.split_once('.') {
+                None => body[field] = v,
+                Some((_, rest)) => {
+                    let mut at = &mut body["messages"];
+                    for part in rest.split('.') {
+                        at = match part.parse::<usize>() {
+                            Ok(i) => {
+                                if !at.is_array() {
+                                    *at = json!([]);
+                                }
+                                let list = at.as_array_mut().unwrap();
+                                while list.len() <= i {
+                                    list.push(Value::Null);
+                                }
+                                &mut list[i]
+                            }
+                            Err(_) => {
+                                if !at.is_object() {
+                                    *at = json!({});
+                                }
+                                &mut at[part]
+                            }
+                        };
+                    }
+                    *at = v;
+                }
+            }
+            let path = if chat {
+                "/v1/chat/completions"
+            } else {
+                "/v1/completions"
+            };
+            let r = rt.block_on(post(&s.app, path, &body));
+            prop_assert!(r.status.as_u16() < 500, "{field} in {body}: {} {}", r.status, r.text());
+            if r.status != StatusCode::OK {
+                prop_assert!(r.json()["error"]["message"].is_string(), "{body}: {}", r.text());
+            }
+            Ok(())
+        })
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = s.state.engine().stats();
+        if st.waiting + st.running == 0 && st.cache.device.referenced_blocks == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "blocks still referenced: {:?}",
+            st.cache.device
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A long URL or too many headers: 414 / 431 in our JSON, as every other 4xx.
+#[tokio::test]
+async fn long_urls_and_many_headers_get_json_errors() {
+    let s = server(Opts::default());
+    let long = format!("/v1/models/{}", "x".repeat(10_000));
+    let r = get(&s.app, &long).await;
+    assert_eq!(r.status, StatusCode::URI_TOO_LONG, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "uri_too_long");
+    let mut req = request(Method::GET, "/health", Body::empty(), None);
+    for i in 0..150 {
+        req.headers_mut().insert(
+            axum::http::HeaderName::try_from(format!("x-h{i}")).unwrap(),
+            axum::http::HeaderValue::from_static("1"),
+        );
+    }
+    let r = send(&s.app, req).await;
+    assert_eq!(r.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "headers_too_large");
+    let mut req = request(Method::GET, "/health", Body::empty(), None);
+    req.headers_mut()
+        .insert("x-big", axum::http::HeaderValue::from_str(&"y".repeat(70_000)).unwrap());
+    let r = send(&s.app, req).await;
+    assert_eq!(r.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "{}", r.text());
+    assert_eq!(get(&s.app, "/health").await.status, StatusCode::OK);
+}

@@ -9,8 +9,8 @@ use std::path::Path;
 use hearth::config::{AppPaths, Settings};
 use hearth::model::select_device;
 use hearth::persist::{
-    cache_dir, conversations_dir, inspect, prune as prune_files, prune_plan, verify as verify_file, CacheEntry,
-    ConversationStore, EntryStatus,
+    cache_dir, conversations_dir, inspect, prune as prune_files, prune_plan, remove_stale_temps, temp_files,
+    verify as verify_file, CacheEntry, ConversationStore, EntryStatus,
 };
 
 use super::args::CacheCommand;
@@ -72,8 +72,13 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: CacheCommand) -> Result
             to_gib,
             foreign,
             dry_run,
-        } => prune(settings, &entries, to_gib, foreign, dry_run),
+        } => prune(settings, paths, &entries, to_gib, foreign, dry_run),
     }
+}
+
+/// Where atomic writes leave temp files: the cache and conversations directories.
+fn temp_dirs(paths: &AppPaths) -> [std::path::PathBuf; 2] {
+    [cache_dir(&paths.data_dir), conversations_dir(&paths.data_dir)]
 }
 
 fn mib(b: u64) -> f64 {
@@ -88,6 +93,16 @@ fn list(settings: &Settings, paths: &AppPaths, dir: &Path, entries: &[CacheEntry
         return Ok(ExitCode::SUCCESS);
     }
     println!("{}: {} cache files", dir.display(), entries.len());
+    let temps: Vec<_> = temp_dirs(paths).iter().flat_map(|d| temp_files(d)).collect();
+    if !temps.is_empty() {
+        let bytes: u64 = temps.iter().map(|t| t.bytes).sum();
+        let stale = temps.iter().filter(|t| t.stale).count();
+        println!(
+            "{} temp files of unfinished writes ({:.1} MiB; {stale} left by writers that are gone, deleted at the next start or by `hearth cache prune`)",
+            temps.len(),
+            mib(bytes)
+        );
+    }
     if entries.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
@@ -153,6 +168,7 @@ fn verify(entries: &[CacheEntry]) -> Result<ExitCode> {
 /// `hearth cache prune`: least recently used files deleted down to the budget.
 fn prune(
     settings: &Settings,
+    paths: &AppPaths,
     entries: &[CacheEntry],
     to_gib: Option<f64>,
     foreign: bool,
@@ -180,6 +196,33 @@ fn prune(
         })
     };
     pb.finish_and_clear();
+    // Temp files of writes that never finished (a crash), whose writer is gone.
+    let stale: Vec<_> = temp_dirs(paths)
+        .iter()
+        .flat_map(|d| temp_files(d))
+        .filter(|t| t.stale)
+        .collect();
+    if dry_run {
+        for t in &stale {
+            println!(
+                "would delete the leftover temp file {} ({:.1} MiB)",
+                t.path.display(),
+                mib(t.bytes)
+            );
+        }
+    } else {
+        let mut gone = 0;
+        for d in temp_dirs(paths) {
+            let sweep = remove_stale_temps(&d);
+            gone += sweep.removed;
+            for (path, e) in sweep.left {
+                println!("cannot delete the leftover temp file {}: {e}", path.display());
+            }
+        }
+        if gone > 0 {
+            println!("deleted {gone} leftover temp files of writes that never finished");
+        }
+    }
     let total: u64 = entries.iter().map(|e| e.bytes).sum();
     println!(
         "{} of {} files {}, {:.1} MiB freed; {:.1} MiB left (budget {:.1} MiB); conversations are kept",

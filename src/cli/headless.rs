@@ -66,5 +66,6 @@ pub fn run(settings: &Settings, paths: &AppPaths) -> Result<ExitCode> {
     })?;
     // Finish the saves of the last turns before exiting.
     saver.flush_disk();
+    super::report_unsaved(&saver);
     Ok(ExitCode::SUCCESS)
 }

@@ -68,3 +68,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Command::Bench { which }) => bench::run(&settings, &paths, which),
     }
 }
+
+/// After the last flush: says, on stderr, which conversations could not be written and are
+/// lost with this process (their text was kept in memory while hearth ran).
+pub fn report_unsaved(handle: &hearth::engine::EngineHandle) {
+    for u in handle.stats().disk.map(|d| d.unsaved).unwrap_or_default() {
+        eprintln!(
+            "error: conversation {} ({}) could not be saved and is lost on exit: {}",
+            u.id, u.title, u.error
+        );
+    }
+}

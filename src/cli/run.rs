@@ -112,5 +112,6 @@ fn generate(
     }
     // The reply and the cache file are written in the background: wait for them.
     handle.flush_disk();
+    super::report_unsaved(&handle);
     Ok(ExitCode::SUCCESS)
 }

@@ -541,4 +541,20 @@ impl eframe::App for HearthApp {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         HearthApp::ui(self, ui);
     }
+
+    /// Finishes the saves in flight (one more try at conversations kept in memory) and says on
+    /// stderr which could still not be written.
+    fn on_exit(&mut self) {
+        if let Some(engine) = &self.engine {
+            engine.flush_disk();
+            for u in engine.stats().disk.map(|d| d.unsaved).unwrap_or_default() {
+                tracing::error!(
+                    "conversation {} ({}) could not be saved and is lost on exit: {}",
+                    u.id,
+                    u.title,
+                    u.error
+                );
+            }
+        }
+    }
 }

@@ -191,6 +191,11 @@ fn run(ctx: WorkerContext, rx: mpsc::Receiver<Job>) {
             }
             Job::DeleteCache(id) => delete_cache(&ctx, &id),
             Job::Flush(done) => {
+                // Whoever flushes (a front-end about to exit) gets one more try at what is kept
+                // in memory.
+                if !ctx.store.unsaved().is_empty() {
+                    retry_unsaved(&ctx);
+                }
                 let _ = done.send(());
                 continue;
             }

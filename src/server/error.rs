@@ -34,6 +34,11 @@ pub enum ApiError {
     NotFound(String),
     /// 405: the route exists for other methods.
     MethodNotAllowed(String),
+    /// 414: the URL is longer than [`super::MAX_URI_BYTES`].
+    UriTooLong { limit: usize },
+    /// 431: more headers than [`super::MAX_HEADERS`] or more bytes of them than
+    /// [`super::MAX_HEADER_BYTES`].
+    HeadersTooLarge(String),
     /// 408: the client stopped sending the body (nothing for [`super::BODY_TIMEOUT`]).
     RequestTimeout,
     /// 413: the body is larger than the configured limit.
@@ -86,6 +91,8 @@ impl ApiError {
             Self::ModelNotFound(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+            Self::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Overloaded(_) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -116,6 +123,13 @@ impl ApiError {
             ),
             Self::NotFound(m) => (m.clone(), "invalid_request_error", None, Some("not_found")),
             Self::MethodNotAllowed(m) => (m.clone(), "invalid_request_error", None, Some("method_not_allowed")),
+            Self::UriTooLong { limit } => (
+                format!("the URL is longer than {limit} bytes"),
+                "invalid_request_error",
+                None,
+                Some("uri_too_long"),
+            ),
+            Self::HeadersTooLarge(m) => (m.clone(), "invalid_request_error", None, Some("headers_too_large")),
             Self::RequestTimeout => (
                 format!(
                     "the request body stopped arriving (nothing for {} s)",

@@ -258,6 +258,11 @@ pub fn render(stats: &EngineStats, model_id: &str, info: &ModelInfo) -> String {
             "Saves that failed (cache files and conversation text); generation went on.",
             d.write_failures,
         );
+        m.gauge(
+            "hearth_conversations_unsaved",
+            "Conversations kept in memory because they could not be written (a full disk); retried every few seconds.",
+            d.unsaved.len(),
+        );
     }
     m.out
 }

@@ -60,6 +60,15 @@ pub use metrics::render as render_metrics;
 pub use serve::{drained, serve, shutdown_signal, HEADER_TIMEOUT, MAX_CONNECTIONS, SHUTDOWN_GRACE};
 pub use state::{AppState, ConnectionLimits, ServerConfig};
 
+/// URLs longer than this get a 414 in our JSON (hyper itself answers those over 64 KiB, with
+/// an empty body).
+pub const MAX_URI_BYTES: usize = 8 << 10;
+/// More headers than this get a 431 in our JSON (hyper itself refuses more than
+/// [`serve`]'s 256, with an empty body).
+pub const MAX_HEADERS: usize = 100;
+/// More bytes of headers than this get a 431 in our JSON.
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
+
 /// A request body with no new bytes for this long is refused (408) by default.
 pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -99,6 +108,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config().max_body_bytes))
         .layer(axum::middleware::map_request_with_state(state.clone(), body_deadline))
+        .layer(axum::middleware::from_fn(request_limits))
         .with_state(state)
 }
 
@@ -109,6 +119,28 @@ async fn body_deadline(
 ) -> axum::extract::Request {
     let timeout = state.config().limits.body_timeout;
     req.map(|b| axum::body::Body::new(timeout_body::TimeoutBody::new(b, timeout)))
+}
+
+/// A URL or headers past our limits: refused in our JSON before any route runs.
+async fn request_limits(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let uri = req.uri().to_string().len();
+    if uri > MAX_URI_BYTES {
+        return ApiError::UriTooLong { limit: MAX_URI_BYTES }.into_response();
+    }
+    let headers = req.headers();
+    if headers.len() > MAX_HEADERS {
+        return ApiError::HeadersTooLarge(format!("{} headers; at most {MAX_HEADERS} are accepted", headers.len()))
+            .into_response();
+    }
+    let bytes: usize = headers.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+    if bytes > MAX_HEADER_BYTES {
+        return ApiError::HeadersTooLarge(format!(
+            "{bytes} bytes of headers; at most {MAX_HEADER_BYTES} are accepted"
+        ))
+        .into_response();
+    }
+    next.run(req).await
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
