@@ -607,3 +607,31 @@ fn hostile_command_lines_fail_with_one_line_and_status_1() {
         );
     }
 }
+
+/// `hearth cache verify` without a model on this machine checks the files offline: it never
+/// tries the hub (here an address that refuses connections).
+#[test]
+fn cache_verify_never_downloads_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args([
+            "--config",
+            empty_config(dir.path()).to_str().unwrap(),
+            "cache",
+            "verify",
+        ])
+        .env("HEARTH_DATA_DIR", dir.path().join("data"))
+        .env("HF_HOME", dir.path().join("hf"))
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .env_remove("HF_HUB_OFFLINE")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("not on this machine"), "{err}");
+    assert!(
+        !err.contains("127.0.0.1:9") && !err.to_lowercase().contains("connect"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("0 files checked"));
+}

@@ -421,3 +421,62 @@ fn a_hub_model_downloads_with_a_progress_bar_that_cancels_and_a_picked_file_load
     assert!(h.state().model.notice.as_deref().unwrap().contains("No file chosen"));
     assert_eq!(h.state().model.settings.as_ref().unwrap().model_source, want);
 }
+
+/// A full disk: the conversation is marked "not saved" (in the list and above the chat) with
+/// its text kept on screen, and the mark goes once the background writer has saved it.
+#[test]
+fn a_conversation_that_cannot_be_saved_is_marked_until_it_is() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let f = fixture();
+    let full = Arc::new(AtomicBool::new(true));
+    let hook = full.clone();
+    let disk = DiskSettings {
+        faults: hearth::persist::Faults::new(move |_| {
+            if hook.load(Ordering::SeqCst) {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    "No space left on device",
+                ))
+            } else {
+                Ok(())
+            }
+        }),
+        ..DiskSettings::new(&f.data, 1 << 30)
+    };
+    let limits = EngineSettings::default();
+    let e = engine_limits(&f.model, cache_settings(true, 16), &limits, 128, 64)
+        .with_disk(&disk)
+        .unwrap();
+    let mut h = harness(EngineHandle::spawn(e, 16).unwrap());
+    step_until(&mut h, "the model", |a| {
+        matches!(a.model.model, hearth::gui::ModelStatus::Ready(_))
+    });
+    h.get_by_role_and_label(Role::MultilineTextInput, "Message").focus();
+    h.run_steps(1);
+    h.get_by_role_and_label(Role::MultilineTextInput, "Message")
+        .type_text("my words survive");
+    h.run_steps(4);
+    h.get_by_role_and_label(Role::Button, "Send").click();
+    h.run_steps(1);
+    step_until(&mut h, "the reply", |a| !a.model.busy());
+    step_until(&mut h, "the mark", |a| {
+        a.model.open_id().is_some_and(|id| a.model.unsaved(id).is_some())
+    });
+    assert!(h.query_by_label_contains("This conversation is not saved").is_some());
+    assert!(h.query_by_label_contains("(not saved)").is_some());
+    // The message on screen, and the conversation in the list titled by it.
+    assert!(
+        h.query_all_by_label_contains("my words survive").count() >= 2,
+        "the text stays on screen"
+    );
+    full.store(false, Ordering::SeqCst);
+    step_until(&mut h, "the save", |a| {
+        a.model.open_id().is_some_and(|id| a.model.unsaved(id).is_none())
+    });
+    assert!(h.query_by_label_contains("(not saved)").is_none());
+    let id = h.state().model.open_id().unwrap().clone();
+    let saved = std::fs::read_to_string(f.data.join(format!("conversations/{id}.json"))).unwrap();
+    assert!(saved.contains("my words survive"), "{saved}");
+}

@@ -637,3 +637,36 @@ fn every_kv_dtype_stays_warm_across_a_restart_and_other_types_are_not_used() {
         assert!(msg.contains(&format!("written with {dtype} K/V")), "{msg}");
     }
 }
+
+/// Temp files a killed writer left (its process is gone) are removed when the disk tier opens;
+/// a live writer's are kept, and nothing else is touched.
+#[test]
+fn a_restart_removes_the_temp_files_of_dead_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (_spec, path) = model(dir.path());
+    let cache = cache_dir(&data);
+    let convs = data.join("conversations");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::create_dir_all(&convs).unwrap();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = [
+        cache.join(format!(".c1.hkv.tmp-{dead}-00000000000000a1")),
+        convs.join(format!(".c1.json.tmp-{dead}-00000000000000a2")),
+        cache.join(".c2.hkv.tmp-00000000000000a3"),
+    ];
+    let live = cache.join(format!(".c3.hkv.tmp-{}-00000000000000a4", std::process::id()));
+    for p in stale.iter().chain([&live]) {
+        std::fs::write(p, vec![1u8; 1 << 20]).unwrap();
+    }
+    let e = disk_engine(&path, &data, Faults::none());
+    if Path::new("/proc").is_dir() {
+        for p in &stale {
+            assert!(!p.exists(), "{} survived the restart", p.display());
+        }
+    }
+    assert!(live.exists(), "a live writer's temp file is kept");
+    assert_eq!(e.stats().disk.unwrap().stale_temp_files, 0);
+}

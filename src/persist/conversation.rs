@@ -165,10 +165,17 @@ impl ConversationStore {
     }
 
     /// Creates a conversation (with a fresh id) and writes it.
+    /// When it cannot be written (a full disk) it is kept in memory like
+    /// [`Self::update_or_keep`]'s changes: the first message the user is about to send goes into
+    /// it.
     pub fn create(&self, title: &str, settings: ConversationSettings) -> Result<Conversation, PersistError> {
-        let _g = self.locked();
+        let mut unsaved = self.locked();
         let c = Conversation::new(ConversationId::generate(), title, settings);
-        self.write(&c)?;
+        if let Err(e) = self.write(&c) {
+            let why = e.to_string();
+            tracing::warn!("conversation {} is kept in memory, not saved: {why}", c.id);
+            unsaved.insert(c.id.clone(), (c.clone(), why));
+        }
         Ok(c)
     }
 

@@ -86,8 +86,14 @@ pub(crate) async fn create(
         system_prompt: f.system_prompt.flatten().filter(|p| !p.trim().is_empty()),
         ..Default::default()
     };
-    let c = blocking(&state, move |e| e.create_conversation(f.title.as_deref(), settings)).await?;
-    Ok((axum::http::StatusCode::CREATED, Json(c)).into_response())
+    let (c, unsaved) = blocking(&state, move |e| {
+        let c = e.create_conversation(f.title.as_deref(), settings)?;
+        let unsaved = e.unsaved_reason(&c.id);
+        Ok((c, unsaved))
+    })
+    .await?;
+    let response = (axum::http::StatusCode::CREATED, Json(c)).into_response();
+    Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }
 
 pub(crate) async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
