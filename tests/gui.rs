@@ -426,23 +426,12 @@ fn a_hub_model_downloads_with_a_progress_bar_that_cancels_and_a_picked_file_load
 /// its text kept on screen, and the mark goes once the background writer has saved it.
 #[test]
 fn a_conversation_that_cannot_be_saved_is_marked_until_it_is() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
 
     let f = fixture();
-    let full = Arc::new(AtomicBool::new(true));
-    let hook = full.clone();
+    let (full, faults) = full_disk(true);
     let disk = DiskSettings {
-        faults: hearth::persist::Faults::new(move |_| {
-            if hook.load(Ordering::SeqCst) {
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::StorageFull,
-                    "No space left on device",
-                ))
-            } else {
-                Ok(())
-            }
-        }),
+        faults,
         ..DiskSettings::new(&f.data, 1 << 30)
     };
     let limits = EngineSettings::default();

@@ -339,18 +339,7 @@ fn a_full_disk_never_stops_generation_or_loses_what_was_saved() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (spec, path) = model(dir.path());
-    let full = Arc::new(AtomicBool::new(false));
-    let f = full.clone();
-    let faults = Faults::new(move |_| {
-        if f.load(Ordering::SeqCst) {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::StorageFull,
-                "no space left on device",
-            ))
-        } else {
-            Ok(())
-        }
-    });
+    let (full, faults) = common::full_disk(false);
     let mut e = disk_engine(&path, &data, faults);
     let c = id("full");
     let p = prompt(40, spec.vocab.size, 1);
@@ -370,7 +359,7 @@ fn a_full_disk_never_stops_generation_or_loses_what_was_saved() {
     // The cache file and the text both failed (and the flush's retry of the text, kept in memory).
     assert!(s.write_failures >= 2, "{s:?}");
     assert_eq!(s.unsaved.len(), 1, "the turn's text is kept in memory: {s:?}");
-    assert!(s.last_error.as_deref().is_some_and(|m| m.contains("no space")), "{s:?}");
+    assert!(s.last_error.as_deref().is_some_and(|m| m.contains("No space")), "{s:?}");
     assert_eq!(
         std::fs::read(&file).unwrap(),
         saved,

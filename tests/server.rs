@@ -4,6 +4,8 @@
 //!
 //! Router tests call `router(state).oneshot(request)`: no socket.
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -1171,23 +1173,12 @@ async fn text_of_metrics(s: &TestServer) -> String {
 /// kept in memory (readable through the API, listed as unsaved) and written once space returns.
 #[tokio::test]
 async fn a_full_disk_marks_the_reply_unsaved_and_writes_it_once_space_returns() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
 
-    let full = Arc::new(AtomicBool::new(true));
-    let hook = full.clone();
+    let (full, faults) = common::full_disk(true);
     let s = server(Opts {
         disk: true,
-        faults: Faults::new(move |_| {
-            if hook.load(Ordering::SeqCst) {
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::StorageFull,
-                    "No space left on device",
-                ))
-            } else {
-                Ok(())
-            }
-        }),
+        faults,
         ..Opts::default()
     });
     let file = s._dir.path().join("data/conversations/full-disk.json");

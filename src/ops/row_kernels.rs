@@ -557,27 +557,29 @@ mod tests {
         v.iter().map(|x| x.to_bits()).collect()
     }
 
+    /// `f::<C>(d)` for each stored type `C` and each head size in `ds` it allows.
+    macro_rules! every_type {
+        ($f:ident, $ds:expr) => {
+            for dtype in KvDtype::ALL {
+                for d in $ds {
+                    if dtype.check_head_dim(d).is_ok() {
+                        match dtype {
+                            KvDtype::F32 => $f::<F32>(d),
+                            KvDtype::F16 => $f::<F16>(d),
+                            KvDtype::Bf16 => $f::<Bf16>(d),
+                            KvDtype::Q8_0 => $f::<Q8_0>(d),
+                        }
+                    }
+                }
+            }
+        };
+    }
+
     /// Every path, block size and split of the rows gives the same bits,
     /// and the scores are dot products, for every stored type.
     #[test]
     fn paths_and_splits_agree_bit_for_bit() {
-        for dtype in KvDtype::ALL {
-            for d in [8usize, 20, 64, 80, 128, 136] {
-                if dtype.check_head_dim(d).is_err() {
-                    continue;
-                }
-                check_type(dtype, d);
-            }
-        }
-    }
-
-    fn check_type(dtype: KvDtype, d: usize) {
-        match dtype {
-            KvDtype::F32 => check::<F32>(d),
-            KvDtype::F16 => check::<F16>(d),
-            KvDtype::Bf16 => check::<Bf16>(d),
-            KvDtype::Q8_0 => check::<Q8_0>(d),
-        }
+        every_type!(check, [8usize, 20, 64, 80, 128, 136]);
     }
 
     fn check<C: Codec>(d: usize) {
@@ -656,18 +658,7 @@ mod tests {
     /// call, on every path, type and head size (with rows in a partial block).
     #[test]
     fn several_queries_equal_one_at_a_time() {
-        for dtype in KvDtype::ALL {
-            for d in [8usize, 20, 64, 136] {
-                if dtype.check_head_dim(d).is_ok() {
-                    match dtype {
-                        KvDtype::F32 => multi::<F32>(d),
-                        KvDtype::F16 => multi::<F16>(d),
-                        KvDtype::Bf16 => multi::<Bf16>(d),
-                        KvDtype::Q8_0 => multi::<Q8_0>(d),
-                    }
-                }
-            }
-        }
+        every_type!(multi, [8usize, 20, 64, 136]);
     }
 
     fn multi<C: Codec>(d: usize) {

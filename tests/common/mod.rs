@@ -218,3 +218,22 @@ pub fn assert_same_run(
         assert!(d < tol, "{what} step {step}: max |logit diff| {d}");
     }
 }
+
+/// A disk that is full while the returned switch is on: a write hook for `DiskSettings::faults`
+/// failing every write step with "No space left on device" (as ENOSPC reads).
+pub fn full_disk(on: bool) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, hearth::persist::Faults) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let full = std::sync::Arc::new(AtomicBool::new(on));
+    let hook = full.clone();
+    let faults = hearth::persist::Faults::new(move |_| {
+        if hook.load(Ordering::SeqCst) {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "No space left on device",
+            ))
+        } else {
+            Ok(())
+        }
+    });
+    (full, faults)
+}
