@@ -70,7 +70,7 @@ fn wait_for(stream: &mut hearth::engine::RequestStream) -> Result<GenerationRepo
     let mut ids = Vec::new();
     loop {
         match stream.blocking_recv() {
-            Some(Event::Token { id, text: t }) => {
+            Some(Event::Token { id, text: t, .. }) => {
                 text.push_str(&t);
                 ids.push(id);
             }

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use hearth::config::{CacheSettings, DevicePool, EngineSettings, SamplingParams};
-use hearth::engine::{DiskSettings, Engine, EngineHandle};
+use hearth::engine::{DiskSettings, Engine, EngineHandle, GenerateParams};
 use hearth::model::chat::Message;
 use hearth::model::hparams::Family;
 use hearth::model::source::{resolve, ModelSource};
@@ -1473,4 +1473,114 @@ async fn long_urls_and_many_headers_get_json_errors() {
     let r = send(&s.app, req).await;
     assert_eq!(r.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "{}", r.text());
     assert_eq!(get(&s.app, "/health").await.status, StatusCode::OK);
+}
+
+/// `logprobs` on both routes, whole and streamed: the top entry is the greedy token, the values
+/// are the log-softmax of the engine's own logits for the same prompt, and a stream carries
+/// the same entries as the whole reply.
+#[tokio::test]
+async fn logprobs_are_the_models_and_streamed_as_whole() {
+    let s = server(Opts::default());
+    // Completions over token ids, against the engine's logits for the same prompt.
+    let prompt: Vec<u32> = vec![5, 9, 2, 7, 11, 3];
+    let body = json!({"prompt": prompt, "max_tokens": 5, "temperature": 0, "logprobs": 3, "ignore_eos": true});
+    let r = post(&s.app, "/v1/completions", &body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let lp = r.json()["choices"][0]["logprobs"].clone();
+    let mut events = s
+        .state
+        .engine()
+        .submit(hearth::engine::GenerateRequest {
+            prompt: prompt.clone(),
+            params: GenerateParams {
+                keep_logits: true,
+                ignore_eos: true,
+                ..GenerateParams::greedy(5)
+            },
+            save: None,
+        })
+        .unwrap();
+    let report = loop {
+        match events.recv().await {
+            Some(hearth::engine::Event::Done(r)) => break r,
+            Some(hearth::engine::Event::Token { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    };
+    let token_lps = lp["token_logprobs"].as_array().unwrap();
+    assert_eq!(token_lps.len(), report.tokens.len(), "{lp}");
+    for (step, (logits, &id)) in report.logits.iter().zip(&report.tokens).enumerate() {
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let z = max + logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln();
+        let want = logits[id as usize] as f64 - z;
+        let got = token_lps[step].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-4, "step {step}: {got} vs {want}");
+        let top = lp["top_logprobs"][step].as_object().unwrap();
+        assert!(top.len() <= 3 && !top.is_empty(), "{top:?}");
+        let best = top
+            .values()
+            .map(|v| v.as_f64().unwrap())
+            .fold(f64::NEG_INFINITY, f64::max);
+        assert!(
+            (best - got).abs() < 1e-6,
+            "the greedy token is the most likely: {top:?} vs {got}"
+        );
+    }
+    assert_eq!(lp["tokens"].as_array().unwrap().len(), report.tokens.len());
+    // Chat, whole and streamed.
+    let mut b = chat_body("Hello", 6, false);
+    b["logprobs"] = json!(true);
+    b["top_logprobs"] = json!(4);
+    b["ignore_eos"] = json!(true);
+    let whole = post(&s.app, "/v1/chat/completions", &b).await.json();
+    let content = whole["choices"][0]["logprobs"]["content"].as_array().unwrap().clone();
+    assert_eq!(content.len(), 6, "{whole}");
+    for c in &content {
+        let top = c["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 4);
+        assert_eq!(top[0]["token"], c["token"], "greedy: {c}");
+        assert_eq!(top[0]["logprob"], c["logprob"]);
+        let lps: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+        assert!(lps.windows(2).all(|w| w[0] >= w[1]) && lps[0] <= 0.0, "{lps:?}");
+        let bytes: Vec<u8> = c["bytes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_u64().unwrap() as u8)
+            .collect();
+        assert_eq!(String::from_utf8_lossy(&bytes), c["token"].as_str().unwrap());
+    }
+    b["stream"] = json!(true);
+    let streamed = post(&s.app, "/v1/chat/completions", &b).await;
+    let from_chunks: Vec<Value> = chunks(&streamed)
+        .iter()
+        .filter_map(|c| c["choices"][0]["logprobs"]["content"].as_array().cloned())
+        .flatten()
+        .collect();
+    assert_eq!(from_chunks, content);
+    // Out of range, or top_logprobs without logprobs: 400 naming the field.
+    let mut bad = chat_body("Hello", 2, false);
+    bad["logprobs"] = json!(true);
+    bad["top_logprobs"] = json!(21);
+    assert_eq!(
+        post(&s.app, "/v1/chat/completions", &bad)
+            .await
+            .error(StatusCode::BAD_REQUEST)["param"],
+        "top_logprobs"
+    );
+    bad["logprobs"] = json!(false);
+    bad["top_logprobs"] = json!(2);
+    assert_eq!(
+        post(&s.app, "/v1/chat/completions", &bad)
+            .await
+            .error(StatusCode::BAD_REQUEST)["param"],
+        "top_logprobs"
+    );
+    let bad = json!({"prompt": "hi", "max_tokens": 2, "logprobs": 21});
+    assert_eq!(
+        post(&s.app, "/v1/completions", &bad)
+            .await
+            .error(StatusCode::BAD_REQUEST)["param"],
+        "logprobs"
+    );
 }

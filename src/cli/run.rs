@@ -67,6 +67,7 @@ fn generate(
         stop: Vec::new(),
         ignore_eos: false,
         keep_logits: false,
+        logprobs: None,
     };
     if let Some(id) = &conversation {
         if handle.open_or_create_conversation(id)?.1 {

@@ -171,6 +171,11 @@ impl EngineHandle {
         &self.shared.model
     }
 
+    /// The bytes token `id` stands for in text ([`crate::model::tokenizer::Tokenizer::token_bytes`]).
+    pub fn token_bytes(&self, id: u32) -> Vec<u8> {
+        self.shared.model.tokenizer.token_bytes(id)
+    }
+
     pub fn model_info(&self) -> &ModelInfo {
         &self.shared.model.info
     }

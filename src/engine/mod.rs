@@ -44,7 +44,10 @@ pub use disk::DiskSettings;
 pub use error::{EngineError, ErrorKind};
 pub use handle::{EngineHandle, EventSender, QueueTicket, RequestStream, Submission};
 pub use launch::{launch, LaunchProgress, LaunchStage};
-pub use request::{Event, GenerateParams, GenerateRequest, GenerationReport, RequestId, SaveTo, StopReason};
+pub use request::{
+    Event, GenerateParams, GenerateRequest, GenerationReport, RequestId, SaveTo, StopReason, TokenLogprob,
+    MAX_TOP_LOGPROBS,
+};
 pub use scheduler::Scheduler;
 pub use stats::{EngineStats, Histogram, RequestCounters, TOKENS_PER_SECOND_BUCKETS, TTFT_BUCKETS};
 

@@ -38,6 +38,66 @@ pub struct GenerateParams {
     pub ignore_eos: bool,
     /// Keep every step's logits in the report (tests compare them).
     pub keep_logits: bool,
+    /// `Some(n)`: each generated token's log-probability under the model (its raw logits,
+    /// before penalties and temperature, as vLLM's default), with the `n` most likely tokens
+    /// (at most [`MAX_TOP_LOGPROBS`]). OpenAI's `logprobs` / `top_logprobs`.
+    pub logprobs: Option<usize>,
+}
+
+/// The most alternatives [`GenerateParams::logprobs`] reports per token (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// A generated token's log-probability, and the most likely tokens at its step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    pub id: u32,
+    pub logprob: f32,
+    /// The most likely tokens, most likely first, with their log-probabilities.
+    pub top: Vec<(u32, f32)>,
+}
+
+impl TokenLogprob {
+    /// Token `id`'s log-probability under `logits` (a log-softmax over all of them) and the
+    /// `top` most likely tokens (ties: the lower id first).
+    pub fn from_logits(logits: &[f32], id: u32, top: usize) -> Self {
+        let max = logits
+            .iter()
+            .copied()
+            .filter(|l| l.is_finite())
+            .fold(f32::NEG_INFINITY, f32::max);
+        let sum: f64 = logits
+            .iter()
+            .filter(|l| l.is_finite())
+            .map(|&l| f64::from(l - max).exp())
+            .sum();
+        let log_z = max as f64 + sum.ln();
+        let lp = |l: f32| {
+            if l.is_finite() {
+                (l as f64 - log_z) as f32
+            } else {
+                f32::NEG_INFINITY
+            }
+        };
+        let mut best: Vec<(u32, f32)> = Vec::with_capacity(top + 1);
+        if top > 0 {
+            for (i, &l) in logits.iter().enumerate() {
+                if !l.is_finite() {
+                    continue;
+                }
+                if best.len() == top && best.last().is_some_and(|&(_, b)| l <= b) {
+                    continue;
+                }
+                let at = best.partition_point(|&(_, b)| b >= l);
+                best.insert(at, (i as u32, l));
+                best.truncate(top);
+            }
+        }
+        Self {
+            id,
+            logprob: logits.get(id as usize).map_or(f32::NEG_INFINITY, |&l| lp(l)),
+            top: best.into_iter().map(|(i, l)| (i, lp(l))).collect(),
+        }
+    }
 }
 
 impl GenerateParams {
@@ -49,6 +109,7 @@ impl GenerateParams {
             stop: Vec::new(),
             ignore_eos: false,
             keep_logits: false,
+            logprobs: None,
         }
     }
 }
@@ -137,6 +198,8 @@ pub struct GenerationReport {
     pub preemptions: u32,
     /// Each step's logits when [`GenerateParams::keep_logits`] was set.
     pub logits: Vec<Vec<f32>>,
+    /// Each generated token's log-probability when [`GenerateParams::logprobs`] was set.
+    pub logprobs: Vec<TokenLogprob>,
 }
 
 impl GenerationReport {
@@ -155,8 +218,14 @@ impl GenerationReport {
 #[derive(Debug)]
 pub enum Event {
     /// One generated token and the text it completes. `text` is empty while
-    /// the end of a character or a possible stop string is held back.
-    Token { id: u32, text: String },
+    /// the end of a character or a possible stop string is held back. `logprob`: the token's
+    /// log-probability when asked for ([`GenerateParams::logprobs`]); `None` on the last event
+    /// that only flushes held-back text.
+    Token {
+        id: u32,
+        text: String,
+        logprob: Option<TokenLogprob>,
+    },
     /// The request finished.
     Done(Box<GenerationReport>),
     /// The request failed; everything it held is already released.

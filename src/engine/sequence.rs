@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use super::handle::{EventSender, QueueTicket};
 use super::stop::StopMatcher;
-use super::{Event, GenerateParams, GenerationReport, RequestId, StopReason, Submission};
+use super::{
+    Event, GenerateParams, GenerationReport, RequestId, StopReason, Submission, TokenLogprob, MAX_TOP_LOGPROBS,
+};
 use crate::kv::{PrefixMatch, SeqId};
 use crate::model::sampling::Sampler;
 use crate::model::tokenizer::{Detokenizer, Tokenizer};
@@ -48,6 +50,7 @@ pub(crate) struct Sequence {
     pub(crate) bookkeeping: Duration,
     pub(crate) preemptions: u32,
     logits: Vec<Vec<f32>>,
+    logprobs: Vec<TokenLogprob>,
     /// Where the finished turn is saved.
     pub(crate) save: Option<super::SaveTo>,
     /// Prompt tokens the engine read from the disk tier for this request's admission.
@@ -108,6 +111,7 @@ impl Sequence {
             bookkeeping: Duration::ZERO,
             preemptions: 0,
             logits: Vec::new(),
+            logprobs: Vec::new(),
         }
     }
 
@@ -147,6 +151,10 @@ impl Sequence {
     /// `context`: the most tokens a sequence may hold.
     pub(crate) fn sample(&mut self, logits: Vec<f32>, tok: &Tokenizer, context: usize) -> Result<Sampled, ModelError> {
         let next = self.sampler.sample(&logits, &self.tokens);
+        let logprob = self
+            .params
+            .logprobs
+            .map(|n| TokenLogprob::from_logits(&logits, next, n.min(MAX_TOP_LOGPROBS)));
         if self.params.keep_logits {
             self.logits.push(logits);
         }
@@ -158,7 +166,14 @@ impl Sequence {
         let piece = self.detok.push(tok, next)?.unwrap_or_default();
         let text = self.stop.push(&piece);
         self.text.push_str(&text);
-        let _ = self.events.send(Event::Token { id: next, text });
+        if let Some(lp) = &logprob {
+            self.logprobs.push(lp.clone());
+        }
+        let _ = self.events.send(Event::Token {
+            id: next,
+            text,
+            logprob,
+        });
         Ok(if self.stop.stopped() {
             Sampled::Finished(StopReason::StopString)
         } else if self.generated() >= self.params.max_tokens {
@@ -188,7 +203,11 @@ impl Sequence {
                 self.text.push_str(&tail);
                 // The held-back text goes out with the last token's id.
                 let id = self.tokens.last().copied().unwrap_or_default();
-                let _ = self.events.send(Event::Token { id, text: tail });
+                let _ = self.events.send(Event::Token {
+                    id,
+                    text: tail,
+                    logprob: None,
+                });
             }
         }
         let now = Instant::now();
@@ -206,6 +225,7 @@ impl Sequence {
             bookkeeping: self.bookkeeping,
             preemptions: self.preemptions,
             logits: std::mem::take(&mut self.logits),
+            logprobs: std::mem::take(&mut self.logprobs),
         };
         let last = LastEvent {
             event: Event::Done(Box::new(report.clone())),

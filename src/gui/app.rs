@@ -103,6 +103,7 @@ pub fn default_params(settings: &Settings) -> GenerateParams {
         stop: Vec::new(),
         ignore_eos: false,
         keep_logits: false,
+        logprobs: None,
     }
 }
 

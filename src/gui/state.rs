@@ -268,6 +268,7 @@ mod tests {
             bookkeeping: Duration::ZERO,
             preemptions: 0,
             logits: Vec::new(),
+            logprobs: Vec::new(),
         }
     }
 

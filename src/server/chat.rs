@@ -23,8 +23,9 @@ pub(crate) async fn handle(
     request: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let value = body::json_object(request, state.config().max_body_bytes)?;
-    let plan = params::plan(&state, body::fields::<CommonFields>(&value)?)?;
+    let mut plan = params::plan(&state, body::fields::<CommonFields>(&value)?)?;
     let fields = body::fields::<ChatFields>(&value)?;
+    plan.params.logprobs = params::chat_logprobs(fields.logprobs, fields.top_logprobs)?;
     let messages = messages(fields.messages)?;
     let save = match fields.conversation_id {
         None => None,

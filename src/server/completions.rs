@@ -27,8 +27,10 @@ pub(crate) async fn handle(
     request: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let value = body::json_object(request, state.config().max_body_bytes)?;
-    let plan = params::plan(&state, body::fields::<CommonFields>(&value)?)?;
-    let prompt = match prompt(body::fields::<CompletionFields>(&value)?.prompt)? {
+    let mut plan = params::plan(&state, body::fields::<CommonFields>(&value)?)?;
+    let fields = body::fields::<CompletionFields>(&value)?;
+    plan.params.logprobs = params::completion_logprobs(fields.logprobs)?;
+    let prompt = match prompt(fields.prompt)? {
         Prompt::Text(text) => generation::tokenize(&state, move |engine| engine.tokenize(&text)).await?,
         Prompt::Tokens(ids) => ids,
     };

@@ -189,6 +189,6 @@ where
         Ok((events, e.unsaved_reason(&id)))
     })
     .await?;
-    let response = generation::answer(events, &plan, Kind::Chat).await?;
+    let response = generation::answer(state.engine(), events, &plan, Kind::Chat).await?;
     Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }

@@ -19,7 +19,7 @@ use crate::engine::{EngineError, EngineHandle, Event, GenerateRequest, Generatio
 
 use super::params::Plan;
 use super::protocol::{chat_completion, text_completion, Kind, Meta};
-use super::{stream, ApiError, AppState};
+use super::{logprobs, stream, ApiError, AppState};
 
 /// Runs `tokenize` with the engine handle on the blocking pool.
 pub(crate) async fn tokenize<F, T>(state: &AppState, tokenize: F) -> Result<T, ApiError>
@@ -72,11 +72,16 @@ pub(crate) async fn respond(
         params: plan.params.clone(),
         save,
     })?;
-    answer(events, &plan, kind).await
+    answer(state.engine(), events, &plan, kind).await
 }
 
 /// Answers with a request already submitted, as `plan` says.
-pub(crate) async fn answer(events: RequestStream, plan: &Plan, kind: Kind) -> Result<Response, ApiError> {
+pub(crate) async fn answer(
+    engine: &EngineHandle,
+    events: RequestStream,
+    plan: &Plan,
+    kind: Kind,
+) -> Result<Response, ApiError> {
     let meta = Meta::new(
         match kind {
             Kind::Chat => "chatcmpl",
@@ -85,12 +90,16 @@ pub(crate) async fn answer(events: RequestStream, plan: &Plan, kind: Kind) -> Re
         &plan.model,
     );
     if plan.stream {
-        return Ok(stream::sse(events, kind, meta, plan.include_usage).into_response());
+        return Ok(stream::sse(engine.clone(), events, kind, meta, plan.include_usage).into_response());
     }
     let report = collect(events).await?;
+    let logprobs = plan
+        .params
+        .logprobs
+        .map(|_| logprobs::build(kind, &report.logprobs, &logprobs::Names(engine), &mut 0));
     Ok(match kind {
-        Kind::Chat => Json(chat_completion(&meta, &report)).into_response(),
-        Kind::Text => Json(text_completion(&meta, &report)).into_response(),
+        Kind::Chat => Json(chat_completion(&meta, &report, logprobs)).into_response(),
+        Kind::Text => Json(text_completion(&meta, &report, logprobs)).into_response(),
     })
 }
 

@@ -21,6 +21,7 @@
 //! | `chat.rs` | `POST /v1/chat/completions` |
 //! | `completions.rs` | `POST /v1/completions` |
 //! | `conversations.rs` | `/v1/conversations`: the saved conversations (list, create, get, change, delete, send, regenerate, edit) through the engine's conversation API |
+//! | `logprobs.rs` | `logprobs` in the chat's and the completions' shapes |
 //! | `generation.rs` | submitting to the engine and collecting a whole reply |
 //! | `stream.rs` | a request's events as an SSE stream (`data: {...}` chunks, `data: [DONE]`) |
 //! | `models.rs` | `GET /v1/models`, `GET /v1/models/{id}`, `GET /health` |
@@ -42,6 +43,7 @@ mod completions;
 mod conversations;
 mod error;
 mod generation;
+mod logprobs;
 mod metrics;
 mod models;
 mod params;

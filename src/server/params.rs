@@ -80,6 +80,7 @@ pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> 
             stop: stop_strings(f.stop)?,
             ignore_eos: f.ignore_eos.unwrap_or(false),
             keep_logits: false,
+            logprobs: None,
         },
         model,
         stream,
@@ -103,6 +104,35 @@ fn stop_strings(stop: Option<Value>) -> Result<Vec<String>, ApiError> {
         Some(_) => return Err(bad()),
     };
     Ok(list.into_iter().filter(|s| !s.is_empty()).collect())
+}
+
+/// The chat's `logprobs` (a bool) and `top_logprobs` (0–20, only with `logprobs: true`) as the
+/// engine's [`GenerateParams::logprobs`].
+pub(crate) fn chat_logprobs(logprobs: Option<bool>, top: Option<u64>) -> Result<Option<usize>, ApiError> {
+    let top = top_count("top_logprobs", top)?;
+    match (logprobs, top) {
+        (Some(true), top) => Ok(Some(top.unwrap_or(0))),
+        (_, Some(_)) => Err(ApiError::invalid_param(
+            "top_logprobs",
+            "top_logprobs needs logprobs: true",
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// The completions' `logprobs` (0–20 alternatives per token).
+pub(crate) fn completion_logprobs(n: Option<u64>) -> Result<Option<usize>, ApiError> {
+    top_count("logprobs", n)
+}
+
+fn top_count(field: &str, n: Option<u64>) -> Result<Option<usize>, ApiError> {
+    match n {
+        Some(n) if n > crate::engine::MAX_TOP_LOGPROBS as u64 => Err(ApiError::invalid_param(
+            field,
+            format!("{field} must be between 0 and {}", crate::engine::MAX_TOP_LOGPROBS),
+        )),
+        n => Ok(n.map(|n| n as usize)),
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ use serde_json::Value;
 
 use crate::engine::GenerationReport;
 
+pub(crate) use super::logprobs::Logprobs;
+
 /// Fields both completion routes read.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct CommonFields {
@@ -52,6 +54,12 @@ pub(crate) struct ChatFields {
     /// named conversation.
     #[serde(default)]
     pub conversation_id: Option<String>,
+    /// Each generated token's log-probability.
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    /// With `logprobs`: how many most likely tokens to report beside each (0–20).
+    #[serde(default)]
+    pub top_logprobs: Option<u64>,
 }
 
 /// One message as sent: `content` is a string, a list of parts, or null.
@@ -67,6 +75,10 @@ pub(crate) struct WireMessage {
 #[derive(Debug, Deserialize)]
 pub(crate) struct CompletionFields {
     pub prompt: Value,
+    /// How many most likely tokens to report beside each generated token's log-probability
+    /// (0–20); absent or null: none.
+    #[serde(default)]
+    pub logprobs: Option<u64>,
 }
 
 /// Token counts of one request.
@@ -154,7 +166,7 @@ pub(crate) struct ChatDelta {
 pub(crate) struct ChatChunkChoice {
     pub index: u32,
     pub delta: ChatDelta,
-    pub logprobs: Option<()>,
+    pub logprobs: Option<Logprobs>,
     pub finish_reason: Option<&'static str>,
 }
 
@@ -168,7 +180,7 @@ pub(crate) struct AssistantMessage {
 pub(crate) struct ChatChoice {
     pub index: u32,
     pub message: AssistantMessage,
-    pub logprobs: Option<()>,
+    pub logprobs: Option<Logprobs>,
     pub finish_reason: &'static str,
 }
 
@@ -177,7 +189,7 @@ pub(crate) struct ChatChoice {
 pub(crate) struct TextChoice {
     pub index: u32,
     pub text: String,
-    pub logprobs: Option<()>,
+    pub logprobs: Option<Logprobs>,
     pub finish_reason: Option<&'static str>,
 }
 
@@ -222,8 +234,15 @@ impl Kind {
         }
     }
 
-    /// A piece of text, or the end with `finish_reason` (and no text).
-    pub fn piece(self, meta: &Meta, text: Option<String>, finish_reason: Option<&'static str>) -> Chunk {
+    /// A piece of text (with its tokens' `logprobs` when asked for), or the end with
+    /// `finish_reason` (and no text).
+    pub fn piece(
+        self,
+        meta: &Meta,
+        text: Option<String>,
+        logprobs: Option<Logprobs>,
+        finish_reason: Option<&'static str>,
+    ) -> Chunk {
         match self {
             Self::Chat => Chunk::Chat(Envelope::new(
                 meta,
@@ -234,7 +253,7 @@ impl Kind {
                         role: None,
                         content: text,
                     },
-                    logprobs: None,
+                    logprobs,
                     finish_reason,
                 }],
                 None,
@@ -245,7 +264,7 @@ impl Kind {
                 vec![TextChoice {
                     index: 0,
                     text: text.unwrap_or_default(),
-                    logprobs: None,
+                    logprobs,
                     finish_reason,
                 }],
                 None,
@@ -263,7 +282,7 @@ impl Kind {
 }
 
 /// The whole `chat.completion` for a finished request.
-pub(crate) fn chat_completion(meta: &Meta, report: &GenerationReport) -> ChatCompletion {
+pub(crate) fn chat_completion(meta: &Meta, report: &GenerationReport, logprobs: Option<Logprobs>) -> ChatCompletion {
     Envelope::new(
         meta,
         "chat.completion",
@@ -273,7 +292,7 @@ pub(crate) fn chat_completion(meta: &Meta, report: &GenerationReport) -> ChatCom
                 role: "assistant",
                 content: report.text.clone(),
             },
-            logprobs: None,
+            logprobs,
             finish_reason: report.stop.finish_reason(),
         }],
         Some(Usage::of(report)),
@@ -281,14 +300,14 @@ pub(crate) fn chat_completion(meta: &Meta, report: &GenerationReport) -> ChatCom
 }
 
 /// The whole `text_completion` for a finished request.
-pub(crate) fn text_completion(meta: &Meta, report: &GenerationReport) -> TextCompletion {
+pub(crate) fn text_completion(meta: &Meta, report: &GenerationReport, logprobs: Option<Logprobs>) -> TextCompletion {
     Envelope::new(
         meta,
         "text_completion",
         vec![TextChoice {
             index: 0,
             text: report.text.clone(),
-            logprobs: None,
+            logprobs,
             finish_reason: Some(report.stop.finish_reason()),
         }],
         Some(Usage::of(report)),

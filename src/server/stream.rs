@@ -20,11 +20,11 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Serialize;
 
-use crate::engine::{Event, RequestStream};
+use crate::engine::{EngineHandle, Event, RequestStream};
 
 use super::generation::ended_early;
 use super::protocol::{Kind, Meta, Usage};
-use super::ApiError;
+use super::{logprobs, ApiError};
 
 /// How often an idle stream sends a comment line.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -38,10 +38,15 @@ struct State {
     ready: VecDeque<SseEvent>,
     /// The request's last event has been turned into `ready` events.
     finished: bool,
+    /// For token names in `logprobs`.
+    engine: EngineHandle,
+    /// Characters of the reply streamed so far (the completions' `text_offset`).
+    offset: usize,
 }
 
 /// The SSE response for `events`.
 pub(crate) fn sse(
+    engine: EngineHandle,
     events: RequestStream,
     kind: Kind,
     meta: Meta,
@@ -49,6 +54,8 @@ pub(crate) fn sse(
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let ready: VecDeque<SseEvent> = kind.opening(&meta).iter().map(json_event).collect();
     let state = State {
+        engine,
+        offset: 0,
         events,
         kind,
         meta,
@@ -74,14 +81,25 @@ impl State {
     /// Waits for the request's next event and queues what it becomes.
     async fn next(&mut self) {
         match self.events.recv().await {
-            Some(Event::Token { text, .. }) => {
-                if !text.is_empty() {
-                    let chunk = self.kind.piece(&self.meta, Some(text), None);
+            Some(Event::Token { text, logprob, .. }) => {
+                // With logprobs every token gets its chunk (its text may still be held back).
+                let logprobs = logprob.map(|lp| {
+                    logprobs::build(
+                        self.kind,
+                        std::slice::from_ref(&lp),
+                        &logprobs::Names(&self.engine),
+                        &mut self.offset,
+                    )
+                });
+                if !text.is_empty() || logprobs.is_some() {
+                    let chunk = self.kind.piece(&self.meta, Some(text), logprobs, None);
                     self.ready.push_back(json_event(&chunk));
                 }
             }
             Some(Event::Done(report)) => {
-                let last = self.kind.piece(&self.meta, None, Some(report.stop.finish_reason()));
+                let last = self
+                    .kind
+                    .piece(&self.meta, None, None, Some(report.stop.finish_reason()));
                 self.ready.push_back(json_event(&last));
                 if self.include_usage {
                     let usage = self.kind.usage(&self.meta, Usage::of(&report));

@@ -182,6 +182,36 @@ impl Tokenizer {
     }
 
     /// The id of a token given its text (added tokens included).
+    /// The bytes token `id` stands for in text: a byte-fallback token (`<0x0A>`) its byte, a
+    /// byte-level BPE token (GPT-2's alphabet) its bytes, a SentencePiece piece with `▁` as a
+    /// space, a special token its text. Empty for an id outside the vocabulary. (OpenAI's
+    /// `logprobs[].bytes`; a token may be part of a UTF-8 character.)
+    pub fn token_bytes(&self, id: u32) -> Vec<u8> {
+        let Some(piece) = self.inner.id_to_token(id) else {
+            return Vec::new();
+        };
+        if let Some(hex) = piece.strip_prefix("<0x").and_then(|p| p.strip_suffix('>')) {
+            if let Ok(b) = u8::from_str_radix(hex, 16) {
+                return vec![b];
+            }
+        }
+        let byte_level = matches!(
+            self.inner.get_decoder(),
+            Some(tokenizers::decoders::DecoderWrapper::ByteLevel(_))
+        );
+        if byte_level {
+            let mut out = Vec::with_capacity(piece.len());
+            for c in piece.chars() {
+                match gpt2_byte(c) {
+                    Some(b) => out.push(b),
+                    None => out.extend_from_slice(c.to_string().as_bytes()),
+                }
+            }
+            return out;
+        }
+        piece.replace('\u{2581}', " ").into_bytes()
+    }
+
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)
     }
@@ -278,8 +308,33 @@ impl TokenStream<'_> {
     }
 }
 
+/// The byte GPT-2's byte-level alphabet writes as `c`: printable bytes are themselves, the other
+/// 68 (0–32, 127–160, 173) are `U+0100 + n` in that order.
+fn gpt2_byte(c: char) -> Option<u8> {
+    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let c = c as u32;
+    if c < 256 {
+        return printable(c).then_some(c as u8);
+    }
+    let n = c.checked_sub(256)?;
+    (0u32..256).filter(|&b| !printable(b)).nth(n as usize).map(|b| b as u8)
+}
+
 #[cfg(test)]
 mod tests {
+
+    /// GPT-2's byte-level alphabet: 256 characters, one per byte (`Ġ` a space, `Ċ` a newline).
+    #[test]
+    fn the_byte_level_alphabet_covers_every_byte_once() {
+        let bytes: std::collections::BTreeSet<u8> =
+            (0u32..400).filter_map(char::from_u32).filter_map(gpt2_byte).collect();
+        assert_eq!(bytes.len(), 256);
+        assert_eq!(gpt2_byte('\u{120}'), Some(b' '));
+        assert_eq!(gpt2_byte('\u{10a}'), Some(b'\n'));
+        assert_eq!(gpt2_byte('a'), Some(b'a'));
+        assert_eq!(gpt2_byte(' '), None);
+    }
+
     use super::*;
     use crate::model::testkit::{TinyVocab, VocabStyle};
 
