@@ -197,13 +197,8 @@ fn prune(
     };
     pb.finish_and_clear();
     // Temp files of writes that never finished (a crash), whose writer is gone.
-    let stale: Vec<_> = temp_dirs(paths)
-        .iter()
-        .flat_map(|d| temp_files(d))
-        .filter(|t| t.stale)
-        .collect();
     if dry_run {
-        for t in &stale {
+        for t in temp_dirs(paths).iter().flat_map(|d| temp_files(d)).filter(|t| t.stale) {
             println!(
                 "would delete the leftover temp file {} ({:.1} MiB)",
                 t.path.display(),

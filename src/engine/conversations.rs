@@ -127,8 +127,7 @@ impl EngineHandle {
 
     /// Why conversation `id` is only in memory (its last write failed), if it is.
     pub fn unsaved_reason(&self, id: &ConversationId) -> Option<String> {
-        let store = self.store().ok()?;
-        store.unsaved().into_iter().find(|u| u.id == *id).map(|u| u.error)
+        self.store().ok()?.unsaved_reason(id)
     }
 
     /// Generates the last reply of conversation `id` again: drops it (when the conversation ends

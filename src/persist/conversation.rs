@@ -171,11 +171,7 @@ impl ConversationStore {
     pub fn create(&self, title: &str, settings: ConversationSettings) -> Result<Conversation, PersistError> {
         let mut unsaved = self.locked();
         let c = Conversation::new(ConversationId::generate(), title, settings);
-        if let Err(e) = self.write(&c) {
-            let why = e.to_string();
-            tracing::warn!("conversation {} is kept in memory, not saved: {why}", c.id);
-            unsaved.insert(c.id.clone(), (c.clone(), why));
-        }
+        self.write_or_keep(&mut unsaved, &c);
         Ok(c)
     }
 
@@ -217,6 +213,16 @@ impl ConversationStore {
     /// Whether conversation `id` exists.
     pub fn exists(&self, id: &ConversationId) -> bool {
         self.locked().contains_key(id) || self.path(id).exists()
+    }
+
+    /// Whether any conversation is kept in memory because it could not be written.
+    pub fn has_unsaved(&self) -> bool {
+        !self.locked().is_empty()
+    }
+
+    /// Why conversation `id` is only in memory (its last write failed), if it is.
+    pub fn unsaved_reason(&self, id: &ConversationId) -> Option<String> {
+        self.locked().get(id).map(|(_, why)| why.clone())
     }
 
     /// The conversations kept in memory because they could not be written.
@@ -334,24 +340,29 @@ impl ConversationStore {
     ) -> Result<Kept, PersistError> {
         let mut unsaved = self.locked();
         let c = self.changed(&unsaved, id, create_if_missing, change)?;
-        match self.write(&c) {
+        let why = self.write_or_keep(&mut unsaved, &c);
+        Ok(Kept {
+            conversation: c,
+            unsaved: why,
+        })
+    }
+
+    /// Writes `c`; when that fails, keeps it in memory (the caller holds the lock) and returns
+    /// why. A written conversation is no longer unsaved.
+    fn write_or_keep(&self, unsaved: &mut Unsaved, c: &Conversation) -> Option<String> {
+        match self.write(c) {
             Ok(()) => {
-                unsaved.remove(id);
-                Ok(Kept {
-                    conversation: c,
-                    unsaved: None,
-                })
+                unsaved.remove(&c.id);
+                None
             }
             Err(e) => {
                 let why = e.to_string();
                 tracing::warn!(
-                    "conversation {id} is kept in memory, not saved: {why}; it is written again when the disk allows"
+                    "conversation {} is kept in memory, not saved: {why}; it is written again when the disk allows",
+                    c.id
                 );
-                unsaved.insert(id.clone(), (c.clone(), why.clone()));
-                Ok(Kept {
-                    conversation: c,
-                    unsaved: Some(why),
-                })
+                unsaved.insert(c.id.clone(), (c.clone(), why.clone()));
+                Some(why)
             }
         }
     }

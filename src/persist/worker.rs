@@ -167,7 +167,7 @@ const RETRY_UNSAVED: std::time::Duration = std::time::Duration::from_secs(5);
 fn run(ctx: WorkerContext, rx: mpsc::Receiver<Job>) {
     let mut failing = false;
     loop {
-        let job = if ctx.store.unsaved().is_empty() {
+        let job = if !ctx.store.has_unsaved() {
             match rx.recv() {
                 Ok(job) => job,
                 Err(_) => break,
@@ -193,7 +193,7 @@ fn run(ctx: WorkerContext, rx: mpsc::Receiver<Job>) {
             Job::Flush(done) => {
                 // Whoever flushes (a front-end about to exit) gets one more try at what is kept
                 // in memory.
-                if !ctx.store.unsaved().is_empty() {
+                if ctx.store.has_unsaved() {
                     retry_unsaved(&ctx);
                 }
                 let _ = done.send(());
