@@ -192,6 +192,7 @@ fn a_vanished_consumer_frees_its_blocks_within_one_step() {
             events: tx,
             submitted: Instant::now(),
             ticket: None,
+            constraint: None,
         });
         receivers.push(rx);
     }

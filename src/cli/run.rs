@@ -68,6 +68,7 @@ fn generate(
         ignore_eos: false,
         keep_logits: false,
         logprobs: None,
+        grammar: None,
     };
     if let Some(id) = &conversation {
         if handle.open_or_create_conversation(id)?.1 {

@@ -22,6 +22,7 @@ use super::stats::{EngineStats, RequestCounters};
 use super::{EngineError, Event, GenerateParams, GenerateRequest, GenerationReport, Histogram, RequestId, Submission};
 use crate::config::{CacheSettings, EngineSettings};
 use crate::kv::{CacheStats, KvCacheConfig, KvCacheManager, PrefixMatch};
+use crate::model::grammar::Constraint;
 use crate::model::{LoadedModel, Logits, ModelError};
 use crate::ops::{BatchLayout, PagedLayout, SeqChunk};
 use crate::persist::{fingerprint, kv_layout, CacheJob, ConversationId, ConversationStore, TurnText};
@@ -50,6 +51,14 @@ pub(crate) fn validate(model: &LoadedModel, capacity_tokens: usize, r: &Generate
         });
     }
     Ok(())
+}
+
+/// Request `r`'s grammar compiled, if it has one; an error names what does not compile.
+pub(crate) fn constraint_for(model: &LoadedModel, r: &GenerateRequest) -> Result<Option<Constraint>, EngineError> {
+    match &r.params.grammar {
+        None => Ok(None),
+        Some(g) => Ok(Some(model.grammar()?.compile(g)?)),
+    }
 }
 
 /// Figures kept across steps for [`EngineStats`].
@@ -288,10 +297,19 @@ impl Engine {
     /// Queues a request that was validated when it was submitted; it runs
     /// from the next step. One that fails validation now ends at once with
     /// an [`Event::Error`].
-    pub fn add_request(&mut self, s: Submission) {
+    pub fn add_request(&mut self, mut s: Submission) {
         if let Err(e) = validate(&self.model, self.capacity_tokens(), &s.request) {
             let _ = s.events.send(Event::Error(e));
             return;
+        }
+        if s.constraint.is_none() {
+            match constraint_for(&self.model, &s.request) {
+                Ok(c) => s.constraint = c,
+                Err(e) => {
+                    let _ = s.events.send(Event::Error(e));
+                    return;
+                }
+            }
         }
         self.counters.requests.submitted += 1;
         self.counters.prompt_tokens += s.request.prompt.len() as u64;
@@ -555,6 +573,7 @@ impl Engine {
             events: tx,
             submitted: Instant::now(),
             ticket: None,
+            constraint: None,
         });
         loop {
             let waited = if self.has_work() {

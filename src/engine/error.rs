@@ -45,6 +45,9 @@ pub enum EngineError {
     /// Starting the engine ([`super::launch`]) was cancelled.
     #[error("loading was cancelled")]
     LaunchCancelled,
+    /// The request's grammar (a JSON Schema, a Lark grammar) does not compile, or failed.
+    #[error(transparent)]
+    Grammar(#[from] crate::model::grammar::GrammarError),
     /// Conversations and cache files.
     #[error(transparent)]
     Persist(#[from] crate::persist::PersistError),
@@ -77,7 +80,9 @@ impl EngineError {
                 ModelError::TokenOutOfRange { .. } | ModelError::Tokenizer(_) | ModelError::ChatTemplate(_),
             )
             | Self::Sampling(_)
+            | Self::Grammar(crate::model::grammar::GrammarError::Invalid(_))
             | Self::InvalidRequest(_) => ErrorKind::InvalidRequest,
+            Self::Grammar(_) => ErrorKind::Internal,
             Self::QueueFull { .. } => ErrorKind::Overloaded,
             Self::Stopped => ErrorKind::Unavailable,
             Self::Cancelled | Self::LaunchCancelled => ErrorKind::Cancelled,

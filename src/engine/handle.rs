@@ -23,6 +23,7 @@ use tokio::sync::mpsc as events;
 
 use super::{Engine, EngineError, EngineStats, Event, GenerateRequest, RequestId};
 use crate::model::chat::Message;
+use crate::model::grammar::Constraint;
 use crate::model::{LoadedModel, ModelInfo};
 use crate::persist::{ConversationId, ConversationStore, PersistError};
 
@@ -58,6 +59,9 @@ pub struct Submission {
     pub events: EventSender,
     pub submitted: Instant,
     pub ticket: Option<QueueTicket>,
+    /// The request's grammar, compiled on the submitting thread (`None` without one, or to
+    /// compile it when the engine takes the request).
+    pub constraint: Option<Constraint>,
 }
 
 enum Command {
@@ -195,13 +199,17 @@ impl EngineHandle {
     /// prompt or one over the context, parameters out of range, a full queue,
     /// a stopped engine.
     pub fn submit(&self, request: GenerateRequest) -> Result<RequestStream, EngineError> {
-        let accepted =
-            super::core::validate(&self.shared.model, self.shared.capacity_tokens, &request).and_then(|()| {
-                QueueTicket::take(&self.shared.queued, self.shared.max_queued).ok_or(EngineError::QueueFull {
-                    limit: self.shared.max_queued,
-                })
+        let model = &self.shared.model;
+        let accepted = super::core::validate(model, self.shared.capacity_tokens, &request)
+            .and_then(|()| super::core::constraint_for(model, &request))
+            .and_then(|constraint| {
+                QueueTicket::take(&self.shared.queued, self.shared.max_queued)
+                    .map(|ticket| (ticket, constraint))
+                    .ok_or(EngineError::QueueFull {
+                        limit: self.shared.max_queued,
+                    })
             });
-        let ticket = accepted.inspect_err(|_| {
+        let (ticket, constraint) = accepted.inspect_err(|_| {
             self.shared.rejected.fetch_add(1, Ordering::Relaxed);
         })?;
         let id = RequestId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
@@ -212,6 +220,7 @@ impl EngineHandle {
             events: tx,
             submitted: Instant::now(),
             ticket: Some(ticket),
+            constraint,
         };
         self.shared
             .commands

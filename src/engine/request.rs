@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::config::SamplingParams;
 use crate::kv::PrefixMatch;
+use crate::model::grammar::Grammar;
 use crate::persist::{ConversationId, Message};
 
 use super::EngineError;
@@ -42,6 +43,10 @@ pub struct GenerateParams {
     /// before penalties and temperature, as vLLM's default), with the `n` most likely tokens
     /// (at most [`MAX_TOP_LOGPROBS`]). OpenAI's `logprobs` / `top_logprobs`.
     pub logprobs: Option<usize>,
+    /// What the output must match (JSON, a JSON Schema, a Lark grammar): tokens the grammar does
+    /// not allow are never sampled, and the reply ends when the grammar is complete. Compiled
+    /// when the request is submitted; one that does not compile is refused then.
+    pub grammar: Option<Grammar>,
 }
 
 /// The most alternatives [`GenerateParams::logprobs`] reports per token (OpenAI's limit).
@@ -110,6 +115,7 @@ impl GenerateParams {
             ignore_eos: false,
             keep_logits: false,
             logprobs: None,
+            grammar: None,
         }
     }
 }

@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use super::handle::{EventSender, QueueTicket};
 use super::stop::StopMatcher;
 use super::{
-    Event, GenerateParams, GenerationReport, RequestId, StopReason, Submission, TokenLogprob, MAX_TOP_LOGPROBS,
+    EngineError, Event, GenerateParams, GenerationReport, RequestId, StopReason, Submission, TokenLogprob, MAX_TOP_LOGPROBS,
 };
 use crate::kv::{PrefixMatch, SeqId};
 use crate::model::sampling::Sampler;
+use crate::model::grammar::Constraint;
 use crate::model::tokenizer::{Detokenizer, Tokenizer};
-use crate::model::ModelError;
 
 /// One request in the engine.
 #[derive(Debug)]
@@ -36,6 +36,8 @@ pub(crate) struct Sequence {
     pub(crate) computed: usize,
     pub(crate) params: GenerateParams,
     sampler: Sampler,
+    /// The request's grammar: masks each step's logits, follows each sampled token.
+    constraint: Option<Constraint>,
     detok: Detokenizer,
     stop: StopMatcher,
     text: String,
@@ -88,6 +90,7 @@ impl Sequence {
             events,
             submitted,
             ticket,
+            constraint,
         } = s;
         Self {
             id,
@@ -96,6 +99,7 @@ impl Sequence {
             tokens: request.prompt,
             computed: 0,
             sampler: Sampler::new(request.params.sampling.clone()),
+            constraint,
             stop: StopMatcher::new(&request.params.stop),
             params: request.params,
             save: request.save,
@@ -149,8 +153,17 @@ impl Sequence {
 
     /// Samples the next token from this step's `logits` and streams it.
     /// `context`: the most tokens a sequence may hold.
-    pub(crate) fn sample(&mut self, logits: Vec<f32>, tok: &Tokenizer, context: usize) -> Result<Sampled, ModelError> {
-        let next = self.sampler.sample(&logits, &self.tokens);
+    /// With a grammar, only the tokens it allows are candidates (log-probabilities stay those of
+    /// the raw logits), and the reply ends when the grammar is complete.
+    pub(crate) fn sample(&mut self, logits: Vec<f32>, tok: &Tokenizer, context: usize) -> Result<Sampled, EngineError> {
+        let next = match &mut self.constraint {
+            None => self.sampler.sample(&logits, &self.tokens),
+            Some(c) => {
+                let mut allowed = logits.clone();
+                c.mask(&mut allowed)?;
+                self.sampler.sample(&allowed, &self.tokens)
+            }
+        };
         let logprob = self
             .params
             .logprobs
@@ -161,6 +174,9 @@ impl Sequence {
         self.first_token.get_or_insert_with(Instant::now);
         if !self.params.ignore_eos && tok.stop_ids().contains(&next) {
             return Ok(Sampled::Finished(StopReason::Eos));
+        }
+        if let Some(c) = &mut self.constraint {
+            c.accept(next)?;
         }
         self.tokens.push(next);
         let piece = self.detok.push(tok, next)?.unwrap_or_default();
@@ -176,6 +192,8 @@ impl Sequence {
         });
         Ok(if self.stop.stopped() {
             Sampled::Finished(StopReason::StopString)
+        } else if self.constraint.as_ref().is_some_and(Constraint::is_finished) {
+            Sampled::Finished(StopReason::Eos)
         } else if self.generated() >= self.params.max_tokens {
             Sampled::Finished(StopReason::MaxTokens)
         } else if self.tokens.len() > context {
@@ -235,7 +253,7 @@ impl Sequence {
     }
 
     /// Ends the request with an error; returns the event to send.
-    pub(crate) fn fail(self, error: super::EngineError) -> LastEvent {
+    pub(crate) fn fail(self, error: EngineError) -> LastEvent {
         LastEvent {
             events: self.events,
             event: Event::Error(error),

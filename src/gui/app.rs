@@ -104,6 +104,7 @@ pub fn default_params(settings: &Settings) -> GenerateParams {
         ignore_eos: false,
         keep_logits: false,
         logprobs: None,
+        grammar: None,
     }
 }
 

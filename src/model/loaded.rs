@@ -1,11 +1,13 @@
 //! A model ready to use: weights, tokenizer and chat template loaded together.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use candle_core::Device;
 
 use super::chat::{ChatTemplate, Message};
 use super::gguf::{md_opt_str, GgufFile};
+use super::grammar::{GrammarCompiler, GrammarError};
 use super::source::ResolvedModel;
 use super::tokenizer::Tokenizer;
 use super::{ModelError, Transformer};
@@ -37,6 +39,8 @@ pub struct LoadedModel {
     pub tokenizer: Tokenizer,
     pub chat_template: ChatTemplate,
     pub info: ModelInfo,
+    /// The grammar compiler over this vocabulary, built by the first request with a grammar.
+    grammar: OnceLock<Result<GrammarCompiler, String>>,
 }
 
 /// The context length used when none is configured: the model's own, capped
@@ -107,7 +111,21 @@ impl LoadedModel {
             tokenizer,
             chat_template,
             info,
+            grammar: OnceLock::new(),
         })
+    }
+
+    /// The compiler of grammars over this model's vocabulary (built on the first call).
+    pub fn grammar(&self) -> Result<&GrammarCompiler, GrammarError> {
+        self.grammar
+            .get_or_init(|| {
+                GrammarCompiler::new(&self.tokenizer).map_err(|e| match e {
+                    GrammarError::Vocabulary(why) => why,
+                    other => other.to_string(),
+                })
+            })
+            .as_ref()
+            .map_err(|why| GrammarError::Vocabulary(why.clone()))
     }
 
     /// The prompt's token ids: raw text (BOS per the tokenizer's rule), or,

@@ -23,6 +23,7 @@ pub mod chat;
 mod device;
 mod error;
 pub mod gguf;
+pub mod grammar;
 pub mod hparams;
 mod linear;
 mod loaded;

@@ -67,11 +67,14 @@ pub(crate) async fn respond(
     kind: Kind,
     save: Option<SaveTo>,
 ) -> Result<Response, ApiError> {
-    let events = state.engine().submit(GenerateRequest {
-        prompt,
-        params: plan.params.clone(),
-        save,
-    })?;
+    let events = state
+        .engine()
+        .submit(GenerateRequest {
+            prompt,
+            params: plan.params.clone(),
+            save,
+        })
+        .map_err(|e| super::structured::named(e, plan.grammar_from))?;
     answer(state.engine(), events, &plan, kind).await
 }
 

@@ -21,6 +21,7 @@
 //! | `chat.rs` | `POST /v1/chat/completions` |
 //! | `completions.rs` | `POST /v1/completions` |
 //! | `conversations.rs` | `/v1/conversations`: the saved conversations (list, create, get, change, delete, send, regenerate, edit) through the engine's conversation API |
+//! | `structured.rs` | `response_format` (JSON, a JSON Schema) as the engine's grammar; a schema that does not compile as a 400 naming the field |
 //! | `logprobs.rs` | `logprobs` in the chat's and the completions' shapes |
 //! | `generation.rs` | submitting to the engine and collecting a whole reply |
 //! | `stream.rs` | a request's events as an SSE stream (`data: {...}` chunks, `data: [DONE]`) |
@@ -51,6 +52,7 @@ mod protocol;
 mod serve;
 mod state;
 mod stream;
+mod structured;
 mod timeout_body;
 
 use axum::extract::DefaultBodyLimit;

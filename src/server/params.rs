@@ -24,6 +24,8 @@ pub(crate) struct Plan {
     pub stream: bool,
     /// Send a last chunk with `usage` (`stream_options.include_usage`).
     pub include_usage: bool,
+    /// The request field `params.grammar` came from, named by the 400 when it does not compile.
+    pub grammar_from: Option<&'static str>,
 }
 
 pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> {
@@ -73,6 +75,8 @@ pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> 
         sampling.seed = Some(s);
     }
     let stream = f.stream.unwrap_or(false);
+    let grammar = super::structured::response_format(f.response_format.as_ref())?;
+    let grammar_from = grammar.is_some().then_some(super::structured::FIELD);
     Ok(Plan {
         params: GenerateParams {
             max_tokens,
@@ -81,10 +85,12 @@ pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> 
             ignore_eos: f.ignore_eos.unwrap_or(false),
             keep_logits: false,
             logprobs: None,
+            grammar,
         },
         model,
         stream,
         include_usage: stream && f.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
+        grammar_from,
     })
 }
 

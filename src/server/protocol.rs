@@ -39,6 +39,8 @@ pub(crate) struct CommonFields {
     pub n: Option<u64>,
     pub stream: Option<bool>,
     pub stream_options: Option<StreamOptions>,
+    /// `{"type": "text" | "json_object" | "json_schema", ...}` (read in `structured.rs`).
+    pub response_format: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
