@@ -32,6 +32,7 @@ fn server(template: Option<&str>) -> TestServer {
     let path = dir.path().join("tiny.gguf");
     let mut spec = TinyModelSpec::tiny(Family::Qwen2, WeightType::Q8_0);
     spec.vocab = TinyVocab::new(VocabStyle::Gpt2 { pre: "qwen2" });
+    spec.context_length = 2048;
     if let Some(t) = template {
         for (k, v) in &mut spec.vocab.metadata {
             if k == "tokenizer.chat_template" {
@@ -162,4 +163,189 @@ async fn a_schema_that_does_not_compile_is_a_400_naming_the_field() {
     }
     let stats = s.state.engine().stats();
     assert_eq!(stats.requests.submitted, 0, "nothing was queued");
+}
+
+const QWEN_TEMPLATE: &str = include_str!("../src/model/chat/fixtures/qwen2.5-instruct.jinja");
+
+fn weather_tool() -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"enum": ["Paris", "Oslo", "Lima"]},
+                    "unit": {"enum": ["C", "F"]},
+                },
+                "required": ["city", "unit"],
+                "additionalProperties": false,
+            },
+        },
+    })
+}
+
+fn clock_tool() -> Value {
+    json!({"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}})
+}
+
+/// The SSE `data:` payloads of a streamed reply, `[DONE]` last.
+fn sse_chunks(bytes: &[u8]) -> Vec<Value> {
+    let text = String::from_utf8_lossy(bytes);
+    let data: Vec<&str> = text
+        .split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{text}");
+    data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("{e}: {d}")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_tool_call_comes_back_as_tool_calls_whole_and_streamed() {
+    let s = server(Some(QWEN_TEMPLATE));
+    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
+    let body = json!({
+        "messages": [user],
+        "tools": [weather_tool(), clock_tool()],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "temperature": 1.0,
+        "seed": 3,
+        "max_tokens": 100,
+    });
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let choice = &v["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
+    assert!(choice["message"]["content"].is_null(), "{v}");
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["type"], "function");
+    assert!(call["id"].as_str().unwrap().starts_with("call_"), "{v}");
+    assert_eq!(call["function"]["name"], "get_weather");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{args}");
+    assert!(["C", "F"].contains(&args["unit"].as_str().unwrap()), "{args}");
+
+    // The same streamed: text chunks never show the call's markup; one chunk carries the call.
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (status, bytes) = post(&s.app, "/v1/chat/completions", &streamed).await;
+    assert_eq!(status, StatusCode::OK);
+    let chunks = sse_chunks(&bytes);
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "", "{chunks:?}");
+    let calls: Vec<&Value> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(calls.len(), 1, "{chunks:?}");
+    assert_eq!(calls[0]["index"], 0);
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    assert_eq!(calls[0]["function"]["arguments"], call["function"]["arguments"], "same seed, same call");
+    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "tool_calls");
+
+    // `required` picks one of the tools.
+    let mut required = body.clone();
+    required["tool_choice"] = json!("required");
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &required).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let name = v["choices"][0]["message"]["tool_calls"][0]["function"]["name"].as_str().unwrap().to_owned();
+    assert!(name == "get_weather" || name == "get_time", "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_second_call_of_a_tool_conversation_reuses_the_first() {
+    let s = server(Some(QWEN_TEMPLATE));
+    let tools = json!([weather_tool()]);
+    let user = json!({"role": "user", "content": "What is the weather in Paris? Answer in one word, please."});
+    let first = json!({
+        "messages": [user],
+        "tools": tools,
+        "tool_choice": "required",
+        "temperature": 0,
+        "max_tokens": 100,
+    });
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &first).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let prompt1 = v["usage"]["prompt_tokens"].as_u64().unwrap();
+    let call = v["choices"][0]["message"]["tool_calls"][0].clone();
+    let second = json!({
+        "messages": [
+            user,
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "{\"sky\": \"clear\", \"temp\": 21}"},
+        ],
+        "tools": tools,
+        "temperature": 0,
+        "max_tokens": 8,
+    });
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &second).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    assert!(cached >= prompt1 / 16 * 16, "cached {cached} of the first call's {prompt1} prompt tokens: {v}");
+
+    // The rendering is stable: the second prompt is the first, the call as the model wrote it,
+    // then the tool's turn.
+    let engine = s.state.engine();
+    let tool_list: Vec<hearth::engine::Tool> = vec![hearth::engine::Tool {
+        name: "get_weather".into(),
+        description: Some("The weather in a city.".into()),
+        parameters: weather_tool()["function"]["parameters"].clone(),
+    }];
+    let m1 = vec![hearth::engine::Message::user(user["content"].as_str().unwrap())];
+    let p1 = engine.tokenize_chat_with_tools(&m1, &tool_list).unwrap();
+    assert_eq!(p1.len() as u64, prompt1);
+    let mut assistant = hearth::engine::Message::assistant("");
+    assistant.tool_calls.push(hearth::engine::ToolCall {
+        id: call["id"].as_str().unwrap().into(),
+        name: "get_weather".into(),
+        arguments: call["function"]["arguments"].as_str().unwrap().into(),
+    });
+    let mut m2 = m1.clone();
+    m2.push(assistant);
+    let p2 = engine.tokenize_chat_with_tools(&m2, &tool_list).unwrap();
+    let tok = &engine.model().tokenizer;
+    let (t1, t2) = (tok.decode(&p1).unwrap(), tok.decode(&p2).unwrap());
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    let written = format!(
+        "<tool_call>\n{{\"name\": \"get_weather\", \"arguments\": {{\"city\": {}, \"unit\": {}}}}}\n</tool_call>",
+        args["city"], args["unit"]
+    );
+    assert!(t2.starts_with(&format!("{t1}{written}")), "{t2:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_tools_are_400s_naming_the_field_and_queue_nothing() {
+    let s = server(Some(QWEN_TEMPLATE));
+    let user = json!([{"role": "user", "content": "hi"}]);
+    let cases = [
+        (json!({"tools": [{"type": "function", "function": {"description": "no name"}}]}), "tools[0].function.name"),
+        (json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": [1]}}]}), "tools[0].function.parameters"),
+        (json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "strnig"}}}]}), "tools[0].function.parameters"),
+        (json!({"tools": [weather_tool()], "tool_choice": {"type": "function", "function": {"name": "nope"}}}), "tool_choice"),
+        (json!({"tools": [weather_tool()], "tool_choice": "always"}), "tool_choice"),
+        (json!({"tool_choice": "required"}), "tool_choice"),
+        (json!({"tools": "get_weather"}), "tools"),
+    ];
+    for (extra, param) in cases {
+        let mut body = json!({"messages": user});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {v}");
+        assert_eq!(v["error"]["param"], param, "{body}: {v}");
+    }
+    let bad_history = json!({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "x"}]}]});
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &bad_history).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "messages[0].tool_calls", "{v}");
+    assert_eq!(s.state.engine().stats().requests.submitted, 0, "nothing was queued");
 }

@@ -23,7 +23,8 @@ use tokio::sync::mpsc as events;
 
 use super::{Engine, EngineError, EngineStats, Event, GenerateRequest, RequestId};
 use crate::model::chat::Message;
-use crate::model::grammar::Constraint;
+use crate::model::chat::tools::{Tool, ToolFormat};
+use crate::model::grammar::{Constraint, Grammar};
 use crate::model::{LoadedModel, ModelInfo};
 use crate::persist::{ConversationId, ConversationStore, PersistError};
 
@@ -193,6 +194,23 @@ impl EngineHandle {
     /// assistant's reply.
     pub fn tokenize_chat(&self, messages: &[Message]) -> Result<Vec<u32>, EngineError> {
         Ok(self.shared.model.chat_ids(messages)?)
+    }
+
+    /// [`Self::tokenize_chat`] with `tools` offered to the model.
+    pub fn tokenize_chat_with_tools(&self, messages: &[Message], tools: &[Tool]) -> Result<Vec<u32>, EngineError> {
+        Ok(self.shared.model.chat_ids_with_tools(messages, tools)?)
+    }
+
+    /// How the model's template writes tool calls.
+    pub fn tool_format(&self) -> ToolFormat {
+        self.shared.model.tool_format()
+    }
+
+    /// Compiles `grammar` for this model (the first one builds the compiler over the whole
+    /// vocabulary); what does not compile is [`EngineError::Grammar`].
+    pub fn check_grammar(&self, grammar: &Grammar) -> Result<(), EngineError> {
+        self.shared.model.grammar()?.compile(grammar)?;
+        Ok(())
     }
 
     /// Validates `request` and queues it. Errors (nothing queued): an empty

@@ -54,7 +54,8 @@ pub use stats::{EngineStats, Histogram, RequestCounters, TOKENS_PER_SECOND_BUCKE
 // The data front-ends show and send, re-exported so that `gui` and `server` need nothing but
 // `engine` and `config` (tests/code_rules.rs checks it).
 pub use crate::kv::{PrefixMatch, TierStats};
-pub use crate::model::chat::{Message, Role};
+pub use crate::model::chat::tools::{ParsedCall, ParsedReply, Tool, ToolFormat, ToolStream};
+pub use crate::model::chat::{Message, Role, ToolCall};
 pub use crate::model::grammar::{Grammar, GrammarError};
 pub use crate::model::source::{Cancel, DownloadProgress};
 pub use crate::model::{ModelError, ModelInfo};

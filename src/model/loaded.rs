@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use candle_core::Device;
 
+use super::chat::tools::{Tool, ToolFormat};
 use super::chat::{ChatTemplate, Message};
 use super::gguf::{md_opt_str, GgufFile};
 use super::grammar::{GrammarCompiler, GrammarError};
@@ -143,6 +144,29 @@ impl LoadedModel {
     /// already write it.
     pub fn chat_ids(&self, messages: &[Message]) -> Result<Vec<u32>, ModelError> {
         let rendered = self.chat_template.render(messages, true)?;
+        self.encode_rendered(&rendered)
+    }
+
+    /// How this model's template writes tool calls.
+    pub fn tool_format(&self) -> ToolFormat {
+        ToolFormat::of_template(self.chat_template.source())
+    }
+
+    /// [`Self::chat_ids`] with `tools` offered: through the template's own `tools` where it
+    /// renders them, else described in the system message ([`ToolFormat::prepare`]).
+    pub fn chat_ids_with_tools(&self, messages: &[Message], tools: &[Tool]) -> Result<Vec<u32>, ModelError> {
+        let format = self.tool_format();
+        let messages = format.prepare(messages, tools);
+        let listed: Vec<serde_json::Value> = match format {
+            ToolFormat::Injected => Vec::new(),
+            _ => tools.iter().map(Tool::to_json).collect(),
+        };
+        let rendered = self.chat_template.render_with_tools(&messages, &listed, true)?;
+        self.encode_rendered(&rendered)
+    }
+
+    /// A rendered conversation's ids, BOS added only if the template did not write it.
+    fn encode_rendered(&self, rendered: &str) -> Result<Vec<u32>, ModelError> {
         let starts_with_bos = self
             .tokenizer
             .bos_token()

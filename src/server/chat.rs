@@ -13,10 +13,11 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::Value;
 
-use crate::engine::{ConversationId, Message, Role, SaveTo};
+use crate::engine::{ConversationId, EngineHandle, Grammar, Message, Role, SaveTo, Tool};
 
 use super::protocol::{ChatFields, CommonFields, Kind, WireMessage};
-use super::{body, generation, params, ApiError, AppState};
+use super::tools::{message_calls, ToolRequest};
+use super::{body, generation, params, structured, ApiError, AppState};
 
 pub(crate) async fn handle(
     State(state): State<AppState>,
@@ -26,6 +27,15 @@ pub(crate) async fn handle(
     let mut plan = params::plan(&state, body::fields::<CommonFields>(&value)?)?;
     let fields = body::fields::<ChatFields>(&value)?;
     plan.params.logprobs = params::chat_logprobs(fields.logprobs, fields.top_logprobs)?;
+    let tools = ToolRequest::read(fields.tools.as_ref(), fields.tool_choice.as_ref())?;
+    let format = state.engine().tool_format();
+    if tools.parses_calls() {
+        plan.tool_calls = Some(format);
+    }
+    if let Some(forced) = tools.forced(format) {
+        plan.params.grammar = Some(forced);
+        plan.grammar_from = Some("tool_choice");
+    }
     let messages = messages(fields.messages)?;
     let save = match fields.conversation_id {
         None => None,
@@ -33,8 +43,15 @@ pub(crate) async fn handle(
     };
     let (prompt, unsaved) = generation::tokenize(&state, {
         let conversation = save.as_ref().map(|s| s.conversation.clone());
+        let (grammar, grammar_from) = (plan.params.grammar.clone(), plan.grammar_from);
         move |engine| {
-            let prompt = engine.tokenize_chat(&messages)?;
+            // Every schema is checked before anything is saved or queued.
+            check_schemas(engine, &tools.tools, grammar.as_ref(), grammar_from)?;
+            let prompt = if tools.tools.is_empty() {
+                engine.tokenize_chat(&messages)?
+            } else {
+                engine.tokenize_chat_with_tools(&messages, &tools.tools)?
+            };
             // The request's messages are saved before generating (a valid prompt only). A
             // write that fails keeps them in memory (written later) and the reply says so.
             let mut unsaved = None;
@@ -47,12 +64,32 @@ pub(crate) async fn handle(
                     }
                 }
             }
-            Ok((prompt, unsaved))
+            Ok::<_, ApiError>((prompt, unsaved))
         }
     })
     .await?;
     let response = generation::respond(&state, prompt, plan, Kind::Chat, save).await?;
     Ok(generation::mark_unsaved(response, unsaved.as_deref()))
+}
+
+/// Compiles each tool's `parameters` and the request's grammar; what does not compile is a
+/// 400 naming its field.
+fn check_schemas(
+    engine: &EngineHandle,
+    tools: &[Tool],
+    grammar: Option<&Grammar>,
+    grammar_from: Option<&str>,
+) -> Result<(), ApiError> {
+    for (i, t) in tools.iter().enumerate() {
+        let field = format!("tools[{i}].function.parameters");
+        engine
+            .check_grammar(&Grammar::JsonSchema(t.parameters.clone()))
+            .map_err(|e| structured::named(e, Some(&field)))?;
+    }
+    if let Some(g) = grammar {
+        engine.check_grammar(g).map_err(|e| structured::named(e, grammar_from))?;
+    }
+    Ok(())
 }
 
 /// `conversation_id`: the conversation this turn is saved as (its messages, the reply and the
@@ -65,10 +102,11 @@ fn save_to(id: &str, messages: &[Message]) -> Result<SaveTo, ApiError> {
         .enumerate()
         .map(|(i, m)| match m.role {
             Role::System | Role::User | Role::Assistant => Ok(m.clone()),
+            _ if m.role.is_tool() => Ok(m.clone()),
             Role::Other(_) => Err(ApiError::invalid_param(
                 format!("messages[{i}].role"),
                 format!(
-                    "a request with conversation_id may only hold system, user and assistant messages, not `{}`",
+                    "a request with conversation_id may only hold system, user, assistant and tool messages, not `{}`",
                     m.role
                 ),
             )),
@@ -112,9 +150,26 @@ fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError> {
                     format!("messages[{i}].content is required for a {} message", m.role),
                 ));
             }
-            Ok(Message::new(role, content_text(m.content, i)?))
+            let mut message = Message::new(role, content_text(m.content, i)?);
+            if message.role == Role::Assistant {
+                message.tool_calls = message_calls(m.tool_calls.as_ref(), i)?;
+            }
+            if message.role.is_tool() {
+                message.tool_call_id = optional_string(m.tool_call_id, &format!("messages[{i}].tool_call_id"))?;
+            }
+            message.name = optional_string(m.name, &format!("messages[{i}].name"))?;
+            Ok(message)
         })
         .collect()
+}
+
+/// An optional string field of a message.
+fn optional_string(v: Option<Value>, param: &str) -> Result<Option<String>, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ApiError::invalid_param(param, format!("{param} must be a string"))),
+    }
 }
 
 /// A message's `content` as one string.

@@ -15,23 +15,24 @@
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::engine::{EngineError, EngineHandle, Event, GenerateRequest, GenerationReport, RequestStream, SaveTo};
+use crate::engine::{EngineHandle, Event, GenerateRequest, GenerationReport, RequestStream, SaveTo};
 
 use super::params::Plan;
 use super::protocol::{chat_completion, text_completion, Kind, Meta};
 use super::{logprobs, stream, ApiError, AppState};
 
 /// Runs `tokenize` with the engine handle on the blocking pool.
-pub(crate) async fn tokenize<F, T>(state: &AppState, tokenize: F) -> Result<T, ApiError>
+pub(crate) async fn tokenize<F, T, E>(state: &AppState, tokenize: F) -> Result<T, ApiError>
 where
-    F: FnOnce(&EngineHandle) -> Result<T, EngineError> + Send + 'static,
+    F: FnOnce(&EngineHandle) -> Result<T, E> + Send + 'static,
     T: Send + 'static,
+    E: Into<ApiError> + Send + 'static,
 {
     let engine = state.engine().clone();
     tokio::task::spawn_blocking(move || tokenize(&engine))
         .await
         .map_err(|e| ApiError::Internal(format!("tokenizing the prompt failed: {e}")))?
-        .map_err(ApiError::from)
+        .map_err(Into::into)
 }
 
 /// The header a response carries when its conversation could not be saved (a full disk):
@@ -93,7 +94,7 @@ pub(crate) async fn answer(
         &plan.model,
     );
     if plan.stream {
-        return Ok(stream::sse(engine.clone(), events, kind, meta, plan.include_usage).into_response());
+        return Ok(stream::sse(engine.clone(), events, kind, meta, plan).into_response());
     }
     let report = collect(events).await?;
     let logprobs = plan
@@ -101,7 +102,10 @@ pub(crate) async fn answer(
         .logprobs
         .map(|_| logprobs::build(kind, &report.logprobs, &logprobs::Names(engine), &mut 0));
     Ok(match kind {
-        Kind::Chat => Json(chat_completion(&meta, &report, logprobs)).into_response(),
+        Kind::Chat => {
+            let parsed = plan.tool_calls.and_then(|format| format.parse(&report.text));
+            Json(chat_completion(&meta, &report, logprobs, parsed)).into_response()
+        }
         Kind::Text => Json(text_completion(&meta, &report, logprobs)).into_response(),
     })
 }

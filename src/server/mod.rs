@@ -22,6 +22,7 @@
 //! | `completions.rs` | `POST /v1/completions` |
 //! | `conversations.rs` | `/v1/conversations`: the saved conversations (list, create, get, change, delete, send, regenerate, edit) through the engine's conversation API |
 //! | `structured.rs` | `response_format` (JSON, a JSON Schema) as the engine's grammar; a schema that does not compile as a 400 naming the field |
+//! | `tools.rs` | `tools` and `tool_choice` (400s naming the field), messages' `tool_calls`, the reply's calls in OpenAI's shape |
 //! | `logprobs.rs` | `logprobs` in the chat's and the completions' shapes |
 //! | `generation.rs` | submitting to the engine and collecting a whole reply |
 //! | `stream.rs` | a request's events as an SSE stream (`data: {...}` chunks, `data: [DONE]`) |
@@ -54,6 +55,7 @@ mod state;
 mod stream;
 mod structured;
 mod timeout_body;
+mod tools;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, put};

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::engine::GenerateParams;
+use crate::engine::{GenerateParams, ToolFormat};
 
 use super::protocol::CommonFields;
 use super::{ApiError, AppState};
@@ -26,6 +26,8 @@ pub(crate) struct Plan {
     pub include_usage: bool,
     /// The request field `params.grammar` came from, named by the 400 when it does not compile.
     pub grammar_from: Option<&'static str>,
+    /// Read the reply for tool calls written in this format (the request offered tools).
+    pub tool_calls: Option<ToolFormat>,
 }
 
 pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> {
@@ -91,6 +93,7 @@ pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> 
         stream,
         include_usage: stream && f.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
         grammar_from,
+        tool_calls: None,
     })
 }
 

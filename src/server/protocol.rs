@@ -12,7 +12,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::engine::GenerationReport;
+use crate::engine::{GenerationReport, ParsedReply};
+
+use super::tools::{wire_calls, WireToolCall};
 
 pub(crate) use super::logprobs::Logprobs;
 
@@ -62,6 +64,12 @@ pub(crate) struct ChatFields {
     /// With `logprobs`: how many most likely tokens to report beside each (0–20).
     #[serde(default)]
     pub top_logprobs: Option<u64>,
+    /// Functions the model may call (read in `tools.rs`).
+    #[serde(default)]
+    pub tools: Option<Value>,
+    /// `none`, `auto`, `required` or a named function (read in `tools.rs`).
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
 }
 
 /// One message as sent: `content` is a string, a list of parts, or null.
@@ -70,6 +78,15 @@ pub(crate) struct WireMessage {
     pub role: String,
     #[serde(default)]
     pub content: Value,
+    /// An assistant turn's calls (read in `tools.rs`).
+    #[serde(default)]
+    pub tool_calls: Option<Value>,
+    /// A `tool` message: the call it answers.
+    #[serde(default)]
+    pub tool_call_id: Option<Value>,
+    /// A `tool` message: the function's name.
+    #[serde(default)]
+    pub name: Option<Value>,
 }
 
 /// `/v1/completions`' own field: a string, a list of one string, a list of
@@ -162,6 +179,8 @@ pub(crate) struct ChatDelta {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<WireToolCall>,
 }
 
 #[derive(Debug, Serialize)]
@@ -175,7 +194,10 @@ pub(crate) struct ChatChunkChoice {
 #[derive(Debug, Serialize)]
 pub(crate) struct AssistantMessage {
     pub role: &'static str,
-    pub content: String,
+    /// The text; `null` when the reply is only tool calls, as OpenAI writes it.
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<WireToolCall>,
 }
 
 #[derive(Debug, Serialize)]
@@ -226,6 +248,7 @@ impl Kind {
                     delta: ChatDelta {
                         role: Some("assistant"),
                         content: Some(String::new()),
+                        tool_calls: Vec::new(),
                     },
                     logprobs: None,
                     finish_reason: None,
@@ -254,6 +277,7 @@ impl Kind {
                     delta: ChatDelta {
                         role: None,
                         content: text,
+                        tool_calls: Vec::new(),
                     },
                     logprobs,
                     finish_reason,
@@ -274,6 +298,25 @@ impl Kind {
         }
     }
 
+    /// A chat chunk carrying the reply's tool calls (each with its `index`).
+    pub fn calls(meta: &Meta, calls: Vec<WireToolCall>) -> Chunk {
+        Chunk::Chat(Envelope::new(
+            meta,
+            "chat.completion.chunk",
+            vec![ChatChunkChoice {
+                index: 0,
+                delta: ChatDelta {
+                    role: None,
+                    content: None,
+                    tool_calls: calls,
+                },
+                logprobs: None,
+                finish_reason: None,
+            }],
+            None,
+        ))
+    }
+
     /// The `stream_options.include_usage` chunk: no choices, the usage.
     pub fn usage(self, meta: &Meta, usage: Usage) -> Chunk {
         match self {
@@ -283,8 +326,22 @@ impl Kind {
     }
 }
 
-/// The whole `chat.completion` for a finished request.
-pub(crate) fn chat_completion(meta: &Meta, report: &GenerationReport, logprobs: Option<Logprobs>) -> ChatCompletion {
+/// The whole `chat.completion` for a finished request; `parsed`: its text split into text and
+/// tool calls, when the request offered tools and the reply made calls.
+pub(crate) fn chat_completion(
+    meta: &Meta,
+    report: &GenerationReport,
+    logprobs: Option<Logprobs>,
+    parsed: Option<ParsedReply>,
+) -> ChatCompletion {
+    let (content, tool_calls, finish_reason) = match parsed {
+        Some(p) if !p.calls.is_empty() => (
+            (!p.content.is_empty()).then_some(p.content),
+            wire_calls(p.calls, false),
+            "tool_calls",
+        ),
+        _ => (Some(report.text.clone()), Vec::new(), report.stop.finish_reason()),
+    };
     Envelope::new(
         meta,
         "chat.completion",
@@ -292,10 +349,11 @@ pub(crate) fn chat_completion(meta: &Meta, report: &GenerationReport, logprobs: 
             index: 0,
             message: AssistantMessage {
                 role: "assistant",
-                content: report.text.clone(),
+                content,
+                tool_calls,
             },
             logprobs,
-            finish_reason: report.stop.finish_reason(),
+            finish_reason,
         }],
         Some(Usage::of(report)),
     )

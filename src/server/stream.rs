@@ -20,9 +20,11 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Serialize;
 
-use crate::engine::{EngineHandle, Event, RequestStream};
+use crate::engine::{EngineHandle, Event, RequestStream, ToolStream};
 
 use super::generation::ended_early;
+use super::params::Plan;
+use super::tools::wire_calls;
 use super::protocol::{Kind, Meta, Usage};
 use super::{logprobs, ApiError};
 
@@ -42,6 +44,8 @@ struct State {
     engine: EngineHandle,
     /// Characters of the reply streamed so far (the completions' `text_offset`).
     offset: usize,
+    /// With tools offered: the reply's text, held from the first sign of a call.
+    tools: Option<ToolStream>,
 }
 
 /// The SSE response for `events`.
@@ -50,7 +54,7 @@ pub(crate) fn sse(
     events: RequestStream,
     kind: Kind,
     meta: Meta,
-    include_usage: bool,
+    plan: &Plan,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let ready: VecDeque<SseEvent> = kind.opening(&meta).iter().map(json_event).collect();
     let state = State {
@@ -59,7 +63,8 @@ pub(crate) fn sse(
         events,
         kind,
         meta,
-        include_usage,
+        include_usage: plan.include_usage,
+        tools: plan.tool_calls.map(ToolStream::new),
         ready,
         finished: false,
     };
@@ -82,6 +87,10 @@ impl State {
     async fn next(&mut self) {
         match self.events.recv().await {
             Some(Event::Token { text, logprob, .. }) => {
+                let text = match &mut self.tools {
+                    Some(t) => t.push(&text),
+                    None => text,
+                };
                 // With logprobs every token gets its chunk (its text may still be held back).
                 let logprobs = logprob.map(|lp| {
                     logprobs::build(
@@ -97,9 +106,20 @@ impl State {
                 }
             }
             Some(Event::Done(report)) => {
-                let last = self
-                    .kind
-                    .piece(&self.meta, None, None, Some(report.stop.finish_reason()));
+                let mut finish = report.stop.finish_reason();
+                if let Some(t) = self.tools.take() {
+                    let parsed = t.finish();
+                    if !parsed.content.is_empty() {
+                        let rest = self.kind.piece(&self.meta, Some(parsed.content), None, None);
+                        self.ready.push_back(json_event(&rest));
+                    }
+                    if !parsed.calls.is_empty() {
+                        let calls = Kind::calls(&self.meta, wire_calls(parsed.calls, true));
+                        self.ready.push_back(json_event(&calls));
+                        finish = "tool_calls";
+                    }
+                }
+                let last = self.kind.piece(&self.meta, None, None, Some(finish));
                 self.ready.push_back(json_event(&last));
                 if self.include_usage {
                     let usage = self.kind.usage(&self.meta, Usage::of(&report));

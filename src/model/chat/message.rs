@@ -41,9 +41,15 @@ impl Role {
         }
     }
 
-    /// System, user or assistant: the roles a saved conversation holds.
+    /// System, user or assistant: the roles a conversation started in the app holds (one
+    /// written through the API may hold `tool` messages too).
     pub fn is_conversation_role(&self) -> bool {
         !matches!(self, Self::Other(_))
+    }
+
+    /// The `tool` role: a function's result.
+    pub fn is_tool(&self) -> bool {
+        matches!(self, Self::Other(r) if r == "tool")
     }
 }
 
@@ -65,7 +71,8 @@ impl<'de> Deserialize<'de> for Role {
     }
 }
 
-/// One message: its role, its text, and when it was written.
+/// One message: its role, its text, and when it was written; an assistant's tool calls, and
+/// which call a `tool` message answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
@@ -73,6 +80,26 @@ pub struct Message {
     /// Milliseconds since the Unix epoch (0 when unknown).
     #[serde(default)]
     pub created_ms: u64,
+    /// The functions an assistant turn called (OpenAI's `tool_calls`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// A `tool` message: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// A `tool` message: the function's name (some templates print it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// One function call of an assistant turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id (`call_...`), which the `tool` message with its result repeats.
+    pub id: String,
+    /// The function's name.
+    pub name: String,
+    /// The arguments as JSON text (OpenAI sends and expects a string).
+    pub arguments: String,
 }
 
 impl Message {
@@ -86,6 +113,9 @@ impl Message {
             role,
             content: content.into(),
             created_ms,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
         }
     }
     pub fn system(content: impl Into<String>) -> Self {

@@ -40,7 +40,8 @@
 //! Files: `message.rs` (the message type), `template.rs` (finding and
 //! rendering the template), `python.rs` (what transformers' Python
 //! environment gives templates: generation tags, `raise_exception`,
-//! `strftime_now`, `tojson`), `tests.rs` with real models' templates in
+//! `strftime_now`, `tojson`), `tools.rs` (tool-call formats: parsing, forcing, templates
+//! without tools), `tests.rs` with real models' templates in
 //! `fixtures/`.
 
 mod message;
@@ -48,6 +49,7 @@ mod python;
 mod template;
 #[cfg(test)]
 mod tests;
+pub mod tools;
 
-pub use message::{Message, Role};
+pub use message::{Message, Role, ToolCall};
 pub use template::{ChatTemplate, GGUF_CHAT_TEMPLATE_KEY};

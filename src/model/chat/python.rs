@@ -409,3 +409,21 @@ pub(super) fn python_float_repr(x: f64) -> String {
         None => debug,
     }
 }
+
+/// `json.dumps(value, ensure_ascii=False)`: what the templates' `tojson` writes, for text hearth
+/// writes itself in a template's place (tool calls in a prompt).
+pub(super) fn dumps(value: &serde_json::Value) -> String {
+    let style = JsonStyle {
+        indent: None,
+        item_sep: ", ".to_owned(),
+        key_sep: ": ".to_owned(),
+        sort_keys: false,
+        ensure_ascii: false,
+    };
+    let mut out = String::new();
+    match write_json(&mut out, &Value::from_serialize(value), &style, 0) {
+        Ok(()) => out,
+        // A serde_json value always converts; keep serde's own text if it ever does not.
+        Err(_) => value.to_string(),
+    }
+}

@@ -195,6 +195,17 @@ impl ChatTemplate {
     /// Many templates print `bos_token` themselves: a caller tokenizing the
     /// result should not add a second BOS when the text already starts with it.
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, ModelError> {
+        self.render_with_tools(messages, &[], add_generation_prompt)
+    }
+
+    /// [`Self::render`] with `tools` (OpenAI's `{"type": "function", "function": {...}}`
+    /// objects) as the template's `tools` (`none` when empty, as transformers passes it).
+    pub fn render_with_tools(
+        &self,
+        messages: &[Message],
+        tools: &[serde_json::Value],
+        add_generation_prompt: bool,
+    ) -> Result<String, ModelError> {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
@@ -204,7 +215,7 @@ impl ChatTemplate {
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),
-            tools => Value::from(()),
+            tools => if tools.is_empty() { Value::from(()) } else { Value::from_serialize(tools) },
             documents => Value::from(()),
         };
         template.render(ctx).map_err(|e| match raised_message(&e) {
@@ -214,11 +225,34 @@ impl ChatTemplate {
     }
 }
 
-/// What a template sees of a message: `role` and `content`, as transformers passes them.
+/// What a template sees of a message: `role` and `content`, as transformers passes them; an
+/// assistant's `tool_calls` and a tool result's `tool_call_id` and `name` when they have them.
 #[derive(serde::Serialize)]
 struct TemplateMessage<'a> {
     role: &'a str,
     content: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<TemplateToolCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+}
+
+/// A tool call as templates read it: OpenAI's shape, with the arguments as an object (the
+/// templates `tojson` them, as transformers' callers pass them), not OpenAI's JSON string.
+#[derive(serde::Serialize)]
+struct TemplateToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: TemplateFunction<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct TemplateFunction<'a> {
+    name: &'a str,
+    arguments: serde_json::Value,
 }
 
 impl<'a> From<&'a Message> for TemplateMessage<'a> {
@@ -226,6 +260,21 @@ impl<'a> From<&'a Message> for TemplateMessage<'a> {
         Self {
             role: m.role.as_str(),
             content: &m.content,
+            tool_calls: m
+                .tool_calls
+                .iter()
+                .map(|c| TemplateToolCall {
+                    id: &c.id,
+                    kind: "function",
+                    function: TemplateFunction {
+                        name: &c.name,
+                        arguments: serde_json::from_str(&c.arguments)
+                            .unwrap_or_else(|_| serde_json::Value::String(c.arguments.clone())),
+                    },
+                })
+                .collect(),
+            tool_call_id: m.tool_call_id.as_deref(),
+            name: m.name.as_deref(),
         }
     }
 }

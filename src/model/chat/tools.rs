@@ -1,0 +1,484 @@
+//! Tool calls: how a model's template writes them, reading them back out of a reply, and the
+//! grammar that forces one.
+//!
+//! Owns: [`ToolFormat`] (chosen from the template's source, never from the model's name),
+//! [`Tool`] (a function the request offers), [`ParsedReply`] (a reply split into text and
+//! calls), [`ToolStream`] (a streamed reply's text, held back from the first sign of a call),
+//! and the prompt rewriting for templates that know no tools ([`ToolFormat::Injected`]).
+//!
+//! Formats:
+//! - [`ToolFormat::Hermes`]: `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`,
+//!   any number of them, text around them allowed (Qwen 2.5/3, Hermes, SmolLM3 templates).
+//! - [`ToolFormat::Json`]: the whole reply is `{"name": ..., "parameters": {...}}` (or
+//!   `"arguments"`), or a list of them (Llama 3.1–3.3's templates, which answer tools with
+//!   `ipython` turns).
+//! - [`ToolFormat::Injected`]: the template renders no tools; hearth describes them in the
+//!   system message and asks for the Hermes format, and rewrites earlier calls and results into
+//!   text the template can render (as llama.cpp's generic handler does).
+//!
+//! Invariants: output that is not wholly valid calls stays text (a reply is either calls, with
+//! any text around them, or text); arguments are returned as JSON text, as OpenAI does; the
+//! forced-call grammar writes JSON the way the templates' `tojson` re-renders it, so a call
+//! sent back in the next request's history is the same tokens (the prefix cache holds).
+//!
+//! Counterpart: llama.cpp's `common/chat.cpp` (`common_chat_params_init_*`, the format
+//! detection from the template, the generic handler); vLLM's `tool_parsers/`
+//! (`hermes_tool_parser.py`, `llama_tool_parser.py`).
+
+use serde_json::{json, Value};
+
+use super::python::dumps;
+use super::{Message, Role};
+use crate::model::grammar::Grammar;
+
+/// How a model writes a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolFormat {
+    /// `<tool_call>{json}</tool_call>` blocks.
+    Hermes,
+    /// The reply is one JSON object (or a list) with `name` and the arguments under `args`
+    /// (`"parameters"` for Llama 3.1+, `"arguments"` for Mistral's).
+    Json { args: &'static str },
+    /// The template knows no tools: hearth describes them and asks for the Hermes format.
+    Injected,
+}
+
+/// A function a request offers the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub description: Option<String>,
+    /// The arguments' JSON Schema (`{"type": "object"}` when the request gave none).
+    pub parameters: Value,
+}
+
+impl Tool {
+    /// The tool as OpenAI sends it and templates expect it.
+    pub fn to_json(&self) -> Value {
+        let mut function = serde_json::Map::new();
+        function.insert("name".into(), Value::String(self.name.clone()));
+        if let Some(d) = &self.description {
+            function.insert("description".into(), Value::String(d.clone()));
+        }
+        function.insert("parameters".into(), self.parameters.clone());
+        json!({"type": "function", "function": Value::Object(function)})
+    }
+}
+
+/// One call read from a reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedCall {
+    pub name: String,
+    /// The arguments as JSON text.
+    pub arguments: String,
+}
+
+/// A reply split into its text and its calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedReply {
+    /// The text outside the calls, trimmed.
+    pub content: String,
+    pub calls: Vec<ParsedCall>,
+}
+
+const OPEN: &str = "<tool_call>";
+const CLOSE: &str = "</tool_call>";
+
+impl ToolFormat {
+    /// The format `template` (its Jinja source) writes tool calls in.
+    pub fn of_template(template: &str) -> Self {
+        if template.contains(OPEN) {
+            Self::Hermes
+        } else if template.contains("tool_calls") || template.contains("ipython") {
+            Self::Json {
+                args: if template.contains("\"parameters\"") {
+                    "parameters"
+                } else {
+                    "arguments"
+                },
+            }
+        } else {
+            Self::Injected
+        }
+    }
+
+    /// The calls in `text`; `None` when it holds none, or anything that looks like a call but
+    /// is not a valid one (then the whole reply is text).
+    pub fn parse(self, text: &str) -> Option<ParsedReply> {
+        match self {
+            Self::Hermes | Self::Injected => parse_hermes(text),
+            Self::Json { .. } => parse_json(text),
+        }
+    }
+
+    /// A grammar whose every output is exactly one call of one of `tools`, in this format.
+    pub fn forced_call(self, tools: &[Tool]) -> Grammar {
+        let calls: Vec<Value> = tools.iter().map(|t| call_schema(self, t)).collect();
+        let mut schema = if calls.len() == 1 {
+            calls.into_iter().next().unwrap_or_default()
+        } else {
+            json!({"anyOf": calls})
+        };
+        if let Some(obj) = schema.as_object_mut() {
+            obj.insert(
+                "x-guidance".into(),
+                json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}),
+            );
+        }
+        match self {
+            Self::Json { .. } => Grammar::JsonSchema(schema),
+            Self::Hermes | Self::Injected => {
+                Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
+            }
+        }
+    }
+
+    /// `messages` as this format's template should see them: for [`ToolFormat::Injected`], the
+    /// tools described in the system message and earlier calls and results written as text;
+    /// the others render `tools` and the messages as they are.
+    pub fn prepare(self, messages: &[Message], tools: &[Tool]) -> Vec<Message> {
+        if self != Self::Injected {
+            return messages.to_vec();
+        }
+        let mut out: Vec<Message> = Vec::with_capacity(messages.len() + 1);
+        let described = describe_tools(tools);
+        for m in messages {
+            let mut m = m.clone();
+            if !m.tool_calls.is_empty() {
+                let calls = hermes_text(&m.tool_calls);
+                m.content = if m.content.is_empty() {
+                    calls
+                } else {
+                    format!("{}\n{calls}", m.content)
+                };
+                m.tool_calls.clear();
+            } else if m.role.is_tool() {
+                m.role = Role::User;
+                m.content = format!("<tool_response>\n{}\n</tool_response>", m.content);
+            }
+            out.push(m);
+        }
+        if !tools.is_empty() {
+            match out.first_mut() {
+                Some(first) if first.role == Role::System => {
+                    first.content = format!("{}\n\n{described}", first.content);
+                }
+                _ => out.insert(0, Message::system(described)),
+            }
+        }
+        out
+    }
+}
+
+/// The JSON Schema of one call of `tool`: its name and its arguments, in the order the
+/// template writes them.
+fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
+    let args = match format {
+        ToolFormat::Json { args } => args,
+        ToolFormat::Hermes | ToolFormat::Injected => "arguments",
+    };
+    json!({
+        "type": "object",
+        "properties": {"name": {"const": tool.name}, args: tool.parameters},
+        "required": ["name", args],
+        "additionalProperties": false,
+    })
+}
+
+/// The Hermes text of earlier calls (what the model would have written).
+fn hermes_text(calls: &[super::ToolCall]) -> String {
+    calls
+        .iter()
+        .map(|c| {
+            let args: Value = serde_json::from_str(&c.arguments).unwrap_or(Value::String(c.arguments.clone()));
+            format!("{OPEN}\n{}\n{CLOSE}", dumps(&json!({"name": c.name, "arguments": args})))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The system text that offers `tools` to a model whose template does not.
+fn describe_tools(tools: &[Tool]) -> String {
+    let mut text = String::from(
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n\
+         You are provided with function signatures within <tools></tools> XML tags:\n<tools>",
+    );
+    for t in tools {
+        text.push('\n');
+        text.push_str(&dumps(&t.to_json()));
+    }
+    text.push_str(
+        "\n</tools>\n\nFor each function call, return a json object with function name and arguments \
+         within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \
+         \"arguments\": <args-json-object>}\n</tool_call>",
+    );
+    text
+}
+
+/// `{"name": ..., "arguments"|"parameters": {...}}` as a call; `None` otherwise.
+fn call_of(v: &Value) -> Option<ParsedCall> {
+    let obj = v.as_object()?;
+    let name = obj.get("name")?.as_str()?.trim();
+    if name.is_empty() {
+        return None;
+    }
+    let args = match obj.get("arguments").or_else(|| obj.get("parameters")) {
+        None => json!({}),
+        // Some models write the arguments as a JSON string, as OpenAI sends them.
+        Some(Value::String(s)) => serde_json::from_str::<Value>(s).ok().filter(Value::is_object)?,
+        Some(v) if v.is_object() => v.clone(),
+        Some(_) => return None,
+    };
+    Some(ParsedCall {
+        name: name.to_owned(),
+        arguments: args.to_string(),
+    })
+}
+
+fn parse_hermes(text: &str) -> Option<ParsedReply> {
+    let mut content = String::new();
+    let mut calls = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        content.push_str(&rest[..start]);
+        let after = &rest[start + OPEN.len()..];
+        // A missing close tag is tolerated at the very end (a reply cut at the stop token).
+        let (inner, next) = match after.find(CLOSE) {
+            Some(end) => (&after[..end], &after[end + CLOSE.len()..]),
+            None => (after, ""),
+        };
+        calls.push(call_of(&serde_json::from_str::<Value>(inner.trim()).ok()?)?);
+        rest = next;
+    }
+    content.push_str(rest);
+    (!calls.is_empty()).then(|| ParsedReply {
+        content: content.trim().to_owned(),
+        calls,
+    })
+}
+
+fn parse_json(text: &str) -> Option<ParsedReply> {
+    let body = text.trim();
+    let body = body.strip_prefix("<|python_tag|>").unwrap_or(body).trim();
+    if !body.starts_with('{') && !body.starts_with('[') {
+        return None;
+    }
+    let calls = match serde_json::from_str::<Value>(body).ok()? {
+        Value::Array(items) if !items.is_empty() => items.iter().map(call_of).collect::<Option<Vec<_>>>()?,
+        v => vec![call_of(&v)?],
+    };
+    Some(ParsedReply {
+        content: String::new(),
+        calls,
+    })
+}
+
+/// A streamed reply's text when tools are offered: text goes out as it comes until a call may
+/// have begun, then everything is held for [`ToolStream::finish`] to parse.
+#[derive(Debug)]
+pub struct ToolStream {
+    format: ToolFormat,
+    /// Everything so far.
+    text: String,
+    /// How much of `text` went out as content.
+    sent: usize,
+    /// A call began: nothing more goes out until the end.
+    holding: bool,
+}
+
+impl ToolStream {
+    pub fn new(format: ToolFormat) -> Self {
+        Self {
+            format,
+            text: String::new(),
+            sent: 0,
+            holding: false,
+        }
+    }
+
+    /// Adds a piece of the reply; returns the text that can go out as content now.
+    pub fn push(&mut self, piece: &str) -> String {
+        self.text.push_str(piece);
+        if self.holding {
+            return String::new();
+        }
+        let safe = match self.format {
+            ToolFormat::Hermes | ToolFormat::Injected => match self.text[self.sent..].find(OPEN) {
+                Some(at) => {
+                    self.holding = true;
+                    self.sent + at
+                }
+                None => self.text.len() - partial_suffix(&self.text[self.sent..], OPEN),
+            },
+            ToolFormat::Json { .. } => {
+                let start = self.text.trim_start();
+                if start.is_empty() || start.starts_with('{') || start.starts_with('[') || start.starts_with('<') {
+                    // A reply that is (or may still become) a JSON call: hold it all.
+                    self.holding = !start.is_empty();
+                    self.sent
+                } else {
+                    self.text.len()
+                }
+            }
+        };
+        let out = self.text[self.sent..safe].to_owned();
+        self.sent = safe;
+        out
+    }
+
+    /// The end of the reply: the calls, if what was held parses as calls (`content` is the
+    /// text not yet sent), else the held text as content and no calls.
+    pub fn finish(self) -> ParsedReply {
+        let rest = self.text[self.sent..].to_owned();
+        match self.format.parse(&self.text) {
+            Some(parsed) => ParsedReply {
+                content: parsed_rest(&self.text[..self.sent], &parsed.content),
+                calls: parsed.calls,
+            },
+            None => ParsedReply {
+                content: rest,
+                calls: Vec::new(),
+            },
+        }
+    }
+}
+
+/// The part of a parsed reply's trimmed text that was not streamed already.
+fn parsed_rest(sent: &str, content: &str) -> String {
+    let sent = sent.trim();
+    content.strip_prefix(sent).unwrap_or("").to_owned()
+}
+
+/// The length of the longest end of `text` that is a proper start of `tag`.
+fn partial_suffix(text: &str, tag: &str) -> usize {
+    (1..tag.len().min(text.len() + 1))
+        .rev()
+        .find(|&n| text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..]))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JSON: ToolFormat = ToolFormat::Json { args: "parameters" };
+
+    fn tool(name: &str) -> Tool {
+        Tool {
+            name: name.into(),
+            description: None,
+            parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+        }
+    }
+
+    #[test]
+    fn formats_come_from_the_template() {
+        let qwen = include_str!("fixtures/qwen2.5-instruct.jinja");
+        assert_eq!(ToolFormat::of_template(qwen), ToolFormat::Hermes);
+        let smol = include_str!("fixtures/smollm2-instruct.jinja");
+        assert_eq!(ToolFormat::of_template(smol), ToolFormat::Injected);
+        let llama31 = "{% for m in messages %}{% if m.role == 'ipython' %}{% endif %}{{ '\"parameters\": ' }}{% endfor %}";
+        assert_eq!(ToolFormat::of_template(llama31), ToolFormat::Json { args: "parameters" });
+    }
+
+    #[test]
+    fn hermes_calls_parse_and_anything_else_stays_text() {
+        let text = "Let me look.\n<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+        let p = ToolFormat::Hermes.parse(text).unwrap();
+        assert_eq!(p.content, "Let me look.");
+        assert_eq!(
+            p.calls,
+            vec![ParsedCall {
+                name: "weather".into(),
+                arguments: "{\"city\":\"Paris\"}".into()
+            }]
+        );
+        let two = "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"b\", \"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>";
+        let p = ToolFormat::Hermes.parse(two).unwrap();
+        assert_eq!(p.calls.len(), 2);
+        assert_eq!(p.calls[1].arguments, "{\"x\":1}");
+        for not_calls in [
+            "plain text",
+            "<tool_call>{\"name\": \"a\", \"arguments\": {}</tool_call>",
+            "<tool_call>{\"arguments\": {}}</tool_call>",
+            "<tool_call>{\"name\": \"a\", \"arguments\": [1]}</tool_call>",
+            "<tool_call>{\"name\": \"a\"}</tool_call> <tool_call>oops</tool_call>",
+        ] {
+            assert_eq!(ToolFormat::Hermes.parse(not_calls), None, "{not_calls}");
+        }
+        // A reply cut before its close tag still counts.
+        assert!(ToolFormat::Hermes.parse("<tool_call>{\"name\": \"a\", \"arguments\": {}}").is_some());
+    }
+
+    #[test]
+    fn json_calls_parse() {
+        let p = JSON
+            .parse("{\"name\": \"weather\", \"parameters\": {\"city\": \"Oslo\"}}")
+            .unwrap();
+        assert_eq!(p.calls[0].name, "weather");
+        assert_eq!(p.calls[0].arguments, "{\"city\":\"Oslo\"}");
+        assert_eq!(JSON.parse("The answer is {1}"), None);
+        assert_eq!(JSON.parse("{\"a\": 1}"), None);
+    }
+
+    #[test]
+    fn a_stream_holds_back_from_the_first_sign_of_a_call() {
+        let mut s = ToolStream::new(ToolFormat::Hermes);
+        let mut out = String::new();
+        for piece in ["Sure", ", <tool", "_ca", "ll>\n{\"name\": \"w\", ", "\"arguments\": {}}\n</tool_call>"] {
+            out.push_str(&s.push(piece));
+        }
+        assert_eq!(out, "Sure, ");
+        let end = s.finish();
+        assert_eq!(end.calls.len(), 1);
+        assert_eq!(end.content, "");
+        // A tag that never completes goes out as text.
+        let mut s = ToolStream::new(ToolFormat::Hermes);
+        let mut out = s.push("a <tool");
+        out.push_str(&s.push("box> b"));
+        assert_eq!(out, "a <toolbox> b");
+        // Held text that is no call comes back as content.
+        let mut s = ToolStream::new(ToolFormat::Hermes);
+        assert_eq!(s.push("x <tool_call> nonsense"), "x ");
+        let end = s.finish();
+        assert_eq!((end.content.as_str(), end.calls.len()), ("<tool_call> nonsense", 0));
+        let mut s = ToolStream::new(JSON);
+        assert_eq!(s.push("  "), "");
+        assert_eq!(s.push("{\"name\": \"w\", \"parameters\": {}}"), "");
+        assert_eq!(s.finish().calls.len(), 1);
+        let mut s = ToolStream::new(JSON);
+        assert_eq!(s.push("Hello"), "Hello");
+    }
+
+    #[test]
+    fn the_forced_grammar_names_each_tool() {
+        match ToolFormat::Hermes.forced_call(&[tool("a"), tool("b")]) {
+            Grammar::Lark(text) => {
+                assert!(text.starts_with("start: \"<tool_call>\\n\" call"), "{text}");
+                assert!(text.contains("\"anyOf\""), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(JSON.forced_call(&[tool("a")]), Grammar::JsonSchema(_)));
+    }
+
+    #[test]
+    fn injected_tools_rewrite_the_history_as_text() {
+        let mut call = Message::assistant("");
+        call.tool_calls.push(super::super::ToolCall {
+            id: "call_1".into(),
+            name: "weather".into(),
+            arguments: "{\"city\":\"Paris\"}".into(),
+        });
+        let mut result = Message::new(Role::parse("tool"), "sunny");
+        result.tool_call_id = Some("call_1".into());
+        let msgs = ToolFormat::Injected.prepare(&[Message::user("hi"), call, result], &[tool("weather")]);
+        assert_eq!(msgs[0].role, Role::System);
+        assert!(msgs[0].content.contains("<tools>\n{\"type\": \"function\""), "{}", msgs[0].content);
+        assert_eq!(
+            msgs[2].content,
+            "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+        );
+        assert_eq!((msgs[3].role.clone(), msgs[3].content.as_str()), (Role::User, "<tool_response>\nsunny\n</tool_response>"));
+    }
+}
