@@ -1,0 +1,130 @@
+"""Drives `hearth --headless` with the official `openai` client: a two-step tool call (the
+request with `tools`, the tool's result sent back, the final answer), whole and streamed, and
+a `response_format` JSON schema. Run by tests/openai_client.rs:
+
+    python3 openai_tools.py BASE_URL MODEL
+
+Exits non-zero (an assertion) on anything OpenAI's clients would not accept.
+"""
+
+import json
+import sys
+
+from openai import OpenAI
+
+base_url, model = sys.argv[1], sys.argv[2]
+client = OpenAI(base_url=base_url, api_key="unused")
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "enum": ["Paris", "London", "Tokyo"]},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}
+TOOL_CHOICE = {"type": "function", "function": {"name": "get_weather"}}
+
+
+def first_call(messages, stream):
+    """The first step: the model must call get_weather. Returns (id, name, arguments, cached)."""
+    args = dict(model=model, messages=messages, tools=[WEATHER], tool_choice=TOOL_CHOICE,
+                temperature=0, max_tokens=120)
+    if not stream:
+        r = client.chat.completions.create(**args)
+        choice = r.choices[0]
+        assert choice.finish_reason == "tool_calls", choice
+        calls = choice.message.tool_calls
+        assert calls and len(calls) == 1, choice.message
+        c = calls[0]
+        assert c.type == "function", c
+        return c.id, c.function.name, c.function.arguments
+    parts = {}
+    finish = None
+    for chunk in client.chat.completions.create(stream=True, **args):
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        for tc in delta.tool_calls or []:
+            p = parts.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+            if tc.id:
+                p["id"] = tc.id
+            if tc.function and tc.function.name:
+                p["name"] += tc.function.name
+            if tc.function and tc.function.arguments:
+                p["arguments"] += tc.function.arguments
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls", finish
+    assert list(parts) == [0], parts
+    p = parts[0]
+    return p["id"], p["name"], p["arguments"]
+
+
+def two_steps(stream):
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant. Use the tools when needed."},
+        {"role": "user", "content": "What is the weather like in Paris today?"},
+    ]
+    call_id, name, arguments = first_call(messages, stream)
+    assert call_id.startswith("call_"), call_id
+    assert name == "get_weather", name
+    args = json.loads(arguments)
+    assert args["city"] in ("Paris", "London", "Tokyo") and args["unit"] in ("celsius", "fahrenheit"), args
+    messages.append({
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+    })
+    messages.append({"role": "tool", "tool_call_id": call_id,
+                     "content": json.dumps({"city": args["city"], "temperature": 21, "sky": "sunny"})})
+    final = dict(model=model, messages=messages, tools=[WEATHER], temperature=0, max_tokens=40)
+    if stream:
+        text = ""
+        usage = None
+        for chunk in client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **final):
+            if chunk.usage:
+                usage = chunk.usage
+            if chunk.choices and chunk.choices[0].delta.content:
+                text += chunk.choices[0].delta.content
+    else:
+        r = client.chat.completions.create(**final)
+        assert r.choices[0].finish_reason in ("stop", "length", "tool_calls"), r
+        text = r.choices[0].message.content or ""
+        usage = r.usage
+    assert usage is not None and usage.prompt_tokens > 0, usage
+    cached = usage.prompt_tokens_details.cached_tokens
+    assert cached > 0, f"the second step reused nothing of the first: {usage}"
+    print(f"stream={stream}: called {name}({arguments}); answer {text!r}; cached {cached}/{usage.prompt_tokens}")
+
+
+def schema_output():
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}, "score": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["city", "score"],
+        "additionalProperties": False,
+    }
+    r = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Rate Paris from 0 to 9 as JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "rating", "schema": schema, "strict": True}},
+        temperature=0,
+        max_tokens=40,
+    )
+    v = json.loads(r.choices[0].message.content)
+    assert v["city"] in ("Paris", "Rome") and 0 <= v["score"] <= 9, v
+    print(f"json_schema: {v}")
+
+
+two_steps(stream=False)
+two_steps(stream=True)
+schema_output()
+print("ok")
