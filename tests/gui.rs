@@ -186,6 +186,43 @@ fn conversations_are_created_renamed_searched_and_deleted() {
     assert_eq!(left, 0);
 }
 
+/// A conversation written through the API with tools (an assistant turn that called a function,
+/// the function's result) opens, reads as calls and results, and goes on.
+#[test]
+fn a_conversation_with_tool_messages_opens_and_reads_sensibly() {
+    use hearth::engine::{ConversationId, Message, Role as MsgRole, ToolCall};
+    let f = fixture();
+    let engine = handle(&f.model, &f.data, EngineSettings::default());
+    let mut call = Message::assistant("");
+    call.tool_calls.push(ToolCall {
+        id: "call_1".into(),
+        name: "get_weather".into(),
+        arguments: "{\"city\":\"Paris\"}".into(),
+    });
+    let mut result = Message::new(MsgRole::parse("tool"), "{\"sky\": \"sunny\"}");
+    result.tool_call_id = Some("call_1".into());
+    result.name = Some("get_weather".into());
+    let messages = vec![
+        Message::user("Weather in Paris?"),
+        call,
+        result,
+        Message::assistant("It is sunny."),
+    ];
+    let id = ConversationId::parse("agent-1").unwrap();
+    engine.save_messages(&id, &messages).unwrap();
+    engine.flush_disk();
+    let mut h = harness(engine);
+    h.get_by_role_and_label(Role::Button, "Weather in Paris?").click();
+    h.run_steps(3);
+    h.get_by_label("Called get_weather({\"city\":\"Paris\"})");
+    h.get_by_label("Result of get_weather");
+    h.get_by_label("{\"sky\": \"sunny\"}");
+    send(&mut h, "Thanks!");
+    let open = h.state().model.open.clone().unwrap();
+    assert_eq!(open.conversation.messages.len(), 6, "{:?}", open.conversation.messages);
+    assert_eq!(open.conversation.messages[1].tool_calls.len(), 1, "the call is kept");
+}
+
 #[test]
 fn after_a_restart_the_conversations_are_back_and_the_next_message_hits() {
     let f = fixture();

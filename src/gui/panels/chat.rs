@@ -3,7 +3,7 @@
 //! regenerate).
 
 use super::super::{Action, AppModel, ModelStatus};
-use crate::engine::Role;
+use crate::engine::{Message, Role};
 
 // long: the panel's layout from top to bottom (title bar, system prompt, messages, reply,
 // message box), read in the order it is drawn.
@@ -142,11 +142,15 @@ pub fn show(
                     }
                     Role::Assistant => {
                         ui.strong("Assistant");
-                        egui_commonmark::CommonMarkViewer::new().show(ui, markdown, &msg.content);
+                        if !msg.content.is_empty() || msg.tool_calls.is_empty() {
+                            egui_commonmark::CommonMarkViewer::new().show(ui, markdown, &msg.content);
+                        }
+                        tool_calls(ui, msg);
                     }
                     Role::System => {
                         ui.weak(format!("System: {}", msg.content));
                     }
+                    Role::Other(_) if msg.role.is_tool() => tool_result(ui, msg),
                     Role::Other(role) => {
                         ui.weak(format!("{role}: {}", msg.content));
                     }
@@ -161,5 +165,24 @@ pub fn show(
                 });
             }
         });
+    });
+}
+
+/// An assistant turn's function calls (a conversation written through the API with tools).
+fn tool_calls(ui: &mut egui::Ui, msg: &Message) {
+    for call in &msg.tool_calls {
+        ui.monospace(format!("Called {}({})", call.name, call.arguments));
+    }
+}
+
+/// A `tool` message: a function's result, under the function's name when the client gave it.
+fn tool_result(ui: &mut egui::Ui, msg: &Message) {
+    ui.group(|ui| {
+        let title = match &msg.name {
+            Some(name) => format!("Result of {name}"),
+            None => "Tool result".to_owned(),
+        };
+        ui.weak(title);
+        ui.monospace(&msg.content);
     });
 }
