@@ -1019,7 +1019,7 @@ async fn conversation_id_saves_the_turn_and_cannot_name_a_path() {
         .error(StatusCode::BAD_REQUEST);
     let mut body = chat_body("hi", 4, false);
     body["conversation_id"] = json!("c1");
-    body["messages"] = json!([{"role": "tool", "content": "x"}]);
+    body["messages"] = json!([{"role": "robot", "content": "x"}]);
     post(&s.app, "/v1/chat/completions", &body)
         .await
         .error(StatusCode::BAD_REQUEST);
@@ -1478,6 +1478,90 @@ async fn long_urls_and_many_headers_get_json_errors() {
 /// `logprobs` on both routes, whole and streamed: the top entry is the greedy token, the values
 /// are the log-softmax of the engine's own logits for the same prompt, and a stream carries
 /// the same entries as the whole reply.
+/// Runs `prompt` straight through the server's engine; its report.
+async fn run_in_engine(s: &TestServer, prompt: Vec<u32>, params: GenerateParams) -> Box<hearth::engine::GenerationReport> {
+    let mut events = s
+        .state
+        .engine()
+        .submit(hearth::engine::GenerateRequest::new(prompt, params))
+        .unwrap();
+    loop {
+        match events.recv().await {
+            Some(hearth::engine::Event::Done(r)) => break r,
+            Some(hearth::engine::Event::Token { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// Token `id`'s log-probability under `logits`, in f64.
+fn log_softmax_at(logits: &[f32], id: u32) -> f64 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let z = max + logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln();
+    logits[id as usize] as f64 - z
+}
+
+/// The completions' `echo` with `logprobs` (lm-evaluation-harness's log-likelihood requests):
+/// the prompt's own token log-probabilities, each the model's for that token after the ones
+/// before it; `max_tokens: 0` generates nothing; streamed, the prompt comes first. Scoring
+/// never reads the prefix cache but fills it.
+#[tokio::test]
+async fn echo_scores_the_prompt_as_the_model_does() {
+    let s = server(Opts::default());
+    let prompt: Vec<u32> = (0..40).map(|i| (i * 7 + 3) % 200 + 1).collect();
+    let body = json!({"prompt": prompt, "max_tokens": 0, "echo": true, "logprobs": 2, "temperature": 0});
+    let r = post(&s.app, "/v1/completions", &body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let v = r.json();
+    let lp = &v["choices"][0]["logprobs"];
+    let token_lps = lp["token_logprobs"].as_array().unwrap();
+    assert_eq!(token_lps.len(), prompt.len(), "{lp}");
+    assert!(token_lps[0].is_null() && lp["top_logprobs"][0].is_null(), "{lp}");
+    assert_eq!(v["usage"]["completion_tokens"], 0, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "length");
+    let decoded = s.state.engine().model().tokenizer.decode(&prompt).unwrap();
+    assert_eq!(v["choices"][0]["text"], decoded.as_str());
+    // Each against the engine's logits for the prompt cut just before that token.
+    for k in [1, 2, 17, 39] {
+        let params = GenerateParams {
+            keep_logits: true,
+            ..GenerateParams::greedy(1)
+        };
+        let report = run_in_engine(&s, prompt[..k].to_vec(), params).await;
+        let want = log_softmax_at(&report.logits[0], prompt[k]);
+        let got = token_lps[k].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-4, "token {k}: {got} vs {want}");
+        assert!(lp["top_logprobs"][k].as_object().unwrap().len() <= 2);
+    }
+    // The same request again reads no cache (it needs every position's logits) ...
+    let again = post(&s.app, "/v1/completions", &body).await.json();
+    assert_eq!(again["usage"]["prompt_tokens_details"]["cached_tokens"], 0, "{again}");
+    assert_eq!(again["choices"][0]["logprobs"], *lp, "the same scores");
+    // ... but it filled the cache for everyone else.
+    let plain = json!({"prompt": prompt, "max_tokens": 1, "temperature": 0});
+    let hit = post(&s.app, "/v1/completions", &plain).await.json();
+    assert_eq!(hit["usage"]["prompt_tokens_details"]["cached_tokens"], 32, "{hit}");
+
+    // Streamed with a reply: the prompt (and its scores) first, then the reply's tokens.
+    let streamed = json!({"prompt": prompt, "max_tokens": 3, "echo": true, "logprobs": 0, "temperature": 0,
+        "ignore_eos": true, "stream": true});
+    let r = post(&s.app, "/v1/completions", &streamed).await;
+    let chunks = chunks(&r);
+    assert_eq!(chunks[0]["choices"][0]["text"], decoded.as_str(), "{chunks:?}");
+    let first = &chunks[0]["choices"][0]["logprobs"];
+    assert_eq!(first["token_logprobs"].as_array().unwrap().len(), prompt.len());
+    assert_eq!(first["token_logprobs"][17], token_lps[17]);
+    let generated: usize = chunks[1..]
+        .iter()
+        .filter_map(|c| c["choices"][0]["logprobs"]["tokens"].as_array())
+        .map(Vec::len)
+        .sum();
+    assert_eq!(generated, 3, "{chunks:?}");
+    // Without echo, max_tokens 0 is still refused.
+    let zero = json!({"prompt": prompt, "max_tokens": 0});
+    post(&s.app, "/v1/completions", &zero).await.error(StatusCode::BAD_REQUEST);
+}
+
 #[tokio::test]
 async fn logprobs_are_the_models_and_streamed_as_whole() {
     let s = server(Opts::default());
@@ -1487,32 +1571,16 @@ async fn logprobs_are_the_models_and_streamed_as_whole() {
     let r = post(&s.app, "/v1/completions", &body).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let lp = r.json()["choices"][0]["logprobs"].clone();
-    let mut events = s
-        .state
-        .engine()
-        .submit(hearth::engine::GenerateRequest {
-            prompt: prompt.clone(),
-            params: GenerateParams {
-                keep_logits: true,
-                ignore_eos: true,
-                ..GenerateParams::greedy(5)
-            },
-            save: None,
-        })
-        .unwrap();
-    let report = loop {
-        match events.recv().await {
-            Some(hearth::engine::Event::Done(r)) => break r,
-            Some(hearth::engine::Event::Token { .. }) => {}
-            other => panic!("{other:?}"),
-        }
+    let params = GenerateParams {
+        keep_logits: true,
+        ignore_eos: true,
+        ..GenerateParams::greedy(5)
     };
+    let report = run_in_engine(&s, prompt.clone(), params).await;
     let token_lps = lp["token_logprobs"].as_array().unwrap();
     assert_eq!(token_lps.len(), report.tokens.len(), "{lp}");
     for (step, (logits, &id)) in report.logits.iter().zip(&report.tokens).enumerate() {
-        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-        let z = max + logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln();
-        let want = logits[id as usize] as f64 - z;
+        let want = log_softmax_at(logits, id);
         let got = token_lps[step].as_f64().unwrap();
         assert!((got - want).abs() < 1e-4, "step {step}: {got} vs {want}");
         let top = lp["top_logprobs"][step].as_object().unwrap();

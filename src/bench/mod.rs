@@ -8,6 +8,9 @@
 //! its cache file) against the same turn uncached, and cache file read throughput against a
 //! plain read (see [`run_disk_bench`]).
 //!
+//! `hearth bench grammar`: decoding under a JSON-Schema grammar against the same requests
+//! without one, at several batch sizes (see [`run_grammar_bench`]).
+//!
 //! `hearth bench kv`: each K/V storage type against f32 on a real model, teacher-forced (logit
 //! error, greedy agreement; see [`run_kv_bench`]).
 //!
@@ -23,12 +26,14 @@ mod cache;
 pub mod client;
 mod decode;
 mod disk;
+mod grammar;
 mod kv;
 mod serve;
 
 pub use cache::{run_cache_bench, CacheBenchOptions, CacheBenchReport};
 pub use decode::{run_decode_bench, BenchError, BenchOptions, BenchReport, Throughput};
 pub use disk::{run_disk_bench, DiskBenchOptions, DiskBenchReport};
+pub use grammar::{run_grammar_bench, GrammarBenchOptions, GrammarBenchReport, GrammarRun};
 pub use kv::{
     log_softmax, run_kv_bench, teacher_forced_logits, KvBenchOptions, KvBenchReport, KvTypeReport, KV_BENCH_PROMPTS,
 };

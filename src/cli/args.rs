@@ -164,6 +164,23 @@ pub enum BenchCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+    /// Decoding with a JSON-Schema grammar against the same requests without one, batch 1 and 16.
+    Grammar {
+        /// A GGUF model with a chat template; default: the random ~50M-parameter Q8_0 Llama.
+        #[arg(long = "gguf", value_name = "FILE")]
+        gguf: Option<PathBuf>,
+        /// Tokens generated per request.
+        #[arg(long, default_value_t = 128)]
+        tokens: usize,
+        /// Batch sizes (requests at once), comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 16])]
+        batch: Vec<usize>,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Also write the results as JSON to this file ("-" for stdout, after the table).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
     /// Each K/V type (f16, bf16, q8_0) against f32, teacher-forced: logit error, same greedy tokens.
     Kv {
         /// A GGUF model with a chat template; default: the random ~50M-parameter Q8_0 Llama.

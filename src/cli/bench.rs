@@ -93,6 +93,13 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
                 hearth::bench::run_disk_bench(&path, &device, &work, opts)
             })
         }
+        BenchCommand::Grammar {
+            gguf,
+            tokens,
+            batch,
+            repeats,
+            json,
+        } => grammar(settings, paths, gguf, hearth::bench::GrammarBenchOptions { tokens, batch, repeats }, json),
         BenchCommand::Kv {
             gguf,
             prompts,
@@ -122,6 +129,21 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
             })
         }
     }
+}
+
+/// `hearth bench grammar`: constrained against unconstrained decoding on `gguf`.
+fn grammar(
+    settings: &Settings,
+    paths: &AppPaths,
+    gguf: Option<PathBuf>,
+    opts: hearth::bench::GrammarBenchOptions,
+    json: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let path = bench_model(paths, gguf)?;
+    let device = select_device(settings.model.device)?;
+    report("benchmarking constrained decoding".into(), json, || {
+        hearth::bench::run_grammar_bench(&path, &device, settings, opts)
+    })
 }
 
 /// `hearth bench kv`: the K/V types against f32 on `gguf` (default prompts when none given).

@@ -69,6 +69,7 @@ fn generate(
         keep_logits: false,
         logprobs: None,
         grammar: None,
+        prompt_logprobs: None,
     };
     if let Some(id) = &conversation {
         if handle.open_or_create_conversation(id)?.1 {

@@ -38,7 +38,7 @@ pub(crate) fn validate(model: &LoadedModel, capacity_tokens: usize, r: &Generate
         return Err(ModelError::TokenOutOfRange { id, vocab }.into());
     }
     r.params.sampling.validate()?;
-    if r.params.max_tokens == 0 {
+    if r.params.max_tokens == 0 && r.params.prompt_logprobs.is_none() {
         return Err(EngineError::InvalidRequest("max_tokens must be at least 1".into()));
     }
     if r.params.stop.iter().any(String::is_empty) {
@@ -448,6 +448,7 @@ impl Engine {
                 return;
             }
         };
+        self.prepare_masks(&out.chunks);
         let mut ended: Vec<(RequestId, Ending)> = Vec::new();
         for (&(id, n), logits) in out.chunks.iter().zip(rows) {
             if let Some(how) = self.advance(id, n, logits) {
@@ -464,12 +465,48 @@ impl Engine {
         }
     }
 
+    /// Computes the grammar masks of the requests about to sample in this step, across the
+    /// CPU threads (a mask takes a fraction of a millisecond; a batch's would add up).
+    fn prepare_masks(&mut self, chunks: &[(RequestId, usize)]) {
+        let mut taken: Vec<(RequestId, std::sync::Mutex<Constraint>)> = Vec::new();
+        for &(id, n) in chunks {
+            if let Some(s) = self.scheduler.running_mut(id) {
+                if s.remaining() == n {
+                    if let Some(c) = s.constraint.take() {
+                        taken.push((id, std::sync::Mutex::new(c)));
+                    }
+                }
+            }
+        }
+        if taken.is_empty() {
+            return;
+        }
+        crate::ops::par::for_ranges(taken.len(), |range| {
+            for (_, c) in &taken[range] {
+                if let Ok(mut c) = c.lock() {
+                    c.prepare();
+                }
+            }
+        });
+        for (id, c) in taken {
+            // A poisoned lock still holds the constraint (llguidance catches its own panics).
+            let c = c.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(s) = self.scheduler.running_mut(id) {
+                s.constraint = Some(c);
+            }
+        }
+    }
+
     /// After the forward: commits request `id`'s `n` fed tokens (full blocks enter the trie) and,
     /// when its input is all fed, samples its next token. How it ends, if it does.
-    fn advance(&mut self, id: RequestId, n: usize, logits: Vec<f32>) -> Option<Ending> {
+    fn advance(&mut self, id: RequestId, n: usize, mut rows: Vec<Vec<f32>>) -> Option<Ending> {
         let context = self.model.info.context_length;
         let s = self.scheduler.running_mut(id)?;
         let seq = s.seq?;
+        if rows.len() > 1 {
+            s.score_prompt(s.computed, &rows);
+        }
+        let logits = rows.pop().unwrap_or_default();
         let t = Instant::now();
         let plan = self.kv.commit(seq, &s.tokens[s.computed..s.computed + n]);
         s.bookkeeping += t.elapsed();
@@ -484,7 +521,9 @@ impl Engine {
             return None; // a prompt chunk; the prompt goes on next step
         }
         let first = s.ttft().is_none();
-        self.counters.generated_tokens += 1;
+        if s.params.max_tokens > 0 {
+            self.counters.generated_tokens += 1;
+        }
         let ending = match s.sample(logits, &self.model.tokenizer, context) {
             Ok(Sampled::Continue) => None,
             Ok(Sampled::Finished(stop)) => Some(Ending::Stop(stop)),
@@ -516,10 +555,13 @@ impl Engine {
 
     /// One forward over `chunks` of the running requests; the logits of each
     /// chunk's last token, in chunk order.
-    fn forward(&mut self, chunks: &[(RequestId, usize)]) -> Result<Vec<Vec<f32>>, EngineError> {
+    fn forward(&mut self, chunks: &[(RequestId, usize)]) -> Result<Vec<Vec<Vec<f32>>>, EngineError> {
         let mut tokens = Vec::new();
         let mut layout = Vec::with_capacity(chunks.len());
         let mut tables = Vec::with_capacity(chunks.len());
+        // Rows of logits per chunk: its last, or all of them for a prompt being scored.
+        let mut rows: Vec<u32> = Vec::new();
+        let mut per_chunk = Vec::with_capacity(chunks.len());
         for &(id, n) in chunks {
             let s = self
                 .scheduler
@@ -528,6 +570,10 @@ impl Engine {
             let seq = s
                 .seq
                 .ok_or(EngineError::Step(format!("{} is running without blocks", s.id)))?;
+            let first_row = tokens.len() as u32;
+            let wanted = if s.scores_prompt() { n } else { 1 };
+            rows.extend(first_row + (n - wanted) as u32..first_row + n as u32);
+            per_chunk.push(wanted);
             tokens.extend_from_slice(&s.tokens[s.computed..s.computed + n]);
             layout.push(SeqChunk {
                 cached: s.computed,
@@ -537,11 +583,14 @@ impl Engine {
         }
         let batch = BatchLayout::new(layout).map_err(ModelError::from)?;
         let mut store = self.memory.store(&tables);
-        let logits = self
-            .model
-            .transformer
-            .forward(&tokens, &batch, store.as_mut(), Logits::LastPerSequence)?;
-        Ok(logits.to_vec2::<f32>().map_err(ModelError::from)?)
+        let which = if rows.len() == chunks.len() {
+            Logits::LastPerSequence
+        } else {
+            Logits::Rows(rows)
+        };
+        let logits = self.model.transformer.forward(&tokens, &batch, store.as_mut(), which)?;
+        let mut all = logits.to_vec2::<f32>().map_err(ModelError::from)?.into_iter();
+        Ok(per_chunk.into_iter().map(|k| all.by_ref().take(k).collect()).collect())
     }
 
     /// Runs one request to completion on this thread, streaming its text to

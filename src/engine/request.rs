@@ -47,6 +47,12 @@ pub struct GenerateParams {
     /// not allow are never sampled, and the reply ends when the grammar is complete. Compiled
     /// when the request is submitted; one that does not compile is refused then.
     pub grammar: Option<Grammar>,
+    /// `Some(n)`: each prompt token's log-probability (after the first) given the tokens before
+    /// it, with the `n` most likely tokens at its place (vLLM's `prompt_logprobs`; the
+    /// completions' `echo` with `logprobs`). Such a request does not read the prefix cache (the
+    /// logits of a cached position cost its whole forward again); it fills the cache like any
+    /// other. With it, `max_tokens` may be 0: score the prompt, generate nothing.
+    pub prompt_logprobs: Option<usize>,
 }
 
 /// The most alternatives [`GenerateParams::logprobs`] reports per token (OpenAI's limit).
@@ -116,6 +122,7 @@ impl GenerateParams {
             keep_logits: false,
             logprobs: None,
             grammar: None,
+            prompt_logprobs: None,
         }
     }
 }
@@ -206,6 +213,8 @@ pub struct GenerationReport {
     pub logits: Vec<Vec<f32>>,
     /// Each generated token's log-probability when [`GenerateParams::logprobs`] was set.
     pub logprobs: Vec<TokenLogprob>,
+    /// With [`GenerateParams::prompt_logprobs`]: prompt tokens 1.. (the first has none).
+    pub prompt_logprobs: Vec<TokenLogprob>,
 }
 
 impl GenerationReport {
@@ -231,6 +240,8 @@ pub enum Event {
         id: u32,
         text: String,
         logprob: Option<TokenLogprob>,
+        /// On a request's first token, with [`GenerateParams::prompt_logprobs`]: the prompt's.
+        prompt_logprobs: Option<Vec<TokenLogprob>>,
     },
     /// The request finished.
     Done(Box<GenerationReport>),

@@ -281,7 +281,7 @@ impl Scheduler {
             }
             let seq = SeqId(self.next_seq);
             let t = Instant::now();
-            let started = kv.start(seq, &front.tokens);
+            let started = kv.start_reusing(seq, &front.tokens, front.params.prompt_logprobs.is_none());
             front.bookkeeping += t.elapsed();
             let mut start = match started {
                 Ok(start) => start,

@@ -36,8 +36,9 @@ pub(crate) struct Sequence {
     pub(crate) computed: usize,
     pub(crate) params: GenerateParams,
     sampler: Sampler,
-    /// The request's grammar: masks each step's logits, follows each sampled token.
-    constraint: Option<Constraint>,
+    /// The request's grammar: masks each step's logits, follows each sampled token. The engine
+    /// takes it out for a moment to compute a batch's masks in parallel.
+    pub(crate) constraint: Option<Constraint>,
     detok: Detokenizer,
     stop: StopMatcher,
     text: String,
@@ -53,6 +54,9 @@ pub(crate) struct Sequence {
     pub(crate) preemptions: u32,
     logits: Vec<Vec<f32>>,
     logprobs: Vec<TokenLogprob>,
+    /// With `prompt_logprobs`: the scores of prompt tokens 1.. so far (kept across a
+    /// preemption, so a recomputed position is not scored twice).
+    prompt_scores: Vec<TokenLogprob>,
     /// Where the finished turn is saved.
     pub(crate) save: Option<super::SaveTo>,
     /// Prompt tokens the engine read from the disk tier for this request's admission.
@@ -116,6 +120,7 @@ impl Sequence {
             preemptions: 0,
             logits: Vec::new(),
             logprobs: Vec::new(),
+            prompt_scores: Vec::new(),
         }
     }
 
@@ -151,11 +156,39 @@ impl Sequence {
         self.first_token.map(|t| t.duration_since(self.submitted))
     }
 
+    /// Whether this step's chunk needs the logits of all its rows (the prompt is being scored
+    /// and still has unscored positions).
+    pub(crate) fn scores_prompt(&self) -> bool {
+        self.params.prompt_logprobs.is_some() && self.prompt_scores.len() + 1 < self.prompt_len
+    }
+
+    /// Scores the prompt tokens that `rows` (the logits of positions `from..`) predict: row `j`
+    /// gives token `from + j + 1`'s log-probability.
+    pub(crate) fn score_prompt(&mut self, from: usize, rows: &[Vec<f32>]) {
+        let Some(top) = self.params.prompt_logprobs else {
+            return;
+        };
+        for (j, row) in rows.iter().enumerate() {
+            let target = from + j + 1;
+            // Only the next unscored token: a recomputed position was scored already.
+            if target < self.prompt_len && target == self.prompt_scores.len() + 1 {
+                let id = self.tokens[target];
+                self.prompt_scores
+                    .push(TokenLogprob::from_logits(row, id, top.min(MAX_TOP_LOGPROBS)));
+            }
+        }
+    }
+
     /// Samples the next token from this step's `logits` and streams it.
     /// `context`: the most tokens a sequence may hold.
     /// With a grammar, only the tokens it allows are candidates (log-probabilities stay those of
     /// the raw logits), and the reply ends when the grammar is complete.
     pub(crate) fn sample(&mut self, logits: Vec<f32>, tok: &Tokenizer, context: usize) -> Result<Sampled, EngineError> {
+        if self.params.max_tokens == 0 {
+            // A prompt scored and nothing generated (`echo` with `max_tokens: 0`).
+            self.first_token.get_or_insert_with(Instant::now);
+            return Ok(Sampled::Finished(StopReason::MaxTokens));
+        }
         let next = match &mut self.constraint {
             None => self.sampler.sample(&logits, &self.tokens),
             Some(c) => {
@@ -171,6 +204,7 @@ impl Sequence {
         if self.params.keep_logits {
             self.logits.push(logits);
         }
+        let first = self.first_token.is_none();
         self.first_token.get_or_insert_with(Instant::now);
         if !self.params.ignore_eos && tok.stop_ids().contains(&next) {
             return Ok(Sampled::Finished(StopReason::Eos));
@@ -185,10 +219,12 @@ impl Sequence {
         if let Some(lp) = &logprob {
             self.logprobs.push(lp.clone());
         }
+        let prompt_logprobs = (first && self.params.prompt_logprobs.is_some()).then(|| self.prompt_scores.clone());
         let _ = self.events.send(Event::Token {
             id: next,
             text,
             logprob,
+            prompt_logprobs,
         });
         Ok(if self.stop.stopped() {
             Sampled::Finished(StopReason::StopString)
@@ -225,6 +261,7 @@ impl Sequence {
                     id,
                     text: tail,
                     logprob: None,
+                    prompt_logprobs: None,
                 });
             }
         }
@@ -244,6 +281,7 @@ impl Sequence {
             preemptions: self.preemptions,
             logits: std::mem::take(&mut self.logits),
             logprobs: std::mem::take(&mut self.logprobs),
+            prompt_logprobs: std::mem::take(&mut self.prompt_scores),
         };
         let last = LastEvent {
             event: Event::Done(Box::new(report.clone())),

@@ -269,6 +269,7 @@ mod tests {
             preemptions: 0,
             logits: Vec::new(),
             logprobs: Vec::new(),
+            prompt_logprobs: Vec::new(),
         }
     }
 

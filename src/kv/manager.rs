@@ -119,6 +119,13 @@ impl KvCacheManager {
     ///
     /// The caller runs `plan`, then prefills `prompt[cached_tokens..]` and commits those tokens.
     pub fn start(&mut self, seq: SeqId, prompt: &[u32]) -> Result<SeqStart, KvError> {
+        self.start_reusing(seq, prompt, true)
+    }
+
+    /// [`Self::start`]; with `reuse` false the cached prefix is not used (every block is
+    /// fresh and every token is computed), though the blocks enter the trie as usual when
+    /// committed: a request that needs the logits of every prompt position.
+    pub fn start_reusing(&mut self, seq: SeqId, prompt: &[u32], reuse: bool) -> Result<SeqStart, KvError> {
         if self.seqs.contains_key(&seq) {
             return Err(KvError::DuplicateSeq(seq));
         }
@@ -126,8 +133,8 @@ impl KvCacheManager {
             return Err(KvError::EmptyPrompt(seq));
         }
         let bs = self.cfg.block_size;
-        let path: Vec<(NodeId, Option<BlockId>, Option<BlockId>)> = self
-            .match_path(prompt)
+        let matched = if reuse { self.match_path(prompt) } else { Vec::new() };
+        let path: Vec<(NodeId, Option<BlockId>, Option<BlockId>)> = matched
             .into_iter()
             .map_while(|id| {
                 let n = self.trie.get(id)?;

@@ -35,12 +35,14 @@ enum Activation {
 }
 
 /// Which rows get logits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Logits {
     /// The last new token of each sequence: `[sequences, vocab]`.
     LastPerSequence,
     /// Every packed row: `[tokens, vocab]`.
     All,
+    /// These packed rows, in this order: `[rows, vocab]`.
+    Rows(Vec<u32>),
 }
 
 struct Attention {
@@ -296,6 +298,10 @@ impl Transformer {
             Logits::All => x,
             Logits::LastPerSequence => {
                 let rows = Tensor::new(batch.last_rows().as_slice(), &self.device)?;
+                x.index_select(&rows, 0)?
+            }
+            Logits::Rows(rows) => {
+                let rows = Tensor::new(rows.as_slice(), &self.device)?;
                 x.index_select(&rows, 0)?
             }
         };

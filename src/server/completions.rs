@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::Value;
 
+use super::params::Echo;
 use super::protocol::{CommonFields, CompletionFields, Kind};
 use super::{body, generation, params, ApiError, AppState};
 
@@ -27,14 +28,31 @@ pub(crate) async fn handle(
     request: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let value = body::json_object(request, state.config().max_body_bytes)?;
-    let mut plan = params::plan(&state, body::fields::<CommonFields>(&value)?)?;
     let fields = body::fields::<CompletionFields>(&value)?;
+    let echo = fields.echo.unwrap_or(false);
+    let mut plan = params::plan_with(&state, body::fields::<CommonFields>(&value)?, echo)?;
     plan.params.logprobs = params::completion_logprobs(fields.logprobs)?;
-    let prompt = match prompt(fields.prompt)? {
-        Prompt::Text(text) => generation::tokenize(&state, move |engine| engine.tokenize(&text)).await?,
-        Prompt::Tokens(ids) => ids,
+    let (ids, text) = match prompt(fields.prompt)? {
+        Prompt::Text(text) => {
+            let t = text.clone();
+            (generation::tokenize(&state, move |engine| engine.tokenize(&t)).await?, text)
+        }
+        Prompt::Tokens(ids) => {
+            let decoded = ids.clone();
+            let text = generation::tokenize(&state, move |engine| {
+                Ok::<_, ApiError>(engine.model().tokenizer.decode(&decoded).unwrap_or_default())
+            })
+            .await?;
+            (ids, text)
+        }
     };
-    generation::respond(&state, prompt, plan, Kind::Text, None).await
+    if echo {
+        // The prompt's own scores; with `max_tokens: 0` and no logprobs asked, they are
+        // computed only to score nothing (the engine needs them to generate nothing).
+        plan.params.prompt_logprobs = Some(plan.params.logprobs.unwrap_or(0));
+        plan.echo = Some(Echo { text, ids: ids.clone() });
+    }
+    generation::respond(&state, ids, plan, Kind::Text, None).await
 }
 
 fn prompt(value: Value) -> Result<Prompt, ApiError> {

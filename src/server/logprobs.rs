@@ -49,10 +49,62 @@ pub(crate) enum Logprobs {
     },
     Text {
         tokens: Vec<String>,
-        token_logprobs: Vec<f32>,
-        top_logprobs: Vec<BTreeMap<String, f32>>,
+        /// `null` for the first token of an echoed prompt (nothing comes before it).
+        token_logprobs: Vec<Option<f32>>,
+        top_logprobs: Vec<Option<BTreeMap<String, f32>>>,
         text_offset: Vec<usize>,
     },
+}
+
+impl Logprobs {
+    /// `self` followed by `more` (both the completions shape; else `self`).
+    pub fn then(self, more: Logprobs) -> Logprobs {
+        match (self, more) {
+            (
+                Logprobs::Text {
+                    mut tokens,
+                    mut token_logprobs,
+                    mut top_logprobs,
+                    mut text_offset,
+                },
+                Logprobs::Text {
+                    tokens: t,
+                    token_logprobs: l,
+                    top_logprobs: p,
+                    text_offset: o,
+                },
+            ) => {
+                tokens.extend(t);
+                token_logprobs.extend(l);
+                top_logprobs.extend(p);
+                text_offset.extend(o);
+                Logprobs::Text {
+                    tokens,
+                    token_logprobs,
+                    top_logprobs,
+                    text_offset,
+                }
+            }
+            (first, _) => first,
+        }
+    }
+}
+
+/// An echoed prompt's logprobs in the completions shape: its first token with `null`s, then
+/// `scored` (tokens 1..); `offset` advanced past the prompt's text.
+pub(crate) fn echo(ids: &[u32], scored: &[TokenLogprob], names: &Names<'_>, offset: &mut usize) -> Logprobs {
+    let Some(&first) = ids.first() else {
+        return build(Kind::Text, scored, names, offset);
+    };
+    let (token, _) = names.token(first);
+    let head = Logprobs::Text {
+        tokens: vec![token.clone()],
+        token_logprobs: vec![None],
+        top_logprobs: vec![None],
+        text_offset: vec![*offset],
+    };
+    *offset += token.chars().count();
+    head.then(build(Kind::Text, scored, names, offset))
 }
 
 /// Token ids to their text, through the engine's tokenizer.
@@ -105,10 +157,10 @@ pub(crate) fn build(kind: Kind, lps: &[TokenLogprob], names: &Names<'_>, offset:
             }
             Logprobs::Text {
                 tokens,
-                token_logprobs: lps.iter().map(|lp| finite(lp.logprob)).collect(),
+                token_logprobs: lps.iter().map(|lp| Some(finite(lp.logprob))).collect(),
                 top_logprobs: lps
                     .iter()
-                    .map(|lp| lp.top.iter().map(|&(id, l)| (names.token(id).0, finite(l))).collect())
+                    .map(|lp| Some(lp.top.iter().map(|&(id, l)| (names.token(id).0, finite(l))).collect()))
                     .collect(),
                 text_offset,
             }

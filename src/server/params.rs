@@ -28,9 +28,24 @@ pub(crate) struct Plan {
     pub grammar_from: Option<&'static str>,
     /// Read the reply for tool calls written in this format (the request offered tools).
     pub tool_calls: Option<ToolFormat>,
+    /// The completions' `echo`: the prompt goes before the reply (and its token logprobs before
+    /// the reply's, with `logprobs`).
+    pub echo: Option<Echo>,
+}
+
+/// The prompt a reply echoes.
+#[derive(Debug, Clone)]
+pub(crate) struct Echo {
+    pub text: String,
+    pub ids: Vec<u32>,
 }
 
 pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> {
+    plan_with(state, f, false)
+}
+
+/// [`plan`]; `zero_tokens`: `max_tokens` may be 0 (the completions' `echo`: score the prompt).
+pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) -> Result<Plan, ApiError> {
     let config = state.config();
     let model = state.resolve_model(f.model.as_deref())?.to_string();
     match f.n {
@@ -47,10 +62,10 @@ pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> 
         (None, Some(m)) => ("max_tokens", m),
         (None, None) => ("max_tokens", config.max_tokens),
     };
-    if max_tokens == 0 {
+    if max_tokens == 0 && !zero_tokens {
         return Err(ApiError::invalid_param(
             max_name,
-            format!("{max_name} must be at least 1"),
+            format!("{max_name} must be at least 1 (0 only with echo on /v1/completions)"),
         ));
     }
     let mut sampling = config.sampling.clone();
@@ -88,12 +103,14 @@ pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> 
             keep_logits: false,
             logprobs: None,
             grammar,
+            prompt_logprobs: None,
         },
         model,
         stream,
         include_usage: stream && f.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
         grammar_from,
         tool_calls: None,
+        echo: None,
     })
 }
 

@@ -98,6 +98,10 @@ pub(crate) struct CompletionFields {
     /// (0–20); absent or null: none.
     #[serde(default)]
     pub logprobs: Option<u64>,
+    /// Put the prompt before the reply, and with `logprobs` the prompt tokens' own
+    /// log-probabilities (as vLLM does); `max_tokens` may then be 0.
+    #[serde(default)]
+    pub echo: Option<bool>,
 }
 
 /// Token counts of one request.
@@ -360,13 +364,18 @@ pub(crate) fn chat_completion(
 }
 
 /// The whole `text_completion` for a finished request.
-pub(crate) fn text_completion(meta: &Meta, report: &GenerationReport, logprobs: Option<Logprobs>) -> TextCompletion {
+pub(crate) fn text_completion(
+    meta: &Meta,
+    report: &GenerationReport,
+    logprobs: Option<Logprobs>,
+    echo: Option<&str>,
+) -> TextCompletion {
     Envelope::new(
         meta,
         "text_completion",
         vec![TextChoice {
             index: 0,
-            text: report.text.clone(),
+            text: format!("{}{}", echo.unwrap_or(""), report.text),
             logprobs,
             finish_reason: Some(report.stop.finish_reason()),
         }],

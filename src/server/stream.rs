@@ -20,10 +20,10 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Serialize;
 
-use crate::engine::{EngineHandle, Event, RequestStream, ToolStream};
+use crate::engine::{EngineHandle, Event, RequestStream, TokenLogprob, ToolStream};
 
 use super::generation::ended_early;
-use super::params::Plan;
+use super::params::{Echo, Plan};
 use super::tools::wire_calls;
 use super::protocol::{Kind, Meta, Usage};
 use super::{logprobs, ApiError};
@@ -46,6 +46,10 @@ struct State {
     offset: usize,
     /// With tools offered: the reply's text, held from the first sign of a call.
     tools: Option<ToolStream>,
+    /// The prompt to echo before the first piece of the reply (the completions' `echo`).
+    echo: Option<Echo>,
+    /// Whether the chunks carry logprobs.
+    logprobs: bool,
 }
 
 /// The SSE response for `events`.
@@ -65,6 +69,8 @@ pub(crate) fn sse(
         meta,
         include_usage: plan.include_usage,
         tools: plan.tool_calls.map(ToolStream::new),
+        echo: plan.echo.clone(),
+        logprobs: plan.params.logprobs.is_some(),
         ready,
         finished: false,
     };
@@ -86,7 +92,13 @@ impl State {
     /// Waits for the request's next event and queues what it becomes.
     async fn next(&mut self) {
         match self.events.recv().await {
-            Some(Event::Token { text, logprob, .. }) => {
+            Some(Event::Token {
+                text,
+                logprob,
+                prompt_logprobs,
+                ..
+            }) => {
+                self.send_echo(prompt_logprobs.as_deref().unwrap_or_default());
                 let text = match &mut self.tools {
                     Some(t) => t.push(&text),
                     None => text,
@@ -106,6 +118,7 @@ impl State {
                 }
             }
             Some(Event::Done(report)) => {
+                self.send_echo(&report.prompt_logprobs);
                 let mut finish = report.stop.finish_reason();
                 if let Some(t) = self.tools.take() {
                     let parsed = t.finish();
@@ -130,6 +143,18 @@ impl State {
             Some(Event::Error(e)) => self.fail(e.into()),
             None => self.fail(ended_early()),
         }
+    }
+
+    /// The echoed prompt, once, before anything of the reply.
+    fn send_echo(&mut self, scored: &[TokenLogprob]) {
+        let Some(echo) = self.echo.take() else {
+            return;
+        };
+        let lps = self
+            .logprobs
+            .then(|| logprobs::echo(&echo.ids, scored, &logprobs::Names(&self.engine), &mut self.offset));
+        let chunk = self.kind.piece(&self.meta, Some(echo.text), lps, None);
+        self.ready.push_back(json_event(&chunk));
     }
 
     fn fail(&mut self, error: ApiError) {

@@ -462,6 +462,40 @@ mod tests {
         assert!(matches!(JSON.forced_call(&[tool("a")]), Grammar::JsonSchema(_)));
     }
 
+    /// A template written like Llama 3.1's (calls as `{"name", "parameters"}` JSON, results as
+    /// `ipython` turns): a call parsed from a reply renders back to the same text.
+    #[test]
+    fn a_json_call_renders_back_as_the_model_wrote_it() {
+        let template = concat!(
+            "{%- for m in messages -%}",
+            "{%- if m.role == 'assistant' and m.tool_calls -%}",
+            "<|start_header_id|>assistant<|end_header_id|>\n\n",
+            "{% for tc in m.tool_calls -%}",
+            "{{ '{\"name\": \"' + tc.function.name + '\", \"parameters\": ' + (tc.function.arguments | tojson) + '}' }}",
+            "{%- endfor -%}<|eot_id|>",
+            "{%- elif m.role == 'tool' -%}<|start_header_id|>ipython<|end_header_id|>\n\n{{ m.content }}<|eot_id|>",
+            "{%- else -%}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>",
+            "{%- endif -%}{%- endfor -%}"
+        );
+        let format = ToolFormat::of_template(template);
+        assert_eq!(format, JSON);
+        let written = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": [1, 2]}}";
+        let parsed = format.parse(written).unwrap();
+        let mut m = Message::assistant("");
+        m.tool_calls = parsed
+            .calls
+            .into_iter()
+            .map(|c| super::super::ToolCall {
+                id: "call_1".into(),
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect();
+        let t = super::super::ChatTemplate::new(template.to_owned(), None, None).unwrap();
+        let rendered = t.render_with_tools(&[Message::user("hi"), m], &[tool("get_weather").to_json()], false).unwrap();
+        assert!(rendered.ends_with(&format!("assistant<|end_header_id|>\n\n{written}<|eot_id|>")), "{rendered}");
+    }
+
     #[test]
     fn injected_tools_rewrite_the_history_as_text() {
         let mut call = Message::assistant("");

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use llguidance::api::TopLevelGrammar;
-use llguidance::toktrie::TokEnv;
+use llguidance::toktrie::{SimpleVob, TokEnv};
 use llguidance::{Matcher, ParserFactory};
 
 use super::vocab::Vocabulary;
@@ -63,7 +63,7 @@ impl GrammarCompiler {
         if let Some(e) = matcher.get_error() {
             return Err(GrammarError::Invalid(clean(&e)));
         }
-        Ok(Constraint { matcher })
+        Ok(Constraint { matcher, next: None })
     }
 }
 
@@ -96,6 +96,8 @@ fn clean(msg: &str) -> String {
 /// One request's grammar state: which tokens may come next.
 pub struct Constraint {
     matcher: Matcher,
+    /// The mask of the next step, when [`Constraint::prepare`] computed it ahead.
+    next: Option<Result<SimpleVob, GrammarError>>,
 }
 
 impl std::fmt::Debug for Constraint {
@@ -110,10 +112,10 @@ impl Constraint {
     /// Sets the logit of every token the grammar does not allow next to `-inf`; allowed ones
     /// keep theirs. Ids past the vocabulary are never allowed.
     pub fn mask(&mut self, logits: &mut [f32]) -> Result<(), GrammarError> {
-        let allowed = self
-            .matcher
-            .compute_mask_or_eos()
-            .map_err(|e| GrammarError::Step(e.to_string()))?;
+        let allowed = match self.next.take() {
+            Some(ready) => ready?,
+            None => self.compute()?,
+        };
         let n = allowed.len().min(logits.len());
         allowed.iter_unset_entries(|i| {
             if i < n {
@@ -126,8 +128,23 @@ impl Constraint {
         Ok(())
     }
 
+    /// Computes the next step's mask now (the engine does this for a batch's sequences in
+    /// parallel); [`Constraint::mask`] then uses it.
+    pub fn prepare(&mut self) {
+        if self.next.is_none() {
+            self.next = Some(self.compute());
+        }
+    }
+
+    fn compute(&mut self) -> Result<SimpleVob, GrammarError> {
+        self.matcher
+            .compute_mask_or_eos()
+            .map_err(|e| GrammarError::Step(e.to_string()))
+    }
+
     /// Moves past sampled token `id` (not an end-of-sequence id).
     pub fn accept(&mut self, id: u32) -> Result<(), GrammarError> {
+        self.next = None;
         self.matcher
             .consume_token(id)
             .map_err(|e| GrammarError::Step(e.to_string()))
