@@ -312,9 +312,9 @@ impl ToolStream {
             },
             ToolFormat::Json { .. } => {
                 let start = self.text.trim_start();
-                if start.is_empty() || start.starts_with('{') || start.starts_with('[') || start.starts_with('<') {
+                if may_be_json_call(start) {
                     // A reply that is (or may still become) a JSON call: hold it all.
-                    self.holding = !start.is_empty();
+                    self.holding = !start.is_empty() && !PYTHON_TAG.starts_with(start);
                     self.sent
                 } else {
                     self.text.len()
@@ -340,6 +340,25 @@ impl ToolStream {
                 calls: Vec::new(),
             },
         }
+    }
+}
+
+/// Llama 3.1's marker before a call (a special token, so usually not in the text at all).
+const PYTHON_TAG: &str = "<|python_tag|>";
+
+/// Whether a reply that starts with `start` (trimmed) may be a JSON call: an object, a list of
+/// objects, the python tag, or too little to tell.
+fn may_be_json_call(start: &str) -> bool {
+    let start = start.strip_prefix(PYTHON_TAG).map_or(start, str::trim_start);
+    if start.is_empty() || start.starts_with('{') || PYTHON_TAG.starts_with(start) {
+        return true;
+    }
+    match start.strip_prefix('[') {
+        Some(rest) => {
+            let rest = rest.trim_start();
+            rest.is_empty() || rest.starts_with('{')
+        }
+        None => false,
     }
 }
 
@@ -448,6 +467,13 @@ mod tests {
         assert_eq!(s.finish().calls.len(), 1);
         let mut s = ToolStream::new(JSON);
         assert_eq!(s.push("Hello"), "Hello");
+        let mut s = ToolStream::new(JSON);
+        assert_eq!(s.push("[1] is a citation"), "[1] is a citation");
+        let mut s = ToolStream::new(JSON);
+        assert_eq!(s.push("<b>bold</b>"), "<b>bold</b>");
+        let mut s = ToolStream::new(JSON);
+        assert_eq!(s.push("[ {\"name\": \"w\", \"arguments\": {}}]"), "");
+        assert_eq!(s.finish().calls.len(), 1);
     }
 
     #[test]
