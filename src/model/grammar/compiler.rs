@@ -34,9 +34,15 @@ impl std::fmt::Debug for GrammarCompiler {
 
 impl GrammarCompiler {
     pub fn new(tok: &Tokenizer) -> Result<Self, GrammarError> {
+        let started = std::time::Instant::now();
         let env: TokEnv = Arc::new(Vocabulary::new(tok)?);
         let mut factory = ParserFactory::new_simple(&env).map_err(|e| GrammarError::Vocabulary(e.to_string()))?;
         factory.quiet();
+        tracing::info!(
+            "grammar engine ready for {} tokens in {:.0} ms",
+            tok.vocab_size(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
         Ok(Self { factory })
     }
 
