@@ -1,6 +1,6 @@
 //! The official `openai` Python client against `hearth --headless`: a two-step tool call
 //! (whole and streamed) and a JSON-schema reply, on a tiny model with Qwen 2.5's template (the
-//! Hermes format) and on the real SmolLM2 model (whose template knows no tools: hearth
+//! Hermes format) and on the real SmolLM2 and Gemma 3 models (whose templates know no tools: hearth
 //! describes them itself). The client comes from `source .ci/python-client.sh`
 //! (`HEARTH_TEST_OPENAI`); without it the tests print `SKIPPED …` and pass. `.ci/run` always
 //! sets it.
@@ -133,6 +133,19 @@ fn the_openai_client_calls_a_tool_on_smollm2() {
         return;
     };
     let Some(model) = common::real::real_model(test, common::real::SMOLLM2) else {
+        return;
+    };
+    let server = headless(&model);
+    drive(&client, &server);
+}
+
+#[test]
+fn the_openai_client_calls_a_tool_on_gemma3() {
+    let test = "the_openai_client_calls_a_tool_on_gemma3";
+    let Some(client) = openai_client(test) else {
+        return;
+    };
+    let Some(model) = common::real::real_model(test, common::real::GEMMA3) else {
         return;
     };
     let server = headless(&model);

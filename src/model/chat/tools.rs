@@ -153,8 +153,16 @@ impl ToolFormat {
                 };
                 m.tool_calls.clear();
             } else if m.role.is_tool() {
+                let response = format!("<tool_response>\n{}\n</tool_response>", m.content);
+                // Results in a row are one user turn (templates that insist on alternating
+                // roles, such as Gemma's, accept that), as Qwen's template writes them.
+                if let Some(prev) = out.last_mut().filter(|p| p.role == Role::User && p.content.ends_with("</tool_response>")) {
+                    prev.content.push('\n');
+                    prev.content.push_str(&response);
+                    continue;
+                }
                 m.role = Role::User;
-                m.content = format!("<tool_response>\n{}\n</tool_response>", m.content);
+                m.content = response;
             }
             out.push(m);
         }
@@ -532,13 +540,15 @@ mod tests {
         });
         let mut result = Message::new(Role::parse("tool"), "sunny");
         result.tool_call_id = Some("call_1".into());
-        let msgs = ToolFormat::Injected.prepare(&[Message::user("hi"), call, result], &[tool("weather")]);
+        let msgs = ToolFormat::Injected.prepare(&[Message::user("hi"), call, result.clone(), result], &[tool("weather")]);
+        assert_eq!(msgs.len(), 4, "two results in a row are one turn: {msgs:?}");
+        assert_eq!(msgs[3].content, "<tool_response>\nsunny\n</tool_response>\n<tool_response>\nsunny\n</tool_response>");
         assert_eq!(msgs[0].role, Role::System);
         assert!(msgs[0].content.contains("<tools>\n{\"type\": \"function\""), "{}", msgs[0].content);
         assert_eq!(
             msgs[2].content,
             "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
         );
-        assert_eq!((msgs[3].role.clone(), msgs[3].content.as_str()), (Role::User, "<tool_response>\nsunny\n</tool_response>"));
+        assert_eq!(msgs[3].role, Role::User);
     }
 }
