@@ -126,13 +126,12 @@ fn the_openai_client_calls_a_tool_on_a_tiny_model_with_qwens_template() {
     drive(&client, &server);
 }
 
-#[test]
-fn the_openai_client_calls_a_tool_on_smollm2() {
-    let test = "the_openai_client_calls_a_tool_on_smollm2";
+/// The client against the real model `file` (skipped without the client or the models).
+fn on_real_model(test: &str, file: &str) {
     let Some(client) = openai_client(test) else {
         return;
     };
-    let Some(model) = common::real::real_model(test, common::real::SMOLLM2) else {
+    let Some(model) = common::real::real_model(test, file) else {
         return;
     };
     let server = headless(&model);
@@ -140,14 +139,11 @@ fn the_openai_client_calls_a_tool_on_smollm2() {
 }
 
 #[test]
+fn the_openai_client_calls_a_tool_on_smollm2() {
+    on_real_model("the_openai_client_calls_a_tool_on_smollm2", common::real::SMOLLM2);
+}
+
+#[test]
 fn the_openai_client_calls_a_tool_on_gemma3() {
-    let test = "the_openai_client_calls_a_tool_on_gemma3";
-    let Some(client) = openai_client(test) else {
-        return;
-    };
-    let Some(model) = common::real::real_model(test, common::real::GEMMA3) else {
-        return;
-    };
-    let server = headless(&model);
-    drive(&client, &server);
+    on_real_model("the_openai_client_calls_a_tool_on_gemma3", common::real::GEMMA3);
 }
