@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::Value;
 
-use crate::engine::{ConversationId, EngineHandle, Grammar, Message, Role, SaveTo, Tool};
+use crate::engine::{ConversationId, EngineError, EngineHandle, Grammar, GrammarError, Message, Role, SaveTo, Tool};
 
 use super::protocol::{ChatFields, CommonFields, Kind, WireMessage};
 use super::tools::{message_calls, ToolRequest};
@@ -82,9 +82,16 @@ fn check_schemas(
 ) -> Result<(), ApiError> {
     for (i, t) in tools.iter().enumerate() {
         let field = format!("tools[{i}].function.parameters");
-        engine
-            .check_grammar(&Grammar::JsonSchema(t.parameters.clone()))
-            .map_err(|e| structured::named(e, Some(&field)))?;
+        match engine.check_grammar(&Grammar::JsonSchema(t.parameters.clone())) {
+            Ok(()) => {}
+            // A model whose vocabulary the grammar engine cannot take (no end-of-sequence
+            // token) can still be offered tools; only a forced call needs the grammar.
+            Err(EngineError::Grammar(GrammarError::Vocabulary(why))) => {
+                tracing::debug!("tool schemas not checked: {why}");
+                break;
+            }
+            Err(e) => return Err(structured::named(e, Some(&field))),
+        }
     }
     if let Some(g) = grammar {
         engine.check_grammar(g).map_err(|e| structured::named(e, grammar_from))?;
