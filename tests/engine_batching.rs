@@ -343,3 +343,40 @@ fn a_request_alone_that_fills_the_cache_stops_at_its_end() {
     );
     assert_blocks_released(&e.cache_stats(), "after the full cache");
 }
+
+/// A prompt's scores (`prompt_logprobs`, the completions' `echo`) do not depend on how the
+/// prompt is cut into chunks: fed whole alone, or a token at a time beside another request.
+#[test]
+fn prompt_scores_do_not_depend_on_the_chunking() {
+    let f = fixture();
+    let scored = GenerateRequest::new(
+        prompt(40, f.vocab, 7),
+        GenerateParams {
+            prompt_logprobs: Some(3),
+            ..GenerateParams::greedy(2)
+        },
+    );
+    let (mut alone, _) = run_concurrently(engine(&f.path, true, 64, 0), std::slice::from_ref(&scored));
+    let whole = alone.remove(0);
+    assert_eq!(whole.prompt_logprobs.len(), 39);
+    // Two tokens a step: once the other request decodes, the prompt gets one token a step.
+    let limits = EngineSettings {
+        max_running: 2,
+        max_batch_tokens: 2,
+        max_queued: 64,
+        threads: None,
+    };
+    let busy = GenerateRequest::new(prompt(8, f.vocab, 1), fixed_length(60));
+    let e = engine_limits(&f.path, cache_settings(true, 16), &limits, 64, 0);
+    let (reports, stats) = run_concurrently(e, &[busy, scored]);
+    let chunked = &reports[1];
+    assert_eq!(chunked.prompt_logprobs.len(), 39, "every prompt token after the first is scored");
+    for (i, (a, b)) in chunked.prompt_logprobs.iter().zip(&whole.prompt_logprobs).enumerate() {
+        assert_eq!(a.id, b.id, "token {}", i + 1);
+        assert!((a.logprob - b.logprob).abs() < 1e-4, "token {}: {} vs {}", i + 1, a.logprob, b.logprob);
+        let ids = |t: &[(u32, f32)]| t.iter().map(|p| p.0).collect::<Vec<_>>();
+        assert_eq!(ids(&a.top), ids(&b.top), "token {}", i + 1);
+    }
+    assert_eq!(chunked.tokens, whole.tokens);
+    assert_blocks_released(&stats.cache, "after scoring");
+}

@@ -503,9 +503,9 @@ impl Engine {
         let context = self.model.info.context_length;
         let s = self.scheduler.running_mut(id)?;
         let seq = s.seq?;
-        if rows.len() > 1 {
-            s.score_prompt(s.computed, &rows);
-        }
+        // The rows are the logits of the chunk's last `rows.len()` positions: all of a chunk
+        // that scores its prompt (one row when the chunk is one token), else only its last.
+        s.score_prompt(s.computed + n - rows.len(), &rows);
         let logits = rows.pop().unwrap_or_default();
         let t = Instant::now();
         let plan = self.kv.commit(seq, &s.tokens[s.computed..s.computed + n]);
@@ -553,8 +553,8 @@ impl Engine {
         }
     }
 
-    /// One forward over `chunks` of the running requests; the logits of each
-    /// chunk's last token, in chunk order.
+    /// One forward over `chunks` of the running requests; per chunk, in chunk order, the logits
+    /// of its last token, or of every token of a chunk whose prompt is being scored.
     fn forward(&mut self, chunks: &[(RequestId, usize)]) -> Result<Vec<Vec<Vec<f32>>>, EngineError> {
         let mut tokens = Vec::new();
         let mut layout = Vec::with_capacity(chunks.len());
