@@ -43,9 +43,11 @@ pub(crate) async fn handle(
     };
     let (prompt, unsaved) = generation::tokenize(&state, {
         let conversation = save.as_ref().map(|s| s.conversation.clone());
-        let (grammar, grammar_from) = (plan.params.grammar.clone(), plan.grammar_from);
+        // `submit` compiles the request's grammar (a 400 before anything is queued); with a
+        // conversation to save first, it is compiled before that save too.
+        let grammar = plan.params.grammar.clone().filter(|_| conversation.is_some());
+        let grammar_from = plan.grammar_from;
         move |engine| {
-            // Every schema is checked before anything is saved or queued.
             check_schemas(engine, &tools.tools, grammar.as_ref(), grammar_from)?;
             let prompt = if tools.tools.is_empty() {
                 engine.tokenize_chat(&messages)?

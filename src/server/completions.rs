@@ -32,24 +32,23 @@ pub(crate) async fn handle(
     let echo = fields.echo.unwrap_or(false);
     let mut plan = params::plan_with(&state, body::fields::<CommonFields>(&value)?, echo)?;
     plan.params.logprobs = params::completion_logprobs(fields.logprobs)?;
-    let (ids, text) = match prompt(fields.prompt)? {
-        Prompt::Text(text) => {
-            let t = text.clone();
-            (generation::tokenize(&state, move |engine| engine.tokenize(&t)).await?, text)
-        }
+    let prompt = prompt(fields.prompt)?;
+    // The prompt as ids, and as text when it is echoed (token ids are decoded only then).
+    let (ids, text) = generation::tokenize(&state, move |engine| match prompt {
+        Prompt::Text(text) => Ok::<_, ApiError>((engine.tokenize(&text)?, echo.then_some(text))),
         Prompt::Tokens(ids) => {
-            let decoded = ids.clone();
-            let text = generation::tokenize(&state, move |engine| {
-                Ok::<_, ApiError>(engine.model().tokenizer.decode(&decoded).unwrap_or_default())
-            })
-            .await?;
-            (ids, text)
+            let text = echo.then(|| engine.model().tokenizer.decode(&ids).unwrap_or_default());
+            Ok((ids, text))
         }
-    };
-    if echo {
-        // The prompt's own scores; with `max_tokens: 0` and no logprobs asked, they are
-        // computed only to score nothing (the engine needs them to generate nothing).
-        plan.params.prompt_logprobs = Some(plan.params.logprobs.unwrap_or(0));
+    })
+    .await?;
+    if let Some(text) = text {
+        // The prompt's own scores when logprobs are asked for; with `max_tokens: 0` they are
+        // asked for regardless (the engine generates nothing only for a prompt it scores).
+        plan.params.prompt_logprobs = match (plan.params.logprobs, plan.params.max_tokens) {
+            (None, 0) => Some(0),
+            (n, _) => n,
+        };
         plan.echo = Some(Echo { text, ids: ids.clone() });
     }
     generation::respond(&state, ids, plan, Kind::Text, None).await

@@ -97,16 +97,16 @@ pub(crate) async fn answer(
         return Ok(stream::sse(engine.clone(), events, kind, meta, plan).into_response());
     }
     let report = collect(events).await?;
-    let names = logprobs::Names(engine);
-    let mut offset = 0;
-    let echoed = plan.echo.as_ref().map(|e| {
-        let lps = logprobs::echo(&e.ids, &report.prompt_logprobs, &names, &mut offset);
-        (e.text.as_str(), lps)
-    });
     let logprobs = plan.params.logprobs.map(|_| {
+        let names = logprobs::Names(engine);
+        let mut offset = 0;
+        let prompt = plan
+            .echo
+            .as_ref()
+            .map(|e| logprobs::echo(&e.ids, &report.prompt_logprobs, &names, &mut offset));
         let reply = logprobs::build(kind, &report.logprobs, &names, &mut offset);
-        match &echoed {
-            Some((_, prompt)) => prompt.clone().then(reply),
+        match prompt {
+            Some(prompt) => prompt.then(reply),
             None => reply,
         }
     });
@@ -115,7 +115,10 @@ pub(crate) async fn answer(
             let parsed = plan.tool_calls.and_then(|format| format.parse(&report.text));
             Json(chat_completion(&meta, &report, logprobs, parsed)).into_response()
         }
-        Kind::Text => Json(text_completion(&meta, &report, logprobs, echoed.map(|e| e.0))).into_response(),
+        Kind::Text => {
+            let echo = plan.echo.as_ref().map(|e| e.text.as_str());
+            Json(text_completion(&meta, &report, logprobs, echo)).into_response()
+        }
     })
 }
 
