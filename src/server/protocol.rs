@@ -244,21 +244,16 @@ impl Kind {
     /// The chunk sent before any token: the chat's `delta.role`.
     pub fn opening(self, meta: &Meta) -> Option<Chunk> {
         match self {
-            Self::Chat => Some(Chunk::Chat(Envelope::new(
+            Self::Chat => Some(chat_chunk(
                 meta,
-                "chat.completion.chunk",
-                vec![ChatChunkChoice {
-                    index: 0,
-                    delta: ChatDelta {
-                        role: Some("assistant"),
-                        content: Some(String::new()),
-                        tool_calls: Vec::new(),
-                    },
-                    logprobs: None,
-                    finish_reason: None,
-                }],
+                ChatDelta {
+                    role: Some("assistant"),
+                    content: Some(String::new()),
+                    ..ChatDelta::default()
+                },
                 None,
-            ))),
+                None,
+            )),
             Self::Text => None,
         }
     }
@@ -273,21 +268,15 @@ impl Kind {
         finish_reason: Option<&'static str>,
     ) -> Chunk {
         match self {
-            Self::Chat => Chunk::Chat(Envelope::new(
+            Self::Chat => chat_chunk(
                 meta,
-                "chat.completion.chunk",
-                vec![ChatChunkChoice {
-                    index: 0,
-                    delta: ChatDelta {
-                        role: None,
-                        content: text,
-                        tool_calls: Vec::new(),
-                    },
-                    logprobs,
-                    finish_reason,
-                }],
-                None,
-            )),
+                ChatDelta {
+                    content: text,
+                    ..ChatDelta::default()
+                },
+                logprobs,
+                finish_reason,
+            ),
             Self::Text => Chunk::Text(Envelope::new(
                 meta,
                 "text_completion",
@@ -304,21 +293,11 @@ impl Kind {
 
     /// A chat chunk carrying the reply's tool calls (each with its `index`).
     pub fn calls(meta: &Meta, calls: Vec<WireToolCall>) -> Chunk {
-        Chunk::Chat(Envelope::new(
-            meta,
-            "chat.completion.chunk",
-            vec![ChatChunkChoice {
-                index: 0,
-                delta: ChatDelta {
-                    role: None,
-                    content: None,
-                    tool_calls: calls,
-                },
-                logprobs: None,
-                finish_reason: None,
-            }],
-            None,
-        ))
+        let delta = ChatDelta {
+            tool_calls: calls,
+            ..ChatDelta::default()
+        };
+        chat_chunk(meta, delta, None, None)
     }
 
     /// The `stream_options.include_usage` chunk: no choices, the usage.
@@ -328,6 +307,22 @@ impl Kind {
             Self::Text => Chunk::Text(Envelope::new(meta, "text_completion", Vec::new(), Some(usage))),
         }
     }
+}
+
+/// One `chat.completion.chunk` with one choice.
+fn chat_chunk(
+    meta: &Meta,
+    delta: ChatDelta,
+    logprobs: Option<Logprobs>,
+    finish_reason: Option<&'static str>,
+) -> Chunk {
+    let choice = ChatChunkChoice {
+        index: 0,
+        delta,
+        logprobs,
+        finish_reason,
+    };
+    Chunk::Chat(Envelope::new(meta, "chat.completion.chunk", vec![choice], None))
 }
 
 /// The whole `chat.completion` for a finished request; `parsed`: its text split into text and

@@ -102,6 +102,14 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+impl ToolCall {
+    /// The arguments as the value they encode (what templates `tojson`), or as the string
+    /// itself when it is not JSON.
+    pub fn arguments_value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.arguments).unwrap_or_else(|_| serde_json::Value::String(self.arguments.clone()))
+    }
+}
+
 impl Message {
     /// A message written now.
     pub fn new(role: Role, content: impl Into<String>) -> Self {

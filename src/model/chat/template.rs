@@ -268,8 +268,7 @@ impl<'a> From<&'a Message> for TemplateMessage<'a> {
                     kind: "function",
                     function: TemplateFunction {
                         name: &c.name,
-                        arguments: serde_json::from_str(&c.arguments)
-                            .unwrap_or_else(|_| serde_json::Value::String(c.arguments.clone())),
+                        arguments: c.arguments_value(),
                     },
                 })
                 .collect(),

@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 
 use super::python::dumps;
 use super::{Message, Role};
-use crate::model::grammar::Grammar;
+use crate::model::grammar::{json_layout, Grammar};
 
 /// How a model writes a tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,10 +120,7 @@ impl ToolFormat {
             json!({"anyOf": calls})
         };
         if let Some(obj) = schema.as_object_mut() {
-            obj.insert(
-                "x-guidance".into(),
-                json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}),
-            );
+            obj.insert("x-guidance".into(), json_layout());
         }
         match self {
             Self::Json { .. } => Grammar::JsonSchema(schema),
@@ -198,8 +195,8 @@ fn hermes_text(calls: &[super::ToolCall]) -> String {
     calls
         .iter()
         .map(|c| {
-            let args: Value = serde_json::from_str(&c.arguments).unwrap_or(Value::String(c.arguments.clone()));
-            format!("{OPEN}\n{}\n{CLOSE}", dumps(&json!({"name": c.name, "arguments": args})))
+            let call = json!({"name": c.name, "arguments": c.arguments_value()});
+            format!("{OPEN}\n{}\n{CLOSE}", dumps(&call))
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -267,7 +264,7 @@ fn parse_hermes(text: &str) -> Option<ParsedReply> {
 
 fn parse_json(text: &str) -> Option<ParsedReply> {
     let body = text.trim();
-    let body = body.strip_prefix("<|python_tag|>").unwrap_or(body).trim();
+    let body = body.strip_prefix(PYTHON_TAG).unwrap_or(body).trim();
     if !body.starts_with('{') && !body.starts_with('[') {
         return None;
     }

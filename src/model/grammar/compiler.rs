@@ -10,16 +10,6 @@ use super::vocab::Vocabulary;
 use super::{Grammar, GrammarError};
 use crate::model::tokenizer::Tokenizer;
 
-/// The JSON layout hearth asks for unless a schema says otherwise (`x-guidance`): one line,
-/// `json.dumps`' separators.
-fn json_options() -> serde_json::Value {
-    serde_json::json!({
-        "whitespace_flexible": false,
-        "item_separator": ", ",
-        "key_separator": ": ",
-    })
-}
-
 /// Compiles grammars for one model's vocabulary. Building it walks the whole vocabulary
 /// (tens of milliseconds for 50k tokens), so a model builds it once, on first use.
 pub struct GrammarCompiler {
@@ -77,7 +67,7 @@ impl GrammarCompiler {
 fn with_options(mut schema: serde_json::Value) -> serde_json::Value {
     if let Some(obj) = schema.as_object_mut() {
         if !obj.contains_key("x-guidance") {
-            obj.insert("x-guidance".into(), json_options());
+            obj.insert("x-guidance".into(), super::json_layout());
         }
     }
     schema

@@ -27,6 +27,17 @@ mod vocab;
 
 pub use compiler::{Constraint, GrammarCompiler};
 
+/// The JSON layout hearth asks llguidance for (its `x-guidance` options) unless a schema says
+/// otherwise: one line, `json.dumps`' separators (see the invariants above). Forced tool calls,
+/// whose schema sits inside a Lark grammar, carry it themselves.
+pub fn json_layout() -> serde_json::Value {
+    serde_json::json!({
+        "whitespace_flexible": false,
+        "item_separator": ", ",
+        "key_separator": ": ",
+    })
+}
+
 /// What a request's output must match.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Grammar {
