@@ -39,6 +39,8 @@ pub(crate) struct Sequence {
     /// The request's grammar: masks each step's logits, follows each sampled token. The engine
     /// takes it out for a moment to compute a batch's masks in parallel.
     pub(crate) constraint: Option<Constraint>,
+    /// With a grammar: the step's logits with what it forbids masked, reused from step to step.
+    masked: Vec<f32>,
     detok: Detokenizer,
     stop: StopMatcher,
     text: String,
@@ -104,6 +106,7 @@ impl Sequence {
             computed: 0,
             sampler: Sampler::new(request.params.sampling.clone()),
             constraint,
+            masked: Vec::new(),
             stop: StopMatcher::new(&request.params.stop),
             params: request.params,
             save: request.save,
@@ -192,9 +195,10 @@ impl Sequence {
         let next = match &mut self.constraint {
             None => self.sampler.sample(&logits, &self.tokens),
             Some(c) => {
-                let mut allowed = logits.clone();
-                c.mask(&mut allowed)?;
-                self.sampler.sample(&allowed, &self.tokens)
+                self.masked.clear();
+                self.masked.extend_from_slice(&logits);
+                c.mask(&mut self.masked)?;
+                self.sampler.sample(&self.masked, &self.tokens)
             }
         };
         let logprob = self
