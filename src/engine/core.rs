@@ -527,7 +527,7 @@ impl Engine {
         let ending = match s.sample(logits, &self.model.tokenizer, context) {
             Ok(Sampled::Continue) => None,
             Ok(Sampled::Finished(stop)) => Some(Ending::Stop(stop)),
-            Err(e) => Some(Ending::Error(e.into())),
+            Err(e) => Some(Ending::Error(e)),
         };
         if first {
             if let Some(t) = s.ttft() {

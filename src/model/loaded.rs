@@ -172,7 +172,7 @@ impl LoadedModel {
             .bos_token()
             .is_some_and(|b| !b.is_empty() && rendered.starts_with(b));
         self.tokenizer
-            .encode(&rendered, self.tokenizer.add_bos() && !starts_with_bos)
+            .encode(rendered, self.tokenizer.add_bos() && !starts_with_bos)
     }
 
     /// Checks that `prompt_tokens` leaves room for at least one generated token.

@@ -16,9 +16,11 @@
 //!   rows four at a time (the tile of a prefill; decode is one row), so each
 //!   weight byte is read once per call.
 //!
-//! Kernels: [`Isa::Avx2`] (AVX2 + FMA + F16C, x86-64-v3) and [`Isa::Portable`],
-//! chosen at run time by [`Isa::detect`]; they give bit-identical results
-//! (integer dot products, then the same float steps in the same order).
+//! Kernels: [`Isa::Avx512Vnni`] and [`Isa::Avx512`] (two groups per 512-bit
+//! vector, [`avx512`]), [`Isa::Avx2`] (AVX2 + FMA + F16C, x86-64-v3) and
+//! [`Isa::Portable`], chosen at run time by [`Isa::detect`] whatever the build
+//! targets; they give bit-identical results (exact integer dot products, then
+//! the same float steps in the same order).
 //!
 //! Invariants: scratch memory (quantized activations, the unpacked group, the
 //! transposed output) is kept per thread and reused from call to call; no
@@ -31,6 +33,7 @@
 mod acts;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod avx512;
 mod format;
 mod pack;
 mod portable;
@@ -50,36 +53,44 @@ pub enum Isa {
     Portable,
     /// AVX2, FMA and F16C (x86-64-v3).
     Avx2,
+    /// AVX-512 F and BW, with AVX2, FMA and F16C (Skylake-X).
+    Avx512,
+    /// As [`Isa::Avx512`], with VNNI (Cascade Lake, Ice Lake and later; AMD Zen 4 and later).
+    Avx512Vnni,
 }
 
 impl Isa {
     /// The fastest path this CPU runs.
     pub fn detect() -> Self {
-        if Self::Avx2.supported() {
-            Self::Avx2
-        } else {
-            Self::Portable
-        }
+        [Self::Avx512Vnni, Self::Avx512, Self::Avx2]
+            .into_iter()
+            .find(|i| i.supported())
+            .unwrap_or(Self::Portable)
     }
 
     /// Whether this CPU runs this path (std caches the CPUID answers).
     pub fn supported(self) -> bool {
-        match self {
-            Self::Portable => true,
-            #[cfg(target_arch = "x86_64")]
-            Self::Avx2 => {
-                std::is_x86_feature_detected!("avx2")
-                    && std::is_x86_feature_detected!("fma")
-                    && std::is_x86_feature_detected!("f16c")
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::is_x86_feature_detected as has;
+            let avx2 = has!("avx2") && has!("fma") && has!("f16c");
+            let avx512 = avx2 && has!("avx512f") && has!("avx512bw");
+            match self {
+                Self::Portable => true,
+                Self::Avx2 => avx2,
+                Self::Avx512 => avx512,
+                Self::Avx512Vnni => avx512 && has!("avx512vnni"),
             }
-            #[cfg(not(target_arch = "x86_64"))]
-            Self::Avx2 => false,
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Self::Portable
         }
     }
 
     /// Every path this CPU runs, slowest first (tests run them all).
     pub fn available() -> Vec<Self> {
-        [Self::Portable, Self::Avx2]
+        [Self::Portable, Self::Avx2, Self::Avx512, Self::Avx512Vnni]
             .into_iter()
             .filter(|i| i.supported())
             .collect()
@@ -89,6 +100,56 @@ impl Isa {
         match self {
             Self::Portable => "portable",
             Self::Avx2 => "avx2",
+            Self::Avx512 => "avx512",
+            Self::Avx512Vnni => "avx512-vnni",
+        }
+    }
+}
+
+/// How a call's groups are computed: one at a time, or in pairs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Pairs(avx512::PairKernel),
+}
+
+impl Path {
+    /// `isa`'s path (the portable one where this CPU lacks it).
+    fn of(isa: Isa) -> Self {
+        if !isa.supported() {
+            return Self::Portable;
+        }
+        match isa {
+            Isa::Portable => Self::Portable,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => Self::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => Self::Pairs(avx512::PairKernel::Hw { vnni: false }),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => Self::Pairs(avx512::PairKernel::Hw { vnni: true }),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => Self::Portable,
+        }
+    }
+
+    /// Groups a unit of the threads' work covers.
+    fn span(self) -> usize {
+        match self {
+            Self::Pairs(_) => 2,
+            _ => 1,
+        }
+    }
+
+    /// The path of a pair kernel's odd last group (bit-identical to the pair's).
+    fn single(self) -> Self {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Self::Pairs(avx512::PairKernel::Hw { .. }) => Self::Avx2,
+            #[cfg(test)]
+            Self::Pairs(avx512::PairKernel::Emulated { .. }) => Self::Portable,
+            other => other,
         }
     }
 }
@@ -116,7 +177,10 @@ impl PackedMatrix {
 
     /// As [`matmul`](Self::matmul) on a chosen path (an unavailable one runs the portable path).
     pub fn matmul_with(&self, isa: Isa, x: &[f32], t: usize, out: &mut [f32]) {
-        let isa = if isa.supported() { isa } else { Isa::Portable };
+        self.matmul_on(Path::of(isa), x, t, out)
+    }
+
+    fn matmul_on(&self, path: Path, x: &[f32], t: usize, out: &mut [f32]) {
         assert_eq!(x.len(), t * self.k, "x is not t × k");
         assert_eq!(out.len(), t * self.n, "out is not t × n");
         if t == 0 {
@@ -133,12 +197,16 @@ impl PackedMatrix {
             let out_t: &mut [f32] = if direct { out } else { &mut s.out_t };
             let acts = &s.acts;
             let per_group = t * GROUP;
-            // Ranges of groups go to the pool's threads; each writes its own part of `out_t`.
+            // Ranges of units (a group, or a pair of them) go to the pool's threads;
+            // each writes its own part of `out_t`.
+            let span = path.span();
             let shared = SharedMut::new(out_t);
-            crate::ops::par::for_ranges(groups, |range| {
+            crate::ops::par::for_ranges(groups.div_ceil(span), |units| {
+                let first = units.start * span;
+                let len = (units.end * span).min(groups) - first;
                 // SAFETY: `for_ranges` hands out disjoint ranges, so each part is one worker's.
-                let out = unsafe { shared.part(range.start * per_group, range.len() * per_group) };
-                with_scratch(&UNPACK, |u| self.groups_into(isa, range.start, acts, out, u))
+                let out = unsafe { shared.part(first * per_group, len * per_group) };
+                with_scratch(&UNPACK, |u| self.groups_into(path, first, acts, out, u))
             });
             if !direct {
                 for i in 0..t {
@@ -153,34 +221,53 @@ impl PackedMatrix {
     }
 
     /// Groups `first..` (as many as `out` holds, `t·8` values each) into `out`.
-    fn groups_into(&self, isa: Isa, first: usize, acts: &QuantActs, out: &mut [f32], unpacked: &mut Vec<u8>) {
+    fn groups_into(&self, path: Path, first: usize, acts: &QuantActs, out: &mut [f32], unpacked: &mut Vec<u8>) {
         let per_group = acts.t * GROUP;
+        let count = out.len() / per_group;
         let qpg = self.qbytes_per_group();
-        // A few rows (decode) unpack each block in registers as they go; more rows
-        // (prefill) unpack the group once and reuse it for every tile of rows.
-        let fused = acts.t <= FUSED_MAX_ROWS || self.kind.bits() == 8;
-        if !fused {
-            unpacked.resize(self.k * GROUP, 0);
-        }
-        for (gi, out) in out.chunks_mut(per_group).enumerate() {
+        let packed = |g: usize| &self.qs[g * qpg..(g + 1) * qpg];
+        let mut gi = 0;
+        while gi < count {
             let g = first + gi;
-            let packed = &self.qs[g * qpg..(g + 1) * qpg];
-            match isa {
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => {
-                    if fused {
-                        self.avx2_group::<true>(g, packed, acts, out)
-                    } else {
-                        // SAFETY: `Isa::Avx2` is only used where `Isa::supported` found AVX2.
-                        unsafe { avx2::unpack_group(self.kind, packed, unpacked) };
-                        self.avx2_group::<false>(g, unpacked, acts, out)
-                    }
+            let out = &mut out[gi * per_group..];
+            match path {
+                Path::Pairs(kernel) if gi + 1 < count => {
+                    let (o0, o1) = out[..2 * per_group].split_at_mut(per_group);
+                    // SAFETY: a `Hw` kernel is only in a `Path` where `Isa::supported` found
+                    // its features; both groups exist and `o0`, `o1` hold their outputs.
+                    unsafe { kernel.run(self, g, (packed(g), packed(g + 1)), acts, (o0, o1), unpacked) };
+                    gi += 2;
                 }
                 _ => {
-                    unpacked.resize(self.k * GROUP, 0);
-                    pack::unpack_group_portable(self.kind, packed, unpacked);
-                    portable::group(self, g, unpacked, acts, out)
+                    self.group_into(path.single(), g, acts, &mut out[..per_group], unpacked);
+                    gi += 1;
                 }
+            }
+        }
+    }
+
+    /// Group `g` against every activation row, into `out` (`t·8` values).
+    fn group_into(&self, path: Path, g: usize, acts: &QuantActs, out: &mut [f32], unpacked: &mut Vec<u8>) {
+        let qpg = self.qbytes_per_group();
+        let packed = &self.qs[g * qpg..(g + 1) * qpg];
+        match path {
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2 => {
+                // A few rows (decode) unpack each block in registers as they go; more rows
+                // (prefill) unpack the group once and reuse it for every tile of rows.
+                if acts.t <= FUSED_MAX_ROWS || self.kind.bits() == 8 {
+                    self.avx2_group::<true>(g, packed, acts, out)
+                } else {
+                    unpacked.resize(self.k * GROUP, 0);
+                    // SAFETY: `Path::Avx2` is only used where `Isa::supported` found AVX2.
+                    unsafe { avx2::unpack_group(self.kind, packed, unpacked) };
+                    self.avx2_group::<false>(g, unpacked, acts, out)
+                }
+            }
+            _ => {
+                unpacked.resize(self.k * GROUP, 0);
+                pack::unpack_group_portable(self.kind, packed, unpacked);
+                portable::group(self, g, unpacked, acts, out)
             }
         }
     }

@@ -226,3 +226,27 @@ fn a_row_gets_the_same_bits_in_any_batch() {
         }
     }
 }
+
+#[test]
+fn the_avx512_kernels_emulated_equal_the_portable_path() {
+    // The AVX-512 body over plain-Rust stand-ins for its intrinsics: pairs of groups,
+    // an odd last group, every tile size, decode's fused unpacking and prefill's.
+    use super::avx512::PairKernel;
+    for (kind, dtype) in KINDS {
+        let k = if kind.is_super() { 512 } else { 96 };
+        for (s, n) in [8usize, 16, 13, 40, 64].into_iter().enumerate() {
+            let c = case(kind, dtype, n, k, 11 + s as u32);
+            for t in [1, 2, 3, 4, 5, 9] {
+                let x = values(t * k, 31 + t as u32, 2.0);
+                let mut want = vec![f32::NAN; t * n];
+                c.packed.matmul_on(Path::Portable, &x, t, &mut want);
+                for vnni in [false, true] {
+                    let mut got = vec![f32::NAN; t * n];
+                    c.packed.matmul_on(Path::Pairs(PairKernel::Emulated { vnni }), &x, t, &mut got);
+                    let same = want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{kind:?} n={n} t={t} vnni={vnni}: {:?} vs {:?}", &got[..8], &want[..8]);
+                }
+            }
+        }
+    }
+}
