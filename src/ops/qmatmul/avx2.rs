@@ -8,7 +8,9 @@
 //! `vpmaddwd` widens them to int32 (multiplying by the K-quants' integer
 //! sub-scales in the same instruction). Up to four activation rows share each
 //! weight load (the tile of a prefill); decode is the same code with one row.
-//! The float steps are those of [`super::portable`], so results are identical.
+//! With AVX-VNNI ([`Dot::Vnni`]) one `vpdpbusd` replaces `vpmaddubsw` +
+//! `vpmaddwd` + the add. The float steps are those of [`super::portable`], so
+//! results are identical.
 
 #![allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 
@@ -108,12 +110,39 @@ unsafe fn load_f16x8(p: *const u16) -> __m256 {
     _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
 }
 
+/// How int8 products are summed into 32-bit lanes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dot {
+    /// `vpmaddubsw` into int16 pairs, summed over as many chunks as cannot
+    /// saturate, then `vpmaddwd` (which also applies the K-quants' sub-scales).
+    Madd,
+    /// AVX-VNNI's `vpdpbusd`: four products added to the lane in one step; the
+    /// K-quants multiply each sub-block's sum by its sub-scale (`vpmulld`).
+    Vnni,
+    /// The `Vnni` kernel with `vpdpbusd` done by `vpmaddubsw` + `vpmaddwd` (exact
+    /// here: no pair of products reaches int16's limit), so it runs on any AVX2 CPU.
+    #[cfg(test)]
+    VnniOnAvx2,
+}
+
+const MADD: u8 = 0;
+const VNNI: u8 = 1;
+#[cfg(test)]
+const VNNI_ON_AVX2: u8 = 2;
+
+/// `acc + Σ₄ u·s` per 32-bit lane (`u` unsigned, `s` signed; `u ≤ 128`, `|s| ≤ 127`).
+#[inline(always)]
+unsafe fn dpbusd<const DOT: u8>(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+    if DOT == VNNI {
+        _mm256_dpbusd_avx_epi32(acc, u, s)
+    } else {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
+    }
+}
+
 /// Group `g` of `m` against activation rows `i0..i0+R`, into `out[(i0+x)·8 ..]`.
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C; `w` is the group's unpacked quants.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn block_tile<const R: usize, const FUSED: bool>(
+#[inline(always)]
+unsafe fn block_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     m: &PackedMatrix,
     g: usize,
     w: &[u8],
@@ -141,7 +170,13 @@ pub(super) unsafe fn block_tile<const R: usize, const FUSED: bool>(
                 let aw = _mm256_abs_epi8(wv);
                 for x in 0..R {
                     let av = _mm256_sign_epi8(bcast(a[x], b * 8 + c), wv);
-                    dot[x] = _mm256_add_epi32(dot[x], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, av), ones));
+                    dot[x] = dpbusd::<DOT>(dot[x], aw, av);
+                }
+            }
+        } else if DOT != MADD {
+            for (c, &wv) in u.iter().enumerate() {
+                for x in 0..R {
+                    dot[x] = dpbusd::<DOT>(dot[x], wv, bcast(a[x], b * 8 + c));
                 }
             }
         } else {
@@ -179,11 +214,8 @@ pub(super) unsafe fn block_tile<const R: usize, const FUSED: bool>(
 }
 
 /// The K-quant kernel; see [`block_tile`].
-///
-/// # Safety
-/// As [`block_tile`].
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn super_tile<const R: usize, const FUSED: bool>(
+#[inline(always)]
+unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     m: &PackedMatrix,
     g: usize,
     w: &[u8],
@@ -238,6 +270,28 @@ pub(super) unsafe fn super_tile<const R: usize, const FUSED: bool>(
             let scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(
                 m.sc.as_ptr().add(pair_at(if q6 { j } else { j / 2 })) as *const __m128i
             ));
+            if DOT != MADD {
+                // Each sub-block's int32 dot, times its sub-scale (sign-extended from its int16).
+                let halves = if q6 { 2 } else { 1 };
+                for h in 0..halves {
+                    let half = if q6 { h } else { j % 2 };
+                    let sc32 = if half == 0 {
+                        _mm256_srai_epi32::<16>(_mm256_slli_epi32::<16>(scp))
+                    } else {
+                        _mm256_srai_epi32::<16>(scp)
+                    };
+                    let mut bd = [_mm256_setzero_si256(); R];
+                    for c in h * 8 / halves..(h + 1) * 8 / halves {
+                        for x in 0..R {
+                            bd[x] = dpbusd::<DOT>(bd[x], u[c], bcast(a[x], b * 8 + c));
+                        }
+                    }
+                    for x in 0..R {
+                        isum[x] = _mm256_add_epi32(isum[x], _mm256_mullo_epi32(bd[x], sc32));
+                    }
+                }
+                continue;
+            }
             let mut pp = [_mm256_setzero_si256(); R];
             for (c, &wv) in u.iter().enumerate() {
                 for x in 0..R {
@@ -263,4 +317,67 @@ pub(super) unsafe fn super_tile<const R: usize, const FUSED: bool>(
     for x in 0..R {
         _mm256_storeu_ps(out.as_mut_ptr().add((i0 + x) * GROUP), acc[x]);
     }
+}
+
+/// Group `g` of `m` against every activation row, tile by tile, into `out`.
+#[inline(always)]
+unsafe fn tiles<const FUSED: bool, const DOT: u8>(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, out: &mut [f32]) {
+    let mut i0 = 0;
+    while i0 < acts.t {
+        let r = (acts.t - i0).min(TILE);
+        match (m.kind.is_super(), r) {
+            (false, 4) => block_tile::<4, FUSED, DOT>(m, g, w, acts, i0, out),
+            (false, 3) => block_tile::<3, FUSED, DOT>(m, g, w, acts, i0, out),
+            (false, 2) => block_tile::<2, FUSED, DOT>(m, g, w, acts, i0, out),
+            (false, _) => block_tile::<1, FUSED, DOT>(m, g, w, acts, i0, out),
+            (true, 4) => super_tile::<4, FUSED, DOT>(m, g, w, acts, i0, out),
+            (true, 3) => super_tile::<3, FUSED, DOT>(m, g, w, acts, i0, out),
+            (true, 2) => super_tile::<2, FUSED, DOT>(m, g, w, acts, i0, out),
+            (true, _) => super_tile::<1, FUSED, DOT>(m, g, w, acts, i0, out),
+        }
+        i0 += r;
+    }
+}
+
+/// Group `g` of `m` against every activation row, into `out` (`t·8` values);
+/// `w` holds the group's packed quants (`FUSED`) or its unpacked ones.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C, and AVX-VNNI for [`Dot::Vnni`].
+pub(super) unsafe fn group<const FUSED: bool>(
+    dot: Dot,
+    m: &PackedMatrix,
+    g: usize,
+    w: &[u8],
+    acts: &QuantActs,
+    out: &mut [f32],
+) {
+    match dot {
+        Dot::Madd => group_madd::<FUSED>(m, g, w, acts, out),
+        Dot::Vnni => group_vnni::<FUSED>(m, g, w, acts, out),
+        #[cfg(test)]
+        Dot::VnniOnAvx2 => group_vnni_on_avx2::<FUSED>(m, g, w, acts, out),
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn group_madd<const FUSED: bool>(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, out: &mut [f32]) {
+    tiles::<FUSED, MADD>(m, g, w, acts, out)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn group_vnni<const FUSED: bool>(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, out: &mut [f32]) {
+    tiles::<FUSED, VNNI>(m, g, w, acts, out)
+}
+
+#[cfg(test)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn group_vnni_on_avx2<const FUSED: bool>(
+    m: &PackedMatrix,
+    g: usize,
+    w: &[u8],
+    acts: &QuantActs,
+    out: &mut [f32],
+) {
+    tiles::<FUSED, VNNI_ON_AVX2>(m, g, w, acts, out)
 }

@@ -17,7 +17,8 @@
 //!   weight byte is read once per call.
 //!
 //! Kernels: [`Isa::Avx512Vnni`] and [`Isa::Avx512`] (two groups per 512-bit
-//! vector, [`avx512`]), [`Isa::Avx2`] (AVX2 + FMA + F16C, x86-64-v3) and
+//! vector, [`avx512`]), [`Isa::AvxVnni`] and [`Isa::Avx2`] (AVX2 + FMA + F16C,
+//! x86-64-v3, with AVX-VNNI's `vpdpbusd` or without, [`avx2`]) and
 //! [`Isa::Portable`], chosen at run time by [`Isa::detect`] whatever the build
 //! targets; they give bit-identical results (exact integer dot products, then
 //! the same float steps in the same order).
@@ -53,6 +54,8 @@ pub enum Isa {
     Portable,
     /// AVX2, FMA and F16C (x86-64-v3).
     Avx2,
+    /// As [`Isa::Avx2`], with AVX-VNNI (Intel Alder Lake and later desktops, AMD Zen 5).
+    AvxVnni,
     /// AVX-512 F and BW, with AVX2, FMA and F16C (Skylake-X).
     Avx512,
     /// As [`Isa::Avx512`], with VNNI (Cascade Lake, Ice Lake and later; AMD Zen 4 and later).
@@ -62,7 +65,7 @@ pub enum Isa {
 impl Isa {
     /// The fastest path this CPU runs.
     pub fn detect() -> Self {
-        [Self::Avx512Vnni, Self::Avx512, Self::Avx2]
+        [Self::Avx512Vnni, Self::Avx512, Self::AvxVnni, Self::Avx2]
             .into_iter()
             .find(|i| i.supported())
             .unwrap_or(Self::Portable)
@@ -78,6 +81,7 @@ impl Isa {
             match self {
                 Self::Portable => true,
                 Self::Avx2 => avx2,
+                Self::AvxVnni => avx2 && has!("avxvnni"),
                 Self::Avx512 => avx512,
                 Self::Avx512Vnni => avx512 && has!("avx512vnni"),
             }
@@ -90,7 +94,7 @@ impl Isa {
 
     /// Every path this CPU runs, slowest first (tests run them all).
     pub fn available() -> Vec<Self> {
-        [Self::Portable, Self::Avx2, Self::Avx512, Self::Avx512Vnni]
+        [Self::Portable, Self::Avx2, Self::AvxVnni, Self::Avx512, Self::Avx512Vnni]
             .into_iter()
             .filter(|i| i.supported())
             .collect()
@@ -100,6 +104,7 @@ impl Isa {
         match self {
             Self::Portable => "portable",
             Self::Avx2 => "avx2",
+            Self::AvxVnni => "avx-vnni",
             Self::Avx512 => "avx512",
             Self::Avx512Vnni => "avx512-vnni",
         }
@@ -111,7 +116,7 @@ impl Isa {
 enum Path {
     Portable,
     #[cfg(target_arch = "x86_64")]
-    Avx2,
+    Avx2(avx2::Dot),
     Pairs(avx512::PairKernel),
 }
 
@@ -124,7 +129,9 @@ impl Path {
         match isa {
             Isa::Portable => Self::Portable,
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => Self::Avx2,
+            Isa::Avx2 => Self::Avx2(avx2::Dot::Madd),
+            #[cfg(target_arch = "x86_64")]
+            Isa::AvxVnni => Self::Avx2(avx2::Dot::Vnni),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => Self::Pairs(avx512::PairKernel::Hw { vnni: false }),
             #[cfg(target_arch = "x86_64")]
@@ -146,7 +153,7 @@ impl Path {
     fn single(self) -> Self {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Self::Pairs(avx512::PairKernel::Hw { .. }) => Self::Avx2,
+            Self::Pairs(avx512::PairKernel::Hw { .. }) => Self::Avx2(avx2::Dot::Madd),
             #[cfg(test)]
             Self::Pairs(avx512::PairKernel::Emulated { .. }) => Self::Portable,
             other => other,
@@ -252,16 +259,19 @@ impl PackedMatrix {
         let packed = &self.qs[g * qpg..(g + 1) * qpg];
         match path {
             #[cfg(target_arch = "x86_64")]
-            Path::Avx2 => {
+            Path::Avx2(dot) => {
                 // A few rows (decode) unpack each block in registers as they go; more rows
                 // (prefill) unpack the group once and reuse it for every tile of rows.
-                if acts.t <= FUSED_MAX_ROWS || self.kind.bits() == 8 {
-                    self.avx2_group::<true>(g, packed, acts, out)
-                } else {
-                    unpacked.resize(self.k * GROUP, 0);
-                    // SAFETY: `Path::Avx2` is only used where `Isa::supported` found AVX2.
-                    unsafe { avx2::unpack_group(self.kind, packed, unpacked) };
-                    self.avx2_group::<false>(g, unpacked, acts, out)
+                // SAFETY: `Path::Avx2` is only used where `Isa::supported` found AVX2, FMA
+                // and F16C (and AVX-VNNI for `Dot::Vnni`); `out` holds the group's outputs.
+                unsafe {
+                    if acts.t <= FUSED_MAX_ROWS || self.kind.bits() == 8 {
+                        avx2::group::<true>(dot, self, g, packed, acts, out)
+                    } else {
+                        unpacked.resize(self.k * GROUP, 0);
+                        avx2::unpack_group(self.kind, packed, unpacked);
+                        avx2::group::<false>(dot, self, g, unpacked, acts, out)
+                    }
                 }
             }
             _ => {
@@ -269,30 +279,6 @@ impl PackedMatrix {
                 pack::unpack_group_portable(self.kind, packed, unpacked);
                 portable::group(self, g, unpacked, acts, out)
             }
-        }
-    }
-
-    /// `w`: the group's packed quants (`FUSED`) or its unpacked ones.
-    #[cfg(target_arch = "x86_64")]
-    fn avx2_group<const FUSED: bool>(&self, g: usize, w: &[u8], acts: &QuantActs, out: &mut [f32]) {
-        let mut i0 = 0;
-        while i0 < acts.t {
-            let r = (acts.t - i0).min(avx2::TILE);
-            // SAFETY: AVX2, FMA and F16C were detected (`Isa::supported`); `w` holds the
-            // group's quants in the form `FUSED` says and `out` its `t·8` outputs.
-            unsafe {
-                match (self.kind.is_super(), r) {
-                    (false, 4) => avx2::block_tile::<4, FUSED>(self, g, w, acts, i0, out),
-                    (false, 3) => avx2::block_tile::<3, FUSED>(self, g, w, acts, i0, out),
-                    (false, 2) => avx2::block_tile::<2, FUSED>(self, g, w, acts, i0, out),
-                    (false, _) => avx2::block_tile::<1, FUSED>(self, g, w, acts, i0, out),
-                    (true, 4) => avx2::super_tile::<4, FUSED>(self, g, w, acts, i0, out),
-                    (true, 3) => avx2::super_tile::<3, FUSED>(self, g, w, acts, i0, out),
-                    (true, 2) => avx2::super_tile::<2, FUSED>(self, g, w, acts, i0, out),
-                    (true, _) => avx2::super_tile::<1, FUSED>(self, g, w, acts, i0, out),
-                }
-            }
-            i0 += r;
         }
     }
 }

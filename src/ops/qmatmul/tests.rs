@@ -228,9 +228,10 @@ fn a_row_gets_the_same_bits_in_any_batch() {
 }
 
 #[test]
-fn the_avx512_kernels_emulated_equal_the_portable_path() {
-    // The AVX-512 body over plain-Rust stand-ins for its intrinsics: pairs of groups,
-    // an odd last group, every tile size, decode's fused unpacking and prefill's.
+fn the_kernels_this_cpu_lacks_emulated_equal_the_portable_path() {
+    // The AVX-512 body over plain-Rust stand-ins for its intrinsics (pairs of groups,
+    // an odd last group, every tile size, decode's fused unpacking and prefill's), and
+    // the AVX-VNNI kernel with its one VNNI instruction done by two AVX2 ones.
     use super::avx512::PairKernel;
     for (kind, dtype) in KINDS {
         let k = if kind.is_super() { 512 } else { 96 };
@@ -240,11 +241,20 @@ fn the_avx512_kernels_emulated_equal_the_portable_path() {
                 let x = values(t * k, 31 + t as u32, 2.0);
                 let mut want = vec![f32::NAN; t * n];
                 c.packed.matmul_on(Path::Portable, &x, t, &mut want);
-                for vnni in [false, true] {
+                let mut paths = vec![
+                    Path::Pairs(PairKernel::Emulated { vnni: false }),
+                    Path::Pairs(PairKernel::Emulated { vnni: true }),
+                ];
+                #[cfg(target_arch = "x86_64")]
+                if Isa::Avx2.supported() {
+                    // The AVX-VNNI kernel's shape, `vpdpbusd` done with AVX2.
+                    paths.push(Path::Avx2(super::avx2::Dot::VnniOnAvx2));
+                }
+                for path in paths {
                     let mut got = vec![f32::NAN; t * n];
-                    c.packed.matmul_on(Path::Pairs(PairKernel::Emulated { vnni }), &x, t, &mut got);
+                    c.packed.matmul_on(path, &x, t, &mut got);
                     let same = want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "{kind:?} n={n} t={t} vnni={vnni}: {:?} vs {:?}", &got[..8], &want[..8]);
+                    assert!(same, "{kind:?} n={n} t={t} {path:?}: {:?} vs {:?}", &got[..8], &want[..8]);
                 }
             }
         }
