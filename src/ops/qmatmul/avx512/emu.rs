@@ -196,3 +196,102 @@ pub(super) unsafe fn run(
         pair::<false>(m, g, w, acts, out, unpacked)
     }
 }
+
+/// The stand-ins against the real instructions, where AVX2 has them at 256
+/// bits (each half of a 512-bit stand-in must be what the 256-bit instruction
+/// gives), on any CPU with AVX2: the emulation is only as good as this.
+#[cfg(target_arch = "x86_64")]
+mod against_avx2 {
+    use std::arch::x86_64 as hw;
+
+    use super::*;
+    use crate::ops::qmatmul::Isa;
+
+    fn bytes(seed: u32) -> __m512i {
+        __m512i(std::array::from_fn(|i| {
+            let h = (i as u32 ^ seed.wrapping_mul(0x9E37_79B9)).wrapping_mul(0x85EB_CA6B);
+            (h >> 13) as u8
+        }))
+    }
+
+    fn floats(seed: u32) -> __m512 {
+        let b = bytes(seed);
+        // Finite values of every magnitude and sign (exponent bits kept in range).
+        __m512(std::array::from_fn(|i| {
+            let bits = u32::from_le_bytes(b.0[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+            f32::from_bits(bits & 0xBFFF_FFFF)
+        }))
+    }
+
+    unsafe fn halves(a: __m512i, b: __m512i, f: impl Fn(hw::__m256i, hw::__m256i) -> hw::__m256i) -> [u8; 64] {
+        let mut out = [0u8; 64];
+        for h in 0..2 {
+            let x = hw::_mm256_loadu_si256(a.0[32 * h..].as_ptr() as *const hw::__m256i);
+            let y = hw::_mm256_loadu_si256(b.0[32 * h..].as_ptr() as *const hw::__m256i);
+            hw::_mm256_storeu_si256(out[32 * h..].as_mut_ptr() as *mut hw::__m256i, f(x, y));
+        }
+        out
+    }
+
+    unsafe fn halves_ps(a: __m512, b: __m512, c: __m512, f: impl Fn(hw::__m256, hw::__m256, hw::__m256) -> hw::__m256) -> [u32; 16] {
+        let mut out = [0f32; 16];
+        for h in 0..2 {
+            let l = |v: &__m512| hw::_mm256_loadu_ps(v.0[8 * h..].as_ptr());
+            hw::_mm256_storeu_ps(out[8 * h..].as_mut_ptr(), f(l(&a), l(&b), l(&c)));
+        }
+        out.map(f32::to_bits)
+    }
+
+    fn bits(v: __m512) -> [u32; 16] {
+        v.0.map(f32::to_bits)
+    }
+
+    #[test]
+    fn the_stand_ins_match_the_avx2_instructions() {
+        if !Isa::Avx2.supported() {
+            return;
+        }
+        for seed in 0..300 {
+            let (a, b) = (bytes(seed), bytes(seed + 7919));
+            // Bytes ≤ 127 as the unsigned operand, where `vpmaddubsw` pairs cannot saturate.
+            let small = _mm512_and_si512(a, _mm512_set1_epi8(0x7F));
+            let (x, y, z) = (floats(seed), floats(seed + 104_729), floats(seed + 1_299_709));
+            // SAFETY: the CPU has AVX2 and FMA (checked above); every pointer is in bounds.
+            unsafe {
+                let ones = hw::_mm256_set1_epi16(1);
+                assert_eq!(_mm512_maddubs_epi16(a, b).0, halves(a, b, |p, q| hw::_mm256_maddubs_epi16(p, q)));
+                assert_eq!(_mm512_madd_epi16(a, b).0, halves(a, b, |p, q| hw::_mm256_madd_epi16(p, q)));
+                assert_eq!(_mm512_add_epi16(a, b).0, halves(a, b, |p, q| hw::_mm256_add_epi16(p, q)));
+                assert_eq!(_mm512_add_epi32(a, b).0, halves(a, b, |p, q| hw::_mm256_add_epi32(p, q)));
+                assert_eq!(_mm512_mullo_epi32(a, b).0, halves(a, b, |p, q| hw::_mm256_mullo_epi32(p, q)));
+                assert_eq!(_mm512_shuffle_epi8(a, b).0, halves(a, b, |p, q| hw::_mm256_shuffle_epi8(p, q)));
+                assert_eq!(_mm512_and_si512(a, b).0, halves(a, b, |p, q| hw::_mm256_and_si256(p, q)));
+                assert_eq!(_mm512_or_si512(a, b).0, halves(a, b, |p, q| hw::_mm256_or_si256(p, q)));
+                assert_eq!(_mm512_abs_epi8(a).0, halves(a, b, |p, _| hw::_mm256_abs_epi8(p)));
+                assert_eq!(_mm512_srli_epi16::<3>(a).0, halves(a, b, |p, _| hw::_mm256_srli_epi16::<3>(p)));
+                assert_eq!(_mm512_slli_epi16::<4>(a).0, halves(a, b, |p, _| hw::_mm256_slli_epi16::<4>(p)));
+                assert_eq!(_mm512_slli_epi32::<16>(a).0, halves(a, b, |p, _| hw::_mm256_slli_epi32::<16>(p)));
+                assert_eq!(_mm512_srai_epi32::<16>(a).0, halves(a, b, |p, _| hw::_mm256_srai_epi32::<16>(p)));
+                // `vpdpbusd` is `vpmaddubsw` + `vpmaddwd` + add where no pair saturates.
+                let dot = halves(small, a, |p, q| hw::_mm256_madd_epi16(hw::_mm256_maddubs_epi16(p, q), ones));
+                let want = __m512i(dot);
+                assert_eq!(_mm512_dpbusd_epi32(b, small, a).0, _mm512_add_epi32(want, b).0);
+                // Masked negation by the sign of `b` is `vpsignb` wherever `b` is not zero.
+                let neg = _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(b), _mm512_setzero_si512(), a);
+                let sign = halves(a, b, |p, q| hw::_mm256_sign_epi8(p, q));
+                for i in (0..64).filter(|&i| b.0[i] != 0) {
+                    assert_eq!(neg.0[i], sign[i], "byte {i}");
+                }
+                let mut cvt = [0f32; 16];
+                for h in 0..2 {
+                    let v = hw::_mm256_loadu_si256(a.0[32 * h..].as_ptr() as *const hw::__m256i);
+                    hw::_mm256_storeu_ps(cvt[8 * h..].as_mut_ptr(), hw::_mm256_cvtepi32_ps(v));
+                }
+                assert_eq!(bits(_mm512_cvtepi32_ps(a)), cvt.map(f32::to_bits));
+                assert_eq!(bits(_mm512_mul_ps(x, y)), halves_ps(x, y, z, |p, q, _| hw::_mm256_mul_ps(p, q)));
+                assert_eq!(bits(_mm512_fmadd_ps(x, y, z)), halves_ps(x, y, z, |p, q, r| hw::_mm256_fmadd_ps(p, q, r)));
+                assert_eq!(bits(_mm512_fnmadd_ps(x, y, z)), halves_ps(x, y, z, |p, q, r| hw::_mm256_fnmadd_ps(p, q, r)));
+            }
+        }
+    }
+}

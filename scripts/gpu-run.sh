@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# The CUDA path on a lent GPU (issue 13), prepared here and run there.
+#
+# A lease is 30 minutes and the GPU machine has no Rust toolchain and no
+# network, so everything is built here first, with `--features cuda` (the
+# CUDA 13.0 compiler from NVIDIA's wheels, `.ci/cuda-toolchain.sh`; PTX for
+# Hopper, compute capability 90; x86-64-v3 code, which the GPU machine's CPU
+# runs, and hearth's matmul picks AVX-512 there at run time if it has it).
+#
+# Here:
+#   scripts/gpu-run.sh pack     build the release binary and the test binaries that
+#                               touch CUDA (the library's unit tests, which include
+#                               every CPU kernel path, tests/cuda_kernels.rs and
+#                               tests/cuda_engine.rs), strip and xz them into
+#                               target/gpu-pack/ (under the 64 MiB a device call
+#                               carries) beside a copy of this script
+#   scripts/gpu-run.sh models   split SmolLM2-135M-Instruct Q4_1 (HEARTH_TEST_MODELS, or
+#                               .ci/fetch-models.sh's cache) into target/gpu-model-1 and
+#                               target/gpu-model-2, each under 64 MiB
+#
+# There, one device call each (the machine stays warm 30 s between calls, and
+# what a call unpacks into /tmp/hearth-gpu stays while it is warm):
+#   carry ["target/gpu-pack"]:     bash target/gpu-pack/gpu-run.sh tests
+#   (same machine)                 bash target/gpu-pack/gpu-run.sh bench
+#   carry ["target/gpu-model-1"]:  bash target/gpu-pack/gpu-run.sh stash-model
+#   carry ["target/gpu-model-2"]:  bash target/gpu-pack/gpu-run.sh real-model
+# Each writes its log under $OUT (tests.log, bench.log, real-model.log) and
+# the machine's description (machine.txt).
+set -uo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+work=/tmp/hearth-gpu
+model=SmolLM2-135M-Instruct.Q4_1.gguf
+
+die() {
+    echo "gpu-run: $*" >&2
+    exit 1
+}
+
+# Linking with `--features cuda` needs the CUDA libraries (cudarc links them;
+# candle's MoE kernels need the runtime), but NVIDIA's wheels here hold only
+# the runtime, and there is no driver. So the link uses stubs, as the CUDA
+# toolkit's own `lib/stubs` do: for each library, a shared object under its
+# real soname that defines every symbol our objects leave undefined. At run
+# time the loader finds the real libraries by those sonames.
+link_stubs() {
+    local target="$1" dir="$2"
+    rm -rf "$dir" && mkdir -p "$dir"
+    local syms="$dir/undefined.txt"
+    for f in "$target"/release/deps/lib*.rlib "$target"/release/build/candle-kernels-*/out/*.a; do
+        nm -u "$f" 2>/dev/null
+    done | awk '{print $NF}' | sort -u > "$syms"
+    stub() { # library soname pattern
+        grep -E "$3" "$syms" | sed 's/.*/void &(void) {}/' > "$dir/$1.c"
+        cc -shared -fPIC -o "$dir/$1.so" -Wl,-soname,"$2" "$dir/$1.c" || die "could not build the $1 stub"
+    }
+    stub libcuda libcuda.so.1 '^cu[A-Z]'
+    stub libcublas libcublas.so.13 '^cublas([^L]|L[^t])'
+    stub libcublasLt libcublasLt.so.13 '^cublasLt'
+    stub libcurand libcurand.so.10 '^curand'
+    stub libnvrtc libnvrtc.so.13 '^nvrtc'
+    ln -s "$CUDA_ROOT/lib/libcudart.so.13" "$dir/libcudart.so"
+}
+
+pack() {
+    cd "$here/.." || die "no repository above $here"
+    [ -f Cargo.toml ] || die "run it from the repository (scripts/gpu-run.sh pack)"
+    # shellcheck source=/dev/null
+    source .ci/cuda-toolchain.sh || die "the CUDA compiler could not be installed"
+    export RUSTFLAGS="-C target-cpu=x86-64-v3"
+    local target=target/cuda out=target/gpu-pack
+    echo "building with --features cuda into $target (the first build compiles candle's kernels with nvcc: 20-30 minutes on 2 cores)" >&2
+    # Compiles everything; only the links need the stubs (LIBRARY_PATH is not part of
+    # cargo's fingerprint, so setting it rebuilds nothing).
+    cargo build --release --features cuda --target-dir "$target" --lib || die "build failed"
+    link_stubs "$target" "$PWD/$target/link-stubs"
+    export LIBRARY_PATH="$PWD/$target/link-stubs${LIBRARY_PATH:+:$LIBRARY_PATH}"
+    cargo build --release --features cuda --target-dir "$target" || die "release build failed"
+    local json="$target/gpu-tests.json"
+    cargo test --release --features cuda --no-run --target-dir "$target" \
+        --lib --test cuda_kernels --test cuda_engine --message-format=json > "$json" || die "test build failed"
+    rm -rf "$out" && mkdir -p "$out"
+    cp scripts/gpu-run.sh "$out/"
+    strip -o "$out/hearth" "$target/release/hearth"
+    # Each test executable under its target's name: lib (the unit tests), cuda_kernels, cuda_engine.
+    python3 - "$out" "$json" <<'PY' || die "could not find the test executables"
+import json, subprocess, sys
+out, listing = sys.argv[1], sys.argv[2]
+for line in open(listing):
+    if not line.startswith("{"):
+        continue
+    msg = json.loads(line)
+    if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["profile"]["test"]:
+        name = "lib" if "lib" in msg["target"]["kind"] else msg["target"]["name"]
+        subprocess.run(["strip", "-o", f"{out}/test-{name}", msg["executable"]], check=True)
+PY
+    xz -T2 -6 "$out"/hearth "$out"/test-*
+    du -ab "$out"
+    local size
+    size=$(du -sb "$out" | cut -f1)
+    [ "$size" -lt $((64 * 1024 * 1024)) ] || die "the pack is $size bytes, over the 64 MiB a call carries"
+    echo "ready: carry [\"$out\"] and run: bash $out/gpu-run.sh tests" >&2
+}
+
+models() {
+    cd "$here/.." || die "no repository above $here"
+    local src="${HEARTH_TEST_MODELS:-${HEARTH_MODEL_CACHE:-$HOME/.cache/hearth-test-models}}/$model"
+    [ -f "$src" ] || die "$src is missing: run .ci/fetch-models.sh"
+    rm -rf target/gpu-model-1 target/gpu-model-2
+    mkdir -p target/gpu-model-1 target/gpu-model-2
+    local half=$(( ($(stat -c %s "$src") + 1) / 2 ))
+    head -c "$half" "$src" > "target/gpu-model-1/$model.part1"
+    tail -c +$((half + 1)) "$src" > "target/gpu-model-2/$model.part2"
+    sha256sum "$src" | cut -d' ' -f1 > "target/gpu-model-2/$model.sha256"
+    du -ab target/gpu-model-1 target/gpu-model-2
+}
+
+# --- on the GPU machine ---------------------------------------------------
+
+out_dir() {
+    OUT="${OUT:-$work/out}"
+    mkdir -p "$OUT"
+}
+
+setup() {
+    out_dir
+    mkdir -p "$work/bin" "$work/data"
+    if [ ! -x "$work/bin/hearth" ]; then
+        [ -f "$here/hearth.xz" ] || die "no pack beside $0 and nothing unpacked in $work: carry target/gpu-pack"
+        for f in "$here"/*.xz; do
+            xz -dc "$f" > "$work/bin/$(basename "$f" .xz)" && chmod +x "$work/bin/$(basename "$f" .xz)"
+        done
+    fi
+    # The CUDA 13 libraries of the nvidia-* packages beside PyTorch.
+    local dirs
+    dirs="$(python3 -m pip show -f nvidia-cublas nvidia-cuda-runtime nvidia-curand nvidia-cuda-nvrtc 2>/dev/null |
+        awk '/^Location:/ {loc = $2} /\.so/ {print loc "/" $1}' | xargs -r -n1 dirname | sort -u | paste -sd:)"
+    [ -n "$dirs" ] || echo "gpu-run: no nvidia-* pip packages found; relying on the system's CUDA libraries" >&2
+    # The driver's libcuda, where the loader's cache does not know it.
+    if ! ldconfig -p | grep -q 'libcuda\.so\.1'; then
+        for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do
+            [ -e "$d/libcuda.so.1" ] && dirs="${dirs:+$dirs:}$d" && break
+        done
+    fi
+    export LD_LIBRARY_PATH="${dirs}${dirs:+${LD_LIBRARY_PATH:+:}}${LD_LIBRARY_PATH:-}"
+    export HEARTH_DATA_DIR="$work/data"
+    {
+        date -u
+        nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv 2>&1
+        lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core"
+        echo "x86 flags: $(grep -o -w -E 'avx2|avx512f|avx512bw|avx512_vnni|avx_vnni' /proc/cpuinfo | sort -u | paste -sd' ')"
+        echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    } > "$OUT/machine.txt"
+}
+
+tests() {
+    setup
+    {
+        local status=0
+        # (Each under its own limit, all inside a device call's 10 minutes.)
+        for t in lib:200 cuda_kernels:120 cuda_engine:200; do
+            echo "== ${t%%:*}"
+            timeout "${t##*:}" "$work/bin/test-${t%%:*}" --test-threads 4 || status=1
+        done
+        [ "$status" -eq 0 ]
+    } 2>&1 | tee "$OUT/tests.log"
+}
+
+bench() {
+    setup
+    local h="$work/bin/hearth"
+    {
+        echo "== decode, CUDA (hearth and candle-transformers' quantized_llama, batch 1)"
+        timeout 120 "$h" --device cuda bench decode --prompt-tokens 512 --decode-tokens 128
+        echo "== decode, CPU (our matmul on this CPU's widest path)"
+        timeout 60 "$h" --device cpu bench decode --prompt-tokens 512 --decode-tokens 64 --no-reference
+        echo "== cache: TTFT cold, device-tier hit, host-tier hit (8,064 tokens: the bench model holds 8,192)"
+        timeout 120 "$h" --device cuda bench cache --prefix-tokens 8000 --suffix-tokens 64
+        echo "== disk: TTFT after a restart"
+        timeout 90 "$h" --device cuda bench disk
+        echo "== serve: concurrency 1 and 16"
+        timeout 150 "$h" --device cuda bench serve --requests 64 --concurrency 1,16
+    } 2>&1 | tee "$OUT/bench.log"
+}
+
+stash_model() {
+    setup
+    mkdir -p "$work/models"
+    cp target/gpu-model-1/"$model".part1 "$work/models/" || die "carry target/gpu-model-1"
+    echo "stashed part 1 in $work/models" | tee "$OUT/real-model.log"
+}
+
+real_model() {
+    setup
+    local m="$work/models/$model"
+    if [ ! -f "$m" ]; then
+        [ -f "$m.part1" ] || die "part 1 is not here: run stash-model first (same warm machine)"
+        cat "$m.part1" target/gpu-model-2/"$model".part2 > "$m" || die "carry target/gpu-model-2"
+        [ "$(sha256sum "$m" | cut -d' ' -f1)" = "$(cat target/gpu-model-2/"$model".sha256)" ] ||
+            die "the joined model does not match its checksum"
+    fi
+    {
+        for p in "The capital of France is" "1, 2, 3, 4, 5," "def add(a, b):"; do
+            for d in cpu cuda; do
+                echo "== $d: $p"
+                timeout 60 "$work/bin/hearth" --device "$d" run -m "$m" -p "$p" -n 24 --temperature 0 --disk-cache-gib 0
+            done
+        done
+    } 2>&1 | tee "$OUT/real-model.log"
+}
+
+case "${1:-}" in
+    pack) pack ;;
+    models) models ;;
+    tests) tests ;;
+    bench) bench ;;
+    stash-model) stash_model ;;
+    real-model) real_model ;;
+    *) die "usage: $0 pack|models (here) or tests|bench|stash-model|real-model (on the GPU machine)" ;;
+esac
