@@ -260,12 +260,10 @@ impl PackedMatrix {
         match path {
             #[cfg(target_arch = "x86_64")]
             Path::Avx2(dot) => {
-                // A few rows (decode) unpack each block in registers as they go; more rows
-                // (prefill) unpack the group once and reuse it for every tile of rows.
                 // SAFETY: `Path::Avx2` is only used where `Isa::supported` found AVX2, FMA
                 // and F16C (and AVX-VNNI for `Dot::Vnni`); `out` holds the group's outputs.
                 unsafe {
-                    if acts.t <= FUSED_MAX_ROWS || self.kind.bits() == 8 {
+                    if self.unpacks_in_registers(acts.t) {
                         avx2::group::<true>(dot, self, g, packed, acts, out)
                     } else {
                         unpacked.resize(self.k * GROUP, 0);
@@ -285,6 +283,16 @@ impl PackedMatrix {
 
 /// Up to this many activation rows, blocks are unpacked in registers as the kernel goes.
 const FUSED_MAX_ROWS: usize = 4;
+
+impl PackedMatrix {
+    /// Whether a call over `t` activation rows unpacks each block in registers as
+    /// the kernel goes (a few rows, as in decode; 8-bit quants, which are stored
+    /// unpacked), rather than a group once beforehand, reused by every tile of rows
+    /// (a prefill). The same on every SIMD path.
+    fn unpacks_in_registers(&self, t: usize) -> bool {
+        t <= FUSED_MAX_ROWS || self.kind.bits() == 8
+    }
+}
 
 #[cfg(test)]
 mod tests;

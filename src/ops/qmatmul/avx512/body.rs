@@ -308,9 +308,8 @@ unsafe fn pair<const VNNI: bool>(
     (out0, out1): (&mut [f32], &mut [f32]),
     unpacked: &mut Vec<u8>,
 ) {
-    // A few activation rows (decode) unpack each block in registers as they go;
-    // more rows (prefill) unpack the pair once and reuse it for every tile.
-    let fused = acts.t <= FUSED_MAX_ROWS || m.kind.bits() == 8;
+    // Unpacked in registers as the kernel goes, or the pair once beforehand.
+    let fused = m.unpacks_in_registers(acts.t);
     if !fused {
         unpacked.resize(m.k * 2 * GROUP, 0);
         unpack_pair(m.kind, w0, w1, unpacked);

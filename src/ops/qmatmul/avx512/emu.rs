@@ -7,7 +7,7 @@
 
 use super::super::format::QuantKind;
 use super::super::pack::{PackedMatrix, GROUP};
-use super::super::{QuantActs, FUSED_MAX_ROWS};
+use super::super::QuantActs;
 use super::TILE;
 
 /// 64 bytes, as a 512-bit integer register.

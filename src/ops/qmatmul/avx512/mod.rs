@@ -73,7 +73,7 @@ mod hw {
 
     use super::super::format::QuantKind;
     use super::super::pack::{PackedMatrix, GROUP};
-    use super::super::{QuantActs, FUSED_MAX_ROWS};
+    use super::super::QuantActs;
     use super::TILE;
 
     #[inline(always)]
