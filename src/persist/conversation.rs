@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -113,6 +114,9 @@ pub struct ConversationStore {
     dir: PathBuf,
     /// Taken by every change; holds the unsaved conversations.
     lock: Arc<Mutex<Unsaved>>,
+    /// The last `updated_ms` this store gave: each change gets a later one, so changes
+    /// made within one millisecond still list in the order they were made.
+    last_stamp: Arc<AtomicU64>,
     faults: Faults,
 }
 
@@ -147,8 +151,20 @@ impl ConversationStore {
         Self {
             dir,
             lock: Arc::new(Mutex::new(HashMap::new())),
+            last_stamp: Arc::new(AtomicU64::new(0)),
             faults,
         }
+    }
+
+    /// The `updated_ms` of a change now: the clock, but never before `at_least` and
+    /// always after this store's previous stamp.
+    fn stamp(&self, at_least: u64) -> u64 {
+        let now = now_ms().max(at_least);
+        let previous = self
+            .last_stamp
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| Some(now.max(last + 1)))
+            .unwrap_or_else(|last| last);
+        now.max(previous + 1)
     }
 
     pub fn dir(&self) -> &Path {
@@ -170,7 +186,8 @@ impl ConversationStore {
     /// it.
     pub fn create(&self, title: &str, settings: ConversationSettings) -> Result<Conversation, PersistError> {
         let mut unsaved = self.locked();
-        let c = Conversation::new(ConversationId::generate(), title, settings);
+        let mut c = Conversation::new(ConversationId::generate(), title, settings);
+        c.updated_ms = self.stamp(c.updated_ms);
         self.write_or_keep(&mut unsaved, &c);
         Ok(c)
     }
@@ -381,7 +398,7 @@ impl ConversationStore {
             (Err(e), _) => return Err(e),
         };
         change(&mut c);
-        c.updated_ms = now_ms().max(c.updated_ms);
+        c.updated_ms = self.stamp(c.updated_ms);
         Ok(c)
     }
 
@@ -395,7 +412,7 @@ impl ConversationStore {
         let mut unsaved = self.locked();
         let mut c = self.current(&unsaved, id)?;
         change(&mut c)?;
-        c.updated_ms = now_ms().max(c.updated_ms);
+        c.updated_ms = self.stamp(c.updated_ms);
         self.write(&c)?;
         unsaved.remove(id);
         Ok(c)
@@ -437,6 +454,21 @@ impl ConversationStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_within_one_millisecond_list_in_the_order_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ConversationStore::new(dir.path().join("conversations"));
+        // Far more changes than milliseconds pass: stamps must still increase.
+        let made: Vec<_> = (0..30)
+            .map(|i| store.create(&format!("c{i}"), ConversationSettings::default()).unwrap().id)
+            .collect();
+        store.rename(&made[3], "touched").unwrap();
+        let listed: Vec<_> = store.list().unwrap().into_iter().map(|c| c.id).collect();
+        let mut want: Vec<_> = made.iter().rev().filter(|id| **id != made[3]).cloned().collect();
+        want.insert(0, made[3].clone());
+        assert_eq!(listed, want);
+    }
 
     #[test]
     fn create_list_rename_append_delete() {
