@@ -266,6 +266,37 @@ pub(super) fn weighted_sum_n<const SIMD: bool, C: Codec>(
     }
 }
 
+/// The rows `rows` (stored as `C`, `d` values each) widened to f32, row `p`
+/// at `out[p · d ..]`: the exact values every kernel reads from the pool, so
+/// kernels over `out` as [`F32`] rows give the bits they give over the pool.
+/// A prefill tile widens each pass of K/V once for all its (row, head) runs,
+/// which otherwise each widened every vector again (F16C's convert costs
+/// about as much as the multiply-adds it feeds).
+///
+/// Panics if a row lies outside `pool`.
+#[inline(always)]
+pub(super) fn widen<const SIMD: bool, C: Codec>(pool: &[u8], rows: Rows<'_>, d: usize, out: &mut Vec<f32>) {
+    rows.check(pool.len(), C::DTYPE.row_bytes(d));
+    // Every value is overwritten below: grow without clearing what is there.
+    if out.len() < rows.n * d {
+        out.resize(rows.n * d, 0.0);
+    }
+    let out = &mut out[..rows.n * d];
+    #[cfg(target_arch = "x86_64")]
+    if SIMD {
+        // SAFETY: as in `scores`; the rows were bounds-checked above and `out` holds `n · d`.
+        unsafe { avx2::widen::<C>(pool, rows, d, out) };
+        return;
+    }
+    let rb = C::DTYPE.row_bytes(d);
+    for (first, m, base) in rows.segments() {
+        for j in 0..m {
+            let row = &pool[base + j * rows.stride..][..rb];
+            C::DTYPE.decode(row, &mut out[(first + j) * d..][..d]);
+        }
+    }
+}
+
 /// Whether the AVX2+FMA (and F16C) forms run here.
 #[inline(always)]
 pub(super) fn simd() -> bool {
@@ -501,6 +532,25 @@ mod avx2 {
         }
     }
 
+    /// See [`super::widen`]; rows and `out` are bounds-checked by the caller.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn widen<C: Codec>(pool: &[u8], rows: Rows<'_>, d: usize, out: &mut [f32]) {
+        let rb = C::DTYPE.row_bytes(d);
+        let po = out.as_mut_ptr();
+        for (first, m, base) in rows.segments() {
+            for j in 0..m {
+                let row = pool.as_ptr().add(base + j * rows.stride);
+                let o = po.add((first + j) * d);
+                for c in 0..d / 8 {
+                    _mm256_storeu_ps(o.add(8 * c), C::load8(row, c));
+                }
+                for i in d / 8 * 8..d {
+                    *o.add(i) = C::DTYPE.get(std::slice::from_raw_parts(row, rb), i);
+                }
+            }
+        }
+    }
+
     /// See [`super::weighted_sum`]; rows and `probs` are bounds-checked by the caller.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn weighted_sum<C: Codec>(probs: &[f32], pool: &[u8], v: Rows<'_>, out: &mut [f32]) {
@@ -715,6 +765,47 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Widened rows are the stored values, on every path, type and head
+    /// size, for rows spread over blocks in any order.
+    #[test]
+    fn widened_rows_are_the_stored_values() {
+        every_type!(widened, [8usize, 20, 64, 136]);
+    }
+
+    fn widened<C: Codec>(d: usize) {
+        let dtype = C::DTYPE;
+        let rb = dtype.row_bytes(d);
+        let (block, n, stride) = (8usize, 21usize, rb + 6);
+        let blocks = n.div_ceil(block);
+        let bases: Vec<usize> = (0..blocks).map(|i| 1 + (blocks - 1 - i) * block * stride).collect();
+        let mut pool = vec![0u8; blocks * block * stride + 1];
+        let data = rand_vec(n * d, 40 + d as u64);
+        for p in 0..n {
+            let at = bases[p / block] + (p % block) * stride;
+            dtype.encode(&data[p * d..][..d], &mut pool[at..at + rb]);
+        }
+        let rows = Rows {
+            bases: &bases,
+            block,
+            stride,
+            n,
+        };
+        let mut want = vec![0f32; n * d];
+        for p in 0..n {
+            let at = bases[p / block] + (p % block) * stride;
+            dtype.decode(&pool[at..at + rb], &mut want[p * d..][..d]);
+        }
+        // A longer buffer than needed, holding old values: only the first n · d count.
+        let mut got = vec![7f32; (n + 3) * d];
+        widen::<false, C>(&pool, rows, d, &mut got);
+        assert_eq!(bits(&got[..n * d]), bits(&want), "{dtype} d {d} portable");
+        if simd() {
+            let mut got = Vec::new();
+            widen::<true, C>(&pool, rows, d, &mut got);
+            assert_eq!(bits(&got[..n * d]), bits(&want), "{dtype} d {d} avx2");
         }
     }
 

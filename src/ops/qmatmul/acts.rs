@@ -11,6 +11,7 @@
 use half::f16;
 
 use super::format::QuantKind;
+use crate::ops::par::{for_ranges, SharedMut};
 
 /// `t` rows of `k` activations as int8 with their scales.
 #[derive(Debug, Default)]
@@ -62,56 +63,104 @@ fn quantize_q8_k(x: &[f32], q: &mut [i8]) -> f32 {
     1.0 / iscale
 }
 
+/// The 256-value form of the blocks of `x`: quants, scales and sub-block sums in pairs.
+fn quantize_super(kind: QuantKind, x: &[f32], q: &mut [i8], d: &mut [f32], sum_pairs: &mut [i32]) {
+    let (block, sub, pairs) = (kind.block_elems(), kind.sub_elems(), kind.subs() / 2);
+    for ((xb, qb), (d, sp)) in x
+        .chunks_exact(block)
+        .zip(q.chunks_exact_mut(block))
+        .zip(d.iter_mut().zip(sum_pairs.chunks_exact_mut(pairs)))
+    {
+        *d = quantize_q8_k(xb, qb);
+        for (p, s) in sp.iter_mut().enumerate() {
+            let sum = |j: usize| -> i32 { qb[j * sub..(j + 1) * sub].iter().map(|&v| v as i32).sum() };
+            let (s0, s1) = (sum(2 * p), sum(2 * p + 1));
+            *s = ((s0 as u16 as u32) | ((s1 as u16 as u32) << 16)) as i32;
+        }
+    }
+}
+
+/// The 32-value form of the blocks of `x`: quants, f16 scales and `d · Σq` (Q8_1's `s`).
+fn quantize_plain(kind: QuantKind, x: &[f32], q: &mut [i8], d: &mut [f32], dsum: &mut [f32]) {
+    let block = kind.block_elems();
+    for ((xb, qb), (d, ds)) in x
+        .chunks_exact(block)
+        .zip(q.chunks_exact_mut(block))
+        .zip(d.iter_mut().zip(dsum.iter_mut()))
+    {
+        let unrounded = quantize_q8_0(xb, qb);
+        *d = to_f16(unrounded);
+        let s: i32 = qb.iter().map(|&v| v as i32).sum();
+        *ds = if matches!(kind, QuantKind::Q4_1 | QuantKind::Q5_1) {
+            // Q8_1's `s`: rounded to f16 from the unrounded scale, as ggml stores it.
+            to_f16(unrounded * s as f32)
+        } else {
+            *d * s as f32
+        };
+    }
+}
+
 fn to_f16(v: f32) -> f32 {
     f16::from_f32(v).to_f32()
 }
 
 impl QuantActs {
     /// Quantizes `x` (`t × k`, row-major) in the form `kind`'s kernel reads,
-    /// reusing this buffer's memory.
+    /// reusing this buffer's memory. Many rows (a prompt chunk) are split
+    /// over the thread pool by blocks; each block's numbers are its own, so
+    /// the result is the same however it is split.
     pub fn quantize(&mut self, kind: QuantKind, x: &[f32], t: usize, k: usize) {
         debug_assert_eq!(x.len(), t * k);
         self.t = t;
         self.k = k;
         self.q.resize(t * k, 0);
         let block = kind.block_elems();
-        let blocks = k / block;
-        self.d.resize(t * blocks, 0.0);
+        let n = t * (k / block);
+        self.d.resize(n, 0.0);
+        // Blocks per unit of work on the pool, and the fewest values worth splitting.
+        const UNIT: usize = 64;
+        const PARALLEL_FROM: usize = 1 << 15;
         if kind.is_super() {
             self.dsum.clear();
-            let sub = kind.sub_elems();
             let pairs = kind.subs() / 2;
-            self.sum_pairs.resize(t * blocks * pairs, 0);
-            for ((xb, qb), (d, sp)) in x
-                .chunks_exact(block)
-                .zip(self.q.chunks_exact_mut(block))
-                .zip(self.d.iter_mut().zip(self.sum_pairs.chunks_exact_mut(pairs)))
-            {
-                *d = quantize_q8_k(xb, qb);
-                for (p, s) in sp.iter_mut().enumerate() {
-                    let sum = |j: usize| -> i32 { qb[j * sub..(j + 1) * sub].iter().map(|&v| v as i32).sum() };
-                    let (s0, s1) = (sum(2 * p), sum(2 * p + 1));
-                    *s = ((s0 as u16 as u32) | ((s1 as u16 as u32) << 16)) as i32;
-                }
+            self.sum_pairs.resize(n * pairs, 0);
+            let one = |b: std::ops::Range<usize>, q: &mut [i8], d: &mut [f32], sp: &mut [i32]| {
+                quantize_super(kind, &x[b.start * block..b.end * block], q, d, sp)
+            };
+            if t * k < PARALLEL_FROM {
+                one(0..n, &mut self.q, &mut self.d, &mut self.sum_pairs);
+                return;
             }
+            let (q, d, sp) = (SharedMut::new(&mut self.q), SharedMut::new(&mut self.d), SharedMut::new(&mut self.sum_pairs));
+            for_ranges(n.div_ceil(UNIT), |units| {
+                let b = units.start * UNIT..(units.end * UNIT).min(n);
+                // SAFETY: `for_ranges` hands out disjoint ranges; each block's parts are its own.
+                let parts = unsafe {
+                    (
+                        q.part(b.start * block, b.len() * block),
+                        d.part(b.start, b.len()),
+                        sp.part(b.start * pairs, b.len() * pairs),
+                    )
+                };
+                one(b, parts.0, parts.1, parts.2)
+            });
         } else {
             self.sum_pairs.clear();
-            self.dsum.resize(t * blocks, 0.0);
-            for ((xb, qb), (d, ds)) in x
-                .chunks_exact(block)
-                .zip(self.q.chunks_exact_mut(block))
-                .zip(self.d.iter_mut().zip(self.dsum.iter_mut()))
-            {
-                let unrounded = quantize_q8_0(xb, qb);
-                *d = to_f16(unrounded);
-                let s: i32 = qb.iter().map(|&v| v as i32).sum();
-                *ds = if matches!(kind, QuantKind::Q4_1 | QuantKind::Q5_1) {
-                    // Q8_1's `s`: rounded to f16 from the unrounded scale, as ggml stores it.
-                    to_f16(unrounded * s as f32)
-                } else {
-                    *d * s as f32
-                };
+            self.dsum.resize(n, 0.0);
+            let one = |b: std::ops::Range<usize>, q: &mut [i8], d: &mut [f32], ds: &mut [f32]| {
+                quantize_plain(kind, &x[b.start * block..b.end * block], q, d, ds)
+            };
+            if t * k < PARALLEL_FROM {
+                one(0..n, &mut self.q, &mut self.d, &mut self.dsum);
+                return;
             }
+            let (q, d, ds) = (SharedMut::new(&mut self.q), SharedMut::new(&mut self.d), SharedMut::new(&mut self.dsum));
+            for_ranges(n.div_ceil(UNIT), |units| {
+                let b = units.start * UNIT..(units.end * UNIT).min(n);
+                // SAFETY: as above.
+                let parts = unsafe { (q.part(b.start * block, b.len() * block), d.part(b.start, b.len()), ds.part(b.start, b.len())) };
+                one(b, parts.0, parts.1, parts.2)
+            });
         }
     }
 

@@ -194,36 +194,49 @@ impl PackedMatrix {
             return;
         }
         with_scratch(&SCRATCH, |s| {
-            s.acts.quantize(self.kind, x, t, self.k);
-            let groups = self.groups();
-            // With one row and whole groups, `[group][1][8]` is `out` itself.
-            let direct = t == 1 && self.n.is_multiple_of(GROUP);
-            if !direct {
-                s.out_t.resize(groups * t * GROUP, 0.0);
-            }
-            let out_t: &mut [f32] = if direct { out } else { &mut s.out_t };
-            let acts = &s.acts;
+            let Scratch { acts, out_t } = s;
+            acts.quantize(self.kind, x, t, self.k);
+            let acts = &*acts;
+            let (groups, n) = (self.groups(), self.n);
             let per_group = t * GROUP;
-            // Ranges of units (a group, or a pair of them) go to the pool's threads;
-            // each writes its own part of `out_t`.
+            // Ranges of units (a group, or a pair of them) go to the pool's threads.
             let span = path.span();
-            let shared = SharedMut::new(out_t);
+            // With one row and whole groups, `[group][1][8]` is `out` itself.
+            if t == 1 && n.is_multiple_of(GROUP) {
+                let shared = SharedMut::new(out);
+                crate::ops::par::for_ranges(groups.div_ceil(span), |units| {
+                    let first = units.start * span;
+                    let len = (units.end * span).min(groups) - first;
+                    // SAFETY: `for_ranges` hands out disjoint ranges, so each part is one worker's.
+                    let out = unsafe { shared.part(first * per_group, len * per_group) };
+                    with_scratch(&UNPACK, |u| self.groups_into(path, first, acts, out, u))
+                });
+                return;
+            }
+            // Otherwise each worker computes its groups into its part of `out_t`, then moves
+            // them to their columns of `out` while they are in L1.
+            out_t.resize(groups * per_group, 0.0);
+            let (shared_t, shared) = (SharedMut::new(out_t), SharedMut::new(out));
             crate::ops::par::for_ranges(groups.div_ceil(span), |units| {
                 let first = units.start * span;
                 let len = (units.end * span).min(groups) - first;
-                // SAFETY: `for_ranges` hands out disjoint ranges, so each part is one worker's.
-                let out = unsafe { shared.part(first * per_group, len * per_group) };
-                with_scratch(&UNPACK, |u| self.groups_into(path, first, acts, out, u))
-            });
-            if !direct {
-                for i in 0..t {
-                    let row = &mut out[i * self.n..(i + 1) * self.n];
-                    for (g, dst) in row.chunks_mut(GROUP).enumerate() {
-                        let at = (g * t + i) * GROUP;
-                        dst.copy_from_slice(&s.out_t[at..at + dst.len()]);
+                // SAFETY: as above.
+                let part = unsafe { shared_t.part(first * per_group, len * per_group) };
+                with_scratch(&UNPACK, |u| self.groups_into(path, first, acts, part, u));
+                for (gi, group) in part.chunks_exact(per_group).enumerate() {
+                    let col = (first + gi) * GROUP;
+                    let w = GROUP.min(n - col);
+                    for (i, src) in group.chunks_exact(GROUP).enumerate() {
+                        // SAFETY: columns `col .. col + w` of every row belong to group
+                        // `first + gi`, which only this worker computes.
+                        let dst = unsafe { shared.part(i * n + col, w) };
+                        match <&mut [f32; GROUP]>::try_from(&mut *dst) {
+                            Ok(dst) => dst.copy_from_slice(src),
+                            Err(_) => dst.copy_from_slice(&src[..w]),
+                        }
                     }
                 }
-            }
+            });
         })
     }
 
