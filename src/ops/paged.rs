@@ -372,12 +372,15 @@ impl SeqLayer<'_> {
                         }
                         if n > 0 {
                             let kv = if widen {
-                                Kv::Wide(Rows {
-                                    bases: &[0],
-                                    block: span,
-                                    stride: 4 * d,
-                                    n,
-                                }, bytemuck::cast_slice(wide))
+                                Kv::Wide(
+                                    Rows {
+                                        bases: &[0],
+                                        block: span,
+                                        stride: 4 * d,
+                                        n,
+                                    },
+                                    bytemuck::cast_slice(wide),
+                                )
                             } else {
                                 Kv::Pool(in_pool(n))
                             };
@@ -400,12 +403,7 @@ impl SeqLayer<'_> {
         for (u, sum) in sums.iter_mut().enumerate() {
             let (lo, hi) = (lo_of(u / group), ctx_of(u / group));
             let row = &mut scores[u * ctx..][..hi];
-            let su = &mut row[lo..];
-            let max = self::max(su);
-            for s in su.iter_mut() {
-                *s = exp(*s - max);
-            }
-            *sum = self::sum(su);
+            *sum = softmax_numerators(&mut row[lo..]);
             row[first_block * bs..lo].fill(0.0);
         }
         out.fill(0.0);
@@ -452,6 +450,17 @@ thread_local! {
     static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     /// A prefill tile's outputs before they go to their rows, per thread.
     static TILE_OUT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Scores `v` → `e^(s − max)` in place; returns their sum (the softmax's
+/// denominator, divided out once at the end).
+#[inline(always)]
+fn softmax_numerators(v: &mut [f32]) -> f32 {
+    let max = self::max(v);
+    for s in v.iter_mut() {
+        *s = exp(*s - max);
+    }
+    self::sum(v)
 }
 
 /// The largest of `v` (−∞ when empty), in eight lanes: a maximum does not depend on the order

@@ -8,6 +8,8 @@
 //! `Σ a` per sub-block). Quantizing is scalar and the same code on every SIMD
 //! path, so every path sees the same integers.
 
+use std::ops::Range;
+
 use half::f16;
 
 use super::format::QuantKind;
@@ -100,6 +102,39 @@ fn quantize_plain(kind: QuantKind, x: &[f32], q: &mut [i8], d: &mut [f32], dsum:
     }
 }
 
+/// Runs `f` over the blocks `0..d.len()` (each with `block` quants in `q`, its scale in `d`
+/// and `per` values in `extra`): at once for a few blocks, else in ranges across the pool.
+fn by_blocks<E: Send>(
+    block: usize,
+    per: usize,
+    q: &mut [i8],
+    d: &mut [f32],
+    extra: &mut [E],
+    f: impl Fn(Range<usize>, &mut [i8], &mut [f32], &mut [E]) + Sync,
+) {
+    // Blocks per unit of work on the pool, and the fewest values worth splitting.
+    const UNIT: usize = 64;
+    const PARALLEL_FROM: usize = 1 << 15;
+    let n = d.len();
+    if q.len() < PARALLEL_FROM {
+        f(0..n, q, d, extra);
+        return;
+    }
+    let (q, d, extra) = (SharedMut::new(q), SharedMut::new(d), SharedMut::new(extra));
+    for_ranges(n.div_ceil(UNIT), |units| {
+        let b = units.start * UNIT..(units.end * UNIT).min(n);
+        // SAFETY: `for_ranges` hands out disjoint ranges, and a block's parts are its own.
+        let parts = unsafe {
+            (
+                q.part(b.start * block, b.len() * block),
+                d.part(b.start, b.len()),
+                extra.part(b.start * per, b.len() * per),
+            )
+        };
+        f(b, parts.0, parts.1, parts.2)
+    });
+}
+
 fn to_f16(v: f32) -> f32 {
     f16::from_f32(v).to_f32()
 }
@@ -117,49 +152,23 @@ impl QuantActs {
         let block = kind.block_elems();
         let n = t * (k / block);
         self.d.resize(n, 0.0);
-        // Blocks per unit of work on the pool, and the fewest values worth splitting.
-        const UNIT: usize = 64;
-        const PARALLEL_FROM: usize = 1 << 15;
         if kind.is_super() {
             self.dsum.clear();
             let pairs = kind.subs() / 2;
             self.sum_pairs.resize(n * pairs, 0);
-            let one = |b: std::ops::Range<usize>, q: &mut [i8], d: &mut [f32], sp: &mut [i32]| {
-                quantize_super(kind, &x[b.start * block..b.end * block], q, d, sp)
-            };
-            if t * k < PARALLEL_FROM {
-                one(0..n, &mut self.q, &mut self.d, &mut self.sum_pairs);
-                return;
-            }
-            let (q, d, sp) = (SharedMut::new(&mut self.q), SharedMut::new(&mut self.d), SharedMut::new(&mut self.sum_pairs));
-            for_ranges(n.div_ceil(UNIT), |units| {
-                let b = units.start * UNIT..(units.end * UNIT).min(n);
-                // SAFETY: `for_ranges` hands out disjoint ranges; each block's parts are its own.
-                let parts = unsafe {
-                    (
-                        q.part(b.start * block, b.len() * block),
-                        d.part(b.start, b.len()),
-                        sp.part(b.start * pairs, b.len() * pairs),
-                    )
-                };
-                one(b, parts.0, parts.1, parts.2)
-            });
+            by_blocks(
+                block,
+                pairs,
+                &mut self.q,
+                &mut self.d,
+                &mut self.sum_pairs,
+                |b, q, d, sp| quantize_super(kind, &x[b.start * block..b.end * block], q, d, sp),
+            );
         } else {
             self.sum_pairs.clear();
             self.dsum.resize(n, 0.0);
-            let one = |b: std::ops::Range<usize>, q: &mut [i8], d: &mut [f32], ds: &mut [f32]| {
+            by_blocks(block, 1, &mut self.q, &mut self.d, &mut self.dsum, |b, q, d, ds| {
                 quantize_plain(kind, &x[b.start * block..b.end * block], q, d, ds)
-            };
-            if t * k < PARALLEL_FROM {
-                one(0..n, &mut self.q, &mut self.d, &mut self.dsum);
-                return;
-            }
-            let (q, d, ds) = (SharedMut::new(&mut self.q), SharedMut::new(&mut self.d), SharedMut::new(&mut self.dsum));
-            for_ranges(n.div_ceil(UNIT), |units| {
-                let b = units.start * UNIT..(units.end * UNIT).min(n);
-                // SAFETY: as above.
-                let parts = unsafe { (q.part(b.start * block, b.len() * block), d.part(b.start, b.len()), ds.part(b.start, b.len())) };
-                one(b, parts.0, parts.1, parts.2)
             });
         }
     }

@@ -154,6 +154,30 @@ fn many_rows_use_the_thread_pool_and_agree() {
 }
 
 #[test]
+fn many_rows_quantize_across_threads_as_one_at_a_time() {
+    // A prompt chunk's activations are quantized by blocks on the pool (past 2^15 values);
+    // every block must come out as it does alone, in each form.
+    for (kind, _) in KINDS {
+        let (t, k) = (90, 512);
+        let x = values(t * k, 31, 2.0);
+        let mut all = QuantActs::default();
+        all.quantize(kind, &x, t, k);
+        let mut one = QuantActs::default();
+        for i in 0..t {
+            one.quantize(kind, &x[i * k..(i + 1) * k], 1, k);
+            let (b, s) = (k / kind.block_elems(), kind.subs() / 2);
+            assert_eq!(all.row_q(i), one.row_q(0), "{kind:?} row {i} quants");
+            assert_eq!(all.d[i * b..(i + 1) * b], one.d[..], "{kind:?} row {i} scales");
+            if kind.is_super() {
+                assert_eq!(all.sum_pairs[i * b * s..(i + 1) * b * s], one.sum_pairs[..], "{kind:?} row {i} sums");
+            } else {
+                assert_eq!(all.dsum[i * b..(i + 1) * b], one.dsum[..], "{kind:?} row {i} d·sums");
+            }
+        }
+    }
+}
+
+#[test]
 fn zero_activations_give_zero() {
     for (kind, dtype) in KINDS {
         let k = kind.block_elems();
