@@ -625,6 +625,30 @@ mod tests {
         };
     }
 
+    /// A pool holding the rows of `data` (`d` values each) stored as `C`, in
+    /// blocks of `block` rows `stride` bytes apart, block `i` at slot
+    /// `blocks − 1 − i` (reversed) after `lead` bytes; `tail` bytes past the
+    /// blocks (counting the lead); every byte no row covers is 0x5a. Returns
+    /// the pool and each block's base.
+    fn reversed_pool<C: Codec>(
+        data: &[f32],
+        d: usize,
+        block: usize,
+        stride: usize,
+        lead: usize,
+        tail: usize,
+    ) -> (Vec<u8>, Vec<usize>) {
+        let (rb, n) = (C::DTYPE.row_bytes(d), data.len() / d);
+        let blocks = n.div_ceil(block);
+        let bases: Vec<usize> = (0..blocks).map(|i| lead + (blocks - 1 - i) * block * stride).collect();
+        let mut pool = vec![0x5au8; blocks * block * stride + tail];
+        for p in 0..n {
+            let at = bases[p / block] + (p % block) * stride;
+            C::DTYPE.encode(&data[p * d..][..d], &mut pool[at..at + rb]);
+        }
+        (pool, bases)
+    }
+
     /// Every path, block size and split of the rows gives the same bits,
     /// and the scores are dot products, for every stored type.
     #[test]
@@ -647,14 +671,7 @@ mod tests {
         let mut seen: Option<(Vec<u32>, Vec<u32>)> = None;
         for simd in paths {
             for (block, per_call) in [(8usize, 1usize), (8, 5), (16, 1), (16, 3), (48, 1), (4, 2), (12, 1)] {
-                let blocks = n.div_ceil(block);
-                // Block i sits at slot (blocks - 1 - i): reversed.
-                let bases: Vec<usize> = (0..blocks).map(|i| 3 + (blocks - 1 - i) * block * stride).collect();
-                let mut pool = vec![0x5au8; blocks * block * stride + 5];
-                for p in 0..n {
-                    let at = bases[p / block] + (p % block) * stride;
-                    dtype.encode(&data[p * d..][..d], &mut pool[at..at + rb]);
-                }
+                let (pool, bases) = reversed_pool::<C>(&data, d, block, stride, 3, 5);
                 let (mut s, mut o) = (vec![0f32; n], vec![0f32; d]);
                 for (c, bases) in bases.chunks(per_call).enumerate() {
                     let first = c * per_call * block;
@@ -715,14 +732,7 @@ mod tests {
         let dtype = C::DTYPE;
         let rb = dtype.row_bytes(d);
         let (block, n, stride) = (16usize, 37usize, 41usize);
-        let blocks = n.div_ceil(block);
-        let bases: Vec<usize> = (0..blocks).map(|i| (blocks - 1 - i) * block * rb).collect();
-        let mut pool = vec![0u8; blocks * block * rb];
-        let data = rand_vec(n * d, 3 + d as u64);
-        for p in 0..n {
-            let at = bases[p / block] + (p % block) * rb;
-            dtype.encode(&data[p * d..][..d], &mut pool[at..at + rb]);
-        }
+        let (pool, bases) = reversed_pool::<C>(&rand_vec(n * d, 3 + d as u64), d, block, rb, 0, 0);
         let rows = Rows {
             bases: &bases,
             block,
@@ -779,14 +789,7 @@ mod tests {
         let dtype = C::DTYPE;
         let rb = dtype.row_bytes(d);
         let (block, n, stride) = (8usize, 21usize, rb + 6);
-        let blocks = n.div_ceil(block);
-        let bases: Vec<usize> = (0..blocks).map(|i| 1 + (blocks - 1 - i) * block * stride).collect();
-        let mut pool = vec![0u8; blocks * block * stride + 1];
-        let data = rand_vec(n * d, 40 + d as u64);
-        for p in 0..n {
-            let at = bases[p / block] + (p % block) * stride;
-            dtype.encode(&data[p * d..][..d], &mut pool[at..at + rb]);
-        }
+        let (pool, bases) = reversed_pool::<C>(&rand_vec(n * d, 40 + d as u64), d, block, stride, 1, 1);
         let rows = Rows {
             bases: &bases,
             block,

@@ -201,28 +201,26 @@ impl PackedMatrix {
             let per_group = t * GROUP;
             // Ranges of units (a group, or a pair of them) go to the pool's threads.
             let span = path.span();
-            // With one row and whole groups, `[group][1][8]` is `out` itself.
-            if t == 1 && n.is_multiple_of(GROUP) {
-                let shared = SharedMut::new(out);
-                crate::ops::par::for_ranges(groups.div_ceil(span), |units| {
-                    let first = units.start * span;
-                    let len = (units.end * span).min(groups) - first;
-                    // SAFETY: `for_ranges` hands out disjoint ranges, so each part is one worker's.
-                    let out = unsafe { shared.part(first * per_group, len * per_group) };
-                    with_scratch(&UNPACK, |u| self.groups_into(path, first, acts, out, u))
-                });
-                return;
-            }
-            // Otherwise each worker computes its groups into its part of `out_t`, then moves
-            // them to their columns of `out` while they are in L1.
-            out_t.resize(groups * per_group, 0.0);
-            let (shared_t, shared) = (SharedMut::new(out_t), SharedMut::new(out));
+            // With one row and whole groups, `[group][1][8]` is `out` itself; otherwise each
+            // worker computes its groups into its part of `out_t`, then moves them to their
+            // columns of `out` while they are in L1.
+            let direct = t == 1 && n.is_multiple_of(GROUP);
+            let staged = (!direct).then(|| {
+                out_t.resize(groups * per_group, 0.0);
+                SharedMut::new(out_t.as_mut_slice())
+            });
+            let shared = SharedMut::new(out);
             crate::ops::par::for_ranges(groups.div_ceil(span), |units| {
                 let first = units.start * span;
                 let len = (units.end * span).min(groups) - first;
-                // SAFETY: as above.
-                let part = unsafe { shared_t.part(first * per_group, len * per_group) };
+                let target = staged.as_ref().unwrap_or(&shared);
+                // SAFETY: `for_ranges` hands out disjoint ranges, so each part is one worker's
+                // (of `out_t` when staged, else of `out`, which no one else then touches).
+                let part = unsafe { target.part(first * per_group, len * per_group) };
                 with_scratch(&UNPACK, |u| self.groups_into(path, first, acts, part, u));
+                if staged.is_none() {
+                    return;
+                }
                 for (gi, group) in part.chunks_exact(per_group).enumerate() {
                     let col = (first + gi) * GROUP;
                     let w = GROUP.min(n - col);
@@ -230,6 +228,7 @@ impl PackedMatrix {
                         // SAFETY: columns `col .. col + w` of every row belong to group
                         // `first + gi`, which only this worker computes.
                         let dst = unsafe { shared.part(i * n + col, w) };
+                        // A whole group as a fixed-size copy (inlined, not a `memcpy` call).
                         match <&mut [f32; GROUP]>::try_from(&mut *dst) {
                             Ok(dst) => dst.copy_from_slice(src),
                             Err(_) => dst.copy_from_slice(&src[..w]),
