@@ -21,11 +21,12 @@
 # There, one device call each (the machine stays warm 30 s between calls, and
 # what a call unpacks into /tmp/hearth-gpu stays while it is warm):
 #   carry ["target/gpu-pack"]:     bash target/gpu-pack/gpu-run.sh tests
-#   (same machine)                 bash target/gpu-pack/gpu-run.sh bench
 #   carry ["target/gpu-model-1"]:  bash target/gpu-pack/gpu-run.sh stash-model
 #   carry ["target/gpu-model-2"]:  bash target/gpu-pack/gpu-run.sh real-model
-# Each writes its log under $OUT (tests.log, bench.log, real-model.log) and
-# the machine's description (machine.txt).
+#   (same machine)                 bash target/gpu-pack/gpu-run.sh bench
+# Each writes its log under $OUT (tests.log, real-model.log, bench.log and
+# bench-gpu.json: `hearth bench gpu`'s every figure) and the machine's
+# description (machine.txt).
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -168,18 +169,14 @@ tests() {
 
 bench() {
     setup
-    local h="$work/bin/hearth"
+    local h="$work/bin/hearth" extra=()
+    # SmolLM2-135M Q4_1 too, where stash-model and real-model have joined it on this machine.
+    [ -f "$work/models/$model" ] && extra=(--gguf "$work/models/$model")
     {
-        echo "== decode, CUDA (hearth and candle-transformers' quantized_llama, batch 1)"
-        timeout 120 "$h" --device cuda bench decode --prompt-tokens 512 --decode-tokens 128
+        echo "== bench gpu: copies, prefill/decode at batch 1 and 16 vs candle, TTFT of 8,192 tokens from every tier"
+        timeout 500 "$h" --device cuda bench gpu "${extra[@]}" --json "$OUT/bench-gpu.json"
         echo "== decode, CPU (our matmul on this CPU's widest path)"
         timeout 60 "$h" --device cpu bench decode --prompt-tokens 512 --decode-tokens 64 --no-reference
-        echo "== cache: TTFT cold, device-tier hit, host-tier hit (8,064 tokens: the bench model holds 8,192)"
-        timeout 120 "$h" --device cuda bench cache --prefix-tokens 8000 --suffix-tokens 64
-        echo "== disk: TTFT after a restart"
-        timeout 90 "$h" --device cuda bench disk
-        echo "== serve: concurrency 1 and 16"
-        timeout 150 "$h" --device cuda bench serve --requests 64 --concurrency 1,16
     } 2>&1 | tee "$OUT/bench.log"
 }
 
@@ -200,12 +197,22 @@ real_model() {
             die "the joined model does not match its checksum"
     fi
     {
+        local status=0
         for p in "The capital of France is" "1, 2, 3, 4, 5," "def add(a, b):"; do
             for d in cpu cuda; do
                 echo "== $d: $p"
-                timeout 60 "$work/bin/hearth" --device "$d" run -m "$m" -p "$p" -n 24 --temperature 0 --disk-cache-gib 0
+                timeout 60 "$work/bin/hearth" --device "$d" run -m "$m" -p "$p" -n 24 --temperature 0 \
+                    --disk-cache-gib 0 > "$work/text-$d.txt" || status=1
+                cat "$work/text-$d.txt"
             done
+            if cmp -s "$work/text-cpu.txt" "$work/text-cuda.txt"; then
+                echo "== same greedy text on the CPU and on CUDA"
+            else
+                echo "== DIFFERENT greedy text on the CPU and on CUDA"
+                status=1
+            fi
         done
+        [ "$status" -eq 0 ]
     } 2>&1 | tee "$OUT/real-model.log"
 }
 

@@ -608,6 +608,19 @@ fn hostile_command_lines_fail_with_one_line_and_status_1() {
     }
 }
 
+/// `hearth bench gpu` on the CPU refuses at once, before writing its 1B benchmark model; a
+/// decode bench of zero sequences is refused too.
+#[test]
+fn bench_gpu_without_a_gpu_says_so_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = hearth(d, &["--device", "cpu", "bench", "gpu"]);
+    assert_one_line_error(&o, "CUDA");
+    assert!(!d.join("data").join("bench").exists(), "nothing written");
+    let o = hearth(d, &["bench", "decode", "--batch", "0"]);
+    assert_one_line_error(&o, "--batch");
+}
+
 /// `hearth cache verify` without a model on this machine checks the files offline: it never
 /// tries the hub (here an address that refuses connections).
 #[test]

@@ -1,26 +1,35 @@
-//! End to end on a CUDA device: the engine with its device tier in VRAM
-//! gives the CPU engine's greedy tokens (logits within a tolerance for the
-//! different matmul kernels), with the cache and without, from both tiers.
+//! End to end on a CUDA device: the engine with its device tier in VRAM and its host tier in
+//! pinned RAM gives the CPU engine's greedy tokens (logits within a tolerance for the
+//! different matmul kernels), with the cache and without, from the device tier, from the host
+//! tier (demotion and promotion under a tiny VRAM pool) and from the disk tier after a
+//! restart; for every K/V type the CUDA kernels store (f16, the default; bf16; f32).
 //!
-//! Built only with `--features cuda`; returns early when no CUDA device is
-//! present.
+//! Built only with `--features cuda`; returns early when no CUDA device is present.
 #![cfg(feature = "cuda")]
 
 mod common;
 
+use std::path::Path;
+
 use candle_core::Device;
 use common::*;
-use hearth::engine::{Engine, GenerationReport};
+use hearth::config::{CacheSettings, KvDtype};
+use hearth::engine::{DiskSettings, Engine, GenerateRequest, GenerationReport, SaveTo};
 use hearth::model::hparams::Family;
 use hearth::model::testkit::{TinyModelSpec, WeightType};
+use hearth::persist::{ConversationId, Message, Role};
 use hearth::runtime::PoolSizes;
 
-fn cuda_engine(
-    path: &std::path::Path,
-    prefix_caching: bool,
-    device_blocks: usize,
-    host_blocks: usize,
-) -> Option<Engine> {
+const GPU_TYPES: [KvDtype; 3] = [KvDtype::F16, KvDtype::Bf16, KvDtype::F32];
+
+fn settings(dtype: KvDtype, prefix_caching: bool) -> CacheSettings {
+    CacheSettings {
+        kv_dtype: Some(dtype),
+        ..cache_settings(prefix_caching, 16)
+    }
+}
+
+fn cuda_engine(path: &Path, cache: &CacheSettings, device_blocks: usize, host_blocks: usize) -> Option<Engine> {
     let gpu = Device::new_cuda(0).ok()?;
     let resolved = hearth::model::source::resolve(
         &hearth::model::source::ModelSource::Local(path.to_path_buf()),
@@ -31,7 +40,7 @@ fn cuda_engine(
     Some(
         Engine::with_pool_sizes(
             model,
-            &cache_settings(prefix_caching, 16),
+            cache,
             &hearth::config::EngineSettings::default(),
             PoolSizes {
                 device_blocks,
@@ -57,30 +66,112 @@ fn close(a: &GenerationReport, b: &GenerationReport, what: &str) {
 #[test]
 fn cuda_engine_matches_cpu_from_every_tier() {
     let dir = tempfile::tempdir().unwrap();
-    for family in [Family::Llama, Family::Qwen2, Family::Qwen3] {
+    for family in [Family::Llama, Family::Qwen2, Family::Qwen3, Family::Gemma3] {
         let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
         let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
-        let Some(mut gpu) = cuda_engine(&path, true, 5, 16) else {
+        for dtype in GPU_TYPES {
+            let what = |s: &str| format!("{family:?} K/V {dtype} {s}");
+            let Some(mut gpu) = cuda_engine(&path, &settings(dtype, true), 5, 16) else {
+                eprintln!("no CUDA device: skipping");
+                return;
+            };
+            let mut cpu = engine_with(&path, settings(dtype, false), 64, 0);
+            let v = spec.vocab.size;
+            let (a, b) = (prompt(64, v, 30), prompt(64, v, 31));
+            let run = |e: &mut Engine, p: &[u32]| e.generate(p, &greedy(6), |_| Ok(())).unwrap();
+
+            let cold = run(&mut gpu, &a);
+            close(&cold, &run(&mut cpu, &a), &what("cold"));
+            run(&mut gpu, &b); // pushes a's blocks to the host tier
+            let host_hit = run(&mut gpu, &a);
+            assert!(
+                host_hit.cached.host_tokens >= 32,
+                "{}: {:?}",
+                what("host"),
+                host_hit.cached
+            );
+            close(&host_hit, &cold, &what("host hit"));
+            let device_hit = run(&mut gpu, &a);
+            assert!(
+                device_hit.cached.device_tokens >= 32,
+                "{}: {:?}",
+                what("device"),
+                device_hit.cached
+            );
+            close(&device_hit, &cold, &what("device hit"));
+            assert_blocks_released(&gpu.cache_stats(), &what("after the hits"));
+        }
+    }
+}
+
+/// A long prefix promoted from the host tier while the suffix is prefilled: many blocks in
+/// flight on the copy stream when the forward starts. The result is the cold run's.
+#[test]
+fn a_long_promotion_is_complete_before_attention_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let path = write_tiny(dir.path(), &spec, "llama.gguf");
+    let v = spec.vocab.size;
+    // 40 blocks of prefix; the device tier holds one such request at a time.
+    let Some(mut gpu) = cuda_engine(&path, &settings(KvDtype::F16, true), 44, 128) else {
+        eprintln!("no CUDA device: skipping");
+        return;
+    };
+    let mut cpu = engine_with(&path, settings(KvDtype::F16, false), 64, 0);
+    let mut a = prompt(640, v, 40);
+    a.extend(prompt(5, v, 41));
+    let run = |e: &mut Engine, p: &[u32]| e.generate(p, &greedy(4), |_| Ok(())).unwrap();
+    let cold = run(&mut cpu, &a);
+    run(&mut gpu, &a);
+    run(&mut gpu, &prompt(650, v, 42)); // a's blocks go to the host tier
+    let host_hit = run(&mut gpu, &a);
+    assert!(host_hit.cached.host_tokens >= 600, "{:?}", host_hit.cached);
+    close(&host_hit, &cold, "host hit of 40 blocks");
+}
+
+/// One saved turn of `conversation`.
+fn turn(e: &mut Engine, conversation: &ConversationId, prompt: &[u32], n: usize) -> GenerationReport {
+    let request = GenerateRequest {
+        prompt: prompt.to_vec(),
+        params: greedy(n),
+        save: Some(SaveTo {
+            conversation: conversation.clone(),
+            messages: Some(vec![Message::new(Role::User, "turn")]),
+        }),
+    };
+    e.run(request, |_| Ok(())).unwrap()
+}
+
+#[test]
+fn cuda_disk_tier_after_a_restart_matches_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let path = write_tiny(dir.path(), &spec, "llama.gguf");
+    let v = spec.vocab.size;
+    let c = ConversationId::parse("gpu-chat").unwrap();
+    for dtype in GPU_TYPES {
+        let data = dir.path().join(format!("data-{dtype}"));
+        let with_disk = |e: Engine| e.with_disk(&DiskSettings::new(&data, 1 << 30)).unwrap();
+        let Some(first) = cuda_engine(&path, &settings(dtype, true), 16, 16) else {
             eprintln!("no CUDA device: skipping");
             return;
         };
-        let mut cpu = engine(&path, false, 64, 0);
-        let v = spec.vocab.size;
-        let (a, b) = (prompt(64, v, 30), prompt(64, v, 31));
-        let run = |e: &mut Engine, p: &[u32]| e.generate(p, &greedy(6), |_| Ok(())).unwrap();
+        let mut first = with_disk(first);
+        let history = prompt(70, v, 50);
+        let r = turn(&mut first, &c, &history, 10);
+        first.flush_disk();
+        assert_eq!(first.stats().disk.unwrap().write_failures, 0, "K/V {dtype}");
+        drop(first);
 
-        let cold = run(&mut gpu, &a);
-        close(&cold, &run(&mut cpu, &a), &format!("{family:?} cold"));
-        run(&mut gpu, &b); // pushes a's blocks to the host tier
-        let host_hit = run(&mut gpu, &a);
-        assert!(host_hit.cached.host_tokens >= 32, "{family:?}: {:?}", host_hit.cached);
-        close(&host_hit, &cold, &format!("{family:?} host hit"));
-        let device_hit = run(&mut gpu, &a);
-        assert!(
-            device_hit.cached.device_tokens >= 32,
-            "{family:?}: {:?}",
-            device_hit.cached
-        );
-        close(&device_hit, &cold, &format!("{family:?} device hit"));
+        let mut next = history.clone();
+        next.extend(&r.tokens);
+        next.extend(prompt(9, v, 51));
+        let mut second = with_disk(cuda_engine(&path, &settings(dtype, true), 16, 16).unwrap());
+        let warm = turn(&mut second, &c, &next, 6);
+        assert!(warm.cached.disk_tokens >= 64, "K/V {dtype}: {:?}", warm.cached);
+        let cold = engine_with(&path, settings(dtype, false), 64, 0)
+            .generate(&next, &greedy(6), |_| Ok(()))
+            .unwrap();
+        close(&warm, &cold, &format!("K/V {dtype} disk hit after a restart"));
     }
 }

@@ -1,15 +1,21 @@
 //! hearth's CUDA paged-attention kernels against the CPU store (the
 //! reference): write K/V into blocks through scattered block tables, then
 //! attend, for a packed batch of prefill chunks over cached prefixes and
-//! decode steps, several GQA ratios and block sizes 16 and 32.
+//! decode steps, several GQA ratios, head sizes 64 and 256, block sizes 16 and 32,
+//! and every K/V type the kernels store (f32, f16, bf16): both pools then hold the
+//! same bytes. And the tiers on CUDA: blocks demoted to pinned host RAM and promoted
+//! back on the copy stream arrive whole.
 //!
 //! Built only with `--features cuda`; each test returns early (and says so)
 //! when no CUDA device is present.
 #![cfg(feature = "cuda")]
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{Device, Tensor};
+use hearth::config::KvDtype;
+use hearth::kv::{BlockId, CopyPlan, Tier};
 use hearth::ops::cuda_paged::{CudaPagedKvBatch, CudaPool};
 use hearth::ops::{Attend, BatchLayout, KvStore, PagedKvBatch, PagedLayout, SeqChunk};
+use hearth::runtime::KvMemory;
 
 fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -37,14 +43,23 @@ fn cuda() -> Option<candle_core::CudaDevice> {
 fn paged_attention_matches_the_cpu_store() {
     let Some(dev) = cuda() else { return };
     let gpu = Device::Cuda(dev.clone());
-    for (block_size, heads, kv_heads) in [(16, 8, 2), (32, 4, 4), (16, 6, 1), (32, 8, 4)] {
-        let head_dim = 64;
+    let shapes = [
+        (16, 8, 2, 64),
+        (32, 4, 4, 64),
+        (16, 6, 1, 64),
+        (32, 8, 4, 64),
+        (16, 4, 1, 256),
+    ];
+    for ((block_size, heads, kv_heads, head_dim), dtype) in shapes
+        .into_iter()
+        .flat_map(|s| [KvDtype::F32, KvDtype::F16, KvDtype::Bf16].map(|d| (s, d)))
+    {
         let l = PagedLayout {
             layers: 2,
             kv_heads,
             head_dim,
             block_size,
-            dtype: hearth::config::KvDtype::F32,
+            dtype,
         };
         let blocks = 24;
         let mut cpu_pool = vec![0u8; blocks * l.block_len()];
@@ -107,22 +122,73 @@ fn paged_attention_matches_the_cpu_store() {
                     .unwrap();
                 assert!(
                     d < 1e-4,
-                    "bs {block_size} heads {heads}/{kv_heads} step {s} layer {layer}: {d}"
+                    "{dtype} bs {block_size} heads {heads}/{kv_heads}x{head_dim} step {s} layer {layer}: {d}"
                 );
             }
         }
-        // The pools hold the same K/V afterwards.
+        // The pools hold the same K/V bytes afterwards: each value rounded once, the same way.
         let back = gpu_pool.device.clone_dtoh(&gpu_pool.data).unwrap();
-        let d = back
-            .iter()
-            .zip(
-                cpu_pool
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            )
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        assert_eq!(d, 0.0, "pool contents differ");
-        let _ = DType::F32;
+        assert!(back == cpu_pool, "{dtype}: pool contents differ");
     }
+}
+
+/// Blocks written on the device, demoted to the pinned host tier and promoted back into other
+/// device blocks (scattered and consecutive, so both one-block copies and runs), arrive whole;
+/// a bad plan copies nothing.
+#[test]
+fn blocks_move_between_vram_and_pinned_host_ram_whole() {
+    let Some(dev) = cuda() else { return };
+    let l = PagedLayout {
+        layers: 3,
+        kv_heads: 2,
+        head_dim: 64,
+        block_size: 16,
+        dtype: KvDtype::F16,
+    };
+    let (device_blocks, host_blocks) = (24u32, 12u32);
+    let mut m = KvMemory::new_cuda(&dev, l, device_blocks as usize, host_blocks as usize).unwrap();
+    assert!(m.host_is_pinned());
+    let pattern = |b: u32| -> Vec<u8> { (0..l.block_len()).map(|i| (i as u32 * 31 + b * 7) as u8).collect() };
+    for b in 0..8 {
+        let r = m.fill_block(Tier::Device, BlockId(b), |dst| {
+            dst.copy_from_slice(&pattern(b));
+            Ok::<(), ()>(())
+        });
+        assert!(matches!(r, Ok(Ok(()))));
+    }
+    // Device 0..8 → host (0..4 consecutive, 4..8 reversed), then back to device 16..24.
+    let demote: Vec<_> = (0..8u32)
+        .map(|i| (BlockId(i), BlockId(if i < 4 { i } else { 11 - i })))
+        .collect();
+    let promote: Vec<_> = demote.iter().map(|&(d, h)| (h, BlockId(d.0 + 16))).collect();
+    m.execute(&CopyPlan {
+        demote,
+        promote: vec![],
+    })
+    .unwrap();
+    m.execute(&CopyPlan {
+        demote: vec![],
+        promote,
+    })
+    .unwrap();
+    for b in 0..8 {
+        assert_eq!(
+            m.device_block(BlockId(b + 16)).unwrap(),
+            pattern(b),
+            "device block {}",
+            b + 16
+        );
+        let h = if b < 4 { b } else { 11 - b };
+        assert_eq!(m.host_block(BlockId(h)).unwrap(), &pattern(b)[..], "host block {h}");
+    }
+    let bad = CopyPlan {
+        demote: vec![(BlockId(0), BlockId(1)), (BlockId(1), BlockId(host_blocks))],
+        promote: vec![],
+    };
+    assert!(m.execute(&bad).is_err());
+    assert_eq!(
+        m.host_block(BlockId(1)).unwrap(),
+        &pattern(1)[..],
+        "a bad plan copies nothing"
+    );
 }

@@ -36,6 +36,26 @@ fn close(wt: WeightType, a: &[f32], b: &[f32], what: &str) -> bool {
     d < TOL
 }
 
+/// The model of a case. Q8_0 models are shaped so that no matrix is a multiple of 256 values
+/// wide: candle (0.11) repacks Q8_0 weights on CPUs with AVX-512 VNNI or AVX-VNNI and then
+/// quantizes the activations in blocks of 256 (Q8_K) rather than ggml's 32 (Q8_0), which is
+/// not the arithmetic llama.cpp and hearth do; it keeps ggml's for other widths, so the
+/// reference is the same on every CPU. (K-quants use Q8_K activations everywhere.)
+fn spec(family: Family, wt: WeightType) -> TinyModelSpec {
+    let spec = TinyModelSpec::tiny(family, wt);
+    if wt != WeightType::Q8_0 {
+        return spec;
+    }
+    TinyModelSpec {
+        hidden: 288,
+        heads: 9,
+        kv_heads: 3,
+        head_dim: 32,
+        ffn: 544,
+        ..spec
+    }
+}
+
 fn cases() -> Vec<(Family, WeightType)> {
     let mut v = Vec::new();
     for f in [Family::Llama, Family::Qwen2, Family::Qwen3] {
@@ -50,7 +70,7 @@ fn cases() -> Vec<(Family, WeightType)> {
 fn full_prompt_and_decode_match_candle() {
     let dir = tempfile::tempdir().unwrap();
     for (family, wt) in cases() {
-        let spec = TinyModelSpec::tiny(family, wt);
+        let spec = spec(family, wt);
         let path = write_tiny(dir.path(), &spec, &format!("{family:?}-{wt:?}.gguf"));
         let ours = load_ours(&path, 512);
         let mut theirs = Reference::load(&path, family);
@@ -79,26 +99,50 @@ fn full_prompt_and_decode_match_candle() {
     }
 }
 
+/// The reference's top-two margin, as a fraction of its largest logit.
+fn relative_margin(logits: &[f32]) -> f32 {
+    let (mut first, mut second) = (f32::MIN, f32::MIN);
+    for &x in logits {
+        if x > first {
+            (first, second) = (x, first);
+        } else if x > second {
+            second = x;
+        }
+    }
+    let scale = logits.iter().fold(0f32, |m, x| m.max(x.abs()));
+    (first - second) / scale
+}
+
+/// 25 greedy tokens each. They must be identical, except that a step where the reference's
+/// top two are nearer than the logits' tolerance (a near-tie on a random model, which any
+/// change of summation order can flip) may differ: the comparison ends there.
 #[test]
 fn greedy_continuations_are_identical() {
     let dir = tempfile::tempdir().unwrap();
     for (family, wt) in cases() {
-        let spec = TinyModelSpec::tiny(family, wt);
+        let spec = spec(family, wt);
         let path = write_tiny(dir.path(), &spec, &format!("{family:?}-{wt:?}.gguf"));
         let ours = load_ours(&path, 512);
         let mut theirs = Reference::load(&path, family);
         let ids = prompt(9, spec.vocab.size, 2);
+        let tie = if wt == WeightType::F32 { 1e-3 } else { QUANT_REL_TOL };
 
         let mut kv = new_kv(&ours, 512);
-        let mut a = vec![argmax(&ours_step(&ours, &mut kv, &ids))];
-        let mut b = vec![argmax(&theirs.forward(&ids, 0))];
-        for i in 0..24 {
-            let next_a = argmax(&ours_step(&ours, &mut kv, &[a[i]]));
-            let next_b = argmax(&theirs.forward(&[b[i]], ids.len() + i));
-            a.push(next_a);
-            b.push(next_b);
+        let (mut a, mut b) = (ours_step(&ours, &mut kv, &ids), theirs.forward(&ids, 0));
+        for step in 0..25 {
+            let (next_a, next_b) = (argmax(&a), argmax(&b));
+            if next_a != next_b {
+                let m = relative_margin(&b);
+                assert!(
+                    m < tie,
+                    "{family:?} {wt:?} step {step}: {next_a} vs {next_b}, margin {m}"
+                );
+                eprintln!("{family:?} {wt:?}: a near-tie at step {step} (margin {m}) ends the comparison");
+                break;
+            }
+            a = ours_step(&ours, &mut kv, &[next_a]);
+            b = theirs.forward(&[next_b], ids.len() + step);
         }
-        assert_eq!(a, b, "{family:?} {wt:?}");
     }
 }
 
@@ -106,7 +150,7 @@ fn greedy_continuations_are_identical() {
 fn mixed_length_batch_matches_each_sequence_alone() {
     let dir = tempfile::tempdir().unwrap();
     for family in [Family::Llama, Family::Qwen2, Family::Qwen3] {
-        let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
+        let spec = spec(family, WeightType::Q8_0);
         let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
         let ours = load_ours(&path, 512);
         let mut theirs = Reference::load(&path, family);

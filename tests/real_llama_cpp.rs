@@ -48,7 +48,7 @@ fn check_model(test: &str, file: &str, reference: &str) {
     .unwrap();
     let resolved = resolve(&ModelSource::Local(path), &Default::default()).unwrap();
     let model = LoadedModel::load(&resolved, &Device::Cpu, None).unwrap();
-    for (run, dtype) in [("f32", KvDtype::F32), ("default", KvDtype::default_for(false))] {
+    for (run, dtype) in [("f32", KvDtype::F32), ("default", KvDtype::DEFAULT)] {
         let cases = data["runs"][run]["cases"].as_array().unwrap();
         let (mut worst, mut ties) = ((0f64, String::new()), Vec::new());
         for (ci, case) in cases.iter().enumerate() {

@@ -207,7 +207,7 @@ pub fn run_cache_bench(path: &Path, device: &Device, opts: CacheBenchOptions) ->
         model: info.name,
         parameters: info.parameters,
         device: info.device,
-        kv_dtype: cache(true).kv_dtype_for(device.is_cuda()),
+        kv_dtype: cache(true).kv_dtype(),
         ttft_cold_ms: best[0],
         ttft_device_hit_ms: best[1],
         ttft_host_hit_ms: best[2],

@@ -36,6 +36,9 @@ pub enum BenchError {
 pub struct BenchOptions {
     pub prompt_tokens: usize,
     pub decode_tokens: usize,
+    /// Sequences run together: prefill of `batch` prompts in one forward, then decode steps of
+    /// `batch` tokens. Throughputs count every sequence's tokens.
+    pub batch: usize,
     pub repeats: usize,
     /// Also time candle-transformers' `quantized_llama` on the file.
     pub reference: bool,
@@ -48,6 +51,7 @@ impl Default for BenchOptions {
         Self {
             prompt_tokens: 256,
             decode_tokens: 64,
+            batch: 1,
             repeats: 3,
             reference: true,
             kv_dtype: crate::config::KvDtype::F16,
@@ -82,11 +86,12 @@ impl std::fmt::Display for BenchReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "model: {} ({:.1}M parameters, {}), device: {}, K/V {}, {} threads, quantized matmul: {}, best of {} runs\n",
+            "model: {} ({:.1}M parameters, {}), device: {}, batch {}, K/V {}, {} threads, quantized matmul: {}, best of {} runs\n",
             self.model,
             self.parameters as f64 / 1e6,
             self.quantization,
             self.device,
+            self.options.batch,
             self.options.kv_dtype,
             self.threads,
             self.isa,
@@ -129,10 +134,6 @@ impl BenchReport {
     }
 }
 
-fn argmax(logits: &Tensor) -> Result<u32, candle_core::Error> {
-    logits.flatten_all()?.argmax(0)?.to_scalar::<u32>()
-}
-
 /// Runs the benchmark on the GGUF at `path` (llama-architecture when the reference is timed too).
 pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Result<BenchReport, BenchError> {
     let mut file = GgufFile::open(path)?;
@@ -161,19 +162,20 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
         .map(|i| (i * 7919 + 13) % vocab)
         .collect();
 
+    let batch = opts.batch.max(1);
     let mut best_ours = (Duration::MAX, Duration::MAX);
     let mut best_theirs = (Duration::MAX, Duration::MAX);
     for _ in 0..opts.repeats.max(1) {
-        let r = run_ours(&ours, &prompt, opts.decode_tokens, opts.kv_dtype)?;
+        let r = run_ours(&ours, &prompt, opts.decode_tokens, batch, opts.kv_dtype)?;
         best_ours = (best_ours.0.min(r.0), best_ours.1.min(r.1));
         if let Some(theirs) = theirs.as_mut() {
-            let r = run_theirs(theirs, &prompt, opts.decode_tokens, device)?;
+            let r = run_theirs(theirs, &prompt, opts.decode_tokens, batch, device)?;
             best_theirs = (best_theirs.0.min(r.0), best_theirs.1.min(r.1));
         }
     }
     let tput = |(p, d): (Duration, Duration)| Throughput {
-        prefill_tok_s: opts.prompt_tokens as f64 / p.as_secs_f64(),
-        decode_tok_s: opts.decode_tokens as f64 / d.as_secs_f64(),
+        prefill_tok_s: (batch * opts.prompt_tokens) as f64 / p.as_secs_f64(),
+        decode_tok_s: (batch * opts.decode_tokens) as f64 / d.as_secs_f64(),
     };
     Ok(BenchReport {
         options: opts,
@@ -190,34 +192,45 @@ pub fn run_decode_bench(path: &Path, device: &Device, opts: BenchOptions) -> Res
     })
 }
 
-/// Ours through the paged block store that `hearth run` uses (blocks of 16).
+/// Each row's argmax: the next token of each sequence.
+fn argmax_rows(logits: &Tensor) -> Result<Vec<u32>, candle_core::Error> {
+    let rows = logits.dims().first().copied().unwrap_or(1);
+    logits.reshape((rows, ()))?.argmax(1)?.to_vec1::<u32>()
+}
+
+/// Ours through the paged block store that `hearth run` uses (blocks of 16, on the model's
+/// device): `batch` copies of `prompt` prefilled in one forward, then decoded together.
 fn run_ours(
     tf: &Transformer,
     prompt: &[u32],
     decode: usize,
+    batch: usize,
     kv_dtype: crate::config::KvDtype,
 ) -> Result<(Duration, Duration), BenchError> {
-    let (mut memory, table) = super::one_sequence(tf, kv_dtype, prompt.len() + decode + 1);
+    let (mut memory, tables) = super::sequences(tf, kv_dtype, prompt.len() + decode + 1, batch)?;
+    let tables: Vec<&[crate::kv::BlockId]> = tables.iter().map(Vec::as_slice).collect();
+    let layout = |cached: usize, new: usize| {
+        BatchLayout::new(vec![crate::ops::SeqChunk { cached, new }; batch]).map_err(ModelError::from)
+    };
+    let ids: Vec<u32> = prompt.iter().copied().cycle().take(prompt.len() * batch).collect();
     let t0 = Instant::now();
-    let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
     let logits = tf.forward(
-        prompt,
-        &batch,
-        memory.store(&[&table]).as_mut(),
+        &ids,
+        &layout(0, prompt.len())?,
+        memory.store(&tables).as_mut(),
         Logits::LastPerSequence,
     )?;
-    let mut next = argmax(&logits)?;
+    let mut next = argmax_rows(&logits)?;
     let prefill = t0.elapsed();
     let t1 = Instant::now();
     for i in 0..decode {
-        let batch = BatchLayout::single(prompt.len() + i, 1).map_err(ModelError::from)?;
         let logits = tf.forward(
-            &[next],
-            &batch,
-            memory.store(&[&table]).as_mut(),
+            &next,
+            &layout(prompt.len() + i, 1)?,
+            memory.store(&tables).as_mut(),
             Logits::LastPerSequence,
         )?;
-        next = argmax(&logits)?;
+        next = argmax_rows(&logits)?;
     }
     Ok((prefill, t1.elapsed()))
 }
@@ -226,19 +239,20 @@ fn run_theirs(
     m: &mut quantized_llama::ModelWeights,
     prompt: &[u32],
     decode: usize,
+    batch: usize,
     device: &Device,
 ) -> Result<(Duration, Duration), BenchError> {
     m.clear_kv_cache();
     let t0 = Instant::now();
-    let input = Tensor::new(prompt, device)?.unsqueeze(0)?;
+    let input = Tensor::new(prompt, device)?.unsqueeze(0)?.repeat((batch, 1))?;
     let logits = m.forward(&input, 0)?;
-    let mut next = argmax(&logits)?;
+    let mut next = argmax_rows(&logits)?;
     let prefill = t0.elapsed();
     let t1 = Instant::now();
     for i in 0..decode {
-        let input = Tensor::new(&[next], device)?.unsqueeze(0)?;
+        let input = Tensor::new(next.as_slice(), device)?.unsqueeze(1)?;
         let logits = m.forward(&input, prompt.len() + i)?;
-        next = argmax(&logits)?;
+        next = argmax_rows(&logits)?;
     }
     Ok((prefill, t1.elapsed()))
 }

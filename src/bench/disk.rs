@@ -239,7 +239,7 @@ fn bench(path: &Path, device: &Device, work: &Path, opts: DiskBenchOptions) -> R
         model: info.name,
         parameters: info.parameters,
         device: info.device,
-        kv_dtype: cache.kv_dtype_for(device.is_cuda()),
+        kv_dtype: cache.kv_dtype(),
         cache_file_bytes: bytes,
         write_ms,
         ttft_restart_ms: restart,

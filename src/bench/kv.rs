@@ -168,7 +168,7 @@ fn rows(t: &Tensor) -> Result<Vec<Vec<f32>>, BenchError> {
 
 /// Greedy `n` tokens after `prompt` with f32 K/V.
 fn greedy_f32(tf: &Transformer, prompt: &[u32], n: usize) -> Result<Vec<u32>, BenchError> {
-    let (mut memory, table) = super::one_sequence(tf, KvDtype::F32, prompt.len() + n + 1);
+    let (mut memory, table) = super::one_sequence(tf, KvDtype::F32, prompt.len() + n + 1)?;
     let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
     let logits = tf.forward(
         prompt,
@@ -200,7 +200,7 @@ pub fn teacher_forced_logits(
     };
     let mut ids = prompt.to_vec();
     ids.extend(forced);
-    let (mut memory, table) = super::one_sequence(tf, dtype, ids.len());
+    let (mut memory, table) = super::one_sequence(tf, dtype, ids.len())?;
     let batch = BatchLayout::single(0, ids.len()).map_err(ModelError::from)?;
     let logits = tf.forward(&ids, &batch, memory.store(&[&table]).as_mut(), Logits::All)?;
     Ok(rows(&logits)?.split_off(prompt.len() - 1))
@@ -211,7 +211,12 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
     let resolved = resolve(&ModelSource::Local(path.to_path_buf()), &Default::default())?;
     let model = LoadedModel::load(&resolved, device, None)?;
     let tf = &model.transformer;
-    for dtype in KvDtype::ALL {
+    // Every type this device stores (q8_0 is CPU only).
+    let all: Vec<KvDtype> = KvDtype::ALL
+        .into_iter()
+        .filter(|d| d.check_device(device.is_cuda()).is_ok())
+        .collect();
+    for &dtype in &all {
         dtype
             .check_head_dim(tf.kv_shape().head_dim)
             .map_err(|e| BenchError::Invalid(format!("K/V type {dtype}: {e}")))?;
@@ -225,7 +230,7 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
         cases.push((prompt, reply, base));
     }
     let mut types = Vec::new();
-    for dtype in KvDtype::ALL {
+    for dtype in all {
         let (mut sum, mut max, mut count, mut same) = (0f64, 0f64, 0usize, 0usize);
         let (mut lp_sum, mut lp_max, mut lp_count) = (0f64, 0f64, 0usize);
         let mut divergences = Vec::new();

@@ -14,6 +14,10 @@
 //! `hearth bench kv`: each K/V storage type against f32 on a real model, teacher-forced (logit
 //! error, greedy agreement; see [`run_kv_bench`]).
 //!
+//! `hearth bench gpu`: every figure of the CUDA path in one run: host → device block copies
+//! against a plain pinned copy, prefill and decode at batch 1 and 16 against candle, and TTFT
+//! of a long prompt from every tier (see [`run_gpu_bench`]).
+//!
 //! `hearth bench decode`: prefill and decode throughput of our forward against
 //! candle-transformers' `quantized_llama` on the same GGUF, in one run.
 //!
@@ -26,6 +30,7 @@ mod cache;
 pub mod client;
 mod decode;
 mod disk;
+mod gpu;
 mod grammar;
 mod kv;
 mod serve;
@@ -33,6 +38,7 @@ mod serve;
 pub use cache::{run_cache_bench, CacheBenchOptions, CacheBenchReport};
 pub use decode::{run_decode_bench, BenchError, BenchOptions, BenchReport, Throughput};
 pub use disk::{run_disk_bench, DiskBenchOptions, DiskBenchReport};
+pub use gpu::{run_gpu_bench, CopyBenchReport, GpuBenchOptions, GpuBenchReport};
 pub use grammar::{run_grammar_bench, GrammarBenchOptions, GrammarBenchReport, GrammarRun};
 pub use kv::{
     log_softmax, run_kv_bench, teacher_forced_logits, KvBenchOptions, KvBenchReport, KvTypeReport, KV_BENCH_PROMPTS,
@@ -57,13 +63,26 @@ fn paged_layout(tf: &Transformer, dtype: KvDtype) -> PagedLayout {
     }
 }
 
-/// K/V memory for one sequence of up to `tokens` tokens and its block table (blocks in
-/// order): what the single-sequence benchmarks run the forward on.
-fn one_sequence(tf: &Transformer, dtype: KvDtype, tokens: usize) -> (KvMemory, Vec<BlockId>) {
+/// K/V memory on `tf`'s device (VRAM on CUDA) for one sequence of up to `tokens` tokens and
+/// its block table (blocks in order): what the single-sequence benchmarks run the forward on.
+fn one_sequence(tf: &Transformer, dtype: KvDtype, tokens: usize) -> Result<(KvMemory, Vec<BlockId>), BenchError> {
+    sequences(tf, dtype, tokens, 1).map(|(m, mut tables)| (m, tables.remove(0)))
+}
+
+/// K/V memory on `tf`'s device for `n` sequences of up to `tokens` tokens each, and their
+/// block tables (sequence `i` has blocks `i * per ..`, in order).
+fn sequences(
+    tf: &Transformer,
+    dtype: KvDtype,
+    tokens: usize,
+    n: usize,
+) -> Result<(KvMemory, Vec<Vec<BlockId>>), BenchError> {
     let layout = paged_layout(tf, dtype);
-    let blocks = tokens.div_ceil(layout.block_size);
-    (
-        KvMemory::new(layout, blocks, 0),
-        (0..blocks as u32).map(BlockId).collect(),
-    )
+    let per = tokens.div_ceil(layout.block_size);
+    let memory = KvMemory::on_device(tf.device(), layout, per * n.max(1), 0)
+        .map_err(|e| BenchError::Invalid(format!("K/V memory for the benchmark: {e}")))?;
+    let tables = (0..n.max(1))
+        .map(|i| ((i * per) as u32..((i + 1) * per) as u32).map(BlockId).collect())
+        .collect();
+    Ok((memory, tables))
 }

@@ -271,7 +271,7 @@ pub fn run_serve_bench(
         model: probe.info.name.clone(),
         parameters: probe.info.parameters,
         device: probe.info.device.clone(),
-        kv_dtype: settings.cache.kv_dtype_for(device.is_cuda()),
+        kv_dtype: settings.cache.kv_dtype(),
         max_running: settings.engine.max_running,
         max_batch_tokens: settings.engine.max_batch_tokens,
         options: opts.clone(),

@@ -155,12 +155,37 @@ pub enum BenchCommand {
         prompt_tokens: usize,
         #[arg(long, default_value_t = 64)]
         decode_tokens: usize,
+        /// Sequences decoded together (each with the same prompt); throughputs count them all.
+        #[arg(long, default_value_t = 1)]
+        batch: usize,
         #[arg(long, default_value_t = 3)]
         repeats: usize,
         /// Skip candle-transformers' quantized_llama (the reference timed beside ours).
         #[arg(long)]
         no_reference: bool,
         /// Also write the results as JSON to this file ("-" for stdout, after the table).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+    /// Every figure of the CUDA path in one run (needs a CUDA build and device): host-to-device
+    /// block copies against a plain pinned copy; prefill and decode at batch 1 and 16 against
+    /// candle-transformers' quantized_llama; TTFT of a long prompt cold, from the device, host
+    /// and disk tiers. On a random Llama-3.2-1B-shaped Q4_K model written once into the data dir,
+    /// plus each --gguf.
+    Gpu {
+        /// More llama-architecture GGUFs to time prefill and decode on (e.g. SmolLM2-135M Q4_1).
+        #[arg(long = "gguf", value_name = "FILE")]
+        gguf: Vec<PathBuf>,
+        /// The long prompt's tokens for TTFT (the last 64 are the uncached suffix).
+        #[arg(long, default_value_t = 8192)]
+        ttft_tokens: usize,
+        #[arg(long, default_value_t = 512)]
+        prompt_tokens: usize,
+        #[arg(long, default_value_t = 128)]
+        decode_tokens: usize,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Also write the results as JSON to this file ("-" for stdout, after the tables).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },

@@ -6,12 +6,15 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 
+use hearth::bench::GpuBenchOptions;
 use hearth::config::{AppPaths, Settings};
 use hearth::model::select_device;
+use hearth::model::testkit::{write_model, TinyModelSpec};
 
 use super::args::BenchCommand;
 use super::progress::with_spinner;
 
+// long: one arm per benchmark, each checking its options and building them from its flags.
 pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result<ExitCode> {
     match which {
         BenchCommand::Cache {
@@ -99,7 +102,32 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
             batch,
             repeats,
             json,
-        } => grammar(settings, paths, gguf, hearth::bench::GrammarBenchOptions { tokens, batch, repeats }, json),
+        } => grammar(
+            settings,
+            paths,
+            gguf,
+            hearth::bench::GrammarBenchOptions { tokens, batch, repeats },
+            json,
+        ),
+        BenchCommand::Gpu {
+            gguf,
+            ttft_tokens,
+            prompt_tokens,
+            decode_tokens,
+            repeats,
+            json,
+        } => {
+            let opts = GpuBenchOptions {
+                ttft_tokens,
+                prompt_tokens,
+                decode_tokens,
+                batches: vec![1, 16],
+                repeats,
+                block_size: settings.cache.block_size,
+                kv_dtype: settings.cache.kv_dtype,
+            };
+            gpu(settings, paths, gguf, opts, json)
+        }
         BenchCommand::Kv {
             gguf,
             prompts,
@@ -110,25 +138,40 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
             gguf,
             prompt_tokens,
             decode_tokens,
+            batch,
             repeats,
             no_reference,
             json,
         } => {
-            let path = bench_model(paths, gguf)?;
-            let device = select_device(settings.model.device)?;
+            if batch == 0 || prompt_tokens == 0 {
+                bail!("--batch and --prompt-tokens must be at least 1");
+            }
             let opts = hearth::bench::BenchOptions {
                 prompt_tokens,
                 decode_tokens,
+                batch,
                 repeats,
                 reference: !no_reference,
-                // The type the engine would use on this device (`auto` may have chosen CUDA).
-                kv_dtype: settings.cache.kv_dtype_for(device.is_cuda()),
+                kv_dtype: settings.cache.kv_dtype(),
             };
-            report("benchmarking".into(), json, || {
-                hearth::bench::run_decode_bench(&path, &device, opts)
-            })
+            decode(settings, paths, gguf, opts, json)
         }
     }
+}
+
+/// `hearth bench decode`: our forward against candle's `quantized_llama` on `gguf`.
+fn decode(
+    settings: &Settings,
+    paths: &AppPaths,
+    gguf: Option<PathBuf>,
+    opts: hearth::bench::BenchOptions,
+    json: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let path = bench_model(paths, gguf)?;
+    let device = select_device(settings.model.device)?;
+    report("benchmarking".into(), json, || {
+        hearth::bench::run_decode_bench(&path, &device, opts)
+    })
 }
 
 /// `hearth bench grammar`: constrained against unconstrained decoding on `gguf`.
@@ -174,21 +217,49 @@ fn kv(
 /// The benchmark model: `gguf` if given, else the random ~50M Q8_0 Llama,
 /// written once into the data dir.
 fn bench_model(paths: &AppPaths, gguf: Option<PathBuf>) -> Result<PathBuf> {
-    use hearth::model::testkit::{write_model, TinyModelSpec};
-    if let Some(p) = gguf {
-        return Ok(p);
+    match gguf {
+        Some(p) => Ok(p),
+        None => written_model(paths, "random-llama-50m-ctx8k-q8_0.gguf", TinyModelSpec::bench_50m),
     }
+}
+
+/// The random model `spec` describes, written once into the data dir's `bench/` as `name`.
+fn written_model(paths: &AppPaths, name: &str, spec: impl FnOnce() -> TinyModelSpec) -> Result<PathBuf> {
     let dir = paths.data_dir.join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let p = dir.join("random-llama-50m-ctx8k-q8_0.gguf");
+    let p = dir.join(name);
     if !p.exists() {
         let tmp = p.with_extension("gguf.tmp");
         with_spinner(format!("writing the benchmark model to {}", p.display()), || {
-            write_model(&TinyModelSpec::bench_50m(), &tmp)
+            write_model(&spec(), &tmp)
         })?;
         std::fs::rename(&tmp, &p)?;
     }
     Ok(p)
+}
+
+/// `hearth bench gpu`: the 1B-shaped Q4_K model (written once) and then `gguf`.
+fn gpu(
+    settings: &Settings,
+    paths: &AppPaths,
+    gguf: Vec<PathBuf>,
+    opts: GpuBenchOptions,
+    json: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let device = select_device(settings.model.device)?;
+    if !device.is_cuda() {
+        bail!("bench gpu measures the CUDA path: run it with --device cuda on a build with the cuda feature");
+    }
+    let mut models = vec![written_model(
+        paths,
+        "random-llama-1b-ctx16k-q4_k.gguf",
+        TinyModelSpec::bench_1b,
+    )?];
+    models.extend(gguf);
+    let work = paths.data_dir.join("bench").join(format!("gpu-{}", std::process::id()));
+    report("benchmarking the CUDA path".into(), json, || {
+        hearth::bench::run_gpu_bench(&models, &device, &work, opts)
+    })
 }
 
 /// Runs one benchmark under a spinner, prints its report (which prints its own figures and

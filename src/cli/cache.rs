@@ -24,7 +24,7 @@ fn current_fingerprint(settings: &Settings) -> Result<(hearth::persist::Fingerpr
     let resolved = resolve_model_locally(settings)?;
     let shape = hearth::model::kv_shape_of(&resolved.gguf)?;
     let selected = select_device(settings.model.device)?;
-    let dtype = settings.cache.kv_dtype_for(selected.is_cuda());
+    let dtype = settings.cache.kv_dtype();
     let layout = hearth::persist::kv_layout(shape, settings.cache.block_size, dtype);
     let device = hearth::model::device_name(&selected);
     let files = resolved.files();

@@ -19,15 +19,8 @@ pub enum KvDtype {
 }
 
 impl KvDtype {
-    /// The type used when `cache.kv_dtype` is unset: f16, or f32 on CUDA (whose kernels store
-    /// f32 so far).
-    pub fn default_for(cuda: bool) -> Self {
-        if cuda {
-            Self::F32
-        } else {
-            Self::F16
-        }
-    }
+    /// The type used when `cache.kv_dtype` is unset, on the CPU and on CUDA alike.
+    pub const DEFAULT: KvDtype = KvDtype::F16;
 
     /// Every type, in the order the docs list them.
     pub const ALL: [KvDtype; 4] = [KvDtype::F16, KvDtype::Bf16, KvDtype::Q8_0, KvDtype::F32];
@@ -65,6 +58,15 @@ impl KvDtype {
         }
     }
 
+    /// Why this type cannot be stored on a CUDA device (`cuda`) or the CPU, if it cannot: the
+    /// CUDA kernels store f32, f16 and bf16.
+    pub fn check_device(self, cuda: bool) -> Result<(), String> {
+        match self {
+            Self::Q8_0 if cuda => Err("q8_0 K/V is stored on the CPU only; on CUDA use f16 or bf16".into()),
+            _ => Ok(()),
+        }
+    }
+
     /// Why rows of `head_dim` values cannot be stored in this type, if they cannot.
     pub fn check_head_dim(self, head_dim: usize) -> Result<(), String> {
         match self {
@@ -90,5 +92,20 @@ impl std::str::FromStr for KvDtype {
             .into_iter()
             .find(|d| d.name() == s.trim())
             .ok_or_else(|| "expected f16, bf16, q8_0 or f32".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_f16_and_only_q8_0_is_refused_on_cuda() {
+        assert_eq!(KvDtype::DEFAULT, KvDtype::F16);
+        for d in KvDtype::ALL {
+            assert!(d.check_device(false).is_ok(), "{d} on the CPU");
+            assert_eq!(d.check_device(true).is_err(), d == KvDtype::Q8_0, "{d} on CUDA");
+        }
+        assert!(KvDtype::Q8_0.check_device(true).unwrap_err().contains("f16"));
     }
 }

@@ -144,14 +144,14 @@ pub struct CacheSettings {
     /// Most bytes of cache files on disk (the disk tier); least recently used files are
     /// deleted past it. 0 writes no cache files (conversations are still saved).
     pub disk_budget_bytes: u64,
-    /// How K/V is stored; `None`: f16 where the device supports it (the CPU), else f32.
+    /// How K/V is stored; `None`: [`super::KvDtype::DEFAULT`] (f16).
     pub kv_dtype: Option<super::KvDtype>,
 }
 
 impl CacheSettings {
-    /// The K/V type on a CUDA device (`cuda`) or the CPU: the setting, or the default there.
-    pub fn kv_dtype_for(&self, cuda: bool) -> super::KvDtype {
-        self.kv_dtype.unwrap_or_else(|| super::KvDtype::default_for(cuda))
+    /// The K/V type: the setting, or the default (the same on every device).
+    pub fn kv_dtype(&self) -> super::KvDtype {
+        self.kv_dtype.unwrap_or(super::KvDtype::DEFAULT)
     }
 }
 

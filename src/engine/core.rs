@@ -216,13 +216,14 @@ impl Engine {
     }
 
     /// The pool's layout: the model's K/V shape, the block size and the K/V type (the setting,
-    /// or the device's default); a type the model's head size cannot take is an error naming
-    /// the setting.
+    /// or the default); a type the model's head size or the device cannot take is an error
+    /// naming the setting.
     fn layout(model: &LoadedModel, cache: &CacheSettings) -> Result<PagedLayout, EngineError> {
         let s = model.transformer.kv_shape();
-        let dtype = cache.kv_dtype_for(model.transformer.device().is_cuda());
+        let dtype = cache.kv_dtype();
         dtype
             .check_head_dim(s.head_dim)
+            .and_then(|()| dtype.check_device(model.transformer.device().is_cuda()))
             .map_err(|reason| EngineError::InvalidRequest(format!("cache.kv_dtype = {dtype}: {reason}")))?;
         Ok(PagedLayout {
             layers: s.layers,

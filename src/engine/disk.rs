@@ -60,7 +60,8 @@ fn read_into(file: &mut CacheFile, memory: &mut KvMemory, import: &ImportPlan) -
     };
     if import.blocks.iter().all(|&(t, _)| t == tier) {
         let ids: Vec<BlockId> = import.blocks.iter().map(|&(_, b)| b).collect();
-        if let Some(dsts) = memory.blocks_bytes_mut(tier, &ids) {
+        // (A failed host-tier copy falls through to `fill_block`, which reports it.)
+        if let Ok(Some(dsts)) = memory.blocks_bytes_mut(tier, &ids) {
             return file.read_blocks(import.first_block, dsts);
         }
     }

@@ -2,53 +2,95 @@
 //! `kernels/paged_attention.cu` (compiled to PTX by `build.rs`) write new K/V
 //! rows into the block pool and attend through each sequence's block table.
 //!
-//! Same pool layout and block-table contract as the CPU store
-//! ([`super::paged`]); the CPU store is the reference the GPU tests compare
-//! against.
+//! Same pool layout, K/V types (f32, f16, bf16; not q8_0) and block-table contract as the
+//! CPU store ([`super::paged`]), so a block's bytes are the same in VRAM, in RAM and in a
+//! cache file; the CPU store is the reference the GPU tests compare against.
+//!
+//! Invariant: the forward never reads a block still arriving. Copies into the pool that run
+//! on another stream (the host tier's promotions, `runtime`) hand the pool an event with
+//! [`CudaPool::arriving`]; the next [`KvStore::attend`] makes the compute stream wait on it
+//! before its first kernel, so the forward's work before attention (embeddings, norms, the
+//! first projections) overlaps the copy.
 //!
 //! Counterpart: vLLM's `reshape_and_cache` + `paged_attention_v1` launchers;
 //! mistral.rs's paged-attention wrappers.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{CudaEvent, CudaSlice, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::op::BackpropOp;
 use candle_core::{CudaDevice, DType, Storage, Tensor};
 
-use super::{Attend, BatchLayout, KvStore, OpsError, PagedLayout};
+use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError, PagedLayout};
 
 const MODULE: &str = "hearth_paged_attention";
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/paged_attention.ptx"));
-/// Threads per block of the attention kernel (a power of two).
-const THREADS: u32 = 128;
+/// Threads per block of the attention kernel: whole warps (8).
+const THREADS: u32 = 256;
+/// The largest head the attention kernel holds in a warp's registers (`MAX_DPL` × 32).
+pub const MAX_HEAD_DIM: usize = 256;
 
-/// A device pool of f32 blocks.
+/// The kernels' name suffix for `dtype`, or why the CUDA store cannot hold it.
+fn kernel_suffix(dtype: KvDtype) -> Result<&'static str, OpsError> {
+    match dtype {
+        KvDtype::F32 => Ok("f32"),
+        KvDtype::F16 => Ok("f16"),
+        KvDtype::Bf16 => Ok("bf16"),
+        KvDtype::Q8_0 => Err(OpsError::Layout(
+            "K/V type q8_0 is not supported on CUDA (its kernels store f16, bf16 or f32); \
+             set cache.kv_dtype to f16 or bf16"
+                .into(),
+        )),
+    }
+}
+
+/// A device pool of blocks, as bytes in the layout's K/V type.
 pub struct CudaPool {
-    pub data: CudaSlice<f32>,
+    pub data: CudaSlice<u8>,
     pub layout: PagedLayout,
     pub device: CudaDevice,
+    /// Recorded after the last copies into the pool issued on another stream; the compute
+    /// stream waits on it before it next touches the pool.
+    arriving: Option<CudaEvent>,
 }
 
 impl CudaPool {
-    /// Allocates `blocks` zeroed blocks on `device`. Only f32 K/V so far: another type is an
-    /// error naming it.
+    /// Allocates `blocks` zeroed blocks on `device`. K/V in f32, f16 or bf16; q8_0, or a head
+    /// larger than the kernel holds, is an error naming it.
     pub fn new(device: &CudaDevice, layout: PagedLayout, blocks: usize) -> Result<Self, OpsError> {
-        if layout.dtype != super::KvDtype::F32 {
+        kernel_suffix(layout.dtype)?;
+        if layout.head_dim > MAX_HEAD_DIM {
             return Err(OpsError::Layout(format!(
-                "K/V type {} is not supported on CUDA yet (the CUDA kernels store f32); use cache.kv_dtype = \"f32\"",
-                layout.dtype
+                "a head of {} values is larger than the CUDA attention kernel holds ({MAX_HEAD_DIM})",
+                layout.head_dim
             )));
         }
-        let data = device.alloc_zeros::<f32>(blocks * layout.block_words())?;
+        let data = device.alloc_zeros::<u8>(blocks * layout.block_len())?;
         Ok(Self {
             data,
             layout,
             device: device.clone(),
+            arriving: None,
         })
     }
 
     pub fn blocks(&self) -> usize {
-        self.data.len() / self.layout.block_words().max(1)
+        self.data.len() / self.layout.block_len().max(1)
+    }
+
+    /// Marks copies into the pool issued on another stream: `done` is recorded after them.
+    pub fn arriving(&mut self, done: CudaEvent) {
+        self.arriving = Some(done);
+    }
+
+    /// Makes the compute stream wait for the copies last handed to [`Self::arriving`] (once
+    /// they are done, waiting again costs nothing). Everything that touches the pool on the
+    /// compute stream calls it first.
+    pub fn settle(&self) -> Result<(), OpsError> {
+        if let Some(done) = &self.arriving {
+            self.device.cuda_stream().wait(done).w()?;
+        }
+        Ok(())
     }
 }
 
@@ -118,6 +160,8 @@ impl KvStore for CudaPagedKvBatch<'_> {
                 token_pos.push(p as u32);
             }
         }
+        let suffix = kernel_suffix(l.dtype)?;
+        self.pool.settle()?;
         let dev = self.pool.device.clone();
         let stream = dev.cuda_stream();
         let (qs, ks, vs) = (slice_of(q)?, slice_of(k)?, slice_of(v)?);
@@ -134,7 +178,7 @@ impl KvStore for CudaPagedKvBatch<'_> {
             heads as i32,
         );
 
-        let write = dev.get_or_load_custom_func("write_kv_f32", MODULE, PTX)?;
+        let write = dev.get_or_load_custom_func(&format!("write_kv_{suffix}"), MODULE, PTX)?;
         let mut b = write.builder();
         b.arg(&mut self.pool.data);
         b.arg(&ks);
@@ -150,12 +194,13 @@ impl KvStore for CudaPagedKvBatch<'_> {
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: argument types and order match `write_kv_f32`; every slot
+        // SAFETY: argument types and order match `write_kv_*` (the pool's bytes are the
+        // kernel's `T *`, in the type its suffix names); every slot
         // was checked to lie inside the pool.
         unsafe { b.launch(cfg) }.w()?;
 
         let mut out = dev.alloc_zeros::<f32>(t * heads * d)?;
-        let attn = dev.get_or_load_custom_func("paged_attention_f32", MODULE, PTX)?;
+        let attn = dev.get_or_load_custom_func(&format!("paged_attention_{suffix}"), MODULE, PTX)?;
         let mut b = attn.builder();
         let (max_blocks_i, scale_f) = (max_blocks as i32, scale as f32);
         let window_i = match how.window {
@@ -180,9 +225,9 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let cfg = LaunchConfig {
             grid_dim: (t as u32, heads as u32, 1),
             block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: (THREADS as usize + d) as u32 * 4,
+            shared_mem_bytes: ((THREADS as usize / 32) * (2 + d)) as u32 * 4,
         };
-        // SAFETY: argument types and order match `paged_attention_f32`; the
+        // SAFETY: argument types and order match `paged_attention_*`; the
         // tables, positions and output sizes were built above.
         unsafe { b.launch(cfg) }.w()?;
         let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(out, dev));

@@ -79,6 +79,20 @@ impl KvMemory {
     }
 }
 
+/// Seconds of the fastest of `repeats` plain host → device copies of `bytes` from pinned RAM,
+/// one `cuMemcpyHtoDAsync` each: the yardstick the host tier's block copies are measured
+/// against. CUDA only.
+pub fn plain_pinned_copy_secs(device: &Device, bytes: usize, repeats: usize) -> Result<f64, RuntimeError> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(dev) => super::cuda_copy::plain_copy_secs(dev, bytes, repeats),
+        _ => {
+            let _ = (bytes, repeats);
+            Err(RuntimeError::Device("a pinned host → device copy needs a CUDA device".into()))
+        }
+    }
+}
+
 /// How `device`'s memory is split between `weights` bytes of weights, the device tier `kv`
 /// and the rest.
 pub fn memory_split(device: &Device, weights: u64, kv: &TierStats) -> Result<MemorySplit, RuntimeError> {

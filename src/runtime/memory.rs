@@ -1,4 +1,9 @@
 //! The device and host block arenas and the copies between them.
+//!
+//! On the CPU both tiers are RAM and a copy is a `memcpy`. On CUDA the device tier is a
+//! [`crate::ops::cuda_paged::CudaPool`] and the host tier is pinned RAM with its own copy
+//! stream (`cuda_copy.rs`): demotions and promotions run there asynchronously, ordered by
+//! events, and every CPU access to host blocks waits for the copies in flight first.
 
 use super::RuntimeError;
 use crate::kv::{BlockId, CopyPlan, Tier};
@@ -26,6 +31,43 @@ enum DeviceTier {
     Cuda(crate::ops::cuda_paged::CudaPool),
 }
 
+/// Where the host tier's blocks live.
+enum HostTier {
+    /// Plain RAM, in 4-byte words (CPU devices, and CUDA with no host tier).
+    Ram(Vec<u32>),
+    /// Page-locked RAM with its copy stream (CUDA).
+    #[cfg(feature = "cuda")]
+    Pinned(super::cuda_copy::PinnedHost),
+}
+
+impl HostTier {
+    fn len_bytes(&self) -> usize {
+        match self {
+            Self::Ram(v) => v.len() * 4,
+            #[cfg(feature = "cuda")]
+            Self::Pinned(p) => p.len_bytes(),
+        }
+    }
+
+    /// The whole tier as bytes, once no copy is writing it.
+    fn bytes(&self) -> Result<&[u8], RuntimeError> {
+        match self {
+            Self::Ram(v) => Ok(bytemuck::cast_slice(v.as_slice())),
+            #[cfg(feature = "cuda")]
+            Self::Pinned(p) => p.bytes(),
+        }
+    }
+
+    /// The whole tier as bytes, once no copy is reading or writing it.
+    fn bytes_mut(&mut self) -> Result<&mut [u8], RuntimeError> {
+        match self {
+            Self::Ram(v) => Ok(bytemuck::cast_slice_mut(v.as_mut_slice())),
+            #[cfg(feature = "cuda")]
+            Self::Pinned(p) => p.bytes_mut(),
+        }
+    }
+}
+
 /// Both tiers' memory, as flat arrays of [`PagedLayout`] blocks (in the layout's K/V type;
 /// RAM is held as 4-byte words so every block is 4-aligned).
 ///
@@ -34,7 +76,7 @@ enum DeviceTier {
 pub struct KvMemory {
     layout: PagedLayout,
     device: DeviceTier,
-    host: Vec<u32>,
+    host: HostTier,
     device_blocks: usize,
 }
 
@@ -55,12 +97,13 @@ impl KvMemory {
         Self {
             layout,
             device: DeviceTier::Ram(vec![0u32; device_blocks * bw]),
-            host: vec![0u32; host_blocks * bw],
+            host: HostTier::Ram(vec![0u32; host_blocks * bw]),
             device_blocks,
         }
     }
 
-    /// The device tier in VRAM on `device`, the host tier in RAM.
+    /// The device tier in VRAM on `device`, the host tier in pinned RAM (allocated in full
+    /// now) with its own copy stream.
     #[cfg(feature = "cuda")]
     pub fn new_cuda(
         device: &candle_core::CudaDevice,
@@ -70,10 +113,18 @@ impl KvMemory {
     ) -> Result<Self, RuntimeError> {
         let pool = crate::ops::cuda_paged::CudaPool::new(device, layout, device_blocks)
             .map_err(|e| RuntimeError::Device(e.to_string()))?;
+        let host = if host_blocks == 0 {
+            HostTier::Ram(Vec::new())
+        } else {
+            HostTier::Pinned(super::cuda_copy::PinnedHost::new(
+                device,
+                host_blocks * layout.block_len(),
+            )?)
+        };
         Ok(Self {
             layout,
             device: DeviceTier::Cuda(pool),
-            host: vec![0u32; host_blocks * layout.block_words()],
+            host,
             device_blocks,
         })
     }
@@ -87,7 +138,22 @@ impl KvMemory {
     }
 
     pub fn host_blocks(&self) -> usize {
-        self.host.len() / self.layout.block_words().max(1)
+        self.host.len_bytes() / self.layout.block_len().max(1)
+    }
+
+    /// Blocks the calling thread until every copy issued by [`Self::execute`] is done (at once
+    /// on the CPU, where copies are done when `execute` returns).
+    pub fn wait_for_copies(&self) -> Result<(), RuntimeError> {
+        self.host.bytes().map(|_| ())
+    }
+
+    /// Whether the host tier is page-locked RAM copied on its own stream (CUDA).
+    pub fn host_is_pinned(&self) -> bool {
+        match self.host {
+            HostTier::Ram(_) => false,
+            #[cfg(feature = "cuda")]
+            HostTier::Pinned(_) => true,
+        }
     }
 
     /// Runs `plan`: every demotion (device → host), then every promotion
@@ -113,34 +179,26 @@ impl KvMemory {
             check(src, "host", h)?;
             check(dst, "device", d)?;
         }
-        let bw = self.layout.block_words();
-        let range = |b: BlockId| b.0 as usize * bw..(b.0 as usize + 1) * bw;
-        match &mut self.device {
-            DeviceTier::Ram(device) => {
-                for &(src, dst) in &plan.demote {
-                    self.host[range(dst)].copy_from_slice(&device[range(src)]);
+        let bl = self.layout.block_len();
+        match (&mut self.device, &mut self.host) {
+            (DeviceTier::Ram(device), host) => {
+                let device: &mut [u8] = bytemuck::cast_slice_mut(device.as_mut_slice());
+                let host = host.bytes_mut()?;
+                for run in super::copy_runs(&plan.demote) {
+                    let (src, dst) = run.bytes(bl);
+                    host[dst].copy_from_slice(&device[src]);
                 }
-                for &(src, dst) in &plan.promote {
-                    device[range(dst)].copy_from_slice(&self.host[range(src)]);
+                for run in super::copy_runs(&plan.promote) {
+                    let (src, dst) = run.bytes(bl);
+                    device[dst].copy_from_slice(&host[src]);
                 }
             }
             #[cfg(feature = "cuda")]
-            DeviceTier::Cuda(pool) => {
-                // Copies are ordered on the compute stream, so the next forward
-                // never reads a block still arriving.
-                let stream = pool.device.cuda_stream();
-                let err =
-                    |e: candle_core::cuda_backend::cudarc::driver::DriverError| RuntimeError::Device(e.to_string());
-                for &(src, dst) in &plan.demote {
-                    let host: &mut [f32] = bytemuck::cast_slice_mut(&mut self.host[range(dst)]);
-                    stream.memcpy_dtoh(&pool.data.slice(range(src)), host).map_err(err)?;
-                }
-                for &(src, dst) in &plan.promote {
-                    let host: &[f32] = bytemuck::cast_slice(&self.host[range(src)]);
-                    stream
-                        .memcpy_htod(host, &mut pool.data.slice_mut(range(dst)))
-                        .map_err(err)?;
-                }
+            (DeviceTier::Cuda(pool), HostTier::Pinned(host)) => host.execute(pool, plan)?,
+            #[cfg(feature = "cuda")]
+            (DeviceTier::Cuda(_), HostTier::Ram(_)) => {
+                // Only an empty host tier is plain RAM on CUDA, and the ids were checked.
+                debug_assert!(plan.demote.is_empty() && plan.promote.is_empty());
             }
         }
         Ok(())
@@ -170,7 +228,7 @@ impl KvMemory {
         b: BlockId,
         fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
     ) -> Result<Result<(), E>, RuntimeError> {
-        let bw = self.layout.block_words();
+        let bl = self.layout.block_len();
         let capacity = match tier {
             Tier::Device => self.device_blocks(),
             Tier::Host => self.host_blocks(),
@@ -182,16 +240,18 @@ impl KvMemory {
                 capacity,
             });
         }
-        let range = b.0 as usize * bw..(b.0 as usize + 1) * bw;
-        let ram: &mut [u32] = match (tier, &mut self.device) {
-            (Tier::Host, _) => &mut self.host[range],
-            (Tier::Device, DeviceTier::Ram(d)) => &mut d[range],
+        let range = b.0 as usize * bl..(b.0 as usize + 1) * bl;
+        let ram: &mut [u8] = match (tier, &mut self.device) {
+            (Tier::Host, _) => &mut self.host.bytes_mut()?[range],
+            (Tier::Device, DeviceTier::Ram(d)) => &mut bytemuck::cast_slice_mut(d.as_mut_slice())[range],
             #[cfg(feature = "cuda")]
             (Tier::Device, DeviceTier::Cuda(pool)) => {
-                let mut buf = vec![0f32; bw];
-                if let Err(e) = fill(bytemuck::cast_slice_mut(&mut buf)) {
+                let mut buf = vec![0u8; bl];
+                if let Err(e) = fill(&mut buf) {
                     return Ok(Err(e));
                 }
+                // The block may still be leaving for the host tier: wait for the copy stream.
+                pool.settle().map_err(|e| RuntimeError::Device(e.to_string()))?;
                 pool.device
                     .cuda_stream()
                     .memcpy_htod(&buf, &mut pool.data.slice_mut(range))
@@ -199,35 +259,31 @@ impl KvMemory {
                 return Ok(Ok(()));
             }
         };
-        Ok(fill(bytemuck::cast_slice_mut(ram)))
+        Ok(fill(ram))
     }
 
     /// The RAM of blocks `blocks` of `tier`, each as little-endian bytes, to be filled at once
-    /// (a cache file read). `None` for a VRAM tier, an id out of range, or an id given twice.
-    pub fn blocks_bytes_mut(&mut self, tier: Tier, blocks: &[BlockId]) -> Option<Vec<&mut [u8]>> {
-        let bw = self.layout.block_words();
-        let ram: &mut [u32] = match (tier, &mut self.device) {
-            (Tier::Host, _) => &mut self.host,
-            (Tier::Device, DeviceTier::Ram(d)) => d,
+    /// (a cache file read). `None` for a VRAM tier, an id out of range, or an id given twice;
+    /// an error when the host tier's copies in flight failed.
+    pub fn blocks_bytes_mut(&mut self, tier: Tier, blocks: &[BlockId]) -> Result<Option<Vec<&mut [u8]>>, RuntimeError> {
+        let bl = self.layout.block_len();
+        let ram: &mut [u8] = match (tier, &mut self.device) {
+            (Tier::Host, _) => self.host.bytes_mut()?,
+            (Tier::Device, DeviceTier::Ram(d)) => bytemuck::cast_slice_mut(d.as_mut_slice()),
             #[cfg(feature = "cuda")]
-            (Tier::Device, DeviceTier::Cuda(_)) => return None,
+            (Tier::Device, DeviceTier::Cuda(_)) => return Ok(None),
         };
-        let mut chunks: Vec<Option<&mut [u32]>> = ram.chunks_exact_mut(bw.max(1)).map(Some).collect();
-        blocks
+        let mut chunks: Vec<Option<&mut [u8]>> = ram.chunks_exact_mut(bl.max(1)).map(Some).collect();
+        Ok(blocks
             .iter()
-            .map(|b| {
-                chunks
-                    .get_mut(b.0 as usize)
-                    .and_then(Option::take)
-                    .map(bytemuck::cast_slice_mut::<u32, u8>)
-            })
-            .collect()
+            .map(|b| chunks.get_mut(b.0 as usize).and_then(Option::take))
+            .collect())
     }
 
     /// Appends the device blocks `blocks`, in order, to `out` as little-endian bytes (what a
     /// cache file stores).
     pub fn copy_device_blocks(&self, blocks: &[BlockId], out: &mut Vec<u8>) -> Result<(), RuntimeError> {
-        let bw = self.layout.block_words();
+        let bl = self.layout.block_len();
         let d = self.device_blocks();
         if let Some(bad) = blocks.iter().find(|b| b.0 as usize >= d) {
             return Err(RuntimeError::BadBlock {
@@ -236,49 +292,47 @@ impl KvMemory {
                 capacity: d,
             });
         }
-        out.reserve(blocks.len() * bw * 4);
+        out.reserve(blocks.len() * bl);
         match &self.device {
             DeviceTier::Ram(device) => {
+                let device: &[u8] = bytemuck::cast_slice(device.as_slice());
                 for b in blocks {
-                    let at = b.0 as usize * bw;
-                    out.extend_from_slice(bytemuck::cast_slice(&device[at..at + bw]));
+                    let at = b.0 as usize * bl;
+                    out.extend_from_slice(&device[at..at + bl]);
                 }
             }
             #[cfg(feature = "cuda")]
             DeviceTier::Cuda(pool) => {
-                let mut buf = vec![0f32; bw];
+                // A block may still be arriving from the host tier: wait for the copy stream.
+                pool.settle().map_err(|e| RuntimeError::Device(e.to_string()))?;
+                let stream = pool.device.cuda_stream();
+                let mut buf = vec![0u8; bl];
                 for b in blocks {
-                    let at = b.0 as usize * bw;
-                    pool.device
-                        .cuda_stream()
-                        .memcpy_dtoh(&pool.data.slice(at..at + bw), &mut buf)
+                    let at = b.0 as usize * bl;
+                    // Into pageable memory: returns once the copy is done.
+                    stream
+                        .memcpy_dtoh(&pool.data.slice(at..at + bl), &mut buf)
                         .map_err(|e| RuntimeError::Device(e.to_string()))?;
-                    out.extend_from_slice(bytemuck::cast_slice(&buf));
+                    out.extend_from_slice(&buf);
                 }
             }
         }
         Ok(())
     }
 
-    /// One RAM device block's bytes (tests compare tiers with it); `None`
-    /// for a VRAM tier or an id out of range.
-    pub fn device_block(&self, b: BlockId) -> Option<&[u8]> {
-        let bw = self.layout.block_words();
-        match &self.device {
-            DeviceTier::Ram(device) => device
-                .get(b.0 as usize * bw..(b.0 as usize + 1) * bw)
-                .map(bytemuck::cast_slice),
-            #[cfg(feature = "cuda")]
-            DeviceTier::Cuda(_) => None,
-        }
+    /// One device block's bytes (tests compare tiers with it), read back from VRAM on CUDA;
+    /// `None` for an id out of range.
+    pub fn device_block(&self, b: BlockId) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.copy_device_blocks(&[b], &mut out).ok()?;
+        Some(out)
     }
 
-    /// One host block's bytes.
+    /// One host block's bytes, once no copy is writing it; `None` for an id out of range (or
+    /// a failed copy).
     pub fn host_block(&self, b: BlockId) -> Option<&[u8]> {
-        let bw = self.layout.block_words();
-        self.host
-            .get(b.0 as usize * bw..(b.0 as usize + 1) * bw)
-            .map(bytemuck::cast_slice)
+        let bl = self.layout.block_len();
+        self.host.bytes().ok()?.get(b.0 as usize * bl..(b.0 as usize + 1) * bl)
     }
 }
 
@@ -309,7 +363,7 @@ mod tests {
         m.execute(&plan).unwrap();
         let host: &[f32] = bytemuck::cast_slice(m.host_block(BlockId(0)).unwrap());
         assert_eq!(host, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0][..]);
-        assert_eq!(m.host_block(BlockId(0)), m.device_block(BlockId(1)));
+        assert_eq!(m.host_block(BlockId(0)).map(<[u8]>::to_vec), m.device_block(BlockId(1)));
         assert_eq!(m.device_block(BlockId(2)), m.device_block(BlockId(1)));
         let bad = CopyPlan {
             demote: vec![(BlockId(3), BlockId(0))],

@@ -18,14 +18,18 @@
 //! (`swap_in` / `swap_out`), SGLang's `HostKVCache`.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda_copy;
 mod device;
 mod error;
 mod memory;
+mod runs;
 mod sizing;
 mod split;
 
-pub use device::{device_memory, memory_split, size_pools, DeviceMemory};
+pub use device::{device_memory, memory_split, plain_pinned_copy_secs, size_pools, DeviceMemory};
 pub use error::RuntimeError;
 pub use memory::KvMemory;
+pub use runs::{copy_runs, CopyRun};
 pub use sizing::{pool_sizes, PoolSizes};
 pub use split::MemorySplit;

@@ -15,7 +15,7 @@ pub struct SettingsForm {
     pub top_k: usize,
     pub max_tokens: usize,
     pub block_size: usize,
-    /// How K/V is stored; `None`: the device's default (f16 on the CPU).
+    /// How K/V is stored; `None`: the default (f16).
     pub kv_dtype: Option<crate::config::KvDtype>,
     pub host_cache_gib: f64,
     pub disk_cache_gib: f64,
@@ -69,7 +69,7 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
                 ui.end_row();
                 ui.label("K/V type");
                 let shown = |t: Option<crate::config::KvDtype>| match t {
-                    None => "default (f16; f32 on CUDA)".to_string(),
+                    None => "default (f16)".to_string(),
                     Some(t) => t.name().to_string(),
                 };
                 egui::ComboBox::from_id_salt("kv dtype")

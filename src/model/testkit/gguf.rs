@@ -122,6 +122,30 @@ impl TinyModelSpec {
         }
     }
 
+    /// A random model shaped like Llama 3.2 1B (hidden 2048, 16 layers, 32 heads over 8 K/V
+    /// heads of 64, FFN 8192, a 128,256-token vocabulary, tied embeddings), Q4_K: the GPU
+    /// benchmarks' model, with room for a 16,384-token context.
+    pub fn bench_1b() -> Self {
+        Self {
+            family: Family::Llama,
+            weight_type: WeightType::Q4K,
+            vocab: TinyVocab::with_size(VocabStyle::Gpt2 { pre: "llama-bpe" }, 128_256),
+            hidden: 2048,
+            layers: 16,
+            heads: 32,
+            kv_heads: 8,
+            head_dim: 64,
+            ffn: 8192,
+            context_length: 16_384,
+            rope_base: 500_000.0,
+            rope_freqs: None,
+            rope_linear_factor: None,
+            tie_embeddings: true,
+            sliding_window: None,
+            seed: 12,
+        }
+    }
+
     /// Parameters the file will hold.
     pub fn parameter_count(&self) -> usize {
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
