@@ -108,6 +108,16 @@ impl PinnedHost {
     }
 }
 
+impl Drop for PinnedHost {
+    /// The pinned buffer is freed only once no copy reads or writes it (cudarc's own event on
+    /// the buffer never sees our copies: they take sub-slices of it).
+    fn drop(&mut self) {
+        if let Some(done) = &self.done {
+            let _ = done.synchronize();
+        }
+    }
+}
+
 /// Seconds of the fastest of `repeats` copies of `bytes` from pinned RAM to VRAM, each one
 /// plain `cuMemcpyHtoDAsync` on a stream of its own, timed to completion.
 pub fn plain_copy_secs(device: &CudaDevice, bytes: usize, repeats: usize) -> Result<f64, RuntimeError> {

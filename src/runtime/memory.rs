@@ -90,6 +90,14 @@ impl std::fmt::Debug for KvMemory {
     }
 }
 
+impl Drop for KvMemory {
+    /// Neither tier is freed under a copy still in flight (on CUDA the device pool would be
+    /// freed first, on the compute stream, while the copy stream still reads or writes it).
+    fn drop(&mut self) {
+        let _ = self.wait_for_copies();
+    }
+}
+
 impl KvMemory {
     /// Both tiers in RAM.
     pub fn new(layout: PagedLayout, device_blocks: usize, host_blocks: usize) -> Self {
