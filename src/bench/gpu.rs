@@ -151,12 +151,11 @@ pub fn run_gpu_bench(
     }
     let kv_dtype = opts.kv_dtype.unwrap_or(KvDtype::DEFAULT);
     let copy = {
-        let file = crate::model::gguf::GgufFile::open(big)?;
-        let h = crate::model::hparams::HParams::from_metadata(file.metadata(), None)?;
+        let shape = crate::model::kv_shape_of(big)?;
         let layout = PagedLayout {
-            layers: h.layers,
-            kv_heads: h.kv_heads,
-            head_dim: h.head_dim,
+            layers: shape.layers,
+            kv_heads: shape.kv_heads,
+            head_dim: shape.head_dim,
             block_size: opts.block_size,
             dtype: kv_dtype,
         };

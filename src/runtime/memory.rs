@@ -192,11 +192,11 @@ impl KvMemory {
             (DeviceTier::Ram(device), host) => {
                 let device: &mut [u8] = bytemuck::cast_slice_mut(device.as_mut_slice());
                 let host = host.bytes_mut()?;
-                for run in super::copy_runs(&plan.demote) {
+                for run in super::runs::copy_runs(&plan.demote) {
                     let (src, dst) = run.bytes(bl);
                     host[dst].copy_from_slice(&device[src]);
                 }
-                for run in super::copy_runs(&plan.promote) {
+                for run in super::runs::copy_runs(&plan.promote) {
                     let (src, dst) = run.bytes(bl);
                     device[dst].copy_from_slice(&host[src]);
                 }

@@ -30,6 +30,5 @@ mod split;
 pub use device::{device_memory, memory_split, plain_pinned_copy_secs, size_pools, DeviceMemory};
 pub use error::RuntimeError;
 pub use memory::KvMemory;
-pub use runs::{copy_runs, CopyRun};
 pub use sizing::{pool_sizes, PoolSizes};
 pub use split::MemorySplit;
