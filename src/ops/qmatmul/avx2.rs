@@ -8,8 +8,9 @@
 //! `vpmaddwd` widens them to int32 (multiplying by the K-quants' integer
 //! sub-scales in the same instruction). Up to four activation rows share each
 //! weight load (the tile of a prefill); decode is the same code with one row.
-//! With AVX-VNNI ([`Dot::Vnni`]) one `vpdpbusd` replaces `vpmaddubsw` +
-//! `vpmaddwd` + the add. The float steps are those of [`super::portable`], so
+//! With AVX-VNNI ([`Dot::Vnni`]), or AVX-512 VNNI on 256-bit vectors
+//! ([`Dot::Vnni512`]), one `vpdpbusd` replaces `vpmaddubsw` + `vpmaddwd` +
+//! the add. The float steps are those of [`super::portable`], so
 //! results are identical.
 
 #![allow(clippy::too_many_arguments, clippy::needless_range_loop)]
@@ -119,6 +120,11 @@ pub(super) enum Dot {
     /// AVX-VNNI's `vpdpbusd`: four products added to the lane in one step; the
     /// K-quants multiply each sub-block's sum by its sub-scale (`vpmulld`).
     Vnni,
+    /// The `Vnni` kernel with AVX-512 VNNI's `vpdpbusd` on 256-bit vectors
+    /// (AVX512-VL): the decode path of CPUs with AVX-512 VNNI but not AVX-VNNI
+    /// (Zen 4, Ice Lake), where one stream of eight rows at a time reads memory
+    /// faster than the pair kernel's two (see [`super::Path::for_rows`]).
+    Vnni512,
     /// The `Vnni` kernel with `vpdpbusd` done by `vpmaddubsw` + `vpmaddwd` (exact
     /// here: no pair of products reaches int16's limit), so it runs on any AVX2 CPU.
     #[cfg(test)]
@@ -129,12 +135,15 @@ const MADD: u8 = 0;
 const VNNI: u8 = 1;
 #[cfg(test)]
 const VNNI_ON_AVX2: u8 = 2;
+const VNNI_512: u8 = 3;
 
 /// `acc + Σ₄ u·s` per 32-bit lane (`u` unsigned, `s` signed; `u ≤ 128`, `|s| ≤ 127`).
 #[inline(always)]
 unsafe fn dpbusd<const DOT: u8>(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
     if DOT == VNNI {
         _mm256_dpbusd_avx_epi32(acc, u, s)
+    } else if DOT == VNNI_512 {
+        _mm256_dpbusd_epi32(acc, u, s)
     } else {
         _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
     }
@@ -343,7 +352,8 @@ unsafe fn tiles<const FUSED: bool, const DOT: u8>(m: &PackedMatrix, g: usize, w:
 /// `w` holds the group's packed quants (`FUSED`) or its unpacked ones.
 ///
 /// # Safety
-/// The CPU must have AVX2, FMA and F16C, and AVX-VNNI for [`Dot::Vnni`].
+/// The CPU must have AVX2, FMA and F16C, AVX-VNNI for [`Dot::Vnni`], AVX-512
+/// VNNI and VL for [`Dot::Vnni512`].
 pub(super) unsafe fn group<const FUSED: bool>(
     dot: Dot,
     m: &PackedMatrix,
@@ -355,6 +365,7 @@ pub(super) unsafe fn group<const FUSED: bool>(
     match dot {
         Dot::Madd => group_madd::<FUSED>(m, g, w, acts, out),
         Dot::Vnni => group_vnni::<FUSED>(m, g, w, acts, out),
+        Dot::Vnni512 => group_vnni512::<FUSED>(m, g, w, acts, out),
         #[cfg(test)]
         Dot::VnniOnAvx2 => group_vnni_on_avx2::<FUSED>(m, g, w, acts, out),
     }
@@ -368,6 +379,11 @@ unsafe fn group_madd<const FUSED: bool>(m: &PackedMatrix, g: usize, w: &[u8], ac
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 unsafe fn group_vnni<const FUSED: bool>(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, out: &mut [f32]) {
     tiles::<FUSED, VNNI>(m, g, w, acts, out)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn group_vnni512<const FUSED: bool>(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, out: &mut [f32]) {
+    tiles::<FUSED, VNNI_512>(m, g, w, acts, out)
 }
 
 #[cfg(test)]

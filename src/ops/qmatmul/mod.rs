@@ -21,7 +21,10 @@
 //! x86-64-v3, with AVX-VNNI's `vpdpbusd` or without, [`avx2`]) and
 //! [`Isa::Portable`], chosen at run time by [`Isa::detect`] whatever the build
 //! targets; they give bit-identical results (exact integer dot products, then
-//! the same float steps in the same order).
+//! the same float steps in the same order). On AVX-512 CPUs, decode (one or two
+//! activation rows) runs the eight-row kernel (with AVX-512 VNNI's `vpdpbusd`
+//! on 256-bit vectors where present): bound by memory, it reads the matrix as
+//! one stream where the pair kernel reads two ([`Path::for_rows`]).
 //!
 //! Invariants: scratch memory (quantized activations, the unpacked group, the
 //! transposed output) is kept per thread and reused from call to call; no
@@ -58,7 +61,7 @@ pub enum Isa {
     AvxVnni,
     /// AVX-512 F and BW, with AVX2, FMA and F16C (Skylake-X).
     Avx512,
-    /// As [`Isa::Avx512`], with VNNI (Cascade Lake, Ice Lake and later; AMD Zen 4 and later).
+    /// As [`Isa::Avx512`], with VNNI and VL (Cascade Lake, Ice Lake and later; AMD Zen 4 and later).
     Avx512Vnni,
 }
 
@@ -83,7 +86,7 @@ impl Isa {
                 Self::Avx2 => avx2,
                 Self::AvxVnni => avx2 && has!("avxvnni"),
                 Self::Avx512 => avx512,
-                Self::Avx512Vnni => avx512 && has!("avx512vnni"),
+                Self::Avx512Vnni => avx512 && has!("avx512vnni") && has!("avx512vl"),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -153,10 +156,34 @@ impl Path {
     fn single(self) -> Self {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Self::Pairs(avx512::PairKernel::Hw { .. }) => Self::Avx2(avx2::Dot::Madd),
+            Self::Pairs(avx512::PairKernel::Hw { vnni: true }) => Self::Avx2(avx2::Dot::Vnni512),
+            #[cfg(target_arch = "x86_64")]
+            Self::Pairs(avx512::PairKernel::Hw { vnni: false }) => Self::Avx2(avx2::Dot::Madd),
             #[cfg(test)]
             Self::Pairs(avx512::PairKernel::Emulated { .. }) => Self::Portable,
             other => other,
+        }
+    }
+}
+
+/// Up to this many activation rows (decode), a call runs one group at a time
+/// even where the pair kernel exists.
+const SINGLE_MAX_ROWS: usize = 2;
+
+impl Path {
+    /// The path a call over `t` activation rows takes. Decode is bound by memory,
+    /// not arithmetic: the pair kernel reads its two groups as two streams, one
+    /// group's packed rows after another, each as long as one group (4.6 KB for a
+    /// 576-wide Q8_0 row), and the CPU's prefetchers lose time on every new pair,
+    /// where one group at a time is one stream through the matrix. Measured on a
+    /// Zen 4 core (`examples/matmul_bandwidth.rs`, one row, an 80 MB Q8_0 matrix
+    /// 576 wide): 14 GB/s in pairs, 25 one group at a time; from three rows on,
+    /// the pair kernel's arithmetic wins.
+    fn for_rows(self, t: usize) -> Self {
+        if t <= SINGLE_MAX_ROWS {
+            self.single()
+        } else {
+            self
         }
     }
 }
@@ -179,10 +206,11 @@ impl PackedMatrix {
     /// `out[i·n + j] = Σ_k x[i·k_cols + k] · W[j, k]` for `t` rows of `x`, on the
     /// fastest path this CPU has.
     pub fn matmul(&self, x: &[f32], t: usize, out: &mut [f32]) {
-        self.matmul_with(Isa::detect(), x, t, out)
+        self.matmul_on(Path::of(Isa::detect()).for_rows(t), x, t, out)
     }
 
-    /// As [`matmul`](Self::matmul) on a chosen path (an unavailable one runs the portable path).
+    /// As [`matmul`](Self::matmul) on a chosen path, its own kernel whatever `t` is
+    /// (an unavailable one runs the portable path).
     pub fn matmul_with(&self, isa: Isa, x: &[f32], t: usize, out: &mut [f32]) {
         self.matmul_on(Path::of(isa), x, t, out)
     }

@@ -122,6 +122,11 @@ fn check(c: &Case, t: usize, seed: u32) {
             ),
         }
     }
+    // What the forward calls: this CPU's path for `t` rows (one group at a time for decode).
+    let mut ours = vec![f32::NAN; t * c.n];
+    c.packed.matmul(&x, t, &mut ours);
+    let same = base.is_some_and(|b| b.iter().zip(&ours).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(same, "{:?} t={t}: matmul differs from the portable path", c.packed.kind());
 }
 
 #[test]
@@ -229,12 +234,18 @@ fn a_row_gets_the_same_bits_in_any_batch() {
             let c = case(kind, dtype, n, k, 5);
             for t in [2, 5, 11, 15, 29, 45] {
                 let x = values(t * k, 77, 2.0);
-                for isa in Isa::available() {
+                // Each path, and what the forward calls (whose path depends on the rows).
+                let isas = Isa::available().into_iter().map(Some).chain([None]);
+                for isa in isas {
+                    let run = |x: &[f32], t: usize, out: &mut [f32]| match isa {
+                        Some(isa) => c.packed.matmul_with(isa, x, t, out),
+                        None => c.packed.matmul(x, t, out),
+                    };
                     let mut all = vec![0f32; t * n];
-                    c.packed.matmul_with(isa, &x, t, &mut all);
+                    run(&x, t, &mut all);
                     for i in 0..t {
                         let mut one = vec![0f32; n];
-                        c.packed.matmul_with(isa, &x[i * k..(i + 1) * k], 1, &mut one);
+                        run(&x[i * k..(i + 1) * k], 1, &mut one);
                         let same = one
                             .iter()
                             .zip(&all[i * n..(i + 1) * n])
@@ -242,7 +253,7 @@ fn a_row_gets_the_same_bits_in_any_batch() {
                         assert!(
                             same,
                             "{kind:?} {} n={n} t={t}: row {i} alone differs from the batch",
-                            isa.name()
+                            isa.map_or("matmul", Isa::name)
                         );
                     }
                 }
@@ -273,6 +284,11 @@ fn the_kernels_this_cpu_lacks_emulated_equal_the_portable_path() {
                 if Isa::Avx2.supported() {
                     // The AVX-VNNI kernel's shape, `vpdpbusd` done with AVX2.
                     paths.push(Path::Avx2(super::avx2::Dot::VnniOnAvx2));
+                }
+                #[cfg(target_arch = "x86_64")]
+                if Isa::Avx512Vnni.supported() {
+                    // Decode's path on this CPU (`Path::for_rows`), at every tile size.
+                    paths.push(Path::Avx2(super::avx2::Dot::Vnni512));
                 }
                 for path in paths {
                     let mut got = vec![f32::NAN; t * n];
