@@ -71,17 +71,16 @@ unsafe fn unpack_block(bits: usize, p: *const u8) -> [__m256i; 8] {
     u
 }
 
-/// Unpacks one group's packed quants (see [`super::pack`]) into 256 bytes per block.
+/// Unpacks group `g`'s packed quants (see [`super::pack`]) into 256 bytes per block.
 ///
 /// # Safety
-/// The CPU must have AVX2; `out` holds `k·8` bytes and `packed` the group's packed bytes.
+/// The CPU must have AVX2; `out` holds `k·8` bytes and `g` is a group of `m`.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn unpack_group(kind: QuantKind, packed: &[u8], out: &mut [u8]) {
-    let bpb = PackedMatrix::qbytes_per_block(kind);
+pub(super) unsafe fn unpack_group(m: &PackedMatrix, g: usize, out: &mut [u8]) {
     let blocks = out.len() / 256;
-    debug_assert!(packed.len() >= blocks * bpb);
+    debug_assert!(blocks <= m.k / 32 && g < m.groups());
     for b in 0..blocks {
-        let u = unpack_block(kind.bits(), packed.as_ptr().add(b * bpb));
+        let u = unpack_block(m.kind.bits(), m.qs.as_ptr().add(m.q_at(g, b)));
         let o = out.as_mut_ptr().add(b * 256);
         for (c, u) in u.iter().enumerate() {
             _mm256_storeu_si256(o.add(c * 32) as *mut __m256i, *u);
@@ -89,12 +88,13 @@ pub(super) unsafe fn unpack_group(kind: QuantKind, packed: &[u8], out: &mut [u8]
     }
 }
 
-/// Block `b`'s eight chunks: unpacked here from the packed group (`FUSED`, for
-/// a few activation rows), or loaded from the group unpacked beforehand.
+/// Block `b`'s eight chunks: unpacked here from group `g`'s packed quants
+/// (`FUSED`, for a few activation rows), or loaded from the group unpacked
+/// beforehand (`w`).
 #[inline(always)]
-unsafe fn block_chunks<const FUSED: bool>(bits: usize, w: &[u8], b: usize) -> [__m256i; 8] {
+unsafe fn block_chunks<const FUSED: bool>(m: &PackedMatrix, g: usize, w: &[u8], b: usize) -> [__m256i; 8] {
     if FUSED {
-        unpack_block(bits, w.as_ptr().add(b * 32 * bits))
+        unpack_block(m.kind.bits(), m.qs.as_ptr().add(m.q_at(g, b)))
     } else {
         unpack_block(8, w.as_ptr().add(b * 256))
     }
@@ -121,9 +121,8 @@ pub(super) enum Dot {
     /// K-quants multiply each sub-block's sum by its sub-scale (`vpmulld`).
     Vnni,
     /// The `Vnni` kernel with AVX-512 VNNI's `vpdpbusd` on 256-bit vectors
-    /// (AVX512-VL): the decode path of CPUs with AVX-512 VNNI but not AVX-VNNI
-    /// (Zen 4, Ice Lake), where one stream of eight rows at a time reads memory
-    /// faster than the pair kernel's two (see [`super::Path::for_rows`]).
+    /// (AVX512-VL): an odd last group's path beside the AVX-512 VNNI pair
+    /// kernel on CPUs without AVX-VNNI (Zen 4, Ice Lake).
     Vnni512,
     /// The `Vnni` kernel with `vpdpbusd` done by `vpmaddubsw` + `vpmaddwd` (exact
     /// here: no pair of products reaches int16's limit), so it runs on any AVX2 CPU.
@@ -160,8 +159,7 @@ unsafe fn block_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     out: &mut [f32],
 ) {
     let nb = m.k / 32;
-    let bits = m.kind.bits();
-    debug_assert!(w.len() >= nb * if FUSED { 32 * bits } else { 256 } && i0 + R <= acts.t);
+    debug_assert!((FUSED || w.len() >= nb * 256) && i0 + R <= acts.t);
     let ones = _mm256_set1_epi16(1);
     let eight = _mm256_set1_ps(8.0);
     let sixteen = _mm256_set1_ps(16.0);
@@ -170,9 +168,9 @@ unsafe fn block_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
     let mut acc = [_mm256_setzero_ps(); R];
     for b in 0..nb {
-        let si = (g * nb + b) * GROUP;
+        let si = m.scale_at(g, b);
         let dv = load_f16x8(m.d.as_ptr().add(si));
-        let u = block_chunks::<FUSED>(bits, w, b);
+        let u = block_chunks::<FUSED>(m, g, w, b);
         let mut dot = [_mm256_setzero_si256(); R];
         if m.kind == QuantKind::Q8_0 {
             for (c, &wv) in u.iter().enumerate() {
@@ -233,9 +231,8 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     out: &mut [f32],
 ) {
     let kind = m.kind;
-    let bits = kind.bits();
     let nsb = m.k / 256;
-    debug_assert!(w.len() >= nsb * 8 * if FUSED { 32 * bits } else { 256 } && i0 + R <= acts.t);
+    debug_assert!((FUSED || w.len() >= nsb * 8 * 256) && i0 + R <= acts.t);
     let pairs = kind.subs() / 2;
     // Chunks of int16 pairs summed before they could saturate: 2 · (2^bits − 1) · 127 each.
     let per_madd = match kind {
@@ -256,10 +253,10 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
     let mut acc = [_mm256_setzero_ps(); R];
     for sb in 0..nsb {
-        let si = (g * nsb + sb) * GROUP;
+        let si = m.scale_at(g, sb);
         let dv = load_f16x8(m.d.as_ptr().add(si));
         let dmv = if q6 { dv } else { load_f16x8(m.m.as_ptr().add(si)) };
-        let pair_at = |p: usize| ((g * nsb + sb) * pairs + p) * GROUP * 2;
+        let pair_at = |p: usize| m.sub_at(g, sb, p);
         let mut isum = [_mm256_setzero_si256(); R];
         let mut msum = [_mm256_setzero_si256(); R];
         for p in 0..pairs {
@@ -273,7 +270,7 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
         }
         for j in 0..8 {
             let b = sb * 8 + j;
-            let u = block_chunks::<FUSED>(bits, w, b);
+            let u = block_chunks::<FUSED>(m, g, w, b);
             // Q4_K/Q5_K: block j is sub-block j (pair j/2, half j%2). Q6_K: block j is
             // sub-blocks 2j and 2j+1 (pair j; chunks 0-3 and 4-7).
             let scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(

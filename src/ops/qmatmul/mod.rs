@@ -21,10 +21,10 @@
 //! x86-64-v3, with AVX-VNNI's `vpdpbusd` or without, [`avx2`]) and
 //! [`Isa::Portable`], chosen at run time by [`Isa::detect`] whatever the build
 //! targets; they give bit-identical results (exact integer dot products, then
-//! the same float steps in the same order). On AVX-512 CPUs, decode (one or two
-//! activation rows) runs the eight-row kernel (with AVX-512 VNNI's `vpdpbusd`
-//! on 256-bit vectors where present): bound by memory, it reads the matrix as
-//! one stream where the pair kernel reads two ([`Path::for_rows`]).
+//! the same float steps in the same order). For the pair kernels, [`pack`] lays
+//! two groups' blocks side by side ([`Layout::Pairs`]), so that decode, bound by
+//! memory, reads the matrix as one stream; on K-quants the AVX-512 path without
+//! VNNI is the faster one ([`Path::for_kind`]).
 //!
 //! Invariants: scratch memory (quantized activations, the unpacked group, the
 //! transposed output) is kept per thread and reused from call to call; no
@@ -46,7 +46,7 @@ use std::cell::RefCell;
 
 pub use acts::QuantActs;
 pub use format::QuantKind;
-pub use pack::{PackError, PackedMatrix, GROUP};
+pub use pack::{Layout, PackError, PackedMatrix, GROUP};
 
 use crate::ops::par::{with_scratch, SharedMut};
 
@@ -166,24 +166,22 @@ impl Path {
     }
 }
 
-/// Up to this many activation rows (decode), a call runs one group at a time
-/// even where the pair kernel exists.
-const SINGLE_MAX_ROWS: usize = 2;
-
 impl Path {
-    /// The path a call over `t` activation rows takes. Decode is bound by memory,
-    /// not arithmetic: the pair kernel reads its two groups as two streams, one
-    /// group's packed rows after another, each as long as one group (4.6 KB for a
-    /// 576-wide Q8_0 row), and the CPU's prefetchers lose time on every new pair,
-    /// where one group at a time is one stream through the matrix. Measured on a
-    /// Zen 4 core (`examples/matmul_bandwidth.rs`, one row, an 80 MB Q8_0 matrix
-    /// 576 wide): 14 GB/s in pairs, 25 one group at a time; from three rows on,
-    /// the pair kernel's arithmetic wins.
-    fn for_rows(self, t: usize) -> Self {
-        if t <= SINGLE_MAX_ROWS {
-            self.single()
-        } else {
-            self
+    /// The path a call on `kind`'s weights takes. AVX-512 VNNI's `vpdpbusd`
+    /// saves a step per chunk, but the K-quants then scale each sub-block's
+    /// int32 sum with `vpmulld`, where the path without it folds the sub-scale
+    /// into its `vpmaddwd`; measured on a Zen 4 core
+    /// (`examples/matmul_bandwidth.rs`, Q4_K 768 wide, one thread), the VNNI
+    /// kernel is the slower on K-quants at every row count (26 against 38 GB/s
+    /// at one row, 14.1 against 12.6 ms at 64) and the faster on the others
+    /// (Q8_0 four rows: 19.8 against 17.2 GB/s). Both give the same bits.
+    fn for_kind(self, kind: QuantKind) -> Self {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Self::Pairs(avx512::PairKernel::Hw { vnni: true }) if kind.is_super() => {
+                Self::Pairs(avx512::PairKernel::Hw { vnni: false })
+            }
+            other => other,
         }
     }
 }
@@ -206,11 +204,11 @@ impl PackedMatrix {
     /// `out[i·n + j] = Σ_k x[i·k_cols + k] · W[j, k]` for `t` rows of `x`, on the
     /// fastest path this CPU has.
     pub fn matmul(&self, x: &[f32], t: usize, out: &mut [f32]) {
-        self.matmul_on(Path::of(Isa::detect()).for_rows(t), x, t, out)
+        self.matmul_on(Path::of(Isa::detect()).for_kind(self.kind), x, t, out)
     }
 
-    /// As [`matmul`](Self::matmul) on a chosen path, its own kernel whatever `t` is
-    /// (an unavailable one runs the portable path).
+    /// As [`matmul`](Self::matmul) on a chosen path, its own kernel whatever the
+    /// weights' kind (an unavailable one runs the portable path).
     pub fn matmul_with(&self, isa: Isa, x: &[f32], t: usize, out: &mut [f32]) {
         self.matmul_on(Path::of(isa), x, t, out)
     }
@@ -271,8 +269,6 @@ impl PackedMatrix {
     fn groups_into(&self, path: Path, first: usize, acts: &QuantActs, out: &mut [f32], unpacked: &mut Vec<u8>) {
         let per_group = acts.t * GROUP;
         let count = out.len() / per_group;
-        let qpg = self.qbytes_per_group();
-        let packed = |g: usize| &self.qs[g * qpg..(g + 1) * qpg];
         let mut gi = 0;
         while gi < count {
             let g = first + gi;
@@ -282,7 +278,7 @@ impl PackedMatrix {
                     let (o0, o1) = out[..2 * per_group].split_at_mut(per_group);
                     // SAFETY: a `Hw` kernel is only in a `Path` where `Isa::supported` found
                     // its features; both groups exist and `o0`, `o1` hold their outputs.
-                    unsafe { kernel.run(self, g, (packed(g), packed(g + 1)), acts, (o0, o1), unpacked) };
+                    unsafe { kernel.run(self, g, acts, (o0, o1), unpacked) };
                     gi += 2;
                 }
                 _ => {
@@ -295,8 +291,6 @@ impl PackedMatrix {
 
     /// Group `g` against every activation row, into `out` (`t·8` values).
     fn group_into(&self, path: Path, g: usize, acts: &QuantActs, out: &mut [f32], unpacked: &mut Vec<u8>) {
-        let qpg = self.qbytes_per_group();
-        let packed = &self.qs[g * qpg..(g + 1) * qpg];
         match path {
             #[cfg(target_arch = "x86_64")]
             Path::Avx2(dot) => {
@@ -304,17 +298,17 @@ impl PackedMatrix {
                 // and F16C (and AVX-VNNI for `Dot::Vnni`); `out` holds the group's outputs.
                 unsafe {
                     if self.unpacks_in_registers(acts.t) {
-                        avx2::group::<true>(dot, self, g, packed, acts, out)
+                        avx2::group::<true>(dot, self, g, &[], acts, out)
                     } else {
                         unpacked.resize(self.k * GROUP, 0);
-                        avx2::unpack_group(self.kind, packed, unpacked);
+                        avx2::unpack_group(self, g, unpacked);
                         avx2::group::<false>(dot, self, g, unpacked, acts, out)
                     }
                 }
             }
             _ => {
                 unpacked.resize(self.k * GROUP, 0);
-                pack::unpack_group_portable(self.kind, packed, unpacked);
+                pack::unpack_group_portable(self, g, unpacked);
                 portable::group(self, g, unpacked, acts, out)
             }
         }

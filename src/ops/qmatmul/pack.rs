@@ -13,15 +13,47 @@
 //! integer sub-scales are kept as `[pair][row][2]` bytes, the order the
 //! kernels multiply them in.
 //!
+//! Groups are ordered for the kernel that will read them ([`Layout`]), so
+//! that it reads one stream through memory: on CPUs with AVX-512, whose
+//! kernel computes two groups at once, pairs of groups are interleaved block
+//! by block (block `b` of group `2i`, then block `b` of group `2i+1`, then
+//! block `b+1` of each; an odd last group's blocks follow one another);
+//! elsewhere each group's blocks follow one another. The quants and every
+//! array of scales are ordered alike ([`PackedMatrix::q_at`],
+//! [`PackedMatrix::scale_at`], [`PackedMatrix::sub_at`]), and every kernel
+//! reads either layout. (Read as two streams each one group long, the pair
+//! kernel's decode, bound by memory, ran at half the speed: the CPU's
+//! prefetchers start over on every stream.)
+//!
 //! Memory is that of the GGUF within a few percent (Q4_K: 4.63 bits a weight
 //! against 4.5).
 
 use half::f16;
 
 use super::format::{decode, QuantKind};
+use super::Isa;
 
 /// Rows per group: one per 32-bit lane of a 256-bit vector.
 pub const GROUP: usize = 8;
+
+/// How a packed matrix orders its groups in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Each group's blocks one after another: one stream for the eight-row kernels.
+    Groups,
+    /// Pairs of groups interleaved block by block: one stream for the AVX-512 pair kernel.
+    Pairs,
+}
+
+impl Layout {
+    /// The layout that `isa`'s kernel reads as one stream.
+    pub fn for_isa(isa: Isa) -> Self {
+        match isa {
+            Isa::Avx512 | Isa::Avx512Vnni => Self::Pairs,
+            Isa::Portable | Isa::Avx2 | Isa::AvxVnni => Self::Groups,
+        }
+    }
+}
 
 /// A `[n, k]` weight matrix repacked for our kernels.
 #[derive(Debug, Clone)]
@@ -29,13 +61,14 @@ pub struct PackedMatrix {
     pub(super) kind: QuantKind,
     pub(super) n: usize,
     pub(super) k: usize,
-    /// Packed quants, `groups × qbytes_per_group`.
+    pub(super) layout: Layout,
+    /// Packed quants, `groups × qbytes_per_group`, in `layout`'s order ([`Self::q_at`]).
     pub(super) qs: Vec<u8>,
-    /// f16 bits of `d`, `groups × scale_blocks × 8`.
+    /// f16 bits of `d`, `groups × scale_blocks × 8` ([`Self::scale_at`]).
     pub(super) d: Vec<u16>,
     /// f16 bits of Q4_1's and Q5_1's `−m` and the K-quants' `dmin` (same shape as `d`; empty otherwise).
     pub(super) m: Vec<u16>,
-    /// K-quants' sub-scales, `groups × superblocks × pairs × 8 × 2`.
+    /// K-quants' sub-scales, `groups × superblocks × pairs × 8 × 2` ([`Self::sub_at`]).
     pub(super) sc: Vec<i8>,
     /// Q4_K/Q5_K's sub-mins, shaped as `sc`.
     pub(super) mn: Vec<i8>,
@@ -57,8 +90,14 @@ pub enum PackError {
 }
 
 impl PackedMatrix {
-    /// Packs `n` rows of `k` values of `kind`, given as GGUF block bytes in row order.
+    /// Packs `n` rows of `k` values of `kind`, given as GGUF block bytes in row order,
+    /// in the layout of this CPU's fastest kernel.
     pub fn pack(kind: QuantKind, raw: &[u8], n: usize, k: usize) -> Result<Self, PackError> {
+        Self::pack_as(kind, raw, n, k, Layout::for_isa(Isa::detect()))
+    }
+
+    /// As [`pack`](Self::pack), in a chosen layout (every kernel reads either).
+    pub fn pack_as(kind: QuantKind, raw: &[u8], n: usize, k: usize, layout: Layout) -> Result<Self, PackError> {
         let be = kind.block_elems();
         if k == 0 || !k.is_multiple_of(be) {
             return Err(PackError::Columns { kind, k, block: be });
@@ -78,6 +117,7 @@ impl PackedMatrix {
             kind,
             n,
             k,
+            layout,
             qs: vec![0; groups * Self::qbytes_per_group_for(kind, k)],
             d: vec![0; groups * Self::scale_blocks_for(kind, k) * GROUP],
             m: Vec::new(),
@@ -113,15 +153,14 @@ impl PackedMatrix {
                         let (b32, w) = (col / 32, col % 32);
                         unpacked[b32 * 256 + (w / 4) * 32 + r * 4 + w % 4] = dec.q[e];
                     }
-                    let si = (g * m.scale_blocks() + bi) * GROUP + r;
+                    let si = m.scale_at(g, bi) + r;
                     m.d[si] = dec.d.to_bits();
                     if !m.m.is_empty() {
                         m.m[si] = dec.m.to_bits();
                     }
                     if kind.is_super() {
-                        let pairs = kind.subs() / 2;
                         for j in 0..kind.subs() {
-                            let at = (((g * m.superblocks() + bi) * pairs + j / 2) * GROUP + r) * 2 + j % 2;
+                            let at = m.sub_at(g, bi, j / 2) + r * 2 + j % 2;
                             m.sc[at] = dec.sc[j];
                             if !m.mn.is_empty() {
                                 m.mn[at] = dec.mn[j];
@@ -130,8 +169,11 @@ impl PackedMatrix {
                     }
                 }
             }
-            let qpg = m.qbytes_per_group();
-            pack_group(kind, &unpacked, &mut m.qs[g * qpg..(g + 1) * qpg]);
+            let bpb = Self::qbytes_per_block(kind);
+            for (b, u) in unpacked.chunks_exact(256).enumerate() {
+                let at = m.q_at(g, b);
+                pack_block(kind, u, &mut m.qs[at..at + bpb]);
+            }
         }
         Ok(m)
     }
@@ -176,8 +218,37 @@ impl PackedMatrix {
         32 * kind.bits()
     }
 
-    pub(super) fn qbytes_per_group(&self) -> usize {
-        Self::qbytes_per_group_for(self.kind, self.k)
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Where block `b` of group `g` sits among the `(group, block)` units of an
+    /// array holding `per_group` blocks per group, in this matrix's layout.
+    fn unit(&self, g: usize, b: usize, per_group: usize) -> usize {
+        match self.layout {
+            Layout::Groups => g * per_group + b,
+            Layout::Pairs => {
+                // A pair's blocks alternate; an odd last group's follow one another.
+                let lanes = if (g | 1) < self.groups() { 2 } else { 1 };
+                (g & !1) * per_group + b * lanes + (g & 1)
+            }
+        }
+    }
+
+    /// Offset in `qs` of group `g`'s 32-value block `b` (`qbytes_per_block` bytes).
+    pub(super) fn q_at(&self, g: usize, b: usize) -> usize {
+        self.unit(g, b, self.k / 32) * Self::qbytes_per_block(self.kind)
+    }
+
+    /// Index in `d` (and `m`) of group `g`'s first row in scale block `b`.
+    pub(super) fn scale_at(&self, g: usize, b: usize) -> usize {
+        self.unit(g, b, self.scale_blocks()) * GROUP
+    }
+
+    /// Index in `sc` (and `mn`) of group `g`'s `[row][2]` sub-scales of pair `p`
+    /// in superblock `sb`.
+    pub(super) fn sub_at(&self, g: usize, sb: usize, p: usize) -> usize {
+        (self.unit(g, sb, self.superblocks()) * (self.kind.subs() / 2) + p) * GROUP * 2
     }
 
     fn qbytes_per_group_for(kind: QuantKind, k: usize) -> usize {
@@ -190,42 +261,40 @@ impl PackedMatrix {
     }
 }
 
-/// Packs one group's unpacked quants (`256` bytes per 32-value block) into `out`.
-fn pack_group(kind: QuantKind, unpacked: &[u8], out: &mut [u8]) {
-    let bpb = PackedMatrix::qbytes_per_block(kind);
-    for (u, o) in unpacked.chunks_exact(256).zip(out.chunks_exact_mut(bpb)) {
-        if kind.bits() == 8 {
-            o.copy_from_slice(u);
-            continue;
+/// Packs one block of a group, unpacked (`u`: 256 bytes), into `o`.
+fn pack_block(kind: QuantKind, u: &[u8], o: &mut [u8]) {
+    if kind.bits() == 8 {
+        o.copy_from_slice(u);
+        return;
+    }
+    for c in 0..4 {
+        for p in 0..32 {
+            o[c * 32 + p] = (u[c * 32 + p] & 0xF) | ((u[(c + 4) * 32 + p] & 0xF) << 4);
         }
-        for c in 0..4 {
+    }
+    match kind.bits() {
+        5 => {
             for p in 0..32 {
-                o[c * 32 + p] = (u[c * 32 + p] & 0xF) | ((u[(c + 4) * 32 + p] & 0xF) << 4);
+                o[128 + p] = (0..8).fold(0u8, |acc, c| acc | (((u[c * 32 + p] >> 4) & 1) << c));
             }
         }
-        match kind.bits() {
-            5 => {
+        6 => {
+            for h in 0..2 {
                 for p in 0..32 {
-                    o[128 + p] = (0..8).fold(0u8, |acc, c| acc | (((u[c * 32 + p] >> 4) & 1) << c));
+                    o[128 + h * 32 + p] =
+                        (0..4).fold(0u8, |acc, b| acc | (((u[(4 * h + b) * 32 + p] >> 4) & 3) << (2 * b)));
                 }
             }
-            6 => {
-                for h in 0..2 {
-                    for p in 0..32 {
-                        o[128 + h * 32 + p] =
-                            (0..4).fold(0u8, |acc, b| acc | (((u[(4 * h + b) * 32 + p] >> 4) & 3) << (2 * b)));
-                    }
-                }
-            }
-            _ => {}
         }
+        _ => {}
     }
 }
 
-/// The portable unpack: one group's packed quants back to 256 bytes per block.
-pub(super) fn unpack_group_portable(kind: QuantKind, packed: &[u8], out: &mut [u8]) {
-    let bpb = PackedMatrix::qbytes_per_block(kind);
-    for (o, p) in out.chunks_exact_mut(256).zip(packed.chunks_exact(bpb)) {
+/// The portable unpack: group `g`'s packed quants back to 256 bytes per block.
+pub(super) fn unpack_group_portable(m: &PackedMatrix, g: usize, out: &mut [u8]) {
+    let (kind, bpb) = (m.kind, PackedMatrix::qbytes_per_block(m.kind));
+    for (b, o) in out.chunks_exact_mut(256).enumerate() {
+        let p = &m.qs[m.q_at(g, b)..][..bpb];
         if kind.bits() == 8 {
             o.copy_from_slice(p);
             continue;

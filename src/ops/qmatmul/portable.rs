@@ -41,7 +41,7 @@ fn block_row(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, i: usize, a
     for b in 0..nb {
         let da = acts.d[i * nb + b];
         let dsum = acts.dsum[i * nb + b];
-        let si = (g * nb + b) * GROUP;
+        let si = m.scale_at(g, b);
         for (r, acc) in acc.iter_mut().enumerate() {
             let s = dot(w, a, r, b * 8, 8, m.kind == QuantKind::Q8_0);
             let d = h2f(m.d[si + r]);
@@ -66,11 +66,11 @@ fn super_row(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, i: usize, a
     let mut acc = [0f32; GROUP];
     for sb in 0..nsb {
         let da = acts.d[i * nsb + sb];
-        let si = (g * nsb + sb) * GROUP;
+        let si = m.scale_at(g, sb);
         for (r, acc) in acc.iter_mut().enumerate() {
             let (mut isum, mut msum) = (0i32, 0i32);
             for j in 0..subs {
-                let at = (((g * nsb + sb) * pairs + j / 2) * GROUP + r) * 2 + j % 2;
+                let at = m.sub_at(g, sb, j / 2) + r * 2 + j % 2;
                 let sc = m.sc[at] as i32;
                 let s = dot(w, a, r, (sb * 256 + j * m.kind.sub_elems()) / 4, sub_chunks, false);
                 isum += sc * s;

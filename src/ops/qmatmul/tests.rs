@@ -42,6 +42,10 @@ struct Case {
 }
 
 fn case(kind: QuantKind, dtype: GgmlDType, n: usize, k: usize, seed: u32) -> Case {
+    case_as(kind, dtype, n, k, seed, Layout::for_isa(Isa::detect()))
+}
+
+fn case_as(kind: QuantKind, dtype: GgmlDType, n: usize, k: usize, seed: u32, layout: Layout) -> Case {
     let cpu = Device::Cpu;
     let src = Tensor::from_vec(values(n * k, seed, 0.5), (n, k), &cpu).unwrap();
     let q = QTensor::quantize(&src, dtype).unwrap();
@@ -52,7 +56,7 @@ fn case(kind: QuantKind, dtype: GgmlDType, n: usize, k: usize, seed: u32) -> Cas
         .unwrap()
         .to_vec1::<f32>()
         .unwrap();
-    let packed = PackedMatrix::pack(kind, &q.data().unwrap(), n, k).unwrap();
+    let packed = PackedMatrix::pack_as(kind, &q.data().unwrap(), n, k, layout).unwrap();
     Case {
         packed,
         candle: QMatMul::from_qtensor(q).unwrap(),
@@ -266,20 +270,27 @@ fn a_row_gets_the_same_bits_in_any_batch() {
 fn the_kernels_this_cpu_lacks_emulated_equal_the_portable_path() {
     // The AVX-512 body over plain-Rust stand-ins for its intrinsics (pairs of groups,
     // an odd last group, every tile size, decode's fused unpacking and prefill's), and
-    // the AVX-VNNI kernel with its one VNNI instruction done by two AVX2 ones.
+    // the AVX-VNNI kernel with its one VNNI instruction done by two AVX2 ones, each on
+    // both layouts, against the portable kernel on the plain one.
     use super::avx512::PairKernel;
     for (kind, dtype) in KINDS {
         let k = if kind.is_super() { 512 } else { 96 };
-        for (s, n) in [8usize, 16, 13, 40, 64].into_iter().enumerate() {
-            let c = case(kind, dtype, n, k, 11 + s as u32);
-            for t in [1, 2, 3, 4, 5, 9] {
+        for (s, n) in [8usize, 16, 13, 40, 64, 72].into_iter().enumerate() {
+            let seed = 11 + s as u32;
+            let plain = case_as(kind, dtype, n, k, seed, Layout::Groups);
+            let paired = case_as(kind, dtype, n, k, seed, Layout::Pairs);
+            for (t, c) in [1, 2, 3, 4, 5, 9].into_iter().flat_map(|t| [(t, &plain), (t, &paired)]) {
                 let x = values(t * k, 31 + t as u32, 2.0);
                 let mut want = vec![f32::NAN; t * n];
-                c.packed.matmul_on(Path::Portable, &x, t, &mut want);
+                plain.packed.matmul_on(Path::Portable, &x, t, &mut want);
                 let mut paths = vec![
+                    Path::Portable,
                     Path::Pairs(PairKernel::Emulated { vnni: false }),
                     Path::Pairs(PairKernel::Emulated { vnni: true }),
                 ];
+                // And this CPU's own kernels.
+                paths.extend(Isa::available().into_iter().map(Path::of));
+                paths.push(Path::of(Isa::detect()).for_kind(kind));
                 #[cfg(target_arch = "x86_64")]
                 if Isa::Avx2.supported() {
                     // The AVX-VNNI kernel's shape, `vpdpbusd` done with AVX2.
@@ -287,14 +298,15 @@ fn the_kernels_this_cpu_lacks_emulated_equal_the_portable_path() {
                 }
                 #[cfg(target_arch = "x86_64")]
                 if Isa::Avx512Vnni.supported() {
-                    // Decode's path on this CPU (`Path::for_rows`), at every tile size.
+                    // The odd last group's path beside the VNNI pair kernel, at every tile size.
                     paths.push(Path::Avx2(super::avx2::Dot::Vnni512));
                 }
                 for path in paths {
                     let mut got = vec![f32::NAN; t * n];
                     c.packed.matmul_on(path, &x, t, &mut got);
                     let same = want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "{kind:?} n={n} t={t} {path:?}: {:?} vs {:?}", &got[..8], &want[..8]);
+                    let layout = c.packed.layout();
+                    assert!(same, "{kind:?} {layout:?} n={n} t={t} {path:?}: {:?} vs {:?}", &got[..8], &want[..8]);
                 }
             }
         }

@@ -57,15 +57,14 @@ unsafe fn unpack_pair_block(bits: usize, p0: *const u8, p1: *const u8) -> [__m51
     u
 }
 
-/// Unpacks two groups' packed quants (`w0`: group g's, `w1`: g+1's) into
-/// `out`: 512 bytes per block, chunk `c`'s 64-byte vector at `64c`.
+/// Unpacks groups `g` and `g+1`'s packed quants into `out`: 512 bytes per
+/// block, chunk `c`'s 64-byte vector at `64c`.
 #[inline(always)]
-unsafe fn unpack_pair(kind: QuantKind, w0: &[u8], w1: &[u8], out: &mut [u8]) {
-    let bpb = PackedMatrix::qbytes_per_block(kind);
+unsafe fn unpack_pair(m: &PackedMatrix, g: usize, out: &mut [u8]) {
     let blocks = out.len() / 512;
-    debug_assert!(w0.len() >= blocks * bpb && w1.len() >= blocks * bpb);
+    debug_assert!(blocks <= m.k / 32 && g + 1 < m.groups());
     for b in 0..blocks {
-        let u = unpack_pair_block(kind.bits(), w0.as_ptr().add(b * bpb), w1.as_ptr().add(b * bpb));
+        let u = pair_chunks::<true>(m, g, &[], b);
         let o = out.as_mut_ptr().add(b * 512);
         for (c, u) in u.iter().enumerate() {
             store(o.add(c * 64), *u);
@@ -73,14 +72,15 @@ unsafe fn unpack_pair(kind: QuantKind, w0: &[u8], w1: &[u8], out: &mut [u8]) {
     }
 }
 
-/// Block `b`'s eight chunks: unpacked here from the two packed groups
-/// (`FUSED`), or loaded from the pair unpacked beforehand (in `w0`).
+/// Block `b`'s eight chunks: unpacked here from groups `g` and `g+1`'s packed
+/// quants (`FUSED`), or loaded from the pair unpacked beforehand (`w`).
 #[inline(always)]
-unsafe fn pair_chunks<const FUSED: bool>(bits: usize, w0: &[u8], w1: &[u8], b: usize) -> [__m512i; 8] {
+unsafe fn pair_chunks<const FUSED: bool>(m: &PackedMatrix, g: usize, w: &[u8], b: usize) -> [__m512i; 8] {
     if FUSED {
-        return unpack_pair_block(bits, w0.as_ptr().add(b * 32 * bits), w1.as_ptr().add(b * 32 * bits));
+        let q = m.qs.as_ptr();
+        return unpack_pair_block(m.kind.bits(), q.add(m.q_at(g, b)), q.add(m.q_at(g + 1, b)));
     }
-    let p = w0.as_ptr().add(b * 512);
+    let p = w.as_ptr().add(b * 512);
     let mut u = [_mm512_setzero_si512(); 8];
     for (c, u) in u.iter_mut().enumerate() {
         *u = load(p.add(c * 64));
@@ -111,7 +111,7 @@ unsafe fn dot4<const VNNI: bool>(acc: __m512i, u: __m512i, s: __m512i, ones: __m
 unsafe fn block_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
     m: &PackedMatrix,
     g: usize,
-    (w0, w1): (&[u8], &[u8]),
+    w: &[u8],
     acts: &QuantActs,
     i0: usize,
     (out0, out1): (&mut [f32], &mut [f32]),
@@ -127,10 +127,12 @@ unsafe fn block_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
     let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
     let mut acc = [_mm512_setzero_ps(); R];
     for b in 0..nb {
-        let (s0, s1) = ((g * nb + b) * GROUP, ((g + 1) * nb + b) * GROUP);
+        let (s0, s1) = (m.scale_at(g, b), m.scale_at(g + 1, b));
         let dv = load_f16x16(m.d.as_ptr().add(s0), m.d.as_ptr().add(s1));
-        let u = pair_chunks::<FUSED>(bits, w0, w1, b);
-        let mut dot = [_mm512_setzero_si512(); R];
+        let u = pair_chunks::<FUSED>(m, g, w, b);
+        // Two sums per row (even and odd chunks): `vpdpbusd` adds into its
+        // accumulator, so one sum would be a chain of eight dependent steps.
+        let mut dot = [[_mm512_setzero_si512(); 2]; R];
         if m.kind == QuantKind::Q8_0 {
             // Signed weights: |w| against the activation given w's sign.
             for (c, &wv) in u.iter().enumerate() {
@@ -139,13 +141,13 @@ unsafe fn block_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
                 for x in 0..R {
                     let av = bcast(a[x], b * 8 + c);
                     let av = _mm512_mask_sub_epi8(av, neg, _mm512_setzero_si512(), av);
-                    dot[x] = dot4::<VNNI>(dot[x], aw, av, ones);
+                    dot[x][c & 1] = dot4::<VNNI>(dot[x][c & 1], aw, av, ones);
                 }
             }
         } else if VNNI {
             for (c, &wv) in u.iter().enumerate() {
                 for x in 0..R {
-                    dot[x] = _mm512_dpbusd_epi32(dot[x], wv, bcast(a[x], b * 8 + c));
+                    dot[x][c & 1] = _mm512_dpbusd_epi32(dot[x][c & 1], wv, bcast(a[x], b * 8 + c));
                 }
             }
         } else {
@@ -156,7 +158,7 @@ unsafe fn block_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
                 }
                 if (c + 1) % per_madd == 0 {
                     for x in 0..R {
-                        dot[x] = _mm512_add_epi32(dot[x], _mm512_madd_epi16(p[x], ones));
+                        dot[x][0] = _mm512_add_epi32(dot[x][0], _mm512_madd_epi16(p[x], ones));
                         p[x] = _mm512_setzero_si512();
                     }
                 }
@@ -171,7 +173,8 @@ unsafe fn block_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
         for x in 0..R {
             let at = (i0 + x) * nb + b;
             let da = _mm512_set1_ps(*acts.d.get_unchecked(at));
-            acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[x]), _mm512_mul_ps(dv, da), acc[x]);
+            let dot = _mm512_add_epi32(dot[x][0], dot[x][1]);
+            acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dv, da), acc[x]);
             if let Some(mv) = mv {
                 acc[x] = _mm512_fnmadd_ps(mv, _mm512_set1_ps(*acts.dsum.get_unchecked(at)), acc[x]);
             }
@@ -203,13 +206,12 @@ const DUP: [[u8; 64]; 2] = {
 unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
     m: &PackedMatrix,
     g: usize,
-    (w0, w1): (&[u8], &[u8]),
+    w: &[u8],
     acts: &QuantActs,
     i0: usize,
     (out0, out1): (&mut [f32], &mut [f32]),
 ) {
     let kind = m.kind;
-    let bits = kind.bits();
     let nsb = m.k / 256;
     debug_assert!(i0 + R <= acts.t && out0.len() >= acts.t * GROUP && out1.len() >= acts.t * GROUP);
     let pairs = kind.subs() / 2;
@@ -224,13 +226,12 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
     let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
     let mut acc = [_mm512_setzero_ps(); R];
     for sb in 0..nsb {
-        let (s0, s1) = ((g * nsb + sb) * GROUP, ((g + 1) * nsb + sb) * GROUP);
+        let (s0, s1) = (m.scale_at(g, sb), m.scale_at(g + 1, sb));
         let dv = load_f16x16(m.d.as_ptr().add(s0), m.d.as_ptr().add(s1));
         let dmv = if q6 { dv } else { load_f16x16(m.m.as_ptr().add(s0), m.m.as_ptr().add(s1)) };
         // Pair p's `[row][2]` sub-scales (or sub-mins) of both groups, as int16.
         let subs16 = |v: &[i8], p: usize| {
-            let at = |gg: usize| ((gg * nsb + sb) * pairs + p) * GROUP * 2;
-            load_i8x16x2_i16(v.as_ptr().add(at(g)), v.as_ptr().add(at(g + 1)))
+            load_i8x16x2_i16(v.as_ptr().add(m.sub_at(g, sb, p)), v.as_ptr().add(m.sub_at(g + 1, sb, p)))
         };
         let mut isum = [_mm512_setzero_si512(); R];
         let mut msum = [_mm512_setzero_si512(); R];
@@ -243,7 +244,7 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
         }
         for j in 0..8 {
             let b = sb * 8 + j;
-            let u = pair_chunks::<FUSED>(bits, w0, w1, b);
+            let u = pair_chunks::<FUSED>(m, g, w, b);
             // Q4_K/Q5_K: block j is sub-block j (pair j/2, half j%2). Q6_K: block j is
             // sub-blocks 2j and 2j+1 (pair j; chunks 0-3 and 4-7).
             let scp = subs16(&m.sc, if q6 { j } else { j / 2 });
@@ -257,14 +258,16 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
                     } else {
                         _mm512_srai_epi32::<16>(scp)
                     };
-                    let mut bd = [_mm512_setzero_si512(); R];
+                    // Two sums per row, even and odd chunks (as in `block_pair`).
+                    let mut bd = [[_mm512_setzero_si512(); 2]; R];
                     for c in h * 8 / halves..(h + 1) * 8 / halves {
                         for x in 0..R {
-                            bd[x] = _mm512_dpbusd_epi32(bd[x], u[c], bcast(a[x], b * 8 + c));
+                            bd[x][c & 1] = _mm512_dpbusd_epi32(bd[x][c & 1], u[c], bcast(a[x], b * 8 + c));
                         }
                     }
                     for x in 0..R {
-                        isum[x] = _mm512_add_epi32(isum[x], _mm512_mullo_epi32(bd[x], sc32));
+                        let bd = _mm512_add_epi32(bd[x][0], bd[x][1]);
+                        isum[x] = _mm512_add_epi32(isum[x], _mm512_mullo_epi32(bd, sc32));
                     }
                 }
             } else {
@@ -297,13 +300,12 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
     }
 }
 
-/// Groups `g` and `g+1` (packed: `w0`, `w1`) against every activation row,
-/// into `out0` and `out1` (`t·8` each); `unpacked` is scratch for a prefill.
+/// Groups `g` and `g+1` against every activation row, into `out0` and `out1`
+/// (`t·8` each); `unpacked` is scratch for a prefill.
 #[inline(always)]
 unsafe fn pair<const VNNI: bool>(
     m: &PackedMatrix,
     g: usize,
-    (w0, w1): (&[u8], &[u8]),
     acts: &QuantActs,
     (out0, out1): (&mut [f32], &mut [f32]),
     unpacked: &mut Vec<u8>,
@@ -312,9 +314,9 @@ unsafe fn pair<const VNNI: bool>(
     let fused = m.unpacks_in_registers(acts.t);
     if !fused {
         unpacked.resize(m.k * 2 * GROUP, 0);
-        unpack_pair(m.kind, w0, w1, unpacked);
+        unpack_pair(m, g, unpacked);
     }
-    let w = if fused { (w0, w1) } else { (&unpacked[..], &[][..]) };
+    let w = if fused { &[][..] } else { &unpacked[..] };
     let (sup, mut i0) = (m.kind.is_super(), 0);
     while i0 < acts.t {
         let r = (acts.t - i0).min(TILE);

@@ -180,20 +180,19 @@ include!("body.rs");
 /// The emulated pair kernel, with or without VNNI.
 ///
 /// # Safety
-/// As the hardware kernel: `w` holds both groups' packed quants, `out` their outputs.
+/// As the hardware kernel: groups `g` and `g+1` exist, `out` holds their outputs.
 pub(super) unsafe fn run(
     vnni: bool,
     m: &PackedMatrix,
     g: usize,
-    w: (&[u8], &[u8]),
     acts: &QuantActs,
     out: (&mut [f32], &mut [f32]),
     unpacked: &mut Vec<u8>,
 ) {
     if vnni {
-        pair::<true>(m, g, w, acts, out, unpacked)
+        pair::<true>(m, g, acts, out, unpacked)
     } else {
-        pair::<false>(m, g, w, acts, out, unpacked)
+        pair::<false>(m, g, acts, out, unpacked)
     }
 }
 

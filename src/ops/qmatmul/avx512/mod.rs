@@ -48,18 +48,17 @@ impl PairKernel {
         self,
         m: &PackedMatrix,
         g: usize,
-        w: (&[u8], &[u8]),
         acts: &QuantActs,
         out: (&mut [f32], &mut [f32]),
         unpacked: &mut Vec<u8>,
     ) {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Self::Hw { vnni: true } => hw::pair_vnni(m, g, w, acts, out, unpacked),
+            Self::Hw { vnni: true } => hw::pair_vnni(m, g, acts, out, unpacked),
             #[cfg(target_arch = "x86_64")]
-            Self::Hw { vnni: false } => hw::pair_bw(m, g, w, acts, out, unpacked),
+            Self::Hw { vnni: false } => hw::pair_bw(m, g, acts, out, unpacked),
             #[cfg(test)]
-            Self::Emulated { vnni } => emu::run(vnni, m, g, w, acts, out, unpacked),
+            Self::Emulated { vnni } => emu::run(vnni, m, g, acts, out, unpacked),
         }
     }
 }
@@ -124,12 +123,11 @@ mod hw {
     pub(super) unsafe fn pair_vnni(
         m: &PackedMatrix,
         g: usize,
-        w: (&[u8], &[u8]),
         acts: &QuantActs,
         out: (&mut [f32], &mut [f32]),
         unpacked: &mut Vec<u8>,
     ) {
-        pair::<true>(m, g, w, acts, out, unpacked)
+        pair::<true>(m, g, acts, out, unpacked)
     }
 
     /// # Safety
@@ -138,11 +136,10 @@ mod hw {
     pub(super) unsafe fn pair_bw(
         m: &PackedMatrix,
         g: usize,
-        w: (&[u8], &[u8]),
         acts: &QuantActs,
         out: (&mut [f32], &mut [f32]),
         unpacked: &mut Vec<u8>,
     ) {
-        pair::<false>(m, g, w, acts, out, unpacked)
+        pair::<false>(m, g, acts, out, unpacked)
     }
 }
