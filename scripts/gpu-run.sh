@@ -24,7 +24,8 @@
 #   carry ["target/gpu-model-1"]:  bash target/gpu-pack/gpu-run.sh stash-model
 #   carry ["target/gpu-model-2"]:  bash target/gpu-pack/gpu-run.sh real-model
 #   (same machine)                 bash target/gpu-pack/gpu-run.sh bench
-# Each writes its log under $OUT (tests.log, real-model.log, bench.log and
+# Each writes its log under $OUT (tests.log, real-model.log with devices.json: `hearth bench
+# devices`, CUDA against the CPU teacher-forced; bench.log and
 # bench-gpu.json: `hearth bench gpu`'s every figure) and the machine's
 # description (machine.txt).
 set -uo pipefail
@@ -197,20 +198,34 @@ real_model() {
             die "the joined model does not match its checksum"
     fi
     {
+        # The two devices multiply with different kernels (ours on the CPU, candle's on CUDA),
+        # so a near-tie may break either way: `bench devices` decides, teacher-forced, whether
+        # each difference is one (exit status 1 where the CPU's choice was clear).
         local status=0
-        for p in "The capital of France is" "1, 2, 3, 4, 5," "def add(a, b):"; do
+        echo "== bench devices: CUDA against the CPU, the chat prompts below, 32 greedy tokens each"
+        timeout 240 "$work/bin/hearth" --device cuda bench devices --gguf "$m" --tokens 32 \
+            --json "$OUT/devices.json" || status=1
+        # The same prompts through the whole engine (`hearth run`) on each device: the same text,
+        # or a difference bench devices found too (then it said whether it is a near-tie).
+        local i=0
+        for p in "What is the capital of France?" "Write a Python function that returns the square of a number." \
+            "List the first five prime numbers." "Explain in two sentences why the sky is blue."; do
             for d in cpu cuda; do
                 echo "== $d: $p"
-                timeout 60 "$work/bin/hearth" --device "$d" run -m "$m" -p "$p" -n 24 --temperature 0 \
-                    --disk-cache-gib 0 > "$work/text-$d.txt" || status=1
+                timeout 60 "$work/bin/hearth" --device "$d" run -m "$m" --chat -p "$p" -n 32 --temperature 0 \
+                    --disk-cache-gib 0 --host-cache-gib 1 > "$work/text-$d.txt" || status=1
                 cat "$work/text-$d.txt"
             done
             if cmp -s "$work/text-cpu.txt" "$work/text-cuda.txt"; then
                 echo "== same greedy text on the CPU and on CUDA"
+            elif python3 -c "import json, sys; r = json.load(open(sys.argv[1]))['replies'][$i]; sys.exit(r['first_difference'] is None)" \
+                "$OUT/devices.json" 2>/dev/null; then
+                echo "== different greedy text on the CPU and on CUDA, as bench devices found (its verdict above)"
             else
-                echo "== DIFFERENT greedy text on the CPU and on CUDA"
+                echo "== DIFFERENT greedy text on the CPU and on CUDA through the engine, where bench devices found none"
                 status=1
             fi
+            i=$((i + 1))
         done
         [ "$status" -eq 0 ]
     } 2>&1 | tee "$OUT/real-model.log"

@@ -65,7 +65,8 @@ fn paged_attention_matches_the_cpu_store() {
         let mut cpu_pool = vec![0u8; blocks * l.block_len()];
         let mut gpu_pool = CudaPool::new(&dev, l, blocks).unwrap();
         // Scattered, non-monotonic tables.
-        let tables = vec![vec![17u32, 3, 9, 21, 0], vec![5u32, 11, 2], vec![8u32, 19, 14, 1]];
+        // Sequence 2 reaches 74 tokens: five blocks of 16.
+        let tables = vec![vec![17u32, 3, 9, 21, 0], vec![5u32, 11, 2], vec![8u32, 19, 14, 1, 23]];
         let steps = vec![
             vec![
                 SeqChunk { cached: 0, new: 37 },

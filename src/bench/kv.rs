@@ -134,7 +134,7 @@ impl std::fmt::Display for KvBenchReport {
 }
 
 /// Top logit minus the second.
-fn margin(row: &[f32]) -> f32 {
+pub(super) fn margin(row: &[f32]) -> f32 {
     let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
     for &v in row {
         if v > a {
@@ -166,9 +166,10 @@ fn rows(t: &Tensor) -> Result<Vec<Vec<f32>>, BenchError> {
     Ok(t.to_dtype(candle_core::DType::F32)?.to_vec2::<f32>()?)
 }
 
-/// Greedy `n` tokens after `prompt` with f32 K/V.
-fn greedy_f32(tf: &Transformer, prompt: &[u32], n: usize) -> Result<Vec<u32>, BenchError> {
-    let (mut memory, table) = super::one_sequence(tf, KvDtype::F32, prompt.len() + n + 1)?;
+/// Greedy `n` tokens after `prompt` (one prefill, then one decode step per token) with K/V
+/// stored as `dtype`.
+pub(super) fn greedy(tf: &Transformer, prompt: &[u32], n: usize, dtype: KvDtype) -> Result<Vec<u32>, BenchError> {
+    let (mut memory, table) = super::one_sequence(tf, dtype, prompt.len() + n + 1)?;
     let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
     let logits = tf.forward(
         prompt,
@@ -225,7 +226,7 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
     let mut cases = Vec::new();
     for p in &opts.prompts {
         let prompt = model.chat_ids(&[Message::user(p.as_str())])?;
-        let reply = greedy_f32(tf, &prompt, n)?;
+        let reply = greedy(tf, &prompt, n, KvDtype::F32)?;
         let base = teacher_forced_logits(tf, &prompt, &reply, KvDtype::F32)?;
         cases.push((prompt, reply, base));
     }

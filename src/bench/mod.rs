@@ -14,6 +14,9 @@
 //! `hearth bench kv`: each K/V storage type against f32 on a real model, teacher-forced (logit
 //! error, greedy agreement; see [`run_kv_bench`]).
 //!
+//! `hearth bench devices`: the model on one device against the CPU on the same GGUF: greedy text
+//! free-running and teacher-forced logits (see [`run_device_bench`]).
+//!
 //! `hearth bench gpu`: every figure of the CUDA path in one run: host → device block copies
 //! against a plain pinned copy, prefill and decode at batch 1 and 16 against candle, and TTFT
 //! of a long prompt from every tier (see [`run_gpu_bench`]).
@@ -29,6 +32,7 @@
 mod cache;
 pub mod client;
 mod decode;
+mod devices;
 mod disk;
 mod gpu;
 mod grammar;
@@ -37,6 +41,7 @@ mod serve;
 
 pub use cache::{run_cache_bench, CacheBenchOptions, CacheBenchReport};
 pub use decode::{run_decode_bench, BenchError, BenchOptions, BenchReport, Throughput};
+pub use devices::{run_device_bench, DeviceBenchOptions, DeviceBenchReport, Divergence, PromptReplies};
 pub use disk::{run_disk_bench, DiskBenchOptions, DiskBenchReport};
 pub use gpu::{run_gpu_bench, CopyBenchReport, GpuBenchOptions, GpuBenchReport};
 pub use grammar::{run_grammar_bench, GrammarBenchOptions, GrammarBenchReport, GrammarRun};

@@ -221,6 +221,23 @@ pub enum BenchCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+    /// This device (--device) against the CPU on the same GGUF: greedy text of each, and
+    /// teacher-forced logits. Fails where they pick different tokens and the CPU's choice is
+    /// clear (not a near-tie).
+    Devices {
+        /// A GGUF model with a chat template; default: the random ~50M-parameter Q8_0 Llama.
+        #[arg(long = "gguf", value_name = "FILE")]
+        gguf: Option<PathBuf>,
+        /// A prompt (a user message); give it several times. Default: four with clear answers.
+        #[arg(long = "prompt", value_name = "TEXT")]
+        prompts: Vec<String>,
+        /// Greedy tokens per prompt.
+        #[arg(long, default_value_t = 32)]
+        tokens: usize,
+        /// Also write the results as JSON to this file ("-" for stdout, after the report).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
     /// Time to first token for a long shared prefix: cold, device hit, host hit, caching off.
     Cache {
         /// A GGUF model; default: the random ~50M-parameter Q8_0 Llama written once into the data dir.

@@ -134,6 +134,12 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
             tokens,
             json,
         } => kv(settings, paths, gguf, prompts, tokens, json),
+        BenchCommand::Devices {
+            gguf,
+            prompts,
+            tokens,
+            json,
+        } => devices(settings, paths, gguf, prompts, tokens, json),
         BenchCommand::Decode {
             gguf,
             prompt_tokens,
@@ -212,6 +218,39 @@ fn kv(
     report("comparing K/V types".into(), json, || {
         hearth::bench::run_kv_bench(&path, &device, opts)
     })
+}
+
+/// `hearth bench devices`: the configured device against the CPU on `gguf`; exit status 1
+/// when they disagree where the CPU's choice is clear.
+fn devices(
+    settings: &Settings,
+    paths: &AppPaths,
+    gguf: Option<PathBuf>,
+    prompts: Vec<String>,
+    tokens: usize,
+    json: Option<PathBuf>,
+) -> Result<ExitCode> {
+    if tokens == 0 {
+        bail!("--tokens must be at least 1");
+    }
+    let prompts = if prompts.is_empty() {
+        hearth::bench::KV_BENCH_PROMPTS.iter().map(|p| p.to_string()).collect()
+    } else {
+        prompts
+    };
+    let path = bench_model(paths, gguf)?;
+    let device = select_device(settings.model.device)?;
+    let opts = hearth::bench::DeviceBenchOptions {
+        prompts,
+        tokens,
+        kv_dtype: settings.cache.kv_dtype(),
+    };
+    let r = with_spinner("comparing the device with the CPU".into(), || {
+        hearth::bench::run_device_bench(&path, &device, opts)
+    })?;
+    print!("{r}");
+    write_json(&r, json)?;
+    Ok(if r.agrees() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// The benchmark model: `gguf` if given, else the random ~50M Q8_0 Llama,

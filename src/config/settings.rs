@@ -127,6 +127,9 @@ pub enum DevicePool {
     Fraction(f64),
     /// An explicit size.
     Bytes(u64),
+    /// Neither was set: [`default_device_fraction`] of the device the model is loaded on,
+    /// known only then (`device = "auto"` may pick either).
+    Default,
 }
 
 /// The KV cache's shape and sizes.
@@ -192,7 +195,7 @@ impl Settings {
         let model = model_settings(&c)?;
         let (sampling, max_tokens) = sampling_settings(&c)?;
         Ok(Self {
-            cache: cache_settings(&c, model.device)?,
+            cache: cache_settings(&c)?,
             engine: engine_settings(&c)?,
             server: server_settings(&c)?,
             hub: hub_settings(&c)?,
@@ -260,7 +263,7 @@ fn hub_settings(c: &ConfigFile) -> Result<HubSettings, ConfigError> {
     })
 }
 
-fn cache_settings(c: &ConfigFile, device: DeviceChoice) -> Result<CacheSettings, ConfigError> {
+fn cache_settings(c: &ConfigFile) -> Result<CacheSettings, ConfigError> {
     let c = &c.cache;
     let block_size = c.block_size.unwrap_or(16);
     if !(8..=256).contains(&block_size) || !block_size.is_power_of_two() {
@@ -277,7 +280,7 @@ fn cache_settings(c: &ConfigFile, device: DeviceChoice) -> Result<CacheSettings,
             return Err(invalid("cache.device_memory_fraction", f, "must be in (0, 1]"))
         }
         (None, Some(f)) => DevicePool::Fraction(f),
-        (None, None) => DevicePool::Fraction(default_device_fraction(matches!(device, DeviceChoice::Cuda(_)))),
+        (None, None) => DevicePool::Default,
     };
     let host_bytes = match c.host_cache_gib {
         Some(g) if !(g >= 0.0 && g.is_finite()) => {
@@ -458,7 +461,7 @@ mod tests {
         assert!(!s.cache.prefix_caching);
         let d = Settings::resolve(&ConfigFile::default(), &ConfigFile::default()).unwrap();
         assert_eq!(d.cache.block_size, 16);
-        assert_eq!(d.cache.device_pool, DevicePool::Fraction(0.25));
+        assert_eq!(d.cache.device_pool, DevicePool::Default);
     }
 
     #[test]

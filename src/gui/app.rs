@@ -312,7 +312,7 @@ impl HearthApp {
             disk_cache_gib: s.cache.disk_budget_bytes as f64 / (1u64 << 30) as f64,
             kv_pool_mib: match s.cache.device_pool {
                 DevicePool::Bytes(b) => b >> 20,
-                DevicePool::Fraction(_) => 0,
+                DevicePool::Fraction(_) | DevicePool::Default => 0,
             },
             data_dir: paths.data_dir.display().to_string(),
         })

@@ -59,7 +59,7 @@ pub fn size_pools(
     } else {
         ram.saturating_sub(cache.host_bytes)
     };
-    pool_sizes(cache, layout, device_free, ram, context)
+    pool_sizes(cache, device.is_cuda(), layout, device_free, ram, context)
 }
 
 impl KvMemory {

@@ -129,6 +129,10 @@ impl KvMemory {
                 host_blocks * layout.block_len(),
             )?)
         };
+        // The pool is zeroed on the compute stream: wait for it here, on the thread that
+        // built the tiers, so that a failure surfaces now and not at the first step on the
+        // engine's thread.
+        candle_core::backend::BackendDevice::synchronize(device).map_err(|e| RuntimeError::Device(e.to_string()))?;
         Ok(Self {
             layout,
             device: DeviceTier::Cuda(pool),
