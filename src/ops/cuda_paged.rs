@@ -21,14 +21,11 @@ use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::op::BackpropOp;
 use candle_core::{CudaDevice, DType, Storage, Tensor};
 
+use super::kernel_args::{attention_shared_bytes, KernelArgs, MAX_HEAD_DIM, THREADS};
 use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError, PagedLayout};
 
 const MODULE: &str = "hearth_paged_attention";
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/paged_attention.ptx"));
-/// Threads per block of the attention kernel: whole warps (8).
-const THREADS: u32 = 256;
-/// The largest head the attention kernel holds in a warp's registers (`MAX_DPL` × 32).
-pub const MAX_HEAD_DIM: usize = 256;
 
 /// The kernels' name suffix for `dtype`, or why the CUDA store cannot hold it.
 fn kernel_suffix(dtype: KvDtype) -> Result<&'static str, OpsError> {
@@ -139,36 +136,16 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let scale = how.scale;
         let l = self.pool.layout;
         let (t, heads, d) = super::paged::check_batch(&l, layer, q, k, batch, &self.tables)?;
-        let blocks = self.pool.blocks();
-        let max_blocks = self.tables.iter().map(Vec::len).max().unwrap_or(0).max(1);
-        let mut flat_tables = vec![0u32; self.tables.len() * max_blocks];
-        let (mut slots, mut token_seq, mut token_pos) =
-            (Vec::with_capacity(t), Vec::with_capacity(t), Vec::with_capacity(t));
-        for (i, chunk) in batch.seqs().iter().enumerate() {
-            let table = &self.tables[i];
-            let ctx = chunk.cached + chunk.new;
-            if table.len() * l.block_size < ctx || table.iter().any(|&b| b as usize >= blocks) {
-                return Err(OpsError::CapacityExceeded {
-                    needed: ctx,
-                    capacity: table.len() * l.block_size,
-                });
-            }
-            flat_tables[i * max_blocks..i * max_blocks + table.len()].copy_from_slice(table);
-            for p in chunk.cached..ctx {
-                slots.push(table[p / l.block_size] * l.block_size as u32 + (p % l.block_size) as u32);
-                token_seq.push(i as u32);
-                token_pos.push(p as u32);
-            }
-        }
+        let args = KernelArgs::new(&l, batch, &self.tables, self.pool.blocks(), how.window)?;
         let suffix = kernel_suffix(l.dtype)?;
         self.pool.settle()?;
         let dev = self.pool.device.clone();
         let stream = dev.cuda_stream();
         let (qs, ks, vs) = (slice_of(q)?, slice_of(k)?, slice_of(v)?);
-        let slots = stream.clone_htod(&slots).w()?;
-        let tables = stream.clone_htod(&flat_tables).w()?;
-        let token_seq = stream.clone_htod(&token_seq).w()?;
-        let token_pos = stream.clone_htod(&token_pos).w()?;
+        let slots = stream.clone_htod(&args.slots).w()?;
+        let tables = stream.clone_htod(&args.tables).w()?;
+        let token_seq = stream.clone_htod(&args.token_seq).w()?;
+        let token_pos = stream.clone_htod(&args.token_pos).w()?;
         let (layer_i, layers_i, bs_i, kvh_i, d_i, heads_i) = (
             layer as i32,
             l.layers as i32,
@@ -202,11 +179,7 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let mut out = dev.alloc_zeros::<f32>(t * heads * d)?;
         let attn = dev.get_or_load_custom_func(&format!("paged_attention_{suffix}"), MODULE, PTX)?;
         let mut b = attn.builder();
-        let (max_blocks_i, scale_f) = (max_blocks as i32, scale as f32);
-        let window_i = match how.window {
-            None => 0,
-            Some(w) => i32::try_from(w).map_err(|_| OpsError::Layout(format!("a window of {w} positions")))?,
-        };
+        let (max_blocks_i, scale_f, window_i) = (args.max_blocks as i32, scale as f32, args.window);
         b.arg(&mut out);
         b.arg(&qs);
         b.arg(&self.pool.data);
@@ -225,7 +198,7 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let cfg = LaunchConfig {
             grid_dim: (t as u32, heads as u32, 1),
             block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: ((THREADS as usize / 32) * (2 + d)) as u32 * 4,
+            shared_mem_bytes: attention_shared_bytes(THREADS, d),
         };
         // SAFETY: argument types and order match `paged_attention_*`; the
         // tables, positions and output sizes were built above.

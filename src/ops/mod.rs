@@ -30,6 +30,7 @@ mod contiguous;
 #[cfg(feature = "cuda")]
 pub mod cuda_paged;
 mod error;
+pub mod kernel_args;
 mod kv_dtype;
 mod kv_store;
 pub mod paged;

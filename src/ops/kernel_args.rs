@@ -1,0 +1,119 @@
+//! What hearth's CUDA paged K/V kernels (`kernels/paged_attention.cu`) are given for one
+//! [`KvStore::attend`](super::KvStore::attend): the flattened block tables, each new token's
+//! pool slot, sequence and position, and the launch shape.
+//!
+//! Built on the host, and compiled on every build (not only with `cuda`): the CUDA store
+//! ([`super::cuda_paged`]) launches with exactly these, and `tests/cuda_kernels_emulated.rs`
+//! runs the kernels' own source on the CPU with the same arguments, so the argument building
+//! and the kernels' logic are tested where there is no GPU.
+//!
+//! Invariant: every slot and every table entry lies inside the pool, and each sequence's table
+//! covers its context; otherwise nothing is built ([`OpsError::CapacityExceeded`]).
+//!
+//! Counterpart: vLLM's `slot_mapping`, `block_tables` and `seq_lens` attention metadata.
+
+use super::{BatchLayout, OpsError, PagedLayout};
+
+/// Threads per block of both kernels: whole warps (8).
+pub const THREADS: u32 = 256;
+/// The largest head the attention kernel holds in a warp's registers (`MAX_DPL` × 32).
+pub const MAX_HEAD_DIM: usize = 256;
+
+/// The kernels' arguments for one batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelArgs {
+    /// Each new token's slot: `block * block_size + row` (`write_kv`'s `slots`).
+    pub slots: Vec<u32>,
+    /// `[seqs, max_blocks]` block tables, each padded with block 0 past its end.
+    pub tables: Vec<u32>,
+    pub max_blocks: usize,
+    /// Each new token's sequence and position.
+    pub token_seq: Vec<u32>,
+    pub token_pos: Vec<u32>,
+    /// The sliding window in positions, 0 for none.
+    pub window: i32,
+}
+
+impl KernelArgs {
+    /// Builds the arguments of `batch` over `tables` in a pool of `blocks` blocks of `layout`.
+    pub fn new(
+        layout: &PagedLayout,
+        batch: &BatchLayout,
+        tables: &[Vec<u32>],
+        blocks: usize,
+        window: Option<usize>,
+    ) -> Result<Self, OpsError> {
+        let window = match window {
+            None => 0,
+            Some(w) => i32::try_from(w).map_err(|_| OpsError::Layout(format!("a window of {w} positions")))?,
+        };
+        let max_blocks = tables.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let mut flat = vec![0u32; tables.len() * max_blocks];
+        let t = batch.total_tokens();
+        let (mut slots, mut token_seq, mut token_pos) =
+            (Vec::with_capacity(t), Vec::with_capacity(t), Vec::with_capacity(t));
+        let bs = layout.block_size;
+        for (i, chunk) in batch.seqs().iter().enumerate() {
+            let ctx = chunk.cached + chunk.new;
+            let table = tables
+                .get(i)
+                .filter(|table| table.len() * bs >= ctx && table.iter().all(|&b| (b as usize) < blocks))
+                .ok_or(OpsError::CapacityExceeded {
+                    needed: ctx,
+                    capacity: tables.get(i).map_or(0, |table| table.len() * bs),
+                })?;
+            flat[i * max_blocks..i * max_blocks + table.len()].copy_from_slice(table);
+            for p in chunk.cached..ctx {
+                slots.push(table[p / bs] * bs as u32 + (p % bs) as u32);
+                token_seq.push(i as u32);
+                token_pos.push(p as u32);
+            }
+        }
+        Ok(Self {
+            slots,
+            tables: flat,
+            max_blocks,
+            token_seq,
+            token_pos,
+            window,
+        })
+    }
+}
+
+/// Dynamic shared memory of the attention kernel with `threads` threads and heads of
+/// `head_dim`: each warp's running max, sum and weighted sum of V.
+pub fn attention_shared_bytes(threads: u32, head_dim: usize) -> u32 {
+    ((threads as usize / 32) * (2 + head_dim) * 4) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{KvDtype, SeqChunk};
+
+    fn layout() -> PagedLayout {
+        PagedLayout {
+            layers: 1,
+            kv_heads: 1,
+            head_dim: 4,
+            block_size: 4,
+            dtype: KvDtype::F32,
+        }
+    }
+
+    #[test]
+    fn slots_follow_the_tables_and_short_tables_are_refused() {
+        let batch = BatchLayout::new(vec![SeqChunk { cached: 3, new: 2 }, SeqChunk { cached: 0, new: 1 }]).unwrap();
+        let a = KernelArgs::new(&layout(), &batch, &[vec![7, 2], vec![5]], 8, Some(3)).unwrap();
+        assert_eq!(a.slots, vec![7 * 4 + 3, 2 * 4, 5 * 4]);
+        assert_eq!((a.token_seq, a.token_pos), (vec![0, 0, 1], vec![3, 4, 0]));
+        assert_eq!((a.tables, a.max_blocks, a.window), (vec![7, 2, 5, 0], 2, 3));
+        // A table one block short, a block outside the pool, a missing table.
+        for tables in [vec![vec![7], vec![5]], vec![vec![7, 8], vec![5]], vec![vec![7, 2]]] {
+            assert!(matches!(
+                KernelArgs::new(&layout(), &batch, &tables, 8, None),
+                Err(OpsError::CapacityExceeded { .. })
+            ));
+        }
+    }
+}

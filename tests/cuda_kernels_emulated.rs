@@ -1,0 +1,218 @@
+//! hearth's CUDA kernels, run on the CPU where there is no GPU: `kernels/paged_attention.cu`,
+//! unchanged, compiled as C++ against a stand-in for the CUDA built-ins
+//! (`tests/cuda_emu/`: every thread of a block a fiber, `__syncthreads` and `__shfl_xor_sync`
+//! barriers, shared memory poisoned with NaN), and given the arguments the CUDA store launches
+//! with (`hearth::ops::kernel_args`). Against the CPU store, the reference, as
+//! `tests/cuda_kernels.rs` does on a GPU: packed prefill chunks over cached prefixes and decode
+//! steps through scattered block tables, GQA, heads of 64 and 256, a sliding-window layer, K/V
+//! as f32, f16 and bf16; the outputs agree and both pools hold the same bytes.
+//!
+//! What this cannot see: anything of the real device (memory ordering between warps, the real
+//! `__expf`, launch limits, streams). It tests the kernels' indexing, their math and the
+//! host's arguments. Needs a C++ compiler (`$CXX`, else `c++`), which the build already needs
+//! for the tokenizer's C++ code; without one it says so and passes.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use candle_core::{Device, Tensor};
+use hearth::config::KvDtype;
+use hearth::ops::kernel_args::{attention_shared_bytes, KernelArgs, THREADS};
+use hearth::ops::{Attend, BatchLayout, KvStore, PagedKvBatch, PagedLayout, SeqChunk};
+
+fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Compiles the emulator with the kernels into `dir`; `None` when there is no C++ compiler.
+fn build_emulator(dir: &Path) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let emu = root.join("tests/cuda_emu");
+    let exe = dir.join("cuda-emulator");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let out = Command::new(&cxx)
+        .args(["-std=c++17", "-O2", "-Wall", "-Wno-unknown-pragmas", "-include"])
+        .arg(emu.join("shim.h"))
+        .arg("-I")
+        .arg(emu.join("include"))
+        .arg(emu.join("harness.cpp"))
+        .arg("-o")
+        .arg(&exe)
+        .output();
+    match out {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("SKIPPED: no C++ compiler ({cxx}) to build the CUDA kernel emulator");
+            None
+        }
+        Err(e) => panic!("could not run {cxx}: {e}"),
+        Ok(o) => {
+            assert!(
+                o.status.success(),
+                "the kernels do not compile for the emulator:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            Some(exe)
+        }
+    }
+}
+
+/// One emulator process holding one device pool.
+struct Emulator {
+    child: Child,
+    layout: PagedLayout,
+    heads: usize,
+}
+
+fn put_i32(buf: &mut Vec<u8>, xs: &[i32]) {
+    xs.iter().for_each(|x| buf.extend(x.to_le_bytes()));
+}
+fn put_u32(buf: &mut Vec<u8>, xs: &[u32]) {
+    xs.iter().for_each(|x| buf.extend(x.to_le_bytes()));
+}
+fn put_f32(buf: &mut Vec<u8>, xs: &[f32]) {
+    xs.iter().for_each(|x| buf.extend(x.to_le_bytes()));
+}
+
+impl Emulator {
+    fn start(exe: &Path, layout: PagedLayout, heads: usize, blocks: usize, threads: u32) -> Self {
+        let mut child = Command::new(exe)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the emulator starts");
+        let dtype = match layout.dtype {
+            KvDtype::F32 => 0,
+            KvDtype::F16 => 1,
+            KvDtype::Bf16 => 2,
+            KvDtype::Q8_0 => unreachable!("the CUDA kernels store no q8_0"),
+        };
+        let mut head = Vec::new();
+        let l = &layout;
+        let dims = [l.layers, l.block_size, l.kv_heads, l.head_dim, heads, blocks].map(|x| x as i32);
+        put_i32(&mut head, &[dtype]);
+        put_i32(&mut head, &dims);
+        put_i32(&mut head, &[threads as i32]);
+        child.stdin.as_mut().unwrap().write_all(&head).unwrap();
+        Self { child, layout, heads }
+    }
+
+    fn read(&mut self, bytes: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; bytes];
+        let read = self.child.stdout.as_mut().unwrap().read_exact(&mut buf);
+        if read.is_err() {
+            let status = self.child.wait();
+            panic!("the emulator stopped: {status:?} (its message is above)");
+        }
+        buf
+    }
+
+    /// `write_kv` then `paged_attention`, as `CudaPagedKvBatch::attend` launches them.
+    fn attend(&mut self, layer: usize, q: &[f32], k: &[f32], v: &[f32], args: &KernelArgs, scale: f32) -> Vec<f32> {
+        let t = args.slots.len();
+        let seqs = args.tables.len() / args.max_blocks;
+        let mut cmd = Vec::new();
+        put_i32(&mut cmd, &[1, layer as i32, t as i32, seqs as i32, args.max_blocks as i32, args.window]);
+        put_f32(&mut cmd, &[scale]);
+        put_u32(&mut cmd, &[attention_shared_bytes(THREADS, self.layout.head_dim)]);
+        for xs in [&args.slots, &args.tables, &args.token_seq, &args.token_pos] {
+            put_u32(&mut cmd, xs);
+        }
+        for xs in [q, k, v] {
+            put_f32(&mut cmd, xs);
+        }
+        self.child.stdin.as_mut().unwrap().write_all(&cmd).unwrap();
+        let out = self.read(t * self.heads * self.layout.head_dim * 4);
+        out.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    }
+
+    fn pool(&mut self, bytes: usize) -> Vec<u8> {
+        self.child.stdin.as_mut().unwrap().write_all(&2i32.to_le_bytes()).unwrap();
+        self.read(bytes)
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        if let Some(stdin) = self.child.stdin.as_mut() {
+            let _ = stdin.write_all(&0i32.to_le_bytes());
+        }
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build_emulator(dir.path()) else { return };
+    // (block size, heads, kv heads, head dim, K/V type): GQA 4:1, 1:1, 6:1 and 2:1, heads of 64
+    // and 256 (Gemma 3), every type the kernels store.
+    let cases = [
+        (4, 8, 2, 64, KvDtype::F16),
+        (8, 4, 4, 64, KvDtype::F32),
+        (4, 6, 1, 64, KvDtype::Bf16),
+        (8, 2, 1, 256, KvDtype::F16),
+    ];
+    for (block_size, heads, kv_heads, head_dim, dtype) in cases {
+        let l = PagedLayout {
+            layers: 2,
+            kv_heads,
+            head_dim,
+            block_size,
+            dtype,
+        };
+        let blocks = 12;
+        let mut cpu_pool = vec![0u8; blocks * l.block_len()];
+        let mut emu = Emulator::start(&exe, l, heads, blocks, THREADS);
+        // Scattered, non-monotonic tables; sequence 2 reaches 12 tokens: three blocks of 4.
+        let tables = vec![vec![7u32, 3, 9], vec![5u32, 11], vec![8u32, 1, 10]];
+        let steps = [
+            [(0, 9), (0, 2), (0, 7)],
+            [(9, 1), (2, 5), (7, 1)],
+            [(10, 1), (7, 1), (8, 4)],
+        ];
+        for (s, chunks) in steps.into_iter().enumerate() {
+            let batch =
+                BatchLayout::new(chunks.iter().map(|&(cached, new)| SeqChunk { cached, new }).collect()).unwrap();
+            let t = batch.total_tokens();
+            for layer in 0..2 {
+                let seed = (s * 10 + layer) as u64;
+                let (q, k, v) = (
+                    rand_vec(t * heads * head_dim, seed),
+                    rand_vec(t * kv_heads * head_dim, seed + 100),
+                    rand_vec(t * kv_heads * head_dim, seed + 200),
+                );
+                let tensor = |x: &[f32], h: usize| Tensor::from_vec(x.to_vec(), (t, h, head_dim), &Device::Cpu).unwrap();
+                // Layer 0 is a sliding-window layer (Gemma 3's local layers), layer 1 global.
+                let how = Attend {
+                    scale: 1.0 / (head_dim as f64).sqrt(),
+                    window: (layer == 0).then_some(5),
+                };
+                let expect: Vec<f32> = PagedKvBatch::new(&mut cpu_pool, l, tables.clone())
+                    .attend(layer, &tensor(&q, heads), &tensor(&k, kv_heads), &tensor(&v, kv_heads), &batch, how)
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap();
+                let args = KernelArgs::new(&l, &batch, &tables, blocks, how.window).unwrap();
+                let got = emu.attend(layer, &q, &k, &v, &args, how.scale as f32);
+                let what = format!("{dtype} bs {block_size} heads {heads}/{kv_heads}x{head_dim} step {s} layer {layer}");
+                let bad = got.iter().filter(|x| !x.is_finite()).count();
+                assert_eq!(bad, 0, "{what}: {bad} outputs not finite (a read of unwritten shared memory?)");
+                let d = got.iter().zip(&expect).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(d < 1e-5, "{what}: max |diff| {d}");
+            }
+        }
+        // The pools hold the same K/V bytes afterwards: each value rounded once, the same way.
+        assert!(emu.pool(cpu_pool.len()) == cpu_pool, "{dtype}: pool contents differ");
+    }
+}
