@@ -14,6 +14,7 @@ use std::path::Path;
 use candle_core::Device;
 use common::*;
 use hearth::config::{CacheSettings, KvDtype};
+use hearth::bench::margin;
 use hearth::engine::{DiskSettings, Engine, GenerateRequest, GenerationReport, SaveTo};
 use hearth::model::hparams::Family;
 use hearth::model::testkit::{TinyModelSpec, WeightType};
@@ -49,19 +50,6 @@ fn cuda_engine(path: &Path, cache: &CacheSettings, device_blocks: usize, host_bl
         )
         .unwrap(),
     )
-}
-
-/// The top logit minus the second.
-fn margin(row: &[f32]) -> f32 {
-    let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
-    for &v in row {
-        if v > a {
-            (a, b) = (v, a);
-        } else if v > b {
-            b = v;
-        }
-    }
-    a - b
 }
 
 /// `got` against the reference run `want`: each step's logits within tolerance, and the same

@@ -10,24 +10,15 @@
 //! when no CUDA device is present.
 #![cfg(feature = "cuda")]
 
+mod common;
+
 use candle_core::{Device, Tensor};
+use common::rand_vec;
 use hearth::config::KvDtype;
 use hearth::kv::{BlockId, CopyPlan, Tier};
 use hearth::ops::cuda_paged::{CudaPagedKvBatch, CudaPool};
 use hearth::ops::{Attend, BatchLayout, KvStore, PagedKvBatch, PagedLayout, SeqChunk};
 use hearth::runtime::KvMemory;
-
-fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 fn cuda() -> Option<candle_core::CudaDevice> {
     match Device::new_cuda(0) {

@@ -16,22 +16,13 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+mod common;
+
 use candle_core::{Device, Tensor};
+use common::rand_vec;
 use hearth::config::KvDtype;
 use hearth::ops::kernel_args::{attention_shared_bytes, KernelArgs, THREADS};
 use hearth::ops::{Attend, BatchLayout, KvStore, PagedKvBatch, PagedLayout, SeqChunk};
-
-fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 /// Compiles the emulator with the kernels into `dir`; `None` when there is no C++ compiler.
 fn build_emulator(dir: &Path) -> Option<PathBuf> {

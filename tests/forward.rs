@@ -101,16 +101,8 @@ fn full_prompt_and_decode_match_candle() {
 
 /// The reference's top-two margin, as a fraction of its largest logit.
 fn relative_margin(logits: &[f32]) -> f32 {
-    let (mut first, mut second) = (f32::MIN, f32::MIN);
-    for &x in logits {
-        if x > first {
-            (first, second) = (x, first);
-        } else if x > second {
-            second = x;
-        }
-    }
     let scale = logits.iter().fold(0f32, |m, x| m.max(x.abs()));
-    (first - second) / scale
+    hearth::bench::margin(logits) / scale
 }
 
 /// 25 greedy tokens each. They must be identical, except that a step where the reference's

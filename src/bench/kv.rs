@@ -134,7 +134,7 @@ impl std::fmt::Display for KvBenchReport {
 }
 
 /// Top logit minus the second.
-pub(super) fn margin(row: &[f32]) -> f32 {
+pub fn margin(row: &[f32]) -> f32 {
     let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
     for &v in row {
         if v > a {

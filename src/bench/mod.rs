@@ -46,7 +46,7 @@ pub use disk::{run_disk_bench, DiskBenchOptions, DiskBenchReport};
 pub use gpu::{run_gpu_bench, CopyBenchReport, GpuBenchOptions, GpuBenchReport};
 pub use grammar::{run_grammar_bench, GrammarBenchOptions, GrammarBenchReport, GrammarRun};
 pub use kv::{
-    log_softmax, run_kv_bench, teacher_forced_logits, KvBenchOptions, KvBenchReport, KvTypeReport, KV_BENCH_PROMPTS,
+    log_softmax, margin, run_kv_bench, teacher_forced_logits, KvBenchOptions, KvBenchReport, KvTypeReport, KV_BENCH_PROMPTS,
 };
 pub use serve::{run_serve_bench, ServeBenchOptions, ServeBenchReport, ServeRun};
 

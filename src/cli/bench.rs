@@ -195,6 +195,19 @@ fn grammar(
     })
 }
 
+/// The prompts `bench kv` and `bench devices` compare over: those given, else four with clear
+/// answers; and at least one token each.
+fn compared_prompts(prompts: Vec<String>, tokens: usize) -> Result<Vec<String>> {
+    if tokens == 0 {
+        bail!("--tokens must be at least 1");
+    }
+    Ok(if prompts.is_empty() {
+        hearth::bench::KV_BENCH_PROMPTS.iter().map(|p| p.to_string()).collect()
+    } else {
+        prompts
+    })
+}
+
 /// `hearth bench kv`: the K/V types against f32 on `gguf` (default prompts when none given).
 fn kv(
     settings: &Settings,
@@ -204,14 +217,7 @@ fn kv(
     tokens: usize,
     json: Option<PathBuf>,
 ) -> Result<ExitCode> {
-    if tokens == 0 {
-        bail!("--tokens must be at least 1");
-    }
-    let prompts = if prompts.is_empty() {
-        hearth::bench::KV_BENCH_PROMPTS.iter().map(|p| p.to_string()).collect()
-    } else {
-        prompts
-    };
+    let prompts = compared_prompts(prompts, tokens)?;
     let path = bench_model(paths, gguf)?;
     let device = select_device(settings.model.device)?;
     let opts = hearth::bench::KvBenchOptions { prompts, tokens };
@@ -230,14 +236,7 @@ fn devices(
     tokens: usize,
     json: Option<PathBuf>,
 ) -> Result<ExitCode> {
-    if tokens == 0 {
-        bail!("--tokens must be at least 1");
-    }
-    let prompts = if prompts.is_empty() {
-        hearth::bench::KV_BENCH_PROMPTS.iter().map(|p| p.to_string()).collect()
-    } else {
-        prompts
-    };
+    let prompts = compared_prompts(prompts, tokens)?;
     let path = bench_model(paths, gguf)?;
     let device = select_device(settings.model.device)?;
     let opts = hearth::bench::DeviceBenchOptions {
