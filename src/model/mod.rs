@@ -21,6 +21,7 @@
 
 pub mod chat;
 mod device;
+mod embedding;
 mod error;
 pub mod gguf;
 pub mod grammar;

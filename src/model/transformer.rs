@@ -20,19 +20,12 @@ use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
 use super::hparams::{Family, HParams};
+use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::rope::{positions_tensor, RopeTables};
 use super::ModelError;
+use crate::ops::glu::{self, Gate};
 use crate::ops::{Attend, BatchLayout, KvShape, KvStore, OpsError};
-
-/// The MLP's gate activation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Activation {
-    /// Llama, Qwen: `silu(gate) * up`.
-    Silu,
-    /// Gemma: `gelu_tanh(gate) * up` (llama.cpp's `LLM_FFN_GELU`).
-    GeluTanh,
-}
 
 /// Which rows get logits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,17 +68,17 @@ struct Layer {
 /// A loaded model: quantized weights and the forward over them.
 pub struct Transformer {
     hp: HParams,
-    embedding: Tensor,
+    embedding: TokenEmbedding,
     layers: Vec<Layer>,
     norm: Tensor,
     output: QLinear,
     rope: RopeTables,
     /// Gemma 3: the sliding-window layers' tables (their own base).
     rope_local: Option<RopeTables>,
-    activation: Activation,
+    activation: Gate,
     device: Device,
-    /// Bytes the weights take in memory (quantized tensors as stored, plus
-    /// the f32 embedding table).
+    /// Bytes the weights take in the device's memory (quantized tensors as
+    /// stored; on a GPU, without the host-side embedding table).
     weight_bytes: u64,
 }
 
@@ -105,23 +98,30 @@ impl Transformer {
         let hp = HParams::from_metadata(file.metadata(), embd_shape.as_ref().map(|s| s[0]))?;
         let (d, hd) = (hp.hidden, hp.head_dim);
 
-        let embedding_q = load_2d(file, "token_embd.weight", [hp.vocab_size, d], device)?;
-        let embedding = embedding_q.dequantize(device)?.to_dtype(DType::F32)?;
+        // The table stays in host memory, quantized (see `embedding`).
+        let embedding_q = load_2d(file, "token_embd.weight", [hp.vocab_size, d], &Device::Cpu)?;
+        let embedding = TokenEmbedding::new(&embedding_q)?;
         let file_bytes = file.total_tensor_bytes();
-        let embd_bytes = file.tensor_bytes("token_embd.weight").unwrap_or(0);
-        let tied = !file.has_tensor("output.weight");
+        let embd_bytes = embedding.bytes();
         let rope_bytes = file.tensor_bytes("rope_freqs.weight").unwrap_or(0);
-        // The f32 embedding copy is kept; the quantized table only when it is
-        // also the (tied) output projection; rope_freqs only feeds the tables.
-        let weight_bytes = file_bytes + (hp.vocab_size * d * 4) as u64 - if tied { 0 } else { embd_bytes } - rope_bytes;
         let output = match file.tensor_opt("output.weight", device)? {
             Some(t) => {
                 check_shape("output.weight", t.shape().dims(), &[hp.vocab_size, d])?;
                 t
             }
-            // Tied embeddings: the output projection is the embedding table.
-            None => embedding_q,
+            // Tied embeddings: the output projection is the embedding table, on the device.
+            None if device.is_cpu() => embedding_q,
+            None => load_2d(file, "token_embd.weight", [hp.vocab_size, d], device)?,
         };
+        let tied = !file.has_tensor("output.weight");
+        // rope_freqs only feeds the tables. On the CPU a tied table is held twice (the rows
+        // to look up, the output's repacked copy); on a GPU the lookup table is not in VRAM.
+        let weight_bytes = match (device.is_cpu(), tied) {
+            (true, true) => file_bytes + embd_bytes,
+            (false, false) => file_bytes.saturating_sub(embd_bytes),
+            _ => file_bytes,
+        }
+        .saturating_sub(rope_bytes);
         let freq_factors = match file.tensor_opt("rope_freqs.weight", device)? {
             Some(t) => Some(
                 t.dequantize(device)?
@@ -158,8 +158,8 @@ impl Transformer {
             rope,
             rope_local,
             activation: match hp.family {
-                Family::Gemma3 => Activation::GeluTanh,
-                _ => Activation::Silu,
+                Family::Gemma3 => Gate::GeluTanh,
+                _ => Gate::Silu,
             },
             device: device.clone(),
             weight_bytes,
@@ -227,7 +227,6 @@ impl Transformer {
         }
         let hp = &self.hp;
         let t = tokens.len();
-        let ids = Tensor::new(tokens, &self.device)?;
         let positions = positions_tensor(&batch.positions(), &self.device)?;
         let global = self.rope.gather(&positions)?;
         let local = match &self.rope_local {
@@ -235,7 +234,7 @@ impl Transformer {
             None => None,
         };
 
-        let mut x = self.embedding.index_select(&ids, 0)?; // [t, hidden]
+        let mut x = self.embedding.lookup(tokens, &self.device)?; // [t, hidden]
         if let Some(s) = hp.embedding_scale {
             x = x.affine(s, 0.0)?;
         }
@@ -283,12 +282,8 @@ impl Transformer {
 
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, hp.rms_eps as f32)?;
             let gu = layer.mlp.gate_up.forward(&h)?;
-            let (gate, up) = (&gu[0], &gu[1]);
-            let gate = match self.activation {
-                Activation::Silu => gate.silu()?,
-                Activation::GeluTanh => gate.gelu()?,
-            };
-            let mut mlp = layer.mlp.down.forward(&(gate * up)?)?;
+            let gated = glu::gated(&gu[0], &gu[1], self.activation)?;
+            let mut mlp = layer.mlp.down.forward(&gated)?;
             if let Some(n) = &layer.post_ffn_norm {
                 mlp = candle_nn::ops::rms_norm(&mlp, n, hp.rms_eps as f32)?;
             }

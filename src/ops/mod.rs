@@ -30,6 +30,8 @@ mod contiguous;
 #[cfg(feature = "cuda")]
 pub mod cuda_paged;
 mod error;
+mod fast_math;
+pub mod glu;
 pub mod kernel_args;
 mod kv_dtype;
 mod kv_store;

@@ -37,6 +37,7 @@
 
 use candle_core::Tensor;
 
+use super::fast_math::exp;
 use super::par::{self, SharedMut};
 use super::row_kernels::{self, Codec, Rows, F32, MAX_QUERIES};
 use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError};
@@ -494,42 +495,6 @@ fn sum(v: &[f32]) -> f32 {
     ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])) + tail
 }
 
-/// `e^x` for the softmax (`x ≤ 0`), in plain arithmetic the compiler
-/// vectorizes (the libm call it replaces was a fifth of prefill attention):
-/// `x = n·ln2 + r` with `|r| ≤ ln2/2`, a degree-6 polynomial for `e^r`
-/// (Cephes' `expf` coefficients, within 2 ulp), times `2^n` built in the
-/// exponent bits. Below −87 (where `e^x` is under f32's normal range) it is 0.
-///
-/// `n` is rounded, and `2^n` built, with float adds of 1.5·2²³ (whose last
-/// mantissa bits then hold the integer) rather than `round` and `as i32`:
-/// those compiled to a scalar convert with NaN and range checks per lane,
-/// a fifth of the softmax's time.
-#[inline(always)]
-fn exp(x: f32) -> f32 {
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    /// 1.5·2²³: `y + ROUND - ROUND` is `y` rounded to the nearest integer (ties to even) for `|y| < 2²²`.
-    const ROUND: f32 = 12_582_912.0;
-    let x = x.max(-87.0);
-    let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let p = 1.987_569_1e-4_f32;
-    let p = p * r + 1.398_199_9e-3;
-    let p = p * r + 8.333_452e-3;
-    let p = p * r + 4.166_579_6e-2;
-    let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 5e-1;
-    let e_r = p * r * r + r + 1.0;
-    // n + 127 ∈ [1, 127] sits in the low mantissa bits of `n + 127 + ROUND` (exact: an
-    // integer under 2²⁴); shifted up by 23 they are the exponent field of 2^n.
-    let scale = f32::from_bits((n + (127.0 + ROUND)).to_bits() << 23);
-    if x <= -87.0 {
-        0.0
-    } else {
-        e_r * scale
-    }
-}
-
 /// A [`KvStore`] over a block pool: sequence `i` of the batch uses block
 /// table `tables[i]`, which must already cover its cached and new tokens.
 pub struct PagedKvBatch<'a> {
@@ -667,23 +632,6 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
-    #[test]
-    fn exp_is_within_a_few_ulp_of_libm() {
-        let mut x = -90.0f32;
-        while x <= 0.0 {
-            let (ours, libm) = (exp(x), x.exp());
-            if x > -87.0 {
-                assert!(
-                    (ours - libm).abs() <= 4.0 * f32::EPSILON * libm,
-                    "exp({x}) = {ours}, libm {libm}"
-                );
-            } else {
-                assert!(ours == 0.0 && libm < 1.7e-38, "exp({x}) = {ours}, libm {libm}");
-            }
-            x += 0.0137;
-        }
-        assert_eq!(exp(0.0), 1.0);
-    }
     use crate::ops::test_util::rand_vec;
     use crate::ops::{ContiguousBatch, ContiguousKv, KvShape, SeqChunk};
 
