@@ -8,8 +8,9 @@
 //! are wanted go through the output projection.
 //!
 //! Weights stay quantized ([`QLinear`]: our CPU kernels for the hot GGUF
-//! types, candle's `QMatMul` otherwise); norms, biases and the embedding
-//! table are f32. Activations are f32.
+//! types, candle's `QMatMul` otherwise), the token embedding table too
+//! ([`TokenEmbedding`]: host memory, rows dequantized per forward); norms and
+//! biases are f32. Activations are f32; the MLP's gate is [`glu::gated`].
 //!
 //! Counterpart: candle-transformers' `quantized_llama.rs` / `quantized_qwen2.rs` /
 //! `quantized_qwen3.rs` (same tensors and math, one file instead of three),
