@@ -5,7 +5,7 @@
 //! are `gate · σ(z) · up` with `z = gate` (SiLU) or
 //! `z = 2·√(2/π)·(gate + 0.044715·gate³)` (GELU's tanh form, since
 //! `½(1 + tanh u) = σ(2u)`), and `σ(z)` is computed from `e^(−|z|)` only
-//! ([`super::fast_math::exp`], vectorized): `1/(1+e)` for `z ≥ 0`, `e/(1+e)`
+//! (`fast_math::exp`, vectorized): `1/(1+e)` for `z ≥ 0`, `e/(1+e)`
 //! below, so neither side overflows and GELU's `1 + tanh` loses nothing to
 //! cancellation for negative inputs.
 //!
