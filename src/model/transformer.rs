@@ -26,6 +26,7 @@ use super::linear::{FusedLinear, QLinear};
 use super::rope::{positions_tensor, RopeTables};
 use super::ModelError;
 use crate::ops::glu::{self, Gate};
+use crate::ops::norm;
 use crate::ops::{Attend, BatchLayout, KvShape, KvStore, OpsError};
 
 /// Which rows get logits.
@@ -245,7 +246,7 @@ impl Transformer {
                 (Some(l), Some(_)) => l,
                 _ => &global,
             };
-            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, hp.rms_eps as f32)?;
+            let h = norm::rms_norm(&x, &layer.attn_norm, hp.rms_eps as f32)?;
             let a = &layer.attn;
             let [mut q, mut k, mut v]: [Tensor; 3] = a.qkv.forward(&h)?.try_into().map_err(|_| {
                 ModelError::from(OpsError::Layout("the QKV projection did not give three outputs".into()))
@@ -259,8 +260,8 @@ impl Transformer {
             let mut k = k.reshape((t, hp.kv_heads, hp.head_dim))?;
             let v = v.reshape((t, hp.kv_heads, hp.head_dim))?;
             if let Some([qn, kn]) = &a.qk_norm {
-                q = candle_nn::ops::rms_norm(&q.contiguous()?, qn, hp.rms_eps as f32)?;
-                k = candle_nn::ops::rms_norm(&k.contiguous()?, kn, hp.rms_eps as f32)?;
+                q = norm::rms_norm(&q.contiguous()?, qn, hp.rms_eps as f32)?;
+                k = norm::rms_norm(&k.contiguous()?, kn, hp.rms_eps as f32)?;
             }
             let q = self.rope.apply(&q, cos, sin)?;
             let k = self.rope.apply(&k, cos, sin)?;
@@ -277,16 +278,16 @@ impl Transformer {
             )?;
             let mut attn = a.wo.forward(&attn)?;
             if let Some(n) = &layer.post_attn_norm {
-                attn = candle_nn::ops::rms_norm(&attn, n, hp.rms_eps as f32)?;
+                attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
             }
             x = (x + attn)?;
 
-            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, hp.rms_eps as f32)?;
+            let h = norm::rms_norm(&x, &layer.ffn_norm, hp.rms_eps as f32)?;
             let gu = layer.mlp.gate_up.forward(&h)?;
             let gated = glu::gated(&gu[0], &gu[1], self.activation)?;
             let mut mlp = layer.mlp.down.forward(&gated)?;
             if let Some(n) = &layer.post_ffn_norm {
-                mlp = candle_nn::ops::rms_norm(&mlp, n, hp.rms_eps as f32)?;
+                mlp = norm::rms_norm(&mlp, n, hp.rms_eps as f32)?;
             }
             x = (x + mlp)?;
         }
@@ -301,7 +302,7 @@ impl Transformer {
                 x.index_select(&rows, 0)?
             }
         };
-        let x = candle_nn::ops::rms_norm(&x, &self.norm, hp.rms_eps as f32)?;
+        let x = norm::rms_norm(&x, &self.norm, hp.rms_eps as f32)?;
         Ok(self.output.forward(&x)?.to_dtype(DType::F32)?)
     }
 }

@@ -35,6 +35,7 @@ pub mod glu;
 pub mod kernel_args;
 mod kv_dtype;
 mod kv_store;
+pub mod norm;
 pub mod paged;
 pub mod par;
 pub mod qmatmul;

@@ -1,0 +1,160 @@
+//! RMSNorm over the last dimension, on the CPU threads the other ops use.
+//!
+//! `y = x / √(mean(x²) + ε) · α`. candle_nn's CPU form splits the rows of a
+//! prompt across rayon's threads, a second pool beside the spinning one our
+//! matmuls and attention run on (`par`): on a machine with as many cores as
+//! threads, each norm woke rayon's workers while ours spun (a Gemma 3 270M
+//! prefill of 512 tokens: 3,000–4,000 context switches, about 200 without).
+//! Here the rows go to `par::for_ranges`, with candle_nn's arithmetic
+//! unchanged (its sequential sum of squares, `x / m · α`), so the numbers are
+//! candle_nn's bit for bit: only the threads changed. (An eight-lane sum would
+//! be faster per row, but it moves every downstream logit in the last bits,
+//! and with int8 activations that moves greedy text at near-ties; the norms
+//! are a small part of a forward either way.) Other devices and types keep
+//! candle_nn's op.
+//!
+//! Invariant: a row's result depends only on that row and `α`, so its bits
+//! never depend on batching or how the rows are split across threads.
+//!
+//! Counterpart: vLLM's `RMSNorm` (its `rms_norm` kernel), llama.cpp's
+//! `ggml_rms_norm` followed by `ggml_mul`.
+
+use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor};
+
+use super::par::{self, SharedMut};
+use super::OpsError;
+
+/// Below this many elements the op runs on the calling thread.
+const SERIAL_ELEMENTS: usize = 1 << 14;
+
+/// RMSNorm of `x` (`[.., d]`) with weight `alpha` (`[d]`).
+pub fn rms_norm(x: &Tensor, alpha: &Tensor, eps: f32) -> Result<Tensor, OpsError> {
+    let d = x.dims().last().copied().unwrap_or(0);
+    if alpha.dims() != [d] {
+        return Err(OpsError::Layout(format!(
+            "RMSNorm weight {:?} for rows of {d}",
+            alpha.dims()
+        )));
+    }
+    let cpu = x.device().is_cpu() && alpha.device().is_cpu();
+    if !cpu || x.dtype() != DType::F32 || alpha.dtype() != DType::F32 {
+        return Ok(candle_nn::ops::rms_norm(x, alpha, eps)?);
+    }
+    Ok(x.contiguous()?.apply_op2_no_bwd(&alpha.contiguous()?, &RmsNormOp(eps))?)
+}
+
+/// One row: `out = x / √(Σx²/d + ε) · α`, in candle_nn's order of operations
+/// (a sequential sum), so the result is candle_nn's bit for bit.
+#[inline(always)]
+fn row(x: &[f32], alpha: &[f32], eps: f32, out: &mut [f32]) {
+    let sum2 = x.iter().map(|&v| v * v).sum::<f32>();
+    let m = (sum2 / x.len() as f32 + eps).sqrt();
+    for ((o, &v), &a) in out.iter_mut().zip(x).zip(alpha) {
+        *o = v / m * a;
+    }
+}
+
+struct RmsNormOp(f32);
+
+impl CustomOp2 for RmsNormOp {
+    fn name(&self) -> &'static str {
+        "hearth-rms-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(x), CpuStorage::F32(alpha)) = (s1, s2) else {
+            candle_core::bail!("rms_norm: inputs must be f32");
+        };
+        let (Some((xs, xe)), Some((as_, ae))) = (l1.contiguous_offsets(), l2.contiguous_offsets()) else {
+            candle_core::bail!("rms_norm: inputs must be contiguous");
+        };
+        let (x, alpha) = (&x[xs..xe], &alpha[as_..ae]);
+        let d = alpha.len();
+        let mut out = vec![0f32; x.len()];
+        if d == 0 {
+            return Ok((CpuStorage::F32(out), l1.shape().clone()));
+        }
+        let rows = x.len() / d;
+        let eps = self.0;
+        if x.len() < SERIAL_ELEMENTS {
+            for (xr, o) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+                row(xr, alpha, eps, o);
+            }
+        } else {
+            let shared = SharedMut::new(&mut out);
+            par::for_ranges(rows, |range| {
+                // SAFETY: `for_ranges` hands out disjoint row ranges.
+                let o = unsafe { shared.part(range.start * d, range.len() * d) };
+                let xr = &x[range.start * d..range.end * d];
+                for (xr, o) in xr.chunks_exact(d).zip(o.chunks_exact_mut(d)) {
+                    row(xr, alpha, eps, o);
+                }
+            });
+        }
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::test_util::rand_vec;
+    use candle_core::Device;
+
+    /// Against candle_nn's RMSNorm, bit for bit, for row widths with and without a
+    /// tail past a multiple of 8, few rows (serial) and many (across threads), a 3-D
+    /// input, and a strided one.
+    #[test]
+    fn equals_candle_nn_bit_for_bit() {
+        let cpu = Device::Cpu;
+        for (rows, d) in [(1, 64), (3, 13), (200, 576), (64, 640)] {
+            let x = Tensor::from_vec(rand_vec(rows * d, 5), (rows, d), &cpu).unwrap();
+            let x = x.affine(3.0, 0.5).unwrap();
+            let alpha = Tensor::from_vec(rand_vec(d, 9), d, &cpu).unwrap();
+            let got: Vec<f32> = rms_norm(&x, &alpha, 1e-6).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+            let want: Vec<f32> = candle_nn::ops::rms_norm(&x, &alpha, 1e-6)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            assert_eq!(got, want, "{rows}x{d}");
+            // Each row alone gives the bits it gets among many.
+            let mut one = vec![0f32; d];
+            let xv: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
+            let av: Vec<f32> = alpha.to_vec1().unwrap();
+            for r in 0..rows {
+                row(&xv[r * d..(r + 1) * d], &av, 1e-6, &mut one);
+                assert_eq!(one, got[r * d..(r + 1) * d], "row {r} of {rows}x{d}");
+            }
+        }
+        let x = Tensor::from_vec(rand_vec(2 * 3 * 16, 2), (2, 3, 16), &cpu).unwrap();
+        let alpha = Tensor::from_vec(rand_vec(16, 3), 16, &cpu).unwrap();
+        assert_eq!(rms_norm(&x, &alpha, 1e-5).unwrap().dims(), &[2, 3, 16]);
+        let t = x.reshape((6, 16)).unwrap().t().unwrap().contiguous().unwrap().t().unwrap();
+        let (a, b): (Vec<f32>, Vec<f32>) = (
+            rms_norm(&t, &alpha, 1e-5).unwrap().flatten_all().unwrap().to_vec1().unwrap(),
+            rms_norm(&x.reshape((6, 16)).unwrap(), &alpha, 1e-5)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap(),
+        );
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_weight_of_the_wrong_width_is_refused() {
+        let cpu = Device::Cpu;
+        let x = Tensor::zeros((2, 8), DType::F32, &cpu).unwrap();
+        let alpha = Tensor::zeros(7, DType::F32, &cpu).unwrap();
+        assert!(matches!(rms_norm(&x, &alpha, 1e-6), Err(OpsError::Layout(_))));
+    }
+}
