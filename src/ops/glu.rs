@@ -13,7 +13,9 @@
 //! (rows with a stride); the op reads them in place, splits the rows across the
 //! threads, and writes one contiguous `[rows, width]` result. This replaced
 //! candle's `gelu`/`silu` (a libm `tanhf`/`expf` per element, 16% of a Gemma 3
-//! prefill) and the separate multiply. Other devices keep candle's ops.
+//! prefill's samples, and on one thread: candle splits an elementwise op
+//! across threads only for a contiguous input) and the separate multiply.
+//! Other devices keep candle's ops.
 //!
 //! Invariant: an output element depends only on its gate and up values (no
 //! reduction), so its bits never depend on how rows are batched or split.
