@@ -26,7 +26,7 @@
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor};
 
 use super::fast_math::exp;
-use super::par::{self, SharedMut};
+use super::par;
 use super::OpsError;
 
 /// The gate's activation.
@@ -131,22 +131,9 @@ impl CustomOp2 for GatedOp {
         let (u, us, _) = rows_slice(s2, l2)?;
         let rows = l1.dims()[0];
         let mut out = vec![0f32; rows * width];
-        let one = |r: usize, o: &mut [f32]| {
+        par::for_rows(&mut out, width, SERIAL_ELEMENTS, |r, o| {
             row(self.0, &g[r * gs..r * gs + width], &u[r * us..r * us + width], o);
-        };
-        if rows * width < SERIAL_ELEMENTS {
-            for (r, o) in out.chunks_exact_mut(width.max(1)).enumerate() {
-                one(r, o);
-            }
-        } else {
-            let shared = SharedMut::new(&mut out);
-            par::for_ranges(rows, |range| {
-                for r in range {
-                    // SAFETY: `for_ranges` hands out disjoint row ranges.
-                    one(r, unsafe { shared.part(r * width, width) });
-                }
-            });
-        }
+        });
         Ok((CpuStorage::F32(out), Shape::from((rows, width))))
     }
 }

@@ -21,7 +21,7 @@
 
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor};
 
-use super::par::{self, SharedMut};
+use super::par;
 use super::OpsError;
 
 /// Below this many elements the op runs on the calling thread.
@@ -77,26 +77,8 @@ impl CustomOp2 for RmsNormOp {
         let (x, alpha) = (&x[xs..xe], &alpha[as_..ae]);
         let d = alpha.len();
         let mut out = vec![0f32; x.len()];
-        if d == 0 {
-            return Ok((CpuStorage::F32(out), l1.shape().clone()));
-        }
-        let rows = x.len() / d;
         let eps = self.0;
-        if x.len() < SERIAL_ELEMENTS {
-            for (xr, o) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-                row(xr, alpha, eps, o);
-            }
-        } else {
-            let shared = SharedMut::new(&mut out);
-            par::for_ranges(rows, |range| {
-                // SAFETY: `for_ranges` hands out disjoint row ranges.
-                let o = unsafe { shared.part(range.start * d, range.len() * d) };
-                let xr = &x[range.start * d..range.end * d];
-                for (xr, o) in xr.chunks_exact(d).zip(o.chunks_exact_mut(d)) {
-                    row(xr, alpha, eps, o);
-                }
-            });
-        }
+        par::for_rows(&mut out, d, SERIAL_ELEMENTS, |r, o| row(&x[r * d..(r + 1) * d], alpha, eps, o));
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
 }

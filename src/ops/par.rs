@@ -37,6 +37,29 @@ pub fn for_ranges<F: Fn(Range<usize>) + Sync>(n: usize, f: F) {
     }
 }
 
+/// Runs `f(r, row)` for every `width`-long row `r` of `out`: on the calling
+/// thread when `out` has fewer than `serial_below` elements, else with the
+/// rows split across the pool ([`for_ranges`]).
+pub fn for_rows<T: Send, F: Fn(usize, &mut [T]) + Sync>(out: &mut [T], width: usize, serial_below: usize, f: F) {
+    if width == 0 {
+        return;
+    }
+    let rows = out.len() / width;
+    if out.len() < serial_below {
+        for (r, o) in out.chunks_exact_mut(width).enumerate() {
+            f(r, o);
+        }
+        return;
+    }
+    let shared = SharedMut::new(out);
+    for_ranges(rows, |range| {
+        for r in range {
+            // SAFETY: `for_ranges` hands out disjoint ranges of rows.
+            f(r, unsafe { shared.part(r * width, width) });
+        }
+    });
+}
+
 /// A slice that parallel workers write in disjoint parts.
 pub struct SharedMut<'a, T> {
     ptr: *mut T,
@@ -83,5 +106,14 @@ mod tests {
             part.iter_mut().for_each(|x| *x += 1);
         });
         assert!(v.iter().all(|&x| x == 1));
+    }
+
+    #[test]
+    fn every_row_is_visited_once_with_its_index() {
+        for serial_below in [0, usize::MAX] {
+            let mut v = vec![0usize; 7 * 300];
+            for_rows(&mut v, 7, serial_below, |r, row| row.iter_mut().for_each(|x| *x += r + 1));
+            assert!(v.chunks(7).enumerate().all(|(r, row)| row.iter().all(|&x| x == r + 1)));
+        }
     }
 }
