@@ -19,8 +19,10 @@ use super::{Fingerprint, KvDtype, KvLayout, PersistError};
 use crate::ops::KvShape;
 
 /// Bumped whenever hearth computes different K/V for the same model and tokens (the forward,
-/// rope, the block layout): cache files written before no longer match.
-pub const KV_SEMANTICS_VERSION: u32 = 1;
+/// rope, the block layout): cache files written before no longer match. 2: the MLP's gated
+/// activation (`ops::glu`) rounds differently from candle's `silu`/`gelu` (2026-11-24; this
+/// also retires files from before our CPU kernels, which were never counted here).
+pub const KV_SEMANTICS_VERSION: u32 = 2;
 
 /// The layout of cache file payloads for a model of `shape` with `block_size`-token blocks of
 /// K/V stored as `dtype`.
