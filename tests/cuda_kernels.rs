@@ -10,13 +10,11 @@
 //! when no CUDA device is present.
 #![cfg(feature = "cuda")]
 
-mod common;
-
 use candle_core::{Device, Tensor};
-use common::rand_vec;
 use hearth::config::KvDtype;
 use hearth::kv::{BlockId, CopyPlan, Tier};
 use hearth::ops::cuda_paged::{CudaPagedKvBatch, CudaPool};
+use hearth::ops::test_util::rand_vec;
 use hearth::ops::{Attend, BatchLayout, KvStore, PagedKvBatch, PagedLayout, SeqChunk};
 use hearth::runtime::KvMemory;
 

@@ -16,12 +16,10 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-mod common;
-
 use candle_core::{Device, Tensor};
-use common::rand_vec;
 use hearth::config::KvDtype;
 use hearth::ops::kernel_args::{attention_shared_bytes, KernelArgs, THREADS};
+use hearth::ops::test_util::rand_vec;
 use hearth::ops::{Attend, BatchLayout, KvStore, PagedKvBatch, PagedLayout, SeqChunk};
 
 /// Compiles the emulator with the kernels into `dir`; `None` when there is no C++ compiler.

@@ -16,6 +16,7 @@
 //! `quantized_qwen3.rs` (same tensors and math, one file instead of three),
 //! vLLM's `LlamaModel.forward` over flattened tokens.
 
+use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
@@ -106,16 +107,16 @@ impl Transformer {
         let file_bytes = file.total_tensor_bytes();
         let embd_bytes = embedding.bytes();
         let rope_bytes = file.tensor_bytes("rope_freqs.weight").unwrap_or(0);
-        let output = match file.tensor_opt("output.weight", device)? {
-            Some(t) => {
-                check_shape("output.weight", t.shape().dims(), &[hp.vocab_size, d])?;
-                t
-            }
-            // Tied embeddings: the output projection is the embedding table, on the device.
-            None if device.is_cpu() => embedding_q,
-            None => load_2d(file, "token_embd.weight", [hp.vocab_size, d], device)?,
-        };
         let tied = !file.has_tensor("output.weight");
+        let output = if !tied {
+            load_2d(file, "output.weight", [hp.vocab_size, d], device)?
+        } else if device.is_cpu() {
+            embedding_q
+        } else {
+            // Tied embeddings on a GPU: the output projection is the table, copied to the device
+            // from the bytes already read.
+            qtensor_from_ggml(embedding_q.dtype(), &embedding_q.data()?, vec![hp.vocab_size, d], device)?
+        };
         // rope_freqs only feeds the tables. On the CPU a tied table is held twice (the rows
         // to look up, the output's repacked copy); on a GPU the lookup table is not in VRAM.
         let weight_bytes = match (device.is_cpu(), tied) {

@@ -99,7 +99,8 @@ fn row(act: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
 /// The CPU form: both inputs `[rows, width]` with unit column stride.
 struct GatedOp(Gate);
 
-/// Where `[rows, width]` row `r` starts in its storage, and the slice.
+/// A `[rows, width]` input with unit column stride: its storage from the first row on,
+/// the row stride, and the width.
 fn rows_slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<(&'a [f32], usize, usize)> {
     let CpuStorage::F32(data) = s else {
         candle_core::bail!("gated activation: inputs must be f32");

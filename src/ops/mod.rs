@@ -48,9 +48,10 @@ pub use kv_dtype::{KvDtype, Q8_0_GROUP, Q8_0_GROUP_BYTES};
 pub use kv_store::{Attend, KvShape, KvStore};
 pub use paged::{PagedKvBatch, PagedLayout};
 
-/// What the ops unit tests share.
-#[cfg(test)]
-mod test_util {
+/// Deterministic test inputs, shared by the unit tests here and the integration tests
+/// (`tests/common`), which cannot see a `cfg(test)` module of the library.
+#[doc(hidden)]
+pub mod test_util {
     /// `n` deterministic values in `[-1, 1)` (xorshift from `seed`).
     pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
         let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

@@ -5,7 +5,7 @@
 //! matmuls and attention run on (`par`): on a machine with as many cores as
 //! threads, each norm woke rayon's workers while ours spun (a Gemma 3 270M
 //! prefill of 512 tokens: 3,000–4,000 context switches, about 200 without).
-//! Here the rows go to `par::for_ranges`, with candle_nn's arithmetic
+//! Here the rows go to `par::for_rows`, with candle_nn's arithmetic
 //! unchanged (its sequential sum of squares, `x / m · α`), so the numbers are
 //! candle_nn's bit for bit: only the threads changed. (An eight-lane sum would
 //! be faster per row, but it moves every downstream logit in the last bits,

@@ -237,16 +237,3 @@ pub fn full_disk(on: bool) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, he
     });
     (full, faults)
 }
-
-/// `n` deterministic values in `[-1, 1)` (xorshift from `seed`).
-pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
