@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use hearth::model::hparams::Family;
-use hearth::model::testkit::{TinyModelSpec, WeightType};
+use hearth::model::testkit::{TinyModelSpec, TinyMoe, WeightType};
 use hearth::model::Logits;
 use hearth::ops::{BatchLayout, ContiguousBatch, SeqChunk};
 
@@ -290,4 +290,54 @@ fn gemma3_sliding_window_is_a_mask_over_the_cached_positions() {
     }
     assert!(max_abs_diff(&whole, &halves) < TOL);
     assert!(max_abs_diff(&whole, &stepwise) < TOL);
+}
+
+/// A mixture of experts whose experts are all the same MLP computes the dense model (the
+/// chosen weights sum to 1), whatever the router picks: Qwen3 MoE against Qwen3, and Mixtral's
+/// layout (`llama` with `expert_count`) against Llama, each against candle-transformers'
+/// dense reference too, over a prompt and decode steps; both loaded with distinct experts
+/// route tokens to different experts and so compute something else.
+#[test]
+fn moe_with_identical_experts_is_the_dense_model() {
+    let dir = tempfile::tempdir().unwrap();
+    for (dense_family, moe_family) in [(Family::Qwen3, Family::Qwen3Moe), (Family::Llama, Family::Llama)] {
+        for wt in [WeightType::F32, WeightType::Q8_0] {
+            let dense = spec(dense_family, wt);
+            let what = format!("{moe_family:?} {wt:?}");
+            let moe = |identical| TinyModelSpec {
+                family: moe_family,
+                moe: Some(TinyMoe {
+                    experts: 4,
+                    used: 2,
+                    identical,
+                }),
+                ..dense.clone()
+            };
+            let dense_path = write_tiny(dir.path(), &dense, &format!("{what}-dense.gguf"));
+            let same = load_ours(&write_tiny(dir.path(), &moe(true), &format!("{what}-same.gguf")), 512);
+            let mixed = load_ours(&write_tiny(dir.path(), &moe(false), &format!("{what}-mixed.gguf")), 512);
+            assert_eq!(same.hparams().moe.as_ref().map(|m| (m.experts, m.experts_used)), Some((4, 2)));
+            let ours = load_ours(&dense_path, 512);
+            let mut theirs = Reference::load(&dense_path, dense_family);
+            let ids = prompt(19, dense.vocab.size, 31);
+
+            let (mut kv_moe, mut kv_dense) = (new_kv(&same, 512), new_kv(&ours, 512));
+            let a = ours_step(&same, &mut kv_moe, &ids);
+            let b = ours_step(&ours, &mut kv_dense, &ids);
+            assert!(max_abs_diff(&a, &b) < 1e-3, "{what} prompt: {}", max_abs_diff(&a, &b));
+            close(wt, &a, &theirs.forward(&ids, 0), &format!("{what} prompt vs candle"));
+            let mut next = argmax(&a);
+            for step in 0..6 {
+                let a = ours_step(&same, &mut kv_moe, &[next]);
+                let b = ours_step(&ours, &mut kv_dense, &[next]);
+                assert!(max_abs_diff(&a, &b) < 1e-3, "{what} step {step}: {}", max_abs_diff(&a, &b));
+                close(wt, &a, &theirs.forward(&[next], ids.len() + step), &format!("{what} step {step} vs candle"));
+                next = argmax(&a);
+            }
+
+            let c = ours_step(&mixed, &mut new_kv(&mixed, 512), &ids);
+            let b = ours_step(&ours, &mut new_kv(&ours, 512), &ids);
+            assert!(max_abs_diff(&c, &b) > 0.1, "{what}: distinct experts changed nothing");
+        }
+    }
 }

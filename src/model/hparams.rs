@@ -9,6 +9,11 @@
 //! | Qwen2 / Qwen2.5 | `qwen2` | NeoX (halves) | yes | no |
 //! | Qwen3 | `qwen3` | NeoX (halves) | no | yes |
 //! | Gemma 3 | `gemma3` | NeoX (halves) | no | yes |
+//! | Qwen3 MoE | `qwen3moe` | NeoX (halves) | no | yes |
+//!
+//! Mixture-of-experts layers (Qwen3 MoE, and Mixtral, which llama.cpp writes as `llama`
+//! with `llama.expert_count`) replace the MLP with a router and `expert_count` expert MLPs,
+//! `expert_used_count` of them per token ([`MoeParams`], `super::moe`).
 //!
 //! Gemma 3 also scales the embedding by √hidden, uses a GELU (tanh) gated MLP, normalizes
 //! each block's attention and MLP outputs again (`post_attention_norm`, `post_ffw_norm`), and
@@ -32,13 +37,15 @@ use super::gguf::{md_opt_f64, md_opt_str, md_opt_usize, md_str, md_usize};
 use super::ModelError;
 
 /// The architecture names hearth accepts in `general.architecture`.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma3"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "qwen3moe", "gemma3"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Llama,
     Qwen2,
     Qwen3,
+    /// Qwen3's attention with mixture-of-experts MLPs (Qwen3-30B-A3B, 235B-A22B).
+    Qwen3Moe,
     Gemma3,
 }
 
@@ -48,6 +55,7 @@ impl Family {
             "llama" => Ok(Self::Llama),
             "qwen2" => Ok(Self::Qwen2),
             "qwen3" => Ok(Self::Qwen3),
+            "qwen3moe" => Ok(Self::Qwen3Moe),
             "gemma3" => Ok(Self::Gemma3),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
@@ -62,6 +70,7 @@ impl Family {
             Self::Llama => "llama",
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
+            Self::Qwen3Moe => "qwen3moe",
             Self::Gemma3 => "gemma3",
         }
     }
@@ -69,7 +78,7 @@ impl Family {
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Self::Llama => RopeStyle::Interleaved,
-            Self::Qwen2 | Self::Qwen3 | Self::Gemma3 => RopeStyle::Neox,
+            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma3 => RopeStyle::Neox,
         }
     }
 }
@@ -104,7 +113,10 @@ pub struct HParams {
     pub kv_heads: usize,
     /// Per-head dimension of Q and K (and V): `attention.key_length`, else `hidden / heads`.
     pub head_dim: usize,
+    /// The dense MLP's width (`feed_forward_length`; 0 when a MoE file leaves it out).
     pub ffn: usize,
+    /// Mixture-of-experts MLPs in every layer, when the model has them.
+    pub moe: Option<MoeParams>,
     /// The context length the model was trained for.
     pub context_length: usize,
     pub rms_eps: f64,
@@ -116,6 +128,19 @@ pub struct HParams {
     pub embedding_scale: Option<f64>,
     /// Sliding-window attention: which layers are local, their window and rope base.
     pub sliding: Option<SlidingWindow>,
+}
+
+/// A mixture-of-experts MLP's shape and routing (llama.cpp's `build_moe_ffn` with softmax
+/// gating, as Qwen3 MoE and Mixtral use it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoeParams {
+    /// `expert_count`: expert MLPs per layer.
+    pub experts: usize,
+    /// `expert_used_count`: how many of them each token runs (top-k of the router).
+    pub experts_used: usize,
+    /// Each expert's MLP width: `expert_feed_forward_length`, else (Mixtral)
+    /// `feed_forward_length`, else (llama.cpp's fallback for Qwen3 MoE) that over `experts_used`.
+    pub expert_ffn: usize,
 }
 
 /// Gemma 3's local layers.
@@ -216,6 +241,12 @@ impl HParams {
             }
         };
         let layers = md_usize(md, &key("block_count"))?;
+        let moe = moe_params(md, &key, family)?;
+        let ffn = match (&moe, md_opt_usize(md, &key("feed_forward_length"))?) {
+            (_, Some(f)) => f,
+            (Some(_), None) => 0,
+            (None, None) => md_usize(md, &key("feed_forward_length"))?,
+        };
         let (attention_scale, embedding_scale, sliding) = match family {
             Family::Gemma3 => {
                 // llama.cpp: the 27B (62 layers) scales by hidden / heads (query_pre_attn_scalar).
@@ -237,7 +268,8 @@ impl HParams {
             heads,
             kv_heads,
             head_dim,
-            ffn: md_usize(md, &key("feed_forward_length"))?,
+            ffn,
+            moe,
             context_length: md_opt_usize(md, &key("context_length"))?.unwrap_or(4096),
             rms_eps: md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
             rope_base: md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0),
@@ -247,6 +279,52 @@ impl HParams {
             sliding,
         })
     }
+}
+
+/// The MoE parameters: required for `qwen3moe`; for `llama` when `llama.expert_count` is
+/// above 0 (Mixtral); none for the other families.
+fn moe_params(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    family: Family,
+) -> Result<Option<MoeParams>, ModelError> {
+    let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+    let experts = match family {
+        Family::Qwen3Moe => md_usize(md, &key("expert_count"))?,
+        Family::Llama => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
+        _ => 0,
+    };
+    if experts == 0 {
+        return match family {
+            Family::Qwen3Moe => Err(bad("expert_count", "a MoE model with 0 experts".into())),
+            _ => Ok(None),
+        };
+    }
+    let experts_used = md_usize(md, &key("expert_used_count"))?;
+    if experts_used == 0 || experts_used > experts {
+        return Err(bad(
+            "expert_used_count",
+            format!("{experts_used} experts per token out of {experts}"),
+        ));
+    }
+    let expert_ffn = match md_opt_usize(md, &key("expert_feed_forward_length"))? {
+        Some(f) => f,
+        None => {
+            let ffn = md_usize(md, &key("feed_forward_length"))?;
+            match family {
+                Family::Qwen3Moe => ffn / experts_used,
+                _ => ffn,
+            }
+        }
+    };
+    if expert_ffn == 0 {
+        return Err(bad("expert_feed_forward_length", "experts of width 0".into()));
+    }
+    Ok(Some(MoeParams {
+        experts,
+        experts_used,
+        expert_ffn,
+    }))
 }
 
 /// Gemma 3's sliding-window layers from `{arch}.attention.sliding_window` (required) and

@@ -28,6 +28,7 @@ pub mod grammar;
 pub mod hparams;
 mod linear;
 mod loaded;
+mod moe;
 mod rope;
 pub mod sampling;
 pub mod source;

@@ -7,6 +7,9 @@
 //! to the store, which appends K/V and attends. Only the rows whose logits
 //! are wanted go through the output projection.
 //!
+//! A mixture-of-experts model (Qwen3 MoE, Mixtral) has a router and expert MLPs in place
+//! of each MLP ([`MoeMlp`]); everything else is the same forward.
+//!
 //! Weights stay quantized ([`QLinear`]: our CPU kernels for the hot GGUF
 //! types, candle's `QMatMul` otherwise), the token embedding table too
 //! ([`TokenEmbedding`]: host memory, rows dequantized per forward); norms and
@@ -24,6 +27,7 @@ use super::gguf::GgufFile;
 use super::hparams::{Family, HParams};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
+use super::moe::MoeMlp;
 use super::rope::{positions_tensor, RopeTables};
 use super::ModelError;
 use crate::ops::glu::{self, Gate};
@@ -57,13 +61,32 @@ struct Mlp {
     down: QLinear,
 }
 
+/// A layer's feed-forward block.
+enum Ffn {
+    Dense(Mlp),
+    /// Qwen3 MoE, Mixtral: a router over expert MLPs.
+    Moe(MoeMlp),
+}
+
+impl Ffn {
+    fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
+        match self {
+            Self::Dense(m) => {
+                let gu = m.gate_up.forward(h)?;
+                m.down.forward(&glu::gated(&gu[0], &gu[1], act)?)
+            }
+            Self::Moe(m) => m.forward(h, act),
+        }
+    }
+}
+
 struct Layer {
     attn_norm: Tensor,
     attn: Attention,
     /// Gemma: RMSNorm of the attention output before the residual add.
     post_attn_norm: Option<Tensor>,
     ffn_norm: Tensor,
-    mlp: Mlp,
+    ffn: Ffn,
     /// Gemma: RMSNorm of the MLP output before the residual add.
     post_ffn_norm: Option<Tensor>,
 }
@@ -284,9 +307,7 @@ impl Transformer {
             x = (x + attn)?;
 
             let h = norm::rms_norm(&x, &layer.ffn_norm, hp.rms_eps as f32)?;
-            let gu = layer.mlp.gate_up.forward(&h)?;
-            let gated = glu::gated(&gu[0], &gu[1], self.activation)?;
-            let mut mlp = layer.mlp.down.forward(&gated)?;
+            let mut mlp = layer.ffn.forward(&h, self.activation)?;
             if let Some(n) = &layer.post_ffn_norm {
                 mlp = norm::rms_norm(&mlp, n, hp.rms_eps as f32)?;
             }
@@ -356,21 +377,24 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         },
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
         ffn_norm: load_vec(file, &n("ffn_norm.weight"), d, device)?,
-        mlp: Mlp {
-            gate_up: FusedLinear::new(
-                vec![
-                    load_2d(file, &n("ffn_gate.weight"), [hp.ffn, d], device)?,
-                    load_2d(file, &n("ffn_up.weight"), [hp.ffn, d], device)?,
-                ],
-                device,
-            )?,
-            down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?, device)?,
+        ffn: match &hp.moe {
+            Some(p) => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
+            None => Ffn::Dense(Mlp {
+                gate_up: FusedLinear::new(
+                    vec![
+                        load_2d(file, &n("ffn_gate.weight"), [hp.ffn, d], device)?,
+                        load_2d(file, &n("ffn_up.weight"), [hp.ffn, d], device)?,
+                    ],
+                    device,
+                )?,
+                down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?, device)?,
+            }),
         },
         post_ffn_norm: post_norm(file, "post_ffw_norm.weight")?,
     })
 }
 
-fn check_shape(name: &str, actual: &[usize], expected: &[usize]) -> Result<(), ModelError> {
+pub(super) fn check_shape(name: &str, actual: &[usize], expected: &[usize]) -> Result<(), ModelError> {
     if actual != expected {
         return Err(ModelError::BadTensor {
             name: name.into(),
@@ -381,7 +405,7 @@ fn check_shape(name: &str, actual: &[usize], expected: &[usize]) -> Result<(), M
     Ok(())
 }
 
-fn load_2d(file: &mut GgufFile, name: &str, shape: [usize; 2], device: &Device) -> Result<QTensor, ModelError> {
+pub(super) fn load_2d(file: &mut GgufFile, name: &str, shape: [usize; 2], device: &Device) -> Result<QTensor, ModelError> {
     let t = file.tensor(name, device)?;
     check_shape(name, t.shape().dims(), &shape)?;
     Ok(t)

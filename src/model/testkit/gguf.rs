@@ -44,6 +44,17 @@ impl WeightType {
     }
 }
 
+/// Mixture-of-experts MLPs in every layer (`qwen3moe`; with `Family::Llama`, Mixtral's
+/// layout). Each expert is `spec.ffn` wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TinyMoe {
+    pub experts: usize,
+    pub used: usize,
+    /// Every expert a copy of the dense MLP the same spec without `moe` would have (so the
+    /// two files compute the same function, up to the weighted sum's rounding).
+    pub identical: bool,
+}
+
 /// What to write.
 #[derive(Debug, Clone)]
 pub struct TinyModelSpec {
@@ -67,6 +78,8 @@ pub struct TinyModelSpec {
     /// Gemma 3: `attention.sliding_window` and `attention.sliding_window_pattern` (a period:
     /// in every run of that many layers the last is global).
     pub sliding_window: Option<(usize, usize)>,
+    /// Expert MLPs instead of the dense one.
+    pub moe: Option<TinyMoe>,
     pub seed: u64,
 }
 
@@ -76,7 +89,7 @@ impl TinyModelSpec {
     pub fn tiny(family: Family, weight_type: WeightType) -> Self {
         let style = match family {
             Family::Llama => VocabStyle::Gpt2 { pre: "llama-bpe" },
-            Family::Qwen2 | Family::Qwen3 => VocabStyle::Gpt2 { pre: "qwen2" },
+            Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe => VocabStyle::Gpt2 { pre: "qwen2" },
             Family::Gemma3 => VocabStyle::LlamaSpm,
         };
         Self {
@@ -96,6 +109,12 @@ impl TinyModelSpec {
             tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma3),
             // Gemma 3: layer 0 local with an 8-token window, layer 1 global.
             sliding_window: (family == Family::Gemma3).then_some((8, 2)),
+            // Qwen3 MoE: 4 experts, 2 per token.
+            moe: (family == Family::Qwen3Moe).then_some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
             seed: 7,
         }
     }
@@ -118,6 +137,7 @@ impl TinyModelSpec {
             rope_linear_factor: None,
             tie_embeddings: false,
             sliding_window: None,
+            moe: None,
             seed: 11,
         }
     }
@@ -142,6 +162,7 @@ impl TinyModelSpec {
             rope_linear_factor: None,
             tie_embeddings: true,
             sliding_window: None,
+            moe: None,
             seed: 12,
         }
     }
@@ -151,10 +172,14 @@ impl TinyModelSpec {
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
         let norms = match self.family {
             Family::Gemma3 => 4 * d + 2 * self.head_dim,
-            Family::Qwen3 => 2 * d + 2 * self.head_dim,
+            Family::Qwen3 | Family::Qwen3Moe => 2 * d + 2 * self.head_dim,
             _ => 2 * d,
         };
-        let per_layer = d * q * 2 + d * kv * 2 + 3 * d * self.ffn + norms;
+        let mlp = match self.moe {
+            Some(m) => m.experts * (3 * d * self.ffn + d),
+            None => 3 * d * self.ffn,
+        };
+        let per_layer = d * q * 2 + d * kv * 2 + mlp + norms;
         let out = if self.tie_embeddings { 0 } else { self.vocab.size * d };
         self.vocab.size * d + out + self.layers * per_layer + d
     }
@@ -174,10 +199,70 @@ impl Rand {
     }
 }
 
+/// Layer `layer`'s MLP: dense (`ffn_{gate,up,down}`), or a router and experts whose first is
+/// the dense MLP the same `rng` gives.
+fn mlp_tensors(
+    spec: &TinyModelSpec,
+    layer: usize,
+    rng: &mut Rand,
+    moe_rng: &mut Rand,
+) -> Result<Vec<(String, QTensor)>, ModelError> {
+    let (d, f, wt) = (spec.hidden, spec.ffn, spec.weight_type.ggml());
+    let shapes = [(f, d), (f, d), (d, f)];
+    let dense: Vec<Vec<f32>> = shapes.iter().map(|&(rows, cols)| rng.matrix(rows, cols, 1.0)).collect();
+    if let Some(m) = spec.moe {
+        return moe_tensors(layer, d, f, m, dense, wt, moe_rng);
+    }
+    ["ffn_gate", "ffn_up", "ffn_down"]
+        .into_iter()
+        .zip(shapes)
+        .zip(dense)
+        .map(|((name, (rows, cols)), w)| {
+            let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
+            Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
+        })
+        .collect()
+}
+
+/// Layer `layer`'s router (f32, as real files store it) and stacked experts: expert 0 is
+/// `dense` (gate, up, down), the others new or copies of it.
+fn moe_tensors(
+    layer: usize,
+    d: usize,
+    f: usize,
+    m: TinyMoe,
+    dense: Vec<Vec<f32>>,
+    wt: GgmlDType,
+    rng: &mut Rand,
+) -> Result<Vec<(String, QTensor)>, ModelError> {
+    let cpu = Device::Cpu;
+    let n = |s: &str| format!("blk.{layer}.{s}");
+    // Router logits of a few units: clear choices.
+    let router = Tensor::from_vec(rng.matrix(m.experts, d, 3.0), (m.experts, d), &cpu)?;
+    let mut out = vec![(n("ffn_gate_inp.weight"), QTensor::quantize(&router, GgmlDType::F32)?)];
+    for (name, (rows, cols), first) in [("ffn_gate_exps", (f, d)), ("ffn_up_exps", (f, d)), ("ffn_down_exps", (d, f))]
+        .into_iter()
+        .zip(dense)
+        .map(|((name, shape), w)| (name, shape, w))
+    {
+        let mut all = first.clone();
+        for _ in 1..m.experts {
+            let w = if m.identical { first.clone() } else { rng.matrix(rows, cols, 1.0) };
+            all.extend(w);
+        }
+        let t = Tensor::from_vec(all, (m.experts, rows, cols), &cpu)?;
+        out.push((n(&format!("{name}.weight")), QTensor::quantize(&t, wt)?));
+    }
+    Ok(out)
+}
+
 /// Writes `spec` as a GGUF file at `path`.
 pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> {
     let cpu = Device::Cpu;
     let mut rng = Rand(rand::rngs::StdRng::seed_from_u64(spec.seed));
+    // The routers and the experts after the first come from a stream of their own, so a MoE
+    // file's other weights are those of the same spec without experts.
+    let mut moe_rng = Rand(rand::rngs::StdRng::seed_from_u64(spec.seed ^ 0x6d6f65));
     let wt = spec.weight_type.ggml();
     let (d, hd, v) = (spec.hidden, spec.head_dim, spec.vocab.size);
     let (q_dim, kv_dim) = (spec.heads * hd, spec.kv_heads * hd);
@@ -223,7 +308,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
         }
-        if matches!(spec.family, Family::Qwen3 | Family::Gemma3) {
+        if matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3) {
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1))?);
         }
@@ -232,9 +317,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
         tensors.push(vector(n("ffn_norm.weight"), rng.around(d, 1.0, 0.1))?);
-        tensors.push(mat(n("ffn_gate.weight"), spec.ffn, d, 1.0, &mut rng)?);
-        tensors.push(mat(n("ffn_up.weight"), spec.ffn, d, 1.0, &mut rng)?);
-        tensors.push(mat(n("ffn_down.weight"), d, spec.ffn, 1.0, &mut rng)?);
+        tensors.extend(mlp_tensors(spec, i, &mut rng, &mut moe_rng)?);
     }
 
     let arch = spec.family.arch();
@@ -261,6 +344,13 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         md.push((format!("{arch}.attention.sliding_window"), u32v(window)));
         md.push((format!("{arch}.attention.sliding_window_pattern"), u32v(period)));
         md.push((format!("{arch}.rope.freq_base_swa"), Value::F32(spec.rope_base / 10.0)));
+    }
+    if let Some(m) = spec.moe {
+        md.push((format!("{arch}.expert_count"), u32v(m.experts)));
+        md.push((format!("{arch}.expert_used_count"), u32v(m.used)));
+        if spec.family != Family::Llama {
+            md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
+        }
     }
     if let Some(f) = spec.rope_linear_factor {
         md.push((format!("{arch}.rope.scaling.type"), Value::String("linear".into())));

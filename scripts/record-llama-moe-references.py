@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Records llama.cpp's outputs on the tiny mixture-of-experts models (tests/moe_llama_cpp.rs).
+
+    HEARTH_WRITE_TINY_MOE=DIR cargo test --release --test moe_llama_cpp   # writes the models
+    scripts/record-llama-moe-references.py LLAMA_BIN_DIR DIR [--out tests/data]
+
+For each model (a random `qwen3moe` file and a random Mixtral-layout `llama` file, 8 experts,
+2 per token, Q8_0, written by hearth's testkit), llama-server with K/V f32 and flash attention
+off (so f32 is really f32) decodes 24 greedy tokens after each of a few fixed token-id prompts
+(`ignore_eos`), one request per position, and reports the top 10 log-probabilities at each
+(where llama-server gives them; see `step`): teacher-forced on llama.cpp's own tokens, which is
+what the test compares. The prompts are byte
+tokens (ids below 256, every tiny vocabulary's first 256), so they need no tokenizer. The
+test writes the models again from the same specs and checks their size against the one
+recorded here.
+
+Writes tests/data/llama-cpp-moe.json with the llama.cpp version and the command used.
+Only the Python standard library is used.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+from llama_server import post, start
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf"]
+
+
+def prompts():
+    """Three fixed prompts of 5, 17 and 40 byte-token ids (an LCG)."""
+    x, out = 12345, []
+    for n in (5, 17, 40):
+        ids = []
+        for _ in range(n):
+            x = (x * 1103515245 + 12345) % (1 << 31)
+            ids.append((x >> 16) % 256)
+        out.append(ids)
+    return out
+
+
+def step(port, ids):
+    """llama.cpp's greedy next token after `ids` and its top 10 log-probabilities, or None
+    where it reports none: llama-server keeps back the text, and with it the probabilities, of
+    a token that ends in an incomplete UTF-8 sequence (a lone byte token of a tiny vocabulary),
+    which is why this asks one position at a time instead of decoding in one request."""
+    r = post(port, "/completion", {"prompt": ids, "n_predict": 1, "temperature": 0, "n_probs": 10,
+                                   "ignore_eos": True, "return_tokens": True, "cache_prompt": False})
+    tok = r["tokens"][0]
+    probs = r.get("completion_probabilities") or []
+    if not probs:
+        return tok, None
+    assert probs[0]["id"] == tok, (probs[0]["id"], tok)
+    return tok, [[t["id"], t["logprob"]] for t in probs[0]["top_logprobs"]]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bin_dir")
+    ap.add_argument("models_dir")
+    ap.add_argument("--out", default=str(ROOT / "tests/data"))
+    ap.add_argument("--tokens", type=int, default=24)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    version = subprocess.run([f"{a.bin_dir}/llama-server", "--version"], capture_output=True, text=True)
+    data = {"llama_cpp": " ".join((version.stdout + version.stderr).split()),
+            "recorded_by": "scripts/record-llama-moe-references.py", "models": {}}
+    for name in MODELS:
+        path = os.path.join(a.models_dir, name)
+        args = ["-t", str(a.threads), "-c", "512", "-np", "1", "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
+        proc, port = start(a.bin_dir, path, args)
+        try:
+            cases = []
+            for ids in prompts():
+                tokens, tops = [], []
+                for _ in range(a.tokens):
+                    tok, top = step(port, ids + tokens)
+                    tokens.append(tok)
+                    tops.append(top)
+                cases.append({"prompt_ids": ids, "tokens": tokens, "top_logprobs": tops})
+        finally:
+            proc.terminate()
+            proc.wait()
+        data["models"][name] = {"bytes": os.path.getsize(path),
+                                "command": " ".join(["llama-server", "-m", name, *args]), "cases": cases}
+        print(f"{name}: {len(cases)} prompts", file=sys.stderr)
+    out = os.path.join(a.out, "llama-cpp-moe.json")
+    with open(out, "w") as f:
+        json.dump(data, f, separators=(",", ":"))
+        f.write("\n")
+    print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

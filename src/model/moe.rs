@@ -1,0 +1,274 @@
+//! Mixture-of-experts MLPs: a router scores every expert for each token, the token runs
+//! through its top `k` experts only, and their outputs are summed, weighted.
+//!
+//! Owns: the expert weights of one layer (each expert's gate/up fused into one matmul and its
+//! down projection, sliced out of GGUF's stacked `ffn_*_exps` tensors, so on the CPU every
+//! expert runs on our quantized kernels) and the routing. Routing follows llama.cpp's
+//! `build_moe_ffn` with softmax gating, as Qwen3 MoE and Mixtral use it: softmax over all
+//! experts in f32, the top `k` by probability (ties to the lower id), their probabilities
+//! renormalized to sum to 1 (the sum clamped below at f16's smallest normal, as llama.cpp
+//! does); the expert outputs are scaled by their weights and summed per token in the order
+//! of the choice, best first.
+//!
+//! Invariants: every token's output is its own `k` experts' and nothing else's: tokens are
+//! grouped by expert only to batch the matmuls, which work row by row, so a token's output
+//! does not depend on which other tokens share its batch (beyond float rounding), and a
+//! cached prefix gives the numbers a full prefill gives.
+//!
+//! Counterpart: vLLM's `FusedMoE` (`fused_topk` + `fused_experts`), SGLang's `moe` layers,
+//! candle-transformers' `FusedMoeGGUF` (CUDA only); llama.cpp's `ggml_mul_mat_id`.
+
+use std::borrow::Cow;
+
+use candle_core::quantized::ggml_file::qtensor_from_ggml;
+use candle_core::quantized::QTensor;
+use candle_core::{DType, Device, Tensor};
+
+use super::gguf::GgufFile;
+use super::hparams::MoeParams;
+use super::linear::{FusedLinear, QLinear};
+use super::ModelError;
+use crate::ops::glu::{self, Gate};
+
+/// llama.cpp clamps the sum of the chosen weights at f16's smallest normal before dividing.
+const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
+
+struct Expert {
+    gate_up: FusedLinear,
+    down: QLinear,
+}
+
+/// One layer's mixture of experts.
+pub struct MoeMlp {
+    /// `[experts, hidden]`: one score per expert.
+    router: QLinear,
+    experts: Vec<Expert>,
+    used: usize,
+}
+
+/// Each token's experts (best first) and weights: `ids[t * k + slot]`, `weights[t * k + slot]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routes {
+    pub k: usize,
+    pub ids: Vec<u32>,
+    pub weights: Vec<f32>,
+}
+
+/// Routes each row of `logits` (`[tokens, experts]`, row-major): softmax, top `k`,
+/// renormalized (see the module docs).
+pub fn route(logits: &[f32], experts: usize, k: usize) -> Routes {
+    let tokens = logits.len().checked_div(experts).unwrap_or(0);
+    let mut ids = Vec::with_capacity(tokens * k);
+    let mut weights = Vec::with_capacity(tokens * k);
+    let mut order: Vec<u32> = Vec::with_capacity(experts);
+    for row in logits.chunks_exact(experts.max(1)).take(tokens) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let exps: Vec<f32> = row.iter().map(|&x| (x - max).exp()).collect();
+        let total: f64 = exps.iter().map(|&e| e as f64).sum();
+        let inv = (1.0 / total) as f32;
+        order.clear();
+        order.extend(0..experts as u32);
+        // Stable: equal probabilities keep the lower id first.
+        order.sort_by(|&a, &b| exps[b as usize].total_cmp(&exps[a as usize]));
+        let chosen = &order[..k.min(experts)];
+        let probs: Vec<f32> = chosen.iter().map(|&e| exps[e as usize] * inv).collect();
+        let sum = probs.iter().sum::<f32>().max(MIN_WEIGHT_SUM);
+        ids.extend_from_slice(chosen);
+        weights.extend(probs.iter().map(|p| p / sum));
+    }
+    Routes { k, ids, weights }
+}
+
+impl MoeMlp {
+    /// Layer `layer`'s router (`ffn_gate_inp`) and experts (`ffn_{gate,up,down}_exps`).
+    pub fn load(
+        file: &mut GgufFile,
+        layer: usize,
+        hidden: usize,
+        p: &MoeParams,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
+        let n = |s: &str| format!("blk.{layer}.{s}");
+        let router = super::transformer::load_2d(file, &n("ffn_gate_inp.weight"), [p.experts, hidden], device)?;
+        let (e, f) = (p.experts, p.expert_ffn);
+        let gates = load_experts(file, &n("ffn_gate_exps.weight"), [e, f, hidden], device)?;
+        let ups = load_experts(file, &n("ffn_up_exps.weight"), [e, f, hidden], device)?;
+        let downs = load_experts(file, &n("ffn_down_exps.weight"), [e, hidden, f], device)?;
+        let experts = gates.into_iter().zip(ups).zip(downs).map(|((g, u), d)| [g, u, d]).collect();
+        Self::new(router, experts, p.experts_used, device)
+    }
+
+    /// A router `[experts, hidden]` and each expert's `[gate, up, down]` weights.
+    fn new(router: QTensor, experts: Vec<[QTensor; 3]>, used: usize, device: &Device) -> Result<Self, ModelError> {
+        let experts = experts
+            .into_iter()
+            .map(|[g, u, d]| {
+                Ok(Expert {
+                    gate_up: FusedLinear::new(vec![g, u], device)?,
+                    down: QLinear::new(d, device)?,
+                })
+            })
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        Ok(Self {
+            router: QLinear::new(router, device)?,
+            experts,
+            used,
+        })
+    }
+
+    /// `h`: `[tokens, hidden]` (the normed hidden state) → `[tokens, hidden]`.
+    pub fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
+        let (t, d) = h.dims2()?;
+        let n = self.experts.len();
+        let logits = self.router.forward(h)?.to_dtype(DType::F32)?;
+        let routes = route(&logits.flatten_all()?.to_vec1::<f32>()?, n, self.used);
+        let k = routes.k;
+        // Each expert's tokens (packed row, slot) in token order.
+        let mut rows_of: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
+        for (i, &e) in routes.ids.iter().enumerate() {
+            rows_of[e as usize].push(((i / k) as u32, (i % k) as u32));
+        }
+        let mut outs = Vec::new();
+        // Where token t's slot s landed among the experts' output rows.
+        let mut at = vec![0u32; t * k];
+        let mut next = 0u32;
+        for (expert, rows) in self.experts.iter().zip(&rows_of) {
+            if rows.is_empty() {
+                continue;
+            }
+            let idx: Vec<u32> = rows.iter().map(|&(r, _)| r).collect();
+            let w: Vec<f32> = rows.iter().map(|&(r, s)| routes.weights[(r as usize) * k + s as usize]).collect();
+            let x = h.index_select(&Tensor::new(idx.as_slice(), h.device())?, 0)?;
+            let gu = expert.gate_up.forward(&x)?;
+            let y = expert.down.forward(&glu::gated(&gu[0], &gu[1], act)?)?;
+            let w = Tensor::from_vec(w, (rows.len(), 1), h.device())?;
+            outs.push(y.broadcast_mul(&w)?);
+            for &(r, s) in rows {
+                at[(r as usize) * k + s as usize] = next;
+                next += 1;
+            }
+        }
+        let all = Tensor::cat(&outs, 0)?;
+        let in_order = all.index_select(&Tensor::new(at.as_slice(), h.device())?, 0)?;
+        let y = in_order.reshape((t, k, d))?;
+        // The slots summed best first, as llama.cpp adds them.
+        let mut sum = y.narrow(1, 0, 1)?;
+        for s in 1..k {
+            sum = (sum + y.narrow(1, s, 1)?)?;
+        }
+        Ok(sum.reshape((t, d))?)
+    }
+}
+
+/// The experts of a stacked `[experts, rows, cols]` GGUF tensor, one `[rows, cols]` weight
+/// each (an expert's blocks are contiguous in the file).
+fn load_experts(file: &mut GgufFile, name: &str, shape: [usize; 3], device: &Device) -> Result<Vec<QTensor>, ModelError> {
+    let t = file.tensor(name, &Device::Cpu)?;
+    super::transformer::check_shape(name, t.shape().dims(), &shape)?;
+    let [experts, rows, cols] = shape;
+    let data = t.data()?;
+    if experts == 0 || data.len() % experts != 0 {
+        return Err(ModelError::BadTensor {
+            name: name.into(),
+            actual: t.shape().dims().to_vec(),
+            expected: shape.to_vec(),
+        });
+    }
+    let per = data.len() / experts;
+    data.chunks_exact(per)
+        .map(|bytes| Ok(qtensor_from_ggml(t.dtype(), &Cow::Borrowed(bytes), vec![rows, cols], device)?))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::{GgmlDType, QMatMul};
+    use candle_core::Module;
+
+    fn weight(rows: usize, cols: usize, seed: u64, dtype: GgmlDType, gain: f32) -> QTensor {
+        let data = crate::ops::test_util::rand_vec(rows * cols, seed);
+        let a = gain / (cols as f32).sqrt();
+        let t = Tensor::from_vec(data, (rows, cols), &Device::Cpu).unwrap();
+        QTensor::quantize(&(t * a as f64).unwrap(), dtype).unwrap()
+    }
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap()
+    }
+
+    /// Six experts, two per token, Q8_0 (our kernels) against a token-by-token reference
+    /// with candle's `QMatMul` and ops: the routing, grouping and weighted sum. Widths are not
+    /// multiples of 256, where candle keeps ggml's Q8_0 activations (see tests/forward.rs).
+    #[test]
+    fn forward_equals_each_token_through_its_own_experts() {
+        let (d, f, n, k) = (96, 160, 6, 2);
+        let q8 = GgmlDType::Q8_0;
+        let experts = || -> Vec<[QTensor; 3]> {
+            (0..n as u64)
+                .map(|e| [weight(f, d, 10 + e, q8, 1.7), weight(f, d, 20 + e, q8, 1.7), weight(d, f, 30 + e, q8, 1.7)])
+                .collect()
+        };
+        let moe = MoeMlp::new(weight(n, d, 1, GgmlDType::F32, 6.0), experts(), k, &Device::Cpu).unwrap();
+        let experts: Vec<[QMatMul; 3]> = experts()
+            .into_iter()
+            .map(|ws| ws.map(|w| QMatMul::from_qtensor(w).unwrap()))
+            .collect();
+        let t = 11;
+        let h = Tensor::from_vec(crate::ops::test_util::rand_vec(t * d, 5), (t, d), &Device::Cpu).unwrap();
+        let h = (h * 1.7).unwrap();
+        let ours = moe.forward(&h, Gate::Silu).unwrap();
+
+        let router = weight(n, d, 1, GgmlDType::F32, 6.0).dequantize(&Device::Cpu).unwrap();
+        let mm = |w: &QMatMul, x: &Tensor| w.forward(x).unwrap();
+        let mut used = vec![0usize; n];
+        for row in 0..t {
+            let x = h.narrow(0, row, 1).unwrap();
+            let logits = x.matmul(&router.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let r = route(&logits, n, k);
+            let mut expect = Tensor::zeros((1, d), DType::F32, &Device::Cpu).unwrap();
+            for (&e, &w) in r.ids.iter().zip(&r.weights) {
+                let [g, u, dn] = &experts[e as usize];
+                let a = (candle_nn::ops::silu(&mm(g, &x)).unwrap() * mm(u, &x)).unwrap();
+                expect = (expect + (mm(dn, &a) * w as f64).unwrap()).unwrap();
+                used[e as usize] += 1;
+            }
+            let got = ours.narrow(0, row, 1).unwrap();
+            let scale: f32 = expect.abs().unwrap().max_all().unwrap().to_scalar().unwrap();
+            let diff = max_diff(&got, &expect);
+            assert!(diff < 2e-2 * scale, "token {row}: max |diff| {diff}, max |y| {scale}");
+        }
+        assert!(used.iter().filter(|&&u| u > 0).count() >= 4, "routing too narrow to test: {used:?}");
+        // One token alone gives what it gets in the batch.
+        for row in [0, 5, 10] {
+            let alone = moe.forward(&h.narrow(0, row, 1).unwrap(), Gate::Silu).unwrap();
+            let diff = max_diff(&alone, &ours.narrow(0, row, 1).unwrap());
+            assert!(diff < 1e-5, "token {row} alone: {diff}");
+        }
+    }
+
+    #[test]
+    fn routes_pick_the_top_k_renormalized_best_first() {
+        // Two tokens over four experts.
+        let logits = [0.0, 2.0, 1.0, -1.0, 3.0, 3.0, 0.0, 5.0];
+        let r = route(&logits, 4, 2);
+        assert_eq!(r.ids, vec![1, 2, 3, 0]);
+        let e = |x: f32| x.exp();
+        let (a, b) = (e(2.0), e(1.0));
+        assert!((r.weights[0] - a / (a + b)).abs() < 1e-6);
+        assert!((r.weights[1] - b / (a + b)).abs() < 1e-6);
+        // Equal scores: the lower id first.
+        let (a, b) = (e(5.0), e(3.0));
+        assert!((r.weights[2] - a / (a + b)).abs() < 1e-6);
+        assert!((r.weights[3] - b / (a + b)).abs() < 1e-6);
+        for w in r.weights.chunks(2) {
+            assert!((w[0] + w[1] - 1.0).abs() < 1e-6);
+        }
+        // k = experts: every expert, weights = the softmax.
+        let r = route(&[1.0, 1.0], 2, 2);
+        assert_eq!((r.ids, r.weights), (vec![0, 1], vec![0.5, 0.5]));
+        // Huge logits do not overflow.
+        let r = route(&[1e30, -1e30, 0.0], 3, 1);
+        assert_eq!((r.ids, r.weights), (vec![0], vec![1.0]));
+    }
+}
