@@ -167,6 +167,35 @@ impl TinyModelSpec {
         }
     }
 
+    /// A random model with Qwen3-30B-A3B's layer shape (hidden 2048, 32 heads over 4 K/V heads
+    /// of 128, 128 experts of 768 with 8 per token, a 151,936-token vocabulary) but 4 of its
+    /// 48 layers, Q4_K (1.8 GB): the MoE benchmarks' model.
+    pub fn bench_moe() -> Self {
+        Self {
+            family: Family::Qwen3Moe,
+            weight_type: WeightType::Q4K,
+            vocab: TinyVocab::with_size(VocabStyle::Gpt2 { pre: "qwen2" }, 151_936),
+            hidden: 2048,
+            layers: 4,
+            heads: 32,
+            kv_heads: 4,
+            head_dim: 128,
+            ffn: 768,
+            context_length: 8192,
+            rope_base: 1_000_000.0,
+            rope_freqs: None,
+            rope_linear_factor: None,
+            tie_embeddings: false,
+            sliding_window: None,
+            moe: Some(TinyMoe {
+                experts: 128,
+                used: 8,
+                identical: false,
+            }),
+            seed: 13,
+        }
+    }
+
     /// Parameters the file will hold.
     pub fn parameter_count(&self) -> usize {
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);

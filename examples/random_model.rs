@@ -1,0 +1,43 @@
+//! Writes one of the random benchmark models the testkit describes, for measuring hearth
+//! against other runtimes on the same file.
+//!
+//! ```sh
+//! cargo run --release --example random_model -- MODEL PATH
+//! ```
+//!
+//! `MODEL`: `llama-50m` (hearth bench's default, ~50M Q8_0), `llama-1b` (Llama-3.2-1B-shaped
+//! Q4_K, the GPU benchmarks'), `qwen3moe-4l` (Qwen3-30B-A3B's layer shape with 4 layers, Q4_K,
+//! 1.8 GB: the MoE benchmarks'). The weights are random: the files are for speed, and for
+//! comparisons teacher-forced on the same tokens, not for text.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use hearth::model::testkit::{write_model, TinyModelSpec};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let spec = match args.first().map(String::as_str) {
+        Some("llama-50m") => TinyModelSpec::bench_50m(),
+        Some("llama-1b") => TinyModelSpec::bench_1b(),
+        Some("qwen3moe-4l") => TinyModelSpec::bench_moe(),
+        _ => {
+            eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l PATH");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(path) = args.get(1) else {
+        eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l PATH");
+        return ExitCode::FAILURE;
+    };
+    match write_model(&spec, Path::new(path)) {
+        Ok(()) => {
+            println!("wrote {path} ({} parameters)", spec.parameter_count());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("could not write {path}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
