@@ -57,6 +57,7 @@ pub struct Routes {
 /// Routes each row of `logits` (`[tokens, experts]`, row-major): softmax, top `k`,
 /// renormalized (see the module docs).
 pub fn route(logits: &[f32], experts: usize, k: usize) -> Routes {
+    let k = k.min(experts);
     let tokens = logits.len().checked_div(experts).unwrap_or(0);
     let mut ids = Vec::with_capacity(tokens * k);
     let mut weights = Vec::with_capacity(tokens * k);
@@ -70,7 +71,7 @@ pub fn route(logits: &[f32], experts: usize, k: usize) -> Routes {
         order.extend(0..experts as u32);
         // Stable: equal probabilities keep the lower id first.
         order.sort_by(|&a, &b| exps[b as usize].total_cmp(&exps[a as usize]));
-        let chosen = &order[..k.min(experts)];
+        let chosen = &order[..k];
         let probs: Vec<f32> = chosen.iter().map(|&e| exps[e as usize] * inv).collect();
         let sum = probs.iter().sum::<f32>().max(MIN_WEIGHT_SUM);
         ids.extend_from_slice(chosen);
@@ -119,6 +120,9 @@ impl MoeMlp {
     /// `h`: `[tokens, hidden]` (the normed hidden state) → `[tokens, hidden]`.
     pub fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
         let (t, d) = h.dims2()?;
+        if t == 0 {
+            return Ok(h.clone());
+        }
         let n = self.experts.len();
         let logits = self.router.forward(h)?.to_dtype(DType::F32)?;
         let routes = route(&logits.flatten_all()?.to_vec1::<f32>()?, n, self.used);
