@@ -82,6 +82,14 @@ impl QLinear {
     pub fn is_packed(&self) -> bool {
         matches!(self, Self::Packed(_))
     }
+
+    /// The repacked weight when our kernels run this projection.
+    pub fn packed(&self) -> Option<&PackedMatrix> {
+        match self {
+            Self::Packed(p) => Some(p),
+            Self::Candle(_) => None,
+        }
+    }
 }
 
 /// Our matmul as a candle op on CPU storage (no copy of the input).
@@ -182,6 +190,15 @@ impl FusedLinear {
                 }
                 Ok(out)
             }
+        }
+    }
+
+    /// The one repacked weight of a fused projection our kernels run (its output columns
+    /// are the parts' in order).
+    pub fn packed(&self) -> Option<&PackedMatrix> {
+        match &self.parts {
+            Parts::Fused(l) => l.packed(),
+            Parts::Separate(_) => None,
         }
     }
 

@@ -29,6 +29,7 @@ use super::hparams::MoeParams;
 use super::linear::{FusedLinear, QLinear};
 use super::ModelError;
 use crate::ops::glu::{self, Gate};
+use crate::ops::qmatmul::{matmul_many, MatmulJob, PackedMatrix};
 
 /// llama.cpp clamps the sum of the chosen weights at f16's smallest normal before dividing.
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
@@ -119,24 +120,122 @@ impl MoeMlp {
 
     /// `h`: `[tokens, hidden]` (the normed hidden state) → `[tokens, hidden]`.
     pub fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
-        let (t, d) = h.dims2()?;
+        let (t, _) = h.dims2()?;
         if t == 0 {
             return Ok(h.clone());
         }
         let n = self.experts.len();
         let logits = self.router.forward(h)?.to_dtype(DType::F32)?;
         let routes = route(&logits.flatten_all()?.to_vec1::<f32>()?, n, self.used);
-        let k = routes.k;
         // Each expert's tokens (packed row, slot) in token order.
         let mut rows_of: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
         for (i, &e) in routes.ids.iter().enumerate() {
-            rows_of[e as usize].push(((i / k) as u32, (i % k) as u32));
+            rows_of[e as usize].push(((i / routes.k) as u32, (i % routes.k) as u32));
         }
+        match self.packed_experts() {
+            Some(packed) if h.device().is_cpu() => self.forward_packed(h, &packed, &routes, &rows_of, act),
+            _ => self.forward_tensors(h, &routes, &rows_of, act),
+        }
+    }
+
+    /// Every expert's fused gate/up and down weights, when our CPU kernels run them all.
+    fn packed_experts(&self) -> Option<Vec<(&PackedMatrix, &PackedMatrix)>> {
+        self.experts.iter().map(|e| Some((e.gate_up.packed()?, e.down.packed()?))).collect()
+    }
+
+    /// The CPU path: the active experts' gate/up products as one split of work across the
+    /// threads, then their down products as another ([`matmul_many`]), on plain slices. The
+    /// same kernels and arithmetic as [`Self::forward_tensors`], so the same bits (test), with
+    /// two wake-ups of the pool a layer instead of a few per expert.
+    fn forward_packed(
+        &self,
+        h: &Tensor,
+        packed: &[(&PackedMatrix, &PackedMatrix)],
+        routes: &Routes,
+        rows_of: &[Vec<(u32, u32)>],
+        act: Gate,
+    ) -> Result<Tensor, ModelError> {
+        let (t, d) = h.dims2()?;
+        let k = routes.k;
+        let hv = h.flatten_all()?.to_vec1::<f32>()?;
+        let active: Vec<usize> = (0..rows_of.len()).filter(|&e| !rows_of[e].is_empty()).collect();
+        let xs: Vec<Vec<f32>> = active
+            .iter()
+            .map(|&e| rows_of[e].iter().flat_map(|&(r, _)| &hv[r as usize * d..][..d]).copied().collect())
+            .collect();
+        let jobs = |mats: Vec<&PackedMatrix>, xs: &[Vec<f32>]| -> Vec<Vec<f32>> {
+            let mut outs: Vec<Vec<f32>> = mats
+                .iter()
+                .zip(xs)
+                .map(|(m, x)| vec![0f32; x.len() / m.cols() * m.rows()])
+                .collect();
+            let mut jobs: Vec<MatmulJob<'_>> = mats
+                .iter()
+                .zip(xs)
+                .zip(outs.iter_mut())
+                .map(|((m, x), out)| MatmulJob {
+                    matrix: m,
+                    x,
+                    t: x.len() / m.cols(),
+                    out,
+                })
+                .collect();
+            matmul_many(&mut jobs);
+            outs
+        };
+        let gate_ups = jobs(active.iter().map(|&e| packed[e].0).collect(), &xs);
+        // act(gate) · up per row: the fused output's first half of columns is the gate.
+        let gated: Vec<Vec<f32>> = active
+            .iter()
+            .zip(&gate_ups)
+            .map(|(&e, gu)| {
+                let f = packed[e].0.rows() / 2;
+                let mut a = vec![0f32; gu.len() / 2];
+                for (row, out) in gu.chunks_exact(2 * f).zip(a.chunks_exact_mut(f)) {
+                    glu::row(act, &row[..f], &row[f..], out);
+                }
+                a
+            })
+            .collect();
+        let ys = jobs(active.iter().map(|&e| packed[e].1).collect(), &gated);
+        // Where each token's slot landed: (active expert, its row there).
+        let mut at = vec![(0usize, 0usize); t * k];
+        for (ai, &e) in active.iter().enumerate() {
+            for (pos, &(r, slot)) in rows_of[e].iter().enumerate() {
+                at[r as usize * k + slot as usize] = (ai, pos);
+            }
+        }
+        // Weighted, summed best first: `y₀·w₀ + y₁·w₁ + …`, each product rounded first, as the
+        // tensor path's broadcast multiply and adds.
+        let mut out = vec![0f32; t * d];
+        for (i, &(ai, pos)) in at.iter().enumerate() {
+            let w = routes.weights[i];
+            let y = &ys[ai][pos * d..][..d];
+            let o = &mut out[(i / k) * d..][..d];
+            if i % k == 0 {
+                o.iter_mut().zip(y).for_each(|(o, &y)| *o = y * w);
+            } else {
+                o.iter_mut().zip(y).for_each(|(o, &y)| *o += y * w);
+            }
+        }
+        Ok(Tensor::from_vec(out, (t, d), h.device())?)
+    }
+
+    /// Any device: candle's ops per expert.
+    fn forward_tensors(
+        &self,
+        h: &Tensor,
+        routes: &Routes,
+        rows_of: &[Vec<(u32, u32)>],
+        act: Gate,
+    ) -> Result<Tensor, ModelError> {
+        let (t, d) = h.dims2()?;
+        let k = routes.k;
         let mut outs = Vec::new();
         // Where token t's slot s landed among the experts' output rows.
         let mut at = vec![0u32; t * k];
         let mut next = 0u32;
-        for (expert, rows) in self.experts.iter().zip(&rows_of) {
+        for (expert, rows) in self.experts.iter().zip(rows_of) {
             if rows.is_empty() {
                 continue;
             }
@@ -243,6 +342,18 @@ mod tests {
             assert!(diff < 2e-2 * scale, "token {row}: max |diff| {diff}, max |y| {scale}");
         }
         assert!(used.iter().filter(|&&u| u > 0).count() >= 4, "routing too narrow to test: {used:?}");
+        // The CPU path and candle's ops per expert: the same bits.
+        let logits = moe.router.forward(&h).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let routes = route(&logits, n, k);
+        let mut rows_of: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
+        for (i, &e) in routes.ids.iter().enumerate() {
+            rows_of[e as usize].push(((i / k) as u32, (i % k) as u32));
+        }
+        let packed = moe.packed_experts().expect("Q8_0 experts run on our kernels");
+        let a = moe.forward_packed(&h, &packed, &routes, &rows_of, Gate::Silu).unwrap();
+        let b = moe.forward_tensors(&h, &routes, &rows_of, Gate::Silu).unwrap();
+        assert_eq!(max_diff(&a, &b), 0.0);
+        assert_eq!(max_diff(&a, &ours), 0.0);
         // One token alone gives what it gets in the batch.
         for row in [0, 5, 10] {
             let alone = moe.forward(&h.narrow(0, row, 1).unwrap(), Gate::Silu).unwrap();

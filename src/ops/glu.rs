@@ -86,8 +86,9 @@ fn times_sigmoid(x: f32, z: f32) -> f32 {
     num / (1.0 + e)
 }
 
-/// One row: `out[i] = act(g[i]) · u[i]`.
-fn row(act: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
+/// One row: `out[i] = act(g[i]) · u[i]` (the op's own arithmetic, for callers that hold
+/// plain slices).
+pub fn row(act: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
     const C: f32 = 2.0 * 0.797_884_6; // 2·√(2/π)
     let it = out.iter_mut().zip(g).zip(u);
     match act {

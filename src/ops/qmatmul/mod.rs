@@ -200,6 +200,114 @@ thread_local! {
     static UNPACK: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// One matmul ready to run: its activations quantized, its output laid out; the pool's
+/// threads take ranges of its units ([`Prepared::run`]).
+struct Prepared<'a> {
+    matrix: &'a PackedMatrix,
+    path: Path,
+    acts: &'a QuantActs,
+    /// Groups, or pairs of groups for the pair kernels.
+    units: usize,
+    /// `[group][t][8]` scratch when the groups are not `out`'s own layout.
+    staged: Option<SharedMut<'a, f32>>,
+    out: SharedMut<'a, f32>,
+}
+
+impl Prepared<'_> {
+    /// Computes units `units` (disjoint from every other caller's).
+    fn run(&self, units: std::ops::Range<usize>) {
+        let m = self.matrix;
+        let (span, groups, n) = (self.path.span(), m.groups(), m.n);
+        let per_group = self.acts.t * GROUP;
+        let first = units.start * span;
+        let len = (units.end * span).min(groups) - first;
+        let target = self.staged.as_ref().unwrap_or(&self.out);
+        // SAFETY: units are handed out disjointly, so each part is one worker's (of `out_t`
+        // when staged, else of `out`, which no one else then touches).
+        let part = unsafe { target.part(first * per_group, len * per_group) };
+        with_scratch(&UNPACK, |u| m.groups_into(self.path, first, self.acts, part, u));
+        if self.staged.is_none() {
+            return;
+        }
+        for (gi, group) in part.chunks_exact(per_group).enumerate() {
+            let col = (first + gi) * GROUP;
+            let w = GROUP.min(n - col);
+            for (i, src) in group.chunks_exact(GROUP).enumerate() {
+                // SAFETY: columns `col .. col + w` of every row belong to group
+                // `first + gi`, which only this worker computes.
+                let dst = unsafe { self.out.part(i * n + col, w) };
+                // A whole group as a fixed-size copy (inlined, not a `memcpy` call).
+                match <&mut [f32; GROUP]>::try_from(&mut *dst) {
+                    Ok(dst) => dst.copy_from_slice(src),
+                    Err(_) => dst.copy_from_slice(&src[..w]),
+                }
+            }
+        }
+    }
+}
+
+/// One product of [`matmul_many`]: `out = x · matrixᵀ` over `t` rows.
+pub struct MatmulJob<'a> {
+    pub matrix: &'a PackedMatrix,
+    pub x: &'a [f32],
+    pub t: usize,
+    pub out: &'a mut [f32],
+}
+
+thread_local! {
+    /// Per-job scratch of [`matmul_many`] (on the calling thread).
+    static MANY: RefCell<Vec<Scratch>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Several matmuls as one split of work: every job's units in one list that the pool's
+/// threads take ranges of, so small products (a mixture of experts' few rows each) cost one
+/// wake-up of the pool, not one each. Each job's numbers are those [`PackedMatrix::matmul`]
+/// gives it: the same kernels on the same quantized activations.
+pub fn matmul_many(jobs: &mut [MatmulJob<'_>]) {
+    for j in jobs.iter() {
+        assert_eq!(j.x.len(), j.t * j.matrix.k, "x is not t × k");
+        assert_eq!(j.out.len(), j.t * j.matrix.n, "out is not t × n");
+    }
+    with_scratch(&MANY, |scratch| {
+        if scratch.len() < jobs.len() {
+            scratch.resize_with(jobs.len(), Scratch::default);
+        }
+        let isa = Isa::detect();
+        let prepared: Vec<Prepared<'_>> = jobs
+            .iter_mut()
+            .zip(scratch.iter_mut())
+            .filter(|(j, _)| j.t > 0)
+            .map(|(j, s)| {
+                let path = Path::of(isa).for_kind(j.matrix.kind);
+                j.matrix.prepare(path, j.x, j.t, s, &mut *j.out)
+            })
+            .collect();
+        // Job i's units are `starts[i] .. starts[i + 1]` of the whole list.
+        let mut starts = vec![0usize];
+        for p in &prepared {
+            starts.push(starts[starts.len() - 1] + p.units);
+        }
+        let total = starts[starts.len() - 1];
+        crate::ops::par::for_ranges(total, |range| {
+            for (i, p) in prepared.iter().enumerate() {
+                let (lo, hi) = (range.start.max(starts[i]), range.end.min(starts[i + 1]));
+                if lo < hi {
+                    p.run(lo - starts[i]..hi - starts[i]);
+                }
+            }
+        });
+        drop(prepared);
+        // Decode's few rows keep their scratch for the next call; a prefill's (hundreds of
+        // jobs' staged outputs at once) is given back rather than held for good.
+        if jobs.iter().map(|j| j.t).sum::<usize>() > MANY_KEEP_ROWS {
+            scratch.clear();
+        }
+    })
+}
+
+/// [`matmul_many`] keeps its per-job scratch between calls up to this many rows in all.
+const MANY_KEEP_ROWS: usize = 64;
+
 impl PackedMatrix {
     /// `out[i·n + j] = Σ_k x[i·k_cols + k] · W[j, k]` for `t` rows of `x`, on the
     /// fastest path this CPU has.
@@ -220,49 +328,40 @@ impl PackedMatrix {
             return;
         }
         with_scratch(&SCRATCH, |s| {
-            let Scratch { acts, out_t } = s;
-            acts.quantize(self.kind, x, t, self.k);
-            let acts = &*acts;
-            let (groups, n) = (self.groups(), self.n);
-            let per_group = t * GROUP;
-            // Ranges of units (a group, or a pair of them) go to the pool's threads.
-            let span = path.span();
-            // With one row and whole groups, `[group][1][8]` is `out` itself; otherwise each
-            // worker computes its groups into its part of `out_t`, then moves them to their
-            // columns of `out` while they are in L1.
-            let direct = t == 1 && n.is_multiple_of(GROUP);
-            let staged = (!direct).then(|| {
-                out_t.resize(groups * per_group, 0.0);
-                SharedMut::new(out_t.as_mut_slice())
-            });
-            let shared = SharedMut::new(out);
-            crate::ops::par::for_ranges(groups.div_ceil(span), |units| {
-                let first = units.start * span;
-                let len = (units.end * span).min(groups) - first;
-                let target = staged.as_ref().unwrap_or(&shared);
-                // SAFETY: `for_ranges` hands out disjoint ranges, so each part is one worker's
-                // (of `out_t` when staged, else of `out`, which no one else then touches).
-                let part = unsafe { target.part(first * per_group, len * per_group) };
-                with_scratch(&UNPACK, |u| self.groups_into(path, first, acts, part, u));
-                if staged.is_none() {
-                    return;
-                }
-                for (gi, group) in part.chunks_exact(per_group).enumerate() {
-                    let col = (first + gi) * GROUP;
-                    let w = GROUP.min(n - col);
-                    for (i, src) in group.chunks_exact(GROUP).enumerate() {
-                        // SAFETY: columns `col .. col + w` of every row belong to group
-                        // `first + gi`, which only this worker computes.
-                        let dst = unsafe { shared.part(i * n + col, w) };
-                        // A whole group as a fixed-size copy (inlined, not a `memcpy` call).
-                        match <&mut [f32; GROUP]>::try_from(&mut *dst) {
-                            Ok(dst) => dst.copy_from_slice(src),
-                            Err(_) => dst.copy_from_slice(&src[..w]),
-                        }
-                    }
-                }
-            });
+            let job = self.prepare(path, x, t, s, out);
+            crate::ops::par::for_ranges(job.units, |units| job.run(units));
         })
+    }
+
+    /// Quantizes `x` into `scratch` and lays out where the groups go (see [`Prepared`]).
+    fn prepare<'a>(
+        &'a self,
+        path: Path,
+        x: &[f32],
+        t: usize,
+        scratch: &'a mut Scratch,
+        out: &'a mut [f32],
+    ) -> Prepared<'a> {
+        let Scratch { acts, out_t } = scratch;
+        acts.quantize(self.kind, x, t, self.k);
+        let groups = self.groups();
+        // With one row and whole groups, `[group][1][8]` is `out` itself; otherwise each
+        // worker computes its groups into its part of `out_t`, then moves them to their
+        // columns of `out` while they are in L1.
+        let direct = t == 1 && self.n.is_multiple_of(GROUP);
+        let staged = (!direct).then(|| {
+            out_t.resize(groups * t * GROUP, 0.0);
+            SharedMut::new(out_t.as_mut_slice())
+        });
+        Prepared {
+            matrix: self,
+            path,
+            acts,
+            // Ranges of units (a group, or a pair of them) go to the pool's threads.
+            units: groups.div_ceil(path.span()),
+            staged,
+            out: SharedMut::new(out),
+        }
     }
 
     /// Groups `first..` (as many as `out` holds, `t·8` values each) into `out`.

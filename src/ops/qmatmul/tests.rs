@@ -312,3 +312,52 @@ fn the_kernels_this_cpu_lacks_emulated_equal_the_portable_path() {
         }
     }
 }
+
+/// `matmul_many` gives each job the bits `matmul` gives it alone: every kind, decode (one
+/// row, `out` written directly) and prefill rows (staged), widths that are and are not whole
+/// groups, an empty job among them.
+#[test]
+fn many_jobs_at_once_equal_each_alone() {
+    let shapes = [(64, 256, 1), (40, 256, 3), (72, 512, 1), (16, 256, 0), (24, 256, 5)];
+    let cases: Vec<Case> = KINDS
+        .iter()
+        .zip(shapes.iter().cycle())
+        .enumerate()
+        .map(|(i, (&(kind, dtype), &(n, k, _)))| case(kind, dtype, n, k, 40 + i as u32))
+        .collect();
+    let ts: Vec<usize> = shapes.iter().cycle().take(cases.len()).map(|s| s.2).collect();
+    let xs: Vec<Vec<f32>> = cases
+        .iter()
+        .zip(&ts)
+        .enumerate()
+        .map(|(i, (c, &t))| values(t * c.k, 90 + i as u32, 1.0))
+        .collect();
+    let alone: Vec<Vec<f32>> = cases
+        .iter()
+        .zip(&ts)
+        .zip(&xs)
+        .map(|((c, &t), x)| {
+            let mut out = vec![0f32; t * c.n];
+            c.packed.matmul(x, t, &mut out);
+            out
+        })
+        .collect();
+    let mut outs: Vec<Vec<f32>> = cases.iter().zip(&ts).map(|(c, &t)| vec![f32::NAN; t * c.n]).collect();
+    let mut jobs: Vec<MatmulJob<'_>> = cases
+        .iter()
+        .zip(&ts)
+        .zip(&xs)
+        .zip(outs.iter_mut())
+        .map(|(((c, &t), x), out)| MatmulJob {
+            matrix: &c.packed,
+            x,
+            t,
+            out,
+        })
+        .collect();
+    matmul_many(&mut jobs);
+    for (i, (a, b)) in outs.iter().zip(&alone).enumerate() {
+        assert_eq!(a.len(), b.len());
+        assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "job {i} ({:?})", cases[i].packed.kind());
+    }
+}
