@@ -10,16 +10,23 @@
 //! output projection, which does need the table on the device, is loaded
 //! there separately.
 //!
+//! A tied table on the CPU (no `output.weight`: the output projection is the embedding) is
+//! held once: the output projection's repacked matrix gives its rows back as the GGUF bytes
+//! it was packed from ([`PackedMatrix::row_gguf`], exact), and those are decoded as above, so
+//! a lookup's values do not change ([`TokenEmbedding::packed`]).
+//!
 //! Counterpart: llama.cpp keeps `token_embd` in host memory and runs its
 //! `get_rows` there; vLLM's `VocabParallelEmbedding` (unquantized).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 
 use super::ModelError;
+use crate::ops::qmatmul::PackedMatrix;
 
 /// `token_embd.weight`: `rows` token vectors of `dim` values, each row
 /// `row_bytes` of GGUF blocks.
@@ -28,7 +35,15 @@ pub struct TokenEmbedding {
     rows: usize,
     dim: usize,
     row_bytes: usize,
-    bytes: Vec<u8>,
+    table: Table,
+}
+
+/// Where the rows' GGUF bytes come from.
+enum Table {
+    /// The file's bytes, row after row.
+    Bytes(Vec<u8>),
+    /// A tied output projection's repacked matrix (the same bytes, read back).
+    Packed(Arc<PackedMatrix>),
 }
 
 impl TokenEmbedding {
@@ -46,7 +61,23 @@ impl TokenEmbedding {
             rows,
             dim,
             row_bytes: bytes.len() / rows,
-            bytes,
+            table: Table::Bytes(bytes),
+        })
+    }
+
+    /// The table of a tied output projection our kernels run, read from its repacked
+    /// matrix (`dtype`: the GGUF type it was packed from): no copy of the file's bytes.
+    pub fn packed(dtype: GgmlDType, packed: Arc<PackedMatrix>) -> Result<Self, ModelError> {
+        let (rows, dim) = (packed.rows(), packed.cols());
+        if rows == 0 || !dim.is_multiple_of(dtype.block_size()) {
+            return Err(bad(format!("a packed {rows}×{dim} table of {dtype:?}")));
+        }
+        Ok(Self {
+            dtype,
+            rows,
+            dim,
+            row_bytes: dim / dtype.block_size() * dtype.type_size(),
+            table: Table::Packed(packed),
         })
     }
 
@@ -61,16 +92,24 @@ impl TokenEmbedding {
             if r >= self.rows {
                 return Err(ModelError::TokenOutOfRange { id, vocab: self.rows });
             }
-            picked.extend_from_slice(&self.bytes[r * self.row_bytes..(r + 1) * self.row_bytes]);
+            match &self.table {
+                Table::Bytes(b) => picked.extend_from_slice(&b[r * self.row_bytes..(r + 1) * self.row_bytes]),
+                Table::Packed(p) => p.row_gguf(r, &mut picked),
+            }
         }
         let q = qtensor_from_ggml(self.dtype, &Cow::from(picked), vec![ids.len(), self.dim], &Device::Cpu)?;
         let x = q.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?;
         Ok(if device.is_cpu() { x } else { x.to_device(device)? })
     }
 
-    /// Host bytes the table takes.
-    pub fn bytes(&self) -> u64 {
-        self.bytes.len() as u64
+    /// Whether the rows are read from the output projection's packed matrix.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.table, Table::Packed(_))
+    }
+
+    /// Bytes of the table as the file stores it.
+    pub fn file_bytes(&self) -> u64 {
+        (self.rows * self.row_bytes) as u64
     }
 }
 
@@ -81,6 +120,7 @@ fn bad(reason: String) -> ModelError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::qmatmul::QuantKind;
 
     /// Every row of a table, for each type a GGUF may store it in, equals the
     /// row of the whole table dequantized at once; ids past the table are refused.
@@ -104,6 +144,24 @@ mod tests {
                 Err(ModelError::TokenOutOfRange { id: 11, vocab: 11 })
             ));
             assert_eq!(e.lookup(&[], &cpu).unwrap().dims(), &[0, dim]);
+
+            // Read from the tied output's packed matrix: the same values.
+            let kind = match dtype {
+                GgmlDType::Q8_0 => QuantKind::Q8_0,
+                GgmlDType::Q4_1 => QuantKind::Q4_1,
+                GgmlDType::Q4K => QuantKind::Q4K,
+                GgmlDType::Q6K => QuantKind::Q6K,
+                _ => continue,
+            };
+            let packed = PackedMatrix::pack(kind, &q.data().unwrap(), rows, dim).unwrap();
+            let shared = TokenEmbedding::packed(dtype, Arc::new(packed)).unwrap();
+            assert_eq!(shared.file_bytes(), e.file_bytes());
+            let from_packed: Vec<Vec<f32>> = shared.lookup(&ids, &cpu).unwrap().to_vec2().unwrap();
+            assert_eq!(from_packed, want, "{dtype:?} from the packed matrix");
+            assert!(matches!(
+                shared.lookup(&[11], &cpu),
+                Err(ModelError::TokenOutOfRange { id: 11, vocab: 11 })
+            ));
         }
     }
 }

@@ -17,6 +17,7 @@
 //! Counterpart: vLLM's `QKVParallelLinear` and `MergedColumnParallelLinear`.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
@@ -42,8 +43,8 @@ fn kind_of(dtype: GgmlDType) -> Option<QuantKind> {
 
 /// One `[out, in]` quantized weight and its matmul.
 pub enum QLinear {
-    /// Repacked for our CPU kernels.
-    Packed(PackedMatrix),
+    /// Repacked for our CPU kernels (shared with a tied embedding's lookup).
+    Packed(Arc<PackedMatrix>),
     /// candle's (other types, other devices).
     Candle(QMatMul),
 }
@@ -55,7 +56,7 @@ impl QLinear {
             return None;
         }
         let kind = kind_of(dtype)?;
-        PackedMatrix::pack(kind, bytes, rows, cols).ok().map(Self::Packed)
+        PackedMatrix::pack(kind, bytes, rows, cols).ok().map(|p| Self::Packed(Arc::new(p)))
     }
 
     pub fn new(t: QTensor, device: &Device) -> Result<Self, ModelError> {
@@ -87,6 +88,14 @@ impl QLinear {
     pub fn packed(&self) -> Option<&PackedMatrix> {
         match self {
             Self::Packed(p) => Some(p),
+            Self::Candle(_) => None,
+        }
+    }
+
+    /// The repacked weight, shared, when our kernels run this projection.
+    pub fn shared_packed(&self) -> Option<Arc<PackedMatrix>> {
+        match self {
+            Self::Packed(p) => Some(Arc::clone(p)),
             Self::Candle(_) => None,
         }
     }

@@ -126,24 +126,16 @@ impl Transformer {
 
         // The table stays in host memory, quantized (see `embedding`).
         let embedding_q = load_2d(file, "token_embd.weight", [hp.vocab_size, d], &Device::Cpu)?;
-        let embedding = TokenEmbedding::new(&embedding_q)?;
         let file_bytes = file.total_tensor_bytes();
-        let embd_bytes = embedding.bytes();
         let rope_bytes = file.tensor_bytes("rope_freqs.weight").unwrap_or(0);
         let tied = !file.has_tensor("output.weight");
-        let output = if !tied {
-            load_2d(file, "output.weight", [hp.vocab_size, d], device)?
-        } else if device.is_cpu() {
-            embedding_q
-        } else {
-            // Tied embeddings on a GPU: the output projection is the table, copied to the device
-            // from the bytes already read.
-            qtensor_from_ggml(embedding_q.dtype(), &embedding_q.data()?, vec![hp.vocab_size, d], device)?
-        };
-        // rope_freqs only feeds the tables. On the CPU a tied table is held twice (the rows
-        // to look up, the output's repacked copy); on a GPU the lookup table is not in VRAM.
+        let (embedding, output) = load_embedding_and_output(file, embedding_q, tied, [hp.vocab_size, d], device)?;
+        let embd_bytes = embedding.file_bytes();
+        // rope_freqs only feeds the tables. On the CPU a tied table our kernels do not run is
+        // held twice (the rows to look up, candle's copy); on a GPU the lookup table is not in
+        // VRAM.
         let weight_bytes = match (device.is_cpu(), tied) {
-            (true, true) => file_bytes + embd_bytes,
+            (true, true) if !embedding.is_shared() => file_bytes + embd_bytes,
             (false, false) => file_bytes.saturating_sub(embd_bytes),
             _ => file_bytes,
         }
@@ -178,7 +170,7 @@ impl Transformer {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             norm: load_vec(file, "output_norm.weight", d, device)?,
-            output: QLinear::new(output, device)?,
+            output,
             embedding,
             layers,
             rope,
@@ -327,6 +319,35 @@ impl Transformer {
         let x = norm::rms_norm(&x, &self.norm, hp.rms_eps as f32)?;
         Ok(self.output.forward(&x)?.to_dtype(DType::F32)?)
     }
+}
+
+/// The token embedding and the output projection. A tied table on the CPU that our kernels
+/// run is held once: packed for the output, and the lookup reads its rows back from there.
+fn load_embedding_and_output(
+    file: &mut GgufFile,
+    embedding_q: QTensor,
+    tied: bool,
+    shape: [usize; 2],
+    device: &Device,
+) -> Result<(TokenEmbedding, QLinear), ModelError> {
+    if !tied {
+        let output = load_2d(file, "output.weight", shape, device)?;
+        return Ok((TokenEmbedding::new(&embedding_q)?, QLinear::new(output, device)?));
+    }
+    if !device.is_cpu() {
+        // On a GPU the output projection is the table copied to the device from the bytes
+        // already read; the lookup stays on the host.
+        let on_device = qtensor_from_ggml(embedding_q.dtype(), &embedding_q.data()?, shape.to_vec(), device)?;
+        return Ok((TokenEmbedding::new(&embedding_q)?, QLinear::new(on_device, device)?));
+    }
+    let dtype = embedding_q.dtype();
+    let output = QLinear::new(embedding_q, device)?;
+    let embedding = match output.shared_packed() {
+        Some(p) => TokenEmbedding::packed(dtype, p)?,
+        // A type our kernels do not take: candle keeps its copy, the lookup its own.
+        None => TokenEmbedding::new(&load_2d(file, "token_embd.weight", shape, &Device::Cpu)?)?,
+    };
+    Ok((embedding, output))
 }
 
 /// Layer `i`'s weights: the tensors `blk.{i}.*`; optional ones by family (biases, q/k

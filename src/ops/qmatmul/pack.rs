@@ -30,7 +30,7 @@
 
 use half::f16;
 
-use super::format::{decode, QuantKind};
+use super::format::{decode, encode, Decoded, QuantKind};
 use super::Isa;
 
 /// Rows per group: one per 32-bit lane of a 256-bit vector.
@@ -253,6 +253,40 @@ impl PackedMatrix {
 
     fn qbytes_per_group_for(kind: QuantKind, k: usize) -> usize {
         k / 32 * Self::qbytes_per_block(kind)
+    }
+
+    /// Appends row `r`'s GGUF blocks to `out`: the bytes [`pack`](Self::pack) was given for
+    /// it, exactly (the packed form keeps every quant, scale and sub-scale; test). So a
+    /// tied embedding can look its rows up here instead of keeping the file's copy too.
+    pub fn row_gguf(&self, r: usize, out: &mut Vec<u8>) {
+        let kind = self.kind;
+        let (g, lane, be) = (r / GROUP, r % GROUP, kind.block_elems());
+        let mut unpacked = vec![0u8; self.k / 32 * 256];
+        unpack_group_portable(self, g, &mut unpacked);
+        let mut block = vec![0u8; kind.block_bytes()];
+        for bi in 0..self.k / be {
+            let mut dec = Decoded {
+                q: [0; 256],
+                d: f16::from_bits(self.d[self.scale_at(g, bi) + lane]),
+                m: self.m.get(self.scale_at(g, bi) + lane).map_or(f16::ZERO, |&m| f16::from_bits(m)),
+                sc: [0; 16],
+                mn: [0; 16],
+            };
+            for e in 0..be {
+                let col = bi * be + e;
+                let (b32, w) = (col / 32, col % 32);
+                dec.q[e] = unpacked[b32 * 256 + (w / 4) * 32 + lane * 4 + w % 4];
+            }
+            if kind.is_super() {
+                for j in 0..kind.subs() {
+                    let at = self.sub_at(g, bi, j / 2) + lane * 2 + j % 2;
+                    dec.sc[j] = self.sc[at];
+                    dec.mn[j] = self.mn.get(at).copied().unwrap_or(0);
+                }
+            }
+            encode(kind, &dec, &mut block);
+            out.extend_from_slice(&block);
+        }
     }
 
     /// Bytes this matrix takes in memory.

@@ -361,3 +361,23 @@ fn many_jobs_at_once_equal_each_alone() {
         assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "job {i} ({:?})", cases[i].packed.kind());
     }
 }
+
+/// Every row read back from a packed matrix is the GGUF bytes it was packed from, for every
+/// kind, in both layouts, the last group partial.
+#[test]
+fn rows_read_back_are_the_packed_bytes() {
+    let (n, k) = (21, 512);
+    for (i, &(kind, dtype)) in KINDS.iter().enumerate() {
+        let src = Tensor::from_vec(values(n * k, 70 + i as u32, 0.5), (n, k), &Device::Cpu).unwrap();
+        let raw = QTensor::quantize(&src, dtype).unwrap().data().unwrap().into_owned();
+        let row_bytes = raw.len() / n;
+        for layout in [Layout::Groups, Layout::Pairs] {
+            let packed = PackedMatrix::pack_as(kind, &raw, n, k, layout).unwrap();
+            for r in 0..n {
+                let mut got = Vec::new();
+                packed.row_gguf(r, &mut got);
+                assert_eq!(got, raw[r * row_bytes..(r + 1) * row_bytes], "{kind:?} {layout:?} row {r}");
+            }
+        }
+    }
+}
