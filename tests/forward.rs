@@ -341,3 +341,31 @@ fn moe_with_identical_experts_is_the_dense_model() {
         }
     }
 }
+
+/// Gemma 3's rope scaling (linear ×8 on the 4B and larger) is the global layers' only; its
+/// local layers rotate unscaled, as llama.cpp and Hugging Face do. With every layer local the
+/// scaled file computes exactly what the unscaled one does; with the tiny model's global layer
+/// it does not.
+#[test]
+fn gemma3_rope_scaling_spares_the_local_layers() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = TinyModelSpec::tiny(Family::Gemma3, WeightType::F32);
+    let scaled = |spec: &TinyModelSpec| TinyModelSpec {
+        rope_linear_factor: Some(8.0),
+        ..spec.clone()
+    };
+    // Period 0: every layer local (a window wider than the prompts).
+    let all_local = TinyModelSpec {
+        sliding_window: Some((10_000, 0)),
+        ..base.clone()
+    };
+    let ids = prompt(30, base.vocab.size, 41);
+    let run = |spec: &TinyModelSpec, name: &str| {
+        let tf = load_ours(&write_tiny(dir.path(), spec, name), 512);
+        ours_step(&tf, &mut new_kv(&tf, 512), &ids)
+    };
+    let (a, b) = (run(&all_local, "local.gguf"), run(&scaled(&all_local), "local8.gguf"));
+    assert_eq!(max_abs_diff(&a, &b), 0.0);
+    let (c, d) = (run(&base, "mixed.gguf"), run(&scaled(&base), "mixed8.gguf"));
+    assert!(max_abs_diff(&c, &d) > 0.01, "the global layer's scaling must matter");
+}

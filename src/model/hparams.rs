@@ -100,6 +100,15 @@ pub enum RopeScaling {
     Linear {
         factor: f64,
     },
+    /// YaRN (`rope.scaling.type = "yarn"`): the frequencies that turn fewer than once over
+    /// `original_context` positions are divided by `factor`, those that turn many times
+    /// are kept, a linear ramp between (llama.cpp's `beta_fast` 32, `beta_slow` 1), and
+    /// every cos and sin is multiplied by `1 + 0.1·ln(factor)`. As llama.cpp's `ggml_rope_ext`
+    /// with `ext_factor` 1, for the families here (Qwen2.5/Qwen3 long-context files).
+    Yarn {
+        factor: f64,
+        original_context: usize,
+    },
 }
 
 /// Hyper-parameters of one model, as the forward needs them.
@@ -122,6 +131,9 @@ pub struct HParams {
     pub rms_eps: f64,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
+    /// `rope.scaling.attn_factor`: multiplies every rope cos and sin (llama.cpp's
+    /// `rope_attn_factor`, any scaling type; 1 when absent).
+    pub rope_attn_factor: f64,
     /// What multiplies `q · k` in attention (`1/√head_dim` unless the family says otherwise).
     pub attention_scale: f64,
     /// Gemma: the token embedding is multiplied by this (√hidden).
@@ -224,22 +236,8 @@ impl HParams {
                 }
             },
         };
-        let rope_scaling = match md_opt_str(md, &key("rope.scaling.type"))? {
-            None | Some("none") => RopeScaling::None,
-            Some("linear") => {
-                let factor = md_opt_f64(md, &key("rope.scaling.factor"))?.unwrap_or(1.0);
-                if factor <= 0.0 {
-                    return Err(bad("rope.scaling.factor", format!("{factor} must be positive")));
-                }
-                RopeScaling::Linear { factor }
-            }
-            Some(other) => {
-                return Err(bad(
-                    "rope.scaling.type",
-                    format!("\"{other}\" is not supported (none, linear)"),
-                ));
-            }
-        };
+        let context_length = md_opt_usize(md, &key("context_length"))?.unwrap_or(4096);
+        let rope_scaling = rope_scaling(md, &key, context_length)?;
         let layers = md_usize(md, &key("block_count"))?;
         let moe = moe_params(md, &key, family)?;
         let ffn = match (&moe, md_opt_usize(md, &key("feed_forward_length"))?) {
@@ -270,15 +268,46 @@ impl HParams {
             head_dim,
             ffn,
             moe,
-            context_length: md_opt_usize(md, &key("context_length"))?.unwrap_or(4096),
+            context_length,
             rms_eps: md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
             rope_base: md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_scaling,
+            rope_attn_factor: md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0),
             attention_scale,
             embedding_scale,
             sliding,
         })
     }
+}
+
+/// `rope.scaling.*`. As llama.cpp reads them: no `type` with a `factor` is linear (its
+/// default type); YaRN's original context defaults to the context length.
+fn rope_scaling(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    context_length: usize,
+) -> Result<RopeScaling, ModelError> {
+    let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+    let factor = md_opt_f64(md, &key("rope.scaling.factor"))?;
+    if let Some(f) = factor {
+        if f <= 0.0 || !f.is_finite() {
+            return Err(bad("rope.scaling.factor", format!("{f} must be positive")));
+        }
+    }
+    Ok(match (md_opt_str(md, &key("rope.scaling.type"))?, factor) {
+        (Some("none"), _) | (None, None) => RopeScaling::None,
+        (Some("linear") | None, f) => RopeScaling::Linear { factor: f.unwrap_or(1.0) },
+        (Some("yarn"), f) => RopeScaling::Yarn {
+            factor: f.unwrap_or(1.0),
+            original_context: md_opt_usize(md, &key("rope.scaling.original_context_length"))?.unwrap_or(context_length),
+        },
+        (Some(other), _) => {
+            return Err(bad(
+                "rope.scaling.type",
+                format!("\"{other}\" is not supported (none, linear, yarn)"),
+            ))
+        }
+    })
 }
 
 /// The MoE parameters: required for `qwen3moe`; for `llama` when `llama.expert_count` is

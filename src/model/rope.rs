@@ -2,8 +2,11 @@
 //!
 //! Frequencies: `1 / base^(2i/d)`, divided per frequency by the model's
 //! `rope_freqs.weight` when present (Llama 3.1+ stores its long-context
-//! scaling that way, llama.cpp's `rope_freqs`), and positions divided by a
-//! linear scaling factor when the metadata asks for one.
+//! scaling that way, llama.cpp's `rope_freqs`), then scaled as the metadata
+//! asks: positions divided by a linear factor, or YaRN (llama.cpp's
+//! `rope_yarn`: each frequency between its interpolated and original value by
+//! a ramp over the pair index, cos and sin multiplied by `1 + 0.1·ln(factor)`),
+//! and cos and sin by `rope.scaling.attn_factor`.
 
 use candle_core::{DType, Device, Tensor};
 
@@ -19,16 +22,39 @@ pub struct RopeTables {
     max_positions: usize,
 }
 
+/// What the tables rotate by: base, scaling, magnitude and pairing.
+#[derive(Debug, Clone, Copy)]
+pub struct RopeSpec {
+    pub base: f64,
+    pub scaling: RopeScaling,
+    /// Multiplies every cos and sin (`rope.scaling.attn_factor`).
+    pub attn_factor: f64,
+    pub style: RopeStyle,
+}
+
+/// llama.cpp's `ggml_rope_yarn_corr_dims` with `beta_fast` 32, `beta_slow` 1: the pair
+/// indices between which YaRN's ramp runs, for `dims` rotated dimensions.
+fn yarn_ramp_pairs(dims: usize, original_context: usize, base: f64) -> (f64, f64) {
+    let corr = |beta: f64| {
+        dims as f64 * (original_context as f64 / (beta * 2.0 * std::f64::consts::PI)).ln() / (2.0 * base.ln())
+    };
+    (corr(32.0).floor().max(0.0), corr(1.0).ceil().min(dims as f64 - 1.0))
+}
+
 impl RopeTables {
     pub fn new(
         head_dim: usize,
-        base: f64,
+        spec: RopeSpec,
         freq_factors: Option<&[f32]>,
-        scaling: RopeScaling,
-        style: RopeStyle,
         max_positions: usize,
         device: &Device,
     ) -> Result<Self, ModelError> {
+        let RopeSpec {
+            base,
+            scaling,
+            attn_factor,
+            style,
+        } = spec;
         let half = head_dim / 2;
         if let Some(f) = freq_factors {
             if f.len() != half {
@@ -39,11 +65,11 @@ impl RopeTables {
                 });
             }
         }
-        let pos_scale = match scaling {
-            RopeScaling::None => 1.0,
-            RopeScaling::Linear { factor } => 1.0 / factor,
+        let (pos_scale, mut mscale) = match scaling {
+            RopeScaling::None | RopeScaling::Yarn { .. } => (1.0, 1.0),
+            RopeScaling::Linear { factor } => (1.0 / factor, 1.0),
         };
-        let inv_freq: Vec<f64> = (0..half)
+        let mut inv_freq: Vec<f64> = (0..half)
             .map(|i| {
                 let f = 1.0 / base.powf((2 * i) as f64 / head_dim as f64);
                 match freq_factors {
@@ -52,14 +78,30 @@ impl RopeTables {
                 }
             })
             .collect();
+        if let RopeScaling::Yarn {
+            factor,
+            original_context,
+        } = scaling
+        {
+            let (low, high) = yarn_ramp_pairs(head_dim, original_context, base);
+            for (i, f) in inv_freq.iter_mut().enumerate() {
+                // 1 keeps the frequency (fast pairs), 0 divides it by the factor (slow ones).
+                let ramp = 1.0 - ((i as f64 - low) / (high - low).max(0.001)).clamp(0.0, 1.0);
+                *f *= (1.0 - ramp) / factor + ramp;
+            }
+            if factor > 1.0 {
+                mscale = 1.0 + 0.1 * factor.ln();
+            }
+        }
+        let mscale = (mscale * attn_factor) as f32;
         let mut cos = Vec::with_capacity(max_positions * half);
         let mut sin = Vec::with_capacity(max_positions * half);
         for p in 0..max_positions {
             for f in &inv_freq {
                 // Same f32 rounding as candle's tables: angle computed in f32.
                 let angle = (p as f64 * pos_scale) as f32 * (*f as f32);
-                cos.push(angle.cos());
-                sin.push(angle.sin());
+                cos.push(angle.cos() * mscale);
+                sin.push(angle.sin() * mscale);
             }
         }
         Ok(Self {
@@ -100,4 +142,61 @@ impl RopeTables {
 /// The positions tensor for a packed batch.
 pub fn positions_tensor(positions: &[u32], device: &Device) -> Result<Tensor, ModelError> {
     Ok(Tensor::new(positions, device)?.to_dtype(DType::U32)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tables(scaling: RopeScaling, attn_factor: f64) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let spec = RopeSpec {
+            base: 10_000.0,
+            scaling,
+            attn_factor,
+            style: RopeStyle::Neox,
+        };
+        let t = RopeTables::new(64, spec, None, 300, &Device::Cpu).unwrap();
+        (t.cos.to_vec2().unwrap(), t.sin.to_vec2().unwrap())
+    }
+
+    /// YaRN keeps the fast pairs' angles, divides the slow pairs' by the factor, ramps
+    /// between, and scales cos and sin by `1 + 0.1·ln(factor)`; at factor 1 it is no scaling.
+    /// Pairs for head 64, base 10 000, original context 512: the ramp runs over pairs 3..=16.
+    #[test]
+    fn yarn_keeps_fast_pairs_and_interpolates_slow_ones() {
+        assert_eq!(yarn_ramp_pairs(64, 128, 10_000.0), (0.0, 11.0));
+        assert_eq!(yarn_ramp_pairs(64, 512, 10_000.0), (3.0, 16.0));
+        let (none_cos, _) = tables(RopeScaling::None, 1.0);
+        let yarn = |factor| {
+            tables(
+                RopeScaling::Yarn {
+                    factor,
+                    original_context: 512,
+                },
+                1.0,
+            )
+        };
+        assert_eq!(yarn(1.0).0, none_cos);
+        let (lin_cos, _) = tables(RopeScaling::Linear { factor: 4.0 }, 1.0);
+        let (y_cos, y_sin) = yarn(4.0);
+        let m = (1.0 + 0.1 * 4f64.ln()) as f32;
+        for p in [1, 57, 299] {
+            for i in 0..=3 {
+                assert!((y_cos[p][i] - none_cos[p][i] * m).abs() < 1e-5, "pair {i} at {p}");
+            }
+            for i in 16..32 {
+                assert!((y_cos[p][i] - lin_cos[p][i] * m).abs() < 1e-4, "pair {i} at {p}");
+            }
+            for i in 0..32 {
+                let norm = (y_cos[p][i].powi(2) + y_sin[p][i].powi(2)).sqrt();
+                assert!((norm - m).abs() < 1e-5);
+            }
+        }
+        // A pair inside the ramp is between the two.
+        let (a, b, c) = (none_cos[57][10] * m, y_cos[57][10], lin_cos[57][10] * m);
+        assert!(b != a && b != c);
+        // rope.scaling.attn_factor multiplies cos and sin whatever the scaling.
+        let (cos2, _) = tables(RopeScaling::None, 2.0);
+        assert!(cos2.iter().flatten().zip(none_cos.iter().flatten()).all(|(x, y)| *x == 2.0 * y));
+    }
 }

@@ -24,11 +24,11 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
-use super::hparams::{Family, HParams};
+use super::hparams::{Family, HParams, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::moe::MoeMlp;
-use super::rope::{positions_tensor, RopeTables};
+use super::rope::{positions_tensor, RopeSpec, RopeTables};
 use super::ModelError;
 use crate::ops::glu::{self, Gate};
 use crate::ops::norm;
@@ -149,20 +149,21 @@ impl Transformer {
             ),
             None => None,
         };
-        let tables = |base: f64| {
-            RopeTables::new(
-                hd,
+        let tables = |base: f64, scaling: RopeScaling| {
+            let spec = RopeSpec {
                 base,
-                freq_factors.as_deref(),
-                hp.rope_scaling,
-                hp.family.rope_style(),
-                max_positions,
-                device,
-            )
+                scaling,
+                attn_factor: hp.rope_attn_factor,
+                style: hp.family.rope_style(),
+            };
+            RopeTables::new(hd, spec, freq_factors.as_deref(), max_positions, device)
         };
-        let rope = tables(hp.rope_base)?;
+        let rope = tables(hp.rope_base, hp.rope_scaling)?;
+        // Gemma 3's local layers rotate unscaled: the file's scaling (linear ×8 on 4B and up) is
+        // the global layers' (llama.cpp's `rope_freq_scale_train_swa` = 1, HF's
+        // `rotary_emb_local`).
         let rope_local = match &hp.sliding {
-            Some(s) => Some(tables(s.rope_base)?),
+            Some(s) => Some(tables(s.rope_base, RopeScaling::None)?),
             None => None,
         };
         let layers = (0..hp.layers)

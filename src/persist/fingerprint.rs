@@ -21,8 +21,10 @@ use crate::ops::KvShape;
 /// Bumped whenever hearth computes different K/V for the same model and tokens (the forward,
 /// rope, the block layout): cache files written before no longer match. 2: the MLP's gated
 /// activation (`ops::glu`) rounds differently from candle's `silu`/`gelu` (2026-11-24; this
-/// also retires files from before our CPU kernels, which were never counted here).
-pub const KV_SEMANTICS_VERSION: u32 = 2;
+/// also retires files from before our CPU kernels, which were never counted here). 3: Gemma 3's
+/// local layers no longer take the file's rope scaling (the 4B and larger scale linearly ×8,
+/// for their global layers only; 2026-11-25).
+pub const KV_SEMANTICS_VERSION: u32 = 3;
 
 /// The layout of cache file payloads for a model of `shape` with `block_size`-token blocks of
 /// K/V stored as `dtype`.

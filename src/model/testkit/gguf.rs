@@ -73,6 +73,8 @@ pub struct TinyModelSpec {
     pub rope_freqs: Option<Vec<f32>>,
     /// `rope.scaling.type = linear` with this factor.
     pub rope_linear_factor: Option<f32>,
+    /// `rope.scaling.type = yarn` with this factor and original context length.
+    pub rope_yarn: Option<(f32, usize)>,
     /// Leave out `output.weight` (the output projection is the embedding).
     pub tie_embeddings: bool,
     /// Gemma 3: `attention.sliding_window` and `attention.sliding_window_pattern` (a period:
@@ -106,6 +108,7 @@ impl TinyModelSpec {
             rope_base: 10_000.0,
             rope_freqs: None,
             rope_linear_factor: None,
+            rope_yarn: None,
             tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma3),
             // Gemma 3: layer 0 local with an 8-token window, layer 1 global.
             sliding_window: (family == Family::Gemma3).then_some((8, 2)),
@@ -135,6 +138,7 @@ impl TinyModelSpec {
             rope_base: 500_000.0,
             rope_freqs: None,
             rope_linear_factor: None,
+            rope_yarn: None,
             tie_embeddings: false,
             sliding_window: None,
             moe: None,
@@ -160,6 +164,7 @@ impl TinyModelSpec {
             rope_base: 500_000.0,
             rope_freqs: None,
             rope_linear_factor: None,
+            rope_yarn: None,
             tie_embeddings: true,
             sliding_window: None,
             moe: None,
@@ -185,6 +190,7 @@ impl TinyModelSpec {
             rope_base: 1_000_000.0,
             rope_freqs: None,
             rope_linear_factor: None,
+            rope_yarn: None,
             tie_embeddings: false,
             sliding_window: None,
             moe: Some(TinyMoe {
@@ -384,6 +390,11 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     if let Some(f) = spec.rope_linear_factor {
         md.push((format!("{arch}.rope.scaling.type"), Value::String("linear".into())));
         md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
+    }
+    if let Some((f, original)) = spec.rope_yarn {
+        md.push((format!("{arch}.rope.scaling.type"), Value::String("yarn".into())));
+        md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
+        md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(original)));
     }
     md.extend(spec.vocab.metadata.iter().cloned());
 

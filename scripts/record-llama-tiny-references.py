@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Records llama.cpp's outputs on the tiny mixture-of-experts models (tests/moe_llama_cpp.rs).
+"""Records llama.cpp's outputs on the tiny random models of tests/tiny_llama_cpp.rs.
 
-    HEARTH_WRITE_TINY_MOE=DIR cargo test --release --test moe_llama_cpp   # writes the models
-    scripts/record-llama-moe-references.py LLAMA_BIN_DIR DIR [--out tests/data]
+    HEARTH_WRITE_TINY_MODELS=DIR cargo test --release --test tiny_llama_cpp   # writes the models
+    scripts/record-llama-tiny-references.py LLAMA_BIN_DIR DIR [--out tests/data]
 
-For each model (a random `qwen3moe` file and a random Mixtral-layout `llama` file, 8 experts,
-2 per token, Q8_0, written by hearth's testkit), llama-server with K/V f32 and flash attention
+For each model (Q8_0, written by hearth's testkit: a `qwen3moe` and a Mixtral-layout `llama`
+file with 8 experts, 2 per token; a Qwen3 file with YaRN rope scaling), llama-server with K/V f32 and flash attention
 off (so f32 is really f32) decodes 24 greedy tokens after each of a few fixed token-id prompts
 (`ignore_eos`), one request per position, and reports the top 10 log-probabilities at each
 (where llama-server gives them; see `step`): teacher-forced on llama.cpp's own tokens, which is
@@ -14,7 +14,7 @@ tokens (ids below 256, every tiny vocabulary's first 256), so they need no token
 test writes the models again from the same specs and checks their size against the one
 recorded here.
 
-Writes tests/data/llama-cpp-moe.json with the llama.cpp version and the command used.
+Writes tests/data/llama-cpp-tiny.json with the llama.cpp version and the command used.
 Only the Python standard library is used.
 """
 
@@ -28,7 +28,7 @@ import sys
 from llama_server import post, start
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf"]
+MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf", "tiny-qwen3-yarn-q8_0.gguf"]
 
 
 def prompts():
@@ -68,7 +68,7 @@ def main():
     a = ap.parse_args()
     version = subprocess.run([f"{a.bin_dir}/llama-server", "--version"], capture_output=True, text=True)
     data = {"llama_cpp": " ".join((version.stdout + version.stderr).split()),
-            "recorded_by": "scripts/record-llama-moe-references.py", "models": {}}
+            "recorded_by": "scripts/record-llama-tiny-references.py", "models": {}}
     for name in MODELS:
         path = os.path.join(a.models_dir, name)
         args = ["-t", str(a.threads), "-c", "512", "-np", "1", "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
@@ -88,7 +88,7 @@ def main():
         data["models"][name] = {"bytes": os.path.getsize(path),
                                 "command": " ".join(["llama-server", "-m", name, *args]), "cases": cases}
         print(f"{name}: {len(cases)} prompts", file=sys.stderr)
-    out = os.path.join(a.out, "llama-cpp-moe.json")
+    out = os.path.join(a.out, "llama-cpp-tiny.json")
     with open(out, "w") as f:
         json.dump(data, f, separators=(",", ":"))
         f.write("\n")
