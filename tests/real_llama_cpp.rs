@@ -20,7 +20,8 @@ mod common;
 use std::path::Path;
 
 use candle_core::Device;
-use hearth::bench::{log_softmax, teacher_forced_logits};
+use common::llama_ref::AgainstLlama;
+use hearth::bench::teacher_forced_logits;
 use hearth::config::KvDtype;
 use hearth::model::chat::{Message, Role};
 use hearth::model::source::{resolve, ModelSource};
@@ -50,9 +51,10 @@ fn check_model(test: &str, file: &str, reference: &str) {
     let model = LoadedModel::load(&resolved, &Device::Cpu, None).unwrap();
     for (run, dtype) in [("f32", KvDtype::F32), ("default", KvDtype::DEFAULT)] {
         let cases = data["runs"][run]["cases"].as_array().unwrap();
-        let (mut worst, mut ties) = ((0f64, String::new()), Vec::new());
+        let context = format!("{file} K/V {dtype} (llama.cpp {run})");
+        let mut seen = AgainstLlama::default();
         for (ci, case) in cases.iter().enumerate() {
-            let what = format!("{file} K/V {dtype} (llama.cpp {run}) prompt {ci}");
+            let what = format!("{context} prompt {ci}");
             let expect_ids: Vec<u32> = serde_json::from_value(case["prompt_ids"].clone()).unwrap();
             let ids = match case["kind"].as_str().unwrap() {
                 "raw" => model.prompt_ids(case["text"].as_str().unwrap(), false).unwrap(),
@@ -80,40 +82,19 @@ fn check_model(test: &str, file: &str, reference: &str) {
             let logits = teacher_forced_logits(&model.transformer, &ids, &tokens, dtype).unwrap();
             for (i, (row, top)) in logits.iter().zip(case["top_logprobs"].as_array().unwrap()).enumerate() {
                 let top: Vec<(usize, f64)> = serde_json::from_value(top.clone()).unwrap();
-                let ours = log_softmax(row);
-                for &(id, lp) in top.iter().filter(|t| t.1 > COMPARED_ABOVE) {
-                    let d = (ours[id] - lp).abs();
-                    if d > worst.0 {
-                        worst = (
-                            d,
-                            format!("{what} token {i}: log p({id}) {:.3} vs llama.cpp {lp:.3}", ours[id]),
-                        );
-                    }
-                }
                 // llama.cpp's own greedy pick is its top log-probability (its sampled token
                 // differs only where `ignore_eos` kept it from ending the reply).
-                let pick = (0..row.len()).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
-                if pick != top[0].0 {
-                    let gap = top.iter().find(|t| t.0 == pick).map(|t| top[0].1 - t.1);
-                    assert!(
-                        gap.is_some_and(|g| g < NEAR_TIE),
-                        "{what} token {i}: we pick {pick}, llama.cpp {} (its top three {:?})",
-                        top[0].0,
-                        &top[..3]
-                    );
-                    let gap = gap.unwrap_or(f64::NAN);
-                    ties.push(format!("prompt {ci} token {i} (gap {gap:.3})"));
-                }
+                seen.position(&context, &format!("prompt {ci} token {i}"), row, &top, COMPARED_ABOVE, NEAR_TIE);
             }
         }
         eprintln!(
             "{file} K/V {dtype}: {} prompts; largest log-probability difference {:.3} ({}); near-ties taken the other way: {}",
             cases.len(),
-            worst.0,
-            worst.1,
-            if ties.is_empty() { "none".to_string() } else { ties.join(", ") }
+            seen.worst.0,
+            seen.worst.1,
+            seen.ties_line()
         );
-        assert!(worst.0 < LOGPROB_TOL, "{}", worst.1);
+        assert!(seen.worst.0 < LOGPROB_TOL, "{}", seen.worst.1);
     }
 }
 

@@ -19,10 +19,14 @@
 //! could change a token's experts where two scores nearly tie; the files' router scores are
 //! spread (a few units), and the differences measured are no larger than a dense file's.
 
+mod common;
+
 use std::path::Path;
 
+use common::llama_ref::{pick, AgainstLlama};
+
 use candle_core::Device;
-use hearth::bench::{log_softmax, teacher_forced_logits};
+use hearth::bench::teacher_forced_logits;
 use hearth::config::KvDtype;
 use hearth::model::gguf::GgufFile;
 use hearth::model::hparams::Family;
@@ -89,51 +93,33 @@ fn tiny_models_match_llama_cpp() {
             "{name} is not the file llama.cpp was recorded on; re-record (scripts/record-llama-tiny-references.py)"
         );
         let tf = Transformer::from_gguf(&mut GgufFile::open(&path).unwrap(), &Device::Cpu, 512).unwrap();
-        let (mut worst, mut ties, mut compared) = ((0f64, String::new()), Vec::new(), 0);
-        let mut missing_picks = Vec::new();
+        let (mut seen, mut missing_picks) = (AgainstLlama::default(), Vec::new());
         for (ci, case) in recorded["cases"].as_array().unwrap().iter().enumerate() {
             let ids: Vec<u32> = serde_json::from_value(case["prompt_ids"].clone()).unwrap();
             let tokens: Vec<u32> = serde_json::from_value(case["tokens"].clone()).unwrap();
             let logits = teacher_forced_logits(&tf, &ids, &tokens, KvDtype::F32).unwrap();
             for (i, (row, top)) in logits.iter().zip(case["top_logprobs"].as_array().unwrap()).enumerate() {
-                let pick = (0..row.len()).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
                 let Some(top) = serde_json::from_value::<Option<Vec<(usize, f64)>>>(top.clone()).unwrap() else {
                     // No log-probabilities: llama.cpp's greedy token is still known.
-                    let theirs = tokens[i] as usize;
-                    if pick != theirs {
-                        missing_picks.push(format!("prompt {ci} token {i}: {pick} vs {theirs}"));
+                    let (ours, theirs) = (pick(row), tokens[i] as usize);
+                    if ours != theirs {
+                        missing_picks.push(format!("prompt {ci} token {i}: {ours} vs {theirs}"));
                     }
                     continue;
                 };
-                let ours = log_softmax(row);
-                for &(id, lp) in top.iter().filter(|t| t.1 > COMPARED_ABOVE) {
-                    compared += 1;
-                    let d = (ours[id] - lp).abs();
-                    if d > worst.0 {
-                        worst = (d, format!("prompt {ci} token {i}: log p({id}) {:.4} vs llama.cpp {lp:.4}", ours[id]));
-                    }
-                }
-                if pick != top[0].0 {
-                    let gap = top.iter().find(|t| t.0 == pick).map(|t| top[0].1 - t.1);
-                    assert!(
-                        gap.is_some_and(|g| g < NEAR_TIE),
-                        "{name} prompt {ci} token {i}: we pick {pick}, llama.cpp {} (its top three {:?})",
-                        top[0].0,
-                        &top[..3]
-                    );
-                    ties.push(format!("prompt {ci} token {i} (gap {:.4})", gap.unwrap_or(f64::NAN)));
-                }
+                seen.position(name, &format!("prompt {ci} token {i}"), row, &top, COMPARED_ABOVE, NEAR_TIE);
             }
         }
         eprintln!(
-            "{name}: {compared} log-probabilities compared; largest difference {:.4} ({}); near-ties taken the other way: {}",
-            worst.0,
-            worst.1,
-            if ties.is_empty() { "none".to_string() } else { ties.join(", ") }
+            "{name}: {} log-probabilities compared; largest difference {:.3} ({}); near-ties taken the other way: {}",
+            seen.compared,
+            seen.worst.0,
+            seen.worst.1,
+            seen.ties_line()
         );
         // Where llama.cpp gave no log-probabilities a near-tie cannot be told: none may differ.
         assert!(missing_picks.is_empty(), "{name}: greedy picks differ: {missing_picks:?}");
-        assert!(compared > 300, "{name}: only {compared} log-probabilities compared");
-        assert!(worst.0 < LOGPROB_TOL, "{name}: {}", worst.1);
+        assert!(seen.compared > 300, "{name}: only {} log-probabilities compared", seen.compared);
+        assert!(seen.worst.0 < LOGPROB_TOL, "{}", seen.worst.1);
     }
 }

@@ -2,6 +2,7 @@
 //! reference implementations behind one small trait.
 #![allow(dead_code)]
 
+pub mod llama_ref;
 pub mod real;
 
 use std::path::{Path, PathBuf};
