@@ -55,6 +55,17 @@ pub struct Routes {
     pub weights: Vec<f32>,
 }
 
+impl Routes {
+    /// Each of `experts` experts' tokens as (packed row, slot), in token order.
+    pub fn by_expert(&self, experts: usize) -> Vec<Vec<(u32, u32)>> {
+        let mut rows_of = vec![Vec::new(); experts];
+        for (i, &e) in self.ids.iter().enumerate() {
+            rows_of[e as usize].push(((i / self.k) as u32, (i % self.k) as u32));
+        }
+        rows_of
+    }
+}
+
 /// Routes each row of `logits` (`[tokens, experts]`, row-major): softmax, top `k`,
 /// renormalized (see the module docs).
 pub fn route(logits: &[f32], experts: usize, k: usize) -> Routes {
@@ -127,11 +138,7 @@ impl MoeMlp {
         let n = self.experts.len();
         let logits = self.router.forward(h)?.to_dtype(DType::F32)?;
         let routes = route(&logits.flatten_all()?.to_vec1::<f32>()?, n, self.used);
-        // Each expert's tokens (packed row, slot) in token order.
-        let mut rows_of: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
-        for (i, &e) in routes.ids.iter().enumerate() {
-            rows_of[e as usize].push(((i / routes.k) as u32, (i % routes.k) as u32));
-        }
+        let rows_of = routes.by_expert(n);
         match self.packed_experts() {
             Some(packed) if h.device().is_cpu() => self.forward_packed(h, &packed, &routes, &rows_of, act),
             _ => self.forward_tensors(h, &routes, &rows_of, act),
@@ -345,10 +352,7 @@ mod tests {
         // The CPU path and candle's ops per expert: the same bits.
         let logits = moe.router.forward(&h).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
         let routes = route(&logits, n, k);
-        let mut rows_of: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
-        for (i, &e) in routes.ids.iter().enumerate() {
-            rows_of[e as usize].push(((i / k) as u32, (i % k) as u32));
-        }
+        let rows_of = routes.by_expert(n);
         let packed = moe.packed_experts().expect("Q8_0 experts run on our kernels");
         let a = moe.forward_packed(&h, &packed, &routes, &rows_of, Gate::Silu).unwrap();
         let b = moe.forward_tensors(&h, &routes, &rows_of, Gate::Silu).unwrap();
