@@ -18,6 +18,12 @@ def post(port, path, body):
         return json.loads(r.read())
 
 
+def version(bin_dir):
+    """`llama-server --version` on one line: what the recorded references name."""
+    r = subprocess.run([f"{bin_dir}/llama-server", "--version"], capture_output=True, text=True)
+    return " ".join((r.stdout + r.stderr).split())
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -27,10 +27,9 @@ import argparse
 import json
 import os
 import pathlib
-import subprocess
 import sys
 
-from llama_server import post, start
+from llama_server import post, start, version
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GEMMA_TEMPLATE = ROOT / "src/model/chat/builtin/gemma-3-it.jinja"
@@ -115,11 +114,10 @@ def main():
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
-    version = subprocess.run([f"{a.bin_dir}/llama-server", "--version"], capture_output=True, text=True)
-    version = " ".join((version.stdout + version.stderr).split())
+    llama_version = version(a.bin_dir)
     os.makedirs(a.out, exist_ok=True)
     for name, spec in MODELS.items():
-        data = {"llama_cpp": version, "recorded_by": "scripts/record-llama-references.py",
+        data = {"llama_cpp": llama_version, "recorded_by": "scripts/record-llama-references.py",
                 **record(a.bin_dir, a.models_dir, name, spec, a.tokens, a.threads)}
         path = os.path.join(a.out, f"llama-cpp-{name}.json")
         with open(path, "w") as f:

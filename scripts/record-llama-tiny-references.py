@@ -22,10 +22,9 @@ import argparse
 import json
 import os
 import pathlib
-import subprocess
 import sys
 
-from llama_server import post, start
+from llama_server import post, start, version
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf", "tiny-qwen3-yarn-q8_0.gguf"]
@@ -66,8 +65,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=24)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
-    version = subprocess.run([f"{a.bin_dir}/llama-server", "--version"], capture_output=True, text=True)
-    data = {"llama_cpp": " ".join((version.stdout + version.stderr).split()),
+    data = {"llama_cpp": version(a.bin_dir),
             "recorded_by": "scripts/record-llama-tiny-references.py", "models": {}}
     for name in MODELS:
         path = os.path.join(a.models_dir, name)
