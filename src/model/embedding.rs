@@ -120,7 +120,6 @@ fn bad(reason: String) -> ModelError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::qmatmul::QuantKind;
 
     /// Every row of a table, for each type a GGUF may store it in, equals the
     /// row of the whole table dequantized at once; ids past the table are refused.
@@ -146,12 +145,8 @@ mod tests {
             assert_eq!(e.lookup(&[], &cpu).unwrap().dims(), &[0, dim]);
 
             // Read from the tied output's packed matrix: the same values.
-            let kind = match dtype {
-                GgmlDType::Q8_0 => QuantKind::Q8_0,
-                GgmlDType::Q4_1 => QuantKind::Q4_1,
-                GgmlDType::Q4K => QuantKind::Q4K,
-                GgmlDType::Q6K => QuantKind::Q6K,
-                _ => continue,
+            let Some(kind) = crate::model::linear::kind_of(dtype) else {
+                continue;
             };
             let packed = PackedMatrix::pack(kind, &q.data().unwrap(), rows, dim).unwrap();
             let shared = TokenEmbedding::packed(dtype, Arc::new(packed)).unwrap();

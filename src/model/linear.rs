@@ -27,7 +27,7 @@ use super::ModelError;
 use crate::ops::qmatmul::{PackedMatrix, QuantKind};
 
 /// The GGUF types our CPU kernels take.
-fn kind_of(dtype: GgmlDType) -> Option<QuantKind> {
+pub(super) fn kind_of(dtype: GgmlDType) -> Option<QuantKind> {
     Some(match dtype {
         GgmlDType::Q4_0 => QuantKind::Q4_0,
         GgmlDType::Q4_1 => QuantKind::Q4_1,
