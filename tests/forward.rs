@@ -1,5 +1,5 @@
 //! Our forward against candle-transformers' quantized_llama / quantized_qwen2 /
-//! quantized_qwen3 on the same random GGUF files: full prompt, token-by-token
+//! quantized_qwen3 / quantized_phi3 on the same random GGUF files: full prompt, token-by-token
 //! decode, a packed batch of mixed-length sequences, and greedy continuations.
 
 mod common;
@@ -58,7 +58,7 @@ fn spec(family: Family, wt: WeightType) -> TinyModelSpec {
 
 fn cases() -> Vec<(Family, WeightType)> {
     let mut v = Vec::new();
-    for f in [Family::Llama, Family::Qwen2, Family::Qwen3] {
+    for f in [Family::Llama, Family::Qwen2, Family::Qwen3, Family::Phi3] {
         for w in [WeightType::F32, WeightType::Q8_0, WeightType::Q4K] {
             v.push((f, w));
         }
@@ -141,7 +141,7 @@ fn greedy_continuations_are_identical() {
 #[test]
 fn mixed_length_batch_matches_each_sequence_alone() {
     let dir = tempfile::tempdir().unwrap();
-    for family in [Family::Llama, Family::Qwen2, Family::Qwen3] {
+    for family in [Family::Llama, Family::Qwen2, Family::Qwen3, Family::Phi3] {
         let spec = spec(family, WeightType::Q8_0);
         let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
         let ours = load_ours(&path, 512);

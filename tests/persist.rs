@@ -258,7 +258,7 @@ fn a_damaged_or_foreign_cache_file_is_never_used() {
         // The reason a user sees (the engine logs the same message).
         let layout = hearth::persist::kv_layout(e.model().transformer.kv_shape(), 16, hearth::config::KvDtype::F32);
         let files = &e.model().info.files;
-        let current = hearth::persist::fingerprint(files, "cpu", &layout, &mut |_| {}).unwrap();
+        let current = hearth::persist::fingerprint(files, "cpu", "", &layout, &mut |_| {}).unwrap();
         let (_, report) = DiskIndex::scan(cache_dir(&s.data), current, layout).unwrap();
         assert_eq!(report.ignored.len(), 1, "{what}");
         let msg = report.ignored[0].1.to_string();
@@ -620,7 +620,7 @@ fn every_kv_dtype_stays_warm_across_a_restart_and_other_types_are_not_used() {
         let r = third.generate(&h.next, &greedy_exactly(4), |_| Ok(())).unwrap();
         assert_eq!(r.cached.disk_tokens, 0, "{dtype}");
         let layout = hearth::persist::kv_layout(third.model().transformer.kv_shape(), 16, KvDtype::F32);
-        let current = hearth::persist::fingerprint(&third.model().info.files, "cpu", &layout, &mut |_| {}).unwrap();
+        let current = hearth::persist::fingerprint(&third.model().info.files, "cpu", "", &layout, &mut |_| {}).unwrap();
         let (_, report) = DiskIndex::scan(cache_dir(&data), current, layout).unwrap();
         let msg = report.ignored[0].1.to_string();
         assert!(msg.contains(&format!("written with {dtype} K/V")), "{msg}");
@@ -658,4 +658,68 @@ fn a_restart_removes_the_temp_files_of_dead_writers() {
     }
     assert!(live.exists(), "a live writer's temp file is kept");
     assert_eq!(e.stats().disk.unwrap().stale_temp_files, 0);
+}
+
+/// Phi-3's LongRoPE computes other K for the same tokens when the context picks its other
+/// factors, so that choice is part of a cache file's fingerprint: a conversation saved with the
+/// long factors is not used by an engine whose context picks the short ones, and is used again
+/// by one that picks the long ones. `hearth cache` computes the same choice without loading.
+#[test]
+fn a_cache_file_of_the_other_longrope_factors_is_not_used() {
+    use hearth::model::testkit::TinyLongRope;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let spec = TinyModelSpec {
+        longrope: Some(TinyLongRope {
+            short: vec![1.0; 32],
+            long: (0..32).map(|i| 1.0 + 0.25 * i as f32).collect(),
+            original_context: 128,
+            attn_factor: 1.19,
+        }),
+        ..TinyModelSpec::tiny(Family::Phi3, WeightType::F32)
+    };
+    let path = write_tiny(dir.path(), &spec, "phi3-longrope.gguf");
+    let with_context = |context: usize| {
+        let resolved = hearth::model::source::resolve(
+            &hearth::model::source::ModelSource::Local(path.clone()),
+            &Default::default(),
+        )
+        .unwrap();
+        let model = hearth::model::LoadedModel::load(&resolved, &candle_core::Device::Cpu, Some(context)).unwrap();
+        assert_eq!(
+            model.info.kv_variant,
+            hearth::model::kv_variant_of(&path, Some(context)).unwrap(),
+            "the engine and `hearth cache` disagree at context {context}"
+        );
+        hearth::engine::Engine::with_pool_sizes(
+            model,
+            &cache_settings(true, 16),
+            &hearth::config::EngineSettings::default(),
+            hearth::runtime::PoolSizes {
+                device_blocks: 64,
+                host_blocks: 16,
+            },
+        )
+        .unwrap()
+        .with_disk(&DiskSettings::new(&data, 1 << 30))
+        .unwrap()
+    };
+    assert_eq!(hearth::model::kv_variant_of(&path, Some(512)).unwrap(), "rope_factors_long.weight");
+    assert_eq!(hearth::model::kv_variant_of(&path, Some(128)).unwrap(), "rope_factors_short.weight");
+    assert_eq!(hearth::model::kv_variant_of(&path, None).unwrap(), "rope_factors_long.weight");
+
+    let c = id("chat-phi");
+    let mut long = with_context(512);
+    let h = three_turns(&mut long, &c, spec.vocab.size);
+    long.flush_disk();
+    drop(long);
+
+    let short = with_context(128);
+    assert_eq!(short.stats().disk.unwrap().files, 0, "a file of the long factors was indexed");
+    drop(short);
+
+    let mut long_again = with_context(400);
+    assert_eq!(long_again.stats().disk.unwrap().files, 1);
+    let r = turn(&mut long_again, &c, &h.next, 4, 3);
+    assert!(r.cached.disk_tokens > 0, "{:?}", r.cached);
 }

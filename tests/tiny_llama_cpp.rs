@@ -1,7 +1,8 @@
 //! hearth against llama.cpp on tiny random files the testkit writes, for what no real model
 //! here exercises: mixture-of-experts layers (Qwen3 MoE, `qwen3moe`, and Mixtral's layout,
-//! `llama` with `llama.expert_count`; 8 experts, 2 per token) and YaRN rope scaling (a Qwen3
-//! file, factor 4 over an original context of 128). All Q8_0. (A tiny Gemma 3 file is not
+//! `llama` with `llama.expert_count`; 8 experts, 2 per token), YaRN rope scaling (a Qwen3
+//! file, factor 4 over an original context of 128), and Phi-3 (`phi3`: fused QKV and gate/up;
+//! LongRoPE's long and short factors with partial rotary). All Q8_0. (A tiny Gemma 3 file is not
 //! among them: llama.cpp gives it a one-hot distribution, the last prompt token at
 //! probability 1, whatever the prompt, so the real Gemma 3 270M is its reference instead,
 //! `tests/real_llama_cpp.rs`.)
@@ -30,7 +31,7 @@ use hearth::bench::teacher_forced_logits;
 use hearth::config::KvDtype;
 use hearth::model::gguf::GgufFile;
 use hearth::model::hparams::Family;
-use hearth::model::testkit::{write_model, TinyModelSpec, TinyMoe, WeightType};
+use hearth::model::testkit::{write_model, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
 use hearth::model::Transformer;
 use serde_json::Value;
 
@@ -65,7 +66,27 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
                 ..TinyModelSpec::tiny(Family::Qwen3, WeightType::Q8_0)
             },
         ),
+        ("tiny-phi3-q8_0.gguf", TinyModelSpec::tiny(Family::Phi3, WeightType::Q8_0)),
+        ("tiny-phi3-longrope-long-q8_0.gguf", phi3_longrope(128)),
+        ("tiny-phi3-longrope-short-q8_0.gguf", phi3_longrope(512)),
     ]
+}
+
+/// A Phi-3 file with LongRoPE factors and partial rotary (48 of 64 dimensions, as Phi-4-mini
+/// rotates 96 of 128). Run with a context of 512 (here and in llama.cpp), an original context
+/// of 128 picks the long factors and one of 512 the short ones.
+fn phi3_longrope(original_context: usize) -> TinyModelSpec {
+    let pairs = 24;
+    TinyModelSpec {
+        rope_dims: Some(2 * pairs),
+        longrope: Some(TinyLongRope {
+            short: (0..pairs).map(|i| 1.0 + 0.05 * i as f32).collect(),
+            long: (0..pairs).map(|i| 1.0 + 0.5 * i as f32).collect(),
+            original_context,
+            attn_factor: 1.19,
+        }),
+        ..TinyModelSpec::tiny(Family::Phi3, WeightType::Q8_0)
+    }
 }
 
 #[test]

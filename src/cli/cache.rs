@@ -27,6 +27,7 @@ fn current_fingerprint(settings: &Settings) -> Result<(hearth::persist::Fingerpr
     let dtype = settings.cache.kv_dtype();
     let layout = hearth::persist::kv_layout(shape, settings.cache.block_size, dtype);
     let device = hearth::model::device_name(&selected);
+    let variant = hearth::model::kv_variant_of(&resolved.gguf, settings.model.context_length)?;
     let files = resolved.files();
     let total: u64 = files
         .iter()
@@ -34,7 +35,7 @@ fn current_fingerprint(settings: &Settings) -> Result<(hearth::persist::Fingerpr
         .map(|m| m.len())
         .sum();
     let pb = bytes_bar(total, "hashing the model");
-    let fp = hearth::persist::fingerprint(&files, &device, &layout, &mut |done| pb.set_position(done))?;
+    let fp = hearth::persist::fingerprint(&files, &device, &variant, &layout, &mut |done| pb.set_position(done))?;
     pb.finish_and_clear();
     Ok((fp, layout))
 }

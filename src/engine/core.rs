@@ -185,7 +185,13 @@ impl Engine {
             self.memory.layout().dtype,
         );
         let started = Instant::now();
-        let fp = fingerprint(&self.model.info.files, &self.model.info.device, &layout, &mut |_| {})?;
+        let fp = fingerprint(
+            &self.model.info.files,
+            &self.model.info.device,
+            &self.model.info.kv_variant,
+            &layout,
+            &mut |_| {},
+        )?;
         tracing::debug!(
             "model fingerprint {fp} in {:.0} ms",
             started.elapsed().as_secs_f64() * 1e3

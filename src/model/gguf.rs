@@ -7,11 +7,13 @@
 //!
 //! Counterpart: llama.cpp's `gguf_init_from_file` checks.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::QTensor;
 use candle_core::Device;
@@ -146,6 +148,46 @@ impl GgufFile {
         } else {
             Ok(None)
         }
+    }
+
+    /// Reads tensor `name`, which must hold `parts.iter().sum()` rows of `cols` (a 3-D tensor
+    /// counts its first two dimensions as rows), as consecutive matrices of `parts[i]` rows each,
+    /// on `device`: Phi-3's fused projections, a MoE layer's stacked experts. A GGUF row is
+    /// whole blocks, so each part is a byte range of the tensor's data.
+    pub fn tensor_row_split(
+        &mut self,
+        name: &str,
+        parts: &[usize],
+        cols: usize,
+        device: &Device,
+    ) -> Result<Vec<QTensor>, ModelError> {
+        let t = self.tensor(name, &Device::Cpu)?;
+        let dims = t.shape().dims().to_vec();
+        let rows: usize = parts.iter().sum();
+        let bad = || ModelError::BadTensor {
+            name: name.into(),
+            actual: dims.clone(),
+            expected: vec![rows, cols],
+        };
+        let (file_rows, file_cols) = match dims.as_slice() {
+            [r, c] => (*r, *c),
+            [n, r, c] => (n * r, *c),
+            _ => return Err(bad()),
+        };
+        let data = t.data()?;
+        if file_rows != rows || file_cols != cols || rows == 0 || data.len() % rows != 0 {
+            return Err(bad());
+        }
+        let row_bytes = data.len() / rows;
+        let mut start = 0;
+        parts
+            .iter()
+            .map(|&n| {
+                let bytes = &data[start * row_bytes..(start + n) * row_bytes];
+                start += n;
+                Ok(qtensor_from_ggml(t.dtype(), &Cow::Borrowed(bytes), vec![n, cols], device)?)
+            })
+            .collect()
     }
 
     /// The most common weight type among 2-D tensors (the file's quantization

@@ -10,6 +10,15 @@
 //! | Qwen3 | `qwen3` | NeoX (halves) | no | yes |
 //! | Gemma 3 | `gemma3` | NeoX (halves) | no | yes |
 //! | Qwen3 MoE | `qwen3moe` | NeoX (halves) | no | yes |
+//! | Phi-3, Phi-3.5, Phi-4 | `phi3` | NeoX (halves) | no | no |
+//!
+//! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
+//! (gate rows first); they are split at load. Its 128k-context files carry per-frequency
+//! divisors for short and long contexts (`rope_factors_short`, `rope_factors_long`, "LongRoPE"):
+//! as llama.cpp, the long ones apply when the context hearth runs is longer than
+//! `rope.scaling.original_context_length`, and `rope.scaling.attn_factor` scales cos and sin.
+//! Phi-4-mini rotates only the first `rope.dimension_count` dimensions of each head
+//! (`rope_dims`, partial rotary); the others pass through.
 //!
 //! Mixture-of-experts layers (Qwen3 MoE, and Mixtral, which llama.cpp writes as `llama`
 //! with `llama.expert_count`) replace the MLP with a router and `expert_count` expert MLPs,
@@ -37,7 +46,7 @@ use super::gguf::{md_opt_f64, md_opt_str, md_opt_usize, md_str, md_usize};
 use super::ModelError;
 
 /// The architecture names hearth accepts in `general.architecture`.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "qwen3moe", "gemma3"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
@@ -47,6 +56,8 @@ pub enum Family {
     /// Qwen3's attention with mixture-of-experts MLPs (Qwen3-30B-A3B, 235B-A22B).
     Qwen3Moe,
     Gemma3,
+    /// Phi-3, Phi-3.5 and Phi-4 (dense): fused QKV and gate/up tensors, LongRoPE factors.
+    Phi3,
 }
 
 impl Family {
@@ -57,6 +68,7 @@ impl Family {
             "qwen3" => Ok(Self::Qwen3),
             "qwen3moe" => Ok(Self::Qwen3Moe),
             "gemma3" => Ok(Self::Gemma3),
+            "phi3" => Ok(Self::Phi3),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -72,13 +84,14 @@ impl Family {
             Self::Qwen3 => "qwen3",
             Self::Qwen3Moe => "qwen3moe",
             Self::Gemma3 => "gemma3",
+            Self::Phi3 => "phi3",
         }
     }
 
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Self::Llama => RopeStyle::Interleaved,
-            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma3 => RopeStyle::Neox,
+            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma3 | Self::Phi3 => RopeStyle::Neox,
         }
     }
 }
@@ -122,12 +135,18 @@ pub struct HParams {
     pub kv_heads: usize,
     /// Per-head dimension of Q and K (and V): `attention.key_length`, else `hidden / heads`.
     pub head_dim: usize,
+    /// How many of each head's first dimensions rope rotates (`rope.dimension_count`, else
+    /// `head_dim`; fewer on Phi-4-mini).
+    pub rope_dims: usize,
     /// The dense MLP's width (`feed_forward_length`; 0 when a MoE file leaves it out).
     pub ffn: usize,
     /// Mixture-of-experts MLPs in every layer, when the model has them.
     pub moe: Option<MoeParams>,
     /// The context length the model was trained for.
     pub context_length: usize,
+    /// `rope.scaling.original_context_length`, else `context_length`: Phi-3's LongRoPE uses its
+    /// long factors for contexts beyond this.
+    pub rope_original_context: usize,
     pub rms_eps: f64,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
@@ -217,13 +236,12 @@ impl HParams {
         if head_dim % 2 != 0 {
             return Err(bad("attention.key_length", format!("head dimension {head_dim} is odd")));
         }
-        if let Some(rope_dim) = md_opt_usize(md, &key("rope.dimension_count"))? {
-            if rope_dim != head_dim {
-                return Err(bad(
-                    "rope.dimension_count",
-                    format!("partial rotary ({rope_dim} of {head_dim} dimensions) is not supported"),
-                ));
-            }
+        let rope_dims = md_opt_usize(md, &key("rope.dimension_count"))?.unwrap_or(head_dim);
+        if rope_dims == 0 || rope_dims % 2 != 0 || rope_dims > head_dim {
+            return Err(bad(
+                "rope.dimension_count",
+                format!("{rope_dims} rotated dimensions of a {head_dim}-dimension head"),
+            ));
         }
         let vocab_size = match md_opt_usize(md, &key("vocab_size"))? {
             Some(v) => v,
@@ -237,7 +255,9 @@ impl HParams {
             },
         };
         let context_length = md_opt_usize(md, &key("context_length"))?.unwrap_or(4096);
-        let rope_scaling = rope_scaling(md, &key, context_length)?;
+        let rope_original_context =
+            md_opt_usize(md, &key("rope.scaling.original_context_length"))?.unwrap_or(context_length);
+        let rope_scaling = rope_scaling(md, &key, rope_original_context)?;
         let layers = md_usize(md, &key("block_count"))?;
         let moe = moe_params(md, &key, family)?;
         let ffn = match (&moe, md_opt_usize(md, &key("feed_forward_length"))?) {
@@ -266,9 +286,11 @@ impl HParams {
             heads,
             kv_heads,
             head_dim,
+            rope_dims,
             ffn,
             moe,
             context_length,
+            rope_original_context,
             rms_eps: md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
             rope_base: md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_scaling,
@@ -281,11 +303,12 @@ impl HParams {
 }
 
 /// `rope.scaling.*`. As llama.cpp reads them: no `type` with a `factor` is linear (its
-/// default type); YaRN's original context defaults to the context length.
+/// default type); YaRN's original context is `original_context` (the file's, else the
+/// context length).
 fn rope_scaling(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
-    context_length: usize,
+    original_context: usize,
 ) -> Result<RopeScaling, ModelError> {
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let factor = md_opt_f64(md, &key("rope.scaling.factor"))?;
@@ -299,7 +322,7 @@ fn rope_scaling(
         (Some("linear") | None, f) => RopeScaling::Linear { factor: f.unwrap_or(1.0) },
         (Some("yarn"), f) => RopeScaling::Yarn {
             factor: f.unwrap_or(1.0),
-            original_context: md_opt_usize(md, &key("rope.scaling.original_context_length"))?.unwrap_or(context_length),
+            original_context,
         },
         (Some(other), _) => {
             return Err(bad(
@@ -411,4 +434,56 @@ fn gemma3_sliding(
 /// makes every layer local.
 fn period_pattern(n: usize, layers: usize) -> Vec<bool> {
     (0..layers).map(|il| n == 0 || il % n < n - 1).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal `arch` file's metadata with `extra` keys (without the arch prefix) added.
+    fn md(arch: &str, extra: &[(&str, Value)]) -> HashMap<String, Value> {
+        let mut m: HashMap<String, Value> = [
+            ("embedding_length", Value::U32(256)),
+            ("attention.head_count", Value::U32(4)),
+            ("block_count", Value::U32(2)),
+            ("feed_forward_length", Value::U32(512)),
+            ("context_length", Value::U32(4096)),
+        ]
+        .into_iter()
+        .chain(extra.iter().cloned())
+        .map(|(k, v)| (format!("{arch}.{k}"), v))
+        .collect();
+        m.insert("general.architecture".into(), Value::String(arch.into()));
+        m
+    }
+
+    fn bad_key(m: &HashMap<String, Value>) -> String {
+        match HParams::from_metadata(m, Some(100)) {
+            Err(ModelError::BadMetadata { key, .. }) => key,
+            other => panic!("expected bad metadata, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rope_dims_default_to_the_head_and_may_be_fewer() {
+        let hp = HParams::from_metadata(&md("phi3", &[]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.head_dim, hp.rope_dims), (Family::Phi3, 64, 64));
+        assert_eq!(hp.rope_original_context, 4096);
+        let hp = HParams::from_metadata(
+            &md(
+                "phi3",
+                &[
+                    ("rope.dimension_count", Value::U32(48)),
+                    ("rope.scaling.original_context_length", Value::U32(1024)),
+                ],
+            ),
+            Some(100),
+        )
+        .unwrap();
+        assert_eq!((hp.rope_dims, hp.rope_original_context), (48, 1024));
+        for bad in [0, 47, 66] {
+            let m = md("phi3", &[("rope.dimension_count", Value::U32(bad))]);
+            assert_eq!(bad_key(&m), "phi3.rope.dimension_count", "{bad}");
+        }
+    }
 }

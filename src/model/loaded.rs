@@ -27,6 +27,10 @@ pub struct ModelInfo {
     /// The context length hearth uses (prompt plus reply).
     pub context_length: usize,
     pub device: String,
+    /// What else decides the K/V this model computes, beyond its files, device and layout:
+    /// empty, or the rope factors chosen by the context length (Phi-3's LongRoPE). Part of a
+    /// cache file's fingerprint.
+    pub kv_variant: String,
     pub file_bytes: u64,
     /// The files whose contents define the model: the GGUF, then any `tokenizer.json` and
     /// `tokenizer_config.json` used with it (what a cache file's fingerprint hashes).
@@ -56,22 +60,7 @@ impl LoadedModel {
         let mut file = GgufFile::open(&resolved.gguf)?;
         let md = file.metadata().clone();
         let hp = super::hparams::HParams::from_metadata(&md, file.tensor_shape("token_embd.weight").map(|s| s[0]))?;
-        let context = match context_length {
-            None => hp.context_length.min(DEFAULT_CONTEXT_CAP),
-            Some(0) => {
-                return Err(ModelError::BadMetadata {
-                    key: "context_length (setting)".into(),
-                    reason: "must be at least 1".into(),
-                })
-            }
-            Some(n) if n > hp.context_length => {
-                return Err(ModelError::BadMetadata {
-                    key: "context_length (setting)".into(),
-                    reason: format!("{n} exceeds the model's trained context of {}", hp.context_length),
-                })
-            }
-            Some(n) => n,
-        };
+        let context = resolve_context(&hp, context_length)?;
         let tokenizer = match &resolved.tokenizer_json {
             Some(path) => Tokenizer::from_file(path, Some(&md))?,
             None => Tokenizer::from_gguf_metadata(&md)?,
@@ -104,6 +93,7 @@ impl LoadedModel {
             trained_context: hp.context_length,
             context_length: context,
             device: device_name(device),
+            kv_variant: kv_variant(&file, &hp, context),
             file_bytes: file.file_len(),
             files: resolved.files(),
         };
@@ -201,6 +191,42 @@ pub fn kv_shape_of(gguf: &Path) -> Result<crate::ops::KvShape, ModelError> {
         kv_heads: hp.kv_heads,
         head_dim: hp.head_dim,
     })
+}
+
+/// The [`ModelInfo::kv_variant`] of the model in `gguf` run with the `context_length` setting
+/// (read from its metadata, without loading weights).
+pub fn kv_variant_of(gguf: &Path, context_length: Option<usize>) -> Result<String, ModelError> {
+    let file = GgufFile::open(gguf)?;
+    let hp =
+        super::hparams::HParams::from_metadata(file.metadata(), file.tensor_shape("token_embd.weight").map(|s| s[0]))?;
+    let context = resolve_context(&hp, context_length)?;
+    Ok(kv_variant(&file, &hp, context))
+}
+
+/// Phi-3's LongRoPE computes different K for the same tokens depending on which factors the
+/// context picks; nothing else here varies with the settings.
+fn kv_variant(file: &GgufFile, hp: &super::hparams::HParams, context: usize) -> String {
+    match super::transformer::rope_factors_name(file, hp, context) {
+        Some(name @ ("rope_factors_long.weight" | "rope_factors_short.weight")) => name.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The context length a model runs with: the setting, else its trained context capped at
+/// [`DEFAULT_CONTEXT_CAP`]; 0 or more than the trained context is refused.
+fn resolve_context(hp: &super::hparams::HParams, setting: Option<usize>) -> Result<usize, ModelError> {
+    match setting {
+        None => Ok(hp.context_length.min(DEFAULT_CONTEXT_CAP)),
+        Some(0) => Err(ModelError::BadMetadata {
+            key: "context_length (setting)".into(),
+            reason: "must be at least 1".into(),
+        }),
+        Some(n) if n > hp.context_length => Err(ModelError::BadMetadata {
+            key: "context_length (setting)".into(),
+            reason: format!("{n} exceeds the model's trained context of {}", hp.context_length),
+        }),
+        Some(n) => Ok(n),
+    }
 }
 
 fn file_name(p: &Path) -> String {

@@ -18,9 +18,6 @@
 //! Counterpart: vLLM's `FusedMoE` (`fused_topk` + `fused_experts`), SGLang's `moe` layers,
 //! candle-transformers' `FusedMoeGGUF` (CUDA only); llama.cpp's `ggml_mul_mat_id`.
 
-use std::borrow::Cow;
-
-use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
@@ -273,21 +270,11 @@ impl MoeMlp {
 /// The experts of a stacked `[experts, rows, cols]` GGUF tensor, one `[rows, cols]` weight
 /// each (an expert's blocks are contiguous in the file).
 fn load_experts(file: &mut GgufFile, name: &str, shape: [usize; 3], device: &Device) -> Result<Vec<QTensor>, ModelError> {
-    let t = file.tensor(name, &Device::Cpu)?;
-    super::transformer::check_shape(name, t.shape().dims(), &shape)?;
     let [experts, rows, cols] = shape;
-    let data = t.data()?;
-    if experts == 0 || data.len() % experts != 0 {
-        return Err(ModelError::BadTensor {
-            name: name.into(),
-            actual: t.shape().dims().to_vec(),
-            expected: shape.to_vec(),
-        });
+    if let Some(dims) = file.tensor_shape(name) {
+        super::transformer::check_shape(name, &dims, &shape)?;
     }
-    let per = data.len() / experts;
-    data.chunks_exact(per)
-        .map(|bytes| Ok(qtensor_from_ggml(t.dtype(), &Cow::Borrowed(bytes), vec![rows, cols], device)?))
-        .collect()
+    file.tensor_row_split(name, &vec![rows; experts], cols, device)
 }
 
 #[cfg(test)]

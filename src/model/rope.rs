@@ -7,18 +7,24 @@
 //! `rope_yarn`: each frequency between its interpolated and original value by
 //! a ramp over the pair index, cos and sin multiplied by `1 + 0.1·ln(factor)`),
 //! and cos and sin by `rope.scaling.attn_factor`.
+//!
+//! Partial rotary (Phi-4-mini): the tables cover the first `dims` dimensions of a head, whose
+//! frequencies are `1 / base^(2i/dims)`, and [`RopeTables::apply`] passes the rest through
+//! unchanged, as llama.cpp's `ggml_rope_ext` with `n_dims` below the head size does.
 
 use candle_core::{DType, Device, Tensor};
 
 use super::hparams::{RopeScaling, RopeStyle};
 use super::ModelError;
 
-/// Precomputed cos/sin tables, `[max_positions, head_dim / 2]`.
+/// Precomputed cos/sin tables, `[max_positions, dims / 2]`.
 #[derive(Debug, Clone)]
 pub struct RopeTables {
     cos: Tensor,
     sin: Tensor,
     style: RopeStyle,
+    /// The rotated dimensions at the start of each head.
+    dims: usize,
     max_positions: usize,
 }
 
@@ -42,8 +48,10 @@ fn yarn_ramp_pairs(dims: usize, original_context: usize, base: f64) -> (f64, f64
 }
 
 impl RopeTables {
+    /// Tables for rotating the first `dims` dimensions of each head; `freq_factors` (one per
+    /// pair) divide the frequencies.
     pub fn new(
-        head_dim: usize,
+        dims: usize,
         spec: RopeSpec,
         freq_factors: Option<&[f32]>,
         max_positions: usize,
@@ -55,11 +63,11 @@ impl RopeTables {
             attn_factor,
             style,
         } = spec;
-        let half = head_dim / 2;
+        let half = dims / 2;
         if let Some(f) = freq_factors {
             if f.len() != half {
                 return Err(ModelError::BadTensor {
-                    name: "rope_freqs.weight".into(),
+                    name: "rope frequency factors".into(),
                     actual: vec![f.len()],
                     expected: vec![half],
                 });
@@ -71,7 +79,7 @@ impl RopeTables {
         };
         let mut inv_freq: Vec<f64> = (0..half)
             .map(|i| {
-                let f = 1.0 / base.powf((2 * i) as f64 / head_dim as f64);
+                let f = 1.0 / base.powf((2 * i) as f64 / dims as f64);
                 match freq_factors {
                     Some(ff) => f / ff[i] as f64,
                     None => f,
@@ -83,7 +91,7 @@ impl RopeTables {
             original_context,
         } = scaling
         {
-            let (low, high) = yarn_ramp_pairs(head_dim, original_context, base);
+            let (low, high) = yarn_ramp_pairs(dims, original_context, base);
             for (i, f) in inv_freq.iter_mut().enumerate() {
                 // 1 keeps the frequency (fast pairs), 0 divides it by the factor (slow ones).
                 let ramp = 1.0 - ((i as f64 - low) / (high - low).max(0.001)).clamp(0.0, 1.0);
@@ -108,6 +116,7 @@ impl RopeTables {
             cos: Tensor::from_vec(cos, (max_positions, half), device)?,
             sin: Tensor::from_vec(sin, (max_positions, half), device)?,
             style,
+            dims,
             max_positions,
         })
     }
@@ -124,9 +133,14 @@ impl RopeTables {
         Ok((cos, sin))
     }
 
-    /// Rotates `x` (`[tokens, heads, head_dim]`) with tables from [`Self::gather`].
+    /// Rotates `x` (`[tokens, heads, head_dim]`) with tables from [`Self::gather`]: its first
+    /// `dims` dimensions, the rest unchanged.
     pub fn apply(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor, ModelError> {
         let (t, h, d) = x.dims3()?;
+        if d > self.dims {
+            let rotated = self.apply(&x.narrow(2, 0, self.dims)?, cos, sin)?;
+            return Ok(Tensor::cat(&[&rotated, &x.narrow(2, self.dims, d - self.dims)?], 2)?);
+        }
         // Each token is its own "batch" entry so that it gets its own position.
         let x4 = x.contiguous()?.reshape((t, h, 1, d))?;
         let cos = cos.to_dtype(x.dtype())?;
@@ -198,5 +212,30 @@ mod tests {
         // rope.scaling.attn_factor multiplies cos and sin whatever the scaling.
         let (cos2, _) = tables(RopeScaling::None, 2.0);
         assert!(cos2.iter().flatten().zip(none_cos.iter().flatten()).all(|(x, y)| *x == 2.0 * y));
+    }
+
+    /// Partial rotary: the first `dims` dimensions of each head rotate as a head of `dims`
+    /// would, the others pass through.
+    #[test]
+    fn partial_rotary_rotates_the_first_dims_only() {
+        let spec = RopeSpec {
+            base: 10_000.0,
+            scaling: RopeScaling::None,
+            attn_factor: 1.0,
+            style: RopeStyle::Neox,
+        };
+        let dev = Device::Cpu;
+        let partial = RopeTables::new(32, spec, None, 64, &dev).unwrap();
+        let x = Tensor::randn(0f32, 1.0, (5, 3, 48), &dev).unwrap();
+        let pos = positions_tensor(&[0, 3, 9, 20, 63], &dev).unwrap();
+        let (cos, sin) = partial.gather(&pos).unwrap();
+        let y = partial.apply(&x, &cos, &sin).unwrap();
+        let head32 = partial.apply(&x.narrow(2, 0, 32).unwrap().contiguous().unwrap(), &cos, &sin).unwrap();
+        let v = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(v(&y.narrow(2, 0, 32).unwrap()), v(&head32));
+        assert_eq!(v(&y.narrow(2, 32, 16).unwrap()), v(&x.narrow(2, 32, 16).unwrap()));
+        // Position 0 rotates nothing; a later one does.
+        assert_eq!(v(&y.get(0).unwrap()), v(&x.get(0).unwrap()));
+        assert_ne!(v(&y.get(1).unwrap().narrow(1, 0, 32).unwrap()), v(&x.get(1).unwrap().narrow(1, 0, 32).unwrap()));
     }
 }

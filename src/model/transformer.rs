@@ -122,31 +122,30 @@ impl Transformer {
     pub fn from_gguf(file: &mut GgufFile, device: &Device, max_positions: usize) -> Result<Self, ModelError> {
         let embd_shape = file.tensor_shape("token_embd.weight");
         let hp = HParams::from_metadata(file.metadata(), embd_shape.as_ref().map(|s| s[0]))?;
-        let (d, hd) = (hp.hidden, hp.head_dim);
+        let d = hp.hidden;
 
         // The table stays in host memory, quantized (see `embedding`).
         let embedding_q = load_2d(file, "token_embd.weight", [hp.vocab_size, d], &Device::Cpu)?;
         let file_bytes = file.total_tensor_bytes();
-        let rope_bytes = file.tensor_bytes("rope_freqs.weight").unwrap_or(0);
+        let rope_bytes: u64 = ROPE_FACTOR_TENSORS.iter().filter_map(|n| file.tensor_bytes(n)).sum();
         let tied = !file.has_tensor("output.weight");
         let (embedding, output) = load_embedding_and_output(file, embedding_q, tied, [hp.vocab_size, d], device)?;
         let embd_bytes = embedding.file_bytes();
-        // rope_freqs only feeds the tables. On the CPU a tied table our kernels do not run is
-        // held twice (the rows to look up, candle's copy); on a GPU the lookup table is not in
-        // VRAM.
+        // The rope factors only feed the tables. On the CPU a tied table our kernels do not run
+        // is held twice (the rows to look up, candle's copy); on a GPU the lookup table is not
+        // in VRAM.
         let weight_bytes = match (device.is_cpu(), tied) {
             (true, true) if !embedding.is_shared() => file_bytes + embd_bytes,
             (false, false) => file_bytes.saturating_sub(embd_bytes),
             _ => file_bytes,
         }
         .saturating_sub(rope_bytes);
-        let freq_factors = match file.tensor_opt("rope_freqs.weight", device)? {
-            Some(t) => Some(
-                t.dequantize(device)?
-                    .to_dtype(DType::F32)?
-                    .flatten_all()?
-                    .to_vec1::<f32>()?,
-            ),
+        let freq_factors = match rope_factors_name(file, &hp, max_positions) {
+            Some(name) => {
+                let t = file.tensor(name, &Device::Cpu)?;
+                check_shape(name, t.shape().dims(), &[hp.rope_dims / 2])?;
+                Some(t.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.to_vec1::<f32>()?)
+            }
             None => None,
         };
         let tables = |base: f64, scaling: RopeScaling| {
@@ -156,7 +155,7 @@ impl Transformer {
                 attn_factor: hp.rope_attn_factor,
                 style: hp.family.rope_style(),
             };
-            RopeTables::new(hd, spec, freq_factors.as_deref(), max_positions, device)
+            RopeTables::new(hp.rope_dims, spec, freq_factors.as_deref(), max_positions, device)
         };
         let rope = tables(hp.rope_base, hp.rope_scaling)?;
         // Gemma 3's local layers rotate unscaled: the file's scaling (linear ×8 on 4B and up) is
@@ -322,6 +321,23 @@ impl Transformer {
     }
 }
 
+/// The tensors that hold per-frequency rope divisors: Llama 3.1's, Phi-3's LongRoPE pair.
+const ROPE_FACTOR_TENSORS: [&str; 3] = ["rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"];
+
+/// Which rope divisors apply when running `max_positions` positions: `rope_freqs` when the file
+/// has it; else Phi-3's long factors beyond `rope.scaling.original_context_length` and its
+/// short ones within it (llama.cpp's `get_rope_factors`, by the context it runs).
+pub fn rope_factors_name(file: &GgufFile, hp: &HParams, max_positions: usize) -> Option<&'static str> {
+    let [freqs, long, short] = ROPE_FACTOR_TENSORS;
+    if file.has_tensor(freqs) {
+        Some(freqs)
+    } else if max_positions > hp.rope_original_context && file.has_tensor(long) {
+        Some(long)
+    } else {
+        file.has_tensor(short).then_some(short)
+    }
+}
+
 /// The token embedding and the output projection. A tied table on the CPU that our kernels
 /// run is held once: packed for the output, and the lookup reads its rows back from there.
 fn load_embedding_and_output(
@@ -385,14 +401,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     Ok(Layer {
         attn_norm: load_vec(file, &n("attn_norm.weight"), d, device)?,
         attn: Attention {
-            qkv: FusedLinear::new(
-                vec![
-                    load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?,
-                    load_2d(file, &n("attn_k.weight"), [kv_dim, d], device)?,
-                    load_2d(file, &n("attn_v.weight"), [kv_dim, d], device)?,
-                ],
-                device,
-            )?,
+            qkv: FusedLinear::new(load_qkv(file, &n, [q_dim, kv_dim, d], device)?, device)?,
             wo: QLinear::new(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?, device)?,
             bias,
             qk_norm,
@@ -402,18 +411,48 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         ffn: match &hp.moe {
             Some(p) => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
             None => Ffn::Dense(Mlp {
-                gate_up: FusedLinear::new(
-                    vec![
-                        load_2d(file, &n("ffn_gate.weight"), [hp.ffn, d], device)?,
-                        load_2d(file, &n("ffn_up.weight"), [hp.ffn, d], device)?,
-                    ],
-                    device,
-                )?,
+                gate_up: FusedLinear::new(load_gate_up(file, &n, hp, device)?, device)?,
                 down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?, device)?,
             }),
         },
         post_ffn_norm: post_norm(file, "post_ffw_norm.weight")?,
     })
+}
+
+/// Q, K and V's weights: `attn_q`, `attn_k`, `attn_v`, or Phi-3's fused `attn_qkv` split into
+/// its `q`, `kv`, `kv` rows. `dims`: `[q_dim, kv_dim, hidden]`.
+fn load_qkv(
+    file: &mut GgufFile,
+    n: &dyn Fn(&str) -> String,
+    [q_dim, kv_dim, d]: [usize; 3],
+    device: &Device,
+) -> Result<Vec<QTensor>, ModelError> {
+    if file.has_tensor(&n("attn_qkv.weight")) {
+        return file.tensor_row_split(&n("attn_qkv.weight"), &[q_dim, kv_dim, kv_dim], d, device);
+    }
+    Ok(vec![
+        load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?,
+        load_2d(file, &n("attn_k.weight"), [kv_dim, d], device)?,
+        load_2d(file, &n("attn_v.weight"), [kv_dim, d], device)?,
+    ])
+}
+
+/// The MLP's gate and up weights: `ffn_gate` and `ffn_up`, or Phi-3's `ffn_up` of twice the
+/// width whose first half is the gate (llama.cpp's `LLM_FFN_SWIGLU` on one tensor).
+fn load_gate_up(
+    file: &mut GgufFile,
+    n: &dyn Fn(&str) -> String,
+    hp: &HParams,
+    device: &Device,
+) -> Result<Vec<QTensor>, ModelError> {
+    let (d, f) = (hp.hidden, hp.ffn);
+    if hp.family == Family::Phi3 {
+        return file.tensor_row_split(&n("ffn_up.weight"), &[f, f], d, device);
+    }
+    Ok(vec![
+        load_2d(file, &n("ffn_gate.weight"), [f, d], device)?,
+        load_2d(file, &n("ffn_up.weight"), [f, d], device)?,
+    ])
 }
 
 pub(super) fn check_shape(name: &str, actual: &[usize], expected: &[usize]) -> Result<(), ModelError> {

@@ -39,11 +39,13 @@ pub fn kv_layout(shape: KvShape, block_size: usize, dtype: KvDtype) -> KvLayout 
 }
 
 /// The fingerprint of K/V computed by this hearth from the model in `files` (their whole
-/// contents: weights, architecture settings, tokenizer, chat template) on a `device` kind, in
-/// `layout`. `progress` gets the bytes hashed so far.
+/// contents: weights, architecture settings, tokenizer, chat template) on a `device` kind, as
+/// `variant` says (the model's `kv_variant`: empty, or what the settings chose, such as Phi-3's
+/// long rope factors), in `layout`. `progress` gets the bytes hashed so far.
 pub fn fingerprint(
     files: &[PathBuf],
     device: &str,
+    variant: &str,
     layout: &KvLayout,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Fingerprint, PersistError> {
@@ -57,6 +59,10 @@ pub fn fingerprint(
         })?);
     }
     parts.push(device.as_bytes().to_vec());
+    // Only when there is one, so that the fingerprints of every other model stay as they were.
+    if !variant.is_empty() {
+        parts.push(format!("variant {variant}").into_bytes());
+    }
     for v in [
         layout.block_size,
         layout.layers,

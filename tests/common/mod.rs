@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::{quantized_llama, quantized_qwen2, quantized_qwen3};
+use candle_transformers::models::{quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3};
 use hearth::model::gguf::GgufFile;
 use hearth::model::hparams::Family;
 use hearth::model::testkit::{write_model, TinyModelSpec};
@@ -33,6 +33,10 @@ pub enum Reference {
     Llama(quantized_llama::ModelWeights),
     Qwen2(quantized_qwen2::ModelWeights),
     Qwen3(quantized_qwen3::ModelWeights),
+    /// Reads the fused `attn_qkv` and `ffn_up` as they are; rope base 10 000 and full rotary
+    /// only (the tiny Phi-3 spec's), so LongRoPE and partial rotary are checked against llama.cpp
+    /// (`tests/tiny_llama_cpp.rs`). It has no way to clear its cache: `clear` loads it again.
+    Phi3(quantized_phi3::ModelWeights, PathBuf),
 }
 
 impl Reference {
@@ -44,6 +48,10 @@ impl Reference {
             Family::Llama => Self::Llama(quantized_llama::ModelWeights::from_gguf(c, &mut r, &d).unwrap()),
             Family::Qwen2 => Self::Qwen2(quantized_qwen2::ModelWeights::from_gguf(c, &mut r, &d).unwrap()),
             Family::Qwen3 => Self::Qwen3(quantized_qwen3::ModelWeights::from_gguf(c, &mut r, &d).unwrap()),
+            Family::Phi3 => Self::Phi3(
+                quantized_phi3::ModelWeights::from_gguf(false, c, &mut r, &d).unwrap(),
+                path.to_path_buf(),
+            ),
             // candle-transformers' quantized_gemma3 gates its MLP with SiLU (Gemma uses GELU)
             // and lets a local layer see window + 1 positions; llama.cpp is Gemma's reference
             // (tests/real_gemma3.rs).
@@ -61,6 +69,7 @@ impl Reference {
             Self::Llama(m) => m.forward(&x, pos),
             Self::Qwen2(m) => m.forward(&x, pos),
             Self::Qwen3(m) => m.forward(&x, pos),
+            Self::Phi3(m, _) => m.forward(&x, pos),
         }
         .unwrap();
         out.flatten_all()
@@ -76,6 +85,7 @@ impl Reference {
             Self::Llama(m) => m.clear_kv_cache(),
             Self::Qwen2(m) => m.clear_kv_cache(),
             Self::Qwen3(m) => m.clear_kv_cache(),
+            Self::Phi3(_, path) => *self = Self::load(&path.clone(), Family::Phi3),
         }
     }
 }

@@ -55,6 +55,17 @@ pub struct TinyMoe {
     pub identical: bool,
 }
 
+/// Phi-3's LongRoPE: per-pair divisors for short and long contexts
+/// (`rope_factors_{short,long}.weight`), the original context that separates them and
+/// `rope.scaling.attn_factor`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TinyLongRope {
+    pub short: Vec<f32>,
+    pub long: Vec<f32>,
+    pub original_context: usize,
+    pub attn_factor: f32,
+}
+
 /// What to write.
 #[derive(Debug, Clone)]
 pub struct TinyModelSpec {
@@ -75,6 +86,10 @@ pub struct TinyModelSpec {
     pub rope_linear_factor: Option<f32>,
     /// `rope.scaling.type = yarn` with this factor and original context length.
     pub rope_yarn: Option<(f32, usize)>,
+    /// Partial rotary: `rope.dimension_count` below `head_dim`.
+    pub rope_dims: Option<usize>,
+    /// Phi-3's LongRoPE factors.
+    pub longrope: Option<TinyLongRope>,
     /// Leave out `output.weight` (the output projection is the embedding).
     pub tie_embeddings: bool,
     /// Gemma 3: `attention.sliding_window` and `attention.sliding_window_pattern` (a period:
@@ -93,6 +108,8 @@ impl TinyModelSpec {
             Family::Llama => VocabStyle::Gpt2 { pre: "llama-bpe" },
             Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe => VocabStyle::Gpt2 { pre: "qwen2" },
             Family::Gemma3 => VocabStyle::LlamaSpm,
+            // A byte-level vocabulary, as Phi-4's.
+            Family::Phi3 => VocabStyle::Gpt2 { pre: "gpt-2" },
         };
         Self {
             family,
@@ -109,7 +126,11 @@ impl TinyModelSpec {
             rope_freqs: None,
             rope_linear_factor: None,
             rope_yarn: None,
+            rope_dims: None,
+            longrope: None,
             tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma3),
+            // Phi-3 writes its fused tensors (`attn_qkv`, `ffn_up` of gate and up) and, like
+            // candle-transformers' quantized_phi3 needs, its own output projection.
             // Gemma 3: layer 0 local with an 8-token window, layer 1 global.
             sliding_window: (family == Family::Gemma3).then_some((8, 2)),
             // Qwen3 MoE: 4 experts, 2 per token.
@@ -139,6 +160,8 @@ impl TinyModelSpec {
             rope_freqs: None,
             rope_linear_factor: None,
             rope_yarn: None,
+            rope_dims: None,
+            longrope: None,
             tie_embeddings: false,
             sliding_window: None,
             moe: None,
@@ -165,6 +188,8 @@ impl TinyModelSpec {
             rope_freqs: None,
             rope_linear_factor: None,
             rope_yarn: None,
+            rope_dims: None,
+            longrope: None,
             tie_embeddings: true,
             sliding_window: None,
             moe: None,
@@ -191,6 +216,8 @@ impl TinyModelSpec {
             rope_freqs: None,
             rope_linear_factor: None,
             rope_yarn: None,
+            rope_dims: None,
+            longrope: None,
             tie_embeddings: false,
             sliding_window: None,
             moe: Some(TinyMoe {
@@ -248,14 +275,22 @@ fn mlp_tensors(
     if let Some(m) = spec.moe {
         return moe_tensors(layer, d, f, m, dense, wt, moe_rng);
     }
+    let quantized = |name: &str, w: Vec<f32>, rows: usize, cols: usize| -> Result<(String, QTensor), ModelError> {
+        let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
+        Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
+    };
+    if let (Family::Phi3, [gate, up, down]) = (spec.family, dense.as_slice()) {
+        // One `ffn_up` of 2·ffn rows: the gate's, then the up projection's.
+        return Ok(vec![
+            quantized("ffn_up", [gate.as_slice(), up].concat(), 2 * f, d)?,
+            quantized("ffn_down", down.clone(), d, f)?,
+        ]);
+    }
     ["ffn_gate", "ffn_up", "ffn_down"]
         .into_iter()
         .zip(shapes)
         .zip(dense)
-        .map(|((name, (rows, cols)), w)| {
-            let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
-            Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
-        })
+        .map(|((name, (rows, cols)), w)| quantized(name, w, rows, cols))
         .collect()
 }
 
@@ -303,11 +338,13 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     let (q_dim, kv_dim) = (spec.heads * hd, spec.kv_heads * hd);
 
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
-    let mat =
-        |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
-            let t = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &cpu)?;
-            Ok((name, QTensor::quantize(&t, wt)?))
-        };
+    let quantize = |name: String, w: Vec<f32>, rows: usize, cols: usize| -> Result<(String, QTensor), ModelError> {
+        let t = Tensor::from_vec(w, (rows, cols), &cpu)?;
+        Ok((name, QTensor::quantize(&t, wt)?))
+    };
+    let mat = |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| {
+        quantize(name, rng.matrix(rows, cols, gain), rows, cols)
+    };
     let vector = |name: String, data: Vec<f32>| -> Result<(String, QTensor), ModelError> {
         let n = data.len();
         Ok((
@@ -331,12 +368,23 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     if let Some(f) = &spec.rope_freqs {
         tensors.push(vector("rope_freqs.weight".into(), f.clone())?);
     }
+    if let Some(l) = &spec.longrope {
+        tensors.push(vector("rope_factors_long.weight".into(), l.long.clone())?);
+        tensors.push(vector("rope_factors_short.weight".into(), l.short.clone())?);
+    }
     for i in 0..spec.layers {
         let n = |s: &str| format!("blk.{i}.{s}");
         tensors.push(vector(n("attn_norm.weight"), rng.around(d, 1.0, 0.1))?);
-        tensors.push(mat(n("attn_q.weight"), q_dim, d, 1.0, &mut rng)?);
-        tensors.push(mat(n("attn_k.weight"), kv_dim, d, 1.0, &mut rng)?);
-        tensors.push(mat(n("attn_v.weight"), kv_dim, d, 1.0, &mut rng)?);
+        let q = rng.matrix(q_dim, d, 1.0);
+        let k = rng.matrix(kv_dim, d, 1.0);
+        let v = rng.matrix(kv_dim, d, 1.0);
+        if spec.family == Family::Phi3 {
+            tensors.push(quantize(n("attn_qkv.weight"), [q, k, v].concat(), q_dim + 2 * kv_dim, d)?);
+        } else {
+            tensors.push(quantize(n("attn_q.weight"), q, q_dim, d)?);
+            tensors.push(quantize(n("attn_k.weight"), k, kv_dim, d)?);
+            tensors.push(quantize(n("attn_v.weight"), v, kv_dim, d)?);
+        }
         tensors.push(mat(n("attn_output.weight"), d, q_dim, 1.0, &mut rng)?);
         if spec.family == Family::Qwen2 {
             tensors.push(vector(n("attn_q.bias"), rng.around(q_dim, 0.0, 0.5))?);
@@ -359,7 +407,9 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     let u32v = |x: usize| Value::U32(x as u32);
     let mut md: Vec<(String, Value)> = vec![
         ("general.architecture".into(), Value::String(arch.into())),
-        ("general.name".into(), Value::String(format!("hearth-tiny-{arch}"))),
+        // llama.cpp gives a model whose name says "phi3" Phi-3's SentencePiece token attributes,
+        // and fails to load one without those tokens: the tiny Phi-3 is "hearth-tiny-phi".
+        ("general.name".into(), Value::String(format!("hearth-tiny-{}", arch.replace("phi3", "phi")))),
         // candle's quantized_qwen3 computes in f16 unless this says f32 (0).
         ("general.dtype".into(), Value::U32(0)),
         (format!("{arch}.context_length"), u32v(spec.context_length)),
@@ -370,7 +420,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
         (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
         (format!("{arch}.rope.freq_base"), Value::F32(spec.rope_base)),
-        (format!("{arch}.rope.dimension_count"), u32v(hd)),
+        (format!("{arch}.rope.dimension_count"), u32v(spec.rope_dims.unwrap_or(hd))),
         (format!("{arch}.attention.key_length"), u32v(hd)),
         (format!("{arch}.attention.value_length"), u32v(hd)),
         (format!("{arch}.vocab_size"), u32v(v)),
@@ -395,6 +445,10 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         md.push((format!("{arch}.rope.scaling.type"), Value::String("yarn".into())));
         md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
         md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(original)));
+    }
+    if let Some(l) = &spec.longrope {
+        md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(l.original_context)));
+        md.push((format!("{arch}.rope.scaling.attn_factor"), Value::F32(l.attn_factor)));
     }
     md.extend(spec.vocab.metadata.iter().cloned());
 

@@ -268,16 +268,29 @@ pub struct Detokenizer {
 
 impl Detokenizer {
     /// Adds one id; returns the new text, or `None` while it is held back.
+    ///
+    /// tokenizers' `step_decode_stream`, except where the window's text no longer starts with
+    /// what was already sent: SentencePiece's byte fallback decodes a run of byte tokens
+    /// together, and when a byte joins a run that then is not UTF-8, every byte of it becomes
+    /// U+FFFD, including bytes sent before as characters (a lone `<0x1C>`, then `<0x80>`).
+    /// tokenizers returns an error there, which would end the reply; here the sent text stays
+    /// as it was and the ids not yet sent are decoded on their own (as llama.cpp, which turns
+    /// each token into its bytes, sends the valid byte and replaces the stray one).
     pub fn push(&mut self, tok: &Tokenizer, id: u32) -> Result<Option<String>, ModelError> {
-        tokenizers::step_decode_stream(
-            &tok.inner,
-            vec![id],
-            true,
-            &mut self.ids,
-            &mut self.prefix,
-            &mut self.prefix_index,
-        )
-        .map_err(|e| ModelError::Tokenizer(format!("cannot decode token {id}: {e}")))
+        self.ids.push(id);
+        let text = tok.decode_skip_special(&self.ids)?;
+        if text.len() <= self.prefix.len() || text.ends_with('\u{FFFD}') {
+            return Ok(None);
+        }
+        let new_text = match text.strip_prefix(self.prefix.as_str()) {
+            Some(rest) => rest.to_string(),
+            None => tok.decode_skip_special(&self.ids[self.prefix_index..])?,
+        };
+        let unsent = self.ids.len() - self.prefix_index;
+        self.ids.drain(..self.prefix_index);
+        self.prefix = tok.decode_skip_special(&self.ids)?;
+        self.prefix_index = unsent;
+        Ok(Some(new_text))
     }
 
     /// Ends the stream: returns held-back text (an incomplete character becomes U+FFFD).
@@ -431,5 +444,23 @@ mod tests {
             s.finish().unwrap().as_deref().map(|p| p.ends_with('\u{FFFD}')),
             Some(true)
         );
+    }
+
+    /// A byte sent as a character, then a byte that makes its run invalid UTF-8: the stream goes
+    /// on (tokenizers' own stream gives an "invalid prefix" error here).
+    #[test]
+    fn stream_survives_a_byte_run_that_turns_invalid() {
+        let tok = Tokenizer::from_gguf_metadata(&md(&TinyVocab::new(VocabStyle::LlamaSpm))).unwrap();
+        let byte = |b: u32| 3 + b;
+        let dot = tok.encode(".", false).unwrap();
+        let mut s = tok.stream();
+        let mut out = String::new();
+        for id in [byte(0x1C), byte(0x80)].into_iter().chain(dot.iter().copied()) {
+            out.extend(s.push(id).unwrap());
+        }
+        out.extend(s.finish().unwrap());
+        assert_eq!(out.chars().next(), Some('\u{1C}'), "{out:?}");
+        assert!(out.contains('\u{FFFD}') && out.ends_with('.'), "{out:?}");
+        assert_eq!(tok.decode(&[byte(0x1C), byte(0x80)]).unwrap(), "\u{FFFD}\u{FFFD}");
     }
 }
