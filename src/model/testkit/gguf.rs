@@ -326,6 +326,60 @@ fn moe_tensors(
     Ok(out)
 }
 
+/// The file's metadata: `general.*`, the architecture's keys, the vocabulary.
+fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
+    let (d, hd, v) = (spec.hidden, spec.head_dim, spec.vocab.size);
+    let arch = spec.family.arch();
+    let u32v = |x: usize| Value::U32(x as u32);
+    let mut md: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), Value::String(arch.into())),
+        // llama.cpp gives a model whose name says "phi3" Phi-3's SentencePiece token attributes,
+        // and fails to load one without those tokens: the tiny Phi-3 is "hearth-tiny-phi".
+        ("general.name".into(), Value::String(format!("hearth-tiny-{}", arch.replace("phi3", "phi")))),
+        // candle's quantized_qwen3 computes in f16 unless this says f32 (0).
+        ("general.dtype".into(), Value::U32(0)),
+        (format!("{arch}.context_length"), u32v(spec.context_length)),
+        (format!("{arch}.embedding_length"), u32v(d)),
+        (format!("{arch}.block_count"), u32v(spec.layers)),
+        (format!("{arch}.feed_forward_length"), u32v(spec.ffn)),
+        (format!("{arch}.attention.head_count"), u32v(spec.heads)),
+        (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
+        (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
+        (format!("{arch}.rope.freq_base"), Value::F32(spec.rope_base)),
+        (format!("{arch}.rope.dimension_count"), u32v(spec.rope_dims.unwrap_or(hd))),
+        (format!("{arch}.attention.key_length"), u32v(hd)),
+        (format!("{arch}.attention.value_length"), u32v(hd)),
+        (format!("{arch}.vocab_size"), u32v(v)),
+    ];
+    if let Some((window, period)) = spec.sliding_window {
+        md.push((format!("{arch}.attention.sliding_window"), u32v(window)));
+        md.push((format!("{arch}.attention.sliding_window_pattern"), u32v(period)));
+        md.push((format!("{arch}.rope.freq_base_swa"), Value::F32(spec.rope_base / 10.0)));
+    }
+    if let Some(m) = spec.moe {
+        md.push((format!("{arch}.expert_count"), u32v(m.experts)));
+        md.push((format!("{arch}.expert_used_count"), u32v(m.used)));
+        if spec.family != Family::Llama {
+            md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
+        }
+    }
+    if let Some(f) = spec.rope_linear_factor {
+        md.push((format!("{arch}.rope.scaling.type"), Value::String("linear".into())));
+        md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
+    }
+    if let Some((f, original)) = spec.rope_yarn {
+        md.push((format!("{arch}.rope.scaling.type"), Value::String("yarn".into())));
+        md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
+        md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(original)));
+    }
+    if let Some(l) = &spec.longrope {
+        md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(l.original_context)));
+        md.push((format!("{arch}.rope.scaling.attn_factor"), Value::F32(l.attn_factor)));
+    }
+    md.extend(spec.vocab.metadata.iter().cloned());
+    md
+}
+
 /// Writes `spec` as a GGUF file at `path`.
 pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> {
     let cpu = Device::Cpu;
@@ -403,54 +457,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         tensors.extend(mlp_tensors(spec, i, &mut rng, &mut moe_rng)?);
     }
 
-    let arch = spec.family.arch();
-    let u32v = |x: usize| Value::U32(x as u32);
-    let mut md: Vec<(String, Value)> = vec![
-        ("general.architecture".into(), Value::String(arch.into())),
-        // llama.cpp gives a model whose name says "phi3" Phi-3's SentencePiece token attributes,
-        // and fails to load one without those tokens: the tiny Phi-3 is "hearth-tiny-phi".
-        ("general.name".into(), Value::String(format!("hearth-tiny-{}", arch.replace("phi3", "phi")))),
-        // candle's quantized_qwen3 computes in f16 unless this says f32 (0).
-        ("general.dtype".into(), Value::U32(0)),
-        (format!("{arch}.context_length"), u32v(spec.context_length)),
-        (format!("{arch}.embedding_length"), u32v(d)),
-        (format!("{arch}.block_count"), u32v(spec.layers)),
-        (format!("{arch}.feed_forward_length"), u32v(spec.ffn)),
-        (format!("{arch}.attention.head_count"), u32v(spec.heads)),
-        (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
-        (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
-        (format!("{arch}.rope.freq_base"), Value::F32(spec.rope_base)),
-        (format!("{arch}.rope.dimension_count"), u32v(spec.rope_dims.unwrap_or(hd))),
-        (format!("{arch}.attention.key_length"), u32v(hd)),
-        (format!("{arch}.attention.value_length"), u32v(hd)),
-        (format!("{arch}.vocab_size"), u32v(v)),
-    ];
-    if let Some((window, period)) = spec.sliding_window {
-        md.push((format!("{arch}.attention.sliding_window"), u32v(window)));
-        md.push((format!("{arch}.attention.sliding_window_pattern"), u32v(period)));
-        md.push((format!("{arch}.rope.freq_base_swa"), Value::F32(spec.rope_base / 10.0)));
-    }
-    if let Some(m) = spec.moe {
-        md.push((format!("{arch}.expert_count"), u32v(m.experts)));
-        md.push((format!("{arch}.expert_used_count"), u32v(m.used)));
-        if spec.family != Family::Llama {
-            md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
-        }
-    }
-    if let Some(f) = spec.rope_linear_factor {
-        md.push((format!("{arch}.rope.scaling.type"), Value::String("linear".into())));
-        md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
-    }
-    if let Some((f, original)) = spec.rope_yarn {
-        md.push((format!("{arch}.rope.scaling.type"), Value::String("yarn".into())));
-        md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
-        md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(original)));
-    }
-    if let Some(l) = &spec.longrope {
-        md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(l.original_context)));
-        md.push((format!("{arch}.rope.scaling.attn_factor"), Value::F32(l.attn_factor)));
-    }
-    md.extend(spec.vocab.metadata.iter().cloned());
+    let md = metadata(spec);
 
     let file = File::create(path).map_err(|source| ModelError::Io {
         path: path.into(),
