@@ -9,10 +9,12 @@ use hearth::model::testkit::{TinyVocab, VocabStyle};
 use hearth::model::tokenizer::Tokenizer;
 use hearth::model::ModelError;
 
-const STYLES: [VocabStyle; 4] = [
+const STYLES: [VocabStyle; 6] = [
     VocabStyle::Gpt2 { pre: "llama-bpe" },
     VocabStyle::Gpt2 { pre: "qwen2" },
     VocabStyle::Gpt2 { pre: "gpt-2" },
+    VocabStyle::Gpt2 { pre: "dbrx" },
+    VocabStyle::Gpt2 { pre: "gpt-4o" },
     VocabStyle::LlamaSpm,
 ];
 
@@ -55,6 +57,8 @@ fn specials(style: VocabStyle) -> &'static [&'static str] {
             "<tool_call>",
             "</tool_call>",
         ],
+        VocabStyle::Gpt2 { pre: "dbrx" } => &["<|im_start|>", "<|im_sep|>", "<|im_end|>", "<|endoftext|>"],
+        VocabStyle::Gpt2 { pre: "gpt-4o" } => &["<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"],
         VocabStyle::Gpt2 { .. } => &["<|endoftext|>"],
         VocabStyle::LlamaSpm => &["<s>", "</s>", "<unk>"],
     }

@@ -28,6 +28,11 @@ pub(crate) const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}
 pub(crate) const QWEN2_REGEX: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// GPT-4o's split (`o200k`, llama.cpp `LLAMA_VOCAB_PRE_TYPE_GPT4O`; Phi-4-mini, Llama 4): a
+/// word is split before each run of capitals, contractions stay on their word, and `/` joins a
+/// run of punctuation's trailing newlines. As written in the models' `tokenizer.json`.
+pub(crate) const GPT4O_REGEX: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
 /// The pre-tokenization families hearth implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PreKind {
@@ -41,6 +46,10 @@ pub(crate) enum PreKind {
     StableLm2,
     /// Every digit split off, then GPT-2's regex (SmolLM, StarCoder).
     DigitsGpt2,
+    /// [`LLAMA3_REGEX`] with plain BPE, no `ignore_merges` (tiktoken's `cl100k`: DBRX, Phi-4).
+    Cl100k,
+    /// [`GPT4O_REGEX`] (tiktoken's `o200k`: Phi-4-mini, Llama 4).
+    Gpt4o,
 }
 
 impl PreKind {
@@ -65,6 +74,8 @@ impl PreKind {
             "qwen2" | "deepseek-r1-qwen" | "megrez" | "kormo" => Self::Qwen2,
             "stablelm2" => Self::StableLm2,
             "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" => Self::DigitsGpt2,
+            "dbrx" | "smaug-bpe" => Self::Cl100k,
+            "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => Self::Gpt4o,
             _ => return None,
         })
     }
@@ -91,7 +102,8 @@ impl PreKind {
         };
         match self {
             Self::Gpt2 => Ok(gpt2().into()),
-            Self::Llama3 => split_then_bytes(LLAMA3_REGEX),
+            Self::Llama3 | Self::Cl100k => split_then_bytes(LLAMA3_REGEX),
+            Self::Gpt4o => split_then_bytes(GPT4O_REGEX),
             Self::Qwen2 | Self::StableLm2 => split_then_bytes(QWEN2_REGEX),
             Self::DigitsGpt2 => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into()),
         }
@@ -125,6 +137,10 @@ mod tests {
         assert_eq!(PreKind::from_gguf(Some("llama-bpe")), PreKind::Llama3);
         assert_eq!(PreKind::from_gguf(Some("qwen2")), PreKind::Qwen2);
         assert_eq!(PreKind::from_gguf(Some("smollm")), PreKind::DigitsGpt2);
+        assert_eq!(PreKind::from_gguf(Some("dbrx")), PreKind::Cl100k);
+        assert_eq!(PreKind::from_gguf(Some("gpt-4o")), PreKind::Gpt4o);
+        assert!(!PreKind::Cl100k.ignore_merges() && !PreKind::Gpt4o.ignore_merges());
+        assert!(!bpe_adds_bos(Some("dbrx")) && !bpe_adds_bos(Some("gpt-4o")));
         assert_eq!(PreKind::from_gguf(Some("no-such-pre")), PreKind::Gpt2);
         assert!(bpe_adds_bos(Some("llama3")));
         assert!(!bpe_adds_bos(Some("qwen2")));
@@ -147,5 +163,12 @@ mod tests {
             ["I", "'M", "Ġhere", "ĊĊ", "Ġ", "Ġok"]
         );
         assert_eq!(split(PreKind::Gpt2, "I'M"), ["I", "'", "M"]);
+    }
+
+    #[test]
+    fn gpt4o_splits_before_capitals_and_keeps_contractions_on_words() {
+        assert_eq!(split(PreKind::Gpt4o, "HelloWorld's 12345"), ["Hello", "World's", "Ġ", "123", "45"]);
+        assert_eq!(split(PreKind::Cl100k, "HelloWorld's 12345"), ["HelloWorld", "'s", "Ġ", "123", "45"]);
+        assert_eq!(split(PreKind::Gpt4o, "a.\n/b"), ["a", ".Ċ/", "b"]);
     }
 }

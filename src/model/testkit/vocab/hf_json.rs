@@ -10,6 +10,8 @@ use super::families::Gpt2Family;
 
 /// Llama 3's split, written as in Meta-Llama-3's `tokenizer.json`.
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// GPT-4o's split (o200k), written as in Phi-4-mini's and Xenova/gpt-4o's `tokenizer.json`.
+const GPT4O_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Qwen2's split, written as in Qwen2's `tokenizer.json`.
 const QWEN2_SPLIT: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -64,6 +66,19 @@ pub(super) fn gpt2_json(
                           "vocab": vocab, "merges": merges}
             })
         }
+        // Phi-4 (cl100k: Llama 3's split) and Phi-4-mini (o200k), as tiktoken converts: plain
+        // BPE, no normalizer.
+        "dbrx" | "gpt-4o" => json!({
+            "version": "1.0", "truncation": null, "padding": null,
+            "added_tokens": added,
+            "normalizer": null,
+            "pre_tokenizer": split(if pre == "dbrx" { LLAMA3_SPLIT } else { GPT4O_SPLIT }, false),
+            "post_processor": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+            "decoder": decoder,
+            "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+                      "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                      "vocab": vocab, "merges": merges}
+        }),
         "qwen2" => json!({
             "version": "1.0", "truncation": null, "padding": null,
             "added_tokens": added,
