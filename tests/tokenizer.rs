@@ -9,12 +9,13 @@ use hearth::model::testkit::{TinyVocab, VocabStyle};
 use hearth::model::tokenizer::Tokenizer;
 use hearth::model::ModelError;
 
-const STYLES: [VocabStyle; 6] = [
+const STYLES: [VocabStyle; 7] = [
     VocabStyle::Gpt2 { pre: "llama-bpe" },
     VocabStyle::Gpt2 { pre: "qwen2" },
     VocabStyle::Gpt2 { pre: "gpt-2" },
     VocabStyle::Gpt2 { pre: "dbrx" },
     VocabStyle::Gpt2 { pre: "gpt-4o" },
+    VocabStyle::Gpt2 { pre: "tekken" },
     VocabStyle::LlamaSpm,
 ];
 
@@ -59,6 +60,7 @@ fn specials(style: VocabStyle) -> &'static [&'static str] {
         ],
         VocabStyle::Gpt2 { pre: "dbrx" } => &["<|im_start|>", "<|im_sep|>", "<|im_end|>", "<|endoftext|>"],
         VocabStyle::Gpt2 { pre: "gpt-4o" } => &["<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"],
+        VocabStyle::Gpt2 { pre: "tekken" } => &["[INST]", "[/INST]", "<s>", "</s>"],
         VocabStyle::Gpt2 { .. } => &["<|endoftext|>"],
         VocabStyle::LlamaSpm => &["<s>", "</s>", "<unk>"],
     }
@@ -175,7 +177,10 @@ fn bos_is_prepended_only_when_asked() {
             "{style:?}: the file's post-processor must not add BOS"
         );
         assert_eq!(tok.bos_token(), tok.hf().id_to_token(bos).as_deref());
-        let expect_add_bos = matches!(style, VocabStyle::LlamaSpm | VocabStyle::Gpt2 { pre: "llama-bpe" });
+        let expect_add_bos = matches!(
+            style,
+            VocabStyle::LlamaSpm | VocabStyle::Gpt2 { pre: "llama-bpe" | "tekken" }
+        );
         assert_eq!(tok.add_bos(), expect_add_bos, "{style:?}");
         assert_eq!(file.add_bos(), expect_add_bos, "{style:?} from tokenizer.json");
     }

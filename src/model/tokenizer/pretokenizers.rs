@@ -33,6 +33,11 @@ pub(crate) const QWEN2_REGEX: &str =
 /// run of punctuation's trailing newlines. As written in the models' `tokenizer.json`.
 pub(crate) const GPT4O_REGEX: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// Mistral's Tekken split (llama.cpp `LLAMA_VOCAB_PRE_TYPE_TEKKEN`; Mistral Nemo, Mistral Small
+/// 3.x, Ministral, Devstral, Pixtral): GPT-4o's without contractions, one digit at a time. As
+/// written in the models' `tokenizer.json`.
+pub(crate) const TEKKEN_REGEX: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
 /// The pre-tokenization families hearth implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PreKind {
@@ -50,6 +55,8 @@ pub(crate) enum PreKind {
     Cl100k,
     /// [`GPT4O_REGEX`] (tiktoken's `o200k`: Phi-4-mini, Llama 4).
     Gpt4o,
+    /// [`TEKKEN_REGEX`], and BPE with `ignore_merges` (Mistral's Tekken).
+    Tekken,
 }
 
 impl PreKind {
@@ -75,6 +82,7 @@ impl PreKind {
             "stablelm2" => Self::StableLm2,
             "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" => Self::DigitsGpt2,
             "dbrx" | "smaug-bpe" => Self::Cl100k,
+            "tekken" => Self::Tekken,
             "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => Self::Gpt4o,
             _ => return None,
         })
@@ -82,7 +90,7 @@ impl PreKind {
 
     /// Whether BPE looks a whole pre-token up in the vocabulary before merging.
     pub fn ignore_merges(self) -> bool {
-        self == Self::Llama3
+        matches!(self, Self::Llama3 | Self::Tekken)
     }
 
     pub fn normalizer(self) -> Option<NormalizerWrapper> {
@@ -104,6 +112,7 @@ impl PreKind {
             Self::Gpt2 => Ok(gpt2().into()),
             Self::Llama3 | Self::Cl100k => split_then_bytes(LLAMA3_REGEX),
             Self::Gpt4o => split_then_bytes(GPT4O_REGEX),
+            Self::Tekken => split_then_bytes(TEKKEN_REGEX),
             Self::Qwen2 | Self::StableLm2 => split_then_bytes(QWEN2_REGEX),
             Self::DigitsGpt2 => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into()),
         }
@@ -111,9 +120,10 @@ impl PreKind {
 }
 
 /// llama.cpp's default for `add_bos_token` in a gpt2-model vocabulary: on for
-/// the Llama 3 family (and Tekken, Chameleon), off otherwise.
+/// the Llama 3 family, Tekken and Chameleon, off otherwise.
 pub(crate) fn bpe_adds_bos(pre: Option<&str>) -> bool {
-    matches!(pre, Some("tekken" | "chameleon")) || pre.and_then(PreKind::from_name) == Some(PreKind::Llama3)
+    matches!(pre, Some("chameleon"))
+        || matches!(pre.and_then(PreKind::from_name), Some(PreKind::Llama3 | PreKind::Tekken))
 }
 
 #[cfg(test)]
@@ -170,5 +180,9 @@ mod tests {
         assert_eq!(split(PreKind::Gpt4o, "HelloWorld's 12345"), ["Hello", "World's", "Ġ", "123", "45"]);
         assert_eq!(split(PreKind::Cl100k, "HelloWorld's 12345"), ["HelloWorld", "'s", "Ġ", "123", "45"]);
         assert_eq!(split(PreKind::Gpt4o, "a.\n/b"), ["a", ".Ċ/", "b"]);
+        // Tekken: no contractions, single digits.
+        assert_eq!(split(PreKind::Tekken, "HelloWorld's 123"), ["Hello", "World", "'s", "Ġ", "1", "2", "3"]);
+        assert_eq!(PreKind::from_gguf(Some("tekken")), PreKind::Tekken);
+        assert!(PreKind::Tekken.ignore_merges() && bpe_adds_bos(Some("tekken")));
     }
 }

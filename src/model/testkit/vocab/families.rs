@@ -1,6 +1,6 @@
 //! The special tokens, ids and chat template of each model family the tiny
 //! vocabularies imitate: Llama 3 (`llama-bpe`), Qwen2 (`qwen2`, ChatML), Phi-4 (`dbrx`),
-//! Phi-4-mini (`gpt-4o`), GPT-2 (`gpt-2`), and Llama 2's `[INST]` template for the SentencePiece style.
+//! Phi-4-mini (`gpt-4o`), Mistral's Tekken (`tekken`), GPT-2 (`gpt-2`), and Llama 2's `[INST]` template for the SentencePiece style.
 
 pub(super) struct Gpt2Family {
     /// (text, is_control): control tokens are special; the others user-defined.
@@ -21,6 +21,9 @@ const GPT2_TEMPLATE: &str = "{% for message in messages %}{{ message['role'] + '
 
 pub(super) const LLAMA2_TEMPLATE: &str = "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content | trim + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + content | trim + ' ' + eos_token }}{% endif %}{% endfor %}";
 
+/// Mistral's `[INST]` template as its Tekken models write it (no spaces around the tags).
+const MISTRAL_TEKKEN_TEMPLATE: &str = "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST]' + message['content'] + '[/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token }}{% endif %}{% endfor %}";
+
 /// Phi-4's template (`<|im_sep|>` after the role).
 const PHI4_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + '<|im_end|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %}";
 
@@ -29,6 +32,22 @@ const PHI3_TEMPLATE: &str = "{% for message in messages %}{{ '<|' + message['rol
 
 pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
     match pre {
+        // Mistral Nemo, Mistral Small 3.x, Ministral, Devstral.
+        "tekken" => Gpt2Family {
+            added: &[
+                ("<unk>", true),
+                ("<s>", true),
+                ("</s>", true),
+                ("[INST]", true),
+                ("[/INST]", true),
+            ],
+            bos: "<s>",
+            eos: "</s>",
+            eot: None,
+            pad: "<unk>",
+            add_bos: true,
+            chat_template: MISTRAL_TEKKEN_TEMPLATE,
+        },
         // Phi-4 (tiktoken's cl100k).
         "dbrx" => Gpt2Family {
             added: &[

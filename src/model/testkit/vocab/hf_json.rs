@@ -12,6 +12,8 @@ use super::families::Gpt2Family;
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// GPT-4o's split (o200k), written as in Phi-4-mini's and Xenova/gpt-4o's `tokenizer.json`.
 const GPT4O_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Tekken's split, written as in Mistral-Nemo's `tokenizer.json`.
+const TEKKEN_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Qwen2's split, written as in Qwen2's `tokenizer.json`.
 const QWEN2_SPLIT: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -45,20 +47,24 @@ pub(super) fn gpt2_json(
     };
     let decoder = json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true});
     match pre {
-        "llama-bpe" | "llama3" => {
+        "llama-bpe" | "llama3" | "tekken" => {
             let bos = family.bos;
+            // Tekken: the special tokens come first in Mistral's files; here after the learned
+            // ones, as in every tiny style (ids are the GGUF's either way).
+            let regex = if pre == "tekken" { TEKKEN_SPLIT } else { LLAMA3_SPLIT };
+            let bos_id = first_added + family.added.iter().position(|&(t, _)| t == bos).unwrap_or(0) as u32;
             json!({
                 "version": "1.0", "truncation": null, "padding": null,
                 "added_tokens": added,
                 "normalizer": null,
-                "pre_tokenizer": split(LLAMA3_SPLIT, true),
+                "pre_tokenizer": split(regex, true),
                 "post_processor": {"type": "Sequence", "processors": [
                     {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
                     {"type": "TemplateProcessing",
                      "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
                      "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
                               {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
-                     "special_tokens": {bos: {"id": bos, "ids": [first_added], "tokens": [bos]}}}
+                     "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}}}
                 ]},
                 "decoder": decoder,
                 "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
