@@ -2,7 +2,8 @@
 //! here exercises: mixture-of-experts layers (Qwen3 MoE, `qwen3moe`, and Mixtral's layout,
 //! `llama` with `llama.expert_count`; 8 experts, 2 per token), YaRN rope scaling (a Qwen3
 //! file, factor 4 over an original context of 128), and Phi-3 (`phi3`: fused QKV and gate/up;
-//! LongRoPE's long and short factors with partial rotary). All Q8_0. (A tiny Gemma 3 file is not
+//! LongRoPE's long and short factors with partial rotary), and Ministral 3 (`mistral3`: YaRN
+//! with the file's betas and log multiplier, attention temperature). All Q8_0. (A tiny Gemma 3 file is not
 //! among them: llama.cpp gives it a one-hot distribution, the last prompt token at
 //! probability 1, whatever the prompt, so the real Gemma 3 270M is its reference instead,
 //! `tests/real_llama_cpp.rs`.)
@@ -69,6 +70,9 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-phi3-q8_0.gguf", TinyModelSpec::tiny(Family::Phi3, WeightType::Q8_0)),
         ("tiny-phi3-longrope-long-q8_0.gguf", phi3_longrope(128)),
         ("tiny-phi3-longrope-short-q8_0.gguf", phi3_longrope(512)),
+        // YaRN with its own betas and log multiplier, attention temperature stepping every 16
+        // positions (the longer prompts cross it).
+        ("tiny-mistral3-q8_0.gguf", TinyModelSpec::tiny(Family::Mistral3, WeightType::Q8_0)),
     ]
 }
 

@@ -11,6 +11,7 @@
 //! | Gemma 3 | `gemma3` | NeoX (halves) | no | yes |
 //! | Qwen3 MoE | `qwen3moe` | NeoX (halves) | no | yes |
 //! | Phi-3, Phi-3.5, Phi-4 | `phi3` | NeoX (halves) | no | no |
+//! | Ministral 3 | `mistral3` | interleaved | no | no |
 //!
 //! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
 //! (gate rows first); they are split at load. Its 128k-context files carry per-frequency
@@ -19,6 +20,12 @@
 //! `rope.scaling.original_context_length`, and `rope.scaling.attn_factor` scales cos and sin.
 //! Phi-4-mini rotates only the first `rope.dimension_count` dimensions of each head
 //! (`rope_dims`, partial rotary); the others pass through.
+//!
+//! Ministral 3 (`mistral3`) is Llama's layer with YaRN whose ramp bounds
+//! (`rope.scaling.yarn_beta_fast`/`_slow`) and magnitude (`rope.scaling.yarn_log_multiplier`)
+//! the file sets, and Llama 4's attention temperature: beyond the original context each query
+//! is multiplied by `1 + scale·ln(⌊pos / original_context⌋ + 1)`
+//! (`attention.temperature_scale`; llama.cpp's `build_inp_attn_scale`).
 //!
 //! Mixture-of-experts layers (Qwen3 MoE, and Mixtral, which llama.cpp writes as `llama`
 //! with `llama.expert_count`) replace the MLP with a router and `expert_count` expert MLPs,
@@ -46,7 +53,7 @@ use super::gguf::{md_opt_f64, md_opt_str, md_opt_usize, md_str, md_usize};
 use super::ModelError;
 
 /// The architecture names hearth accepts in `general.architecture`.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3", "mistral3"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
@@ -58,6 +65,9 @@ pub enum Family {
     Gemma3,
     /// Phi-3, Phi-3.5 and Phi-4 (dense): fused QKV and gate/up tensors, LongRoPE factors.
     Phi3,
+    /// Ministral 3 (dense): Llama's layer, YaRN with the file's parameters, attention
+    /// temperature.
+    Mistral3,
 }
 
 impl Family {
@@ -69,6 +79,7 @@ impl Family {
             "qwen3moe" => Ok(Self::Qwen3Moe),
             "gemma3" => Ok(Self::Gemma3),
             "phi3" => Ok(Self::Phi3),
+            "mistral3" => Ok(Self::Mistral3),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -85,12 +96,13 @@ impl Family {
             Self::Qwen3Moe => "qwen3moe",
             Self::Gemma3 => "gemma3",
             Self::Phi3 => "phi3",
+            Self::Mistral3 => "mistral3",
         }
     }
 
     pub fn rope_style(self) -> RopeStyle {
         match self {
-            Self::Llama => RopeStyle::Interleaved,
+            Self::Llama | Self::Mistral3 => RopeStyle::Interleaved,
             Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma3 | Self::Phi3 => RopeStyle::Neox,
         }
     }
@@ -113,14 +125,20 @@ pub enum RopeScaling {
     Linear {
         factor: f64,
     },
-    /// YaRN (`rope.scaling.type = "yarn"`): the frequencies that turn fewer than once over
-    /// `original_context` positions are divided by `factor`, those that turn many times
-    /// are kept, a linear ramp between (llama.cpp's `beta_fast` 32, `beta_slow` 1), and
-    /// every cos and sin is multiplied by `1 + 0.1·ln(factor)`. As llama.cpp's `ggml_rope_ext`
-    /// with `ext_factor` 1, for the families here (Qwen2.5/Qwen3 long-context files).
+    /// YaRN (`rope.scaling.type = "yarn"`): the frequencies that turn fewer than `beta_slow`
+    /// times over `original_context` positions are divided by `factor`, those that turn more
+    /// than `beta_fast` times are kept, a linear ramp between, and every cos and sin is
+    /// multiplied by `1 + 0.1·ln(factor)`, divided by `1 + 0.1·log_multiplier·ln(factor)`
+    /// when the file sets `rope.scaling.yarn_log_multiplier`. As llama.cpp's `ggml_rope_ext`
+    /// with `ext_factor` 1: the Qwen2.5/Qwen3 long-context files (betas 32 and 1, no
+    /// multiplier) and Ministral 3 (its own).
     Yarn {
         factor: f64,
         original_context: usize,
+        beta_fast: f64,
+        beta_slow: f64,
+        /// 0 when absent.
+        log_multiplier: f64,
     },
 }
 
@@ -159,6 +177,25 @@ pub struct HParams {
     pub embedding_scale: Option<f64>,
     /// Sliding-window attention: which layers are local, their window and rope base.
     pub sliding: Option<SlidingWindow>,
+    /// Ministral 3: queries scaled by position beyond the original context.
+    pub attn_temperature: Option<AttnTemperature>,
+}
+
+/// Llama 4's attention temperature (Ministral 3): the query at position `p` is multiplied by
+/// `1 + scale·ln(⌊p / floor⌋ + 1)`; K and V are untouched, so cached K/V are unaffected.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttnTemperature {
+    /// `attention.temperature_scale`.
+    pub scale: f64,
+    /// Positions per step: `rope.scaling.original_context_length`.
+    pub floor: usize,
+}
+
+impl AttnTemperature {
+    /// The factor for the query at `pos`.
+    pub fn at(&self, pos: usize) -> f32 {
+        ((((pos / self.floor) + 1) as f64).ln() * self.scale + 1.0) as f32
+    }
 }
 
 /// A mixture-of-experts MLP's shape and routing (llama.cpp's `build_moe_ffn` with softmax
@@ -257,7 +294,22 @@ impl HParams {
         let context_length = md_opt_usize(md, &key("context_length"))?.unwrap_or(4096);
         let rope_original_context =
             md_opt_usize(md, &key("rope.scaling.original_context_length"))?.unwrap_or(context_length);
-        let rope_scaling = rope_scaling(md, &key, rope_original_context)?;
+        let rope_scaling = rope_scaling(md, &key, rope_original_context, family)?;
+        let attn_temperature = match (family, md_opt_f64(md, &key("attention.temperature_scale"))?) {
+            (Family::Mistral3, Some(scale)) if scale != 0.0 => {
+                if rope_original_context == 0 {
+                    return Err(bad(
+                        "rope.scaling.original_context_length",
+                        "0, but attention temperature steps by it".into(),
+                    ));
+                }
+                Some(AttnTemperature {
+                    scale,
+                    floor: rope_original_context,
+                })
+            }
+            _ => None,
+        };
         let layers = md_usize(md, &key("block_count"))?;
         let moe = moe_params(md, &key, family)?;
         let ffn = match (&moe, md_opt_usize(md, &key("feed_forward_length"))?) {
@@ -298,17 +350,20 @@ impl HParams {
             attention_scale,
             embedding_scale,
             sliding,
+            attn_temperature,
         })
     }
 }
 
 /// `rope.scaling.*`. As llama.cpp reads them: no `type` with a `factor` is linear (its
 /// default type); YaRN's original context is `original_context` (the file's, else the
-/// context length).
+/// context length); its betas and log multiplier are read for `mistral3` only (llama.cpp reads
+/// them for that architecture and not for the others here), else 32, 1 and none.
 fn rope_scaling(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
     original_context: usize,
+    family: Family,
 ) -> Result<RopeScaling, ModelError> {
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let factor = md_opt_f64(md, &key("rope.scaling.factor"))?;
@@ -320,10 +375,21 @@ fn rope_scaling(
     Ok(match (md_opt_str(md, &key("rope.scaling.type"))?, factor) {
         (Some("none"), _) | (None, None) => RopeScaling::None,
         (Some("linear") | None, f) => RopeScaling::Linear { factor: f.unwrap_or(1.0) },
-        (Some("yarn"), f) => RopeScaling::Yarn {
-            factor: f.unwrap_or(1.0),
-            original_context,
-        },
+        (Some("yarn"), f) => {
+            let own = |k: &str, default: f64| -> Result<f64, ModelError> {
+                Ok(match family {
+                    Family::Mistral3 => md_opt_f64(md, &key(k))?.unwrap_or(default),
+                    _ => default,
+                })
+            };
+            RopeScaling::Yarn {
+                factor: f.unwrap_or(1.0),
+                original_context,
+                beta_fast: own("rope.scaling.yarn_beta_fast", 32.0)?,
+                beta_slow: own("rope.scaling.yarn_beta_slow", 1.0)?,
+                log_multiplier: own("rope.scaling.yarn_log_multiplier", 0.0)?,
+            }
+        }
         (Some(other), _) => {
             return Err(bad(
                 "rope.scaling.type",
@@ -344,6 +410,15 @@ fn moe_params(
     let experts = match family {
         Family::Qwen3Moe => md_usize(md, &key("expert_count"))?,
         Family::Llama => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
+        Family::Mistral3 => match md_opt_usize(md, &key("expert_count"))? {
+            Some(n) if n > 0 => {
+                return Err(bad(
+                    "expert_count",
+                    format!("{n} experts: mixture-of-experts mistral3 files are not supported"),
+                ))
+            }
+            _ => 0,
+        },
         _ => 0,
     };
     if experts == 0 {
@@ -485,5 +560,48 @@ mod tests {
             let m = md("phi3", &[("rope.dimension_count", Value::U32(bad))]);
             assert_eq!(bad_key(&m), "phi3.rope.dimension_count", "{bad}");
         }
+    }
+
+    #[test]
+    fn mistral3_reads_its_yarn_parameters_and_attention_temperature() {
+        let yarn = |arch: &str| {
+            md(
+                arch,
+                &[
+                    ("rope.scaling.type", Value::String("yarn".into())),
+                    ("rope.scaling.factor", Value::F32(16.0)),
+                    ("rope.scaling.original_context_length", Value::U32(1024)),
+                    ("rope.scaling.yarn_beta_fast", Value::F32(8.0)),
+                    ("rope.scaling.yarn_beta_slow", Value::F32(2.0)),
+                    ("rope.scaling.yarn_log_multiplier", Value::F32(1.0)),
+                    ("attention.temperature_scale", Value::F32(0.1)),
+                ],
+            )
+        };
+        let hp = HParams::from_metadata(&yarn("mistral3"), Some(100)).unwrap();
+        assert_eq!(hp.family.rope_style(), RopeStyle::Interleaved);
+        assert_eq!(
+            hp.rope_scaling,
+            RopeScaling::Yarn {
+                factor: 16.0,
+                original_context: 1024,
+                beta_fast: 8.0,
+                beta_slow: 2.0,
+                log_multiplier: 1.0
+            }
+        );
+        let t = hp.attn_temperature.unwrap();
+        assert_eq!((t.at(0), t.at(1023)), (1.0, 1.0));
+        assert!((t.at(1024) - (1.0 + 0.1 * 2f32.ln())).abs() < 1e-6);
+        assert!((t.at(5000) - (1.0 + 0.1 * 5f32.ln())).abs() < 1e-6);
+        // Other families keep llama.cpp's defaults and no temperature, as llama.cpp reads them.
+        let hp = HParams::from_metadata(&yarn("qwen3"), Some(100)).unwrap();
+        assert!(matches!(
+            hp.rope_scaling,
+            RopeScaling::Yarn { beta_fast: 32.0, beta_slow: 1.0, log_multiplier: 0.0, .. }
+        ));
+        assert_eq!(hp.attn_temperature, None);
+        // Mixture-of-experts mistral3 files are refused with the key named.
+        assert_eq!(bad_key(&md("mistral3", &[("expert_count", Value::U32(8))])), "mistral3.expert_count");
     }
 }

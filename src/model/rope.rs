@@ -38,13 +38,13 @@ pub struct RopeSpec {
     pub style: RopeStyle,
 }
 
-/// llama.cpp's `ggml_rope_yarn_corr_dims` with `beta_fast` 32, `beta_slow` 1: the pair
-/// indices between which YaRN's ramp runs, for `dims` rotated dimensions.
-fn yarn_ramp_pairs(dims: usize, original_context: usize, base: f64) -> (f64, f64) {
+/// llama.cpp's `ggml_rope_yarn_corr_dims`: the pair indices between which YaRN's ramp runs,
+/// for `dims` rotated dimensions (`betas`: `beta_fast`, `beta_slow`, 32 and 1 by default).
+fn yarn_ramp_pairs(dims: usize, original_context: usize, base: f64, (beta_fast, beta_slow): (f64, f64)) -> (f64, f64) {
     let corr = |beta: f64| {
         dims as f64 * (original_context as f64 / (beta * 2.0 * std::f64::consts::PI)).ln() / (2.0 * base.ln())
     };
-    (corr(32.0).floor().max(0.0), corr(1.0).ceil().min(dims as f64 - 1.0))
+    (corr(beta_fast).floor().max(0.0), corr(beta_slow).ceil().min(dims as f64 - 1.0))
 }
 
 impl RopeTables {
@@ -89,16 +89,24 @@ impl RopeTables {
         if let RopeScaling::Yarn {
             factor,
             original_context,
+            beta_fast,
+            beta_slow,
+            log_multiplier,
         } = scaling
         {
-            let (low, high) = yarn_ramp_pairs(dims, original_context, base);
+            let (low, high) = yarn_ramp_pairs(dims, original_context, base, (beta_fast, beta_slow));
             for (i, f) in inv_freq.iter_mut().enumerate() {
                 // 1 keeps the frequency (fast pairs), 0 divides it by the factor (slow ones).
                 let ramp = 1.0 - ((i as f64 - low) / (high - low).max(0.001)).clamp(0.0, 1.0);
                 *f *= (1.0 - ramp) / factor + ramp;
             }
             if factor > 1.0 {
+                // llama.cpp: ggml's `1 + 0.1·ln f`, times `get_mscale(f, 1) / get_mscale(f, m)`
+                // over its own `1 + 0.1·ln f` when the file sets a log multiplier `m`.
                 mscale = 1.0 + 0.1 * factor.ln();
+                if log_multiplier != 0.0 {
+                    mscale /= 1.0 + 0.1 * log_multiplier * factor.ln();
+                }
             }
         }
         let mscale = (mscale * attn_factor) as f32;
@@ -178,14 +186,19 @@ mod tests {
     /// Pairs for head 64, base 10 000, original context 512: the ramp runs over pairs 3..=16.
     #[test]
     fn yarn_keeps_fast_pairs_and_interpolates_slow_ones() {
-        assert_eq!(yarn_ramp_pairs(64, 128, 10_000.0), (0.0, 11.0));
-        assert_eq!(yarn_ramp_pairs(64, 512, 10_000.0), (3.0, 16.0));
+        assert_eq!(yarn_ramp_pairs(64, 128, 10_000.0, (32.0, 1.0)), (0.0, 11.0));
+        assert_eq!(yarn_ramp_pairs(64, 512, 10_000.0, (32.0, 1.0)), (3.0, 16.0));
+        // The file's betas (Ministral 3) move the ramp.
+        assert_eq!(yarn_ramp_pairs(64, 512, 10_000.0, (16.0, 2.0)), (5.0, 13.0));
         let (none_cos, _) = tables(RopeScaling::None, 1.0);
         let yarn = |factor| {
             tables(
                 RopeScaling::Yarn {
                     factor,
                     original_context: 512,
+                    beta_fast: 32.0,
+                    beta_slow: 1.0,
+                    log_multiplier: 0.0,
                 },
                 1.0,
             )
@@ -209,6 +222,20 @@ mod tests {
         // A pair inside the ramp is between the two.
         let (a, b, c) = (none_cos[57][10] * m, y_cos[57][10], lin_cos[57][10] * m);
         assert!(b != a && b != c);
+        // A log multiplier of 1 cancels the magnitude (Ministral 3), leaving the angles.
+        let (m_cos, m_sin) = tables(
+            RopeScaling::Yarn {
+                factor: 4.0,
+                original_context: 512,
+                beta_fast: 32.0,
+                beta_slow: 1.0,
+                log_multiplier: 1.0,
+            },
+            1.0,
+        );
+        for (i, (c, s)) in m_cos[57].iter().zip(&m_sin[57]).enumerate() {
+            assert!((c * m - y_cos[57][i]).abs() < 1e-5 && (s * m - y_sin[57][i]).abs() < 1e-5);
+        }
         // rope.scaling.attn_factor multiplies cos and sin whatever the scaling.
         let (cos2, _) = tables(RopeScaling::None, 2.0);
         assert!(cos2.iter().flatten().zip(none_cos.iter().flatten()).all(|(x, y)| *x == 2.0 * y));

@@ -245,7 +245,16 @@ impl Transformer {
         }
         let hp = &self.hp;
         let t = tokens.len();
-        let positions = positions_tensor(&batch.positions(), &self.device)?;
+        let pos = batch.positions();
+        let positions = positions_tensor(&pos, &self.device)?;
+        // Ministral 3: each query scaled by its position's attention temperature.
+        let q_scale = match hp.attn_temperature {
+            Some(temp) => {
+                let s: Vec<f32> = pos.iter().map(|&p| temp.at(p as usize)).collect();
+                Some(Tensor::from_vec(s, (t, 1, 1), &self.device)?)
+            }
+            None => None,
+        };
         let global = self.rope.gather(&positions)?;
         let local = match &self.rope_local {
             Some(r) => Some(r.gather(&positions)?),
@@ -279,7 +288,10 @@ impl Transformer {
                 q = norm::rms_norm(&q.contiguous()?, qn, hp.rms_eps as f32)?;
                 k = norm::rms_norm(&k.contiguous()?, kn, hp.rms_eps as f32)?;
             }
-            let q = self.rope.apply(&q, cos, sin)?;
+            let mut q = self.rope.apply(&q, cos, sin)?;
+            if let Some(s) = &q_scale {
+                q = q.broadcast_mul(s)?;
+            }
             let k = self.rope.apply(&k, cos, sin)?;
             let attn = kv.attend(
                 li,

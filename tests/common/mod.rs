@@ -59,6 +59,9 @@ impl Reference {
             // Its quantized_qwen3_moe runs the experts on CUDA only; tests/forward.rs compares
             // a MoE file whose experts are all one MLP with the dense qwen3 reference.
             Family::Qwen3Moe => panic!("no CPU candle-transformers reference for qwen3moe"),
+            // No candle-transformers model has its YaRN parameters or attention temperature;
+            // llama.cpp is its reference (tests/tiny_llama_cpp.rs).
+            Family::Mistral3 => panic!("no candle-transformers reference for mistral3"),
         }
     }
 

@@ -90,6 +90,10 @@ pub struct TinyModelSpec {
     pub rope_dims: Option<usize>,
     /// Phi-3's LongRoPE factors.
     pub longrope: Option<TinyLongRope>,
+    /// With `rope_yarn`: `rope.scaling.yarn_beta_fast`, `_slow` and `yarn_log_multiplier`.
+    pub yarn_extra: Option<(f32, f32, f32)>,
+    /// `attention.temperature_scale` (Ministral 3).
+    pub attn_temperature_scale: Option<f32>,
     /// Leave out `output.weight` (the output projection is the embedding).
     pub tie_embeddings: bool,
     /// Gemma 3: `attention.sliding_window` and `attention.sliding_window_pattern` (a period:
@@ -110,7 +114,9 @@ impl TinyModelSpec {
             Family::Gemma3 => VocabStyle::LlamaSpm,
             // A byte-level vocabulary, as Phi-4's.
             Family::Phi3 => VocabStyle::Gpt2 { pre: "gpt-2" },
+            Family::Mistral3 => VocabStyle::Gpt2 { pre: "tekken" },
         };
+        let mistral3 = family == Family::Mistral3;
         Self {
             family,
             weight_type,
@@ -125,9 +131,13 @@ impl TinyModelSpec {
             rope_base: 10_000.0,
             rope_freqs: None,
             rope_linear_factor: None,
-            rope_yarn: None,
+            // Ministral 3: YaRN ×4 over an original context of 16 with its own betas and log
+            // multiplier, and attention temperature stepping every 16 positions.
+            rope_yarn: mistral3.then_some((4.0, 16)),
             rope_dims: None,
             longrope: None,
+            yarn_extra: mistral3.then_some((16.0, 2.0, 1.0)),
+            attn_temperature_scale: mistral3.then_some(0.1),
             tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma3),
             // Phi-3 writes its fused tensors (`attn_qkv`, `ffn_up` of gate and up) and, like
             // candle-transformers' quantized_phi3 needs, its own output projection.
@@ -162,6 +172,8 @@ impl TinyModelSpec {
             rope_yarn: None,
             rope_dims: None,
             longrope: None,
+            yarn_extra: None,
+            attn_temperature_scale: None,
             tie_embeddings: false,
             sliding_window: None,
             moe: None,
@@ -190,6 +202,8 @@ impl TinyModelSpec {
             rope_yarn: None,
             rope_dims: None,
             longrope: None,
+            yarn_extra: None,
+            attn_temperature_scale: None,
             tie_embeddings: true,
             sliding_window: None,
             moe: None,
@@ -218,6 +232,8 @@ impl TinyModelSpec {
             rope_yarn: None,
             rope_dims: None,
             longrope: None,
+            yarn_extra: None,
+            attn_temperature_scale: None,
             tie_embeddings: false,
             sliding_window: None,
             moe: Some(TinyMoe {
@@ -371,6 +387,14 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.rope.scaling.type"), Value::String("yarn".into())));
         md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
         md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(original)));
+    }
+    if let Some((fast, slow, log_mul)) = spec.yarn_extra {
+        md.push((format!("{arch}.rope.scaling.yarn_beta_fast"), Value::F32(fast)));
+        md.push((format!("{arch}.rope.scaling.yarn_beta_slow"), Value::F32(slow)));
+        md.push((format!("{arch}.rope.scaling.yarn_log_multiplier"), Value::F32(log_mul)));
+    }
+    if let Some(t) = spec.attn_temperature_scale {
+        md.push((format!("{arch}.attention.temperature_scale"), Value::F32(t)));
     }
     if let Some(l) = &spec.longrope {
         md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(l.original_context)));
