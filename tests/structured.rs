@@ -349,3 +349,41 @@ async fn malformed_tools_are_400s_naming_the_field_and_queue_nothing() {
     assert_eq!(v["error"]["param"], "messages[0].tool_calls", "{v}");
     assert_eq!(s.state.engine().stats().requests.submitted, 0, "nothing was queued");
 }
+
+/// Mistral Small 3.2's real template (`[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`, ids of exactly 9
+/// letters and digits or the template raises): a forced call comes back with such an id, and
+/// the agent's next request, which sends the call and its result back, renders and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistral_tool_conversation_gets_ids_its_template_accepts() {
+    let s = server(Some(include_str!("../src/model/chat/fixtures/mistral-small-3.2-24b-instruct-2506.jinja")));
+    let tools = json!([weather_tool()]);
+    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
+    let first = json!({
+        "messages": [user],
+        "tools": tools,
+        "tool_choice": "required",
+        "temperature": 0,
+        "max_tokens": 100,
+    });
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &first).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    let call = v["choices"][0]["message"]["tool_calls"][0].clone();
+    let id = call["id"].as_str().unwrap();
+    assert!(id.len() == 9 && id.chars().all(|c| c.is_ascii_alphanumeric()), "{v}");
+    assert_eq!(call["function"]["name"], "get_weather");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(args["city"].is_string(), "{args}");
+    let second = json!({
+        "messages": [
+            user,
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "{\"sky\": \"clear\"}"},
+        ],
+        "tools": tools,
+        "temperature": 0,
+        "max_tokens": 8,
+    });
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &second).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+}

@@ -112,7 +112,9 @@ pub(crate) async fn answer(
     });
     Ok(match kind {
         Kind::Chat => {
-            let parsed = plan.tool_calls.and_then(|format| format.parse(&report.text));
+            let parsed = plan
+                .tool_calls
+                .and_then(|format| format.parse(&report.text).map(|p| (format, p)));
             Json(chat_completion(&meta, &report, logprobs, parsed)).into_response()
         }
         Kind::Text => {

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::engine::{GenerationReport, ParsedReply};
+use crate::engine::{GenerationReport, ParsedReply, ToolFormat};
 
 use super::tools::{wire_calls, WireToolCall};
 
@@ -326,17 +326,18 @@ fn chat_chunk(
 }
 
 /// The whole `chat.completion` for a finished request; `parsed`: its text split into text and
-/// tool calls, when the request offered tools and the reply made calls.
+/// tool calls, with the format they were read in, when the request offered tools and the reply
+/// made calls.
 pub(crate) fn chat_completion(
     meta: &Meta,
     report: &GenerationReport,
     logprobs: Option<Logprobs>,
-    parsed: Option<ParsedReply>,
+    parsed: Option<(ToolFormat, ParsedReply)>,
 ) -> ChatCompletion {
     let (content, tool_calls, finish_reason) = match parsed {
-        Some(p) if !p.calls.is_empty() => (
+        Some((format, p)) if !p.calls.is_empty() => (
             (!p.content.is_empty()).then_some(p.content),
-            wire_calls(p.calls, false),
+            wire_calls(p.calls, false, format),
             "tool_calls",
         ),
         _ => (Some(report.text.clone()), Vec::new(), report.stop.finish_reason()),

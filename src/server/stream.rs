@@ -121,13 +121,14 @@ impl State {
                 self.send_echo(&report.prompt_logprobs);
                 let mut finish = report.stop.finish_reason();
                 if let Some(t) = self.tools.take() {
+                    let format = t.format();
                     let parsed = t.finish();
                     if !parsed.content.is_empty() {
                         let rest = self.kind.piece(&self.meta, Some(parsed.content), None, None);
                         self.ready.push_back(json_event(&rest));
                     }
                     if !parsed.calls.is_empty() {
-                        let calls = Kind::calls(&self.meta, wire_calls(parsed.calls, true));
+                        let calls = Kind::calls(&self.meta, wire_calls(parsed.calls, true, format));
                         self.ready.push_back(json_event(&calls));
                         finish = "tool_calls";
                     }

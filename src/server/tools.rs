@@ -246,14 +246,15 @@ pub(crate) struct WireFunction {
     pub arguments: String,
 }
 
-/// `calls` in OpenAI's shape, each with a fresh id; `indexed` for stream chunks.
-pub(crate) fn wire_calls(calls: Vec<ParsedCall>, indexed: bool) -> Vec<WireToolCall> {
+/// `calls` in OpenAI's shape, each with a fresh id of the model's `format`; `indexed` for
+/// stream chunks.
+pub(crate) fn wire_calls(calls: Vec<ParsedCall>, indexed: bool, format: ToolFormat) -> Vec<WireToolCall> {
     calls
         .into_iter()
         .enumerate()
         .map(|(i, c)| WireToolCall {
             index: indexed.then_some(i),
-            id: format!("call_{:016x}{:08x}", rand::random::<u64>(), rand::random::<u32>()),
+            id: format.call_id(),
             kind: "function",
             function: WireFunction {
                 name: c.name,

@@ -12,6 +12,11 @@
 //! - [`ToolFormat::Json`]: the whole reply is `{"name": ..., "parameters": {...}}` (or
 //!   `"arguments"`), or a list of them (Llama 3.1–3.3's templates, which answer tools with
 //!   `ipython` turns).
+//! - [`ToolFormat::Mistral`]: Mistral's `[TOOL_CALLS]` (a special token, so not in the
+//!   reply's text): a JSON list of calls (Mistral Nemo, Small 3.1), or `name[ARGS]{...}` per
+//!   call (Mistral Small 3.2, Devstral, Ministral 3; `[ARGS]` is special too, so the text reads
+//!   `name{...}`). Its templates refuse a call id that is not 9 letters and digits, so its ids
+//!   are such ([`ToolFormat::call_id`]).
 //! - [`ToolFormat::Injected`]: the template renders no tools; hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
 //!   text the template can render (as llama.cpp's generic handler does).
@@ -39,6 +44,9 @@ pub enum ToolFormat {
     /// The reply is one JSON object (or a list) with `name` and the arguments under `args`
     /// (`"parameters"` for Llama 3.1+, `"arguments"` for Mistral's).
     Json { args: &'static str },
+    /// Mistral's: `[TOOL_CALLS]` then a JSON list of calls, or (`named`) the function's name,
+    /// `[ARGS]` and its arguments, per call.
+    Mistral { named: bool },
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -89,6 +97,10 @@ impl ToolFormat {
     pub fn of_template(template: &str) -> Self {
         if template.contains(OPEN) {
             Self::Hermes
+        } else if template.contains("[TOOL_CALLS]") {
+            Self::Mistral {
+                named: template.contains("[ARGS]"),
+            }
         } else if template.contains("tool_calls") || template.contains("ipython") {
             Self::Json {
                 args: if template.contains("\"parameters\"") {
@@ -107,7 +119,23 @@ impl ToolFormat {
     pub fn parse(self, text: &str) -> Option<ParsedReply> {
         match self {
             Self::Hermes | Self::Injected => parse_hermes(text),
-            Self::Json { .. } => parse_json(text),
+            Self::Json { .. } | Self::Mistral { named: false } => parse_json(text),
+            Self::Mistral { named: true } => parse_named(text),
+        }
+    }
+
+    /// A fresh id for a call the model made: OpenAI's `call_` and 24 hex digits, or for
+    /// [`ToolFormat::Mistral`] the 9 letters and digits its templates insist on (as llama.cpp
+    /// gives them).
+    pub fn call_id(self) -> String {
+        match self {
+            Self::Mistral { .. } => {
+                const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+                (0..9)
+                    .map(|_| ALNUM[rand::random_range(0..ALNUM.len())] as char)
+                    .collect()
+            }
+            _ => format!("call_{:016x}{:08x}", rand::random::<u64>(), rand::random::<u32>()),
         }
     }
 
@@ -123,7 +151,8 @@ impl ToolFormat {
             obj.insert("x-guidance".into(), json_layout());
         }
         match self {
-            Self::Json { .. } => Grammar::JsonSchema(schema),
+            Self::Json { .. } | Self::Mistral { named: false } => Grammar::JsonSchema(schema),
+            Self::Mistral { named: true } => Grammar::Lark(named_call_grammar(tools)),
             Self::Hermes | Self::Injected => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
             }
@@ -180,7 +209,7 @@ impl ToolFormat {
 fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
     let args = match format {
         ToolFormat::Json { args } => args,
-        ToolFormat::Hermes | ToolFormat::Injected => "arguments",
+        ToolFormat::Hermes | ToolFormat::Injected | ToolFormat::Mistral { .. } => "arguments",
     };
     json!({
         "type": "object",
@@ -188,6 +217,24 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         "required": ["name", args],
         "additionalProperties": false,
     })
+}
+
+/// The grammar of one `name{arguments}` call of one of `tools` (Mistral's named format as its
+/// text reads without the special tokens): a rule per tool, its name then its arguments' JSON.
+fn named_call_grammar(tools: &[Tool]) -> String {
+    let mut rules = Vec::with_capacity(tools.len());
+    let mut alternatives = Vec::with_capacity(tools.len());
+    for (i, t) in tools.iter().enumerate() {
+        let mut args = t.parameters.clone();
+        if let Some(obj) = args.as_object_mut() {
+            obj.insert("x-guidance".into(), json_layout());
+        }
+        alternatives.push(format!("c{i}"));
+        // Tool names are letters, digits, `_` and `-` (checked when the request is read), so
+        // they need no escaping in a Lark string.
+        rules.push(format!("c{i}: \"{}\" %json {args}", t.name));
+    }
+    format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
 }
 
 /// The Hermes text of earlier calls (what the model would have written).
@@ -278,6 +325,34 @@ fn parse_json(text: &str) -> Option<ParsedReply> {
     })
 }
 
+/// Mistral's named calls as their text reads: `name{...}` one after another (whitespace
+/// between allowed), and nothing else.
+fn parse_named(text: &str) -> Option<ParsedReply> {
+    let mut rest = text.trim();
+    let mut calls = Vec::new();
+    while !rest.is_empty() {
+        let name_len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
+        let (name, after) = rest.split_at(name_len);
+        if name.is_empty() || !after.starts_with('{') {
+            return None;
+        }
+        let mut values = serde_json::Deserializer::from_str(after).into_iter::<Value>();
+        let args = values.next()?.ok()?;
+        let used = values.byte_offset();
+        calls.push(call_of(&json!({"name": name, "arguments": args}))?);
+        rest = after[used..].trim_start();
+    }
+    (!calls.is_empty()).then(|| ParsedReply {
+        content: String::new(),
+        calls,
+    })
+}
+
+/// A character of a function name as tools are named.
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
+}
+
 /// A streamed reply's text when tools are offered: text goes out as it comes until a call may
 /// have begun, then everything is held for [`ToolStream::finish`] to parse.
 #[derive(Debug)]
@@ -301,6 +376,11 @@ impl ToolStream {
         }
     }
 
+    /// The format the calls are parsed in.
+    pub fn format(&self) -> ToolFormat {
+        self.format
+    }
+
     /// Adds a piece of the reply; returns the text that can go out as content now.
     pub fn push(&mut self, piece: &str) -> String {
         self.text.push_str(piece);
@@ -315,7 +395,20 @@ impl ToolStream {
                 }
                 None => self.text.len() - partial_suffix(&self.text[self.sent..], OPEN),
             },
-            ToolFormat::Json { .. } => {
+            ToolFormat::Mistral { named: true } => {
+                let start = self.text.trim_start();
+                let name_len = start.find(|c: char| !is_name_char(c)).unwrap_or(start.len());
+                if name_len == start.len() {
+                    // Only a name (or nothing) yet: it may still become a call.
+                    self.sent
+                } else if name_len > 0 && start[name_len..].starts_with('{') {
+                    self.holding = true;
+                    self.sent
+                } else {
+                    self.text.len()
+                }
+            }
+            ToolFormat::Json { .. } | ToolFormat::Mistral { named: false } => {
                 let start = self.text.trim_start();
                 if may_be_json_call(start) {
                     // A reply that is (or may still become) a JSON call: hold it all.
@@ -547,5 +640,103 @@ mod tests {
             "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
         );
         assert_eq!(msgs[3].role, Role::User);
+    }
+
+    fn call(id: &str) -> Message {
+        let mut m = Message::assistant("");
+        m.tool_calls.push(super::super::ToolCall {
+            id: id.into(),
+            name: "weather".into(),
+            arguments: "{\"city\":\"Paris\"}".into(),
+        });
+        m
+    }
+
+    fn result(id: &str) -> Message {
+        let mut m = Message::new(Role::parse("tool"), "sunny");
+        m.tool_call_id = Some(id.into());
+        m
+    }
+
+    /// Mistral's real templates (verbatim, `fixtures/`): their format, and a conversation with a
+    /// call and its result renders with the ids `call_id` makes, where OpenAI-style ids are
+    /// refused by those that check them.
+    #[test]
+    fn mistral_templates_take_their_calls_and_ids() {
+        let cases = [
+            (include_str!("fixtures/mistral-nemo-instruct-2407.jinja"), false, "[TOOL_CALLS][{\"name\": \"weather\"", true),
+            (include_str!("fixtures/mistral-small-3.2-24b-instruct-2506.jinja"), true, "[TOOL_CALLS]weather[CALL_ID]", true),
+            (include_str!("fixtures/devstral-small-2507-unsloth.jinja"), true, "[TOOL_CALLS]weather[ARGS]{", false),
+            (include_str!("fixtures/ministral-3-14b-reasoning-2512.jinja"), true, "[TOOL_CALLS]weather[ARGS]{", false),
+        ];
+        for (i, (src, named, expect, checks_ids)) in cases.into_iter().enumerate() {
+            let format = ToolFormat::of_template(src);
+            assert_eq!(format, ToolFormat::Mistral { named }, "template {i}");
+            let id = format.call_id();
+            assert!(id.len() == 9 && id.chars().all(|c| c.is_ascii_alphanumeric()), "{id}");
+            assert_ne!(id, format.call_id());
+            let t = super::super::ChatTemplate::new(src.to_owned(), Some("<s>".into()), Some("</s>".into())).unwrap();
+            let tools = [tool("weather").to_json()];
+            let history = |id: &str| [Message::user("Weather in Paris?"), call(id), result(id)];
+            let rendered = t.render_with_tools(&history(&id), &tools, true).unwrap();
+            assert!(rendered.contains(expect) && rendered.contains("sunny"), "template {i}: {rendered}");
+            let openai_id = ToolFormat::Hermes.call_id();
+            assert_eq!(t.render_with_tools(&history(&openai_id), &tools, true).is_err(), checks_ids, "template {i}");
+        }
+    }
+
+    #[test]
+    fn mistral_named_calls_parse_and_anything_else_stays_text() {
+        let f = ToolFormat::Mistral { named: true };
+        let p = f.parse("weather{\"city\": \"Paris\"}").unwrap();
+        assert_eq!(
+            p.calls,
+            vec![ParsedCall {
+                name: "weather".into(),
+                arguments: "{\"city\":\"Paris\"}".into()
+            }]
+        );
+        let two = f.parse(" a{} b_2{\"x\": [1, {\"y\": \"}\"}]}\n").unwrap();
+        assert_eq!(two.calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["a", "b_2"]);
+        assert_eq!(two.calls[1].arguments, "{\"x\":[1,{\"y\":\"}\"}]}");
+        for text in ["Hello there", "weather{not json", "weather{} and then text", "{\"city\": 1}", "weather [1]", ""] {
+            assert_eq!(f.parse(text), None, "{text:?}");
+        }
+        // The list form (Mistral Nemo) reads as JSON.
+        let nemo = ToolFormat::Mistral { named: false };
+        let p = nemo.parse("[{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}]").unwrap();
+        assert_eq!(p.calls[0].name, "weather");
+    }
+
+    #[test]
+    fn mistral_named_stream_holds_a_leading_name_until_it_is_told() {
+        let f = ToolFormat::Mistral { named: true };
+        let mut s = ToolStream::new(f);
+        assert_eq!(s.push("wea"), "");
+        assert_eq!(s.push("ther"), "");
+        assert_eq!(s.push("{\"city\": "), "");
+        assert_eq!(s.push("\"Paris\"}"), "");
+        let done = s.finish();
+        assert_eq!((done.content.as_str(), done.calls.len()), ("", 1));
+
+        let mut s = ToolStream::new(f);
+        assert_eq!(s.push("Hello"), "");
+        assert_eq!(s.push(" world"), "Hello world");
+        assert_eq!(s.push("{x}"), "{x}");
+        let done = s.finish();
+        assert!(done.calls.is_empty() && done.content.is_empty());
+    }
+
+    #[test]
+    fn mistral_forced_call_is_a_name_then_its_arguments() {
+        let Grammar::Lark(g) = ToolFormat::Mistral { named: true }.forced_call(&[tool("weather"), tool("time")]) else {
+            panic!("not a Lark grammar")
+        };
+        assert!(g.starts_with("start: c0 | c1\n"), "{g}");
+        assert!(g.contains("c0: \"weather\" %json {") && g.contains("c1: \"time\" %json {"), "{g}");
+        assert!(matches!(
+            ToolFormat::Mistral { named: false }.forced_call(&[tool("weather")]),
+            Grammar::JsonSchema(_)
+        ));
     }
 }
