@@ -114,6 +114,32 @@ fn mistral_inst_format_and_role_errors() {
     assert!(err.to_string().contains("Conversation roles must alternate"), "{err}");
 }
 
+const PHI35: &str = include_str!("fixtures/phi-3.5-mini-instruct.jinja");
+const MISTRAL_NEMO: &str = include_str!("fixtures/mistral-nemo-instruct-2407.jinja");
+
+#[test]
+fn phi35_role_tags_and_end_tokens() {
+    let t = template(PHI35, "<s>", "<|endoftext|>");
+    let out = t
+        .render(&msgs(&[("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello"), ("user", "Bye")]), true)
+        .unwrap();
+    assert_eq!(
+        out,
+        "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello<|end|>\n<|user|>\nBye<|end|>\n<|assistant|>\n"
+    );
+    // Without a generation prompt it ends with the EOS text, as transformers renders it.
+    assert!(t.render(&msgs(&[("user", "Hi")]), false).unwrap().ends_with("<|end|>\n<|endoftext|>"));
+}
+
+#[test]
+fn mistral_nemo_tekken_inst_without_spaces_and_system_in_the_last_turn() {
+    let t = template(MISTRAL_NEMO, "<s>", "</s>");
+    let out = t
+        .render(&msgs(&[("system", "S"), ("user", "Hi"), ("assistant", "Hello"), ("user", "Bye")]), true)
+        .unwrap();
+    assert_eq!(out, "<s>[INST]Hi[/INST]Hello</s>[INST]S\n\nBye[/INST]");
+}
+
 #[test]
 fn smollm2_injects_default_system() {
     let t = template(SMOLLM2, "<|im_start|>", "<|im_end|>");
