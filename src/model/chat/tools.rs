@@ -230,8 +230,8 @@ fn named_call_grammar(tools: &[Tool]) -> String {
             obj.insert("x-guidance".into(), json_layout());
         }
         alternatives.push(format!("c{i}"));
-        // Tool names are letters, digits, `_` and `-` (checked when the request is read), so
-        // they need no escaping in a Lark string.
+        // Tool names are letters, digits, `_`, `-` and `.` (OpenAI's rule, checked when the
+        // request is read), so they need no escaping in a Lark string.
         rules.push(format!("c{i}: \"{}\" %json {args}", t.name));
     }
     format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
@@ -348,7 +348,7 @@ fn parse_named(text: &str) -> Option<ParsedReply> {
     })
 }
 
-/// A character of a function name as tools are named.
+/// A character of a function name (OpenAI's rule, which the server checks a request's tools by).
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
 }
