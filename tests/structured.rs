@@ -276,16 +276,7 @@ async fn the_second_call_of_a_tool_conversation_reuses_the_first() {
     assert_eq!(status, StatusCode::OK, "{v}");
     let prompt1 = v["usage"]["prompt_tokens"].as_u64().unwrap();
     let call = v["choices"][0]["message"]["tool_calls"][0].clone();
-    let second = json!({
-        "messages": [
-            user,
-            {"role": "assistant", "content": null, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": call["id"], "content": "{\"sky\": \"clear\", \"temp\": 21}"},
-        ],
-        "tools": tools,
-        "temperature": 0,
-        "max_tokens": 8,
-    });
+    let second = next_turn(&user, &call, "{\"sky\": \"clear\", \"temp\": 21}", &tools);
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &second).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
@@ -374,16 +365,21 @@ async fn a_mistral_tool_conversation_gets_ids_its_template_accepts() {
     assert_eq!(call["function"]["name"], "get_weather");
     let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
     assert!(args["city"].is_string(), "{args}");
-    let second = json!({
+    let second = next_turn(&user, &call, "{\"sky\": \"clear\"}", &tools);
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &second).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+}
+
+/// An agent's next request: the user's message, the model's `call`, the tool's `result`.
+fn next_turn(user: &Value, call: &Value, result: &str, tools: &Value) -> Value {
+    json!({
         "messages": [
             user,
             {"role": "assistant", "content": null, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": call["id"], "content": "{\"sky\": \"clear\"}"},
+            {"role": "tool", "tool_call_id": call["id"], "content": result},
         ],
         "tools": tools,
         "temperature": 0,
         "max_tokens": 8,
-    });
-    let (status, v) = post_json(&s.app, "/v1/chat/completions", &second).await;
-    assert_eq!(status, StatusCode::OK, "{v}");
+    })
 }
