@@ -1,6 +1,7 @@
-//! Structured output and tool calls through the HTTP API, on tiny random models: output
-//! forced by a JSON Schema validates at any temperature, bad schemas and tools are 400s that
-//! name the field and queue nothing.
+//! Structured output, tool calls and reasoning through the HTTP API, on tiny random models:
+//! output forced by a JSON Schema validates at any temperature, bad schemas and tools are 400s
+//! that name the field and queue nothing, a thinking model's reasoning comes apart from its
+//! content (and a grammar waits for the reasoning's end), template kwargs reach the template.
 
 mod common;
 
@@ -14,7 +15,7 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use hearth::config::SamplingParams;
-use hearth::engine::EngineHandle;
+use hearth::engine::{EngineHandle, Event, GenerateParams, GenerateRequest, GenerationReport, Grammar, Message};
 use hearth::model::hparams::Family;
 use hearth::model::testkit::{write_model, TinyModelSpec, TinyVocab, VocabStyle, WeightType};
 use hearth::server::{router, AppState, ConnectionLimits, ServerConfig};
@@ -382,4 +383,172 @@ fn next_turn(user: &Value, call: &Value, result: &str, tools: &Value) -> Value {
         "temperature": 0,
         "max_tokens": 8,
     })
+}
+
+/// A ChatML template whose generation prompt opens the reasoning, as QwQ's and DeepSeek-R1's
+/// do: the reply is reasoning until the model writes `</think>`.
+const OPEN_THINK_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>' }}{% endif %}";
+
+const QWEN3_TEMPLATE: &str = include_str!("../src/model/chat/fixtures/qwen3-0.6b.jinja");
+
+/// The message of a whole chat completion.
+fn message(v: &Value) -> &Value {
+    &v["choices"][0]["message"]
+}
+
+/// A streamed chat reply's `reasoning_content` and `content` deltas, each joined.
+fn streamed_parts(bytes: &[u8]) -> (String, String) {
+    let chunks = sse_chunks(bytes);
+    let joined = |field: &str| -> String {
+        chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"][field].as_str())
+            .collect()
+    };
+    (joined("reasoning_content"), joined("content"))
+}
+
+/// A reply to a prompt that opened the reasoning, which the tiny model never closes: all of it
+/// is `reasoning_content`, whole and streamed; `reasoning_format: none` keeps it in `content`;
+/// a response format waits for the reasoning's end, so here it forces nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_in_an_opened_think_block_comes_apart_from_the_content() {
+    let s = server(Some(OPEN_THINK_TEMPLATE));
+    let body = json!({
+        "messages": [{"role": "user", "content": "Why is the sky blue?"}],
+        "temperature": 1.0,
+        "seed": 7,
+        "max_tokens": 12,
+        "ignore_eos": true,
+    });
+    let mut inline = body.clone();
+    inline["reasoning_format"] = json!("none");
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &inline).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let raw = message(&v)["content"].as_str().unwrap().to_owned();
+    assert!(message(&v).get("reasoning_content").is_none(), "{v}");
+    assert!(!raw.contains("</think>") && !raw.trim().is_empty(), "{raw:?}");
+
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(message(&v)["reasoning_content"], raw.trim(), "{v}");
+    assert_eq!(message(&v)["content"], "", "{v}");
+
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (status, bytes) = post(&s.app, "/v1/chat/completions", &streamed).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(streamed_parts(&bytes), (raw.trim().to_owned(), String::new()));
+
+    let mut formatted = body.clone();
+    formatted["response_format"] = json!({"type": "json_object"});
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &formatted).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(message(&v)["reasoning_content"], raw.trim(), "the format waits: {v}");
+}
+
+async fn run_in_engine(s: &TestServer, prompt: Vec<u32>, params: GenerateParams) -> Box<GenerationReport> {
+    let mut events = s.state.engine().submit(GenerateRequest::new(prompt, params)).unwrap();
+    loop {
+        match events.recv().await {
+            Some(Event::Done(r)) => break r,
+            Some(Event::Token { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// `grammar_after`: the reply is free (the same tokens as without a grammar) until it holds
+/// the text, and follows the grammar from the next token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grammar_that_waits_for_a_text_applies_from_the_token_after_it() {
+    let s = server(None);
+    let engine = s.state.engine();
+    let prompt = engine.tokenize_chat(&[Message::user("Describe a person.")]).unwrap();
+    let free = GenerateParams {
+        ignore_eos: true,
+        ..GenerateParams::greedy(4)
+    };
+    let free = run_in_engine(&s, prompt.clone(), free).await;
+    let trigger = engine.model().tokenizer.decode(&free.tokens[..2]).unwrap();
+    assert!(!trigger.is_empty() && free.text.starts_with(&trigger), "{free:?}");
+    let waiting = GenerateParams {
+        grammar: Some(Grammar::JsonSchema(person_schema())),
+        grammar_after: Some(trigger.clone()),
+        ..GenerateParams::greedy(300)
+    };
+    let report = run_in_engine(&s, prompt.clone(), waiting.clone()).await;
+    assert_eq!(report.tokens[..2], free.tokens[..2], "free until the text");
+    let rest = report.text.strip_prefix(&trigger).unwrap();
+    assert_person(&serde_json::from_str(rest).unwrap_or_else(|e| panic!("{e}: {rest:?}")));
+    // Without the wait the grammar holds from the first token.
+    let at_once = GenerateParams {
+        grammar_after: None,
+        ..waiting
+    };
+    let report = run_in_engine(&s, prompt, at_once).await;
+    assert_person(&serde_json::from_str(&report.text).unwrap());
+}
+
+/// `chat_template_kwargs` reach the template (Qwen3's `enable_thinking: false` closes an empty
+/// reasoning in the prompt); a reasoning sent back as `reasoning_content` is rendered (Qwen3
+/// keeps it for the turns after the last user message); bad values are 400s naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_kwargs_and_reasoning_sent_back_reach_the_template() {
+    let s = server(Some(QWEN3_TEMPLATE));
+    let user = json!({"role": "user", "content": "Hi"});
+    let body = json!({"messages": [user], "temperature": 0, "max_tokens": 4});
+    let prompt_tokens = |v: &Value| v["usage"]["prompt_tokens"].as_u64().unwrap();
+    let (status, thinking) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{thinking}");
+    let mut off = body.clone();
+    off["chat_template_kwargs"] = json!({"enable_thinking": false});
+    let (status, not_thinking) = post_json(&s.app, "/v1/chat/completions", &off).await;
+    assert_eq!(status, StatusCode::OK, "{not_thinking}");
+    let kwargs = off["chat_template_kwargs"].as_object().unwrap().clone();
+    let expected = s
+        .state
+        .engine()
+        .chat_prompt(&[Message::user("Hi")], &[], &kwargs)
+        .unwrap();
+    assert_eq!(prompt_tokens(&not_thinking), expected.ids.len() as u64);
+    assert!(prompt_tokens(&not_thinking) > prompt_tokens(&thinking));
+    assert_eq!(expected.reasoning.map(|r| r.starts_open), Some(false));
+
+    let call = json!({"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}});
+    let history = |reasoning: Option<&str>| {
+        let mut assistant = json!({"role": "assistant", "content": null, "tool_calls": [call]});
+        if let Some(r) = reasoning {
+            assistant["reasoning_content"] = json!(r);
+        }
+        json!({
+            "messages": [user, assistant, {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+            "tools": [weather_tool()],
+            "temperature": 0,
+            "max_tokens": 4,
+        })
+    };
+    let (_, without) = post_json(&s.app, "/v1/chat/completions", &history(None)).await;
+    let (status, with) = post_json(&s.app, "/v1/chat/completions", &history(Some("The user wants the weather."))).await;
+    assert_eq!(status, StatusCode::OK, "{with}");
+    assert!(prompt_tokens(&with) > prompt_tokens(&without) + 3, "{without} {with}");
+
+    let before = s.state.engine().stats().requests.submitted;
+    for (field, value) in [
+        ("chat_template_kwargs", json!("enable_thinking=false")),
+        ("chat_template_kwargs", json!({"messages": []})),
+        ("reasoning_format", json!("think")),
+    ] {
+        let mut bad = body.clone();
+        bad[field] = value;
+        let (status, v) = post_json(&s.app, "/v1/chat/completions", &bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+        assert_eq!(v["error"]["param"], field, "{v}");
+    }
+    let mut bad = history(Some("x"));
+    bad["messages"][1]["reasoning_content"] = json!(5);
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &bad).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "messages[1].reasoning_content", "{v}");
+    assert_eq!(s.state.engine().stats().requests.submitted, before, "nothing was queued");
 }

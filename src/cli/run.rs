@@ -69,6 +69,7 @@ fn generate(
         keep_logits: false,
         logprobs: None,
         grammar: None,
+        grammar_after: None,
         prompt_logprobs: None,
     };
     if let Some(id) = &conversation {

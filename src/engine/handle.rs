@@ -22,10 +22,10 @@ use std::time::Instant;
 use tokio::sync::mpsc as events;
 
 use super::{Engine, EngineError, EngineStats, Event, GenerateRequest, RequestId};
-use crate::model::chat::Message;
+use crate::model::chat::{Message, TemplateKwargs};
 use crate::model::chat::tools::{Tool, ToolFormat};
 use crate::model::grammar::{Constraint, Grammar};
-use crate::model::{LoadedModel, ModelInfo};
+use crate::model::{ChatPrompt, LoadedModel, ModelInfo};
 use crate::persist::{ConversationId, ConversationStore, PersistError};
 
 /// The sending half of a request's events.
@@ -199,6 +199,12 @@ impl EngineHandle {
     /// [`Self::tokenize_chat`] with `tools` offered to the model.
     pub fn tokenize_chat_with_tools(&self, messages: &[Message], tools: &[Tool]) -> Result<Vec<u32>, EngineError> {
         Ok(self.shared.model.chat_ids_with_tools(messages, tools)?)
+    }
+
+    /// A chat request's prompt: `messages`, `tools` offered (none: the plain template) and
+    /// `kwargs` as further template variables; with how the reply carries reasoning.
+    pub fn chat_prompt(&self, messages: &[Message], tools: &[Tool], kwargs: &TemplateKwargs) -> Result<ChatPrompt, EngineError> {
+        Ok(self.shared.model.chat_prompt(messages, tools, kwargs)?)
     }
 
     /// How the model's template writes tool calls.

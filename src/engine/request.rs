@@ -47,6 +47,10 @@ pub struct GenerateParams {
     /// not allow are never sampled, and the reply ends when the grammar is complete. Compiled
     /// when the request is submitted; one that does not compile is refused then.
     pub grammar: Option<Grammar>,
+    /// With a grammar: it applies only from the token after the reply first contains this
+    /// text, and the reply is free until then (a thinking model whose prompt opened its
+    /// reasoning: the grammar starts after `</think>`, as vLLM's and llama.cpp's do).
+    pub grammar_after: Option<String>,
     /// `Some(n)`: each prompt token's log-probability (after the first) given the tokens before
     /// it, with the `n` most likely tokens at its place (vLLM's `prompt_logprobs`; the
     /// completions' `echo` with `logprobs`). Such a request does not read the prefix cache (the
@@ -122,6 +126,7 @@ impl GenerateParams {
             keep_logits: false,
             logprobs: None,
             grammar: None,
+            grammar_after: None,
             prompt_logprobs: None,
         }
     }

@@ -39,6 +39,8 @@ pub(crate) struct Sequence {
     /// The request's grammar: masks each step's logits, follows each sampled token. The engine
     /// takes it out for a moment to compute a batch's masks in parallel.
     pub(crate) constraint: Option<Constraint>,
+    /// The grammar waits for this text in the reply ([`GenerateParams::grammar_after`]).
+    grammar_waits: Option<GrammarTrigger>,
     /// With a grammar: the step's logits with what it forbids masked, reused from step to step.
     masked: Vec<f32>,
     detok: Detokenizer,
@@ -105,6 +107,12 @@ impl Sequence {
             tokens: request.prompt,
             computed: 0,
             sampler: Sampler::new(request.params.sampling.clone()),
+            grammar_waits: request
+                .params
+                .grammar_after
+                .clone()
+                .filter(|t| constraint.is_some() && !t.is_empty())
+                .map(GrammarTrigger::new),
             constraint,
             masked: Vec::new(),
             stop: StopMatcher::new(&request.params.stop),
@@ -124,6 +132,14 @@ impl Sequence {
             logits: Vec::new(),
             logprobs: Vec::new(),
             prompt_scores: Vec::new(),
+        }
+    }
+
+    /// The grammar, once it applies (it may wait for [`GenerateParams::grammar_after`]).
+    pub(crate) fn active_constraint(&mut self) -> Option<&mut Constraint> {
+        match self.grammar_waits {
+            Some(_) => None,
+            None => self.constraint.as_mut(),
         }
     }
 
@@ -192,7 +208,11 @@ impl Sequence {
             self.first_token.get_or_insert_with(Instant::now);
             return Ok(Sampled::Finished(StopReason::MaxTokens));
         }
-        let next = match &mut self.constraint {
+        let active = match self.grammar_waits {
+            Some(_) => None,
+            None => self.constraint.as_mut(),
+        };
+        let next = match active {
             None => self.sampler.sample(&logits, &self.tokens),
             Some(c) => {
                 self.masked.clear();
@@ -213,11 +233,14 @@ impl Sequence {
         if !self.params.ignore_eos && tok.stop_ids().contains(&next) {
             return Ok(Sampled::Finished(StopReason::Eos));
         }
-        if let Some(c) = &mut self.constraint {
+        if let Some(c) = self.active_constraint() {
             c.accept(next)?;
         }
         self.tokens.push(next);
         let piece = self.detok.push(tok, next)?.unwrap_or_default();
+        if self.grammar_waits.as_mut().is_some_and(|w| w.seen(&piece)) {
+            self.grammar_waits = None;
+        }
         let text = self.stop.push(&piece);
         self.text.push_str(&text);
         if let Some(lp) = &logprob {
@@ -232,7 +255,7 @@ impl Sequence {
         });
         Ok(if self.stop.stopped() {
             Sampled::Finished(StopReason::StopString)
-        } else if self.constraint.as_ref().is_some_and(Constraint::is_finished) {
+        } else if self.grammar_waits.is_none() && self.constraint.as_ref().is_some_and(Constraint::is_finished) {
             Sampled::Finished(StopReason::Eos)
         } else if self.generated() >= self.params.max_tokens {
             Sampled::Finished(StopReason::MaxTokens)
@@ -308,5 +331,33 @@ impl Sequence {
         self.seq = None;
         self.computed = 0;
         self.preemptions += 1;
+    }
+}
+
+/// The text a grammar waits for, and the end of the reply so far (as much as could still
+/// hold the start of that text).
+#[derive(Debug)]
+struct GrammarTrigger {
+    text: String,
+    tail: String,
+}
+
+impl GrammarTrigger {
+    fn new(text: String) -> Self {
+        Self { text, tail: String::new() }
+    }
+
+    /// Adds a piece of the reply; whether the text has now appeared.
+    fn seen(&mut self, piece: &str) -> bool {
+        self.tail.push_str(piece);
+        if self.tail.contains(&self.text) {
+            return true;
+        }
+        let mut keep = self.tail.len().saturating_sub(self.text.len());
+        while !self.tail.is_char_boundary(keep) {
+            keep += 1;
+        }
+        self.tail.drain(..keep);
+        false
     }
 }

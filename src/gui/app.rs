@@ -105,6 +105,7 @@ pub fn default_params(settings: &Settings) -> GenerateParams {
         keep_logits: false,
         logprobs: None,
         grammar: None,
+        grammar_after: None,
         prompt_logprobs: None,
     }
 }

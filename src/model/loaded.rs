@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 use candle_core::Device;
 
 use super::chat::tools::{Tool, ToolFormat};
-use super::chat::{ChatTemplate, Message};
+use super::chat::reasoning::Reasoning;
+use super::chat::{ChatTemplate, Message, TemplateKwargs};
 use super::gguf::{md_opt_str, GgufFile};
 use super::grammar::{GrammarCompiler, GrammarError};
 use super::source::ResolvedModel;
@@ -38,6 +39,14 @@ pub struct ModelInfo {
 }
 
 /// Weights, tokenizer and chat template of one model.
+/// A chat request's prompt as the model reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatPrompt {
+    pub ids: Vec<u32>,
+    /// How the reply carries reasoning; `None` for a model whose template knows none.
+    pub reasoning: Option<Reasoning>,
+}
+
 #[derive(Debug)]
 pub struct LoadedModel {
     pub transformer: Transformer,
@@ -133,8 +142,7 @@ impl LoadedModel {
     /// the generation prompt. BOS is added only if the template did not
     /// already write it.
     pub fn chat_ids(&self, messages: &[Message]) -> Result<Vec<u32>, ModelError> {
-        let rendered = self.chat_template.render(messages, true)?;
-        self.encode_rendered(&rendered)
+        Ok(self.chat_prompt(messages, &[], &TemplateKwargs::new())?.ids)
     }
 
     /// How this model's template writes tool calls.
@@ -145,14 +153,33 @@ impl LoadedModel {
     /// [`Self::chat_ids`] with `tools` offered: through the template's own `tools` where it
     /// renders them, else described in the system message ([`ToolFormat::prepare`]).
     pub fn chat_ids_with_tools(&self, messages: &[Message], tools: &[Tool]) -> Result<Vec<u32>, ModelError> {
+        Ok(self.chat_prompt(messages, tools, &TemplateKwargs::new())?.ids)
+    }
+
+    /// A chat request's prompt: `messages` with `tools` offered (none: the plain template)
+    /// and `kwargs` as further template variables, and how the reply carries reasoning.
+    pub fn chat_prompt(
+        &self,
+        messages: &[Message],
+        tools: &[Tool],
+        kwargs: &TemplateKwargs,
+    ) -> Result<ChatPrompt, ModelError> {
         let format = self.tool_format();
-        let messages = format.prepare(messages, tools);
-        let listed: Vec<serde_json::Value> = match format {
-            ToolFormat::Injected => Vec::new(),
-            _ => tools.iter().map(Tool::to_json).collect(),
+        let rendered = if tools.is_empty() {
+            self.chat_template.render_with(messages, &[], kwargs, true)?
+        } else {
+            let messages = format.prepare(messages, tools);
+            let listed: Vec<serde_json::Value> = match format {
+                ToolFormat::Injected => Vec::new(),
+                _ => tools.iter().map(Tool::to_json).collect(),
+            };
+            self.chat_template.render_with(&messages, &listed, kwargs, true)?
         };
-        let rendered = self.chat_template.render_with_tools(&messages, &listed, true)?;
-        self.encode_rendered(&rendered)
+        let reasoning = Reasoning::in_template(self.chat_template.source()).then(|| Reasoning::for_prompt(&rendered));
+        Ok(ChatPrompt {
+            ids: self.encode_rendered(&rendered)?,
+            reasoning,
+        })
     }
 
     /// A rendered conversation's ids, BOS added only if the template did not write it.

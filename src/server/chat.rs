@@ -3,7 +3,8 @@
 //! Owns: reading `messages` (each `content` a string, a list of `{"type": "text", "text"}`
 //! parts joined in order, or null for an empty turn; other part types are refused) into
 //! [`Message`]s, which the engine renders through the model's chat template with the
-//! generation prompt.
+//! generation prompt and the request's `chat_template_kwargs`; `reasoning_format` (whether a
+//! thinking model's reasoning comes back apart), and an assistant turn's `reasoning_content`.
 //!
 //! Counterpart: vLLM's `serving_chat.py` and `chat_utils.py` (content parts).
 
@@ -13,7 +14,10 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::Value;
 
-use crate::engine::{ConversationId, EngineError, EngineHandle, Grammar, GrammarError, Message, Role, SaveTo, Tool};
+use crate::engine::{
+    check_kwargs, ConversationId, EngineError, EngineHandle, Grammar, GrammarError, Message, Reasoning, Role, SaveTo,
+    TemplateKwargs, Tool,
+};
 
 use super::protocol::{ChatFields, CommonFields, Kind, WireMessage};
 use super::tools::{message_calls, ToolRequest};
@@ -36,6 +40,8 @@ pub(crate) async fn handle(
         plan.params.grammar = Some(forced);
         plan.grammar_from = Some("tool_choice");
     }
+    let kwargs = template_kwargs(fields.chat_template_kwargs)?;
+    let split_reasoning = split_reasoning(fields.reasoning_format.as_ref())?;
     let messages = messages(fields.messages)?;
     let save = match fields.conversation_id {
         None => None,
@@ -49,11 +55,7 @@ pub(crate) async fn handle(
         let grammar_from = plan.grammar_from;
         move |engine| {
             check_schemas(engine, &tools.tools, grammar.as_ref(), grammar_from)?;
-            let prompt = if tools.tools.is_empty() {
-                engine.tokenize_chat(&messages)?
-            } else {
-                engine.tokenize_chat_with_tools(&messages, &tools.tools)?
-            };
+            let prompt = engine.chat_prompt(&messages, &tools.tools, &kwargs)?;
             // The request's messages are saved before generating (a valid prompt only). A
             // write that fails keeps them in memory (written later) and the reply says so.
             let mut unsaved = None;
@@ -70,7 +72,12 @@ pub(crate) async fn handle(
         }
     })
     .await?;
-    let response = generation::respond(&state, prompt, plan, Kind::Chat, save).await?;
+    if prompt.reasoning.is_some_and(|r| r.starts_open) && plan.params.grammar.is_some() {
+        // The reply starts inside the reasoning: the format applies to the answer after it.
+        plan.params.grammar_after = Some(Reasoning::CLOSE_TAG.to_owned());
+    }
+    plan.reasoning = prompt.reasoning.filter(|_| split_reasoning);
+    let response = generation::respond(&state, prompt.ids, plan, Kind::Chat, save).await?;
     Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }
 
@@ -162,6 +169,8 @@ fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError> {
             let mut message = Message::new(role, content_text(m.content, i)?);
             if message.role == Role::Assistant {
                 message.tool_calls = message_calls(m.tool_calls.as_ref(), i)?;
+                message.reasoning_content =
+                    optional_string(m.reasoning_content, &format!("messages[{i}].reasoning_content"))?;
             }
             if message.role.is_tool() {
                 message.tool_call_id = optional_string(m.tool_call_id, &format!("messages[{i}].tool_call_id"))?;
@@ -170,6 +179,34 @@ fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError> {
             Ok(message)
         })
         .collect()
+}
+
+/// `chat_template_kwargs`: absent, null or an object whose fields do not name a variable
+/// hearth sets itself.
+fn template_kwargs(v: Option<Value>) -> Result<TemplateKwargs, ApiError> {
+    const FIELD: &str = "chat_template_kwargs";
+    match v {
+        None | Some(Value::Null) => Ok(TemplateKwargs::new()),
+        Some(Value::Object(map)) => {
+            check_kwargs(&map).map_err(|why| ApiError::invalid_param(FIELD, format!("{FIELD}: {why}")))?;
+            Ok(map)
+        }
+        Some(_) => Err(ApiError::invalid_param(FIELD, format!("{FIELD} must be an object"))),
+    }
+}
+
+/// `reasoning_format`: whether a thinking model's reasoning is returned apart from its
+/// content (`auto`, `deepseek`, absent: yes; `none`: no, it stays in `content`).
+fn split_reasoning(v: Option<&Value>) -> Result<bool, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(true),
+        Some(Value::String(s)) if s == "auto" || s == "deepseek" => Ok(true),
+        Some(Value::String(s)) if s == "none" => Ok(false),
+        Some(other) => Err(ApiError::invalid_param(
+            "reasoning_format",
+            format!("reasoning_format must be \"auto\", \"deepseek\" or \"none\", got {other}"),
+        )),
+    }
 }
 
 /// An optional string field of a message.

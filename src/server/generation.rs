@@ -15,7 +15,7 @@
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::engine::{EngineHandle, Event, GenerateRequest, GenerationReport, RequestStream, SaveTo};
+use crate::engine::{EngineHandle, Event, GenerateRequest, GenerationReport, RequestStream, SaveTo, SplitReply};
 
 use super::params::Plan;
 use super::protocol::{chat_completion, text_completion, Kind, Meta};
@@ -112,10 +112,17 @@ pub(crate) async fn answer(
     });
     Ok(match kind {
         Kind::Chat => {
+            let reply = match plan.reasoning {
+                Some(r) => r.split(&report.text),
+                None => SplitReply {
+                    reasoning: None,
+                    content: report.text.clone(),
+                },
+            };
             let parsed = plan
                 .tool_calls
-                .and_then(|format| format.parse(&report.text).map(|p| (format, p)));
-            Json(chat_completion(&meta, &report, logprobs, parsed)).into_response()
+                .and_then(|format| format.parse(&reply.content).map(|p| (format, p)));
+            Json(chat_completion(&meta, &report, reply, logprobs, parsed)).into_response()
         }
         Kind::Text => {
             let echo = plan.echo.as_ref().map(|e| e.text.as_str());

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::engine::{GenerateParams, ToolFormat};
+use crate::engine::{GenerateParams, Reasoning, ToolFormat};
 
 use super::protocol::CommonFields;
 use super::{ApiError, AppState};
@@ -28,6 +28,9 @@ pub(crate) struct Plan {
     pub grammar_from: Option<&'static str>,
     /// Read the reply for tool calls written in this format (the request offered tools).
     pub tool_calls: Option<ToolFormat>,
+    /// Split the reply's reasoning from its content (a model that thinks, and the request
+    /// did not ask for `reasoning_format: none`); tool calls are read from the content only.
+    pub reasoning: Option<Reasoning>,
     /// The completions' `echo`: the prompt goes before the reply (and its token logprobs before
     /// the reply's, with `logprobs`).
     pub echo: Option<Echo>,
@@ -103,6 +106,7 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
             keep_logits: false,
             logprobs: None,
             grammar,
+            grammar_after: None,
             prompt_logprobs: None,
         },
         model,
@@ -110,6 +114,7 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
         include_usage: stream && f.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
         grammar_from,
         tool_calls: None,
+        reasoning: None,
         echo: None,
     })
 }

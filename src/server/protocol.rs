@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::engine::{GenerationReport, ParsedReply, ToolFormat};
+use crate::engine::{GenerationReport, ParsedReply, SplitPiece, SplitReply, ToolFormat};
 
 use super::tools::{wire_calls, WireToolCall};
 
@@ -70,6 +70,14 @@ pub(crate) struct ChatFields {
     /// `none`, `auto`, `required` or a named function (read in `tools.rs`).
     #[serde(default)]
     pub tool_choice: Option<Value>,
+    /// Further variables for the chat template (vLLM's and llama.cpp's extension), e.g.
+    /// `{"enable_thinking": false}`; an object.
+    #[serde(default)]
+    pub chat_template_kwargs: Option<Value>,
+    /// llama.cpp's extension: `none` keeps a reply's reasoning in `content`; `auto` or
+    /// `deepseek` (the default) returns it as `reasoning_content`.
+    #[serde(default)]
+    pub reasoning_format: Option<Value>,
 }
 
 /// One message as sent: `content` is a string, a list of parts, or null.
@@ -87,6 +95,9 @@ pub(crate) struct WireMessage {
     /// A `tool` message: the function's name.
     #[serde(default)]
     pub name: Option<Value>,
+    /// An assistant turn's reasoning, sent back apart from its content.
+    #[serde(default)]
+    pub reasoning_content: Option<Value>,
 }
 
 /// `/v1/completions`' own field: a string, a list of one string, a list of
@@ -183,6 +194,9 @@ pub(crate) struct ChatDelta {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// Reasoning (a `<think>` part), apart from the content.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<WireToolCall>,
 }
@@ -200,6 +214,10 @@ pub(crate) struct AssistantMessage {
     pub role: &'static str,
     /// The text; `null` when the reply is only tool calls, as OpenAI writes it.
     pub content: Option<String>,
+    /// The reply's reasoning (its `<think>` part), when the model wrote one and the request
+    /// did not ask for `reasoning_format: none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<WireToolCall>,
 }
@@ -291,6 +309,19 @@ impl Kind {
         }
     }
 
+    /// A chat piece split into reasoning and content (with its tokens' `logprobs` when asked
+    /// for); a piece with neither still says `content: ""` (a token whose text is held back).
+    pub fn split_piece(meta: &Meta, piece: SplitPiece, logprobs: Option<Logprobs>) -> Chunk {
+        let reasoning = (!piece.reasoning.is_empty()).then_some(piece.reasoning);
+        let content = (!piece.content.is_empty() || reasoning.is_none()).then_some(piece.content);
+        let delta = ChatDelta {
+            content,
+            reasoning_content: reasoning,
+            ..ChatDelta::default()
+        };
+        chat_chunk(meta, delta, logprobs, None)
+    }
+
     /// A chat chunk carrying the reply's tool calls (each with its `index`).
     pub fn calls(meta: &Meta, calls: Vec<WireToolCall>) -> Chunk {
         let delta = ChatDelta {
@@ -325,12 +356,13 @@ fn chat_chunk(
     Chunk::Chat(Envelope::new(meta, "chat.completion.chunk", vec![choice], None))
 }
 
-/// The whole `chat.completion` for a finished request; `parsed`: its text split into text and
-/// tool calls, with the format they were read in, when the request offered tools and the reply
-/// made calls.
+/// The whole `chat.completion` for a finished request; `reply`: its text split into reasoning
+/// and content; `parsed`: the content split into text and tool calls, with the format they
+/// were read in, when the request offered tools and the reply made calls.
 pub(crate) fn chat_completion(
     meta: &Meta,
     report: &GenerationReport,
+    reply: SplitReply,
     logprobs: Option<Logprobs>,
     parsed: Option<(ToolFormat, ParsedReply)>,
 ) -> ChatCompletion {
@@ -340,7 +372,7 @@ pub(crate) fn chat_completion(
             wire_calls(p.calls, false, format),
             "tool_calls",
         ),
-        _ => (Some(report.text.clone()), Vec::new(), report.stop.finish_reason()),
+        _ => (Some(reply.content), Vec::new(), report.stop.finish_reason()),
     };
     Envelope::new(
         meta,
@@ -350,6 +382,7 @@ pub(crate) fn chat_completion(
             message: AssistantMessage {
                 role: "assistant",
                 content,
+                reasoning_content: reply.reasoning,
                 tool_calls,
             },
             logprobs,

@@ -2,7 +2,8 @@
 //!
 //! Owns: the SSE body of a streamed completion: for chat, a first chunk with
 //! `delta.role`; one chunk per non-empty piece of text (the engine sends empty pieces while
-//! it holds text back, e.g. a possible stop string; those are skipped); a last chunk with
+//! it holds text back, e.g. a possible stop string; those are skipped), a thinking model's
+//! reasoning as `delta.reasoning_content` before its `delta.content`; a last chunk with
 //! `finish_reason`; with `include_usage` a chunk with `choices: []` and `usage`; then
 //! `data: [DONE]`. An error after the stream started is sent as `data: {"error": ...}`, then
 //! `data: [DONE]`. Comment lines keep idle connections open.
@@ -20,7 +21,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Serialize;
 
-use crate::engine::{EngineHandle, Event, RequestStream, TokenLogprob, ToolStream};
+use crate::engine::{EngineHandle, Event, Reasoning, ReasoningStream, RequestStream, SplitPiece, TokenLogprob, ToolStream};
 
 use super::generation::ended_early;
 use super::params::{Echo, Plan};
@@ -46,6 +47,9 @@ struct State {
     offset: usize,
     /// With tools offered: the reply's text, held from the first sign of a call.
     tools: Option<ToolStream>,
+    /// A model that thinks: the reply's reasoning split from its content (which alone goes
+    /// on to `tools`).
+    reasoning: Option<ReasoningStream>,
     /// The prompt to echo before the first piece of the reply (the completions' `echo`).
     echo: Option<Echo>,
     /// Whether the chunks carry logprobs.
@@ -69,6 +73,7 @@ pub(crate) fn sse(
         meta,
         include_usage: plan.include_usage,
         tools: plan.tool_calls.map(ToolStream::new),
+        reasoning: plan.reasoning.map(Reasoning::stream),
         echo: plan.echo.clone(),
         logprobs: plan.params.logprobs.is_some(),
         ready,
@@ -99,10 +104,7 @@ impl State {
                 ..
             }) => {
                 self.send_echo(prompt_logprobs.as_deref().unwrap_or_default());
-                let text = match &mut self.tools {
-                    Some(t) => t.push(&text),
-                    None => text,
-                };
+                let piece = self.split(text);
                 // With logprobs every token gets its chunk (its text may still be held back).
                 let logprobs = logprob.map(|lp| {
                     logprobs::build(
@@ -112,13 +114,25 @@ impl State {
                         &mut self.offset,
                     )
                 });
-                if !text.is_empty() || logprobs.is_some() {
-                    let chunk = self.kind.piece(&self.meta, Some(text), logprobs, None);
+                if !piece.is_empty() || logprobs.is_some() {
+                    let chunk = match self.kind {
+                        Kind::Chat => Kind::split_piece(&self.meta, piece, logprobs),
+                        Kind::Text => self.kind.piece(&self.meta, Some(piece.content), logprobs, None),
+                    };
                     self.ready.push_back(json_event(&chunk));
                 }
             }
             Some(Event::Done(report)) => {
                 self.send_echo(&report.prompt_logprobs);
+                if let Some(r) = self.reasoning.take() {
+                    let mut rest = r.finish();
+                    if let Some(t) = &mut self.tools {
+                        rest.content = t.push(&rest.content);
+                    }
+                    if !rest.is_empty() {
+                        self.ready.push_back(json_event(&Kind::split_piece(&self.meta, rest, None)));
+                    }
+                }
                 let mut finish = report.stop.finish_reason();
                 if let Some(t) = self.tools.take() {
                     let format = t.format();
@@ -144,6 +158,22 @@ impl State {
             Some(Event::Error(e)) => self.fail(e.into()),
             None => self.fail(ended_early()),
         }
+    }
+
+    /// A piece of the reply as it can go out now: reasoning apart, and content held while it
+    /// may be a tool call.
+    fn split(&mut self, text: String) -> SplitPiece {
+        let mut piece = match &mut self.reasoning {
+            Some(r) => r.push(&text),
+            None => SplitPiece {
+                reasoning: String::new(),
+                content: text,
+            },
+        };
+        if let Some(t) = &mut self.tools {
+            piece.content = t.push(&piece.content);
+        }
+        piece
     }
 
     /// The echoed prompt, once, before anything of the reply.

@@ -89,6 +89,10 @@ pub struct Message {
     /// A `tool` message: the function's name (some templates print it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// An assistant turn's reasoning, when a client sends it back apart from `content`
+    /// (llama.cpp's and vLLM's `reasoning_content`; Qwen3's template renders it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
 }
 
 /// One function call of an assistant turn.
@@ -124,6 +128,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            reasoning_content: None,
         }
     }
     pub fn system(content: impl Into<String>) -> Self {

@@ -20,7 +20,9 @@
 //! `apply_chat_template` (an `ImmutableSandboxedEnvironment` with
 //! `trim_blocks=True, lstrip_blocks=True`): the variables `messages`,
 //! `add_generation_prompt`, `bos_token`, `eos_token`, `tools` and `documents`
-//! (both `none`); the functions `raise_exception(msg)` and `strftime_now(fmt)`;
+//! (both `none`), and whatever further variables a request gives
+//! (`chat_template_kwargs`, e.g. `enable_thinking`; they cannot replace
+//! those); the functions `raise_exception(msg)` and `strftime_now(fmt)`;
 //! a `tojson` filter that writes what Python's `json.dumps` writes (no HTML
 //! escaping, `", "` and `": "` separators); and Python string/dict methods
 //! (`.strip()`, `.startswith()`, `.items()` ...) through minijinja-contrib's
@@ -41,15 +43,16 @@
 //! rendering the template), `python.rs` (what transformers' Python
 //! environment gives templates: generation tags, `raise_exception`,
 //! `strftime_now`, `tojson`), `tools.rs` (tool-call formats: parsing, forcing, templates
-//! without tools), `tests.rs` with real models' templates in
+//! without tools), `reasoning.rs` (a reply's `<think>` part split from its answer), `tests.rs` with real models' templates in
 //! `fixtures/`.
 
 mod message;
 mod python;
+pub mod reasoning;
 mod template;
 #[cfg(test)]
 mod tests;
 pub mod tools;
 
 pub use message::{Message, Role, ToolCall};
-pub use template::{ChatTemplate, GGUF_CHAT_TEMPLATE_KEY};
+pub use template::{check_kwargs, ChatTemplate, TemplateKwargs, GGUF_CHAT_TEMPLATE_KEY};

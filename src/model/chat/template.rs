@@ -206,6 +206,19 @@ impl ChatTemplate {
         tools: &[serde_json::Value],
         add_generation_prompt: bool,
     ) -> Result<String, ModelError> {
+        self.render_with(messages, tools, &TemplateKwargs::new(), add_generation_prompt)
+    }
+
+    /// [`Self::render_with_tools`] with `kwargs` as further variables (transformers'
+    /// `apply_chat_template(**kwargs)`, e.g. Qwen3's `enable_thinking`). A kwarg named as one
+    /// of the variables above does not replace it ([`check_kwargs`] refuses those).
+    pub fn render_with(
+        &self,
+        messages: &[Message],
+        tools: &[serde_json::Value],
+        kwargs: &TemplateKwargs,
+        add_generation_prompt: bool,
+    ) -> Result<String, ModelError> {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
@@ -218,6 +231,11 @@ impl ChatTemplate {
             tools => if tools.is_empty() { Value::from(()) } else { Value::from_serialize(tools) },
             documents => Value::from(()),
         };
+        let ctx = if kwargs.is_empty() {
+            ctx
+        } else {
+            minijinja::value::merge_maps([ctx, Value::from_serialize(kwargs)])
+        };
         template.render(ctx).map_err(|e| match raised_message(&e) {
             Some(msg) => ModelError::ChatTemplate(msg.to_owned()),
             None => ModelError::ChatTemplate(format!("the template failed to render: {}", describe(&e))),
@@ -225,8 +243,23 @@ impl ChatTemplate {
     }
 }
 
+/// Further variables a request gives the template (a JSON object's fields).
+pub type TemplateKwargs = serde_json::Map<String, serde_json::Value>;
+
+/// The variables hearth itself gives every template, which a request's kwargs may not name.
+const RESERVED_VARIABLES: [&str; 6] = ["messages", "add_generation_prompt", "bos_token", "eos_token", "tools", "documents"];
+
+/// Refuses kwargs that name a variable hearth sets itself; the error names the first such.
+pub fn check_kwargs(kwargs: &TemplateKwargs) -> Result<(), String> {
+    match kwargs.keys().find(|k| RESERVED_VARIABLES.contains(&k.as_str())) {
+        Some(k) => Err(format!("`{k}` is set by hearth and cannot be given as a template kwarg")),
+        None => Ok(()),
+    }
+}
+
 /// What a template sees of a message: `role` and `content`, as transformers passes them; an
-/// assistant's `tool_calls` and a tool result's `tool_call_id` and `name` when they have them.
+/// assistant's `tool_calls` (and `reasoning_content`, when sent apart) and a tool result's
+/// `tool_call_id` and `name` when they have them.
 #[derive(serde::Serialize)]
 struct TemplateMessage<'a> {
     role: &'a str,
@@ -237,6 +270,8 @@ struct TemplateMessage<'a> {
     tool_call_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
 }
 
 /// A tool call as templates read it: OpenAI's shape, with the arguments as an object (the
@@ -274,6 +309,7 @@ impl<'a> From<&'a Message> for TemplateMessage<'a> {
                 .collect(),
             tool_call_id: m.tool_call_id.as_deref(),
             name: m.name.as_deref(),
+            reasoning_content: m.reasoning_content.as_deref(),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::python::{civil_from_days, days_from_civil, python_float_repr, strftime};
 use super::template::{CHATML_TEMPLATE, GEMMA3_TEMPLATE};
-use super::{ChatTemplate, Message, Role};
+use super::{check_kwargs, ChatTemplate, Message, Role, TemplateKwargs, ToolCall};
 use crate::model::ModelError;
 
 fn msgs(pairs: &[(&str, &str)]) -> Vec<Message> {
@@ -138,6 +138,38 @@ fn mistral_nemo_tekken_inst_without_spaces_and_system_in_the_last_turn() {
         .render(&msgs(&[("system", "S"), ("user", "Hi"), ("assistant", "Hello"), ("user", "Bye")]), true)
         .unwrap();
     assert_eq!(out, "<s>[INST]Hi[/INST]Hello</s>[INST]S\n\nBye[/INST]");
+}
+
+/// Qwen3-0.6B's `chat_template`, verbatim (llama.cpp's `models/templates` copy).
+const QWEN3: &str = include_str!("fixtures/qwen3-0.6b.jinja");
+
+#[test]
+fn qwen3_thinking_switch_and_reasoning_sent_back() {
+    let t = template(QWEN3, "", "<|im_end|>");
+    let hi = msgs(&[("user", "Hi")]);
+    assert_eq!(t.render(&hi, true).unwrap(), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    let mut kwargs = TemplateKwargs::new();
+    kwargs.insert("enable_thinking".into(), false.into());
+    let off = t.render_with(&hi, &[], &kwargs, true).unwrap();
+    assert!(off.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"), "{off:?}");
+    // A kwarg cannot replace what hearth sets.
+    kwargs.insert("messages".into(), serde_json::json!([]));
+    assert!(check_kwargs(&kwargs).unwrap_err().contains("`messages`"));
+    // An assistant turn after the last user message keeps its reasoning, given apart.
+    let mut call = Message::assistant("");
+    call.tool_calls = vec![ToolCall {
+        id: "c1".into(),
+        name: "weather".into(),
+        arguments: "{}".into(),
+    }];
+    call.reasoning_content = Some("\nThe user wants the weather.\n".into());
+    let mut result = Message::new(Role::parse("tool"), "sunny");
+    result.tool_call_id = Some("c1".into());
+    let out = t.render(&[Message::user("Weather?"), call, result], true).unwrap();
+    assert!(
+        out.contains("<|im_start|>assistant\n<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": \"weather\""),
+        "{out}"
+    );
 }
 
 #[test]

@@ -467,7 +467,7 @@ fn parsed_rest(sent: &str, content: &str) -> String {
 }
 
 /// The length of the longest end of `text` that is a proper start of `tag`.
-fn partial_suffix(text: &str, tag: &str) -> usize {
+pub(super) fn partial_suffix(text: &str, tag: &str) -> usize {
     (1..tag.len().min(text.len() + 1))
         .rev()
         .find(|&n| text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..]))

@@ -1,0 +1,301 @@
+//! Reasoning ("thinking") in a reply: the part a model writes between `<think>` and
+//! `</think>` before its answer, split from the answer.
+//!
+//! Owns: [`Reasoning`] (whether a model's replies carry such a part, read from its template,
+//! and whether a reply starts inside it, read from the rendered prompt), [`SplitReply`] (a
+//! finished reply's reasoning and content) and [`ReasoningStream`] (the same split, piece by
+//! piece, for a streamed reply).
+//!
+//! Which models: any whose template mentions `<think>` (Qwen3, QwQ, DeepSeek-R1 and its
+//! distills, SmolLM3, ...). Two ways a reply starts:
+//! - the model writes `<think>` itself (Qwen3, SmolLM3 in think mode): the reply is reasoning
+//!   only if, leading whitespace aside, it begins with the tag;
+//! - the prompt ends with `<think>` (QwQ, DeepSeek-R1's later templates): the reply begins
+//!   inside the reasoning, and everything up to `</think>` is reasoning. Cut off before the
+//!   tag, the whole reply is reasoning.
+//!
+//! A prompt that ends after `</think>` (Qwen3 with `enable_thinking: false`) starts outside.
+//!
+//! Invariants: the reasoning is trimmed of whitespace and the content of leading whitespace
+//! (templates put `\n` around both and re-render them so); the streamed pieces, joined, are
+//! exactly what [`Reasoning::split`] gives for the whole text, however the text is cut
+//! (tested over every cut); reasoning always comes before content.
+//!
+//! Counterpart: llama.cpp's `common_chat_parse_reasoning` (`reasoning_format: deepseek`,
+//! `thinking_forced_open`); vLLM's `reasoning/deepseek_r1_reasoning_parser.py` and
+//! `qwen3_reasoning_parser.py`.
+
+use super::tools::partial_suffix;
+
+const OPEN: &str = "<think>";
+const CLOSE: &str = "</think>";
+
+/// How a model's replies carry reasoning: in `<think>` tags, starting inside them or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reasoning {
+    /// The prompt ends with the open tag: the reply begins as reasoning.
+    pub starts_open: bool,
+}
+
+/// A finished reply split into its reasoning and its content.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SplitReply {
+    /// The reasoning, trimmed; `None` when the reply has none (or an empty one).
+    pub reasoning: Option<String>,
+    pub content: String,
+}
+
+impl Reasoning {
+    /// The tag that ends the reasoning (a grammar for the answer starts after it).
+    pub const CLOSE_TAG: &'static str = CLOSE;
+
+    /// Whether `template` (its Jinja source) writes or expects `<think>` reasoning.
+    pub fn in_template(template: &str) -> bool {
+        template.contains(CLOSE) || template.contains(OPEN)
+    }
+
+    /// The reasoning of a reply to `rendered`, the prompt as the template wrote it.
+    pub fn for_prompt(rendered: &str) -> Self {
+        Self {
+            starts_open: rendered.trim_end().ends_with(OPEN),
+        }
+    }
+
+    /// `text`, a whole reply, split into reasoning and content.
+    pub fn split(self, text: &str) -> SplitReply {
+        let inside = if self.starts_open {
+            text
+        } else {
+            match text.trim_start().strip_prefix(OPEN) {
+                Some(rest) => rest,
+                None => {
+                    return SplitReply {
+                        reasoning: None,
+                        content: text.to_owned(),
+                    }
+                }
+            }
+        };
+        let (reasoning, content) = match inside.find(CLOSE) {
+            Some(at) => (&inside[..at], inside[at + CLOSE.len()..].trim_start()),
+            None => (inside, ""),
+        };
+        let reasoning = reasoning.trim();
+        SplitReply {
+            reasoning: (!reasoning.is_empty()).then(|| reasoning.to_owned()),
+            content: content.to_owned(),
+        }
+    }
+
+    /// A splitter for a streamed reply.
+    pub fn stream(self) -> ReasoningStream {
+        ReasoningStream {
+            state: if self.starts_open { State::Inside } else { State::Start },
+            pending: String::new(),
+            reasoning_started: false,
+        }
+    }
+}
+
+/// Where a streamed reply is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Nothing but whitespace or a start of the open tag yet: not known whether it reasons.
+    Start,
+    /// In the reasoning.
+    Inside,
+    /// Just after the close tag: whitespace is dropped.
+    AfterClose,
+    /// In the content: everything goes out as it comes.
+    Content,
+}
+
+/// A piece of a streamed reply, split: the reasoning part comes before the content part.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SplitPiece {
+    pub reasoning: String,
+    pub content: String,
+}
+
+impl SplitPiece {
+    pub fn is_empty(&self) -> bool {
+        self.reasoning.is_empty() && self.content.is_empty()
+    }
+}
+
+/// [`Reasoning::split`] piece by piece: text that may still turn out to be a tag, or
+/// whitespace that may still turn out to end the reasoning, is held until it is known.
+#[derive(Debug)]
+pub struct ReasoningStream {
+    state: State,
+    /// Text received and not yet sent.
+    pending: String,
+    /// Some reasoning went out (so its leading whitespace is behind it).
+    reasoning_started: bool,
+}
+
+impl ReasoningStream {
+    /// Adds a piece of the reply; returns what can go out now.
+    pub fn push(&mut self, piece: &str) -> SplitPiece {
+        self.pending.push_str(piece);
+        let mut out = SplitPiece::default();
+        loop {
+            match self.state {
+                State::Start => {
+                    let start = self.pending.trim_start();
+                    if let Some(rest) = start.strip_prefix(OPEN) {
+                        self.pending = rest.to_owned();
+                        self.state = State::Inside;
+                    } else if OPEN.starts_with(start) {
+                        return out;
+                    } else {
+                        self.state = State::Content;
+                    }
+                }
+                State::Inside => {
+                    if !self.reasoning_started {
+                        let trimmed = self.pending.trim_start().len();
+                        self.pending.drain(..self.pending.len() - trimmed);
+                    }
+                    if let Some(at) = self.pending.find(CLOSE) {
+                        out.reasoning.push_str(self.pending[..at].trim_end());
+                        self.pending.drain(..at + CLOSE.len());
+                        self.state = State::AfterClose;
+                        continue;
+                    }
+                    // Hold a possible start of the close tag and the whitespace before it.
+                    let held = partial_suffix(&self.pending, CLOSE);
+                    let safe = self.pending[..self.pending.len() - held].trim_end().len();
+                    out.reasoning.push_str(&self.pending[..safe]);
+                    self.reasoning_started |= safe > 0;
+                    self.pending.drain(..safe);
+                    return out;
+                }
+                State::AfterClose => {
+                    let trimmed = self.pending.trim_start().len();
+                    self.pending.drain(..self.pending.len() - trimmed);
+                    if self.pending.is_empty() {
+                        return out;
+                    }
+                    self.state = State::Content;
+                }
+                State::Content => {
+                    out.content.push_str(&self.pending);
+                    self.pending.clear();
+                    return out;
+                }
+            }
+        }
+    }
+
+    /// The end of the reply: whatever was held, where it belongs.
+    pub fn finish(mut self) -> SplitPiece {
+        let rest = std::mem::take(&mut self.pending);
+        match self.state {
+            State::Start | State::Content => SplitPiece {
+                reasoning: String::new(),
+                content: rest,
+            },
+            State::Inside => SplitPiece {
+                reasoning: if self.reasoning_started { rest.trim_end() } else { rest.trim() }.to_owned(),
+                content: String::new(),
+            },
+            State::AfterClose => SplitPiece::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OUTSIDE: Reasoning = Reasoning { starts_open: false };
+    const INSIDE: Reasoning = Reasoning { starts_open: true };
+
+    fn split(r: Reasoning, text: &str) -> (Option<String>, String) {
+        let s = r.split(text);
+        (s.reasoning, s.content)
+    }
+
+    fn parts(reasoning: Option<&str>, content: &str) -> (Option<String>, String) {
+        (reasoning.map(str::to_owned), content.to_owned())
+    }
+
+    #[test]
+    fn a_reply_that_opens_the_tag_is_split_at_the_close() {
+        let text = "<think>\nThe user greets me.\n</think>\n\nHello!";
+        assert_eq!(split(OUTSIDE, text), parts(Some("The user greets me."), "Hello!"));
+        // Leading whitespace before the tag is allowed; text before it is not reasoning.
+        assert_eq!(split(OUTSIDE, "\n<think>a</think>b"), parts(Some("a"), "b"));
+        assert_eq!(split(OUTSIDE, "x <think>a</think>b"), parts(None, "x <think>a</think>b"));
+        // An empty reasoning is none (Qwen3's non-thinking turns).
+        assert_eq!(split(OUTSIDE, "<think>\n\n</think>\n\nHi"), parts(None, "Hi"));
+        // Cut off inside: all reasoning.
+        assert_eq!(split(OUTSIDE, "<think>\nstill going"), parts(Some("still going"), ""));
+        assert_eq!(split(OUTSIDE, "  plain answer "), parts(None, "  plain answer "));
+    }
+
+    #[test]
+    fn a_reply_to_a_prompt_that_opened_the_tag_starts_inside() {
+        assert!(Reasoning::for_prompt("<|im_start|>assistant\n<think>\n").starts_open);
+        assert!(!Reasoning::for_prompt("<|im_start|>assistant\n<think>\n\n</think>\n\n").starts_open);
+        assert!(!Reasoning::for_prompt("<|im_start|>assistant\n").starts_open);
+        assert_eq!(split(INSIDE, "Let me see.\n</think>\n\n42"), parts(Some("Let me see."), "42"));
+        assert_eq!(split(INSIDE, "no close yet"), parts(Some("no close yet"), ""));
+        assert_eq!(split(INSIDE, "</think>42"), parts(None, "42"));
+    }
+
+    #[test]
+    fn templates_that_think_are_recognised() {
+        assert!(Reasoning::in_template(include_str!("fixtures/qwen3-0.6b.jinja")));
+        assert!(!Reasoning::in_template(include_str!("fixtures/qwen2.5-instruct.jinja")));
+        assert!(!Reasoning::in_template(include_str!("fixtures/smollm2-instruct.jinja")));
+    }
+
+    /// Streams `text` cut at `cuts` and joins what comes out.
+    fn streamed(r: Reasoning, text: &str, cuts: &[usize]) -> SplitPiece {
+        let mut s = r.stream();
+        let mut all = SplitPiece::default();
+        let mut last = 0;
+        for &c in cuts.iter().chain(std::iter::once(&text.len())) {
+            let piece = s.push(&text[last..c]);
+            // Reasoning never follows content.
+            assert!(piece.reasoning.is_empty() || all.content.is_empty(), "{text:?} at {cuts:?}");
+            all.reasoning.push_str(&piece.reasoning);
+            all.content.push_str(&piece.content);
+            last = c;
+        }
+        let end = s.finish();
+        all.reasoning.push_str(&end.reasoning);
+        all.content.push_str(&end.content);
+        all
+    }
+
+    #[test]
+    fn a_stream_cut_anywhere_gives_the_whole_split() {
+        let texts = [
+            "<think>\nThe user greets me.\n\n</think>\n\nHello <b>there</b>!",
+            "\n <think>a </thin b</think>",
+            "<thinking is a word",
+            "<thi",
+            "  ",
+            "<think>\n\n</think>\n\nHi </think>",
+            "<think>é ü\n</think>ö",
+            "Plain answer with </think> in it",
+        ];
+        for (r, text) in texts.iter().flat_map(|t| [(OUTSIDE, *t), (INSIDE, *t)]) {
+            let whole = r.split(text);
+            let expect = (whole.reasoning.clone().unwrap_or_default(), whole.content.clone());
+            let bounds: Vec<usize> = (0..=text.len()).filter(|&i| text.is_char_boundary(i)).collect();
+            for &a in &bounds {
+                for &b in bounds.iter().filter(|&&b| b >= a) {
+                    let got = streamed(r, text, &[a, b]);
+                    assert_eq!((got.reasoning, got.content), expect, "{text:?} cut at {a}, {b}, {r:?}");
+                }
+            }
+            let every: Vec<usize> = bounds.clone();
+            let got = streamed(r, text, &every);
+            assert_eq!((got.reasoning, got.content), expect, "{text:?} char by char");
+        }
+    }
+}
