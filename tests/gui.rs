@@ -223,6 +223,39 @@ fn a_conversation_with_tool_messages_opens_and_reads_sensibly() {
     assert_eq!(open.conversation.messages[1].tool_calls.len(), 1, "the call is kept");
 }
 
+/// A thinking model's saved reply shows its answer, its reasoning folded under "Thought"
+/// (the `<think>` tags never shown), and the fold opens.
+#[test]
+fn a_thinking_models_reasoning_is_folded_under_thought() {
+    use hearth::engine::{ConversationId, Message, Reasoning};
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    let template = "{% for m in messages %}{% if m['role'] == 'assistant' %}{{ 'assistant: ' + m['content'].split('</think>')[-1] + '\\n' }}{% else %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}";
+    spec.vocab.metadata.retain(|(k, _)| k != "tokenizer.chat_template");
+    spec.vocab.metadata.push((
+        "tokenizer.chat_template".into(),
+        candle_core::quantized::gguf_file::Value::String(template.into()),
+    ));
+    let model = write_tiny(dir.path(), &spec, "m.gguf");
+    let engine = handle(&model, &dir.path().join("data"), EngineSettings::default());
+    assert_eq!(engine.model_info().reasoning, Some(Reasoning { starts_open: false }));
+    let messages = vec![
+        Message::user("Why is the sky blue?"),
+        Message::assistant("<think>\nScattering, surely.\n</think>\n\nBecause of Rayleigh scattering."),
+    ];
+    engine.save_messages(&ConversationId::parse("thinks").unwrap(), &messages).unwrap();
+    engine.flush_disk();
+    let mut h = harness(engine);
+    h.get_by_role_and_label(Role::Button, "Why is the sky blue?").click();
+    h.run_steps(3);
+    h.get_by_label("Because of Rayleigh scattering.");
+    assert!(h.query_by_label_contains("<think>").is_none());
+    assert!(h.query_by_label("Scattering, surely.").is_none(), "folded");
+    h.get_by_label("Thought").click();
+    h.run_steps(3);
+    h.get_by_label("Scattering, surely.");
+}
+
 #[test]
 fn after_a_restart_the_conversations_are_back_and_the_next_message_hits() {
     let f = fixture();

@@ -33,12 +33,14 @@ pub struct ModelInfo {
     /// cache file's fingerprint.
     pub kv_variant: String,
     pub file_bytes: u64,
+    /// How this model's chat replies carry reasoning (`None`: its template knows no `<think>`),
+    /// as a conversation of one user message shows it (the desktop app's turns).
+    pub reasoning: Option<Reasoning>,
     /// The files whose contents define the model: the GGUF, then any `tokenizer.json` and
     /// `tokenizer_config.json` used with it (what a cache file's fingerprint hashes).
     pub files: Vec<std::path::PathBuf>,
 }
 
-/// Weights, tokenizer and chat template of one model.
 /// A chat request's prompt as the model reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatPrompt {
@@ -47,6 +49,7 @@ pub struct ChatPrompt {
     pub reasoning: Option<Reasoning>,
 }
 
+/// Weights, tokenizer and chat template of one model.
 #[derive(Debug)]
 pub struct LoadedModel {
     pub transformer: Transformer,
@@ -55,6 +58,19 @@ pub struct LoadedModel {
     pub info: ModelInfo,
     /// The grammar compiler over this vocabulary, built by the first request with a grammar.
     grammar: OnceLock<Result<GrammarCompiler, String>>,
+}
+
+/// How `template`'s chat replies carry reasoning, from a one-message conversation rendered
+/// with it; a template that thinks but cannot render that is taken to let the model open the
+/// reasoning itself.
+fn reasoning_of(template: &ChatTemplate) -> Option<Reasoning> {
+    if !Reasoning::in_template(template.source()) {
+        return None;
+    }
+    Some(match template.render(&[Message::user("Hi")], true) {
+        Ok(rendered) => Reasoning::for_prompt(&rendered),
+        Err(_) => Reasoning { starts_open: false },
+    })
 }
 
 /// The context length used when none is configured: the model's own, capped
@@ -104,6 +120,7 @@ impl LoadedModel {
             device: device_name(device),
             kv_variant: kv_variant(&file, &hp, context),
             file_bytes: file.file_len(),
+            reasoning: reasoning_of(&chat_template),
             files: resolved.files(),
         };
         Ok(Self {

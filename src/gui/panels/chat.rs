@@ -1,9 +1,9 @@
 //! The middle: the open conversation (title with rename and delete, system prompt, messages
-//! with markdown and code blocks, the streaming reply) and the message box (send, stop,
-//! regenerate).
+//! with markdown and code blocks, a thinking model's reasoning folded under "Thought", the
+//! streaming reply) and the message box (send, stop, regenerate).
 
 use super::super::{Action, AppModel, ModelStatus};
-use crate::engine::{Message, Role};
+use crate::engine::{Message, Reasoning, Role, SplitReply};
 
 // long: the panel's layout from top to bottom (title bar, system prompt, messages, reply,
 // message box), read in the order it is drawn.
@@ -14,6 +14,10 @@ pub fn show(
     actions: &mut Vec<Action>,
 ) {
     let ready = matches!(m.model, ModelStatus::Ready(_));
+    let reasoning = match &m.model {
+        ModelStatus::Ready(info) => info.reasoning,
+        _ => None,
+    };
     egui::Panel::bottom("input").resizable(false).show(ui, |ui| {
         // The buttons first, so a long draft can never push them out of the window.
         let mut label_id = None;
@@ -142,8 +146,14 @@ pub fn show(
                     }
                     Role::Assistant => {
                         ui.strong("Assistant");
-                        if !msg.content.is_empty() || msg.tool_calls.is_empty() {
-                            egui_commonmark::CommonMarkViewer::new().show(ui, markdown, &msg.content);
+                        let reply = split(reasoning, &msg.content);
+                        if let Some(thought) = &reply.reasoning {
+                            egui::CollapsingHeader::new("Thought")
+                                .id_salt(("thought", i))
+                                .show(ui, |ui| ui.weak(thought));
+                        }
+                        if !reply.content.is_empty() || (msg.tool_calls.is_empty() && reply.reasoning.is_none()) {
+                            egui_commonmark::CommonMarkViewer::new().show(ui, markdown, &reply.content);
                         }
                         tool_calls(ui, msg);
                     }
@@ -159,13 +169,32 @@ pub fn show(
             }
             if let Some(s) = streaming {
                 ui.strong("Assistant");
+                let reply = split(reasoning, &s.text);
+                if let Some(thought) = &reply.reasoning {
+                    // Open while the model thinks, so the reasoning can be followed.
+                    egui::CollapsingHeader::new(if reply.content.is_empty() { "Thinking…" } else { "Thought" })
+                        .id_salt("thought-streaming")
+                        .default_open(true)
+                        .show(ui, |ui| ui.weak(thought));
+                }
                 ui.horizontal_wrapped(|ui| {
-                    ui.label(&s.text);
+                    ui.label(&reply.content);
                     ui.spinner();
                 });
             }
         });
     });
+}
+
+/// An assistant's text split into its reasoning and its answer, for a model that thinks.
+fn split(reasoning: Option<Reasoning>, text: &str) -> SplitReply {
+    match reasoning {
+        Some(r) => r.split(text),
+        None => SplitReply {
+            reasoning: None,
+            content: text.to_owned(),
+        },
+    }
 }
 
 /// An assistant turn's function calls (a conversation written through the API with tools).
