@@ -29,10 +29,15 @@ struct TestServer {
 /// A tiny Qwen2-style model (ChatML tokens, `<tool_call>` among them) whose chat template is
 /// `template` (`None`: the vocabulary's own ChatML).
 fn server(template: Option<&str>) -> TestServer {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
     let mut spec = TinyModelSpec::tiny(Family::Qwen2, WeightType::Q8_0);
     spec.vocab = TinyVocab::new(VocabStyle::Gpt2 { pre: "qwen2" });
+    server_for(spec, template)
+}
+
+/// A server on the tiny model of `spec`, with `template` as its chat template.
+fn server_for(mut spec: TinyModelSpec, template: Option<&str>) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
     spec.context_length = 2048;
     if let Some(t) = template {
         for (k, v) in &mut spec.vocab.metadata {
@@ -551,4 +556,61 @@ async fn template_kwargs_and_reasoning_sent_back_reach_the_template() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(v["error"]["param"], "messages[1].reasoning_content", "{v}");
     assert_eq!(s.state.engine().stats().requests.submitted, before, "nothing was queued");
+}
+
+/// Mistral's named calls, forced, are written with the vocabulary's `[TOOL_CALLS]` and `[ARGS]`
+/// tokens, as the model writes calls: the reply parses to the call, and the next request's
+/// prompt (the call sent back, rendered by Ministral 3's template) starts with the first
+/// prompt and the reply's very tokens, so the prefix cache serves it through the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_mistral_call_is_written_with_its_special_tokens() {
+    let template = include_str!("../src/model/chat/fixtures/ministral-3-14b-reasoning-2512.jinja");
+    let s = server_for(TinyModelSpec::tiny(Family::Mistral3, WeightType::Q8_0), Some(template));
+    let engine = s.state.engine();
+    let tok = &engine.model().tokenizer;
+    let (calls_id, args_id) = (
+        tok.special_token_id("[TOOL_CALLS]").unwrap(),
+        tok.special_token_id("[ARGS]").unwrap(),
+    );
+    let tools = vec![hearth::engine::Tool {
+        name: "get_weather".into(),
+        description: Some("The weather in a city.".into()),
+        parameters: weather_tool()["function"]["parameters"].clone(),
+    }];
+    let user = Message::user("What is the weather in Paris?");
+    let p1 = engine.tokenize_chat_with_tools(std::slice::from_ref(&user), &tools).unwrap();
+    let forced = GenerateParams {
+        grammar: Some(engine.forced_call(&tools)),
+        ..GenerateParams::greedy(100)
+    };
+    let reply = run_in_engine(&s, p1.clone(), forced).await;
+    assert_eq!(reply.tokens.first(), Some(&calls_id), "{reply:?}");
+    assert!(reply.tokens.contains(&args_id), "{reply:?}");
+    let parsed = engine.tool_format().parse(&reply.text).unwrap_or_else(|| panic!("{:?}", reply.text));
+    assert_eq!(parsed.calls.len(), 1);
+    assert_eq!(parsed.calls[0].name, "get_weather");
+
+    let mut assistant = Message::assistant("");
+    assistant.tool_calls.push(hearth::engine::ToolCall {
+        id: "a1B2c3D4e".into(),
+        name: "get_weather".into(),
+        arguments: parsed.calls[0].arguments.clone(),
+    });
+    let p2 = engine.tokenize_chat_with_tools(&[user, assistant], &tools).unwrap();
+    let written: Vec<u32> = p1.iter().chain(&reply.tokens).copied().collect();
+    assert_eq!(p2[..written.len()], written[..], "the history renders the call as it was written");
+
+    // Through the API: the call comes back whole, with Mistral's id.
+    let body = json!({
+        "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "tools": [weather_tool()],
+        "tool_choice": "required",
+        "temperature": 0,
+        "max_tokens": 100,
+    });
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    let call = &v["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["arguments"].as_str(), Some(parsed.calls[0].arguments.as_str()), "{v}");
 }

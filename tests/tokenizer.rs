@@ -60,7 +60,7 @@ fn specials(style: VocabStyle) -> &'static [&'static str] {
         ],
         VocabStyle::Gpt2 { pre: "dbrx" } => &["<|im_start|>", "<|im_sep|>", "<|im_end|>", "<|endoftext|>"],
         VocabStyle::Gpt2 { pre: "gpt-4o" } => &["<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"],
-        VocabStyle::Gpt2 { pre: "tekken" } => &["[INST]", "[/INST]", "<s>", "</s>"],
+        VocabStyle::Gpt2 { pre: "tekken" } => &["[INST]", "[/INST]", "<s>", "</s>", "[TOOL_CALLS]", "[ARGS]"],
         VocabStyle::Gpt2 { .. } => &["<|endoftext|>"],
         VocabStyle::LlamaSpm => &["<s>", "</s>", "<unk>"],
     }

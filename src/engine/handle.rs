@@ -207,6 +207,11 @@ impl EngineHandle {
         Ok(self.shared.model.chat_prompt(messages, tools, kwargs)?)
     }
 
+    /// The grammar that forces one call of one of `tools`, as the model writes calls.
+    pub fn forced_call(&self, tools: &[Tool]) -> Grammar {
+        self.shared.model.forced_call(tools)
+    }
+
     /// How the model's template writes tool calls.
     pub fn tool_format(&self) -> ToolFormat {
         self.shared.model.tool_format()

@@ -9,7 +9,7 @@ use super::chat::tools::{Tool, ToolFormat};
 use super::chat::reasoning::Reasoning;
 use super::chat::{ChatTemplate, Message, TemplateKwargs};
 use super::gguf::{md_opt_str, GgufFile};
-use super::grammar::{GrammarCompiler, GrammarError};
+use super::grammar::{Grammar, GrammarCompiler, GrammarError};
 use super::source::ResolvedModel;
 use super::tokenizer::Tokenizer;
 use super::{ModelError, Transformer};
@@ -165,6 +165,13 @@ impl LoadedModel {
     /// How this model's template writes tool calls.
     pub fn tool_format(&self) -> ToolFormat {
         ToolFormat::of_template(self.chat_template.source())
+    }
+
+    /// The grammar that forces one call of one of `tools`, in this model's format and with
+    /// the special tokens its vocabulary writes calls with.
+    pub fn forced_call(&self, tools: &[Tool]) -> Grammar {
+        let format = self.tool_format();
+        format.forced_call(tools, format.markers(|t| self.tokenizer.special_token_id(t)))
     }
 
     /// [`Self::chat_ids`] with `tools` offered: through the template's own `tools` where it

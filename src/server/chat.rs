@@ -36,7 +36,7 @@ pub(crate) async fn handle(
     if tools.parses_calls() {
         plan.tool_calls = Some(format);
     }
-    if let Some(forced) = tools.forced(format) {
+    if let Some(forced) = tools.forced(state.engine()) {
         plan.params.grammar = Some(forced);
         plan.grammar_from = Some("tool_choice");
     }

@@ -14,7 +14,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::engine::{Grammar, ParsedCall, Tool, ToolCall, ToolFormat};
+use crate::engine::{EngineHandle, Grammar, ParsedCall, Tool, ToolCall, ToolFormat};
 
 use super::ApiError;
 
@@ -63,13 +63,14 @@ impl ToolRequest {
         !self.tools.is_empty() && self.choice != Choice::None
     }
 
-    /// The grammar that forces a call (`required`, or a named tool) in `format`.
-    pub fn forced(&self, format: ToolFormat) -> Option<Grammar> {
+    /// The grammar that forces a call (`required`, or a named tool), as `engine`'s model
+    /// writes calls.
+    pub fn forced(&self, engine: &EngineHandle) -> Option<Grammar> {
         match &self.choice {
-            Choice::Required => Some(format.forced_call(&self.tools)),
+            Choice::Required => Some(engine.forced_call(&self.tools)),
             Choice::Named(name) => {
                 let named: Vec<Tool> = self.tools.iter().filter(|t| &t.name == name).cloned().collect();
-                Some(format.forced_call(&named))
+                Some(engine.forced_call(&named))
             }
             Choice::None | Choice::Auto => None,
         }

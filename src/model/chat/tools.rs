@@ -23,8 +23,10 @@
 //!
 //! Invariants: output that is not wholly valid calls stays text (a reply is either calls, with
 //! any text around them, or text); arguments are returned as JSON text, as OpenAI does; the
-//! forced-call grammar writes JSON the way the templates' `tojson` re-renders it, so a call
-//! sent back in the next request's history is the same tokens (the prefix cache holds).
+//! forced-call grammar writes JSON the way the templates' `tojson` re-renders it, and the
+//! format's special tokens where the vocabulary has them ([`CallMarkers`]: Mistral's
+//! `[TOOL_CALLS]`, `[ARGS]`), so a call sent back in the next request's history is the same
+//! tokens (the prefix cache holds).
 //!
 //! Counterpart: llama.cpp's `common/chat.cpp` (`common_chat_params_init_*`, the format
 //! detection from the template, the generic handler); vLLM's `tool_parsers/`
@@ -91,6 +93,18 @@ pub struct ParsedReply {
 
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
+/// Mistral's special tokens: before each call, and between a named call's name and arguments.
+const TOOL_CALLS: &str = "[TOOL_CALLS]";
+const ARGS: &str = "[ARGS]";
+
+/// The ids of the special tokens a format writes calls with (none: the text alone).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallMarkers {
+    /// `[TOOL_CALLS]`, before each call.
+    pub calls: Option<u32>,
+    /// `[ARGS]`, between a named call's name and its arguments.
+    pub args: Option<u32>,
+}
 
 impl ToolFormat {
     /// The format `template` (its Jinja source) writes tool calls in.
@@ -139,8 +153,22 @@ impl ToolFormat {
         }
     }
 
-    /// A grammar whose every output is exactly one call of one of `tools`, in this format.
-    pub fn forced_call(self, tools: &[Tool]) -> Grammar {
+    /// The special tokens this format's calls are written with, where `special_id` (the
+    /// vocabulary's special tokens by text) has them: Mistral's `[TOOL_CALLS]` and `[ARGS]`.
+    pub fn markers(self, special_id: impl Fn(&str) -> Option<u32>) -> CallMarkers {
+        match self {
+            Self::Mistral { named } => CallMarkers {
+                calls: special_id(TOOL_CALLS),
+                args: if named { special_id(ARGS) } else { None },
+            },
+            _ => CallMarkers::default(),
+        }
+    }
+
+    /// A grammar whose every output is exactly one call of one of `tools`, in this format,
+    /// with the format's special tokens where `markers` has them (as the model writes a call;
+    /// decoding leaves them out of the text, so the call parses the same either way).
+    pub fn forced_call(self, tools: &[Tool], markers: CallMarkers) -> Grammar {
         let calls: Vec<Value> = tools.iter().map(|t| call_schema(self, t)).collect();
         let mut schema = if calls.len() == 1 {
             calls.into_iter().next().unwrap_or_default()
@@ -150,10 +178,13 @@ impl ToolFormat {
         if let Some(obj) = schema.as_object_mut() {
             obj.insert("x-guidance".into(), json_layout());
         }
-        match self {
-            Self::Json { .. } | Self::Mistral { named: false } => Grammar::JsonSchema(schema),
-            Self::Mistral { named: true } => Grammar::Lark(named_call_grammar(tools)),
-            Self::Hermes | Self::Injected => {
+        match (self, markers.calls) {
+            (Self::Mistral { named: false }, Some(calls)) => {
+                Grammar::Lark(format!("start: <[{calls}]> \"[\" call \"]\"\ncall: %json {schema}"))
+            }
+            (Self::Json { .. } | Self::Mistral { named: false }, _) => Grammar::JsonSchema(schema),
+            (Self::Mistral { named: true }, _) => Grammar::Lark(named_call_grammar(tools, markers)),
+            (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
             }
         }
@@ -219,20 +250,23 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
     })
 }
 
-/// The grammar of one `name{arguments}` call of one of `tools` (Mistral's named format as its
-/// text reads without the special tokens): a rule per tool, its name then its arguments' JSON.
-fn named_call_grammar(tools: &[Tool]) -> String {
+/// The grammar of one `[TOOL_CALLS]name[ARGS]{arguments}` call of one of `tools` (Mistral's
+/// named format; without the markers where the vocabulary lacks them, as the text reads): a
+/// rule per tool, its name then its arguments' JSON.
+fn named_call_grammar(tools: &[Tool], markers: CallMarkers) -> String {
+    let token = |id: Option<u32>| id.map(|id| format!("<[{id}]> ")).unwrap_or_default();
+    let (calls, args) = (token(markers.calls), token(markers.args));
     let mut rules = Vec::with_capacity(tools.len());
     let mut alternatives = Vec::with_capacity(tools.len());
     for (i, t) in tools.iter().enumerate() {
-        let mut args = t.parameters.clone();
-        if let Some(obj) = args.as_object_mut() {
+        let mut schema = t.parameters.clone();
+        if let Some(obj) = schema.as_object_mut() {
             obj.insert("x-guidance".into(), json_layout());
         }
         alternatives.push(format!("c{i}"));
         // Tool names are letters, digits, `_`, `-` and `.` (OpenAI's rule, checked when the
         // request is read), so they need no escaping in a Lark string.
-        rules.push(format!("c{i}: \"{}\" %json {args}", t.name));
+        rules.push(format!("c{i}: {calls}\"{}\" {args}%json {schema}", t.name));
     }
     format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
 }
@@ -576,14 +610,15 @@ mod tests {
 
     #[test]
     fn the_forced_grammar_names_each_tool() {
-        match ToolFormat::Hermes.forced_call(&[tool("a"), tool("b")]) {
+        let none = CallMarkers::default();
+        match ToolFormat::Hermes.forced_call(&[tool("a"), tool("b")], none) {
             Grammar::Lark(text) => {
                 assert!(text.starts_with("start: \"<tool_call>\\n\" call"), "{text}");
                 assert!(text.contains("\"anyOf\""), "{text}");
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(JSON.forced_call(&[tool("a")]), Grammar::JsonSchema(_)));
+        assert!(matches!(JSON.forced_call(&[tool("a")], none), Grammar::JsonSchema(_)));
     }
 
     /// A template written like Llama 3.1's (calls as `{"name", "parameters"}` JSON, results as
@@ -729,14 +764,32 @@ mod tests {
 
     #[test]
     fn mistral_forced_call_is_a_name_then_its_arguments() {
-        let Grammar::Lark(g) = ToolFormat::Mistral { named: true }.forced_call(&[tool("weather"), tool("time")]) else {
+        let named = ToolFormat::Mistral { named: true };
+        let list = ToolFormat::Mistral { named: false };
+        let tools = [tool("weather"), tool("time")];
+        let Grammar::Lark(g) = named.forced_call(&tools, CallMarkers::default()) else {
             panic!("not a Lark grammar")
         };
         assert!(g.starts_with("start: c0 | c1\n"), "{g}");
         assert!(g.contains("c0: \"weather\" %json {") && g.contains("c1: \"time\" %json {"), "{g}");
-        assert!(matches!(
-            ToolFormat::Mistral { named: false }.forced_call(&[tool("weather")]),
-            Grammar::JsonSchema(_)
-        ));
+        assert!(matches!(list.forced_call(&tools[..1], CallMarkers::default()), Grammar::JsonSchema(_)));
+        // With the vocabulary's special tokens, the call is written as the model writes it.
+        let ids = |t: &str| match t {
+            "[TOOL_CALLS]" => Some(9),
+            "[ARGS]" => Some(32),
+            _ => None,
+        };
+        let markers = named.markers(ids);
+        assert_eq!(markers, CallMarkers { calls: Some(9), args: Some(32) });
+        let Grammar::Lark(g) = named.forced_call(&tools, markers) else {
+            panic!("not a Lark grammar")
+        };
+        assert!(g.contains("c0: <[9]> \"weather\" <[32]> %json {"), "{g}");
+        assert_eq!(list.markers(ids), CallMarkers { calls: Some(9), args: None });
+        let Grammar::Lark(g) = list.forced_call(&tools[..1], list.markers(ids)) else {
+            panic!("not a Lark grammar")
+        };
+        assert!(g.starts_with("start: <[9]> \"[\" call \"]\"\ncall: %json {"), "{g}");
+        assert_eq!(ToolFormat::Hermes.markers(ids), CallMarkers::default());
     }
 }

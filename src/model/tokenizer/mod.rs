@@ -216,6 +216,11 @@ impl Tokenizer {
         self.inner.token_to_id(token)
     }
 
+    /// The id of `text` if it is a special token (one decoding leaves out).
+    pub fn special_token_id(&self, text: &str) -> Option<u32> {
+        special::special_id(&self.inner, text)
+    }
+
     /// Number of token ids (largest id + 1); for a GGUF, the length of `tokenizer.ggml.tokens`.
     pub fn vocab_size(&self) -> usize {
         self.vocab_size

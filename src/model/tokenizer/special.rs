@@ -123,7 +123,7 @@ impl Specials {
 }
 
 /// The id of `text` if it is a special added token.
-fn special_id(inner: &tokenizers::Tokenizer, text: &str) -> Option<u32> {
+pub(super) fn special_id(inner: &tokenizers::Tokenizer, text: &str) -> Option<u32> {
     let id = inner.token_to_id(text)?;
     inner.get_added_vocabulary().is_special_token(text).then_some(id)
 }

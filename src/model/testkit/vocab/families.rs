@@ -40,6 +40,9 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
                 ("</s>", true),
                 ("[INST]", true),
                 ("[/INST]", true),
+                // Control tokens of Mistral's tool calls (named form: `[TOOL_CALLS]name[ARGS]{...}`).
+                ("[TOOL_CALLS]", true),
+                ("[ARGS]", true),
             ],
             bos: "<s>",
             eos: "</s>",
