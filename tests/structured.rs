@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use hearth::config::SamplingParams;
-use hearth::engine::{EngineHandle, Event, GenerateParams, GenerateRequest, GenerationReport, Grammar, Message};
+use hearth::engine::{DiskSettings, EngineHandle, Event, GenerateParams, GenerateRequest, GenerationReport, Grammar, Message};
 use hearth::model::hparams::Family;
 use hearth::model::testkit::{write_model, TinyModelSpec, TinyVocab, VocabStyle, WeightType};
 use hearth::server::{router, AppState, ConnectionLimits, ServerConfig};
@@ -47,7 +47,10 @@ fn server_for(mut spec: TinyModelSpec, template: Option<&str>) -> TestServer {
         }
     }
     write_model(&spec, &path).unwrap();
-    let engine = common::engine(Path::new(&path), true, 256, 0);
+    // A disk tier, so the conversation routes answer too.
+    let engine = common::engine(Path::new(&path), true, 256, 0)
+        .with_disk(&DiskSettings::new(dir.path().join("data"), 1 << 30))
+        .unwrap();
     let handle = EngineHandle::spawn(engine, 64).unwrap();
     let config = ServerConfig {
         model_id: "tiny".into(),
@@ -450,6 +453,23 @@ async fn reasoning_in_an_opened_think_block_comes_apart_from_the_content() {
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &formatted).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(message(&v)["reasoning_content"], raw.trim(), "the format waits: {v}");
+
+    // A conversation route answers the same way, and keeps the reply as the model wrote it.
+    let (status, created) = post_json(&s.app, "/v1/conversations", &json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap();
+    let turn = json!({"content": "Why is the sky blue?", "temperature": 1.0, "seed": 7, "max_tokens": 12, "ignore_eos": true});
+    let (status, v) = post_json(&s.app, &format!("/v1/conversations/{id}/messages"), &turn).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(message(&v)["reasoning_content"], raw.trim(), "{v}");
+    assert_eq!(message(&v)["content"], "", "{v}");
+    let request = Request::builder()
+        .uri(format!("/v1/conversations/{id}"))
+        .body(Body::empty())
+        .unwrap();
+    let saved = s.app.clone().oneshot(request).await.unwrap().into_body().collect().await.unwrap().to_bytes();
+    let saved: Value = serde_json::from_slice(&saved).unwrap();
+    assert_eq!(saved["messages"][1]["content"], raw.as_str(), "{saved}");
 }
 
 async fn run_in_engine(s: &TestServer, prompt: Vec<u32>, params: GenerateParams) -> Box<GenerationReport> {

@@ -135,14 +135,6 @@ impl Sequence {
         }
     }
 
-    /// The grammar, once it applies (it may wait for [`GenerateParams::grammar_after`]).
-    pub(crate) fn active_constraint(&mut self) -> Option<&mut Constraint> {
-        match self.grammar_waits {
-            Some(_) => None,
-            None => self.constraint.as_mut(),
-        }
-    }
-
     /// Tokens generated so far.
     pub(crate) fn generated(&self) -> usize {
         self.tokens.len() - self.prompt_len
@@ -208,11 +200,7 @@ impl Sequence {
             self.first_token.get_or_insert_with(Instant::now);
             return Ok(Sampled::Finished(StopReason::MaxTokens));
         }
-        let active = match self.grammar_waits {
-            Some(_) => None,
-            None => self.constraint.as_mut(),
-        };
-        let next = match active {
+        let next = match active(&self.grammar_waits, &mut self.constraint) {
             None => self.sampler.sample(&logits, &self.tokens),
             Some(c) => {
                 self.masked.clear();
@@ -233,7 +221,7 @@ impl Sequence {
         if !self.params.ignore_eos && tok.stop_ids().contains(&next) {
             return Ok(Sampled::Finished(StopReason::Eos));
         }
-        if let Some(c) = self.active_constraint() {
+        if let Some(c) = active(&self.grammar_waits, &mut self.constraint) {
             c.accept(next)?;
         }
         self.tokens.push(next);
@@ -334,6 +322,14 @@ impl Sequence {
     }
 }
 
+/// The grammar, once it applies (it may wait for [`GenerateParams::grammar_after`]).
+fn active<'a>(waits: &Option<GrammarTrigger>, constraint: &'a mut Option<Constraint>) -> Option<&'a mut Constraint> {
+    match waits {
+        Some(_) => None,
+        None => constraint.as_mut(),
+    }
+}
+
 /// The text a grammar waits for, and the end of the reply so far (as much as could still
 /// hold the start of that text).
 #[derive(Debug)]
@@ -359,5 +355,24 @@ impl GrammarTrigger {
         }
         self.tail.drain(..keep);
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GrammarTrigger;
+
+    #[test]
+    fn a_trigger_is_seen_across_pieces_and_between_multibyte_characters() {
+        let mut t = GrammarTrigger::new("</think>".into());
+        assert!(!t.seen("é ü </th"));
+        assert!(!t.seen("ink"));
+        assert!(t.seen(">\n\n"));
+        let mut t = GrammarTrigger::new("ab".into());
+        assert!(!t.seen("ééa"));
+        assert!(t.seen("b"));
+        let mut t = GrammarTrigger::new("x".into());
+        assert!(!t.seen("日本"));
+        assert!(t.seen("語x"));
     }
 }

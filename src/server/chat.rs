@@ -15,8 +15,8 @@ use axum::response::Response;
 use serde_json::Value;
 
 use crate::engine::{
-    check_kwargs, ConversationId, EngineError, EngineHandle, Grammar, GrammarError, Message, Reasoning, Role, SaveTo,
-    TemplateKwargs, Tool,
+    check_kwargs, ConversationId, EngineError, EngineHandle, Grammar, GrammarError, Message, Role, SaveTo, TemplateKwargs,
+    Tool,
 };
 
 use super::protocol::{ChatFields, CommonFields, Kind, WireMessage};
@@ -72,11 +72,7 @@ pub(crate) async fn handle(
         }
     })
     .await?;
-    if prompt.reasoning.is_some_and(|r| r.starts_open) && plan.params.grammar.is_some() {
-        // The reply starts inside the reasoning: the format applies to the answer after it.
-        plan.params.grammar_after = Some(Reasoning::CLOSE_TAG.to_owned());
-    }
-    plan.reasoning = prompt.reasoning.filter(|_| split_reasoning);
+    plan.think(prompt.reasoning, split_reasoning);
     let response = generation::respond(&state, prompt.ids, plan, Kind::Chat, save).await?;
     Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }

@@ -182,7 +182,9 @@ where
         + Send
         + 'static,
 {
-    let plan = params::plan(state, body::fields::<CommonFields>(value)?)?;
+    let mut plan = params::plan(state, body::fields::<CommonFields>(value)?)?;
+    // A conversation's turns render through the plain template, as the model's own probe did.
+    plan.think(state.engine().model_info().reasoning, true);
     let params = plan.params.clone();
     let (events, unsaved) = blocking(state, move |e| {
         let events = start(e, &id, &params)?;

@@ -119,6 +119,18 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
     })
 }
 
+impl Plan {
+    /// How the reply's reasoning is handled, for a prompt whose reply carries it as
+    /// `reasoning` says: split from the content when `split`, and a grammar (a response format
+    /// or a forced call) waits for the reasoning's end when the prompt opened it.
+    pub fn think(&mut self, reasoning: Option<Reasoning>, split: bool) {
+        if reasoning.is_some_and(|r| r.starts_open) && self.params.grammar.is_some() {
+            self.params.grammar_after = Some(Reasoning::CLOSE_TAG.to_owned());
+        }
+        self.reasoning = reasoning.filter(|_| split);
+    }
+}
+
 /// `stop`: absent, null, a string or a list of strings.
 fn stop_strings(stop: Option<Value>) -> Result<Vec<String>, ApiError> {
     let bad = || ApiError::invalid_param("stop", "stop must be a string or a list of strings");
