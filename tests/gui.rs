@@ -227,7 +227,7 @@ fn a_conversation_with_tool_messages_opens_and_reads_sensibly() {
 /// (the `<think>` tags never shown), and the fold opens.
 #[test]
 fn a_thinking_models_reasoning_is_folded_under_thought() {
-    use hearth::engine::{ConversationId, Message, Reasoning};
+    use hearth::engine::{ConversationId, Message, Reasoning, ThinkTags};
     let dir = tempfile::tempdir().unwrap();
     let mut spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
     let template = "{% for m in messages %}{% if m['role'] == 'assistant' %}{{ 'assistant: ' + m['content'].split('</think>')[-1] + '\\n' }}{% else %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}";
@@ -238,7 +238,11 @@ fn a_thinking_models_reasoning_is_folded_under_thought() {
     ));
     let model = write_tiny(dir.path(), &spec, "m.gguf");
     let engine = handle(&model, &dir.path().join("data"), EngineSettings::default());
-    assert_eq!(engine.model_info().reasoning, Some(Reasoning { starts_open: false }));
+    let thinks = Reasoning {
+        tags: ThinkTags::Think,
+        starts_open: false,
+    };
+    assert_eq!(engine.model_info().reasoning, Some(thinks));
     let messages = vec![
         Message::user("Why is the sky blue?"),
         Message::assistant("<think>\nScattering, surely.\n</think>\n\nBecause of Rayleigh scattering."),

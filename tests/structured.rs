@@ -418,10 +418,19 @@ fn streamed_parts(bytes: &[u8]) -> (String, String) {
 
 /// A reply to a prompt that opened the reasoning, which the tiny model never closes: all of it
 /// is `reasoning_content`, whole and streamed; `reasoning_format: none` keeps it in `content`;
-/// a response format waits for the reasoning's end, so here it forces nothing.
+/// a response format waits for the reasoning's end, so here it forces nothing. With `<think>`
+/// (as QwQ's template) and with Mistral's `[THINK]` special token (as Magistral's).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reasoning_in_an_opened_think_block_comes_apart_from_the_content() {
-    let s = server(Some(OPEN_THINK_TEMPLATE));
+    opened_reasoning_comes_apart(&server(Some(OPEN_THINK_TEMPLATE))).await;
+    let mistral = OPEN_THINK_TEMPLATE.replace("<|im_start|>assistant\\n<think>", "[INST]assistant[/INST][THINK]");
+    assert!(mistral.ends_with("[THINK]' }}{% endif %}"), "{mistral}");
+    let s = server_for(TinyModelSpec::tiny(Family::Mistral3, WeightType::Q8_0), Some(&mistral));
+    assert!(s.state.engine().model().tokenizer.special_token_id("[THINK]").is_some());
+    opened_reasoning_comes_apart(&s).await;
+}
+
+async fn opened_reasoning_comes_apart(s: &TestServer) {
     let body = json!({
         "messages": [{"role": "user", "content": "Why is the sky blue?"}],
         "temperature": 1.0,

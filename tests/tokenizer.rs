@@ -60,7 +60,7 @@ fn specials(style: VocabStyle) -> &'static [&'static str] {
         ],
         VocabStyle::Gpt2 { pre: "dbrx" } => &["<|im_start|>", "<|im_sep|>", "<|im_end|>", "<|endoftext|>"],
         VocabStyle::Gpt2 { pre: "gpt-4o" } => &["<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"],
-        VocabStyle::Gpt2 { pre: "tekken" } => &["[INST]", "[/INST]", "<s>", "</s>", "[TOOL_CALLS]", "[ARGS]"],
+        VocabStyle::Gpt2 { pre: "tekken" } => &["[INST]", "[/INST]", "<s>", "</s>", "[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"],
         VocabStyle::Gpt2 { .. } => &["<|endoftext|>"],
         VocabStyle::LlamaSpm => &["<s>", "</s>", "<unk>"],
     }
@@ -280,6 +280,36 @@ fn streaming_skips_special_tokens() {
     }
     out.extend(stream.finish().unwrap());
     assert_eq!(out, "assistant\nHi 🎉");
+}
+
+/// Magistral's `[THINK]` / `[/THINK]` are special tokens that a reply's text keeps (the
+/// reasoning splits on them), from the GGUF and from `tokenizer.json` alike, streamed or whole;
+/// other special tokens are still left out.
+#[test]
+fn reasoning_markers_are_kept_in_the_text_other_specials_are_not() {
+    let (gguf, file, _dir) = both(VocabStyle::Gpt2 { pre: "tekken" });
+    for tok in [&gguf, &file] {
+        let think = tok.special_token_id("[THINK]").unwrap();
+        let ids = tok.encode("[THINK]Hi there[/THINK]Yes 🎉</s>", false).unwrap();
+        assert_eq!(ids[0], think);
+        assert_eq!(tok.decode_skip_special(&ids).unwrap(), "[THINK]Hi there[/THINK]Yes 🎉");
+        let mut stream = tok.stream();
+        let mut out = String::new();
+        for &id in &ids {
+            out.extend(stream.push(id).unwrap());
+        }
+        out.extend(stream.finish().unwrap());
+        assert_eq!(out, "[THINK]Hi there[/THINK]Yes 🎉");
+        let r = hearth::engine::Reasoning {
+            tags: hearth::engine::ThinkTags::Mistral,
+            starts_open: false,
+        };
+        let split = r.split(&out);
+        assert_eq!((split.reasoning.as_deref(), split.content.as_str()), (Some("Hi there"), "Yes 🎉"));
+    }
+    // Where they are not in the vocabulary, nothing changes.
+    let (qwen, _, _d) = both(VocabStyle::Gpt2 { pre: "qwen2" });
+    assert_eq!(qwen.special_token_id("[THINK]"), None);
 }
 
 #[test]

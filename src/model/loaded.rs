@@ -64,12 +64,13 @@ pub struct LoadedModel {
 /// with it; a template that thinks but cannot render that is taken to let the model open the
 /// reasoning itself.
 fn reasoning_of(template: &ChatTemplate) -> Option<Reasoning> {
-    if !Reasoning::in_template(template.source()) {
-        return None;
-    }
+    let tags = Reasoning::tags_in_template(template.source())?;
     Some(match template.render(&[Message::user("Hi")], true) {
-        Ok(rendered) => Reasoning::for_prompt(&rendered),
-        Err(_) => Reasoning { starts_open: false },
+        Ok(rendered) => Reasoning::for_prompt(tags, &rendered),
+        Err(_) => Reasoning {
+            tags,
+            starts_open: false,
+        },
     })
 }
 
@@ -199,7 +200,7 @@ impl LoadedModel {
             };
             self.chat_template.render_with(&messages, &listed, kwargs, true)?
         };
-        let reasoning = Reasoning::in_template(self.chat_template.source()).then(|| Reasoning::for_prompt(&rendered));
+        let reasoning = Reasoning::tags_in_template(self.chat_template.source()).map(|t| Reasoning::for_prompt(t, &rendered));
         Ok(ChatPrompt {
             ids: self.encode_rendered(&rendered)?,
             reasoning,

@@ -124,8 +124,8 @@ impl Plan {
     /// `reasoning` says: split from the content when `split`, and a grammar (a response format
     /// or a forced call) waits for the reasoning's end when the prompt opened it.
     pub fn think(&mut self, reasoning: Option<Reasoning>, split: bool) {
-        if reasoning.is_some_and(|r| r.starts_open) && self.params.grammar.is_some() {
-            self.params.grammar_after = Some(Reasoning::CLOSE_TAG.to_owned());
+        if let Some(r) = reasoning.filter(|r| r.starts_open && self.params.grammar.is_some()) {
+            self.params.grammar_after = Some(r.close_tag().to_owned());
         }
         self.reasoning = reasoning.filter(|_| split);
     }

@@ -1,5 +1,5 @@
 //! Reasoning ("thinking") in a reply: the part a model writes between `<think>` and
-//! `</think>` before its answer, split from the answer.
+//! `</think>` (Mistral's: `[THINK]` and `[/THINK]`) before its answer, split from the answer.
 //!
 //! Owns: [`Reasoning`] (whether a model's replies carry such a part, read from its template,
 //! and whether a reply starts inside it, read from the rendered prompt), [`SplitReply`] (a
@@ -7,7 +7,9 @@
 //! piece, for a streamed reply).
 //!
 //! Which models: any whose template mentions `<think>` (Qwen3, QwQ, DeepSeek-R1 and its
-//! distills, SmolLM3, ...). Two ways a reply starts:
+//! distills, SmolLM3, ...) or `[THINK]` (Magistral, Ministral 3 Reasoning: special tokens,
+//! which decoding keeps as text for this, see `tokenizer::PRESERVED_TOKENS`). Two ways a
+//! reply starts:
 //! - the model writes `<think>` itself (Qwen3, SmolLM3 in think mode): the reply is reasoning
 //!   only if, leading whitespace aside, it begins with the tag;
 //! - the prompt ends with `<think>` (QwQ, DeepSeek-R1's later templates): the reply begins
@@ -27,12 +29,35 @@
 
 use super::tools::partial_suffix;
 
-const OPEN: &str = "<think>";
-const CLOSE: &str = "</think>";
+/// The tags around a reply's reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThinkTags {
+    /// `<think>` … `</think>` (Qwen3, DeepSeek-R1, QwQ, SmolLM3).
+    Think,
+    /// `[THINK]` … `[/THINK]` (Magistral, Ministral 3 Reasoning).
+    Mistral,
+}
 
-/// How a model's replies carry reasoning: in `<think>` tags, starting inside them or not.
+impl ThinkTags {
+    pub fn open(self) -> &'static str {
+        match self {
+            Self::Think => "<think>",
+            Self::Mistral => "[THINK]",
+        }
+    }
+
+    pub fn close(self) -> &'static str {
+        match self {
+            Self::Think => "</think>",
+            Self::Mistral => "[/THINK]",
+        }
+    }
+}
+
+/// How a model's replies carry reasoning: in which tags, starting inside them or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reasoning {
+    pub tags: ThinkTags,
     /// The prompt ends with the open tag: the reply begins as reasoning.
     pub starts_open: bool,
 }
@@ -46,27 +71,33 @@ pub struct SplitReply {
 }
 
 impl Reasoning {
-    /// The tag that ends the reasoning (a grammar for the answer starts after it).
-    pub const CLOSE_TAG: &'static str = CLOSE;
-
-    /// Whether `template` (its Jinja source) writes or expects `<think>` reasoning.
-    pub fn in_template(template: &str) -> bool {
-        template.contains(CLOSE) || template.contains(OPEN)
+    /// The tags `template` (its Jinja source) writes or expects reasoning in, if any.
+    pub fn tags_in_template(template: &str) -> Option<ThinkTags> {
+        [ThinkTags::Mistral, ThinkTags::Think]
+            .into_iter()
+            .find(|t| template.contains(t.open()) || template.contains(t.close()))
     }
 
     /// The reasoning of a reply to `rendered`, the prompt as the template wrote it.
-    pub fn for_prompt(rendered: &str) -> Self {
+    pub fn for_prompt(tags: ThinkTags, rendered: &str) -> Self {
         Self {
-            starts_open: rendered.trim_end().ends_with(OPEN),
+            tags,
+            starts_open: rendered.trim_end().ends_with(tags.open()),
         }
+    }
+
+    /// The tag that ends the reasoning (a grammar for the answer starts after it).
+    pub fn close_tag(self) -> &'static str {
+        self.tags.close()
     }
 
     /// `text`, a whole reply, split into reasoning and content.
     pub fn split(self, text: &str) -> SplitReply {
+        let (open, close) = (self.tags.open(), self.tags.close());
         let inside = if self.starts_open {
             text
         } else {
-            match text.trim_start().strip_prefix(OPEN) {
+            match text.trim_start().strip_prefix(open) {
                 Some(rest) => rest,
                 None => {
                     return SplitReply {
@@ -76,8 +107,8 @@ impl Reasoning {
                 }
             }
         };
-        let (reasoning, content) = match inside.find(CLOSE) {
-            Some(at) => (&inside[..at], inside[at + CLOSE.len()..].trim_start()),
+        let (reasoning, content) = match inside.find(close) {
+            Some(at) => (&inside[..at], inside[at + close.len()..].trim_start()),
             None => (inside, ""),
         };
         let reasoning = reasoning.trim();
@@ -90,6 +121,8 @@ impl Reasoning {
     /// A splitter for a streamed reply.
     pub fn stream(self) -> ReasoningStream {
         ReasoningStream {
+            open: self.tags.open(),
+            close: self.tags.close(),
             state: if self.starts_open { State::Inside } else { State::Start },
             pending: String::new(),
             reasoning_started: false,
@@ -127,6 +160,8 @@ impl SplitPiece {
 /// whitespace that may still turn out to end the reasoning, is held until it is known.
 #[derive(Debug)]
 pub struct ReasoningStream {
+    open: &'static str,
+    close: &'static str,
     state: State,
     /// Text received and not yet sent.
     pending: String,
@@ -139,14 +174,15 @@ impl ReasoningStream {
     pub fn push(&mut self, piece: &str) -> SplitPiece {
         self.pending.push_str(piece);
         let mut out = SplitPiece::default();
+        let (open, close) = (self.open, self.close);
         loop {
             match self.state {
                 State::Start => {
                     let start = self.pending.trim_start();
-                    if let Some(rest) = start.strip_prefix(OPEN) {
+                    if let Some(rest) = start.strip_prefix(open) {
                         self.pending = rest.to_owned();
                         self.state = State::Inside;
-                    } else if OPEN.starts_with(start) {
+                    } else if open.starts_with(start) {
                         return out;
                     } else {
                         self.state = State::Content;
@@ -157,14 +193,14 @@ impl ReasoningStream {
                         let trimmed = self.pending.trim_start().len();
                         self.pending.drain(..self.pending.len() - trimmed);
                     }
-                    if let Some(at) = self.pending.find(CLOSE) {
+                    if let Some(at) = self.pending.find(close) {
                         out.reasoning.push_str(self.pending[..at].trim_end());
-                        self.pending.drain(..at + CLOSE.len());
+                        self.pending.drain(..at + close.len());
                         self.state = State::AfterClose;
                         continue;
                     }
                     // Hold a possible start of the close tag and the whitespace before it.
-                    let held = partial_suffix(&self.pending, CLOSE);
+                    let held = partial_suffix(&self.pending, close);
                     let safe = self.pending[..self.pending.len() - held].trim_end().len();
                     out.reasoning.push_str(&self.pending[..safe]);
                     self.reasoning_started |= safe > 0;
@@ -209,8 +245,14 @@ impl ReasoningStream {
 mod tests {
     use super::*;
 
-    const OUTSIDE: Reasoning = Reasoning { starts_open: false };
-    const INSIDE: Reasoning = Reasoning { starts_open: true };
+    const OUTSIDE: Reasoning = Reasoning {
+        tags: ThinkTags::Think,
+        starts_open: false,
+    };
+    const INSIDE: Reasoning = Reasoning {
+        tags: ThinkTags::Think,
+        starts_open: true,
+    };
 
     fn split(r: Reasoning, text: &str) -> (Option<String>, String) {
         let s = r.split(text);
@@ -237,9 +279,10 @@ mod tests {
 
     #[test]
     fn a_reply_to_a_prompt_that_opened_the_tag_starts_inside() {
-        assert!(Reasoning::for_prompt("<|im_start|>assistant\n<think>\n").starts_open);
-        assert!(!Reasoning::for_prompt("<|im_start|>assistant\n<think>\n\n</think>\n\n").starts_open);
-        assert!(!Reasoning::for_prompt("<|im_start|>assistant\n").starts_open);
+        let think = ThinkTags::Think;
+        assert!(Reasoning::for_prompt(think, "<|im_start|>assistant\n<think>\n").starts_open);
+        assert!(!Reasoning::for_prompt(think, "<|im_start|>assistant\n<think>\n\n</think>\n\n").starts_open);
+        assert!(!Reasoning::for_prompt(think, "<|im_start|>assistant\n").starts_open);
         assert_eq!(split(INSIDE, "Let me see.\n</think>\n\n42"), parts(Some("Let me see."), "42"));
         assert_eq!(split(INSIDE, "no close yet"), parts(Some("no close yet"), ""));
         assert_eq!(split(INSIDE, "</think>42"), parts(None, "42"));
@@ -247,9 +290,13 @@ mod tests {
 
     #[test]
     fn templates_that_think_are_recognised() {
-        assert!(Reasoning::in_template(include_str!("fixtures/qwen3-0.6b.jinja")));
-        assert!(!Reasoning::in_template(include_str!("fixtures/qwen2.5-instruct.jinja")));
-        assert!(!Reasoning::in_template(include_str!("fixtures/smollm2-instruct.jinja")));
+        let tags = |t| Reasoning::tags_in_template(t);
+        assert_eq!(tags(include_str!("fixtures/qwen3-0.6b.jinja")), Some(ThinkTags::Think));
+        let ministral = include_str!("fixtures/ministral-3-14b-reasoning-2512.jinja");
+        assert_eq!(tags(ministral), Some(ThinkTags::Mistral));
+        assert_eq!(tags(include_str!("fixtures/qwen2.5-instruct.jinja")), None);
+        assert_eq!(tags(include_str!("fixtures/smollm2-instruct.jinja")), None);
+        assert_eq!(tags(include_str!("fixtures/mistral-small-3.2-24b-instruct-2506.jinja")), None);
     }
 
     /// Streams `text` cut at `cuts` and joins what comes out.
@@ -283,7 +330,21 @@ mod tests {
             "<think>é ü\n</think>ö",
             "Plain answer with </think> in it",
         ];
-        for (r, text) in texts.iter().flat_map(|t| [(OUTSIDE, *t), (INSIDE, *t)]) {
+        let mistral = |t: &str| t.replace("<think>", "[THINK]").replace("</think>", "[/THINK]").replace("</thin", "[/THIN").replace("<thi", "[THI");
+        let texts: Vec<(ThinkTags, String)> = texts
+            .iter()
+            .flat_map(|t| [(ThinkTags::Think, t.to_string()), (ThinkTags::Mistral, mistral(t))])
+            .collect();
+        let cases = texts.iter().flat_map(|(tags, t)| {
+            [false, true].map(|starts_open| {
+                let r = Reasoning {
+                    tags: *tags,
+                    starts_open,
+                };
+                (r, t.as_str())
+            })
+        });
+        for (r, text) in cases {
             let whole = r.split(text);
             let expect = (whole.reasoning.clone().unwrap_or_default(), whole.content.clone());
             let bounds: Vec<usize> = (0..=text.len()).filter(|&i| text.is_char_boundary(i)).collect();

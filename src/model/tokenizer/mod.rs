@@ -37,7 +37,7 @@ use self::metadata::{GgufVocab, SpecialKeys};
 use self::special::Specials;
 use super::ModelError;
 
-pub use self::special::END_OF_TURN_TOKENS;
+pub use self::special::{END_OF_TURN_TOKENS, PRESERVED_TOKENS};
 
 /// The `tokenizer.ggml.model` values hearth can build a tokenizer for.
 pub const SUPPORTED_GGUF_MODELS: &[&str] = &["gpt2", "llama"];
@@ -53,6 +53,8 @@ pub struct Tokenizer {
     add_bos: bool,
     stop_ids: Vec<u32>,
     vocab_size: usize,
+    /// The special tokens of [`PRESERVED_TOKENS`] this vocabulary has: they decode as text.
+    preserved: Vec<u32>,
 }
 
 impl Tokenizer {
@@ -118,6 +120,10 @@ impl Tokenizer {
             add_bos: s.add_bos,
             stop_ids: s.stop_ids,
             vocab_size,
+            preserved: PRESERVED_TOKENS
+                .iter()
+                .filter_map(|t| special::special_id(&inner, t))
+                .collect(),
             inner,
         }
     }
@@ -145,11 +151,28 @@ impl Tokenizer {
             .map_err(|e| ModelError::Tokenizer(format!("cannot decode ids: {e}")))
     }
 
-    /// The text of `ids` without special tokens (what a user should read).
+    /// The text of `ids` without special tokens (what a user should read), except those of
+    /// [`PRESERVED_TOKENS`], which are written as their text.
     pub fn decode_skip_special(&self, ids: &[u32]) -> Result<String, ModelError> {
-        self.inner
-            .decode(ids, true)
-            .map_err(|e| ModelError::Tokenizer(format!("cannot decode ids: {e}")))
+        let decode = |ids: &[u32], skip: bool| {
+            self.inner
+                .decode(ids, skip)
+                .map_err(|e| ModelError::Tokenizer(format!("cannot decode ids: {e}")))
+        };
+        if !ids.iter().any(|id| self.preserved.contains(id)) {
+            return decode(ids, true);
+        }
+        let mut text = String::new();
+        for run in ids.split_inclusive(|id| self.preserved.contains(id)) {
+            match run.split_last() {
+                Some((last, before)) if self.preserved.contains(last) => {
+                    text.push_str(&decode(before, true)?);
+                    text.push_str(&decode(std::slice::from_ref(last), false)?);
+                }
+                _ => text.push_str(&decode(run, true)?),
+            }
+        }
+        Ok(text)
     }
 
     /// Whether the model expects BOS before raw text (`tokenizer.ggml.add_bos_token`,

@@ -43,6 +43,12 @@ impl TokenType {
     }
 }
 
+/// Texts of special tokens that a reply's text keeps (decoding leaves every other special
+/// token out): the reasoning markers of Mistral's thinking models (Magistral, Ministral 3
+/// Reasoning), which are special tokens in their vocabularies, as llama.cpp's
+/// `preserved_tokens` keep them.
+pub const PRESERVED_TOKENS: &[&str] = &["[THINK]", "[/THINK]"];
+
 /// Texts of tokens that end a turn in the chat formats we know. A *special*
 /// token with one of these texts always stops generation, whatever
 /// `eos_token_id` says (a chat model's EOS is often the base model's).

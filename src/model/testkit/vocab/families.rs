@@ -43,6 +43,9 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
                 // Control tokens of Mistral's tool calls (named form: `[TOOL_CALLS]name[ARGS]{...}`).
                 ("[TOOL_CALLS]", true),
                 ("[ARGS]", true),
+                // Magistral's reasoning markers, special tokens too.
+                ("[THINK]", true),
+                ("[/THINK]", true),
             ],
             bos: "<s>",
             eos: "</s>",
