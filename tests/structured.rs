@@ -642,4 +642,23 @@ async fn a_forced_mistral_call_is_written_with_its_special_tokens() {
     assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
     let call = &v["choices"][0]["message"]["tool_calls"][0];
     assert_eq!(call["function"]["arguments"].as_str(), Some(parsed.calls[0].arguments.as_str()), "{v}");
+
+    // Mistral Nemo's list form: `[TOOL_CALLS]` then a JSON list of one call.
+    let nemo = include_str!("../src/model/chat/fixtures/mistral-nemo-instruct-2407.jinja");
+    let s = server_for(TinyModelSpec::tiny(Family::Mistral3, WeightType::Q8_0), Some(nemo));
+    let engine = s.state.engine();
+    let p1 = engine
+        .tokenize_chat_with_tools(&[Message::user("What is the weather in Paris?")], &tools)
+        .unwrap();
+    let forced = GenerateParams {
+        grammar: Some(engine.forced_call(&tools)),
+        ..GenerateParams::greedy(100)
+    };
+    let reply = run_in_engine(&s, p1, forced).await;
+    assert_eq!(reply.tokens.first(), Some(&calls_id), "{reply:?}");
+    assert!(reply.text.starts_with("[{\"name\": \"get_weather\", \"arguments\": {"), "{:?}", reply.text);
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather", "{v}");
 }
