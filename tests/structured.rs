@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use hearth::config::SamplingParams;
-use hearth::engine::{DiskSettings, EngineHandle, Event, GenerateParams, GenerateRequest, GenerationReport, Grammar, Message};
+use hearth::engine::{
+    DiskSettings, EngineHandle, Event, GenerateParams, GenerateRequest, GenerationReport, Grammar, GrammarDelay, Message,
+};
 use hearth::model::hparams::Family;
 use hearth::model::testkit::{write_model, TinyModelSpec, TinyVocab, VocabStyle, WeightType};
 use hearth::server::{router, AppState, ConnectionLimits, ServerConfig};
@@ -493,7 +495,8 @@ async fn run_in_engine(s: &TestServer, prompt: Vec<u32>, params: GenerateParams)
 }
 
 /// `grammar_after`: the reply is free (the same tokens as without a grammar) until it holds
-/// the text, and follows the grammar from the next token.
+/// the text, and follows the grammar from the next token. With `if_first`, it waits only when
+/// the first token is that one (a model opening its reasoning), else holds from the start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grammar_that_waits_for_a_text_applies_from_the_token_after_it() {
     let s = server(None);
@@ -501,24 +504,38 @@ async fn a_grammar_that_waits_for_a_text_applies_from_the_token_after_it() {
     let prompt = engine.tokenize_chat(&[Message::user("Describe a person.")]).unwrap();
     let free = GenerateParams {
         ignore_eos: true,
+        keep_logits: true,
         ..GenerateParams::greedy(4)
     };
     let free = run_in_engine(&s, prompt.clone(), free).await;
     let trigger = engine.model().tokenizer.decode(&free.tokens[..2]).unwrap();
     assert!(!trigger.is_empty() && free.text.starts_with(&trigger), "{free:?}");
-    let waiting = GenerateParams {
+    let delay = |if_first: Option<u32>| GenerateParams {
         grammar: Some(Grammar::JsonSchema(person_schema())),
-        grammar_after: Some(trigger.clone()),
+        grammar_after: Some(GrammarDelay {
+            until: trigger.clone(),
+            if_first,
+        }),
         ..GenerateParams::greedy(300)
     };
-    let report = run_in_engine(&s, prompt.clone(), waiting.clone()).await;
-    assert_eq!(report.tokens[..2], free.tokens[..2], "free until the text");
-    let rest = report.text.strip_prefix(&trigger).unwrap();
-    assert_person(&serde_json::from_str(rest).unwrap_or_else(|e| panic!("{e}: {rest:?}")));
+    let waited = |report: Box<GenerationReport>| {
+        assert_eq!(report.tokens[..2], free.tokens[..2], "free until the text");
+        let rest = report.text.strip_prefix(&trigger).unwrap();
+        assert_person(&serde_json::from_str(rest).unwrap_or_else(|e| panic!("{e}: {rest:?}")));
+    };
+    waited(run_in_engine(&s, prompt.clone(), delay(None)).await);
+    // The model's own first choice (which the schema forbids) opens the wait.
+    assert!(!free.text.starts_with('{'), "{free:?}");
+    waited(run_in_engine(&s, prompt.clone(), delay(Some(free.tokens[0]))).await);
+    // A first token it least wants never comes: the grammar holds from the start.
+    let first = &free.logits[0];
+    let least = (0..first.len()).min_by(|&a, &b| first[a].total_cmp(&first[b])).unwrap() as u32;
+    let report = run_in_engine(&s, prompt.clone(), delay(Some(least))).await;
+    assert_person(&serde_json::from_str(&report.text).unwrap());
     // Without the wait the grammar holds from the first token.
     let at_once = GenerateParams {
         grammar_after: None,
-        ..waiting
+        ..delay(None)
     };
     let report = run_in_engine(&s, prompt, at_once).await;
     assert_person(&serde_json::from_str(&report.text).unwrap());

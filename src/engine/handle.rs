@@ -207,6 +207,11 @@ impl EngineHandle {
         Ok(self.shared.model.chat_prompt(messages, tools, kwargs)?)
     }
 
+    /// The id of the token whose text is exactly `text`, if the vocabulary has one.
+    pub fn token_id(&self, text: &str) -> Option<u32> {
+        self.shared.model.tokenizer.token_to_id(text)
+    }
+
     /// The grammar that forces one call of one of `tools`, as the model writes calls.
     pub fn forced_call(&self, tools: &[Tool]) -> Grammar {
         self.shared.model.forced_call(tools)

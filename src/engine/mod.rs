@@ -45,7 +45,7 @@ pub use error::{EngineError, ErrorKind};
 pub use handle::{EngineHandle, EventSender, QueueTicket, RequestStream, Submission};
 pub use launch::{launch, LaunchProgress, LaunchStage};
 pub use request::{
-    Event, GenerateParams, GenerateRequest, GenerationReport, RequestId, SaveTo, StopReason, TokenLogprob,
+    Event, GenerateParams, GenerateRequest, GenerationReport, GrammarDelay, RequestId, SaveTo, StopReason, TokenLogprob,
     MAX_TOP_LOGPROBS,
 };
 pub use scheduler::Scheduler;

@@ -47,16 +47,26 @@ pub struct GenerateParams {
     /// not allow are never sampled, and the reply ends when the grammar is complete. Compiled
     /// when the request is submitted; one that does not compile is refused then.
     pub grammar: Option<Grammar>,
-    /// With a grammar: it applies only from the token after the reply first contains this
-    /// text, and the reply is free until then (a thinking model whose prompt opened its
-    /// reasoning: the grammar starts after `</think>`, as vLLM's and llama.cpp's do).
-    pub grammar_after: Option<String>,
+    /// With a grammar: it applies only after the reply's reasoning (see [`GrammarDelay`]).
+    pub grammar_after: Option<GrammarDelay>,
     /// `Some(n)`: each prompt token's log-probability (after the first) given the tokens before
     /// it, with the `n` most likely tokens at its place (vLLM's `prompt_logprobs`; the
     /// completions' `echo` with `logprobs`). Such a request does not read the prefix cache (the
     /// logits of a cached position cost its whole forward again); it fills the cache like any
     /// other. With it, `max_tokens` may be 0: score the prompt, generate nothing.
     pub prompt_logprobs: Option<usize>,
+}
+
+/// When a grammar starts: after a thinking model's reasoning, as vLLM's and llama.cpp's do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrammarDelay {
+    /// The grammar applies from the token after the reply first contains this text (the tag
+    /// that ends the reasoning); the reply is free until then.
+    pub until: String,
+    /// `Some(id)`: a model that opens its reasoning itself (token `id`, e.g. Qwen3's `<think>`).
+    /// The first token is then one the grammar allows or `id`; only after `id` does the grammar
+    /// wait for [`GrammarDelay::until`]. `None`: the prompt opened the reasoning, it always waits.
+    pub if_first: Option<u32>,
 }
 
 /// The most alternatives [`GenerateParams::logprobs`] reports per token (OpenAI's limit).

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use super::handle::{EventSender, QueueTicket};
 use super::stop::StopMatcher;
 use super::{
-    EngineError, Event, GenerateParams, GenerationReport, RequestId, StopReason, Submission, TokenLogprob, MAX_TOP_LOGPROBS,
+    EngineError, Event, GenerateParams, GenerationReport, GrammarDelay, RequestId, StopReason, Submission, TokenLogprob,
+    MAX_TOP_LOGPROBS,
 };
 use crate::kv::{PrefixMatch, SeqId};
 use crate::model::sampling::Sampler;
@@ -39,7 +40,8 @@ pub(crate) struct Sequence {
     /// The request's grammar: masks each step's logits, follows each sampled token. The engine
     /// takes it out for a moment to compute a batch's masks in parallel.
     pub(crate) constraint: Option<Constraint>,
-    /// The grammar waits for this text in the reply ([`GenerateParams::grammar_after`]).
+    /// The grammar waits for this text in the reply, perhaps only if the first token opens it
+    /// ([`GenerateParams::grammar_after`]).
     grammar_waits: Option<GrammarTrigger>,
     /// With a grammar: the step's logits with what it forbids masked, reused from step to step.
     masked: Vec<f32>,
@@ -111,7 +113,7 @@ impl Sequence {
                 .params
                 .grammar_after
                 .clone()
-                .filter(|t| constraint.is_some() && !t.is_empty())
+                .filter(|d| constraint.is_some() && !d.until.is_empty())
                 .map(GrammarTrigger::new),
             constraint,
             masked: Vec::new(),
@@ -200,12 +202,21 @@ impl Sequence {
             self.first_token.get_or_insert_with(Instant::now);
             return Ok(Sampled::Finished(StopReason::MaxTokens));
         }
-        let next = match active(&self.grammar_waits, &mut self.constraint) {
+        // A model that may open its reasoning: the grammar's tokens or the opening one.
+        let opener = self.grammar_waits.as_ref().and_then(|w| w.if_first);
+        let masking = match opener {
+            Some(_) => self.constraint.as_mut(),
+            None => active(&self.grammar_waits, &mut self.constraint),
+        };
+        let next = match masking {
             None => self.sampler.sample(&logits, &self.tokens),
             Some(c) => {
                 self.masked.clear();
                 self.masked.extend_from_slice(&logits);
                 c.mask(&mut self.masked)?;
+                if let Some((m, &l)) = opener.and_then(|id| self.masked.get_mut(id as usize).zip(logits.get(id as usize))) {
+                    *m = l;
+                }
                 self.sampler.sample(&self.masked, &self.tokens)
             }
         };
@@ -220,6 +231,17 @@ impl Sequence {
         self.first_token.get_or_insert_with(Instant::now);
         if !self.params.ignore_eos && tok.stop_ids().contains(&next) {
             return Ok(Sampled::Finished(StopReason::Eos));
+        }
+        match opener {
+            // The reasoning opened: the grammar waits for its end.
+            Some(id) if next == id => {
+                if let Some(w) = &mut self.grammar_waits {
+                    w.if_first = None;
+                }
+            }
+            // No reasoning: the grammar holds from this token.
+            Some(_) => self.grammar_waits = None,
+            None => {}
         }
         if let Some(c) = active(&self.grammar_waits, &mut self.constraint) {
             c.accept(next)?;
@@ -330,17 +352,22 @@ fn active<'a>(waits: &Option<GrammarTrigger>, constraint: &'a mut Option<Constra
     }
 }
 
-/// The text a grammar waits for, and the end of the reply so far (as much as could still
-/// hold the start of that text).
+/// The text a grammar waits for, the end of the reply so far (as much as could still hold the
+/// start of that text), and, before the first token, the token that opens the wait.
 #[derive(Debug)]
 struct GrammarTrigger {
     text: String,
     tail: String,
+    if_first: Option<u32>,
 }
 
 impl GrammarTrigger {
-    fn new(text: String) -> Self {
-        Self { text, tail: String::new() }
+    fn new(delay: GrammarDelay) -> Self {
+        Self {
+            text: delay.until,
+            tail: String::new(),
+            if_first: delay.if_first,
+        }
     }
 
     /// Adds a piece of the reply; whether the text has now appeared.
@@ -360,18 +387,25 @@ impl GrammarTrigger {
 
 #[cfg(test)]
 mod tests {
-    use super::GrammarTrigger;
+    use super::{GrammarDelay, GrammarTrigger};
+
+    fn trigger(text: &str) -> GrammarTrigger {
+        GrammarTrigger::new(GrammarDelay {
+            until: text.into(),
+            if_first: None,
+        })
+    }
 
     #[test]
     fn a_trigger_is_seen_across_pieces_and_between_multibyte_characters() {
-        let mut t = GrammarTrigger::new("</think>".into());
+        let mut t = trigger("</think>");
         assert!(!t.seen("é ü </th"));
         assert!(!t.seen("ink"));
         assert!(t.seen(">\n\n"));
-        let mut t = GrammarTrigger::new("ab".into());
+        let mut t = trigger("ab");
         assert!(!t.seen("ééa"));
         assert!(t.seen("b"));
-        let mut t = GrammarTrigger::new("x".into());
+        let mut t = trigger("x");
         assert!(!t.seen("日本"));
         assert!(t.seen("語x"));
     }

@@ -72,7 +72,8 @@ pub(crate) async fn handle(
         }
     })
     .await?;
-    plan.think(prompt.reasoning, split_reasoning);
+    let opener = prompt.reasoning.and_then(|r| state.engine().token_id(r.tags.open()));
+    plan.think(prompt.reasoning, split_reasoning, opener);
     let response = generation::respond(&state, prompt.ids, plan, Kind::Chat, save).await?;
     Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }

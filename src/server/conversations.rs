@@ -184,7 +184,8 @@ where
 {
     let mut plan = params::plan(state, body::fields::<CommonFields>(value)?)?;
     // A conversation's turns render through the plain template, as the model's own probe did.
-    plan.think(state.engine().model_info().reasoning, true);
+    let reasoning = state.engine().model_info().reasoning;
+    plan.think(reasoning, true, reasoning.and_then(|r| state.engine().token_id(r.tags.open())));
     let params = plan.params.clone();
     let (events, unsaved) = blocking(state, move |e| {
         let events = start(e, &id, &params)?;

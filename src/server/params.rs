@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::engine::{GenerateParams, Reasoning, ToolFormat};
+use crate::engine::{GenerateParams, GrammarDelay, Reasoning, ToolFormat};
 
 use super::protocol::CommonFields;
 use super::{ApiError, AppState};
@@ -121,11 +121,18 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
 
 impl Plan {
     /// How the reply's reasoning is handled, for a prompt whose reply carries it as
-    /// `reasoning` says: split from the content when `split`, and a grammar (a response format
-    /// or a forced call) waits for the reasoning's end when the prompt opened it.
-    pub fn think(&mut self, reasoning: Option<Reasoning>, split: bool) {
-        if let Some(r) = reasoning.filter(|r| r.starts_open && self.params.grammar.is_some()) {
-            self.params.grammar_after = Some(r.close_tag().to_owned());
+    /// `reasoning` says: split from the content when `split`; a grammar (a response format or a
+    /// forced call) waits for the reasoning's end when the prompt opened it, or when the model
+    /// opens it with its first token (`opener`: the open tag's token id, where it is one token).
+    pub fn think(&mut self, reasoning: Option<Reasoning>, split: bool, opener: Option<u32>) {
+        if let Some(r) = reasoning.filter(|_| self.params.grammar.is_some()) {
+            let if_first = if r.starts_open { None } else { opener };
+            if r.starts_open || if_first.is_some() {
+                self.params.grammar_after = Some(GrammarDelay {
+                    until: r.close_tag().to_owned(),
+                    if_first,
+                });
+            }
         }
         self.reasoning = reasoning.filter(|_| split);
     }
@@ -181,6 +188,58 @@ fn top_count(field: &str, n: Option<u64>) -> Result<Option<usize>, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{Grammar, ThinkTags};
+
+    fn plan(grammar: bool) -> Plan {
+        Plan {
+            params: GenerateParams {
+                grammar: grammar.then_some(Grammar::JsonObject),
+                ..GenerateParams::greedy(1)
+            },
+            model: "m".into(),
+            stream: false,
+            include_usage: false,
+            grammar_from: None,
+            tool_calls: None,
+            reasoning: None,
+            echo: None,
+        }
+    }
+
+    #[test]
+    fn a_grammar_waits_for_the_reasoning_it_may_follow() {
+        let think = |starts_open| Reasoning {
+            tags: ThinkTags::Think,
+            starts_open,
+        };
+        let delay = |reasoning, opener| {
+            let mut p = plan(true);
+            p.think(reasoning, true, opener);
+            p.params.grammar_after
+        };
+        let after = |until: &str, if_first| {
+            Some(GrammarDelay {
+                until: until.into(),
+                if_first,
+            })
+        };
+        // The prompt opened it: always wait.
+        assert_eq!(delay(Some(think(true)), Some(7)), after("</think>", None));
+        // The model may open it with its one-token tag.
+        assert_eq!(delay(Some(think(false)), Some(7)), after("</think>", Some(7)));
+        // A tag that is no single token, a model that does not think: the grammar holds at once.
+        assert_eq!(delay(Some(think(false)), None), None);
+        assert_eq!(delay(None, Some(7)), None);
+        let mistral = Reasoning {
+            tags: ThinkTags::Mistral,
+            starts_open: true,
+        };
+        assert_eq!(delay(Some(mistral), None), after("[/THINK]", None));
+        // No grammar, nothing to wait for; `reasoning_format: none` keeps the reply whole.
+        let mut p = plan(false);
+        p.think(Some(think(true)), false, None);
+        assert_eq!((p.params.grammar_after, p.reasoning), (None, None));
+    }
 
     #[test]
     fn stop_accepts_a_string_or_a_list() {
