@@ -200,7 +200,9 @@ impl LoadedModel {
             };
             self.chat_template.render_with(&messages, &listed, kwargs, true)?
         };
-        let reasoning = Reasoning::tags_in_template(self.chat_template.source()).map(|t| Reasoning::for_prompt(t, &rendered));
+        // The tags were read from the template at load (`ModelInfo::reasoning`); only where
+        // this prompt leaves the reply is new.
+        let reasoning = self.info.reasoning.map(|r| Reasoning::for_prompt(r.tags, &rendered));
         Ok(ChatPrompt {
             ids: self.encode_rendered(&rendered)?,
             reasoning,

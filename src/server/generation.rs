@@ -112,13 +112,7 @@ pub(crate) async fn answer(
     });
     Ok(match kind {
         Kind::Chat => {
-            let reply = match plan.reasoning {
-                Some(r) => r.split(&report.text),
-                None => SplitReply {
-                    reasoning: None,
-                    content: report.text.clone(),
-                },
-            };
+            let reply = SplitReply::of(plan.reasoning, &report.text);
             let parsed = plan
                 .tool_calls
                 .and_then(|format| format.parse(&reply.content).map(|p| (format, p)));

@@ -125,10 +125,7 @@ impl State {
             Some(Event::Done(report)) => {
                 self.send_echo(&report.prompt_logprobs);
                 if let Some(r) = self.reasoning.take() {
-                    let mut rest = r.finish();
-                    if let Some(t) = &mut self.tools {
-                        rest.content = t.push(&rest.content);
-                    }
+                    let rest = self.hold_calls(r.finish());
                     if !rest.is_empty() {
                         self.ready.push_back(json_event(&Kind::split_piece(&self.meta, rest, None)));
                     }
@@ -163,13 +160,18 @@ impl State {
     /// A piece of the reply as it can go out now: reasoning apart, and content held while it
     /// may be a tool call.
     fn split(&mut self, text: String) -> SplitPiece {
-        let mut piece = match &mut self.reasoning {
+        let piece = match &mut self.reasoning {
             Some(r) => r.push(&text),
             None => SplitPiece {
                 reasoning: String::new(),
                 content: text,
             },
         };
+        self.hold_calls(piece)
+    }
+
+    /// `piece` with its content passed through the tool-call holding, when tools are offered.
+    fn hold_calls(&mut self, mut piece: SplitPiece) -> SplitPiece {
         if let Some(t) = &mut self.tools {
             piece.content = t.push(&piece.content);
         }

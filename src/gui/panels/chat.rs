@@ -3,7 +3,7 @@
 //! streaming reply) and the message box (send, stop, regenerate).
 
 use super::super::{Action, AppModel, ModelStatus};
-use crate::engine::{Message, Reasoning, Role, SplitReply};
+use crate::engine::{Message, Reasoning, Role};
 
 // long: the panel's layout from top to bottom (title bar, system prompt, messages, reply,
 // message box), read in the order it is drawn.
@@ -146,14 +146,14 @@ pub fn show(
                     }
                     Role::Assistant => {
                         ui.strong("Assistant");
-                        let reply = split(reasoning, &msg.content);
-                        if let Some(thought) = &reply.reasoning {
+                        let (thought, answer) = Reasoning::parts(reasoning, &msg.content);
+                        if let Some(thought) = thought {
                             egui::CollapsingHeader::new("Thought")
                                 .id_salt(("thought", i))
                                 .show(ui, |ui| ui.weak(thought));
                         }
-                        if !reply.content.is_empty() || (msg.tool_calls.is_empty() && reply.reasoning.is_none()) {
-                            egui_commonmark::CommonMarkViewer::new().show(ui, markdown, &reply.content);
+                        if !answer.is_empty() || (msg.tool_calls.is_empty() && thought.is_none()) {
+                            egui_commonmark::CommonMarkViewer::new().show(ui, markdown, answer);
                         }
                         tool_calls(ui, msg);
                     }
@@ -169,32 +169,21 @@ pub fn show(
             }
             if let Some(s) = streaming {
                 ui.strong("Assistant");
-                let reply = split(reasoning, &s.text);
-                if let Some(thought) = &reply.reasoning {
+                let (thought, answer) = Reasoning::parts(reasoning, &s.text);
+                if let Some(thought) = thought {
                     // Open while the model thinks, so the reasoning can be followed.
-                    egui::CollapsingHeader::new(if reply.content.is_empty() { "Thinking…" } else { "Thought" })
+                    egui::CollapsingHeader::new(if answer.is_empty() { "Thinking…" } else { "Thought" })
                         .id_salt("thought-streaming")
                         .default_open(true)
                         .show(ui, |ui| ui.weak(thought));
                 }
                 ui.horizontal_wrapped(|ui| {
-                    ui.label(&reply.content);
+                    ui.label(answer);
                     ui.spinner();
                 });
             }
         });
     });
-}
-
-/// An assistant's text split into its reasoning and its answer, for a model that thinks.
-fn split(reasoning: Option<Reasoning>, text: &str) -> SplitReply {
-    match reasoning {
-        Some(r) => r.split(text),
-        None => SplitReply {
-            reasoning: None,
-            content: text.to_owned(),
-        },
-    }
 }
 
 /// An assistant turn's function calls (a conversation written through the API with tools).

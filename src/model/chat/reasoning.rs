@@ -70,6 +70,18 @@ pub struct SplitReply {
     pub content: String,
 }
 
+impl SplitReply {
+    /// `text` split as `reasoning` says; without it (a model that does not think, or
+    /// `reasoning_format: none`) the whole text is content.
+    pub fn of(reasoning: Option<Reasoning>, text: &str) -> Self {
+        let (reasoning, content) = Reasoning::parts(reasoning, text);
+        Self {
+            reasoning: reasoning.map(str::to_owned),
+            content: content.to_owned(),
+        }
+    }
+}
+
 impl Reasoning {
     /// The tags `template` (its Jinja source) writes or expects reasoning in, if any.
     pub fn tags_in_template(template: &str) -> Option<ThinkTags> {
@@ -93,18 +105,22 @@ impl Reasoning {
 
     /// `text`, a whole reply, split into reasoning and content.
     pub fn split(self, text: &str) -> SplitReply {
-        let (open, close) = (self.tags.open(), self.tags.close());
-        let inside = if self.starts_open {
+        SplitReply::of(Some(self), text)
+    }
+
+    /// [`Reasoning::split`] as parts of `text` (nothing copied: the desktop app splits every
+    /// message each frame); without `reasoning` the whole text is content.
+    pub fn parts(reasoning: Option<Self>, text: &str) -> (Option<&str>, &str) {
+        let Some(r) = reasoning else {
+            return (None, text);
+        };
+        let (open, close) = (r.tags.open(), r.tags.close());
+        let inside = if r.starts_open {
             text
         } else {
             match text.trim_start().strip_prefix(open) {
                 Some(rest) => rest,
-                None => {
-                    return SplitReply {
-                        reasoning: None,
-                        content: text.to_owned(),
-                    }
-                }
+                None => return (None, text),
             }
         };
         let (reasoning, content) = match inside.find(close) {
@@ -112,10 +128,7 @@ impl Reasoning {
             None => (inside, ""),
         };
         let reasoning = reasoning.trim();
-        SplitReply {
-            reasoning: (!reasoning.is_empty()).then(|| reasoning.to_owned()),
-            content: content.to_owned(),
-        }
+        ((!reasoning.is_empty()).then_some(reasoning), content)
     }
 
     /// A splitter for a streamed reply.
