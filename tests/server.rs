@@ -1475,25 +1475,6 @@ async fn long_urls_and_many_headers_get_json_errors() {
     assert_eq!(get(&s.app, "/health").await.status, StatusCode::OK);
 }
 
-/// `logprobs` on both routes, whole and streamed: the top entry is the greedy token, the values
-/// are the log-softmax of the engine's own logits for the same prompt, and a stream carries
-/// the same entries as the whole reply.
-/// Runs `prompt` straight through the server's engine; its report.
-async fn run_in_engine(s: &TestServer, prompt: Vec<u32>, params: GenerateParams) -> Box<hearth::engine::GenerationReport> {
-    let mut events = s
-        .state
-        .engine()
-        .submit(hearth::engine::GenerateRequest::new(prompt, params))
-        .unwrap();
-    loop {
-        match events.recv().await {
-            Some(hearth::engine::Event::Done(r)) => break r,
-            Some(hearth::engine::Event::Token { .. }) => {}
-            other => panic!("{other:?}"),
-        }
-    }
-}
-
 /// Token `id`'s log-probability under `logits`, in f64.
 fn log_softmax_at(logits: &[f32], id: u32) -> f64 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
@@ -1527,7 +1508,7 @@ async fn echo_scores_the_prompt_as_the_model_does() {
             keep_logits: true,
             ..GenerateParams::greedy(1)
         };
-        let report = run_in_engine(&s, prompt[..k].to_vec(), params).await;
+        let report = common::run_in_engine(s.state.engine(), prompt[..k].to_vec(), params).await;
         let want = log_softmax_at(&report.logits[0], prompt[k]);
         let got = token_lps[k].as_f64().unwrap();
         assert!((got - want).abs() < 1e-4, "token {k}: {got} vs {want}");
@@ -1562,6 +1543,9 @@ async fn echo_scores_the_prompt_as_the_model_does() {
     post(&s.app, "/v1/completions", &zero).await.error(StatusCode::BAD_REQUEST);
 }
 
+/// `logprobs` on both routes, whole and streamed: the top entry is the greedy token, the values
+/// are the log-softmax of the engine's own logits for the same prompt, and a stream carries
+/// the same entries as the whole reply.
 #[tokio::test]
 async fn logprobs_are_the_models_and_streamed_as_whole() {
     let s = server(Opts::default());
@@ -1576,7 +1560,7 @@ async fn logprobs_are_the_models_and_streamed_as_whole() {
         ignore_eos: true,
         ..GenerateParams::greedy(5)
     };
-    let report = run_in_engine(&s, prompt.clone(), params).await;
+    let report = common::run_in_engine(s.state.engine(), prompt.clone(), params).await;
     let token_lps = lp["token_logprobs"].as_array().unwrap();
     assert_eq!(token_lps.len(), report.tokens.len(), "{lp}");
     for (step, (logits, &id)) in report.logits.iter().zip(&report.tokens).enumerate() {

@@ -16,7 +16,7 @@ use tower::ServiceExt;
 
 use hearth::config::SamplingParams;
 use hearth::engine::{
-    DiskSettings, EngineHandle, Event, GenerateParams, GenerateRequest, GenerationReport, Grammar, GrammarDelay, Message,
+    DiskSettings, EngineHandle, GenerateParams, GenerationReport, Grammar, GrammarDelay, Message,
 };
 use hearth::model::hparams::Family;
 use hearth::model::testkit::{write_model, TinyModelSpec, TinyVocab, VocabStyle, WeightType};
@@ -276,13 +276,7 @@ async fn the_second_call_of_a_tool_conversation_reuses_the_first() {
     let s = server(Some(QWEN_TEMPLATE));
     let tools = json!([weather_tool()]);
     let user = json!({"role": "user", "content": "What is the weather in Paris? Answer in one word, please."});
-    let first = json!({
-        "messages": [user],
-        "tools": tools,
-        "tool_choice": "required",
-        "temperature": 0,
-        "max_tokens": 100,
-    });
+    let first = forced_call_request(&user, &tools);
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &first).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     let prompt1 = v["usage"]["prompt_tokens"].as_u64().unwrap();
@@ -360,13 +354,7 @@ async fn a_mistral_tool_conversation_gets_ids_its_template_accepts() {
     let s = server(Some(include_str!("../src/model/chat/fixtures/mistral-small-3.2-24b-instruct-2506.jinja")));
     let tools = json!([weather_tool()]);
     let user = json!({"role": "user", "content": "What is the weather in Paris?"});
-    let first = json!({
-        "messages": [user],
-        "tools": tools,
-        "tool_choice": "required",
-        "temperature": 0,
-        "max_tokens": 100,
-    });
+    let first = forced_call_request(&user, &tools);
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &first).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
@@ -379,6 +367,17 @@ async fn a_mistral_tool_conversation_gets_ids_its_template_accepts() {
     let second = next_turn(&user, &call, "{\"sky\": \"clear\"}", &tools);
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &second).await;
     assert_eq!(status, StatusCode::OK, "{v}");
+}
+
+/// A request that forces a call of one of `tools` (greedy, room for the call).
+fn forced_call_request(user: &Value, tools: &Value) -> Value {
+    json!({
+        "messages": [user],
+        "tools": tools,
+        "tool_choice": "required",
+        "temperature": 0,
+        "max_tokens": 100,
+    })
 }
 
 /// An agent's next request: the user's message, the model's `call`, the tool's `result`.
@@ -483,17 +482,6 @@ async fn opened_reasoning_comes_apart(s: &TestServer) {
     assert_eq!(saved["messages"][1]["content"], raw.as_str(), "{saved}");
 }
 
-async fn run_in_engine(s: &TestServer, prompt: Vec<u32>, params: GenerateParams) -> Box<GenerationReport> {
-    let mut events = s.state.engine().submit(GenerateRequest::new(prompt, params)).unwrap();
-    loop {
-        match events.recv().await {
-            Some(Event::Done(r)) => break r,
-            Some(Event::Token { .. }) => {}
-            other => panic!("{other:?}"),
-        }
-    }
-}
-
 /// `grammar_after`: the reply is free (the same tokens as without a grammar) until it holds
 /// the text, and follows the grammar from the next token. With `if_first`, it waits only when
 /// the first token is that one (a model opening its reasoning), else holds from the start.
@@ -507,7 +495,7 @@ async fn a_grammar_that_waits_for_a_text_applies_from_the_token_after_it() {
         keep_logits: true,
         ..GenerateParams::greedy(4)
     };
-    let free = run_in_engine(&s, prompt.clone(), free).await;
+    let free = common::run_in_engine(s.state.engine(), prompt.clone(), free).await;
     let trigger = engine.model().tokenizer.decode(&free.tokens[..2]).unwrap();
     assert!(!trigger.is_empty() && free.text.starts_with(&trigger), "{free:?}");
     let delay = |if_first: Option<u32>| GenerateParams {
@@ -523,21 +511,21 @@ async fn a_grammar_that_waits_for_a_text_applies_from_the_token_after_it() {
         let rest = report.text.strip_prefix(&trigger).unwrap();
         assert_person(&serde_json::from_str(rest).unwrap_or_else(|e| panic!("{e}: {rest:?}")));
     };
-    waited(run_in_engine(&s, prompt.clone(), delay(None)).await);
+    waited(common::run_in_engine(s.state.engine(), prompt.clone(), delay(None)).await);
     // The model's own first choice (which the schema forbids) opens the wait.
     assert!(!free.text.starts_with('{'), "{free:?}");
-    waited(run_in_engine(&s, prompt.clone(), delay(Some(free.tokens[0]))).await);
+    waited(common::run_in_engine(s.state.engine(), prompt.clone(), delay(Some(free.tokens[0]))).await);
     // A first token it least wants never comes: the grammar holds from the start.
     let first = &free.logits[0];
     let least = (0..first.len()).min_by(|&a, &b| first[a].total_cmp(&first[b])).unwrap() as u32;
-    let report = run_in_engine(&s, prompt.clone(), delay(Some(least))).await;
+    let report = common::run_in_engine(s.state.engine(), prompt.clone(), delay(Some(least))).await;
     assert_person(&serde_json::from_str(&report.text).unwrap());
     // Without the wait the grammar holds from the first token.
     let at_once = GenerateParams {
         grammar_after: None,
         ..delay(None)
     };
-    let report = run_in_engine(&s, prompt, at_once).await;
+    let report = common::run_in_engine(s.state.engine(), prompt, at_once).await;
     assert_person(&serde_json::from_str(&report.text).unwrap());
 }
 
@@ -629,7 +617,7 @@ async fn a_forced_mistral_call_is_written_with_its_special_tokens() {
         grammar: Some(engine.forced_call(&tools)),
         ..GenerateParams::greedy(100)
     };
-    let reply = run_in_engine(&s, p1.clone(), forced).await;
+    let reply = common::run_in_engine(s.state.engine(), p1.clone(), forced).await;
     assert_eq!(reply.tokens.first(), Some(&calls_id), "{reply:?}");
     assert!(reply.tokens.contains(&args_id), "{reply:?}");
     let parsed = engine.tool_format().parse(&reply.text).unwrap_or_else(|| panic!("{:?}", reply.text));
@@ -647,13 +635,10 @@ async fn a_forced_mistral_call_is_written_with_its_special_tokens() {
     assert_eq!(p2[..written.len()], written[..], "the history renders the call as it was written");
 
     // Through the API: the call comes back whole, with Mistral's id.
-    let body = json!({
-        "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
-        "tools": [weather_tool()],
-        "tool_choice": "required",
-        "temperature": 0,
-        "max_tokens": 100,
-    });
+    let body = forced_call_request(
+        &json!({"role": "user", "content": "What is the weather in Paris?"}),
+        &json!([weather_tool()]),
+    );
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
@@ -671,7 +656,7 @@ async fn a_forced_mistral_call_is_written_with_its_special_tokens() {
         grammar: Some(engine.forced_call(&tools)),
         ..GenerateParams::greedy(100)
     };
-    let reply = run_in_engine(&s, p1, forced).await;
+    let reply = common::run_in_engine(s.state.engine(), p1, forced).await;
     assert_eq!(reply.tokens.first(), Some(&calls_id), "{reply:?}");
     assert!(reply.text.starts_with("[{\"name\": \"get_weather\", \"arguments\": {"), "{:?}", reply.text);
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;

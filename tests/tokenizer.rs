@@ -269,17 +269,22 @@ fn streaming_pieces_concatenate_to_the_text() {
     }
 }
 
+/// `ids` decoded piece by piece, as a reply streams, and joined.
+fn streamed(tok: &Tokenizer, ids: &[u32]) -> String {
+    let mut stream = tok.stream();
+    let mut out = String::new();
+    for &id in ids {
+        out.extend(stream.push(id).unwrap());
+    }
+    out.extend(stream.finish().unwrap());
+    out
+}
+
 #[test]
 fn streaming_skips_special_tokens() {
     let (tok, _, _dir) = both(VocabStyle::Gpt2 { pre: "qwen2" });
     let ids = tok.encode("<|im_start|>assistant\nHi 🎉<|im_end|>", false).unwrap();
-    let mut stream = tok.stream();
-    let mut out = String::new();
-    for &id in &ids {
-        out.extend(stream.push(id).unwrap());
-    }
-    out.extend(stream.finish().unwrap());
-    assert_eq!(out, "assistant\nHi 🎉");
+    assert_eq!(streamed(&tok, &ids), "assistant\nHi 🎉");
 }
 
 /// Magistral's `[THINK]` / `[/THINK]` are special tokens that a reply's text keeps (the
@@ -293,12 +298,7 @@ fn reasoning_markers_are_kept_in_the_text_other_specials_are_not() {
         let ids = tok.encode("[THINK]Hi there[/THINK]Yes 🎉</s>", false).unwrap();
         assert_eq!(ids[0], think);
         assert_eq!(tok.decode_skip_special(&ids).unwrap(), "[THINK]Hi there[/THINK]Yes 🎉");
-        let mut stream = tok.stream();
-        let mut out = String::new();
-        for &id in &ids {
-            out.extend(stream.push(id).unwrap());
-        }
-        out.extend(stream.finish().unwrap());
+        let out = streamed(tok, &ids);
         assert_eq!(out, "[THINK]Hi there[/THINK]Yes 🎉");
         let r = hearth::engine::Reasoning {
             tags: hearth::engine::ThinkTags::Mistral,

@@ -254,3 +254,21 @@ pub fn full_disk(on: bool) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, he
     });
     (full, faults)
 }
+
+/// Runs `prompt` straight through `engine`, bypassing any front-end; its report.
+pub async fn run_in_engine(
+    engine: &hearth::engine::EngineHandle,
+    prompt: Vec<u32>,
+    params: hearth::engine::GenerateParams,
+) -> Box<hearth::engine::GenerationReport> {
+    let mut events = engine
+        .submit(hearth::engine::GenerateRequest::new(prompt, params))
+        .unwrap();
+    loop {
+        match events.recv().await {
+            Some(hearth::engine::Event::Done(r)) => break r,
+            Some(hearth::engine::Event::Token { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
