@@ -454,6 +454,21 @@ async fn bad_requests_get_400_with_openai_errors() {
         assert_eq!(e["param"], field, "{e}");
         assert!(e["message"].as_str().unwrap().contains(field), "{e}");
     }
+    // OpenAI's penalties and logit_bias: their ranges, the bias's shape, ids in the vocabulary.
+    for (field, value) in [
+        ("presence_penalty", json!(2.5)),
+        ("frequency_penalty", json!(-3)),
+        ("logit_bias", json!([1, 2])),
+        ("logit_bias", json!({"hello": 1})),
+        ("logit_bias", json!({"5": "up"})),
+        ("logit_bias", json!({"5": 101})),
+        ("logit_bias", json!({"4000000000": 1})),
+    ] {
+        let mut b = chat_body("hi", 4, false);
+        b[field] = value;
+        let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+        assert_eq!(e["param"], field, "{b}: {e}");
+    }
     // Roles must be OpenAI's; a user, system or tool message needs its content.
     let mut b = chat_body("hi", 4, false);
     b["messages"] = json!([{"role": "bogus", "content": "x"}]);
@@ -1356,6 +1371,7 @@ fn arbitrary_json_in_any_field_is_never_a_server_error() {
         "repetition_penalty",
         "presence_penalty",
         "frequency_penalty",
+        "logit_bias",
         "logprobs",
         "top_logprobs",
         "echo",
@@ -1476,6 +1492,74 @@ async fn long_urls_and_many_headers_get_json_errors() {
 }
 
 /// Token `id`'s log-probability under `logits`, in f64.
+/// `presence_penalty`, `frequency_penalty` and `logit_bias` reach the sampler: the reply is the
+/// engine's with the same settings, a +100 bias makes every token the biased one, a -100 bias
+/// keeps the greedy first token out, and the penalties change a reply that repeats itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn penalties_and_logit_bias_steer_the_reply() {
+    // Long enough that the tiny model repeats a token.
+    const N: usize = 40;
+    let s = server(Opts::default());
+    let engine = s.state.engine();
+    let tok = &engine.model().tokenizer;
+    let prompt = engine.tokenize_chat(&[Message::user("Hello")]).unwrap();
+    let ask = |extra: Value| {
+        let mut b = chat_body("Hello", N, false);
+        b["ignore_eos"] = json!(true);
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    let reply = |r: Reply| r.json()["choices"][0]["message"]["content"].as_str().unwrap().to_owned();
+    let in_engine = |sampling: SamplingParams| {
+        common::run_in_engine(
+            engine,
+            prompt.clone(),
+            GenerateParams {
+                ignore_eos: true,
+                sampling,
+                ..GenerateParams::greedy(N)
+            },
+        )
+    };
+    let free = in_engine(SamplingParams::greedy()).await;
+    assert_eq!(reply(post(&s.app, "/v1/chat/completions", &ask(json!({}))).await), free.text);
+    let mut seen = free.tokens.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    assert!(seen.len() < free.tokens.len(), "the tiny model repeats itself: {free:?}");
+
+    // +100 on a token the reply never chose: every token is that one.
+    let word = tok.encode(" the", false).unwrap()[0];
+    assert!(!free.tokens.contains(&word));
+    let biased = reply(post(&s.app, "/v1/chat/completions", &ask(json!({"logit_bias": {word.to_string(): 100}}))).await);
+    assert_eq!(biased, tok.decode(&[word; N]).unwrap());
+    // -100 on the greedy first token: another comes first.
+    let first = free.tokens[0];
+    let banned = reply(post(&s.app, "/v1/chat/completions", &ask(json!({"logit_bias": {first.to_string(): -100}}))).await);
+    let expect = in_engine(SamplingParams {
+        logit_bias: vec![(first, -100.0)],
+        ..SamplingParams::greedy()
+    })
+    .await;
+    assert_ne!(expect.tokens[0], first);
+    assert_eq!(banned, expect.text);
+
+    for (field, penalty) in [("presence_penalty", 2.0), ("frequency_penalty", 1.5)] {
+        let got = reply(post(&s.app, "/v1/chat/completions", &ask(json!({field: penalty}))).await);
+        let mut sampling = SamplingParams::greedy();
+        if field == "presence_penalty" {
+            sampling.presence_penalty = penalty;
+        } else {
+            sampling.frequency_penalty = penalty;
+        }
+        let expect = in_engine(sampling).await;
+        assert_eq!(got, expect.text, "{field}");
+        assert_ne!(expect.tokens, free.tokens, "{field} changes a reply that repeats itself");
+    }
+}
+
 fn log_softmax_at(logits: &[f32], id: u32) -> f64 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let z = max + logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln();

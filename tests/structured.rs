@@ -529,6 +529,42 @@ async fn a_grammar_that_waits_for_a_text_applies_from_the_token_after_it() {
     assert_person(&serde_json::from_str(&report.text).unwrap());
 }
 
+/// Between the awaited text and the grammar's first token, whitespace the model writes (the
+/// line break after its reasoning, `</think>\n\n`) stays its own, up to [`GrammarDelay::GAP`]
+/// bytes; a grammar that holds from the start allows none. A +100 `logit_bias` on the line
+/// break makes the model want nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whitespace_the_model_writes_after_the_awaited_text_comes_before_the_grammar() {
+    let s = server(None);
+    let engine = s.state.engine();
+    let tok = &engine.model().tokenizer;
+    let nl = tok.encode("\n", false).unwrap();
+    assert_eq!(nl.len(), 1);
+    let prompt = engine.tokenize_chat(&[Message::user("Describe a person.")]).unwrap();
+    let params = |after: Option<GrammarDelay>| GenerateParams {
+        sampling: SamplingParams {
+            logit_bias: vec![(nl[0], 100.0)],
+            ..SamplingParams::greedy()
+        },
+        grammar: Some(Grammar::JsonSchema(person_schema())),
+        grammar_after: after,
+        ..GenerateParams::greedy(300)
+    };
+    let delay = GrammarDelay {
+        until: "\n".into(),
+        if_first: None,
+    };
+    let report = common::run_in_engine(engine, prompt.clone(), params(Some(delay))).await;
+    let gap = "\n".repeat(GrammarDelay::GAP);
+    let rest = report.text.strip_prefix('\n').unwrap().strip_prefix(gap.as_str()).unwrap_or_else(|| panic!("{report:?}"));
+    assert_person(&serde_json::from_str(rest).unwrap_or_else(|e| panic!("{e}: {rest:?}")));
+    assert_eq!(report.tokens[..1 + GrammarDelay::GAP], [nl[0]; 1 + GrammarDelay::GAP]);
+
+    let report = common::run_in_engine(engine, prompt, params(None)).await;
+    assert!(report.text.starts_with('{'), "{report:?}");
+    assert_person(&serde_json::from_str(&report.text).unwrap());
+}
+
 /// `chat_template_kwargs` reach the template (Qwen3's `enable_thinking: false` closes an empty
 /// reasoning in the prompt); a reasoning sent back as `reasoning_content` is rendered (Qwen3
 /// keeps it for the turns after the last user message); bad values are 400s naming the field.

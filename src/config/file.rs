@@ -99,6 +99,12 @@ pub struct SamplingSection {
     /// How many recent tokens the repeat penalty looks at.
     #[arg(skip)]
     pub repeat_last_n: Option<usize>,
+    /// Lower the logits of tokens the reply already holds, once each (-2 to 2; 0 = off).
+    #[arg(long, global = true, value_name = "P", allow_negative_numbers = true)]
+    pub presence_penalty: Option<f32>,
+    /// Lower the logits of tokens the reply already holds, once per use (-2 to 2; 0 = off).
+    #[arg(long, global = true, value_name = "F", allow_negative_numbers = true)]
+    pub frequency_penalty: Option<f32>,
     /// Random seed (default: a fresh one per request).
     #[arg(long, global = true, value_name = "S")]
     pub seed: Option<u64>,

@@ -28,6 +28,16 @@ pub struct SamplingParams {
     /// How many of the most recent history ids the penalty looks at; 0 = off.
     /// Default 64.
     pub repeat_last_n: usize,
+    /// OpenAI's presence penalty: subtracted once from the logit of every id the reply holds
+    /// so far; in [-2, 2], 0 = off (the default).
+    pub presence_penalty: f32,
+    /// OpenAI's frequency penalty: subtracted from an id's logit once per time the reply holds
+    /// it so far; in [-2, 2], 0 = off (the default).
+    pub frequency_penalty: f32,
+    /// OpenAI's `logit_bias`: (token id, value in [-100, 100]) added to that id's logit before
+    /// anything else. Per request only; empty by default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logit_bias: Vec<(u32, f32)>,
     /// Seed of the sampler's RNG; the same seed gives the same draws.
     /// `None` (the default): a fresh random seed for each sampler.
     pub seed: Option<u64>,
@@ -42,6 +52,9 @@ impl Default for SamplingParams {
             min_p: 0.05,
             repeat_penalty: 1.0,
             repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            logit_bias: Vec::new(),
             seed: None,
         }
     }
@@ -52,6 +65,9 @@ impl Default for SamplingParams {
 /// are a client's mistake, not a setting.
 pub const MAX_TEMPERATURE: f32 = 100.0;
 pub const MAX_REPEAT_PENALTY: f32 = 100.0;
+/// OpenAI's ranges: presence and frequency penalties in [-2, 2], a logit bias in [-100, 100].
+pub const MAX_OPENAI_PENALTY: f32 = 2.0;
+pub const MAX_LOGIT_BIAS: f32 = 100.0;
 
 /// A [`SamplingParams`] field outside its range.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
@@ -64,6 +80,14 @@ pub enum SamplingParamsError {
     MinP(f32),
     #[error("repeat_penalty must be a number in (0, 100] (1 = off), got {0}")]
     RepeatPenalty(f32),
+    #[error("presence_penalty must be a number in [-2, 2] (0 = off), got {0}")]
+    PresencePenalty(f32),
+    #[error("frequency_penalty must be a number in [-2, 2] (0 = off), got {0}")]
+    FrequencyPenalty(f32),
+    #[error("logit_bias of token {id} must be a number in [-100, 100], got {bias}")]
+    LogitBias { id: u32, bias: f32 },
+    #[error("logit_bias names token {id}, but the model's vocabulary has {vocab} tokens (ids 0 to {})", vocab.saturating_sub(1))]
+    LogitBiasToken { id: u32, vocab: usize },
 }
 
 impl SamplingParams {
@@ -76,6 +100,9 @@ impl SamplingParams {
             min_p: 0.0,
             repeat_penalty: 1.0,
             repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            logit_bias: Vec::new(),
             seed: None,
         }
     }
@@ -99,6 +126,28 @@ impl SamplingParams {
         if !(self.repeat_penalty > 0.0 && self.repeat_penalty <= MAX_REPEAT_PENALTY) {
             return Err(SamplingParamsError::RepeatPenalty(self.repeat_penalty));
         }
+        if !within(self.presence_penalty, MAX_OPENAI_PENALTY) {
+            return Err(SamplingParamsError::PresencePenalty(self.presence_penalty));
+        }
+        if !within(self.frequency_penalty, MAX_OPENAI_PENALTY) {
+            return Err(SamplingParamsError::FrequencyPenalty(self.frequency_penalty));
+        }
+        if let Some(&(id, bias)) = self.logit_bias.iter().find(|&&(_, b)| !within(b, MAX_LOGIT_BIAS)) {
+            return Err(SamplingParamsError::LogitBias { id, bias });
+        }
         Ok(())
     }
+
+    /// Checks that every [`SamplingParams::logit_bias`] id is one of the model's `vocab` ids.
+    pub fn check_vocab(&self, vocab: usize) -> Result<(), SamplingParamsError> {
+        match self.logit_bias.iter().find(|&&(id, _)| id as usize >= vocab) {
+            Some(&(id, _)) => Err(SamplingParamsError::LogitBiasToken { id, vocab }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Whether `v` is in [-limit, limit] (never NaN).
+fn within(v: f32, limit: f32) -> bool {
+    (-limit..=limit).contains(&v)
 }

@@ -240,6 +240,9 @@ fn sampling_settings(c: &ConfigFile) -> Result<(SamplingParams, usize), ConfigEr
         min_p: f.min_p.unwrap_or(d.min_p),
         repeat_penalty: f.repeat_penalty.unwrap_or(d.repeat_penalty),
         repeat_last_n: f.repeat_last_n.unwrap_or(d.repeat_last_n),
+        presence_penalty: f.presence_penalty.unwrap_or(d.presence_penalty),
+        frequency_penalty: f.frequency_penalty.unwrap_or(d.frequency_penalty),
+        logit_bias: Vec::new(),
         seed: f.seed,
     };
     sampling.validate()?;

@@ -38,6 +38,7 @@ pub(crate) fn validate(model: &LoadedModel, capacity_tokens: usize, r: &Generate
         return Err(ModelError::TokenOutOfRange { id, vocab }.into());
     }
     r.params.sampling.validate()?;
+    r.params.sampling.check_vocab(vocab)?;
     if r.params.max_tokens == 0 && r.params.prompt_logprobs.is_none() {
         return Err(EngineError::InvalidRequest("max_tokens must be at least 1".into()));
     }

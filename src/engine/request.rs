@@ -61,12 +61,20 @@ pub struct GenerateParams {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrammarDelay {
     /// The grammar applies from the token after the reply first contains this text (the tag
-    /// that ends the reasoning); the reply is free until then.
+    /// that ends the reasoning); the reply is free until then. Whitespace may come between the
+    /// two, [`GrammarDelay::GAP`] bytes at most, as the model writes it.
     pub until: String,
     /// `Some(id)`: a model that opens its reasoning itself (token `id`, e.g. Qwen3's `<think>`).
     /// The first token is then one the grammar allows or `id`; only after `id` does the grammar
     /// wait for [`GrammarDelay::until`]. `None`: the prompt opened the reasoning, it always waits.
     pub if_first: Option<u32>,
+}
+
+impl GrammarDelay {
+    /// The most bytes of whitespace-only tokens that may come between [`GrammarDelay::until`]
+    /// and the grammar's first token: the line break a model writes after its reasoning
+    /// (Qwen3's and DeepSeek-R1's `</think>\n\n`), which its template renders back the same way.
+    pub const GAP: usize = 4;
 }
 
 /// The most alternatives [`GenerateParams::logprobs`] reports per token (OpenAI's limit).

@@ -209,7 +209,7 @@ impl Sequence {
             None => active(&self.grammar_waits, &mut self.constraint),
         };
         let next = match masking {
-            None => self.sampler.sample(&logits, &self.tokens),
+            None => self.sampler.sample(&logits, &self.tokens, self.prompt_len),
             Some(c) => {
                 self.masked.clear();
                 self.masked.extend_from_slice(&logits);
@@ -217,7 +217,7 @@ impl Sequence {
                 if let Some((m, &l)) = opener.and_then(|id| self.masked.get_mut(id as usize).zip(logits.get(id as usize))) {
                     *m = l;
                 }
-                self.sampler.sample(&self.masked, &self.tokens)
+                self.sampler.sample(&self.masked, &self.tokens, self.prompt_len)
             }
         };
         let logprob = self
@@ -250,6 +250,9 @@ impl Sequence {
         let piece = self.detok.push(tok, next)?.unwrap_or_default();
         if self.grammar_waits.as_mut().is_some_and(|w| w.seen(&piece)) {
             self.grammar_waits = None;
+            if let Some(c) = &mut self.constraint {
+                c.allow_leading_blank(GrammarDelay::GAP);
+            }
         }
         let text = self.stop.push(&piece);
         self.text.push_str(&text);

@@ -6,12 +6,16 @@
 //! `config`, so that config defaults and request parameters are one type.
 //!
 //! The pipeline, in order:
-//! 1. repetition penalty over the last `repeat_last_n` ids of the history
+//! 1. `logit_bias` added to its ids' logits (OpenAI's);
+//! 2. repetition penalty over the last `repeat_last_n` ids of the history
 //!    (each distinct id once: a positive logit is divided by the penalty, a
 //!    negative one multiplied, as llama.cpp and HF's
 //!    `RepetitionPenaltyLogitsProcessor` do);
-//! 2. greedy — argmax, the lowest id on ties — when `temperature` is 0;
-//! 3. otherwise temperature → top-k → softmax → top-p → min-p (relative to
+//! 3. presence and frequency penalties over the reply so far (OpenAI's: an
+//!    id's logit less `count · frequency + presence` when the reply holds it
+//!    `count > 0` times; the prompt does not count, as in vLLM);
+//! 4. greedy — argmax, the lowest id on ties — when `temperature` is 0;
+//! 5. otherwise temperature → top-k → softmax → top-p → min-p (relative to
 //!    the most likely token) → one draw from what is left.
 //!
 //! Invariants:
@@ -46,7 +50,7 @@ pub struct Sampler {
     /// (id, value) of the tokens still in the running; value is a scaled
     /// logit, then a probability.
     candidates: Vec<(u32, f32)>,
-    /// The distinct ids of the penalty window.
+    /// The distinct ids of the penalty window; then the reply's ids, sorted.
     window: Vec<u32>,
 }
 
@@ -75,14 +79,22 @@ impl Sampler {
     }
 
     /// The next token id given this step's `logits` (one per vocabulary id)
-    /// and the sequence so far (`history`, prompt included, oldest first).
-    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+    /// and the sequence so far (`history`, prompt included, oldest first),
+    /// whose ids from `reply_from` on are the reply so far.
+    pub fn sample(&mut self, logits: &[f32], history: &[u32], reply_from: usize) -> u32 {
         if logits.is_empty() {
             return 0;
         }
         self.logits.clear();
         self.logits.extend(logits.iter().map(|&l| sanitize(l)));
+        for &(id, bias) in &self.params.logit_bias {
+            if let Some(l) = self.logits.get_mut(id as usize) {
+                // -inf (a grammar's mask) stays -inf.
+                *l = sanitize(*l + bias);
+            }
+        }
         self.apply_repeat_penalty(history);
+        self.apply_reply_penalties(history.get(reply_from..).unwrap_or_default());
 
         if self.params.is_greedy() {
             return argmax(&self.logits);
@@ -104,6 +116,22 @@ impl Sampler {
         for &id in &self.window {
             if let Some(l) = self.logits.get_mut(id as usize) {
                 *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
+            }
+        }
+    }
+
+    /// OpenAI's presence and frequency penalties over the ids of `reply`.
+    fn apply_reply_penalties(&mut self, reply: &[u32]) {
+        let (presence, frequency) = (self.params.presence_penalty, self.params.frequency_penalty);
+        if (presence == 0.0 && frequency == 0.0) || !presence.is_finite() || !frequency.is_finite() {
+            return;
+        }
+        self.window.clear();
+        self.window.extend_from_slice(reply);
+        self.window.sort_unstable();
+        for run in self.window.chunk_by(|a, b| a == b) {
+            if let Some(l) = self.logits.get_mut(run[0] as usize) {
+                *l -= run.len() as f32 * frequency + presence;
             }
         }
     }
@@ -220,6 +248,7 @@ mod tests {
             repeat_penalty: 1.0,
             repeat_last_n: 64,
             seed: Some(seed),
+            ..SamplingParams::default()
         }
     }
 
@@ -281,6 +310,30 @@ mod tests {
         }
         .validate()
         .is_ok());
+        assert_eq!(bad(|p| p.presence_penalty = 2.5), SamplingParamsError::PresencePenalty(2.5));
+        assert_eq!(bad(|p| p.frequency_penalty = -2.5), SamplingParamsError::FrequencyPenalty(-2.5));
+        assert!(matches!(
+            bad(|p| p.frequency_penalty = f32::NAN),
+            SamplingParamsError::FrequencyPenalty(_)
+        ));
+        assert_eq!(
+            bad(|p| p.logit_bias = vec![(3, 1.0), (5, -101.0)]),
+            SamplingParamsError::LogitBias { id: 5, bias: -101.0 }
+        );
+        let biased = SamplingParams {
+            presence_penalty: -2.0,
+            frequency_penalty: 2.0,
+            logit_bias: vec![(3, 100.0), (9, -100.0)],
+            ..d.clone()
+        };
+        assert!(biased.validate().is_ok());
+        assert_eq!(biased.check_vocab(10), Ok(()));
+        let err = biased.check_vocab(9).unwrap_err();
+        assert_eq!(err, SamplingParamsError::LogitBiasToken { id: 9, vocab: 9 });
+        assert_eq!(
+            err.to_string(),
+            "logit_bias names token 9, but the model's vocabulary has 9 tokens (ids 0 to 8)"
+        );
         assert!(bad(|p| p.top_p = 2.0).to_string().contains("top_p"));
         let msg = SamplingParams { min_p: 2.0, ..d }.validate().unwrap_err().to_string();
         assert_eq!(msg, "min_p must be in [0, 1) (0 = off), got 2");
@@ -289,32 +342,32 @@ mod tests {
     #[test]
     fn greedy_is_argmax_lowest_id_on_ties() {
         let mut s = Sampler::new(SamplingParams::greedy());
-        assert_eq!(s.sample(&[0.1, 3.0, -1.0, 2.9], &[]), 1);
-        assert_eq!(s.sample(&[1.0, 5.0, 5.0, 0.0], &[]), 1);
+        assert_eq!(s.sample(&[0.1, 3.0, -1.0, 2.9], &[], 0), 1);
+        assert_eq!(s.sample(&[1.0, 5.0, 5.0, 0.0], &[], 0), 1);
         let l = logits(1000, 7);
         let expect = l.iter().enumerate().fold(0, |b, (i, &v)| if v > l[b] { i } else { b }) as u32;
-        assert_eq!(s.sample(&l, &[]), expect);
+        assert_eq!(s.sample(&l, &[], 0), expect);
     }
 
     #[test]
     fn nan_and_inf_do_not_panic() {
         let mut s = Sampler::new(SamplingParams::greedy());
-        assert_eq!(s.sample(&[f32::NAN, 1.0, f32::NAN], &[]), 1);
-        assert_eq!(s.sample(&[f32::NAN, f32::NAN], &[]), 0);
-        assert_eq!(s.sample(&[], &[]), 0);
+        assert_eq!(s.sample(&[f32::NAN, 1.0, f32::NAN], &[], 0), 1);
+        assert_eq!(s.sample(&[f32::NAN, f32::NAN], &[], 0), 0);
+        assert_eq!(s.sample(&[], &[], 0), 0);
         let mut s = Sampler::new(SamplingParams::default());
         for _ in 0..50 {
-            assert_eq!(s.sample(&[f32::NAN, 1.0, f32::NEG_INFINITY], &[]), 1);
-            assert_eq!(s.sample(&[0.0, f32::INFINITY, 3.0], &[]), 1);
+            assert_eq!(s.sample(&[f32::NAN, 1.0, f32::NEG_INFINITY], &[], 0), 1);
+            assert_eq!(s.sample(&[0.0, f32::INFINITY, 3.0], &[], 0), 1);
         }
-        assert_eq!(s.sample(&[f32::NAN; 4], &[]), 0);
-        assert_eq!(s.sample(&[f32::NEG_INFINITY; 4], &[1, 2]), 0);
+        assert_eq!(s.sample(&[f32::NAN; 4], &[], 0), 0);
+        assert_eq!(s.sample(&[f32::NEG_INFINITY; 4], &[1, 2], 0), 0);
         // Penalty on ids outside the vocabulary is ignored.
         let mut s = Sampler::new(SamplingParams {
             repeat_penalty: 2.0,
             ..SamplingParams::default()
         });
-        let _ = s.sample(&[1.0, 2.0], &[7, 1_000_000]);
+        let _ = s.sample(&[1.0, 2.0], &[7, 1_000_000], 0);
     }
 
     #[test]
@@ -324,7 +377,7 @@ mod tests {
             .collect();
         let run = |seed| {
             let mut s = Sampler::new(params(1.0, 0, 1.0, 0.0, seed));
-            rows.iter().map(|r| s.sample(r, &[])).collect::<Vec<u32>>()
+            rows.iter().map(|r| s.sample(r, &[], 0)).collect::<Vec<u32>>()
         };
         assert_eq!(run(42), run(42));
         assert_ne!(run(42), run(43));
@@ -334,10 +387,10 @@ mod tests {
     fn top_k_one_is_greedy_at_any_temperature() {
         for (k, t) in [(0u32, 0.5f32), (1, 1.0), (2, 5.0), (3, 100.0)] {
             let l = logits(5000, k);
-            let want = Sampler::new(SamplingParams::greedy()).sample(&l, &[]);
+            let want = Sampler::new(SamplingParams::greedy()).sample(&l, &[], 0);
             let mut s = Sampler::new(params(t, 1, 1.0, 0.0, u64::from(k)));
             for _ in 0..20 {
-                assert_eq!(s.sample(&l, &[]), want);
+                assert_eq!(s.sample(&l, &[], 0), want);
             }
         }
     }
@@ -345,10 +398,10 @@ mod tests {
     #[test]
     fn tiny_top_p_is_argmax() {
         let l = logits(5000, 3);
-        let want = Sampler::new(SamplingParams::greedy()).sample(&l, &[]);
+        let want = Sampler::new(SamplingParams::greedy()).sample(&l, &[], 0);
         let mut s = Sampler::new(params(2.0, 0, 1e-6, 0.0, 9));
         for _ in 0..50 {
-            assert_eq!(s.sample(&l, &[]), want);
+            assert_eq!(s.sample(&l, &[], 0), want);
         }
     }
 
@@ -359,7 +412,7 @@ mod tests {
         let mut s = Sampler::new(params(1.0, 0, 0.7, 0.0, 1));
         let mut seen = [0usize; 3];
         for _ in 0..2000 {
-            seen[s.sample(&l, &[]) as usize] += 1;
+            seen[s.sample(&l, &[], 0) as usize] += 1;
         }
         assert_eq!(seen[1], 0, "{seen:?}");
         assert!(seen[0] > 0 && seen[2] > seen[0], "{seen:?}");
@@ -372,13 +425,13 @@ mod tests {
         let mut s = Sampler::new(params(1.0, 0, 1.0, 0.4, 5));
         let mut seen = [0usize; 3];
         for _ in 0..3000 {
-            seen[s.sample(&l, &[]) as usize] += 1;
+            seen[s.sample(&l, &[], 0) as usize] += 1;
         }
         assert_eq!(seen[2], 0, "{seen:?}");
         assert!(seen[0] > seen[1] && seen[1] > 0, "{seen:?}");
         // Without min-p, id 2 shows up.
         let mut s = Sampler::new(params(1.0, 0, 1.0, 0.0, 5));
-        assert!((0..3000).any(|_| s.sample(&l, &[]) == 2));
+        assert!((0..3000).any(|_| s.sample(&l, &[], 0) == 2));
     }
 
     #[test]
@@ -390,20 +443,77 @@ mod tests {
             ..SamplingParams::greedy()
         };
         // Id 0 was just generated: 2.0 / 1.5 = 1.33 < 1.5, so id 1 wins.
-        assert_eq!(Sampler::new(p.clone()).sample(&l, &[0]), 1);
+        assert_eq!(Sampler::new(p.clone()).sample(&l, &[0], 0), 1);
         // Repeats count once: same answer with id 0 twice.
-        assert_eq!(Sampler::new(p.clone()).sample(&l, &[0, 0]), 1);
+        assert_eq!(Sampler::new(p.clone()).sample(&l, &[0, 0], 0), 1);
         // Outside the window (last 2 ids): no penalty.
-        assert_eq!(Sampler::new(p.clone()).sample(&l, &[0, 3, 3]), 0);
+        assert_eq!(Sampler::new(p.clone()).sample(&l, &[0, 3, 3], 0), 0);
         // Negative logits are multiplied: -1.0 * 1.5 = -1.5 < -1.2.
         let neg = [-1.0f32, -1.2];
-        assert_eq!(Sampler::new(p.clone()).sample(&neg, &[0]), 1);
+        assert_eq!(Sampler::new(p.clone()).sample(&neg, &[0], 0), 1);
         // Penalty 1.0 is off.
         let off = SamplingParams {
             repeat_penalty: 1.0,
             ..p
         };
-        assert_eq!(Sampler::new(off).sample(&l, &[0]), 0);
+        assert_eq!(Sampler::new(off).sample(&l, &[0], 0), 0);
+    }
+
+    #[test]
+    fn presence_and_frequency_penalties_count_the_reply_only() {
+        let l = [2.0f32, 1.5, 1.0, -1.0];
+        let greedy = |presence, frequency| {
+            Sampler::new(SamplingParams {
+                presence_penalty: presence,
+                frequency_penalty: frequency,
+                ..SamplingParams::greedy()
+            })
+        };
+        // The prompt holds id 0 four times: it does not count.
+        assert_eq!(greedy(1.0, 1.0).sample(&l, &[0, 0, 0, 0], 4), 0);
+        // Once in the reply, presence 0.6: 2.0 - 0.6 = 1.4 < 1.5.
+        assert_eq!(greedy(0.6, 0.0).sample(&l, &[0, 0], 1), 1);
+        // Presence counts an id once: three times, 0.4 off, 1.6 still wins.
+        assert_eq!(greedy(0.4, 0.0).sample(&l, &[0, 0, 0], 0), 0);
+        // Frequency counts each time: 3 × 0.2 off, 1.4.
+        assert_eq!(greedy(0.0, 0.2).sample(&l, &[0, 0, 0], 0), 1);
+        assert_eq!(greedy(0.0, 0.2).sample(&l, &[0, 0], 0), 0);
+        // Both: 2.0 - (2 × 0.1 + 0.2) = 1.6 > 1.5; four uses, 1.4 < 1.5.
+        assert_eq!(greedy(0.2, 0.1).sample(&l, &[0, 0], 0), 0);
+        assert_eq!(greedy(0.2, 0.1).sample(&l, &[3, 0, 0, 0, 0], 1), 1);
+        // Negative values favour what was said: id 2 once, presence -1.5, 2.5.
+        assert_eq!(greedy(-1.5, 0.0).sample(&l, &[2], 0), 2);
+        // Ids past the vocabulary are ignored.
+        assert_eq!(greedy(2.0, 2.0).sample(&l, &[9, 1_000_000], 0), 0);
+    }
+
+    #[test]
+    fn logit_bias_is_added_before_anything_and_keeps_a_mask() {
+        let l = [2.0f32, 1.5, f32::NEG_INFINITY];
+        let greedy = |bias: Vec<(u32, f32)>| {
+            Sampler::new(SamplingParams {
+                logit_bias: bias,
+                ..SamplingParams::greedy()
+            })
+        };
+        assert_eq!(greedy(vec![(1, 1.0)]).sample(&l, &[], 0), 1);
+        assert_eq!(greedy(vec![(0, -100.0)]).sample(&l, &[], 0), 1);
+        // A masked token (a grammar's -inf) stays masked; ids past the vocabulary are ignored.
+        assert_eq!(greedy(vec![(2, 100.0), (9, 100.0)]).sample(&l, &[], 0), 0);
+        // Before the repetition penalty: 2.0 + 1.0 = 3.0, divided by 2, 1.5: a tie, id 0.
+        let mut s = Sampler::new(SamplingParams {
+            logit_bias: vec![(0, 1.0)],
+            repeat_penalty: 2.0,
+            ..SamplingParams::greedy()
+        });
+        assert_eq!(s.sample(&[2.0, 1.6], &[0], 1), 1);
+        assert_eq!(s.sample(&[2.0, 1.5], &[0], 1), 0);
+        // At temperature 1, -100 bans a token in practice.
+        let mut s = Sampler::new(SamplingParams {
+            logit_bias: vec![(0, -100.0)],
+            ..params(1.0, 0, 1.0, 0.0, 3)
+        });
+        assert!((0..2000).all(|_| s.sample(&[5.0, 0.0, 0.0], &[], 0) != 0));
     }
 
     #[test]
@@ -414,7 +524,7 @@ mod tests {
         let n = 40_000;
         let mut counts = [0usize; 5];
         for _ in 0..n {
-            counts[s.sample(&l, &[]) as usize] += 1;
+            counts[s.sample(&l, &[], 0) as usize] += 1;
         }
         for (i, &c) in counts.iter().enumerate() {
             let got = c as f64 / n as f64;
@@ -430,7 +540,7 @@ mod tests {
         let top: Vec<u32> = order[..5].to_vec();
         let mut s = Sampler::new(params(50.0, 5, 1.0, 0.0, 77));
         for _ in 0..500 {
-            assert!(top.contains(&s.sample(&l, &[])));
+            assert!(top.contains(&s.sample(&l, &[], 0)));
         }
     }
 }

@@ -207,6 +207,9 @@ impl From<EngineError> for ApiError {
                     S::TopP(_) => "top_p",
                     S::MinP(_) => "min_p",
                     S::RepeatPenalty(_) => "repetition_penalty",
+                    S::PresencePenalty(_) => "presence_penalty",
+                    S::FrequencyPenalty(_) => "frequency_penalty",
+                    S::LogitBias { .. } | S::LogitBiasToken { .. } => "logit_bias",
                 };
                 return Self::invalid_param(param, s.to_string().replace("repeat_penalty", "repetition_penalty"));
             }

@@ -94,6 +94,13 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
     if let Some(s) = f.seed {
         sampling.seed = Some(s);
     }
+    if let Some(p) = f.presence_penalty {
+        sampling.presence_penalty = p;
+    }
+    if let Some(p) = f.frequency_penalty {
+        sampling.frequency_penalty = p;
+    }
+    sampling.logit_bias = logit_bias(f.logit_bias)?;
     let stream = f.stream.unwrap_or(false);
     let grammar = super::structured::response_format(f.response_format.as_ref())?;
     let grammar_from = grammar.is_some().then_some(super::structured::FIELD);
@@ -136,6 +143,32 @@ impl Plan {
         }
         self.reasoning = reasoning.filter(|_| split);
     }
+}
+
+/// `logit_bias`: absent, null, or an object from token ids (as strings, OpenAI's form) to
+/// numbers. Ranges (the value's, the id's against the vocabulary) are the engine's to check.
+fn logit_bias(bias: Option<Value>) -> Result<Vec<(u32, f32)>, ApiError> {
+    let map = match bias {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(map)) => map,
+        Some(_) => {
+            return Err(ApiError::invalid_param(
+                "logit_bias",
+                "logit_bias must be an object from token ids to numbers, e.g. {\"1234\": -100}",
+            ))
+        }
+    };
+    map.into_iter()
+        .map(|(key, value)| {
+            let id = key.trim().parse::<u32>().map_err(|_| {
+                ApiError::invalid_param("logit_bias", format!("logit_bias keys are token ids, not {key:?}"))
+            })?;
+            let bias = value.as_f64().ok_or_else(|| {
+                ApiError::invalid_param("logit_bias", format!("the logit_bias of token {id} must be a number, not {value}"))
+            })?;
+            Ok((id, bias as f32))
+        })
+        .collect()
 }
 
 /// `stop`: absent, null, a string or a list of strings.

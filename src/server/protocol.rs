@@ -33,6 +33,10 @@ pub(crate) struct CommonFields {
     pub min_p: Option<f32>,
     /// vLLM's extension (hearth's `repeat_penalty`).
     pub repetition_penalty: Option<f32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    /// `{"token id": bias}` (checked in `params.rs`).
+    pub logit_bias: Option<Value>,
     pub seed: Option<u64>,
     /// vLLM's extension: keep generating past end-of-sequence tokens, up to `max_tokens`.
     pub ignore_eos: Option<bool>,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use llguidance::api::TopLevelGrammar;
-use llguidance::toktrie::{SimpleVob, TokEnv};
+use llguidance::toktrie::{SimpleVob, TokEnv, TokenId};
 use llguidance::{Matcher, ParserFactory};
 
 use super::vocab::Vocabulary;
@@ -14,6 +14,8 @@ use crate::model::tokenizer::Tokenizer;
 /// (tens of milliseconds for 50k tokens), so a model builds it once, on first use.
 pub struct GrammarCompiler {
     factory: ParserFactory,
+    /// The vocabulary's whitespace-only tokens and their lengths (see [`Constraint::allow_leading_blank`]).
+    blank: Arc<[(TokenId, u8)]>,
 }
 
 impl std::fmt::Debug for GrammarCompiler {
@@ -25,7 +27,9 @@ impl std::fmt::Debug for GrammarCompiler {
 impl GrammarCompiler {
     pub fn new(tok: &Tokenizer) -> Result<Self, GrammarError> {
         let started = std::time::Instant::now();
-        let env: TokEnv = Arc::new(Vocabulary::new(tok)?);
+        let vocab = Vocabulary::new(tok)?;
+        let blank = vocab.blank_tokens().into();
+        let env: TokEnv = Arc::new(vocab);
         let mut factory = ParserFactory::new_simple(&env).map_err(|e| GrammarError::Vocabulary(e.to_string()))?;
         factory.quiet();
         tracing::info!(
@@ -33,7 +37,7 @@ impl GrammarCompiler {
             tok.vocab_size(),
             started.elapsed().as_secs_f64() * 1e3
         );
-        Ok(Self { factory })
+        Ok(Self { factory, blank })
     }
 
     /// `grammar`'s parser at its start, or what is wrong with it.
@@ -59,7 +63,12 @@ impl GrammarCompiler {
         if let Some(e) = matcher.get_error() {
             return Err(GrammarError::Invalid(clean(&e)));
         }
-        Ok(Constraint { matcher, next: None })
+        Ok(Constraint {
+            matcher,
+            next: None,
+            blank: Arc::clone(&self.blank),
+            lead: Lead::Unset,
+        })
     }
 }
 
@@ -94,6 +103,20 @@ pub struct Constraint {
     matcher: Matcher,
     /// The mask of the next step, when [`Constraint::prepare`] computed it ahead.
     next: Option<Result<SimpleVob, GrammarError>>,
+    /// The vocabulary's whitespace-only tokens and their lengths in bytes, by id.
+    blank: Arc<[(TokenId, u8)]>,
+    lead: Lead,
+}
+
+/// Whether whitespace may come before the grammar's first token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lead {
+    /// The grammar has taken no token yet and decides alone (the start).
+    Unset,
+    /// The grammar has taken no token yet, and this many bytes of whitespace may still come.
+    Open(usize),
+    /// The grammar has taken a token: it decides alone from now on.
+    Closed,
 }
 
 impl std::fmt::Debug for Constraint {
@@ -107,11 +130,17 @@ impl std::fmt::Debug for Constraint {
 impl Constraint {
     /// Sets the logit of every token the grammar does not allow next to `-inf`; allowed ones
     /// keep theirs. Ids past the vocabulary are never allowed.
+    /// While [`Constraint::allow_leading_blank`] holds, whitespace within its allowance is
+    /// allowed too.
     pub fn mask(&mut self, logits: &mut [f32]) -> Result<(), GrammarError> {
         let allowed = match self.next.take() {
             Some(ready) => ready?,
             None => self.compute()?,
         };
+        let lead: Vec<(usize, f32)> = self
+            .lead_tokens()
+            .filter_map(|id| logits.get(id as usize).map(|&l| (id as usize, l)))
+            .collect();
         let n = allowed.len().min(logits.len());
         allowed.iter_unset_entries(|i| {
             if i < n {
@@ -121,7 +150,35 @@ impl Constraint {
         for l in logits.iter_mut().skip(n) {
             *l = f32::NEG_INFINITY;
         }
+        for (i, l) in lead {
+            logits[i] = l;
+        }
         Ok(())
+    }
+
+    /// Until the grammar takes its first token, lets whitespace-only tokens of at most `bytes`
+    /// bytes in all come before it, unseen by the grammar. A thinking model ends its reasoning
+    /// with a line break (Qwen3 writes `</think>\n\n`, and its template renders a reply that
+    /// way); a grammar that starts at once (`{`, `<tool_call>`) would forbid it, push the model
+    /// off its habit, and leave a reply whose tokens differ from its re-rendered history, so a
+    /// later request misses the prefix cache from there. Does nothing once the grammar has
+    /// taken a token.
+    pub fn allow_leading_blank(&mut self, bytes: usize) {
+        if self.lead == Lead::Unset {
+            self.lead = Lead::Open(bytes);
+        }
+    }
+
+    /// The whitespace tokens that may come now, before the grammar's first token.
+    fn lead_tokens(&self) -> impl Iterator<Item = TokenId> + '_ {
+        let left = match self.lead {
+            Lead::Open(left) => left,
+            Lead::Unset | Lead::Closed => 0,
+        };
+        self.blank
+            .iter()
+            .filter(move |&&(_, len)| usize::from(len) <= left)
+            .map(|&(id, _)| id)
     }
 
     /// Computes the next step's mask now (the engine does this for a batch's sequences in
@@ -139,15 +196,91 @@ impl Constraint {
     }
 
     /// Moves past sampled token `id` (not an end-of-sequence id).
+    /// A whitespace token before the grammar's first, within [`Constraint::allow_leading_blank`]'s
+    /// allowance, is taken without the grammar seeing it.
     pub fn accept(&mut self, id: u32) -> Result<(), GrammarError> {
         self.next = None;
-        self.matcher
-            .consume_token(id)
-            .map_err(|e| GrammarError::Step(e.to_string()))
+        let step = |e: anyhow::Error| GrammarError::Step(e.to_string());
+        let Lead::Open(left) = self.lead else {
+            self.lead = Lead::Closed;
+            return self.matcher.consume_token(id).map_err(step);
+        };
+        if self.matcher.try_consume_tokens(&[id]).map_err(step)? == 1 {
+            self.lead = Lead::Closed;
+            return Ok(());
+        }
+        match self.blank.binary_search_by_key(&id, |&(t, _)| t) {
+            Ok(i) if usize::from(self.blank[i].1) <= left => {
+                self.lead = Lead::Open(left - usize::from(self.blank[i].1));
+                Ok(())
+            }
+            _ => Err(GrammarError::Step(format!("token {id} is not allowed here"))),
+        }
     }
 
     /// Whether the grammar is complete and allows nothing more than ending.
     pub fn is_finished(&self) -> bool {
         self.matcher.is_stopped()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::testkit::{TinyVocab, VocabStyle};
+
+    fn one_token(tok: &Tokenizer, text: &str) -> u32 {
+        let ids = tok.encode(text, false).unwrap();
+        assert_eq!(ids.len(), 1, "{text:?} is one token");
+        ids[0]
+    }
+
+    #[test]
+    fn whitespace_leads_a_grammar_only_within_its_allowance_and_before_its_first_token() {
+        let tok = Tokenizer::from_gguf_metadata(&TinyVocab::new(VocabStyle::Gpt2 { pre: "qwen2" }).metadata_map()).unwrap();
+        let compiler = GrammarCompiler::new(&tok).unwrap();
+        assert!(!compiler.blank.is_empty());
+        let (nl, space, open, close) = (
+            one_token(&tok, "\n"),
+            one_token(&tok, " "),
+            one_token(&tok, "{"),
+            one_token(&tok, "}"),
+        );
+        let logits = || (0..tok.vocab_size()).map(|i| i as f32).collect::<Vec<f32>>();
+        let masked = |c: &mut Constraint| {
+            let mut l = logits();
+            c.mask(&mut l).unwrap();
+            l
+        };
+
+        // Without the allowance, the object starts at once.
+        let mut c = compiler.compile(&Grammar::JsonObject).unwrap();
+        let l = masked(&mut c);
+        assert_eq!(l[nl as usize], f32::NEG_INFINITY);
+        assert_eq!(l[open as usize], open as f32);
+        assert!(c.accept(nl).is_err());
+
+        // With 4 bytes: line breaks and spaces first, unseen by the grammar, logits untouched.
+        let mut c = compiler.compile(&Grammar::JsonObject).unwrap();
+        c.allow_leading_blank(4);
+        for (step, id) in [nl, nl, space, nl].into_iter().enumerate() {
+            let l = masked(&mut c);
+            assert_eq!(l[id as usize], id as f32, "step {step}");
+            assert_eq!(l[open as usize], open as f32, "step {step}");
+            assert_eq!(l[close as usize], f32::NEG_INFINITY, "step {step}");
+            c.accept(id).unwrap();
+        }
+        // The allowance is spent.
+        let l = masked(&mut c);
+        assert_eq!(l[nl as usize], f32::NEG_INFINITY);
+        assert!(c.accept(nl).is_err(), "refused, and the grammar is where it was");
+        c.accept(open).unwrap();
+        // Once the grammar has a token, it alone decides, and a new allowance changes nothing.
+        c.allow_leading_blank(4);
+        let l = masked(&mut c);
+        assert_eq!(l[nl as usize], f32::NEG_INFINITY);
+        assert_eq!(l[close as usize], close as f32);
+        c.accept(close).unwrap();
+        assert!(c.is_finished());
     }
 }

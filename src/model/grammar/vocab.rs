@@ -51,6 +51,18 @@ impl Vocabulary {
             tokenizer: tok.clone(),
         })
     }
+
+    /// The tokens that are nothing but ASCII whitespace (spaces, tabs, line breaks), with their
+    /// lengths in bytes, in id order. Special tokens never are.
+    pub(super) fn blank_tokens(&self) -> Vec<(TokenId, u8)> {
+        (0..self.trie.vocab_size() as TokenId)
+            .filter_map(|id| {
+                let bytes = self.trie.token(id);
+                let blank = !bytes.is_empty() && bytes.iter().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+                blank.then(|| (id, u8::try_from(bytes.len()).unwrap_or(u8::MAX)))
+            })
+            .collect()
+    }
 }
 
 impl TokenizerEnv for Vocabulary {
