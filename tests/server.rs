@@ -1378,6 +1378,7 @@ fn arbitrary_json_in_any_field_is_never_a_server_error() {
         "response_format",
         "tools",
         "tool_choice",
+        "parallel_tool_calls",
         "user",
         "conversation_id",
         "messages.0",

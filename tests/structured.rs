@@ -369,6 +369,60 @@ async fn a_mistral_tool_conversation_gets_ids_its_template_accepts() {
     assert_eq!(status, StatusCode::OK, "{v}");
 }
 
+/// `parallel_tool_calls: false` returns only the first of the calls a reply holds (as vLLM
+/// does); `true`, the default, all of them; whole and streamed. Mistral Nemo writes its calls
+/// as one JSON list, which a `response_format` makes hold two calls here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_tool_calls_false_returns_the_first_call_only() {
+    let s = server(Some(include_str!("../src/model/chat/fixtures/mistral-nemo-instruct-2407.jinja")));
+    let call = json!({
+        "type": "object",
+        "properties": {"name": {"const": "get_weather"}, "arguments": weather_tool()["function"]["parameters"]},
+        "required": ["name", "arguments"],
+        "additionalProperties": false,
+    });
+    let list = json!({"type": "array", "items": call, "minItems": 2, "maxItems": 2});
+    let body = json!({
+        "messages": [{"role": "user", "content": "The weather in Paris and in Oslo?"}],
+        "tools": [weather_tool()],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "calls", "schema": list}},
+        "temperature": 0,
+        "max_tokens": 300,
+    });
+    let mut all = Vec::new();
+    for parallel in [None, Some(true), Some(false)] {
+        let mut b = body.clone();
+        if let Some(p) = parallel {
+            b["parallel_tool_calls"] = json!(p);
+        }
+        let (status, v) = post_json(&s.app, "/v1/chat/completions", &b).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+        let calls: Vec<Value> = message(&v)["tool_calls"].as_array().unwrap().clone();
+        assert_eq!(calls.len(), if parallel == Some(false) { 1 } else { 2 }, "{v}");
+        b["stream"] = json!(true);
+        let (status, bytes) = post(&s.app, "/v1/chat/completions", &b).await;
+        assert_eq!(status, StatusCode::OK);
+        let streamed: Vec<Value> = sse_chunks(&bytes)
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array().cloned())
+            .flatten()
+            .collect();
+        assert_eq!(streamed.len(), calls.len(), "{streamed:?}");
+        for (whole, piece) in calls.iter().zip(&streamed) {
+            assert_eq!(whole["function"], piece["function"]);
+        }
+        all.push(calls);
+    }
+    // The one call is the first of the two.
+    assert_eq!(all[2][0]["function"], all[0][0]["function"]);
+    let mut bad = body.clone();
+    bad["parallel_tool_calls"] = json!("no");
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &bad).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "parallel_tool_calls", "{v}");
+}
+
 /// A request that forces a call of one of `tools` (greedy, room for the call).
 fn forced_call_request(user: &Value, tools: &Value) -> Value {
     json!({

@@ -36,6 +36,7 @@ pub(crate) async fn handle(
     if tools.parses_calls() {
         plan.tool_calls = Some(format);
     }
+    plan.parallel_calls = fields.parallel_tool_calls.unwrap_or(true);
     if let Some(forced) = tools.forced(state.engine()) {
         plan.params.grammar = Some(forced);
         plan.grammar_from = Some("tool_choice");

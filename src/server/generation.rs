@@ -113,9 +113,13 @@ pub(crate) async fn answer(
     Ok(match kind {
         Kind::Chat => {
             let reply = SplitReply::of(plan.reasoning, &report.text);
-            let parsed = plan
-                .tool_calls
-                .and_then(|format| format.parse(&reply.content).map(|p| (format, p)));
+            let parsed = plan.tool_calls.and_then(|format| {
+                let mut p = format.parse(&reply.content)?;
+                if !plan.parallel_calls {
+                    p.calls.truncate(1);
+                }
+                Some((format, p))
+            });
             Json(chat_completion(&meta, &report, reply, logprobs, parsed)).into_response()
         }
         Kind::Text => {

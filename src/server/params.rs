@@ -28,6 +28,9 @@ pub(crate) struct Plan {
     pub grammar_from: Option<&'static str>,
     /// Read the reply for tool calls written in this format (the request offered tools).
     pub tool_calls: Option<ToolFormat>,
+    /// Return every call the reply holds (`parallel_tool_calls`, true by default), or only the
+    /// first.
+    pub parallel_calls: bool,
     /// Split the reply's reasoning from its content (a model that thinks, and the request
     /// did not ask for `reasoning_format: none`); tool calls are read from the content only.
     pub reasoning: Option<Reasoning>,
@@ -121,6 +124,7 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
         include_usage: stream && f.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
         grammar_from,
         tool_calls: None,
+        parallel_calls: true,
         reasoning: None,
         echo: None,
     })
@@ -234,6 +238,7 @@ mod tests {
             include_usage: false,
             grammar_from: None,
             tool_calls: None,
+            parallel_calls: true,
             reasoning: None,
             echo: None,
         }

@@ -74,6 +74,9 @@ pub(crate) struct ChatFields {
     /// `none`, `auto`, `required` or a named function (read in `tools.rs`).
     #[serde(default)]
     pub tool_choice: Option<Value>,
+    /// `false`: at most one call comes back (the first the model wrote), as in vLLM.
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
     /// Further variables for the chat template (vLLM's and llama.cpp's extension), e.g.
     /// `{"enable_thinking": false}`; an object.
     #[serde(default)]

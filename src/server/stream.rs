@@ -47,6 +47,8 @@ struct State {
     offset: usize,
     /// With tools offered: the reply's text, held from the first sign of a call.
     tools: Option<ToolStream>,
+    /// Send every call the reply holds, or only the first (`parallel_tool_calls: false`).
+    parallel_calls: bool,
     /// A model that thinks: the reply's reasoning split from its content (which alone goes
     /// on to `tools`).
     reasoning: Option<ReasoningStream>,
@@ -73,6 +75,7 @@ pub(crate) fn sse(
         meta,
         include_usage: plan.include_usage,
         tools: plan.tool_calls.map(ToolStream::new),
+        parallel_calls: plan.parallel_calls,
         reasoning: plan.reasoning.map(Reasoning::stream),
         echo: plan.echo.clone(),
         logprobs: plan.params.logprobs.is_some(),
@@ -133,7 +136,10 @@ impl State {
                 let mut finish = report.stop.finish_reason();
                 if let Some(t) = self.tools.take() {
                     let format = t.format();
-                    let parsed = t.finish();
+                    let mut parsed = t.finish();
+                    if !self.parallel_calls {
+                        parsed.calls.truncate(1);
+                    }
                     if !parsed.content.is_empty() {
                         let rest = self.kind.piece(&self.meta, Some(parsed.content), None, None);
                         self.ready.push_back(json_event(&rest));
