@@ -1,6 +1,7 @@
 """Drives `hearth --headless` with the official `openai` client: a two-step tool call (the
 request with `tools`, the tool's result sent back, the final answer), whole and streamed, and
-a `response_format` JSON schema. Run by tests/openai_client.rs:
+a `response_format` JSON schema, then the sampling fields (penalties, `logit_bias`,
+`parallel_tool_calls`). Run by tests/openai_client.rs:
 
     python3 openai_tools.py BASE_URL MODEL
 
@@ -124,7 +125,28 @@ def schema_output():
     print(f"json_schema: {v}")
 
 
+
+def sampling_fields():
+    """OpenAI's penalties, logit_bias and parallel_tool_calls as the client sends them."""
+    r = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "What is the weather like in Tokyo?"}],
+        tools=[WEATHER],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        presence_penalty=0.5,
+        frequency_penalty=0.5,
+        logit_bias={0: -100},
+        temperature=0,
+        max_tokens=120,
+    )
+    calls = r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason == "tool_calls" and len(calls) == 1, r
+    print(f"sampling fields: called {calls[0].function.name}({calls[0].function.arguments})")
+
+
 two_steps(stream=False)
 two_steps(stream=True)
 schema_output()
+sampling_fields()
 print("ok")
