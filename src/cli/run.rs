@@ -62,7 +62,7 @@ fn generate(
         model.check_prompt_fits(ids.len())?;
     }
     let params = GenerateParams {
-        max_tokens: settings.max_tokens,
+        max_tokens: settings.reply_tokens(),
         sampling: settings.sampling.clone(),
         stop: Vec::new(),
         ignore_eos: false,

@@ -58,8 +58,12 @@ pub struct Settings {
     pub model: ModelSettings,
     /// Sampling defaults; a request may override each.
     pub sampling: SamplingParams,
-    /// Most tokens to generate for one reply, unless a request says otherwise.
-    pub max_tokens: usize,
+    /// Most tokens to generate for one reply, unless a request says otherwise; `None` when
+    /// neither the config nor the command line sets it. Then the HTTP API generates until the
+    /// context is full, as OpenAI's API, llama.cpp's server and Ollama do (a thinking model's
+    /// reasoning alone often runs past a fixed default), and `hearth run` and the desktop app
+    /// stop at [`DEFAULT_MAX_TOKENS`] ([`Settings::reply_tokens`]).
+    pub max_tokens: Option<usize>,
     pub hub: HubSettings,
     pub cache: CacheSettings,
     pub engine: EngineSettings,
@@ -176,7 +180,8 @@ pub fn default_host_bytes(total_ram: u64) -> u64 {
     (total_ram / 10).min(16 << 30)
 }
 
-/// `max_tokens` when neither the config nor the command line sets it.
+/// `hearth run`'s and the desktop app's `max_tokens` when neither the config nor the command
+/// line sets it.
 pub const DEFAULT_MAX_TOKENS: usize = 512;
 
 fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError {
@@ -188,6 +193,12 @@ fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError
 }
 
 impl Settings {
+    /// The longest reply of `hearth run` and the desktop app: [`Settings::max_tokens`], or
+    /// [`DEFAULT_MAX_TOKENS`].
+    pub fn reply_tokens(&self) -> usize {
+        self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)
+    }
+
     /// Lays the command line's `flags` over `file` (a flag wins over its key) and validates
     /// every value; an error names the key.
     pub fn resolve(file: &ConfigFile, flags: &ConfigFile) -> Result<Self, ConfigError> {
@@ -230,7 +241,7 @@ fn model_settings(c: &ConfigFile) -> Result<ModelSettings, ConfigError> {
     })
 }
 
-fn sampling_settings(c: &ConfigFile) -> Result<(SamplingParams, usize), ConfigError> {
+fn sampling_settings(c: &ConfigFile) -> Result<(SamplingParams, Option<usize>), ConfigError> {
     let d = SamplingParams::default();
     let f = &c.sampling;
     let sampling = SamplingParams {
@@ -246,11 +257,10 @@ fn sampling_settings(c: &ConfigFile) -> Result<(SamplingParams, usize), ConfigEr
         seed: f.seed,
     };
     sampling.validate()?;
-    let max_tokens = f.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-    if max_tokens == 0 {
+    if f.max_tokens == Some(0) {
         return Err(invalid("sampling.max_tokens", 0, "must be at least 1"));
     }
-    Ok((sampling, max_tokens))
+    Ok((sampling, f.max_tokens))
 }
 
 fn hub_settings(c: &ConfigFile) -> Result<HubSettings, ConfigError> {
@@ -425,6 +435,9 @@ mod tests {
     fn default_model_and_bad_values() {
         let s = Settings::resolve(&ConfigFile::default(), &ConfigFile::default()).unwrap();
         assert_eq!(s.model.source, DEFAULT_MODEL);
+        assert_eq!((s.max_tokens, s.reply_tokens()), (None, DEFAULT_MAX_TOKENS));
+        let s = Settings::resolve(&ConfigFile::default(), &flags(&["--max-tokens", "7"])).unwrap();
+        assert_eq!((s.max_tokens, s.reply_tokens()), (Some(7), 7));
         assert_eq!(s.model.device, DeviceChoice::Auto);
         for cli in [
             flags(&["--temperature=-1"]),

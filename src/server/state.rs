@@ -24,7 +24,8 @@ pub struct ServerConfig {
     pub model_aliases: Vec<String>,
     /// Sampling defaults; each request may override the fields it sends.
     pub sampling: SamplingParams,
-    /// `max_tokens` when a request sends none.
+    /// `max_tokens` when a request sends none; `usize::MAX` (the default when the settings give
+    /// none): until the context is full.
     pub max_tokens: usize,
     /// When set, `/v1` routes need `Authorization: Bearer <api_key>`.
     pub api_key: Option<String>,
@@ -78,7 +79,7 @@ impl ServerConfig {
             model_id: model_name.to_string(),
             model_aliases: aliases,
             sampling: settings.sampling.clone(),
-            max_tokens: settings.max_tokens,
+            max_tokens: settings.max_tokens.unwrap_or(usize::MAX),
             api_key: settings.server.api_key.clone(),
             max_body_bytes: settings.server.max_body_bytes,
             limits: ConnectionLimits::default(),
@@ -173,5 +174,15 @@ mod tests {
         );
         let c = ServerConfig::from_settings(&settings("/models/tiny.gguf"), "tiny");
         assert_eq!(c.model_aliases, vec!["/models/tiny.gguf", "tiny.gguf"]);
+    }
+
+    #[test]
+    fn without_a_configured_max_tokens_a_reply_runs_until_the_context_is_full() {
+        let mut flags = ConfigFile::default();
+        let c = ServerConfig::from_settings(&Settings::resolve(&ConfigFile::default(), &flags).unwrap(), "m");
+        assert_eq!(c.max_tokens, usize::MAX);
+        flags.sampling.max_tokens = Some(100);
+        let c = ServerConfig::from_settings(&Settings::resolve(&ConfigFile::default(), &flags).unwrap(), "m");
+        assert_eq!(c.max_tokens, 100);
     }
 }
