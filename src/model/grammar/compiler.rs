@@ -171,11 +171,11 @@ impl Constraint {
 
     /// The whitespace tokens that may come now, before the grammar's first token.
     fn lead_tokens(&self) -> impl Iterator<Item = TokenId> + '_ {
-        let left = match self.lead {
-            Lead::Open(left) => left,
-            Lead::Unset | Lead::Closed => 0,
+        let (blank, left): (&[(TokenId, u8)], usize) = match self.lead {
+            Lead::Open(left) => (&self.blank, left),
+            Lead::Unset | Lead::Closed => (&[], 0),
         };
-        self.blank
+        blank
             .iter()
             .filter(move |&&(_, len)| usize::from(len) <= left)
             .map(|&(id, _)| id)

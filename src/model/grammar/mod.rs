@@ -15,6 +15,10 @@
 //!   grammar that allows the greedy token leaves greedy output unchanged. End-of-sequence ids
 //!   are allowed exactly when the grammar can end.
 //! - Requests without a grammar never touch this module.
+//! - The one exception to "only the grammar decides": after a thinking model's reasoning the
+//!   engine may allow a few bytes of whitespace-only tokens before the grammar's first token
+//!   ([`Constraint::allow_leading_blank`]); the grammar never sees them, and never again once
+//!   it has taken a token.
 //! - JSON is written on one line with `", "` and `": "` between items, as `json.dumps` (and the
 //!   chat templates' `tojson`) write it, so a reply re-rendered into a later prompt is the
 //!   same text (and the same cached tokens); a schema's own `x-guidance` options win.
