@@ -380,7 +380,15 @@ fn settings_are_saved_to_the_config_and_the_model_reloads_in_the_background() {
     h.get_by_label_contains("Settings saved to");
     let saved = ConfigFile::load(&config).unwrap();
     assert_eq!(saved.sampling.temperature, Some(0.25));
+    assert_eq!(saved.sampling.max_tokens, None, "no reply limit unless one is set");
     assert_eq!(saved.model.source.as_deref(), Some(f.model.to_str().unwrap()));
+    // "Limit" sets one, saved too.
+    h.get_by_role_and_label(Role::CheckBox, "Limit").click();
+    h.run_steps(2);
+    assert_eq!(h.state().model.settings.as_ref().unwrap().max_tokens, Some(1024));
+    h.get_by_role_and_label(Role::Button, "Save settings").click();
+    h.run_steps(2);
+    assert_eq!(ConfigFile::load(&config).unwrap().sampling.max_tokens, Some(1024));
     assert_eq!(saved.paths.data_dir.as_deref(), Some(f.data.as_path()));
 
     // Reloading the model happens on another thread: the window keeps drawing meanwhile.

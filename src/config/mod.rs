@@ -31,6 +31,6 @@ pub use paths::AppPaths;
 pub use sampling::{SamplingParams, SamplingParamsError};
 pub use settings::{
     default_device_fraction, default_host_bytes, CacheSettings, DeviceChoice, DevicePool, EngineSettings, HubSettings,
-    ModelSettings, ServerSettings, Settings, DEFAULT_DISK_BUDGET_GIB, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_PORT,
+    ModelSettings, ServerSettings, Settings, DEFAULT_DISK_BUDGET_GIB, DEFAULT_MODEL, DEFAULT_PORT,
 };
 pub use system::{available_ram_bytes, total_ram_bytes};

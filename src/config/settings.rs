@@ -59,10 +59,9 @@ pub struct Settings {
     /// Sampling defaults; a request may override each.
     pub sampling: SamplingParams,
     /// Most tokens to generate for one reply, unless a request says otherwise; `None` when
-    /// neither the config nor the command line sets it. Then the HTTP API generates until the
-    /// context is full, as OpenAI's API, llama.cpp's server and Ollama do (a thinking model's
-    /// reasoning alone often runs past a fixed default), and `hearth run` and the desktop app
-    /// stop at [`DEFAULT_MAX_TOKENS`] ([`Settings::reply_tokens`]).
+    /// neither the config nor the command line sets it: then a reply goes on until the model
+    /// ends it or the context is full, as with OpenAI's API, llama.cpp, Ollama and LM Studio
+    /// (a thinking model's reasoning alone often runs past any fixed default).
     pub max_tokens: Option<usize>,
     pub hub: HubSettings,
     pub cache: CacheSettings,
@@ -180,9 +179,6 @@ pub fn default_host_bytes(total_ram: u64) -> u64 {
     (total_ram / 10).min(16 << 30)
 }
 
-/// `hearth run`'s and the desktop app's `max_tokens` when neither the config nor the command
-/// line sets it.
-pub const DEFAULT_MAX_TOKENS: usize = 512;
 
 fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError {
     ConfigError::Invalid {
@@ -193,10 +189,10 @@ fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError
 }
 
 impl Settings {
-    /// The longest reply of `hearth run` and the desktop app: [`Settings::max_tokens`], or
-    /// [`DEFAULT_MAX_TOKENS`].
+    /// [`Settings::max_tokens`] as a reply's limit: unset, `usize::MAX` (the context ends the
+    /// reply first).
     pub fn reply_tokens(&self) -> usize {
-        self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)
+        self.max_tokens.unwrap_or(usize::MAX)
     }
 
     /// Lays the command line's `flags` over `file` (a flag wins over its key) and validates
@@ -435,7 +431,7 @@ mod tests {
     fn default_model_and_bad_values() {
         let s = Settings::resolve(&ConfigFile::default(), &ConfigFile::default()).unwrap();
         assert_eq!(s.model.source, DEFAULT_MODEL);
-        assert_eq!((s.max_tokens, s.reply_tokens()), (None, DEFAULT_MAX_TOKENS));
+        assert_eq!((s.max_tokens, s.reply_tokens()), (None, usize::MAX));
         let s = Settings::resolve(&ConfigFile::default(), &flags(&["--max-tokens", "7"])).unwrap();
         assert_eq!((s.max_tokens, s.reply_tokens()), (Some(7), 7));
         assert_eq!(s.model.device, DeviceChoice::Auto);

@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::bridge::{Bridge, Delivery};
 use super::panels::settings::SettingsForm;
 use super::{panels, AppModel, ChatView, ModelStatus, Streaming};
-use crate::config::{AppPaths, ConfigFile, DevicePool, Settings, DEFAULT_MAX_TOKENS};
+use crate::config::{AppPaths, ConfigFile, DevicePool, Settings};
 use crate::engine::Cancel;
 use crate::engine::{ConversationId, ConversationSettings};
 use crate::engine::{EngineError, EngineHandle, GenerateParams, RequestStream};
@@ -306,7 +306,7 @@ impl HearthApp {
             temperature: s.sampling.temperature,
             top_p: s.sampling.top_p,
             top_k: s.sampling.top_k,
-            max_tokens: s.reply_tokens(),
+            max_tokens: s.max_tokens,
             block_size: s.cache.block_size,
             kv_dtype: s.cache.kv_dtype,
             host_cache_gib: s.cache.host_bytes as f64 / (1u64 << 30) as f64,
@@ -327,11 +327,7 @@ impl HearthApp {
         file.sampling.temperature = Some(form.temperature);
         file.sampling.top_p = Some(form.top_p);
         file.sampling.top_k = Some(form.top_k);
-        // Left unset when it was and the form keeps the default: unset, the HTTP API replies
-        // until the context is full.
-        if file.sampling.max_tokens.is_some() || form.max_tokens != DEFAULT_MAX_TOKENS {
-            file.sampling.max_tokens = Some(form.max_tokens);
-        }
+        file.sampling.max_tokens = form.max_tokens;
         file.cache.block_size = Some(form.block_size);
         file.cache.kv_dtype = form.kv_dtype.map(|t| t.name().to_string());
         file.cache.device_pool_mib = (form.kv_pool_mib > 0).then_some(form.kv_pool_mib);

@@ -24,8 +24,8 @@ pub struct ServerConfig {
     pub model_aliases: Vec<String>,
     /// Sampling defaults; each request may override the fields it sends.
     pub sampling: SamplingParams,
-    /// `max_tokens` when a request sends none; `usize::MAX` (the default when the settings give
-    /// none): until the context is full.
+    /// `max_tokens` when a request sends none; `usize::MAX` (when the settings give none):
+    /// until the model ends the reply or the context is full.
     pub max_tokens: usize,
     /// When set, `/v1` routes need `Authorization: Bearer <api_key>`.
     pub api_key: Option<String>,
@@ -79,7 +79,7 @@ impl ServerConfig {
             model_id: model_name.to_string(),
             model_aliases: aliases,
             sampling: settings.sampling.clone(),
-            max_tokens: settings.max_tokens.unwrap_or(usize::MAX),
+            max_tokens: settings.reply_tokens(),
             api_key: settings.server.api_key.clone(),
             max_body_bytes: settings.server.max_body_bytes,
             limits: ConnectionLimits::default(),

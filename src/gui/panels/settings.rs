@@ -13,7 +13,8 @@ pub struct SettingsForm {
     pub temperature: f32,
     pub top_p: f32,
     pub top_k: usize,
-    pub max_tokens: usize,
+    /// `None`: no limit (the model or the context ends a reply).
+    pub max_tokens: Option<usize>,
     pub block_size: usize,
     /// How K/V is stored; `None`: the default (f16).
     pub kv_dtype: Option<crate::config::KvDtype>,
@@ -56,7 +57,21 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
                 ui.add(egui::Slider::new(&mut form.top_k, 0..=200)).labelled_by(l.id);
                 ui.end_row();
                 let l = ui.label("Max reply tokens");
-                ui.add(egui::DragValue::new(&mut form.max_tokens).range(1..=32768)).labelled_by(l.id);
+                ui.horizontal(|ui| {
+                    let mut limited = form.max_tokens.is_some();
+                    ui.checkbox(&mut limited, "Limit")
+                        .on_hover_text("unchecked: a reply goes on until the model ends it or the context is full");
+                    match (limited, form.max_tokens) {
+                        (true, None) => form.max_tokens = Some(1024),
+                        (false, Some(_)) => form.max_tokens = None,
+                        _ => {}
+                    }
+                    if let Some(n) = &mut form.max_tokens {
+                        ui.add(egui::DragValue::new(n).range(1..=1_000_000)).labelled_by(l.id);
+                    } else {
+                        ui.label("none");
+                    }
+                });
                 ui.end_row();
                 ui.label("Block size");
                 egui::ComboBox::from_id_salt("block size")
