@@ -483,6 +483,22 @@ async fn reasoning_in_an_opened_think_block_comes_apart_from_the_content() {
     let s = server_for(TinyModelSpec::tiny(Family::Mistral3, WeightType::Q8_0), Some(&mistral));
     assert!(s.state.engine().model().tokenizer.special_token_id("[THINK]").is_some());
     opened_reasoning_comes_apart(&s).await;
+
+    // A reasoning that closes (a +100 bias on `[/THINK]`: the model writes it at once, and on):
+    // one reasoning token, the tag; the rest is the answer.
+    let close = s.state.engine().model().tokenizer.special_token_id("[/THINK]").unwrap();
+    let body = json!({
+        "messages": [{"role": "user", "content": "Why is the sky blue?"}],
+        "temperature": 0,
+        "max_tokens": 5,
+        "ignore_eos": true,
+        "logit_bias": {close.to_string(): 100},
+    });
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["usage"]["completion_tokens"], 5, "{v}");
+    assert_eq!(v["usage"]["completion_tokens_details"]["reasoning_tokens"], 1, "{v}");
+    assert!(message(&v).get("reasoning_content").is_none(), "an empty reasoning: {v}");
 }
 
 async fn opened_reasoning_comes_apart(s: &TestServer) {
@@ -499,18 +515,25 @@ async fn opened_reasoning_comes_apart(s: &TestServer) {
     assert_eq!(status, StatusCode::OK, "{v}");
     let raw = message(&v)["content"].as_str().unwrap().to_owned();
     assert!(message(&v).get("reasoning_content").is_none(), "{v}");
+    assert!(v["usage"].get("completion_tokens_details").is_none(), "not split, not counted: {v}");
     assert!(!raw.contains("</think>") && !raw.trim().is_empty(), "{raw:?}");
 
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(message(&v)["reasoning_content"], raw.trim(), "{v}");
     assert_eq!(message(&v)["content"], "", "{v}");
+    // Never closed: every reply token is reasoning (OpenAI's `reasoning_tokens`).
+    assert_eq!(v["usage"]["completion_tokens_details"]["reasoning_tokens"], 12, "{v}");
 
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
     let (status, bytes) = post(&s.app, "/v1/chat/completions", &streamed).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(streamed_parts(&bytes), (raw.trim().to_owned(), String::new()));
+    let chunks = sse_chunks(&bytes);
+    let usage = &chunks.iter().rev().find(|c| c["usage"].is_object()).unwrap()["usage"];
+    assert_eq!(usage["completion_tokens_details"]["reasoning_tokens"], 12, "{usage}");
 
     let mut formatted = body.clone();
     formatted["response_format"] = json!({"type": "json_object"});

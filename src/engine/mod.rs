@@ -55,7 +55,7 @@ pub use stats::{EngineStats, Histogram, RequestCounters, TOKENS_PER_SECOND_BUCKE
 // `engine` and `config` (tests/code_rules.rs checks it).
 pub use crate::kv::{PrefixMatch, TierStats};
 pub use crate::model::chat::tools::{ParsedCall, ParsedReply, Tool, ToolFormat, ToolStream};
-pub use crate::model::chat::reasoning::{Reasoning, ReasoningStream, SplitPiece, SplitReply, ThinkTags};
+pub use crate::model::chat::reasoning::{Reasoning, ReasoningStream, Section, SplitPiece, SplitReply, ThinkTags};
 pub use crate::model::chat::{check_kwargs, Message, Role, TemplateKwargs, ToolCall};
 pub use crate::model::grammar::{Grammar, GrammarError};
 pub use crate::model::source::{Cancel, DownloadProgress};

@@ -73,8 +73,7 @@ pub(crate) async fn handle(
         }
     })
     .await?;
-    let opener = prompt.reasoning.and_then(|r| state.engine().token_id(r.tags.open()));
-    plan.think(prompt.reasoning, split_reasoning, opener);
+    plan.think_for(state.engine(), prompt.reasoning, split_reasoning);
     let response = generation::respond(&state, prompt.ids, plan, Kind::Chat, save).await?;
     Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }

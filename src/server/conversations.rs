@@ -185,7 +185,7 @@ where
     let mut plan = params::plan(state, body::fields::<CommonFields>(value)?)?;
     // A conversation's turns render through the plain template, as the model's own probe did.
     let reasoning = state.engine().model_info().reasoning;
-    plan.think(reasoning, true, reasoning.and_then(|r| state.engine().token_id(r.tags.open())));
+    plan.think_for(state.engine(), reasoning, true);
     let params = plan.params.clone();
     let (events, unsaved) = blocking(state, move |e| {
         let events = start(e, &id, &params)?;

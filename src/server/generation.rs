@@ -120,7 +120,8 @@ pub(crate) async fn answer(
                 }
                 Some((format, p))
             });
-            Json(chat_completion(&meta, &report, reply, logprobs, parsed)).into_response()
+            let reasoning_tokens = plan.reasoning_tokens(&report);
+            Json(chat_completion(&meta, &report, reply, logprobs, parsed, reasoning_tokens)).into_response()
         }
         Kind::Text => {
             let echo = plan.echo.as_ref().map(|e| e.text.as_str());

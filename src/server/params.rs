@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::engine::{GenerateParams, GrammarDelay, Reasoning, ToolFormat};
+use crate::engine::{EngineHandle, GenerateParams, GenerationReport, GrammarDelay, Reasoning, Section, ToolFormat};
 
 use super::protocol::CommonFields;
 use super::{ApiError, AppState};
@@ -34,6 +34,9 @@ pub(crate) struct Plan {
     /// Split the reply's reasoning from its content (a model that thinks, and the request
     /// did not ask for `reasoning_format: none`); tool calls are read from the content only.
     pub reasoning: Option<Reasoning>,
+    /// With `reasoning`: the close tag's token, where it is one, to count the reply's
+    /// reasoning tokens (`usage.completion_tokens_details.reasoning_tokens`).
+    pub reasoning_close: Option<u32>,
     /// The completions' `echo`: the prompt goes before the reply (and its token logprobs before
     /// the reply's, with `logprobs`).
     pub echo: Option<Echo>,
@@ -126,6 +129,7 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
         tool_calls: None,
         parallel_calls: true,
         reasoning: None,
+        reasoning_close: None,
         echo: None,
     })
 }
@@ -173,6 +177,38 @@ fn logit_bias(bias: Option<Value>) -> Result<Vec<(u32, f32)>, ApiError> {
             Ok((id, bias as f32))
         })
         .collect()
+}
+
+impl Plan {
+    /// [`Plan::think`] with the tag tokens of `engine`'s vocabulary (the open tag's, for a
+    /// grammar that may follow the model's own reasoning; the close tag's, to count it).
+    pub fn think_for(&mut self, engine: &EngineHandle, reasoning: Option<Reasoning>, split: bool) {
+        let opener = reasoning.and_then(|r| engine.token_id(r.tags.open()));
+        self.think(reasoning, split, opener);
+        self.reasoning_close = self.reasoning.and_then(|r| engine.token_id(r.close_tag()));
+    }
+
+    /// How many of `report`'s tokens are reasoning, tags included (OpenAI's
+    /// `completion_tokens_details.reasoning_tokens`), for a reply whose reasoning comes apart:
+    /// none without a reasoning part, all of them when it never closed, else up to and with
+    /// the close tag's token. `None` for other replies, and where the close tag is no single
+    /// token of the vocabulary (or not among the reply's tokens).
+    pub fn reasoning_tokens(&self, report: &GenerationReport) -> Option<usize> {
+        reasoning_tokens(self.reasoning, self.reasoning_close, &report.text, &report.tokens)
+    }
+}
+
+/// [`Plan::reasoning_tokens`] of a reply (`text`, `tokens`) split as `reasoning` says, whose
+/// close tag is token `close`.
+pub(crate) fn reasoning_tokens(reasoning: Option<Reasoning>, close: Option<u32>, text: &str, tokens: &[u32]) -> Option<usize> {
+    match Reasoning::section(Some(reasoning?), text) {
+        Section::None => Some(0),
+        Section::Unclosed => Some(tokens.len()),
+        Section::Closed => {
+            let close = close?;
+            tokens.iter().position(|&t| t == close).map(|i| i + 1)
+        }
+    }
 }
 
 /// `stop`: absent, null, a string or a list of strings.
@@ -240,8 +276,35 @@ mod tests {
             tool_calls: None,
             parallel_calls: true,
             reasoning: None,
+            reasoning_close: None,
             echo: None,
         }
+    }
+
+    #[test]
+    fn reasoning_tokens_run_to_the_close_tag_or_the_end() {
+        let (qwen3, qwq) = (
+            Reasoning {
+                tags: ThinkTags::Think,
+                starts_open: false,
+            },
+            Reasoning {
+                tags: ThinkTags::Think,
+                starts_open: true,
+            },
+        );
+        let count = |r, close, text| reasoning_tokens(Some(r), close, text, &[1, 9, 2, 3, 4]);
+        // Qwen3: `<think>`(1) · (9) `</think>`(2) · answer.
+        assert_eq!(count(qwen3, Some(2), "\n<think>x</think>\n\nhi"), Some(3));
+        assert_eq!(count(qwen3, Some(2), "<think>x y z"), Some(5), "cut off inside");
+        assert_eq!(count(qwen3, Some(2), "hi </think>"), Some(0), "no reasoning part");
+        assert_eq!(count(qwq, Some(2), "x</think>hi"), Some(3));
+        assert_eq!(count(qwq, Some(2), "x y"), Some(5));
+        // A close tag that is no single token (or not among the tokens): not counted.
+        assert_eq!(count(qwq, None, "x</think>hi"), None);
+        assert_eq!(count(qwq, Some(7), "x</think>hi"), None);
+        // Not split (a model that does not think, `reasoning_format: none`): no figure.
+        assert_eq!(reasoning_tokens(None, Some(2), "<think>x</think>", &[1, 2]), None);
     }
 
     #[test]

@@ -129,6 +129,15 @@ pub(crate) struct Usage {
     pub completion_tokens: usize,
     pub total_tokens: usize,
     pub prompt_tokens_details: PromptTokensDetails,
+    /// For a model that thinks: how many completion tokens were reasoning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct CompletionTokensDetails {
+    /// Reply tokens of the reasoning, its tags included.
+    pub reasoning_tokens: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -146,7 +155,14 @@ impl Usage {
             prompt_tokens_details: PromptTokensDetails {
                 cached_tokens: report.cached.tokens,
             },
+            completion_tokens_details: None,
         }
+    }
+
+    /// With `reasoning_tokens` (see [`super::params::Plan::reasoning_tokens`]) reported.
+    pub fn with_reasoning(mut self, reasoning_tokens: Option<usize>) -> Self {
+        self.completion_tokens_details = reasoning_tokens.map(|reasoning_tokens| CompletionTokensDetails { reasoning_tokens });
+        self
     }
 }
 
@@ -372,6 +388,7 @@ pub(crate) fn chat_completion(
     reply: SplitReply,
     logprobs: Option<Logprobs>,
     parsed: Option<(ToolFormat, ParsedReply)>,
+    reasoning_tokens: Option<usize>,
 ) -> ChatCompletion {
     let (content, tool_calls, finish_reason) = match parsed {
         Some((format, p)) if !p.calls.is_empty() => (
@@ -395,7 +412,7 @@ pub(crate) fn chat_completion(
             logprobs,
             finish_reason,
         }],
-        Some(Usage::of(report)),
+        Some(Usage::of(report).with_reasoning(reasoning_tokens)),
     )
 }
 

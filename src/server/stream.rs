@@ -52,6 +52,8 @@ struct State {
     /// A model that thinks: the reply's reasoning split from its content (which alone goes
     /// on to `tools`).
     reasoning: Option<ReasoningStream>,
+    /// How the reply's reasoning is split and its close tag's token, to count its tokens.
+    counted: (Option<Reasoning>, Option<u32>),
     /// The prompt to echo before the first piece of the reply (the completions' `echo`).
     echo: Option<Echo>,
     /// Whether the chunks carry logprobs.
@@ -77,6 +79,7 @@ pub(crate) fn sse(
         tools: plan.tool_calls.map(ToolStream::new),
         parallel_calls: plan.parallel_calls,
         reasoning: plan.reasoning.map(Reasoning::stream),
+        counted: (plan.reasoning, plan.reasoning_close),
         echo: plan.echo.clone(),
         logprobs: plan.params.logprobs.is_some(),
         ready,
@@ -153,7 +156,9 @@ impl State {
                 let last = self.kind.piece(&self.meta, None, None, Some(finish));
                 self.ready.push_back(json_event(&last));
                 if self.include_usage {
-                    let usage = self.kind.usage(&self.meta, Usage::of(&report));
+                    let (reasoning, close) = self.counted;
+                    let counted = super::params::reasoning_tokens(reasoning, close, &report.text, &report.tokens);
+                    let usage = self.kind.usage(&self.meta, Usage::of(&report).with_reasoning(counted));
                     self.ready.push_back(json_event(&usage));
                 }
                 self.end();

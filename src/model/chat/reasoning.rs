@@ -131,6 +131,27 @@ impl Reasoning {
         ((!reasoning.is_empty()).then_some(reasoning), content)
     }
 
+    /// Whether `text` (a reply of a model whose replies carry reasoning as `reasoning` says)
+    /// has a reasoning part, and whether that part ends with the close tag.
+    pub fn section(reasoning: Option<Self>, text: &str) -> Section {
+        let Some(r) = reasoning else {
+            return Section::None;
+        };
+        let inside = if r.starts_open {
+            text
+        } else {
+            match text.trim_start().strip_prefix(r.tags.open()) {
+                Some(rest) => rest,
+                None => return Section::None,
+            }
+        };
+        if inside.contains(r.tags.close()) {
+            Section::Closed
+        } else {
+            Section::Unclosed
+        }
+    }
+
     /// A splitter for a streamed reply.
     pub fn stream(self) -> ReasoningStream {
         ReasoningStream {
@@ -141,6 +162,17 @@ impl Reasoning {
             reasoning_started: false,
         }
     }
+}
+
+/// A reply's reasoning part, as [`Reasoning::section`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// The reply has no reasoning part.
+    None,
+    /// The reasoning runs to the end of the reply (cut off before the close tag).
+    Unclosed,
+    /// The reasoning ends with the close tag; the answer follows.
+    Closed,
 }
 
 /// Where a streamed reply is.
