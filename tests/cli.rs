@@ -99,6 +99,35 @@ fn run_streams_the_greedy_completion_and_is_deterministic() {
     assert!(c.status.success(), "{}", stderr(&c));
 }
 
+/// `run --chat` on a model whose prompt opens its reasoning (as QwQ's template does): the
+/// reasoning streams to stderr and stdout gets only the answer (none here: the tiny model never
+/// closes it); without `--chat` there is no template and all of the reply goes to stdout.
+#[test]
+fn run_chat_sends_a_thinking_models_reasoning_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = TinyModelSpec::tiny(Family::Qwen2, WeightType::Q8_0);
+    let template = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>' }}{% endif %}";
+    for (k, v) in &mut spec.vocab.metadata {
+        if k == "tokenizer.chat_template" {
+            *v = candle_core::quantized::gguf_file::Value::String(template.to_owned());
+        }
+    }
+    let model = common::write_tiny(dir.path(), &spec, "m.gguf");
+    let m = model.to_str().unwrap();
+    let o = hearth(
+        dir.path(),
+        &["run", "--model", m, "--prompt", "Why?", "--max-tokens", "8", "--temperature", "0", "--chat"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "\n", "no answer on stdout");
+    let mut engine = common::engine(&model, true, 64, 16);
+    let ids = engine.model().prompt_ids("Why?", true).unwrap();
+    let report = engine.generate(&ids, &common::greedy(8), |_| Ok(())).unwrap();
+    let reasoning = report.text.trim();
+    assert!(!reasoning.is_empty() && !reasoning.contains("</think>"), "{report:?}");
+    assert!(stderr(&o).contains(reasoning), "{reasoning:?} in {}", stderr(&o));
+}
+
 #[test]
 fn tokenize_prints_ids_as_json() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,6 @@
-//! `hearth run`: prompts in turn through the engine, tokens streamed to stdout.
+//! `hearth run`: prompts in turn through the engine, tokens streamed to stdout. With `--chat`,
+//! a thinking model's reasoning (`<think>` … `</think>`) streams to stderr and only its answer
+//! to stdout, so a pipe gets the answer as the HTTP API's `content` would give it.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -6,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 
 use hearth::config::{AppPaths, Settings};
-use hearth::engine::{Event, GenerateParams, GenerateRequest};
+use hearth::engine::{Event, GenerateParams, GenerateRequest, Reasoning, ReasoningStream, SplitPiece};
 use hearth::persist::ConversationId;
 
 use super::args::RunArgs;
@@ -35,6 +37,53 @@ pub fn run(settings: &Settings, paths: &AppPaths, args: &RunArgs) -> Result<Exit
     }
     let conversation = args.conversation.as_deref().map(ConversationId::parse).transpose()?;
     generate(settings, paths, &prompts, args.chat, conversation)
+}
+
+/// A reply on its way out: reasoning to stderr, the rest to stdout.
+struct Split {
+    stream: Option<ReasoningStream>,
+    /// Reasoning has gone to stderr and no line break has ended it there yet.
+    thinking: bool,
+}
+
+impl Split {
+    fn new(reasoning: Option<Reasoning>) -> Self {
+        Self {
+            stream: reasoning.map(Reasoning::stream),
+            thinking: false,
+        }
+    }
+
+    fn push(&mut self, text: &str) -> SplitPiece {
+        match &mut self.stream {
+            Some(s) => s.push(text),
+            None => SplitPiece {
+                reasoning: String::new(),
+                content: text.to_owned(),
+            },
+        }
+    }
+
+    fn finish(&mut self) -> SplitPiece {
+        self.stream.take().map(ReasoningStream::finish).unwrap_or_default()
+    }
+
+    fn write(&mut self, out: &mut impl Write, piece: SplitPiece) -> Result<()> {
+        if !piece.reasoning.is_empty() {
+            let mut err = std::io::stderr().lock();
+            err.write_all(piece.reasoning.as_bytes())?;
+            err.flush()?;
+            self.thinking = true;
+        }
+        if !piece.content.is_empty() {
+            if std::mem::take(&mut self.thinking) {
+                eprintln!();
+            }
+            out.write_all(piece.content.as_bytes())?;
+            out.flush()?;
+        }
+        Ok(())
+    }
 }
 
 /// The most bytes a prompt file may hold: 64 per token of the context (no tokenizer's token is
@@ -79,20 +128,27 @@ fn generate(
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    // Chat prompts render as the model's probe did: the same reasoning state.
+    let reasoning = chat.then(|| handle.model_info().reasoning).flatten();
     for (n, (ids, text)) in all_ids.into_iter().zip(prompts).enumerate() {
         // One prompt at a time, in order; each shares the cache with the ones before.
         let mut stream = match &conversation {
             Some(id) => handle.send_message(id, Some(text), &params)?,
             None => handle.submit(GenerateRequest::new(ids, params.clone()))?,
         };
+        let mut split = Split::new(reasoning);
         let report = loop {
             match stream.blocking_recv() {
                 Some(Event::Token { text, .. }) => {
                     // A closed stdout ends here; dropping the stream cancels the request.
-                    out.write_all(text.as_bytes())?;
-                    out.flush()?;
+                    let piece = split.push(&text);
+                    split.write(&mut out, piece)?;
                 }
-                Some(Event::Done(report)) => break report,
+                Some(Event::Done(report)) => {
+                    let rest = split.finish();
+                    split.write(&mut out, rest)?;
+                    break report;
+                }
                 Some(Event::Error(e)) => return Err(e.into()),
                 None => bail!("the engine stopped unexpectedly"),
             }
