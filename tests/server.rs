@@ -611,6 +611,13 @@ async fn api_key_guards_v1_but_not_health_or_metrics() {
     };
     send(&s.app, chat(None)).await.error(StatusCode::UNAUTHORIZED);
     assert_eq!(send(&s.app, chat(Some("sekret"))).await.status, StatusCode::OK);
+    // The tokenizer routes show the model too.
+    for route in ["/tokenize", "/detokenize"] {
+        let body = || Body::from(json!({"content": "hi", "tokens": [1]}).to_string());
+        send(&s.app, request(Method::POST, route, body(), None)).await.error(StatusCode::UNAUTHORIZED);
+        let r = send(&s.app, request(Method::POST, route, body(), Some("sekret"))).await;
+        assert_eq!(r.status, StatusCode::OK, "{route}: {}", r.text());
+    }
     assert_eq!(get(&s.app, "/health").await.status, StatusCode::OK);
     assert_eq!(get(&s.app, "/metrics").await.status, StatusCode::OK);
 
@@ -1559,6 +1566,51 @@ async fn penalties_and_logit_bias_steer_the_reply() {
         assert_eq!(got, expect.text, "{field}");
         assert_ne!(expect.tokens, free.tokens, "{field} changes a reply that repeats itself");
     }
+}
+
+/// `/tokenize` and `/detokenize` answer llama.cpp's and vLLM's shapes with the engine's own
+/// ids: llama.cpp's `content` without BOS by default, vLLM's `prompt` with it, chat `messages`
+/// as the chat route renders them, `with_pieces`; the ids decode back; bad input is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokenize_and_detokenize_answer_llama_cpp_and_vllm_shapes() {
+    let s = server(Opts::default());
+    let engine = s.state.engine();
+    let text = "Hello world, 123";
+    let bare = engine.tokenize_text(text, false).unwrap();
+    let as_prompt = engine.tokenize(text).unwrap();
+    let r = post(&s.app, "/tokenize", &json!({"content": text})).await.json();
+    assert_eq!(r["tokens"], json!(bare), "{r}");
+    assert_eq!(r["count"], bare.len());
+    assert_eq!(r["max_model_len"], engine.model_info().context_length);
+    let r = post(&s.app, "/tokenize", &json!({"prompt": text})).await.json();
+    assert_eq!(r["tokens"], json!(as_prompt), "{r}");
+    let r = post(&s.app, "/tokenize", &json!({"content": text, "add_special": true})).await.json();
+    assert_eq!(r["tokens"], json!(as_prompt), "{r}");
+    let chat = engine.tokenize_chat(&[Message::user("Hi")]).unwrap();
+    let r = post(&s.app, "/tokenize", &json!({"messages": [{"role": "user", "content": "Hi"}]})).await.json();
+    assert_eq!(r["tokens"], json!(chat), "{r}");
+    let usage = post(&s.app, "/v1/chat/completions", &chat_body("Hi", 1, false)).await.json()["usage"].clone();
+    assert_eq!(r["count"], usage["prompt_tokens"], "the chat route's prompt");
+    let r = post(&s.app, "/tokenize", &json!({"content": text, "with_pieces": true})).await.json();
+    let pieces: Vec<&Value> = r["tokens"].as_array().unwrap().iter().collect();
+    assert_eq!(pieces.iter().map(|p| p["id"].as_u64().unwrap() as u32).collect::<Vec<_>>(), bare);
+    assert_eq!(pieces.iter().map(|p| p["piece"].as_str().unwrap()).collect::<String>(), text);
+
+    let r = post(&s.app, "/detokenize", &json!({"tokens": bare})).await.json();
+    assert_eq!((r["content"].as_str(), r["prompt"].as_str()), (Some(text), Some(text)), "{r}");
+
+    let e = post(&s.app, "/detokenize", &json!({"tokens": [1, 4_000_000_000u32]})).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "tokens", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("4000000000"), "{e}");
+    let e = post(&s.app, "/detokenize", &json!({"tokens": "12"})).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "tokens", "{e}");
+    for body in [json!({}), json!({"content": "a", "prompt": "b"})] {
+        post(&s.app, "/tokenize", &body).await.error(StatusCode::BAD_REQUEST);
+    }
+    let e = post(&s.app, "/tokenize", &json!({"content": 5})).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "content", "{e}");
+    let e = post(&s.app, "/tokenize", &json!({"messages": [{"role": "robot", "content": "x"}]})).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "messages[0].role", "{e}");
 }
 
 fn log_softmax_at(logits: &[f32], id: u32) -> f64 {

@@ -25,7 +25,7 @@ use super::{Engine, EngineError, EngineStats, Event, GenerateRequest, RequestId}
 use crate::model::chat::{Message, TemplateKwargs};
 use crate::model::chat::tools::{Tool, ToolFormat};
 use crate::model::grammar::{Constraint, Grammar};
-use crate::model::{ChatPrompt, LoadedModel, ModelInfo};
+use crate::model::{ChatPrompt, LoadedModel, ModelError, ModelInfo};
 use crate::persist::{ConversationId, ConversationStore, PersistError};
 
 /// The sending half of a request's events.
@@ -188,6 +188,23 @@ impl EngineHandle {
     /// Token ids of raw text as a prompt (BOS per the tokenizer's rule).
     pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, EngineError> {
         Ok(self.shared.model.prompt_ids(text, false)?)
+    }
+
+    /// Token ids of raw text, with the tokenizer's BOS (per its rule) only when `add_special`.
+    pub fn tokenize_text(&self, text: &str, add_special: bool) -> Result<Vec<u32>, EngineError> {
+        let tok = &self.shared.model.tokenizer;
+        Ok(tok.encode(text, add_special && tok.add_bos())?)
+    }
+
+    /// The text of token ids, special tokens included; an id outside the vocabulary is an
+    /// error naming it.
+    pub fn detokenize(&self, ids: &[u32]) -> Result<String, EngineError> {
+        let tok = &self.shared.model.tokenizer;
+        let vocab = tok.vocab_size();
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(ModelError::TokenOutOfRange { id, vocab }.into());
+        }
+        Ok(tok.decode(ids)?)
     }
 
     /// Token ids of a conversation through the chat template, ready for the

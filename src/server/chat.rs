@@ -131,7 +131,7 @@ fn save_to(id: &str, messages: &[Message]) -> Result<SaveTo, ApiError> {
     })
 }
 
-fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError> {
+pub(crate) fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError> {
     if wire.is_empty() {
         return Err(ApiError::invalid_param(
             "messages",

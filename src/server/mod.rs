@@ -27,6 +27,7 @@
 //! | `generation.rs` | submitting to the engine and collecting a whole reply |
 //! | `stream.rs` | a request's events as an SSE stream (`data: {...}` chunks, `data: [DONE]`) |
 //! | `models.rs` | `GET /v1/models`, `GET /v1/models/{id}`, `GET /health` |
+//! | `tokenize.rs` | `POST /tokenize`, `POST /detokenize` (llama.cpp's and vLLM's shapes) |
 //! | `metrics.rs` | `GET /metrics`: [`crate::engine::EngineStats`] in Prometheus' text format |
 //!
 //! Invariants: no handler panics on anything a request carries; a streamed reply owns its
@@ -55,6 +56,7 @@ mod state;
 mod stream;
 mod structured;
 mod timeout_body;
+mod tokenize;
 mod tools;
 
 use axum::extract::DefaultBodyLimit;
@@ -81,7 +83,7 @@ pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30)
 /// Every route, with its layers, over `state`; no socket (tests call it with
 /// `tower::ServiceExt::oneshot`).
 ///
-/// `/v1/*` need the API key when one is configured; `/health` and
+/// `/v1/*`, `/tokenize` and `/detokenize` need the API key when one is configured; `/health` and
 /// `/metrics` are open. Bodies over [`ServerConfig::max_body_bytes`] get 413.
 pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
@@ -102,6 +104,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/conversations/{id}/regenerate", post(conversations::regenerate))
         .route("/v1/models", get(models::list))
         .route("/v1/models/{*id}", get(models::retrieve))
+        .route("/tokenize", post(tokenize::tokenize))
+        .route("/detokenize", post(tokenize::detokenize))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_api_key,
