@@ -111,18 +111,10 @@ impl Reasoning {
     /// [`Reasoning::split`] as parts of `text` (nothing copied: the desktop app splits every
     /// message each frame); without `reasoning` the whole text is content.
     pub fn parts(reasoning: Option<Self>, text: &str) -> (Option<&str>, &str) {
-        let Some(r) = reasoning else {
+        let Some((r, inside)) = reasoning.and_then(|r| Some((r, r.inside(text)?))) else {
             return (None, text);
         };
-        let (open, close) = (r.tags.open(), r.tags.close());
-        let inside = if r.starts_open {
-            text
-        } else {
-            match text.trim_start().strip_prefix(open) {
-                Some(rest) => rest,
-                None => return (None, text),
-            }
-        };
+        let close = r.tags.close();
         let (reasoning, content) = match inside.find(close) {
             Some(at) => (&inside[..at], inside[at + close.len()..].trim_start()),
             None => (inside, ""),
@@ -134,21 +126,20 @@ impl Reasoning {
     /// Whether `text` (a reply of a model whose replies carry reasoning as `reasoning` says)
     /// has a reasoning part, and whether that part ends with the close tag.
     pub fn section(reasoning: Option<Self>, text: &str) -> Section {
-        let Some(r) = reasoning else {
-            return Section::None;
-        };
-        let inside = if r.starts_open {
-            text
+        match reasoning.and_then(|r| Some((r, r.inside(text)?))) {
+            None => Section::None,
+            Some((r, inside)) if inside.contains(r.tags.close()) => Section::Closed,
+            Some(_) => Section::Unclosed,
+        }
+    }
+
+    /// `text` from where its reasoning begins (after the open tag, or all of it when the
+    /// prompt opened the reasoning); `None` when the reply has no reasoning part.
+    fn inside(self, text: &str) -> Option<&str> {
+        if self.starts_open {
+            Some(text)
         } else {
-            match text.trim_start().strip_prefix(r.tags.open()) {
-                Some(rest) => rest,
-                None => return Section::None,
-            }
-        };
-        if inside.contains(r.tags.close()) {
-            Section::Closed
-        } else {
-            Section::Unclosed
+            text.trim_start().strip_prefix(self.tags.open())
         }
     }
 
