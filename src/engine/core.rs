@@ -34,9 +34,7 @@ use crate::runtime::{memory_split, size_pools, KvMemory, MemorySplit, PoolSizes}
 pub(crate) fn validate(model: &LoadedModel, capacity_tokens: usize, r: &GenerateRequest) -> Result<(), EngineError> {
     model.check_prompt_fits(r.prompt.len())?;
     let vocab = model.transformer.hparams().vocab_size;
-    if let Some(&id) = r.prompt.iter().find(|&&t| t as usize >= vocab) {
-        return Err(ModelError::TokenOutOfRange { id, vocab }.into());
-    }
+    ModelError::check_token_ids(&r.prompt, vocab)?;
     r.params.sampling.validate()?;
     r.params.sampling.check_vocab(vocab)?;
     if r.params.max_tokens == 0 && r.params.prompt_logprobs.is_none() {

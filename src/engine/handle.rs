@@ -200,10 +200,7 @@ impl EngineHandle {
     /// error naming it.
     pub fn detokenize(&self, ids: &[u32]) -> Result<String, EngineError> {
         let tok = &self.shared.model.tokenizer;
-        let vocab = tok.vocab_size();
-        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
-            return Err(ModelError::TokenOutOfRange { id, vocab }.into());
-        }
+        ModelError::check_token_ids(ids, tok.vocab_size())?;
         Ok(tok.decode(ids)?)
     }
 

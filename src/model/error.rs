@@ -64,3 +64,13 @@ pub enum ModelError {
     #[error(transparent)]
     Ops(#[from] OpsError),
 }
+
+impl ModelError {
+    /// [`ModelError::TokenOutOfRange`] for the first of `ids` outside a vocabulary of `vocab`.
+    pub fn check_token_ids(ids: &[u32], vocab: usize) -> Result<(), Self> {
+        match ids.iter().find(|&&id| id as usize >= vocab) {
+            Some(&id) => Err(Self::TokenOutOfRange { id, vocab }),
+            None => Ok(()),
+        }
+    }
+}

@@ -229,12 +229,7 @@ impl Transformer {
             ))
             .into());
         }
-        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= self.hp.vocab_size) {
-            return Err(ModelError::TokenOutOfRange {
-                id,
-                vocab: self.hp.vocab_size,
-            });
-        }
+        ModelError::check_token_ids(tokens, self.hp.vocab_size)?;
         for s in batch.seqs() {
             if s.cached + s.new > self.rope.max_positions() {
                 return Err(ModelError::PromptTooLong {
