@@ -50,23 +50,15 @@ pub(crate) async fn tokenize(
 ) -> Result<Json<Tokenized>, ApiError> {
     let value = body::json_object(request, state.config().max_body_bytes)?;
     let f = body::fields::<TokenizeFields>(&value)?;
-    let text = |add_default: bool, text: String| {
-        let add = f.add_special.or(f.add_special_tokens).unwrap_or(add_default);
-        (text, add)
-    };
+    // BOS by the shape's own default: llama.cpp's `content` none, vLLM's `prompt` the tokenizer's.
+    let add = |default: bool| f.add_special.or(f.add_special_tokens).unwrap_or(default);
     enum Input {
         Text(String, bool),
         Chat(Vec<crate::engine::Message>),
     }
     let input = match (f.content, f.prompt, f.messages) {
-        (Some(c), None, None) => {
-            let (t, add) = text(false, c);
-            Input::Text(t, add)
-        }
-        (None, Some(p), None) => {
-            let (t, add) = text(true, p);
-            Input::Text(t, add)
-        }
+        (Some(t), None, None) => Input::Text(t, add(false)),
+        (None, Some(t), None) => Input::Text(t, add(true)),
         (None, None, Some(m)) => Input::Chat(chat::messages(m)?),
         _ => {
             return Err(ApiError::invalid(
@@ -75,32 +67,24 @@ pub(crate) async fn tokenize(
         }
     };
     let pieces = f.with_pieces.unwrap_or(false);
-    let (ids, named) = generation::tokenize(&state, move |engine| {
+    let tokens = generation::tokenize(&state, move |engine| {
         let ids = match input {
             Input::Text(t, add) => engine.tokenize_text(&t, add)?,
             Input::Chat(messages) => engine.tokenize_chat(&messages)?,
         };
-        let named: Vec<String> = if pieces {
-            ids.iter()
-                .map(|&id| String::from_utf8_lossy(&engine.token_bytes(id)).into_owned())
-                .collect()
-        } else {
-            Vec::new()
+        let token = |id: u32| {
+            if pieces {
+                serde_json::json!({"id": id, "piece": String::from_utf8_lossy(&engine.token_bytes(id))})
+            } else {
+                Value::from(id)
+            }
         };
-        Ok::<_, crate::engine::EngineError>((ids, named))
+        Ok::<_, crate::engine::EngineError>(ids.into_iter().map(token).collect::<Vec<Value>>())
     })
     .await?;
-    let tokens = if pieces {
-        ids.iter()
-            .zip(named)
-            .map(|(&id, piece)| serde_json::json!({"id": id, "piece": piece}))
-            .collect()
-    } else {
-        ids.iter().map(|&id| Value::from(id)).collect()
-    };
     Ok(Json(Tokenized {
+        count: tokens.len(),
         tokens,
-        count: ids.len(),
         max_model_len: state.engine().model_info().context_length,
     }))
 }
