@@ -1,5 +1,6 @@
 //! The official `openai` Python client against `hearth --headless`: a two-step tool call
-//! (whole and streamed) and a JSON-schema reply, on a tiny model with Qwen 2.5's template (the
+//! (whole and streamed), a JSON-schema reply and the same call through the Responses API
+//! (`client.responses`, continued by `previous_response_id`), on a tiny model with Qwen 2.5's template (the
 //! Hermes format) and on the real SmolLM2 and Gemma 3 models (whose templates know no tools: hearth
 //! describes them itself). The client comes from `source .ci/python-client.sh`
 //! (`HEARTH_TEST_OPENAI`); without it the tests print `SKIPPED …` and pass. `.ci/run` always

@@ -777,3 +777,7 @@ async fn a_forced_mistral_call_is_written_with_its_special_tokens() {
     assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
     assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather", "{v}");
 }
+
+/// OpenAI's Responses API, on the same servers.
+#[path = "structured/responses.rs"]
+mod responses;

@@ -20,7 +20,7 @@ use crate::engine::{
 };
 
 use super::protocol::{ChatFields, CommonFields, Kind, WireMessage};
-use super::tools::{message_calls, ToolRequest};
+use super::tools::{message_calls, Shape, ToolRequest};
 use super::{body, generation, params, structured, ApiError, AppState};
 
 pub(crate) async fn handle(
@@ -55,7 +55,7 @@ pub(crate) async fn handle(
         let grammar = plan.params.grammar.clone().filter(|_| conversation.is_some());
         let grammar_from = plan.grammar_from;
         move |engine| {
-            check_schemas(engine, &tools.tools, grammar.as_ref(), grammar_from)?;
+            check_schemas(engine, &tools.tools, Shape::Nested, grammar.as_ref(), grammar_from)?;
             let prompt = engine.chat_prompt(&messages, &tools.tools, &kwargs)?;
             // The request's messages are saved before generating (a valid prompt only). A
             // write that fails keeps them in memory (written later) and the reply says so.
@@ -78,16 +78,17 @@ pub(crate) async fn handle(
     Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }
 
-/// Compiles each tool's `parameters` and the request's grammar; what does not compile is a
-/// 400 naming its field.
-fn check_schemas(
+/// Compiles each tool's `parameters` (its tools written in `shape`) and the request's grammar;
+/// what does not compile is a 400 naming its field.
+pub(crate) fn check_schemas(
     engine: &EngineHandle,
     tools: &[Tool],
+    shape: Shape,
     grammar: Option<&Grammar>,
     grammar_from: Option<&str>,
 ) -> Result<(), ApiError> {
     for (i, t) in tools.iter().enumerate() {
-        let field = format!("tools[{i}].function.parameters");
+        let field = format!("tools[{i}]{}.parameters", shape.prefix());
         match engine.check_grammar(&Grammar::JsonSchema(t.parameters.clone())) {
             Ok(()) => {}
             // A model whose vocabulary the grammar engine cannot take (no end-of-sequence
@@ -180,7 +181,7 @@ pub(crate) fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError>
 
 /// `chat_template_kwargs`: absent, null or an object whose fields do not name a variable
 /// hearth sets itself.
-fn template_kwargs(v: Option<Value>) -> Result<TemplateKwargs, ApiError> {
+pub(crate) fn template_kwargs(v: Option<Value>) -> Result<TemplateKwargs, ApiError> {
     const FIELD: &str = "chat_template_kwargs";
     match v {
         None | Some(Value::Null) => Ok(TemplateKwargs::new()),

@@ -131,7 +131,7 @@ pub(crate) async fn answer(
 }
 
 /// Waits for the request's end; its report holds the whole text.
-async fn collect(mut events: RequestStream) -> Result<Box<GenerationReport>, ApiError> {
+pub(crate) async fn collect(mut events: RequestStream) -> Result<Box<GenerationReport>, ApiError> {
     loop {
         match events.recv().await {
             Some(Event::Token { .. }) => {}

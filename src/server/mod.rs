@@ -20,6 +20,7 @@
 //! | `params.rs` | request fields → the engine's [`crate::engine::GenerateParams`] (defaults, ranges, `n`, `stop`) |
 //! | `chat.rs` | `POST /v1/chat/completions` |
 //! | `completions.rs` | `POST /v1/completions` |
+//! | `responses/` | OpenAI's Responses API (`POST /v1/responses`, `GET`/`DELETE /v1/responses/{id}`): `input` items as messages, the `response` object, its typed stream events, the in-memory store behind `previous_response_id` |
 //! | `conversations.rs` | `/v1/conversations`: the saved conversations (list, create, get, change, delete, send, regenerate, edit) through the engine's conversation API |
 //! | `structured.rs` | `response_format` (JSON, a JSON Schema) as the engine's grammar; a schema that does not compile as a 400 naming the field |
 //! | `tools.rs` | `tools` and `tool_choice` (400s naming the field), messages' `tool_calls`, the reply's calls in OpenAI's shape |
@@ -51,6 +52,7 @@ mod metrics;
 mod models;
 mod params;
 mod protocol;
+mod responses;
 mod serve;
 mod state;
 mod stream;
@@ -89,6 +91,8 @@ pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/v1/chat/completions", post(chat::handle))
         .route("/v1/completions", post(completions::handle))
+        .route("/v1/responses", post(responses::create))
+        .route("/v1/responses/{id}", get(responses::retrieve).delete(responses::delete))
         .route(
             "/v1/conversations",
             get(conversations::list).post(conversations::create),

@@ -92,6 +92,8 @@ struct Shared {
     config: ServerConfig,
     /// Unix time the server started (the `created` of `/v1/models`).
     started: u64,
+    /// The Responses API's stored responses (`previous_response_id`).
+    responses: super::responses::store::ResponseStore,
 }
 
 /// The engine handle and the server's configuration, shared by every handler.
@@ -115,6 +117,7 @@ impl AppState {
                 engine,
                 config,
                 started: unix_now(),
+                responses: super::responses::store::ResponseStore::default(),
             }),
         }
     }
@@ -125,6 +128,11 @@ impl AppState {
 
     pub fn config(&self) -> &ServerConfig {
         &self.shared.config
+    }
+
+    /// The Responses API's stored responses.
+    pub(crate) fn responses(&self) -> &super::responses::store::ResponseStore {
+        &self.shared.responses
     }
 
     pub(crate) fn started(&self) -> u64 {

@@ -53,6 +53,41 @@ pub(crate) fn response_format(value: Option<&Value>) -> Result<Option<Grammar>, 
     }
 }
 
+/// The Responses API's field for the same thing.
+pub(crate) const TEXT_FIELD: &str = "text.format";
+
+/// The Responses API's `text.format` as a grammar: `{"type": "text"}`, `{"type":
+/// "json_object"}` or `{"type": "json_schema", "name", "schema"}` (flat, where chat nests it
+/// under `json_schema`); `None` for text (or no field).
+pub(crate) fn text_format(value: Option<&Value>) -> Result<Option<Grammar>, ApiError> {
+    let value = match value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(v) => v,
+    };
+    let Some(obj) = value.as_object() else {
+        return Err(ApiError::invalid_param(TEXT_FIELD, "text.format must be an object with a `type`"));
+    };
+    match obj.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(Grammar::JsonObject)),
+        Some("json_schema") => match obj.get("schema") {
+            Some(schema @ Value::Object(_)) => Ok(Some(Grammar::JsonSchema(schema.clone()))),
+            _ => Err(ApiError::invalid_param(
+                "text.format.schema",
+                "a json_schema text.format needs a `schema` object",
+            )),
+        },
+        Some(other) => Err(ApiError::invalid_param(
+            "text.format.type",
+            format!("text.format.type must be text, json_object or json_schema, not {other:?}"),
+        )),
+        None => Err(ApiError::invalid_param(
+            "text.format.type",
+            "text.format needs a string `type` (text, json_object or json_schema)",
+        )),
+    }
+}
+
 /// An engine error with a grammar that does not compile named as the request's `field`;
 /// other errors as they are.
 pub(crate) fn named(e: EngineError, field: Option<&str>) -> ApiError {

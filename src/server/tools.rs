@@ -41,15 +41,22 @@ pub(crate) struct ToolRequest {
 impl ToolRequest {
     /// Reads `tools` and `tool_choice`.
     pub fn read(tools: Option<&Value>, choice: Option<&Value>) -> Result<Self, ApiError> {
+        Self::read_shaped(tools, choice, Shape::Nested)
+    }
+
+    /// [`ToolRequest::read`] for tools written in `shape`.
+    pub fn read_shaped(tools: Option<&Value>, choice: Option<&Value>, shape: Shape) -> Result<Self, ApiError> {
         let tools = match tools {
             None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items.iter().enumerate().map(|(i, t)| tool(i, t)).collect::<Result<_, _>>()?,
+            Some(Value::Array(items)) => {
+                items.iter().enumerate().map(|(i, t)| tool(i, t, shape)).collect::<Result<_, _>>()?
+            }
             Some(_) => return Err(ApiError::invalid_param("tools", "tools must be a list of functions")),
         };
         for (i, t) in tools.iter().enumerate() {
             if tools[..i].iter().any(|o| o.name == t.name) {
                 return Err(ApiError::invalid_param(
-                    format!("tools[{i}].function.name"),
+                    format!("tools[{i}]{}.name", shape.prefix()),
                     format!("two tools are named {:?}", t.name),
                 ));
             }
@@ -77,8 +84,27 @@ impl ToolRequest {
     }
 }
 
-fn tool(i: usize, v: &Value) -> Result<Tool, ApiError> {
+/// How a request writes each tool: chat's `{"type": "function", "function": {"name", ...}}`,
+/// or the Responses API's flat `{"type": "function", "name", ...}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    Nested,
+    Flat,
+}
+
+impl Shape {
+    /// Where a tool's `name`, `description` and `parameters` sit inside it.
+    pub(crate) fn prefix(self) -> &'static str {
+        match self {
+            Self::Nested => ".function",
+            Self::Flat => "",
+        }
+    }
+}
+
+fn tool(i: usize, v: &Value, shape: Shape) -> Result<Tool, ApiError> {
     let at = |field: &str| format!("tools[{i}]{field}");
+    let fat = |field: &str| format!("tools[{i}]{}{field}", shape.prefix());
     let obj = v
         .as_object()
         .ok_or_else(|| ApiError::invalid_param(at(""), format!("{} must be an object", at(""))))?;
@@ -87,28 +113,31 @@ fn tool(i: usize, v: &Value) -> Result<Tool, ApiError> {
         Some(other) => {
             return Err(ApiError::invalid_param(
                 at(".type"),
-                format!("{} must be \"function\", not {other:?}", at(".type")),
+                format!("{} must be \"function\" (hearth runs no built-in tools), not {other:?}", at(".type")),
             ))
         }
     }
-    let f = obj.get("function").and_then(Value::as_object).ok_or_else(|| {
-        ApiError::invalid_param(at(".function"), format!("{} must be an object with a name", at(".function")))
-    })?;
+    let f = match shape {
+        Shape::Flat => obj,
+        Shape::Nested => obj.get("function").and_then(Value::as_object).ok_or_else(|| {
+            ApiError::invalid_param(at(".function"), format!("{} must be an object with a name", at(".function")))
+        })?,
+    };
     let name = match f.get("name").and_then(Value::as_str) {
         Some(n) if valid_name(n) => n.to_owned(),
         Some(n) => {
             return Err(ApiError::invalid_param(
-                at(".function.name"),
+                fat(".name"),
                 format!(
                     "{} must be 1 to 64 letters, digits, '_', '-' or '.', got {n:?}",
-                    at(".function.name")
+                    fat(".name")
                 ),
             ))
         }
         None => {
             return Err(ApiError::invalid_param(
-                at(".function.name"),
-                format!("{} is required (a string)", at(".function.name")),
+                fat(".name"),
+                format!("{} is required (a string)", fat(".name")),
             ))
         }
     };
@@ -117,8 +146,8 @@ fn tool(i: usize, v: &Value) -> Result<Tool, ApiError> {
         Some(Value::String(d)) => Some(d.clone()),
         Some(_) => {
             return Err(ApiError::invalid_param(
-                at(".function.description"),
-                format!("{} must be a string", at(".function.description")),
+                fat(".description"),
+                format!("{} must be a string", fat(".description")),
             ))
         }
     };
@@ -127,8 +156,8 @@ fn tool(i: usize, v: &Value) -> Result<Tool, ApiError> {
         Some(p @ Value::Object(_)) => p.clone(),
         Some(_) => {
             return Err(ApiError::invalid_param(
-                at(".function.parameters"),
-                format!("{} must be a JSON Schema object", at(".function.parameters")),
+                fat(".parameters"),
+                format!("{} must be a JSON Schema object", fat(".parameters")),
             ))
         }
     };
@@ -162,9 +191,11 @@ fn read_choice(choice: Option<&Value>, tools: &[Tool]) -> Result<Choice, ApiErro
             }
         },
         Some(Value::Object(o)) => {
+            // Chat's `{"function": {"name"}}` or the Responses API's `{"name"}`.
             let name = o
                 .get("function")
                 .and_then(|f| f.get("name"))
+                .or_else(|| o.get("name"))
                 .and_then(Value::as_str)
                 .ok_or_else(|| {
                     ApiError::invalid_param(param, "tool_choice must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}")

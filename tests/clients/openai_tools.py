@@ -1,7 +1,9 @@
 """Drives `hearth --headless` with the official `openai` client: a two-step tool call (the
 request with `tools`, the tool's result sent back, the final answer), whole and streamed, and
 a `response_format` JSON schema, then the sampling fields (penalties, `logit_bias`,
-`parallel_tool_calls`). Run by tests/openai_client.rs:
+`parallel_tool_calls`), then the same tool call through the Responses API
+(`client.responses`: `previous_response_id`, streamed events, retrieve and delete). Run by
+tests/openai_client.rs:
 
     python3 openai_tools.py BASE_URL MODEL
 
@@ -11,6 +13,7 @@ Exits non-zero (an assertion) on anything OpenAI's clients would not accept.
 import json
 import sys
 
+import openai
 from openai import OpenAI
 
 base_url, model = sys.argv[1], sys.argv[2]
@@ -144,9 +147,63 @@ def sampling_fields():
     assert r.choices[0].finish_reason == "tool_calls" and len(calls) == 1, r
     print(f"sampling fields: called {calls[0].function.name}({calls[0].function.arguments})")
 
+def responses_api():
+    """The tool call through `client.responses`: the call as a function_call item, its result
+    sent with `previous_response_id` (the history is the server's, and its cache's), the
+    answer streamed through the SDK's helper, then retrieve and delete."""
+    tool = {"type": "function", **WEATHER["function"]}
+    r1 = client.responses.create(
+        model=model,
+        instructions="You are a helpful assistant. Use the tools when needed.",
+        input="What is the weather like in Paris today?",
+        tools=[tool],
+        tool_choice={"type": "function", "name": "get_weather"},
+        temperature=0,
+        max_output_tokens=120,
+    )
+    assert r1.status == "completed", r1
+    calls = [item for item in r1.output if item.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather", r1.output
+    call = calls[0]
+    args = json.loads(call.arguments)
+    assert args["city"] in ("Paris", "London", "Tokyo"), args
+    follow = dict(
+        model=model,
+        previous_response_id=r1.id,
+        instructions="You are a helpful assistant. Use the tools when needed.",
+        input=[{"type": "function_call_output", "call_id": call.call_id,
+                "output": json.dumps({"city": args["city"], "temperature": 21, "sky": "sunny"})}],
+        tools=[tool],
+        temperature=0,
+        max_output_tokens=40,
+    )
+    r2 = client.responses.create(**follow)
+    cached = r2.usage.input_tokens_details.cached_tokens
+    assert cached > 0, f"the second step reused nothing of the first: {r2.usage}"
+    # Streamed (the raw events: the SDK's `responses.stream` helper accepts only a
+    # `response.completed` end, and a tiny model may run to max_output_tokens instead).
+    deltas, final = "", None
+    for event in client.responses.create(stream=True, **follow):
+        if event.type == "response.output_text.delta":
+            deltas += event.delta
+        elif event.type in ("response.completed", "response.incomplete"):
+            final = event.response
+    assert final is not None and final.status == r2.status, final
+    assert final.output_text == deltas == r2.output_text, (final.output_text, deltas, r2.output_text)
+    assert client.responses.retrieve(r1.id).id == r1.id
+    client.responses.delete(r1.id)
+    try:
+        client.responses.retrieve(r1.id)
+        raise AssertionError("a deleted response was still retrieved")
+    except openai.NotFoundError:
+        pass
+    print(f"responses: called {call.name}({call.arguments}); answer {r2.output_text!r}; "
+          f"cached {cached}/{r2.usage.input_tokens}")
+
 
 two_steps(stream=False)
 two_steps(stream=True)
 schema_output()
 sampling_fields()
+responses_api()
 print("ok")
