@@ -140,13 +140,26 @@ pub(crate) fn messages(input: &Value) -> Result<Vec<Message>, ApiError> {
     Ok(b.out)
 }
 
+/// Names each `tool` message of `history` after the function whose call it answers (some
+/// templates print it), where an earlier assistant turn made that call: in this request's
+/// items or in the stored conversation `previous_response_id` continues.
+pub(crate) fn name_results(history: &mut [Message]) {
+    let mut names: HashMap<String, String> = HashMap::new();
+    for m in history.iter_mut() {
+        for c in &m.tool_calls {
+            names.insert(c.id.clone(), c.name.clone());
+        }
+        if m.role.is_tool() && m.name.is_none() {
+            m.name = m.tool_call_id.as_ref().and_then(|id| names.get(id).cloned());
+        }
+    }
+}
+
 #[derive(Default)]
 struct Builder {
     out: Vec<Message>,
     /// The assistant turn being put together from a reply's items.
     turn: Option<Message>,
-    /// Each call's function name, for the `tool` message that answers it.
-    names: HashMap<String, String>,
 }
 
 impl Builder {
@@ -230,7 +243,6 @@ impl Builder {
                 ))
             }
         };
-        self.names.insert(call_id.clone(), name.clone());
         self.turn(Part::Call).tool_calls.push(ToolCall {
             id: call_id,
             name,
@@ -244,7 +256,6 @@ impl Builder {
         let text = content_text(obj.get("output").unwrap_or(&Value::Null), &format!("{at}.output"))?;
         self.close();
         let mut m = Message::new(Role::parse("tool"), text);
-        m.name = self.names.get(&call_id).cloned();
         m.tool_call_id = Some(call_id);
         self.out.push(m);
         Ok(())
@@ -340,7 +351,8 @@ mod tests {
             {"role": "assistant", "content": "Sunny at noon."},
             {"role": "user", "content": "thanks"},
         ]);
-        let m = messages(&input).unwrap();
+        let mut m = messages(&input).unwrap();
+        name_results(&mut m);
         let roles: Vec<String> = m.iter().map(|m| m.role.to_string()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "assistant", "user"]);
         assert_eq!(m[1].content, "weather in Paris?");

@@ -74,6 +74,7 @@ pub(crate) async fn create(
         None => Vec::new(),
     };
     history.extend(input::messages(&fields.input)?);
+    input::name_results(&mut history);
     if !history.iter().any(|m| m.role != Role::System) {
         return Err(ApiError::invalid_param("input", "input must hold at least one message or item"));
     }
