@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The official `openai` Python client the client tests drive hearth with, installed once from
-# the package index into a cache directory (no virtualenv needed: `pip install --target`).
+# The official `openai` and `anthropic` Python clients the client tests drive hearth with,
+# installed once from the package index into a cache directory (no virtualenv needed:
+# `pip install --target`).
 #
 #   source .ci/python-client.sh    # sets HEARTH_TEST_OPENAI (a PYTHONPATH entry) for `cargo test`
 #   .ci/python-client.sh           # prints the directory
@@ -8,11 +9,12 @@
 # The cache directory: $HEARTH_PYTHON_CACHE, else ~/.cache/hearth-test-python.
 
 HEARTH_OPENAI_VERSION=3.54.0
+HEARTH_ANTHROPIC_VERSION=2.14.0
 
 hearth_python_client() (
     set -euo pipefail
     local root="${HEARTH_PYTHON_CACHE:-$HOME/.cache/hearth-test-python}"
-    local dir="$root/openai-$HEARTH_OPENAI_VERSION"
+    local dir="$root/openai-$HEARTH_OPENAI_VERSION-anthropic-$HEARTH_ANTHROPIC_VERSION"
     if [ -f "$dir/.complete" ]; then
         echo "$dir"
         return 0
@@ -22,10 +24,10 @@ hearth_python_client() (
     fi
     mkdir -p "$root"
     rm -rf "$dir.tmp"
-    echo "python-client: installing openai==$HEARTH_OPENAI_VERSION into $dir" >&2
+    echo "python-client: installing openai==$HEARTH_OPENAI_VERSION and anthropic==$HEARTH_ANTHROPIC_VERSION into $dir" >&2
     python3 -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
         --root-user-action=ignore --only-binary :all: \
-        --target "$dir.tmp" "openai==$HEARTH_OPENAI_VERSION" >&2
+        --target "$dir.tmp" "openai==$HEARTH_OPENAI_VERSION" "anthropic==$HEARTH_ANTHROPIC_VERSION" >&2
     rm -rf "$dir"
     mv "$dir.tmp" "$dir"
     touch "$dir/.complete"

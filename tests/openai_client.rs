@@ -1,10 +1,12 @@
-//! The official `openai` Python client against `hearth --headless`: a two-step tool call
-//! (whole and streamed), a JSON-schema reply and the same call through the Responses API
-//! (`client.responses`, continued by `previous_response_id`), on a tiny model with Qwen 2.5's template (the
-//! Hermes format) and on the real SmolLM2 and Gemma 3 models (whose templates know no tools: hearth
-//! describes them itself). The client comes from `source .ci/python-client.sh`
-//! (`HEARTH_TEST_OPENAI`); without it the tests print `SKIPPED …` and pass. `.ci/run` always
-//! sets it.
+//! The official `openai` and `anthropic` Python clients against `hearth --headless`. With
+//! `openai`: a two-step tool call (whole and streamed), a JSON-schema reply and the same call
+//! through the Responses API (`client.responses`, continued by `previous_response_id`); with
+//! `anthropic`: the tool call through `/v1/messages` as a coding agent sends it (the history
+//! resent, served from the cache), streamed through the SDK's helper, and `count_tokens`. On a
+//! tiny model with Qwen 2.5's template (the Hermes format) and on the real SmolLM2 and Gemma 3
+//! models (whose templates know no tools: hearth describes them itself). The clients come from
+//! `source .ci/python-client.sh` (`HEARTH_TEST_OPENAI`, one directory with both); without it
+//! the tests print `SKIPPED …` and pass. `.ci/run` always sets it.
 
 mod common;
 
@@ -90,9 +92,15 @@ fn openai_client(test: &str) -> Option<PathBuf> {
     }
 }
 
-/// Runs the client script against `server`; panics with its output when it fails.
+/// Runs both client scripts against `server`; panics with the output of one that fails.
 fn drive(client: &Path, server: &Headless) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/openai_tools.py");
+    for script in ["openai_tools.py", "anthropic_messages.py"] {
+        run_script(client, server, script);
+    }
+}
+
+fn run_script(client: &Path, server: &Headless, script: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(script);
     let out = Command::new("python3")
         .arg(&script)
         .arg(&server.url)
@@ -103,7 +111,7 @@ fn drive(client: &Path, server: &Headless) {
         .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     eprintln!("{stdout}");
-    assert!(out.status.success(), "the openai client failed:\n{stdout}\n{stderr}");
+    assert!(out.status.success(), "{} failed:\n{stdout}\n{stderr}", script.display());
     assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
 }
 

@@ -611,6 +611,12 @@ async fn api_key_guards_v1_but_not_health_or_metrics() {
     };
     send(&s.app, chat(None)).await.error(StatusCode::UNAUTHORIZED);
     assert_eq!(send(&s.app, chat(Some("sekret"))).await.status, StatusCode::OK);
+    // Anthropic's clients send the key as `x-api-key`.
+    for (key, status) in [("sekret", StatusCode::OK), ("wrong", StatusCode::UNAUTHORIZED)] {
+        let mut r = models(None);
+        r.headers_mut().insert("x-api-key", key.parse().unwrap());
+        assert_eq!(send(&s.app, r).await.status, status, "x-api-key {key}");
+    }
     // The tokenizer routes show the model too.
     for route in ["/tokenize", "/detokenize"] {
         let body = || Body::from(json!({"content": "hi", "tokens": [1]}).to_string());

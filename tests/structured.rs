@@ -781,3 +781,7 @@ async fn a_forced_mistral_call_is_written_with_its_special_tokens() {
 /// OpenAI's Responses API, on the same servers.
 #[path = "structured/responses.rs"]
 mod responses;
+
+/// Anthropic's Messages API, on the same servers.
+#[path = "structured/anthropic.rs"]
+mod anthropic;

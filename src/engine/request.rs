@@ -219,6 +219,8 @@ pub struct GenerationReport {
     /// The reply's text (without a stop string and what followed it).
     pub text: String,
     pub stop: StopReason,
+    /// With [`StopReason::StopString`]: which of the request's stop strings ended the reply.
+    pub stop_string: Option<String>,
     /// Time from submission to the first scheduled step.
     pub queued: Duration,
     /// Time from submission to the first sampled token.

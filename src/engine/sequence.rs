@@ -314,6 +314,7 @@ impl Sequence {
             tokens: self.tokens[self.prompt_len..].to_vec(),
             text: std::mem::take(&mut self.text),
             stop,
+            stop_string: self.stop.matched().map(str::to_owned),
             queued: self.first_scheduled.unwrap_or(now).duration_since(self.submitted),
             ttft: first.duration_since(self.submitted),
             decode: now.duration_since(first),

@@ -14,6 +14,8 @@ pub(crate) struct StopMatcher {
     /// Text received but not yet released: a possible start of a stop string.
     held: String,
     stopped: bool,
+    /// The stop string found (the first in the text; of two starting there, the first listed).
+    matched: Option<String>,
 }
 
 impl StopMatcher {
@@ -24,12 +26,18 @@ impl StopMatcher {
             stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
             held: String::new(),
             stopped: false,
+            matched: None,
         }
     }
 
     /// Whether a stop string was found.
     pub(crate) fn stopped(&self) -> bool {
         self.stopped
+    }
+
+    /// The stop string that ended the text, once one did.
+    pub(crate) fn matched(&self) -> Option<&str> {
+        self.matched.as_deref()
     }
 
     /// Adds `piece`; returns the text that is now safe to release. After a
@@ -43,7 +51,9 @@ impl StopMatcher {
             return piece.to_string();
         }
         self.held.push_str(piece);
-        if let Some(at) = self.stops.iter().filter_map(|s| self.held.find(s.as_str())).min() {
+        let found = self.stops.iter().filter_map(|s| Some((self.held.find(s.as_str())?, s))).min_by_key(|(at, _)| *at);
+        if let Some((at, stop)) = found {
+            self.matched = Some(stop.clone());
             self.stopped = true;
             self.held.truncate(at);
             return std::mem::take(&mut self.held);
@@ -91,6 +101,15 @@ mod tests {
         assert_eq!(out, vec!["a", "b", ""]);
         assert_eq!(text, "ab");
         assert!(!stopped);
+    }
+
+    #[test]
+    fn the_stop_found_first_in_the_text_is_the_one_matched() {
+        let stops = vec!["yz".to_string(), "b".to_string()];
+        let mut m = StopMatcher::new(&stops);
+        assert_eq!(m.matched(), None);
+        assert_eq!(m.push("xab yz"), "xa");
+        assert_eq!(m.matched(), Some("b"));
     }
 
     #[test]

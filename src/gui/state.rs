@@ -262,6 +262,7 @@ mod tests {
             tokens: vec![1, 2, 3],
             text: text.into(),
             stop: StopReason::Eos,
+            stop_string: None,
             queued: Duration::ZERO,
             ttft: Duration::from_millis(20),
             decode: Duration::from_millis(100),

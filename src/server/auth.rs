@@ -1,9 +1,10 @@
 //! The API key check on `/v1` routes.
 //!
 //! Owns: the middleware that lets a request through when no key is configured or when it
-//! carries `Authorization: Bearer <key>` with the configured key, compared in constant time
-//! (the time taken does not depend on where the given key first differs); anything else gets
-//! 401 with OpenAI's `invalid_api_key` body. `/health` and `/metrics` are outside it.
+//! carries `Authorization: Bearer <key>` (or `x-api-key: <key>`, as Anthropic's clients send
+//! it) with the configured key, compared in constant time (the time taken does not depend on
+//! where the given key first differs); anything else gets 401 with OpenAI's `invalid_api_key`
+//! body. `/health` and `/metrics` are outside it.
 //!
 //! Counterpart: vLLM's `--api-key` middleware in `api_server.py`.
 
@@ -18,11 +19,12 @@ pub(crate) async fn require_api_key(State(state): State<AppState>, request: Requ
     let Some(key) = state.config().api_key.as_deref() else {
         return next.run(request).await;
     };
-    let given = request
-        .headers()
+    let headers = request.headers();
+    let given = headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token);
+        .and_then(bearer_token)
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim));
     match given {
         Some(token) if constant_time_eq(token.as_bytes(), key.as_bytes()) => next.run(request).await,
         _ => ApiError::Unauthorized.into_response(),

@@ -88,7 +88,7 @@ pub(crate) fn check_schemas(
     grammar_from: Option<&str>,
 ) -> Result<(), ApiError> {
     for (i, t) in tools.iter().enumerate() {
-        let field = format!("tools[{i}]{}.parameters", shape.prefix());
+        let field = format!("tools[{i}]{}", shape.schema_field());
         match engine.check_grammar(&Grammar::JsonSchema(t.parameters.clone())) {
             Ok(()) => {}
             // A model whose vocabulary the grammar engine cannot take (no end-of-sequence

@@ -25,6 +25,8 @@
 //! | `structured.rs` | `response_format` (JSON, a JSON Schema) as the engine's grammar; a schema that does not compile as a 400 naming the field |
 //! | `tools.rs` | `tools` and `tool_choice` (400s naming the field), messages' `tool_calls`, the reply's calls in OpenAI's shape |
 //! | `logprobs.rs` | `logprobs` in the chat's and the completions' shapes |
+//! | `anthropic/` | Anthropic's Messages API (`POST /v1/messages`, `/v1/messages/count_tokens`) for coding agents built for Claude: `system` and content blocks as messages, the `message` object, its SSE events, errors in Anthropic's shape |
+//! | `reply.rs` | a finished reply split into reasoning, text and calls (with fresh ids), and the assistant message it is |
 //! | `generation.rs` | submitting to the engine and collecting a whole reply |
 //! | `stream.rs` | a request's events as an SSE stream (`data: {...}` chunks, `data: [DONE]`) |
 //! | `models.rs` | `GET /v1/models`, `GET /v1/models/{id}`, `GET /health` |
@@ -40,6 +42,7 @@
 //! Counterpart: vLLM's `entrypoints/openai/api_server.py` (routes), `protocol.py` (wire
 //! types) and `serving_chat.py` / `serving_completion.py` (request → engine → response).
 
+mod anthropic;
 mod auth;
 mod body;
 mod chat;
@@ -52,6 +55,7 @@ mod metrics;
 mod models;
 mod params;
 mod protocol;
+mod reply;
 mod responses;
 mod serve;
 mod state;
@@ -92,6 +96,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/chat/completions", post(chat::handle))
         .route("/v1/completions", post(completions::handle))
         .route("/v1/responses", post(responses::create))
+        .route("/v1/messages", post(anthropic::create))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/v1/responses/{id}", get(responses::retrieve).delete(responses::delete))
         .route(
             "/v1/conversations",

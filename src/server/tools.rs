@@ -85,11 +85,13 @@ impl ToolRequest {
 }
 
 /// How a request writes each tool: chat's `{"type": "function", "function": {"name", ...}}`,
-/// or the Responses API's flat `{"type": "function", "name", ...}`.
+/// the Responses API's flat `{"type": "function", "name", ...}`, or Anthropic's `{"name",
+/// "description", "input_schema"}` (`type` absent or `custom`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {
     Nested,
     Flat,
+    Anthropic,
 }
 
 impl Shape {
@@ -97,7 +99,28 @@ impl Shape {
     pub(crate) fn prefix(self) -> &'static str {
         match self {
             Self::Nested => ".function",
-            Self::Flat => "",
+            Self::Flat | Self::Anthropic => "",
+        }
+    }
+
+    /// The key of a tool's JSON Schema.
+    fn schema_key(self) -> &'static str {
+        match self {
+            Self::Nested | Self::Flat => "parameters",
+            Self::Anthropic => "input_schema",
+        }
+    }
+
+    /// Where a tool's JSON Schema sits inside it (`.function.parameters`, ...).
+    pub(crate) fn schema_field(self) -> String {
+        format!("{}.{}", self.prefix(), self.schema_key())
+    }
+
+    /// The `type` a function tool has (it may also leave `type` out).
+    fn kind(self) -> &'static str {
+        match self {
+            Self::Nested | Self::Flat => "function",
+            Self::Anthropic => "custom",
         }
     }
 }
@@ -109,16 +132,17 @@ fn tool(i: usize, v: &Value, shape: Shape) -> Result<Tool, ApiError> {
         .as_object()
         .ok_or_else(|| ApiError::invalid_param(at(""), format!("{} must be an object", at(""))))?;
     match obj.get("type").and_then(Value::as_str) {
-        None | Some("function") => {}
+        None => {}
+        Some(kind) if kind == shape.kind() => {}
         Some(other) => {
             return Err(ApiError::invalid_param(
                 at(".type"),
-                format!("{} must be \"function\" (hearth runs no built-in tools), not {other:?}", at(".type")),
+                format!("{} must be {:?} (hearth runs no built-in tools), not {other:?}", at(".type"), shape.kind()),
             ))
         }
     }
     let f = match shape {
-        Shape::Flat => obj,
+        Shape::Flat | Shape::Anthropic => obj,
         Shape::Nested => obj.get("function").and_then(Value::as_object).ok_or_else(|| {
             ApiError::invalid_param(at(".function"), format!("{} must be an object with a name", at(".function")))
         })?,
@@ -151,13 +175,13 @@ fn tool(i: usize, v: &Value, shape: Shape) -> Result<Tool, ApiError> {
             ))
         }
     };
-    let parameters = match f.get("parameters") {
+    let parameters = match f.get(shape.schema_key()) {
         None | Some(Value::Null) => serde_json::json!({"type": "object", "properties": {}}),
         Some(p @ Value::Object(_)) => p.clone(),
         Some(_) => {
             return Err(ApiError::invalid_param(
-                fat(".parameters"),
-                format!("{} must be a JSON Schema object", fat(".parameters")),
+                fat(&format!(".{}", shape.schema_key())),
+                format!("{} must be a JSON Schema object", fat(&format!(".{}", shape.schema_key()))),
             ))
         }
     };

@@ -104,7 +104,7 @@ pub(crate) async fn create(
     let reply = Reply::of(&plan, &report.text);
     let status = output::status_of(&report);
     let usage = output::usage(&report, plan.reasoning_tokens(&report));
-    let response = frame.response(status, reply.items(status), Some(usage), None);
+    let response = frame.response(status, output::items(&reply, status), Some(usage), None);
     if let Some(history) = keep {
         self::keep(&state, &frame.id, response.clone(), history, &reply);
     }

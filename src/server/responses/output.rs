@@ -1,8 +1,7 @@
 //! The Responses API's answer: the `response` object and its output items.
 //!
-//! Owns: [`Reply`] (a finished reply's reasoning, text and calls, with the call ids it is
-//! answered with, read from its text as `/v1/chat/completions` reads it), the output items
-//! (`reasoning`, `message` with one `output_text` part, `function_call`), [`Frame`] (what
+//! Owns: the output items of a [`Reply`] (`reasoning`, `message` with one `output_text` part,
+//! `function_call`), [`Frame`] (what
 //! every `response` object of one request repeats: id, creation time, model and the request's
 //! settings) and the `usage` object. Both the whole answer and the stream's events build their
 //! items here, so they are the same JSON.
@@ -11,78 +10,24 @@
 
 use serde_json::{json, Value};
 
-use crate::engine::{GenerationReport, Message, Role, SplitReply, ToolCall, ToolFormat};
+use crate::engine::{GenerationReport, ToolCall};
 
-use super::super::params::Plan;
+pub(crate) use super::super::reply::Reply;
 
-/// A finished reply, as the items and the stored history hold it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Reply {
-    /// The reasoning (trimmed), for a model that thinks.
-    pub reasoning: Option<String>,
-    /// The text outside any calls.
-    pub content: String,
-    pub calls: Vec<ToolCall>,
-}
-
-impl Reply {
-    /// `text` split as `plan` says (reasoning apart; calls read when tools were offered, only
-    /// the first without `parallel_tool_calls`); each call gets a fresh id in `format`'s shape.
-    pub fn of(plan: &Plan, text: &str) -> Self {
-        let split = SplitReply::of(plan.reasoning, text);
-        let parsed = plan.tool_calls.and_then(|format| format.parse(&split.content).map(|p| (format, p)));
-        match parsed {
-            Some((format, mut p)) if !p.calls.is_empty() => {
-                if !plan.parallel_calls {
-                    p.calls.truncate(1);
-                }
-                Self {
-                    reasoning: split.reasoning,
-                    content: p.content,
-                    calls: p.calls.into_iter().map(|c| with_id(format, c.name, c.arguments)).collect(),
-                }
-            }
-            _ => Self {
-                reasoning: split.reasoning,
-                content: split.content,
-                calls: Vec::new(),
-            },
-        }
+/// The output items of a reply that is whole: reasoning, then the message (left out when the
+/// reply is only calls), then each call, each with `status` (`completed` or `incomplete`).
+pub(crate) fn items(reply: &Reply, status: &str) -> Vec<Value> {
+    let mut items = Vec::new();
+    if let Some(r) = &reply.reasoning {
+        items.push(reasoning_item(&item_id("rs"), r, status));
     }
-
-    /// The assistant turn this reply is, for the history a later request continues.
-    pub fn message(&self) -> Message {
-        let mut m = Message::new(Role::Assistant, self.content.clone());
-        m.reasoning_content = self.reasoning.clone();
-        m.tool_calls = self.calls.clone();
-        m
+    if !reply.content.is_empty() || reply.calls.is_empty() {
+        items.push(message_item(&item_id("msg"), &reply.content, status));
     }
-
-    /// The output items of a reply that is whole: reasoning, then the message (left out when
-    /// the reply is only calls), then each call. `done`: the items' status, `completed` or
-    /// `incomplete`.
-    pub fn items(&self, status: &str) -> Vec<Value> {
-        let mut items = Vec::new();
-        if let Some(r) = &self.reasoning {
-            items.push(reasoning_item(&item_id("rs"), r, status));
-        }
-        if !self.content.is_empty() || self.calls.is_empty() {
-            items.push(message_item(&item_id("msg"), &self.content, status));
-        }
-        for c in &self.calls {
-            items.push(call_item(&item_id("fc"), c, status));
-        }
-        items
+    for c in &reply.calls {
+        items.push(call_item(&item_id("fc"), c, status));
     }
-}
-
-/// A call with a fresh id in `format`'s shape (9 letters and digits for Mistral's templates).
-pub(crate) fn with_id(format: ToolFormat, name: String, arguments: String) -> ToolCall {
-    ToolCall {
-        id: format.call_id(),
-        name,
-        arguments,
-    }
+    items
 }
 
 /// A fresh item id with `prefix` (`rs`, `msg`, `fc`).
@@ -180,6 +125,7 @@ impl Frame {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Role;
 
     #[test]
     fn a_reply_of_calls_only_has_no_message_item() {
@@ -192,8 +138,8 @@ mod tests {
                 arguments: "{}".into(),
             }],
         };
-        let items = reply.items("completed");
-        let types: Vec<&str> = items.iter().map(|i| i["type"].as_str().unwrap_or("")).collect();
+        let whole = items(&reply, "completed");
+        let types: Vec<&str> = whole.iter().map(|i| i["type"].as_str().unwrap_or("")).collect();
         assert_eq!(types, ["reasoning", "function_call"]);
         let m = reply.message();
         assert_eq!((m.role, m.reasoning_content.as_deref(), m.tool_calls.len()), (Role::Assistant, Some("think"), 1));
@@ -202,9 +148,9 @@ mod tests {
             content: String::new(),
             calls: Vec::new(),
         };
-        let items = empty.items("incomplete");
-        assert_eq!(items.len(), 1, "an empty reply is still one message");
-        assert_eq!(items[0]["status"], "incomplete");
-        assert_eq!(items[0]["content"][0]["text"], "");
+        let cut = items(&empty, "incomplete");
+        assert_eq!(cut.len(), 1, "an empty reply is still one message");
+        assert_eq!(cut[0]["status"], "incomplete");
+        assert_eq!(cut[0]["content"][0]["text"], "");
     }
 }
