@@ -239,8 +239,7 @@ impl EngineHandle {
     /// Compiles `grammar` for this model (the first one builds the compiler over the whole
     /// vocabulary); what does not compile is [`EngineError::Grammar`].
     pub fn check_grammar(&self, grammar: &Grammar) -> Result<(), EngineError> {
-        self.shared.model.grammar()?.compile(grammar)?;
-        Ok(())
+        Ok(self.shared.model.grammar()?.check(grammar)?)
     }
 
     /// Validates `request` and queues it. Errors (nothing queued): an empty
