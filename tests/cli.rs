@@ -650,6 +650,41 @@ fn bench_gpu_without_a_gpu_says_so_and_writes_nothing() {
     assert_one_line_error(&o, "--batch");
 }
 
+/// `hearth bench agent` runs its four loops end to end (here two short turns on a tiny model)
+/// and reports each turn; the second turn of a cached run is served from the cache.
+#[test]
+fn bench_agent_runs_both_apis_with_caching_on_and_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut spec = TinyModelSpec::tiny(Family::Qwen2, WeightType::Q8_0);
+    spec.context_length = 2048;
+    let model = common::write_tiny(d, &spec, "m.gguf");
+    let json = d.join("agent.json");
+    let args = [
+        "--device", "cpu", "bench", "agent", "--gguf", model.to_str().unwrap(), "--turns", "2", "--system-tokens", "64",
+        "--result-tokens", "16", "--reply-tokens", "2", "--json", json.to_str().unwrap(),
+    ];
+    let o = hearth(d, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{report}");
+    for run in runs {
+        let turns = run["turns"].as_array().unwrap();
+        assert_eq!(turns.len(), 2, "{run}");
+        let second = &turns[1];
+        let (prompt, cached) = (second["prompt_tokens"].as_u64().unwrap(), second["cached_tokens"].as_u64().unwrap());
+        assert!(prompt > turns[0]["prompt_tokens"].as_u64().unwrap(), "the history grows: {run}");
+        if run["prefix_caching"] == true {
+            assert!(cached >= 64, "the system prompt at least: {run}");
+        } else {
+            assert_eq!(cached, 0, "{run}");
+        }
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("| messages | on |") && out.contains("| responses | off |"), "{out}");
+}
+
 /// `hearth cache verify` without a model on this machine checks the files offline: it never
 /// tries the hub (here an address that refuses connections).
 #[test]

@@ -4,6 +4,10 @@
 //! `hearth bench serve`: the OpenAI server under concurrent load, prefix caching on and off
 //! (see [`run_serve_bench`]); [`client`] is the small HTTP client it drives the server with.
 //!
+//! `hearth bench agent`: a coding agent's loop (a long system prompt, tools, a growing history)
+//! through `/v1/messages` and `/v1/responses`, prefix caching on and off (see
+//! [`run_agent_bench`]).
+//!
 //! `hearth bench disk`: the next turn of a saved conversation after a restart (history read from
 //! its cache file) against the same turn uncached, and cache file read throughput against a
 //! plain read (see [`run_disk_bench`]).
@@ -29,6 +33,7 @@
 //! `repeats` is kept for each, so a noisy machine hurts both alike. The
 //! reported ratio is ours / theirs (above 1 = we are faster).
 
+mod agent;
 mod cache;
 pub mod client;
 mod decode;
@@ -39,6 +44,7 @@ mod grammar;
 mod kv;
 mod serve;
 
+pub use agent::{run_agent_bench, AgentBenchOptions, AgentBenchReport, AgentRun, AgentTurn};
 pub use cache::{run_cache_bench, CacheBenchOptions, CacheBenchReport};
 pub use decode::{run_decode_bench, BenchError, BenchOptions, BenchReport, Throughput};
 pub use devices::{run_device_bench, DeviceBenchOptions, DeviceBenchReport, Divergence, PromptReplies};

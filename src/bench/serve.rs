@@ -164,7 +164,7 @@ impl ServeBenchReport {
 
 /// Text of about `tokens` tokens: random vocabulary pieces, cut to `tokens`
 /// after tokenizing.
-fn random_text(tok: &Tokenizer, tokens: usize, seed: u64) -> Result<String, BenchError> {
+pub(super) fn random_text(tok: &Tokenizer, tokens: usize, seed: u64) -> Result<String, BenchError> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let special: Vec<u32> = tok.stop_ids().iter().copied().chain(tok.bos_id()).collect();
     let vocab = tok.vocab_size() as u32;
@@ -309,14 +309,8 @@ async fn drive(
     bodies: Arc<Vec<serde_json::Value>>,
     concurrency: usize,
 ) -> Result<ServeRun, BenchError> {
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .map_err(|e| BenchError::Serve(format!("cannot bind a loopback port: {e}")))?;
-    let addr = listener.local_addr().map_err(|e| BenchError::Serve(e.to_string()))?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(crate::server::serve(listener, state, async {
-        let _ = stop_rx.await;
-    }));
+    let served = Served::start(state).await?;
+    let addr = served.addr;
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut clients = Vec::new();
@@ -338,8 +332,7 @@ async fn drive(
         outcomes.extend(c.await.map_err(|e| BenchError::Serve(e.to_string()))??);
     }
     let wall = started.elapsed().as_secs_f64();
-    let _ = stop_tx.send(());
-    let _ = server.await;
+    served.stop().await;
     let n = outcomes.len().max(1) as f64;
     let mut ttfts: Vec<f64> = outcomes.iter().map(|o| o.ttft.as_secs_f64() * 1e3).collect();
     ttfts.sort_by(f64::total_cmp);
@@ -357,6 +350,36 @@ async fn drive(
         mean_completion_tokens: sum(|o| o.completion_tokens) / n,
         preemptions: 0,
     })
+}
+
+/// `hearth --headless`'s server on a loopback port, until [`Served::stop`].
+pub(super) struct Served {
+    pub addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Served {
+    pub async fn start(state: AppState) -> Result<Self, BenchError> {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .map_err(|e| BenchError::Serve(format!("cannot bind a loopback port: {e}")))?;
+        let addr = listener.local_addr().map_err(|e| BenchError::Serve(e.to_string()))?;
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let _ = crate::server::serve(listener, state, async {
+                let _ = stop_rx.await;
+            })
+            .await;
+        });
+        Ok(Self { addr, stop, server })
+    }
+
+    /// Stops accepting and waits for the server to end.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.server.await;
+    }
 }
 
 #[cfg(test)]

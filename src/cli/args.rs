@@ -128,6 +128,26 @@ pub enum BenchCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+    /// A coding agent's loop through /v1/messages and /v1/responses: TTFT per turn, caching on and off.
+    Agent {
+        /// A GGUF model; default: the random ~50M-parameter Q8_0 Llama written once into the data dir.
+        #[arg(long = "gguf", value_name = "FILE")]
+        gguf: Option<PathBuf>,
+        /// Requests in the agent's loop.
+        #[arg(long, default_value_t = 8)]
+        turns: usize,
+        #[arg(long, default_value_t = 2048)]
+        system_tokens: usize,
+        /// Tokens of each tool output sent back (and of the first task).
+        #[arg(long, default_value_t = 256)]
+        result_tokens: usize,
+        /// Tokens generated per turn (greedy, exactly this many).
+        #[arg(long, default_value_t = 32)]
+        reply_tokens: usize,
+        /// Also write the results as JSON to this file ("-" for stdout, after the table).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
     /// The disk tier: the next turn after a restart (history from its cache file) vs uncached; cache file read speed.
     Disk {
         /// A GGUF model; default: the random ~50M-parameter Q8_0 Llama written once into the data dir.

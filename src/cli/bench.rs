@@ -67,6 +67,29 @@ pub fn run(settings: &Settings, paths: &AppPaths, which: BenchCommand) -> Result
                 hearth::bench::run_serve_bench(&path, &device, settings, opts)
             })
         }
+        BenchCommand::Agent {
+            gguf,
+            turns,
+            system_tokens,
+            result_tokens,
+            reply_tokens,
+            json,
+        } => {
+            if turns < 2 || result_tokens == 0 || reply_tokens == 0 {
+                bail!("--turns must be at least 2, and --result-tokens and --reply-tokens at least 1");
+            }
+            let opts = hearth::bench::AgentBenchOptions {
+                turns,
+                system_tokens,
+                result_tokens,
+                reply_tokens,
+            };
+            let path = bench_model(paths, gguf)?;
+            let device = select_device(settings.model.device)?;
+            report(format!("benchmarking an agent's loop (4 runs of {turns} turns)"), json, || {
+                hearth::bench::run_agent_bench(&path, &device, settings, opts)
+            })
+        }
         BenchCommand::Disk {
             gguf,
             history_tokens,
