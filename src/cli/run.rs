@@ -54,14 +54,8 @@ impl Split {
         }
     }
 
-    fn push(&mut self, text: &str) -> SplitPiece {
-        match &mut self.stream {
-            Some(s) => s.push(text),
-            None => SplitPiece {
-                reasoning: String::new(),
-                content: text.to_owned(),
-            },
-        }
+    fn push(&mut self, text: String) -> SplitPiece {
+        SplitPiece::of(self.stream.as_mut(), text)
     }
 
     fn finish(&mut self) -> SplitPiece {
@@ -141,7 +135,7 @@ fn generate(
             match stream.blocking_recv() {
                 Some(Event::Token { text, .. }) => {
                     // A closed stdout ends here; dropping the stream cancels the request.
-                    let piece = split.push(&text);
+                    let piece = split.push(text);
                     split.write(&mut out, piece)?;
                 }
                 Some(Event::Done(report)) => {

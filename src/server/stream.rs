@@ -15,6 +15,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future;
 use std::time::Duration;
 
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -31,6 +32,36 @@ use super::{logprobs, ApiError};
 
 /// How often an idle stream sends a comment line.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// A streamed reply as each API's SSE body keeps it (this module's chunks, `/v1/responses`'
+/// and `/v1/messages`' typed events): events ready to send, and the engine's events that
+/// become them.
+pub(super) trait EventSource: Send + 'static {
+    /// The next event ready to send.
+    fn pop(&mut self) -> Option<SseEvent>;
+    /// The request's last event has been turned into ready events.
+    fn finished(&self) -> bool;
+    /// Waits for the request's next event and queues what it becomes.
+    fn next(&mut self) -> impl Future<Output = ()> + Send;
+}
+
+/// The SSE body that sends `source`'s events in order, waiting for more until it has
+/// finished; comment lines keep an idle connection open. Dropping it (the client left) drops
+/// `source`, and with it the request's stream.
+pub(super) fn drain<S: EventSource>(source: S) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let stream = futures_util::stream::unfold(source, |mut s| async move {
+        loop {
+            if let Some(event) = s.pop() {
+                return Some((Ok(event), s));
+            }
+            if s.finished() {
+                return None;
+            }
+            s.next().await;
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
 
 struct State {
     events: RequestStream,
@@ -85,21 +116,19 @@ pub(crate) fn sse(
         ready,
         finished: false,
     };
-    let stream = futures_util::stream::unfold(state, |mut s| async move {
-        loop {
-            if let Some(event) = s.ready.pop_front() {
-                return Some((Ok(event), s));
-            }
-            if s.finished {
-                return None;
-            }
-            s.next().await;
-        }
-    });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    drain(state)
 }
 
-impl State {
+
+impl EventSource for State {
+    fn pop(&mut self) -> Option<SseEvent> {
+        self.ready.pop_front()
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+
     /// Waits for the request's next event and queues what it becomes.
     async fn next(&mut self) {
         match self.events.recv().await {
@@ -167,17 +196,14 @@ impl State {
             None => self.fail(ended_early()),
         }
     }
+}
+
+impl State {
 
     /// A piece of the reply as it can go out now: reasoning apart, and content held while it
     /// may be a tool call.
     fn split(&mut self, text: String) -> SplitPiece {
-        let piece = match &mut self.reasoning {
-            Some(r) => r.push(&text),
-            None => SplitPiece {
-                reasoning: String::new(),
-                content: text,
-            },
-        };
+        let piece = SplitPiece::of(self.reasoning.as_mut(), text);
         self.hold_calls(piece)
     }
 

@@ -187,6 +187,18 @@ pub struct SplitPiece {
 }
 
 impl SplitPiece {
+    /// A piece of a streamed reply as it can go out now: split by `stream` for a model that
+    /// thinks ([`ReasoningStream::push`]), all content otherwise.
+    pub fn of(stream: Option<&mut ReasoningStream>, piece: String) -> Self {
+        match stream {
+            Some(s) => s.push(&piece),
+            None => Self {
+                reasoning: String::new(),
+                content: piece,
+            },
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.reasoning.is_empty() && self.content.is_empty()
     }

@@ -17,22 +17,19 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::time::Duration;
 
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use futures_util::Stream;
 use serde_json::{json, Value};
 
 use crate::engine::{Event, GenerationReport, Reasoning, ReasoningStream, RequestStream, SplitPiece, ToolStream};
 
 use super::super::generation::ended_early;
+use super::super::stream::{drain, EventSource};
 use super::super::params::Plan;
 use super::super::reply::Reply;
 use super::super::ApiError;
 use super::output;
-
-/// How often an idle stream sends a comment line.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Block {
@@ -82,18 +79,30 @@ pub(crate) fn sse(
     });
     state.send("message_start", json!({"message": message}));
     state.send("ping", json!({}));
-    let stream = futures_util::stream::unfold(state, |mut s| async move {
-        loop {
-            if let Some(event) = s.ready.pop_front() {
-                return Some((Ok(event), s));
+    drain(state)
+}
+
+
+impl EventSource for State {
+    fn pop(&mut self) -> Option<SseEvent> {
+        self.ready.pop_front()
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+
+    async fn next(&mut self) {
+        match self.events.recv().await {
+            Some(Event::Token { text, .. }) => {
+                let piece = SplitPiece::of(self.reasoning.as_mut(), text);
+                self.write(piece);
             }
-            if s.finished {
-                return None;
-            }
-            s.next().await;
+            Some(Event::Done(report)) => self.done(&report),
+            Some(Event::Error(e)) => self.fail(e.into()),
+            None => self.fail(ended_early()),
         }
-    });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    }
 }
 
 impl State {
@@ -106,24 +115,6 @@ impl State {
             json!({"type": "error", "error": {"type": "api_error", "message": format!("cannot write an event: {e}")}}).to_string()
         });
         self.ready.push_back(SseEvent::default().event(kind).data(data));
-    }
-
-    async fn next(&mut self) {
-        match self.events.recv().await {
-            Some(Event::Token { text, .. }) => {
-                let piece = match &mut self.reasoning {
-                    Some(r) => r.push(&text),
-                    None => SplitPiece {
-                        reasoning: String::new(),
-                        content: text,
-                    },
-                };
-                self.write(piece);
-            }
-            Some(Event::Done(report)) => self.done(&report),
-            Some(Event::Error(e)) => self.fail(e.into()),
-            None => self.fail(ended_early()),
-        }
     }
 
     fn write(&mut self, piece: SplitPiece) {

@@ -19,21 +19,18 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::time::Duration;
 
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use futures_util::Stream;
 use serde_json::{json, Value};
 
 use crate::engine::{Event, GenerationReport, Message, Reasoning, ReasoningStream, RequestStream, SplitPiece, ToolStream};
 
 use super::super::generation::ended_early;
+use super::super::stream::{drain, EventSource};
 use super::super::params::Plan;
 use super::super::{ApiError, AppState};
 use super::output::{self, Frame, Reply};
-
-/// How often an idle stream sends a comment line.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The item being written.
 #[derive(Debug)]
@@ -92,18 +89,31 @@ pub(crate) fn sse(
     let response = state.frame.response("in_progress", Vec::new(), None, None);
     state.send("response.created", json!({"response": response}));
     state.send("response.in_progress", json!({"response": response}));
-    let stream = futures_util::stream::unfold(state, |mut s| async move {
-        loop {
-            if let Some(event) = s.ready.pop_front() {
-                return Some((Ok(event), s));
+    drain(state)
+}
+
+
+impl EventSource for State {
+    fn pop(&mut self) -> Option<SseEvent> {
+        self.ready.pop_front()
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Waits for the request's next event and queues what it becomes.
+    async fn next(&mut self) {
+        match self.events.recv().await {
+            Some(Event::Token { text, .. }) => {
+                let piece = SplitPiece::of(self.reasoning.as_mut(), text);
+                self.write(piece);
             }
-            if s.finished {
-                return None;
-            }
-            s.next().await;
+            Some(Event::Done(report)) => self.done(&report),
+            Some(Event::Error(e)) => self.fail(e.into()),
+            None => self.fail(ended_early()),
         }
-    });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    }
 }
 
 impl State {
@@ -118,25 +128,6 @@ impl State {
             json!({"type": "error", "message": format!("cannot write an event: {e}")}).to_string()
         });
         self.ready.push_back(SseEvent::default().event(kind).data(data));
-    }
-
-    /// Waits for the request's next event and queues what it becomes.
-    async fn next(&mut self) {
-        match self.events.recv().await {
-            Some(Event::Token { text, .. }) => {
-                let piece = match &mut self.reasoning {
-                    Some(r) => r.push(&text),
-                    None => SplitPiece {
-                        reasoning: String::new(),
-                        content: text,
-                    },
-                };
-                self.write(piece);
-            }
-            Some(Event::Done(report)) => self.done(&report),
-            Some(Event::Error(e)) => self.fail(e.into()),
-            None => self.fail(ended_early()),
-        }
     }
 
     /// Sends a piece of the reply: reasoning to the reasoning item, content (past the tool
