@@ -98,7 +98,7 @@ fn models(dir: &std::path::Path) -> Vec<(String, TinyModelSpec, std::path::PathB
 /// A tiny model of every family with `weights`, written into `dir`. Gemma 3's layer 0 has an
 /// 8-token sliding window, so every prompt here crosses it (cached prefixes included).
 fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyModelSpec, std::path::PathBuf)> {
-    [Family::Llama, Family::Qwen2, Family::Qwen3, Family::Qwen3Moe, Family::Gemma3, Family::Phi3, Family::Mistral3]
+    Family::ALL
         .into_iter()
         .map(|family| {
             let spec = TinyModelSpec::tiny(family, weights);

@@ -83,7 +83,7 @@ fn close(got: &GenerationReport, want: &GenerationReport, what: &str) {
 #[test]
 fn cuda_engine_matches_cpu_from_every_tier() {
     let dir = tempfile::tempdir().unwrap();
-    for family in [Family::Llama, Family::Qwen2, Family::Qwen3, Family::Qwen3Moe, Family::Gemma3, Family::Phi3, Family::Mistral3] {
+    for family in Family::ALL {
         let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
         let path = write_tiny(dir.path(), &spec, &format!("{family:?}.gguf"));
         for dtype in GPU_TYPES {

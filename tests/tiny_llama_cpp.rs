@@ -3,7 +3,9 @@
 //! `llama` with `llama.expert_count`; 8 experts, 2 per token), YaRN rope scaling (a Qwen3
 //! file, factor 4 over an original context of 128), and Phi-3 (`phi3`: fused QKV and gate/up;
 //! LongRoPE's long and short factors with partial rotary), and Ministral 3 (`mistral3`: YaRN
-//! with the file's betas and log multiplier, attention temperature). All Q8_0. (A tiny Gemma 3 file is not
+//! with the file's betas and log multiplier, attention temperature), SmolLM3 (`smollm3`: every
+//! fourth layer without rope) and Granite (`granite`: embedding, attention, residual and logit
+//! multipliers). All Q8_0. (A tiny Gemma 3 file is not
 //! among them: llama.cpp gives it a one-hot distribution, the last prompt token at
 //! probability 1, whatever the prompt, so the real Gemma 3 270M is its reference instead,
 //! `tests/real_llama_cpp.rs`.)
@@ -73,6 +75,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // YaRN with its own betas and log multiplier, attention temperature stepping every 16
         // positions (the longer prompts cross it).
         ("tiny-mistral3-q8_0.gguf", TinyModelSpec::tiny(Family::Mistral3, WeightType::Q8_0)),
+        // Four layers, the fourth without rope.
+        ("tiny-smollm3-q8_0.gguf", TinyModelSpec::tiny(Family::SmolLM3, WeightType::Q8_0)),
+        // Granite's four multipliers, each away from 1 and from what it replaces.
+        ("tiny-granite-q8_0.gguf", TinyModelSpec::tiny(Family::Granite, WeightType::Q8_0)),
     ]
 }
 
@@ -146,5 +152,43 @@ fn tiny_models_match_llama_cpp() {
         assert!(missing_picks.is_empty(), "{name}: greedy picks differ: {missing_picks:?}");
         assert!(seen.compared > 300, "{name}: only {} log-probabilities compared", seen.compared);
         assert!(seen.worst.0 < LOGPROB_TOL, "{}", seen.worst.1);
+    }
+}
+
+/// llama.cpp reads Granite's output and MLP biases as optional; its dense files have none and
+/// hearth does not add them, so a file that has one is refused with the tensor named rather
+/// than run without it.
+#[test]
+fn a_granite_file_with_biases_is_refused() {
+    use candle_core::quantized::gguf_file::{self, Value};
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use candle_core::Tensor;
+    use hearth::model::ModelError;
+
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Granite, WeightType::Q8_0);
+    let plain = dir.path().join("granite.gguf");
+    write_model(&spec, &plain).unwrap();
+    let mut r = std::fs::File::open(&plain).unwrap();
+    let c = gguf_file::Content::read(&mut r).unwrap();
+    let md: Vec<(String, Value)> = c.metadata.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut tensors: Vec<(String, QTensor)> =
+        c.tensor_infos.keys().map(|n| (n.clone(), c.tensor(&mut r, n, &Device::Cpu).unwrap())).collect();
+    let bias = Tensor::zeros(spec.hidden, candle_core::DType::F32, &Device::Cpu).unwrap();
+    tensors.push(("blk.1.attn_output.bias".into(), QTensor::quantize(&bias, GgmlDType::F32).unwrap()));
+    let biased = dir.path().join("biased.gguf");
+    let mut w = std::fs::File::create(&biased).unwrap();
+    let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    gguf_file::write(&mut w, &md_refs, &t_refs).unwrap();
+    drop(w);
+
+    assert!(Transformer::from_gguf(&mut GgufFile::open(&plain).unwrap(), &Device::Cpu, 512).is_ok());
+    match Transformer::from_gguf(&mut GgufFile::open(&biased).unwrap(), &Device::Cpu, 512) {
+        Err(e @ ModelError::UnsupportedTensor { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("\"blk.1.attn_output.bias\" is not supported"), "{msg}");
+        }
+        other => panic!("expected the bias to be refused, got {other:?}"),
     }
 }

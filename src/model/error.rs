@@ -35,6 +35,9 @@ pub enum ModelError {
         actual: Vec<usize>,
         expected: Vec<usize>,
     },
+    /// The file has a tensor of a part of the architecture hearth does not run.
+    #[error("tensor \"{name}\" is not supported: {reason}")]
+    UnsupportedTensor { name: String, reason: String },
     /// The tokenizer could not be built or used.
     #[error("tokenizer: {0}")]
     Tokenizer(String),

@@ -12,6 +12,8 @@
 //! | Qwen3 MoE | `qwen3moe` | NeoX (halves) | no | yes |
 //! | Phi-3, Phi-3.5, Phi-4 | `phi3` | NeoX (halves) | no | no |
 //! | Ministral 3 | `mistral3` | interleaved | no | no |
+//! | SmolLM3 | `smollm3` | interleaved (every fourth layer none) | no | no |
+//! | Granite 3.x (dense) | `granite` | interleaved | no | no |
 //!
 //! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
 //! (gate rows first); they are split at load. Its 128k-context files carry per-frequency
@@ -26,6 +28,18 @@
 //! the file sets, and Llama 4's attention temperature: beyond the original context each query
 //! is multiplied by `1 + scale·ln(⌊pos / original_context⌋ + 1)`
 //! (`attention.temperature_scale`; llama.cpp's `build_inp_attn_scale`).
+//!
+//! SmolLM3 (`smollm3`) is Llama's layer, except that every fourth layer (the 4th, 8th, …)
+//! skips rope ("NoPE": llama.cpp's `n_no_rope_layer_step`, fixed at 4 for this architecture);
+//! its K there carries no position.
+//!
+//! Granite (`granite`, IBM's dense Granite 3.x) is Llama's layer with four multipliers from the
+//! file: the embedding is multiplied by `embedding_scale`, attention scores by
+//! `attention.scale` (in place of `1/√head_dim`), each attention and MLP output by
+//! `residual_scale` before its residual add, and the logits are divided by `logit_scale`
+//! (required, as llama.cpp requires it). `rope.scaling.finetuned = false` turns rope off in
+//! every layer, as in llama.cpp. Granite's mixture-of-experts and hybrid files have
+//! architectures of their own (`granitemoe`, `granitehybrid`) and are not supported.
 //!
 //! Mixture-of-experts layers (Qwen3 MoE, and Mixtral, which llama.cpp writes as `llama`
 //! with `llama.expert_count`) replace the MLP with a router and `expert_count` expert MLPs,
@@ -49,11 +63,13 @@ use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::Value;
 
-use super::gguf::{md_opt_f64, md_opt_str, md_opt_usize, md_str, md_usize};
+use super::gguf::{md_opt_bool, md_opt_f64, md_opt_str, md_opt_usize, md_str, md_usize};
 use super::ModelError;
 
 /// The architecture names hearth accepts in `general.architecture`.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3", "mistral3"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
+    "llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3", "mistral3", "smollm3", "granite",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
@@ -68,9 +84,27 @@ pub enum Family {
     /// Ministral 3 (dense): Llama's layer, YaRN with the file's parameters, attention
     /// temperature.
     Mistral3,
+    /// SmolLM3: Llama's layer; every fourth layer skips rope.
+    SmolLM3,
+    /// Granite 3.x (dense): Llama's layer with embedding, attention, residual and logit
+    /// multipliers.
+    Granite,
 }
 
 impl Family {
+    /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
+    pub const ALL: [Family; 9] = [
+        Self::Llama,
+        Self::Qwen2,
+        Self::Qwen3,
+        Self::Qwen3Moe,
+        Self::Gemma3,
+        Self::Phi3,
+        Self::Mistral3,
+        Self::SmolLM3,
+        Self::Granite,
+    ];
+
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
         match arch {
             "llama" => Ok(Self::Llama),
@@ -80,6 +114,8 @@ impl Family {
             "gemma3" => Ok(Self::Gemma3),
             "phi3" => Ok(Self::Phi3),
             "mistral3" => Ok(Self::Mistral3),
+            "smollm3" => Ok(Self::SmolLM3),
+            "granite" => Ok(Self::Granite),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -97,12 +133,14 @@ impl Family {
             Self::Gemma3 => "gemma3",
             Self::Phi3 => "phi3",
             Self::Mistral3 => "mistral3",
+            Self::SmolLM3 => "smollm3",
+            Self::Granite => "granite",
         }
     }
 
     pub fn rope_style(self) -> RopeStyle {
         match self {
-            Self::Llama | Self::Mistral3 => RopeStyle::Interleaved,
+            Self::Llama | Self::Mistral3 | Self::SmolLM3 | Self::Granite => RopeStyle::Interleaved,
             Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma3 | Self::Phi3 => RopeStyle::Neox,
         }
     }
@@ -179,6 +217,14 @@ pub struct HParams {
     pub sliding: Option<SlidingWindow>,
     /// Ministral 3: queries scaled by position beyond the original context.
     pub attn_temperature: Option<AttnTemperature>,
+    /// One flag per layer, `true` where the layer skips rope (SmolLM3's every fourth; every
+    /// layer of a Granite file with `rope.scaling.finetuned = false`); empty when every layer
+    /// rotates.
+    pub no_rope: Vec<bool>,
+    /// Granite: each attention and MLP output is multiplied by this before its residual add.
+    pub residual_scale: Option<f64>,
+    /// Granite: the logits are divided by this.
+    pub logit_scale: Option<f64>,
 }
 
 /// Llama 4's attention temperature (Ministral 3): the query at position `p` is multiplied by
@@ -233,7 +279,15 @@ impl HParams {
         let s = self.sliding.as_ref()?;
         s.local.get(layer).copied().unwrap_or(false).then_some(s.window)
     }
+
+    /// Whether `layer` applies rope to its queries and keys.
+    pub fn rotates(&self, layer: usize) -> bool {
+        !self.no_rope.get(layer).copied().unwrap_or(false)
+    }
 }
+
+/// SmolLM3: every this-many-th layer skips rope (llama.cpp's `n_no_rope_layer_step`).
+const SMOLLM3_NO_ROPE_STEP: usize = 4;
 
 impl HParams {
     /// Reads the hyper-parameters; `vocab_size` comes from the embedding tensor
@@ -317,19 +371,12 @@ impl HParams {
             (Some(_), None) => 0,
             (None, None) => md_usize(md, &key("feed_forward_length"))?,
         };
-        let (attention_scale, embedding_scale, sliding) = match family {
-            Family::Gemma3 => {
-                // llama.cpp: the 27B (62 layers) scales by hidden / heads (query_pre_attn_scalar).
-                let pre_attn = if layers == 62 { hidden / heads } else { head_dim };
-                let sliding = gemma3_sliding(md, &key, layers)?;
-                (
-                    1.0 / (pre_attn as f64).sqrt(),
-                    Some((hidden as f64).sqrt()),
-                    Some(sliding),
-                )
-            }
-            _ => (1.0 / (head_dim as f64).sqrt(), None, None),
+        let sliding = match family {
+            Family::Gemma3 => Some(gemma3_sliding(md, &key, layers)?),
+            _ => None,
         };
+        let scales = Scales::read(md, &key, family, [hidden, heads, head_dim, layers])?;
+        let no_rope = no_rope_layers(md, &key, family, layers)?;
         Ok(Self {
             family,
             vocab_size,
@@ -347,11 +394,90 @@ impl HParams {
             rope_base: md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_scaling,
             rope_attn_factor: md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0),
-            attention_scale,
-            embedding_scale,
+            attention_scale: scales.attention,
+            embedding_scale: scales.embedding,
             sliding,
             attn_temperature,
+            no_rope,
+            residual_scale: scales.residual,
+            logit_scale: scales.logit,
         })
+    }
+}
+
+/// The family's multipliers: of the attention scores, the embedding, each block's output
+/// before its residual add, and (a divisor) of the logits.
+struct Scales {
+    attention: f64,
+    embedding: Option<f64>,
+    residual: Option<f64>,
+    logit: Option<f64>,
+}
+
+impl Scales {
+    fn read(
+        md: &HashMap<String, Value>,
+        key: &dyn Fn(&str) -> String,
+        family: Family,
+        [hidden, heads, head_dim, layers]: [usize; 4],
+    ) -> Result<Self, ModelError> {
+        let plain = Self {
+            attention: 1.0 / (head_dim as f64).sqrt(),
+            embedding: None,
+            residual: None,
+            logit: None,
+        };
+        Ok(match family {
+            Family::Gemma3 => {
+                // llama.cpp: the 27B (62 layers) scales by hidden / heads (query_pre_attn_scalar).
+                let pre_attn = if layers == 62 { hidden / heads } else { head_dim };
+                Self {
+                    attention: 1.0 / (pre_attn as f64).sqrt(),
+                    embedding: Some((hidden as f64).sqrt()),
+                    ..plain
+                }
+            }
+            Family::Granite => Self {
+                attention: granite_scale(md, key, "attention.scale")?.unwrap_or(plain.attention),
+                embedding: granite_scale(md, key, "embedding_scale")?,
+                residual: granite_scale(md, key, "residual_scale")?,
+                logit: Some(granite_scale(md, key, "logit_scale")?.ok_or_else(|| ModelError::BadMetadata {
+                    key: key("logit_scale"),
+                    reason: "absent or 0, but Granite's logits are divided by it".into(),
+                })?),
+            },
+            _ => plain,
+        })
+    }
+}
+
+/// One flag per layer, `true` where it skips rope: SmolLM3's every fourth layer; every layer of
+/// a Granite file whose `rope.scaling.finetuned` is false (llama.cpp: Granite's rope is on
+/// unless the file says so). Empty when every layer rotates.
+fn no_rope_layers(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    family: Family,
+    layers: usize,
+) -> Result<Vec<bool>, ModelError> {
+    Ok(match family {
+        Family::SmolLM3 => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
+        Family::Granite if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
+        _ => Vec::new(),
+    })
+}
+
+/// One of Granite's multipliers (`{arch}.{name}`): `None` when absent or 0 (llama.cpp's "not
+/// set"); an error when it is not a finite positive number.
+fn granite_scale(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, name: &str) -> Result<Option<f64>, ModelError> {
+    match md_opt_f64(md, &key(name))? {
+        None => Ok(None),
+        Some(0.0) => Ok(None),
+        Some(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
+        Some(v) => Err(ModelError::BadMetadata {
+            key: key(name),
+            reason: format!("{v} must be a positive number"),
+        }),
     }
 }
 
@@ -410,11 +536,11 @@ fn moe_params(
     let experts = match family {
         Family::Qwen3Moe => md_usize(md, &key("expert_count"))?,
         Family::Llama => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
-        Family::Mistral3 => match md_opt_usize(md, &key("expert_count"))? {
+        Family::Mistral3 | Family::SmolLM3 | Family::Granite => match md_opt_usize(md, &key("expert_count"))? {
             Some(n) if n > 0 => {
                 return Err(bad(
                     "expert_count",
-                    format!("{n} experts: mixture-of-experts mistral3 files are not supported"),
+                    format!("{n} experts: mixture-of-experts {} files are not supported", family.arch()),
                 ))
             }
             _ => 0,
@@ -603,5 +729,70 @@ mod tests {
         assert_eq!(hp.attn_temperature, None);
         // Mixture-of-experts mistral3 files are refused with the key named.
         assert_eq!(bad_key(&md("mistral3", &[("expert_count", Value::U32(8))])), "mistral3.expert_count");
+    }
+    #[test]
+    fn every_family_is_one_supported_architecture() {
+        let arches: Vec<&str> = Family::ALL.iter().map(|f| f.arch()).collect();
+        assert_eq!(arches, SUPPORTED_ARCHITECTURES);
+        for f in Family::ALL {
+            assert_eq!(Family::from_arch(f.arch()).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn smollm3_skips_rope_in_every_fourth_layer() {
+        let hp = HParams::from_metadata(&md("smollm3", &[("block_count", Value::U32(9))]), Some(100)).unwrap();
+        let rotating: Vec<bool> = (0..9).map(|l| hp.rotates(l)).collect();
+        assert_eq!(rotating, [true, true, true, false, true, true, true, false, true]);
+        assert_eq!((hp.residual_scale, hp.logit_scale, hp.embedding_scale), (None, None, None));
+        // The other families rotate in every layer.
+        let hp = HParams::from_metadata(&md("llama", &[("block_count", Value::U32(9))]), Some(100)).unwrap();
+        assert!((0..9).all(|l| hp.rotates(l)));
+    }
+
+    #[test]
+    fn granite_reads_its_multipliers() {
+        let scales = [
+            ("logit_scale", Value::F32(8.0)),
+            ("embedding_scale", Value::F32(12.0)),
+            ("residual_scale", Value::F32(0.25)),
+            ("attention.scale", Value::F32(0.0078125)),
+        ];
+        let hp = HParams::from_metadata(&md("granite", &scales), Some(100)).unwrap();
+        assert_eq!(hp.family, Family::Granite);
+        assert_eq!(
+            (hp.logit_scale, hp.embedding_scale, hp.residual_scale, hp.attention_scale),
+            (Some(8.0), Some(12.0), Some(0.25), 0.0078125)
+        );
+        assert!((0..2).all(|l| hp.rotates(l)));
+        // Only the logit scale is required; 0 is llama.cpp's "not set".
+        let hp = HParams::from_metadata(
+            &md("granite", &[("logit_scale", Value::F32(8.0)), ("residual_scale", Value::F32(0.0))]),
+            Some(100),
+        )
+        .unwrap();
+        assert_eq!((hp.embedding_scale, hp.residual_scale, hp.attention_scale), (None, None, 1.0 / 8.0));
+        assert_eq!(bad_key(&md("granite", &[])), "granite.logit_scale");
+        assert_eq!(bad_key(&md("granite", &[("logit_scale", Value::F32(0.0))])), "granite.logit_scale");
+        assert_eq!(
+            bad_key(&md("granite", &[("logit_scale", Value::F32(8.0)), ("residual_scale", Value::F32(-1.0))])),
+            "granite.residual_scale"
+        );
+        assert_eq!(
+            bad_key(&md("granite", &[("logit_scale", Value::F32(f32::NAN))])),
+            "granite.logit_scale"
+        );
+        // `rope.scaling.finetuned = false` turns rope off everywhere.
+        let hp = HParams::from_metadata(
+            &md("granite", &[("logit_scale", Value::F32(8.0)), ("rope.scaling.finetuned", Value::Bool(false))]),
+            Some(100),
+        )
+        .unwrap();
+        assert!((0..2).all(|l| !hp.rotates(l)));
+        // Granite's mixture-of-experts files have an architecture of their own.
+        assert_eq!(
+            bad_key(&md("granite", &[("logit_scale", Value::F32(8.0)), ("expert_count", Value::U32(4))])),
+            "granite.expert_count"
+        );
     }
 }

@@ -283,11 +283,15 @@ impl Transformer {
                 q = norm::rms_norm(&q.contiguous()?, qn, hp.rms_eps as f32)?;
                 k = norm::rms_norm(&k.contiguous()?, kn, hp.rms_eps as f32)?;
             }
-            let mut q = self.rope.apply(&q, cos, sin)?;
+            // SmolLM3's NoPE layers (and Granite without rope) take Q and K as they are.
+            let rotates = hp.rotates(li);
+            if rotates {
+                q = self.rope.apply(&q, cos, sin)?;
+            }
             if let Some(s) = &q_scale {
                 q = q.broadcast_mul(s)?;
             }
-            let k = self.rope.apply(&k, cos, sin)?;
+            let k = if rotates { self.rope.apply(&k, cos, sin)? } else { k };
             let attn = kv.attend(
                 li,
                 &q,
@@ -303,6 +307,9 @@ impl Transformer {
             if let Some(n) = &layer.post_attn_norm {
                 attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
             }
+            if let Some(s) = hp.residual_scale {
+                attn = attn.affine(s, 0.0)?;
+            }
             x = (x + attn)?;
 
             let h = norm::rms_norm(&x, &layer.ffn_norm, hp.rms_eps as f32)?;
@@ -310,8 +317,16 @@ impl Transformer {
             if let Some(n) = &layer.post_ffn_norm {
                 mlp = norm::rms_norm(&mlp, n, hp.rms_eps as f32)?;
             }
+            if let Some(s) = hp.residual_scale {
+                mlp = mlp.affine(s, 0.0)?;
+            }
             x = (x + mlp)?;
         }
+        self.logits(x, batch, which)
+    }
+
+    /// The logits of the rows of `x` (the last layer's output) that `which` selects.
+    fn logits(&self, x: Tensor, batch: &BatchLayout, which: Logits) -> Result<Tensor, ModelError> {
         let x = match which {
             Logits::All => x,
             Logits::LastPerSequence => {
@@ -323,8 +338,13 @@ impl Transformer {
                 x.index_select(&rows, 0)?
             }
         };
-        let x = norm::rms_norm(&x, &self.norm, hp.rms_eps as f32)?;
-        Ok(self.output.forward(&x)?.to_dtype(DType::F32)?)
+        let x = norm::rms_norm(&x, &self.norm, self.hp.rms_eps as f32)?;
+        let logits = self.output.forward(&x)?.to_dtype(DType::F32)?;
+        // Granite divides its logits by `logit_scale`.
+        Ok(match self.hp.logit_scale {
+            Some(s) => logits.affine(1.0 / s, 0.0)?,
+            None => logits,
+        })
     }
 }
 
@@ -405,6 +425,16 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             _ => Ok(None),
         }
     };
+    // Biases llama.cpp reads as optional for Granite; its dense files have none, and hearth
+    // does not add them.
+    for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
+        if file.has_tensor(&n(name)) {
+            return Err(ModelError::UnsupportedTensor {
+                name: n(name),
+                reason: "output and MLP biases are not supported".into(),
+            });
+        }
+    }
     Ok(Layer {
         attn_norm: load_vec(file, &n("attn_norm.weight"), d, device)?,
         attn: Attention {

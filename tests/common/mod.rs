@@ -62,6 +62,9 @@ impl Reference {
             // No candle-transformers model has its YaRN parameters or attention temperature;
             // llama.cpp is its reference (tests/tiny_llama_cpp.rs).
             Family::Mistral3 => panic!("no candle-transformers reference for mistral3"),
+            // Neither has a candle-transformers model (NoPE layers; Granite's multipliers);
+            // llama.cpp is their reference (tests/tiny_llama_cpp.rs).
+            Family::SmolLM3 | Family::Granite => panic!("no candle-transformers reference for {}", family.arch()),
         }
     }
 

@@ -417,3 +417,59 @@ fn tokenizer_config_string_list_and_absent() {
         Err(ModelError::Io { .. })
     ));
 }
+
+/// SmolLM3-3B's template as llama.cpp keeps it (`models/templates/HuggingFaceTB-SmolLM3-3B.jinja`:
+/// Unsloth's edit of the official one, without its tool sections), verbatim.
+const SMOLLM3: &str = include_str!("fixtures/smollm3-3b-unsloth.jinja");
+
+#[test]
+fn smollm3_reasoning_modes_from_kwargs_and_the_system_prompt() {
+    use super::reasoning::{Reasoning, ThinkTags};
+    use super::tools::ToolFormat;
+    let t = template(SMOLLM3, "", "<|im_end|>");
+    assert_eq!(Reasoning::tags_in_template(SMOLLM3), Some(ThinkTags::Think));
+    // No tool section: hearth describes the tools itself.
+    assert_eq!(ToolFormat::of_template(SMOLLM3), ToolFormat::Injected);
+    // Thinking by default: the model opens `<think>` itself.
+    let think = t.render(&msgs(&[("user", "Hi")]), true).unwrap();
+    assert!(think.starts_with("<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: /think\n\n"), "{think}");
+    assert!(think.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"), "{think}");
+    assert!(!Reasoning::for_prompt(ThinkTags::Think, &think).starts_open);
+    // `enable_thinking: false`, or `/no_think` in the system prompt (taken out of it), closes an
+    // empty reasoning in the prompt; earlier replies render with one too.
+    let mut kwargs = TemplateKwargs::new();
+    kwargs.insert("enable_thinking".into(), false.into());
+    let off = t.render_with(&msgs(&[("user", "Hi"), ("assistant", "Hello"), ("user", "Bye")]), &[], &kwargs, true).unwrap();
+    assert!(off.contains("Reasoning Mode: /no_think\n\n"), "{off}");
+    assert!(off.contains("<|im_start|>assistant\n<think>\n\n</think>\nHello<|im_end|>\n"), "{off}");
+    assert!(off.ends_with("<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n"), "{off}");
+    let system = t.render(&msgs(&[("system", "Be brief. /no_think"), ("user", "Hi")]), true).unwrap();
+    assert!(system.contains("Reasoning Mode: /no_think\n\n## Custom Instructions\n\nBe brief.\n\n<|im_end|>\n"), "{system}");
+    assert!(system.ends_with("<think>\n\n</think>\n"), "{system}");
+}
+
+/// Granite 3.3 2B Instruct's template as llama.cpp keeps it
+/// (`models/templates/ibm-granite-granite-3.3-2B-Instruct.jinja`), verbatim.
+const GRANITE33: &str = include_str!("fixtures/granite-3.3-2b-instruct.jinja");
+
+#[test]
+fn granite33_roles_and_default_system_with_todays_date() {
+    use super::tools::ToolFormat;
+    let t = template(GRANITE33, "", "<|end_of_text|>");
+    let out = t.render(&msgs(&[("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello."), ("user", "Bye")]), true).unwrap();
+    assert_eq!(
+        out,
+        "<|start_of_role|>system<|end_of_role|>Be brief.<|end_of_text|>\n\
+         <|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n\
+         <|start_of_role|>assistant<|end_of_role|>Hello.<|end_of_text|>\n\
+         <|start_of_role|>user<|end_of_role|>Bye<|end_of_text|>\n\
+         <|start_of_role|>assistant<|end_of_role|>"
+    );
+    // Without a system message the template writes its own, dated today (`strftime_now`).
+    let out = t.render(&msgs(&[("user", "Hi")]), true).unwrap();
+    assert!(out.starts_with("<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: April 2024. Today's Date: "), "{out}");
+    assert!(out.contains(". You are Granite, developed by IBM. You are a helpful AI assistant.<|end_of_text|>\n"), "{out}");
+    // Its `<|tool_call|>` list is not one of hearth's formats: tools are described and asked for
+    // as Hermes calls (as llama.cpp's generic handler does).
+    assert_eq!(ToolFormat::of_template(GRANITE33), ToolFormat::Injected);
+}

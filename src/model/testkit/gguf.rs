@@ -66,6 +66,16 @@ pub struct TinyLongRope {
     pub attn_factor: f32,
 }
 
+/// Granite's multipliers (`embedding_scale`, `attention.scale`, `residual_scale`,
+/// `logit_scale`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TinyGranite {
+    pub embedding: f32,
+    pub attention: f32,
+    pub residual: f32,
+    pub logit: f32,
+}
+
 /// What to write.
 #[derive(Debug, Clone)]
 pub struct TinyModelSpec {
@@ -94,6 +104,8 @@ pub struct TinyModelSpec {
     pub yarn_extra: Option<(f32, f32, f32)>,
     /// `attention.temperature_scale` (Ministral 3).
     pub attn_temperature_scale: Option<f32>,
+    /// Granite's multipliers.
+    pub granite: Option<TinyGranite>,
     /// Leave out `output.weight` (the output projection is the embedding).
     pub tie_embeddings: bool,
     /// Gemma 3: `attention.sliding_window` and `attention.sliding_window_pattern` (a period:
@@ -115,6 +127,9 @@ impl TinyModelSpec {
             // A byte-level vocabulary, as Phi-4's.
             Family::Phi3 => VocabStyle::Gpt2 { pre: "gpt-2" },
             Family::Mistral3 => VocabStyle::Gpt2 { pre: "tekken" },
+            // Llama 3's tokenizer, as SmolLM3's; Granite 3's StarCoder-like one.
+            Family::SmolLM3 => VocabStyle::Gpt2 { pre: "llama-bpe" },
+            Family::Granite => VocabStyle::Gpt2 { pre: "refact" },
         };
         let mistral3 = family == Family::Mistral3;
         Self {
@@ -122,7 +137,8 @@ impl TinyModelSpec {
             weight_type,
             vocab: TinyVocab::new(style),
             hidden: 256,
-            layers: 2,
+            // SmolLM3: four layers, so that the last skips rope.
+            layers: if family == Family::SmolLM3 { 4 } else { 2 },
             heads: 4,
             kv_heads: 2,
             head_dim: 64,
@@ -138,6 +154,16 @@ impl TinyModelSpec {
             longrope: None,
             yarn_extra: mistral3.then_some((16.0, 2.0, 1.0)),
             attn_temperature_scale: mistral3.then_some(0.1),
+            // Granite: each multiplier away from 1 and from the value it replaces (1/√64 for
+            // the attention scale), so that leaving any one out changes the logits.
+            granite: (family == Family::Granite).then_some(TinyGranite {
+                embedding: 2.0,
+                attention: 0.02,
+                residual: 0.5,
+                logit: 2.5,
+            }),
+            // (SmolLM3 and Granite tie theirs too, but a random tied table makes the last token win
+            // every position: logits of one-hot distributions, nothing to compare.)
             tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma3),
             // Phi-3 writes its fused tensors (`attn_qkv`, `ffn_up` of gate and up) and, like
             // candle-transformers' quantized_phi3 needs, its own output projection.
@@ -174,6 +200,7 @@ impl TinyModelSpec {
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
+            granite: None,
             tie_embeddings: false,
             sliding_window: None,
             moe: None,
@@ -204,6 +231,7 @@ impl TinyModelSpec {
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
+            granite: None,
             tie_embeddings: true,
             sliding_window: None,
             moe: None,
@@ -234,6 +262,7 @@ impl TinyModelSpec {
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
+            granite: None,
             tie_embeddings: false,
             sliding_window: None,
             moe: Some(TinyMoe {
@@ -395,6 +424,12 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     }
     if let Some(t) = spec.attn_temperature_scale {
         md.push((format!("{arch}.attention.temperature_scale"), Value::F32(t)));
+    }
+    if let Some(g) = spec.granite {
+        md.push((format!("{arch}.embedding_scale"), Value::F32(g.embedding)));
+        md.push((format!("{arch}.attention.scale"), Value::F32(g.attention)));
+        md.push((format!("{arch}.residual_scale"), Value::F32(g.residual)));
+        md.push((format!("{arch}.logit_scale"), Value::F32(g.logit)));
     }
     if let Some(l) = &spec.longrope {
         md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(l.original_context)));

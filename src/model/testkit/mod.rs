@@ -16,5 +16,5 @@ pub mod vocab;
 
 #[cfg(any(test, feature = "testkit"))]
 pub use fake_hub::{FakeHub, SeenRequest};
-pub use gguf::{write_model, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
+pub use gguf::{write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
 pub use vocab::{TinyVocab, VocabStyle};
