@@ -243,7 +243,32 @@ pub fn md_usize(md: &HashMap<String, Value>, key: &str) -> Result<usize, ModelEr
 
 /// An optional unsigned integer; present with the wrong type is an error.
 pub fn md_opt_usize(md: &HashMap<String, Value>, key: &str) -> Result<Option<usize>, ModelError> {
-    let Some(v) = md.get(key) else { return Ok(None) };
+    md.get(key).map(|v| usize_of(key, v)).transpose()
+}
+
+/// An optional unsigned integer that a file may also write once per layer, as an array
+/// (llama.cpp's `get_key_or_arr`: Granite 4.0's converter writes `attention.head_count_kv`
+/// so). hearth runs one value in every layer, so the array's values must all be the same.
+pub fn md_opt_per_layer_usize(md: &HashMap<String, Value>, key: &str) -> Result<Option<usize>, ModelError> {
+    let Some(Value::Array(items)) = md.get(key) else {
+        return md_opt_usize(md, key);
+    };
+    let values = items.iter().map(|v| usize_of(key, v)).collect::<Result<Vec<_>, _>>()?;
+    match values.split_first() {
+        Some((&first, rest)) if rest.iter().all(|&v| v == first) => Ok(Some(first)),
+        Some(_) => Err(ModelError::BadMetadata {
+            key: key.to_string(),
+            reason: format!("per-layer values {values:?} differ; hearth runs one value in every layer"),
+        }),
+        None => Err(ModelError::BadMetadata {
+            key: key.to_string(),
+            reason: "an empty array".into(),
+        }),
+    }
+}
+
+/// `v`, the value of `key`, as an unsigned integer of any width.
+fn usize_of(key: &str, v: &Value) -> Result<usize, ModelError> {
     let bad = |reason: &str| ModelError::BadMetadata {
         key: key.to_string(),
         reason: reason.to_string(),
@@ -259,9 +284,7 @@ pub fn md_opt_usize(md: &HashMap<String, Value>, key: &str) -> Result<Option<usi
         Value::I64(x) => *x as i128,
         _ => return Err(bad(&format!("expected an integer, found {:?}", v.value_type()))),
     };
-    usize::try_from(n)
-        .map(Some)
-        .map_err(|_| bad(&format!("{n} is out of range")))
+    usize::try_from(n).map_err(|_| bad(&format!("{n} is out of range")))
 }
 
 /// An optional float (f32 or f64, or an integer).

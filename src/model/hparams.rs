@@ -63,7 +63,7 @@ use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::Value;
 
-use super::gguf::{md_opt_bool, md_opt_f64, md_opt_str, md_opt_usize, md_str, md_usize};
+use super::gguf::{md_opt_bool, md_opt_f64, md_opt_per_layer_usize, md_opt_str, md_opt_usize, md_str, md_usize};
 use super::ModelError;
 
 /// The architecture names hearth accepts in `general.architecture`.
@@ -297,8 +297,10 @@ impl HParams {
         let a = family.arch();
         let key = |k: &str| format!("{a}.{k}");
         let hidden = md_usize(md, &key("embedding_length"))?;
-        let heads = md_usize(md, &key("attention.head_count"))?;
-        let kv_heads = md_opt_usize(md, &key("attention.head_count_kv"))?.unwrap_or(heads);
+        let heads = md_opt_per_layer_usize(md, &key("attention.head_count"))?.ok_or_else(|| ModelError::MissingMetadata {
+            key: key("attention.head_count"),
+        })?;
+        let kv_heads = md_opt_per_layer_usize(md, &key("attention.head_count_kv"))?.unwrap_or(heads);
         let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
         if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 {
             return Err(bad(
@@ -366,7 +368,7 @@ impl HParams {
         };
         let layers = md_usize(md, &key("block_count"))?;
         let moe = moe_params(md, &key, family)?;
-        let ffn = match (&moe, md_opt_usize(md, &key("feed_forward_length"))?) {
+        let ffn = match (&moe, md_opt_per_layer_usize(md, &key("feed_forward_length"))?) {
             (_, Some(f)) => f,
             (Some(_), None) => 0,
             (None, None) => md_usize(md, &key("feed_forward_length"))?,
@@ -793,6 +795,29 @@ mod tests {
         assert_eq!(
             bad_key(&md("granite", &[("logit_scale", Value::F32(8.0)), ("expert_count", Value::U32(4))])),
             "granite.expert_count"
+        );
+    }
+    #[test]
+    fn head_counts_may_be_written_per_layer_when_every_layer_has_the_same() {
+        let per_layer = |v: &[u32]| Value::Array(v.iter().map(|&x| Value::U32(x)).collect());
+        // Granite 4.0's converter writes the K/V heads once per layer.
+        let hp = HParams::from_metadata(
+            &md(
+                "granite",
+                &[("logit_scale", Value::F32(8.0)), ("attention.head_count_kv", per_layer(&[2, 2]))],
+            ),
+            Some(100),
+        )
+        .unwrap();
+        assert_eq!((hp.heads, hp.kv_heads), (4, 2));
+        assert_eq!(
+            bad_key(&md("llama", &[("attention.head_count_kv", per_layer(&[2, 4]))])),
+            "llama.attention.head_count_kv"
+        );
+        assert_eq!(bad_key(&md("llama", &[("attention.head_count_kv", per_layer(&[]))])), "llama.attention.head_count_kv");
+        assert_eq!(
+            bad_key(&md("llama", &[("feed_forward_length", Value::Array(vec![Value::String("x".into())]))])),
+            "llama.feed_forward_length"
         );
     }
 }

@@ -473,3 +473,48 @@ fn granite33_roles_and_default_system_with_todays_date() {
     // as Hermes calls (as llama.cpp's generic handler does).
     assert_eq!(ToolFormat::of_template(GRANITE33), ToolFormat::Injected);
 }
+
+/// Granite 4.0's template as llama.cpp keeps it (`models/templates/ibm-granite-granite-4.0.jinja`),
+/// verbatim: Hermes-style `<tool_call>` blocks. Granite 4.0 Micro, its dense model, is a
+/// `granite` file.
+const GRANITE40: &str = include_str!("fixtures/granite-4.0.jinja");
+
+#[test]
+fn granite40_writes_hermes_calls_and_renders_them_back() {
+    use super::tools::{Tool, ToolFormat};
+    assert_eq!(ToolFormat::of_template(GRANITE40), ToolFormat::Hermes);
+    let t = template(GRANITE40, "", "<|end_of_text|>");
+    let weather = Tool {
+        name: "weather".into(),
+        description: Some("The weather in a city.".into()),
+        parameters: serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+    };
+    // What the model writes in that shape parses back into the call (its arguments as compact
+    // JSON text, as OpenAI returns them) ...
+    let written = "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    let parsed = ToolFormat::Hermes.parse(written).unwrap();
+    assert_eq!((parsed.calls[0].name.as_str(), parsed.calls[0].arguments.as_str()), ("weather", "{\"city\":\"Paris\"}"));
+    // ... and, sent back in the history, renders as the model wrote it.
+    let mut call = Message::assistant("");
+    call.tool_calls = vec![ToolCall {
+        id: "c1".into(),
+        name: "weather".into(),
+        arguments: parsed.calls[0].arguments.clone(),
+    }];
+    let mut result = Message::new(Role::parse("tool"), "sunny");
+    result.tool_call_id = Some("c1".into());
+    let out = t
+        .render_with_tools(&[Message::user("Weather in Paris?"), call, result], &[weather.to_json()], true)
+        .unwrap();
+    assert!(
+        out.starts_with("<|start_of_role|>system<|end_of_role|>You are a helpful assistant with access to the following tools."),
+        "{out}"
+    );
+    assert!(out.contains("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"weather\""), "{out}");
+    let expected = format!(
+        "<|start_of_role|>assistant<|end_of_role|>{written}<|end_of_text|>\n\
+         <|start_of_role|>user<|end_of_role|>\n<tool_response>\nsunny\n</tool_response><|end_of_text|>\n\
+         <|start_of_role|>assistant<|end_of_role|>"
+    );
+    assert!(out.ends_with(&expected), "{out}");
+}
