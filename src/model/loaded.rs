@@ -193,7 +193,7 @@ impl LoadedModel {
         let rendered = if tools.is_empty() {
             self.chat_template.render_with(messages, &[], kwargs, true)?
         } else {
-            let messages = format.prepare(messages, tools);
+            let messages = format.prepare(messages, tools, self.chat_template.source());
             let listed: Vec<serde_json::Value> = match format {
                 ToolFormat::Injected => Vec::new(),
                 _ => tools.iter().map(Tool::to_json).collect(),

@@ -8,7 +8,9 @@
 //!
 //! Formats:
 //! - [`ToolFormat::Hermes`]: `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`,
-//!   any number of them, text around them allowed (Qwen 2.5/3, Hermes, SmolLM3 templates).
+//!   any number of them, text around them allowed (Qwen 2.5/3, Hermes, SmolLM3, Granite 4.0
+//!   templates). A template that asks for them but renders no `tool_calls` back (SmolLM3's)
+//!   gets earlier calls written into their turn's content ([`ToolFormat::prepare`]).
 //! - [`ToolFormat::Json`]: the whole reply is `{"name": ..., "parameters": {...}}` (or
 //!   `"arguments"`), or a list of them (Llama 3.1–3.3's templates, which answer tools with
 //!   `ipython` turns).
@@ -190,25 +192,28 @@ impl ToolFormat {
         }
     }
 
-    /// `messages` as this format's template should see them: for [`ToolFormat::Injected`], the
-    /// tools described in the system message and earlier calls and results written as text;
-    /// the others render `tools` and the messages as they are.
-    pub fn prepare(self, messages: &[Message], tools: &[Tool]) -> Vec<Message> {
-        if self != Self::Injected {
-            return messages.to_vec();
+    /// `messages` as this format's template (`template`, its source) should see them: for
+    /// [`ToolFormat::Injected`], the tools described in the system message and earlier calls and
+    /// results written as text; for a Hermes template that writes calls but renders no
+    /// `tool_calls` back (SmolLM3's: an assistant turn is its content alone), earlier calls
+    /// written into their turn's content as the model wrote them, so the model sees them and
+    /// the prompt repeats its tokens; the others render `tools` and the messages as they are.
+    pub fn prepare(self, messages: &[Message], tools: &[Tool], template: &str) -> Vec<Message> {
+        match self {
+            Self::Injected => {}
+            Self::Hermes if !template.contains("tool_calls") => {
+                let mut out = messages.to_vec();
+                out.iter_mut().for_each(calls_into_content);
+                return out;
+            }
+            _ => return messages.to_vec(),
         }
         let mut out: Vec<Message> = Vec::with_capacity(messages.len() + 1);
         let described = describe_tools(tools);
         for m in messages {
             let mut m = m.clone();
             if !m.tool_calls.is_empty() {
-                let calls = hermes_text(&m.tool_calls);
-                m.content = if m.content.is_empty() {
-                    calls
-                } else {
-                    format!("{}\n{calls}", m.content)
-                };
-                m.tool_calls.clear();
+                calls_into_content(&mut m);
             } else if m.role.is_tool() {
                 let response = format!("<tool_response>\n{}\n</tool_response>", m.content);
                 // Results in a row are one user turn (templates that insist on alternating
@@ -272,6 +277,20 @@ fn named_call_grammar(tools: &[Tool], markers: CallMarkers) -> String {
 }
 
 /// The Hermes text of earlier calls (what the model would have written).
+/// `m`'s calls, if any, written after its content in the Hermes format.
+fn calls_into_content(m: &mut Message) {
+    if m.tool_calls.is_empty() {
+        return;
+    }
+    let calls = hermes_text(&m.tool_calls);
+    m.content = if m.content.is_empty() {
+        calls
+    } else {
+        format!("{}\n{calls}", m.content)
+    };
+    m.tool_calls.clear();
+}
+
 fn hermes_text(calls: &[super::ToolCall]) -> String {
     calls
         .iter()
@@ -665,7 +684,7 @@ mod tests {
         });
         let mut result = Message::new(Role::parse("tool"), "sunny");
         result.tool_call_id = Some("call_1".into());
-        let msgs = ToolFormat::Injected.prepare(&[Message::user("hi"), call, result.clone(), result], &[tool("weather")]);
+        let msgs = ToolFormat::Injected.prepare(&[Message::user("hi"), call, result.clone(), result], &[tool("weather")], "");
         assert_eq!(msgs.len(), 4, "two results in a row are one turn: {msgs:?}");
         assert_eq!(msgs[3].content, "<tool_response>\nsunny\n</tool_response>\n<tool_response>\nsunny\n</tool_response>");
         assert_eq!(msgs[0].role, Role::System);
@@ -675,6 +694,30 @@ mod tests {
             "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
         );
         assert_eq!(msgs[3].role, Role::User);
+    }
+
+    #[test]
+    fn a_hermes_template_that_renders_no_calls_gets_them_in_the_content() {
+        // SmolLM3's official template offers tools and asks for `<tool_call>` blocks, but
+        // renders an assistant turn as its content alone (and a tool result as a user turn).
+        let smol_like = "{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content if m.content is string else '' }}<|im_end|>\n{%- endfor -%}\
+                         {%- if tools %}For each function call, return <tool_call></tool_call>{% endif -%}";
+        assert_eq!(ToolFormat::of_template(smol_like), ToolFormat::Hermes);
+        let mut thinking = call("call_1");
+        thinking.content = "Let me look.".into();
+        let mut result = Message::new(Role::parse("tool"), "sunny");
+        result.tool_call_id = Some("call_1".into());
+        let history = [Message::user("hi"), thinking, result.clone()];
+        let msgs = ToolFormat::Hermes.prepare(&history, &[tool("weather")], smol_like);
+        assert_eq!(
+            msgs[1].content,
+            "Let me look.\n<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+        );
+        assert!(msgs[1].tool_calls.is_empty());
+        assert_eq!((msgs.len(), &msgs[2]), (3, &result), "results and the rest stay as they are");
+        // A template that renders `tool_calls` itself (Qwen's) gets the messages as they are.
+        let qwen = include_str!("fixtures/qwen2.5-instruct.jinja");
+        assert_eq!(ToolFormat::Hermes.prepare(&history, &[tool("weather")], qwen), history.to_vec());
     }
 
     fn call(id: &str) -> Message {
