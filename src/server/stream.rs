@@ -119,7 +119,6 @@ pub(crate) fn sse(
     drain(state)
 }
 
-
 impl EventSource for State {
     fn pop(&mut self) -> Option<SseEvent> {
         self.ready.pop_front()
