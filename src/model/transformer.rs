@@ -425,8 +425,9 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             _ => Ok(None),
         }
     };
-    // Biases llama.cpp reads as optional for Granite; its dense files have none, and hearth
-    // does not add them.
+    // Output and MLP biases: no supported family's files have them (llama.cpp reads them as
+    // optional for Granite and Ministral 3, whose files have none) and the forward does not
+    // add them, so a file that has one is refused rather than run without it.
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
         if file.has_tensor(&n(name)) {
             return Err(ModelError::UnsupportedTensor {

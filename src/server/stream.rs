@@ -198,7 +198,6 @@ impl EventSource for State {
 }
 
 impl State {
-
     /// A piece of the reply as it can go out now: reasoning apart, and content held while it
     /// may be a tool call.
     fn split(&mut self, text: String) -> SplitPiece {

@@ -276,7 +276,6 @@ fn named_call_grammar(tools: &[Tool], markers: CallMarkers) -> String {
     format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
 }
 
-/// The Hermes text of earlier calls (what the model would have written).
 /// `m`'s calls, if any, written after its content in the Hermes format.
 fn calls_into_content(m: &mut Message) {
     if m.tool_calls.is_empty() {
@@ -291,6 +290,7 @@ fn calls_into_content(m: &mut Message) {
     m.tool_calls.clear();
 }
 
+/// The Hermes text of earlier calls (what the model would have written).
 fn hermes_text(calls: &[super::ToolCall]) -> String {
     calls
         .iter()
