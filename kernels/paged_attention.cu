@@ -48,6 +48,7 @@ __device__ __forceinline__ float warp_sum(float x) {
 //   token_seq:  [tokens] which sequence each query token belongs to
 //   token_pos:  [tokens] its position; it attends to positions 0 ..= pos
 //   window:     0, or a sliding window: it attends to positions pos - window + 1 ..= pos only
+//   softcap:    0, or a soft cap c: each scaled score s becomes c * tanh(s / c) (Gemma 2)
 // grid: (tokens, heads); block: whole warps (e.g. 256 threads), head_dim <= 32 * MAX_DPL.
 // dynamic shared memory: warps * (2 + head_dim) floats.
 //
@@ -60,7 +61,7 @@ template <typename T>
 __device__ void paged_attention(float *out, const float *q, const T *pool, const uint32_t *tables,
                                 const uint32_t *token_seq, const uint32_t *token_pos, int max_blocks, int layer,
                                 int layers, int block_size, int kv_heads, int head_dim, int heads, float scale,
-                                int window) {
+                                int window, float softcap) {
     extern __shared__ float smem[];
     const int warps = blockDim.x / 32;
     const int warp = threadIdx.x / 32;
@@ -97,6 +98,7 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
             if (i < head_dim) s += qv[j] * to_float(kp[i]);
         }
         s = warp_sum(s);
+        if (softcap > 0.f) s = softcap * tanhf(s / softcap);
         const float m_new = fmaxf(m, s);
         const float c = __expf(m - m_new);
         const float w = __expf(s - m_new);
@@ -141,9 +143,9 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
     extern "C" __global__ void paged_attention_##SUFFIX(                                                         \
         float *out, const float *q, const T *pool, const uint32_t *tables, const uint32_t *token_seq,                   \
         const uint32_t *token_pos, int max_blocks, int layer, int layers, int block_size, int kv_heads,          \
-        int head_dim, int heads, float scale, int window) {                                                      \
+        int head_dim, int heads, float scale, int window, float softcap) {                                       \
         paged_attention<T>(out, q, pool, tables, token_seq, token_pos, max_blocks, layer, layers, block_size,   \
-                           kv_heads, head_dim, heads, scale, window);                                            \
+                           kv_heads, head_dim, heads, scale, window, softcap);                                   \
     }
 
 INSTANTIATE(float, f32)

@@ -8,7 +8,9 @@ For each model (Q8_0, written by hearth's testkit: a `qwen3moe` and a Mixtral-la
 file with 8 experts, 2 per token; a Qwen3 file with YaRN rope scaling; Phi-3 files, plain and
 with LongRoPE factors and partial rotary, whose context of 512 picks the long factors in one
 and the short in the other; a Ministral 3 file with YaRN and attention temperature; a SmolLM3
-file whose fourth layer skips rope; a Granite file with its four multipliers), llama-server with K/V f32 and flash attention
+file whose fourth layer skips rope; a Granite file with its four multipliers; a Gemma 2 file
+with soft caps on attention scores and logits and a local first layer), llama-server with K/V
+f32 and flash attention
 off (so f32 is really f32) decodes 24 greedy tokens after each of a few fixed token-id prompts
 (`ignore_eos`), one request per position, and reports the top 10 log-probabilities at each
 (where llama-server gives them; see `step`): teacher-forced on llama.cpp's own tokens, which is
@@ -32,7 +34,8 @@ from llama_server import post, start, version
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf", "tiny-qwen3-yarn-q8_0.gguf",
           "tiny-phi3-q8_0.gguf", "tiny-phi3-longrope-long-q8_0.gguf", "tiny-phi3-longrope-short-q8_0.gguf",
-          "tiny-mistral3-q8_0.gguf", "tiny-smollm3-q8_0.gguf", "tiny-granite-q8_0.gguf"]
+          "tiny-mistral3-q8_0.gguf", "tiny-smollm3-q8_0.gguf", "tiny-granite-q8_0.gguf",
+          "tiny-gemma2-q8_0.gguf"]
 
 
 def prompts():

@@ -84,10 +84,12 @@ fn paged_attention_matches_the_cpu_store() {
                 let q = mk(t * heads * head_dim, seed, (t, heads, head_dim));
                 let k = mk(t * kv_heads * head_dim, seed + 100, (t, kv_heads, head_dim));
                 let v = mk(t * kv_heads * head_dim, seed + 200, (t, kv_heads, head_dim));
-                // Layer 0 is a sliding-window layer (Gemma 3's local layers), layer 1 global.
+                // Layer 0 is a sliding-window layer (Gemma's local layers), layer 1 global; from
+                // the second step on, scores are soft-capped (Gemma 2) at a cap that bends them.
                 let how = Attend {
                     scale: 1.0 / (head_dim as f64).sqrt(),
                     window: (layer == 0).then_some(19),
+                    softcap: (s > 0).then_some(0.3),
                 };
                 let expect = PagedKvBatch::new(&mut cpu_pool, l, tables.clone())
                     .attend(layer, &q, &k, &v, &batch, how)

@@ -4,8 +4,9 @@
 //! barriers, shared memory poisoned with NaN), and given the arguments the CUDA store launches
 //! with (`hearth::ops::kernel_args`). Against the CPU store, the reference, as
 //! `tests/cuda_kernels.rs` does on a GPU: packed prefill chunks over cached prefixes and decode
-//! steps through scattered block tables, GQA, heads of 64 and 256, a sliding-window layer, K/V
-//! as f32, f16 and bf16; the outputs agree and both pools hold the same bytes.
+//! steps through scattered block tables, GQA, heads of 64 and 256, a sliding-window layer,
+//! soft-capped scores (Gemma 2), K/V as f32, f16 and bf16; the outputs agree and both pools
+//! hold the same bytes.
 //!
 //! What this cannot see: anything of the real device (memory ordering between warps, the real
 //! `__expf`, launch limits, streams). It tests the kernels' indexing, their math and the
@@ -105,12 +106,22 @@ impl Emulator {
     }
 
     /// `write_kv` then `paged_attention`, as `CudaPagedKvBatch::attend` launches them.
-    fn attend(&mut self, layer: usize, q: &[f32], k: &[f32], v: &[f32], args: &KernelArgs, scale: f32) -> Vec<f32> {
+    #[allow(clippy::too_many_arguments)]
+    fn attend(
+        &mut self,
+        layer: usize,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        args: &KernelArgs,
+        scale: f32,
+        softcap: Option<f32>,
+    ) -> Vec<f32> {
         let t = args.slots.len();
         let seqs = args.tables.len() / args.max_blocks;
         let mut cmd = Vec::new();
         put_i32(&mut cmd, &[1, layer as i32, t as i32, seqs as i32, args.max_blocks as i32, args.window]);
-        put_f32(&mut cmd, &[scale]);
+        put_f32(&mut cmd, &[scale, softcap.unwrap_or(0.0)]);
         put_u32(&mut cmd, &[attention_shared_bytes(THREADS, self.layout.head_dim)]);
         for xs in [&args.slots, &args.tables, &args.token_seq, &args.token_pos] {
             put_u32(&mut cmd, xs);
@@ -180,10 +191,12 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
                     rand_vec(t * kv_heads * head_dim, seed + 200),
                 );
                 let tensor = |x: &[f32], h: usize| Tensor::from_vec(x.to_vec(), (t, h, head_dim), &Device::Cpu).unwrap();
-                // Layer 0 is a sliding-window layer (Gemma 3's local layers), layer 1 global.
+                // Layer 0 is a sliding-window layer (Gemma's local layers), layer 1 global; from
+                // the second step on, scores are soft-capped (Gemma 2) at a cap that bends them.
                 let how = Attend {
                     scale: 1.0 / (head_dim as f64).sqrt(),
                     window: (layer == 0).then_some(5),
+                    softcap: (s > 0).then_some(0.3),
                 };
                 let expect: Vec<f32> = PagedKvBatch::new(&mut cpu_pool, l, tables.clone())
                     .attend(layer, &tensor(&q, heads), &tensor(&k, kv_heads), &tensor(&v, kv_heads), &batch, how)
@@ -193,7 +206,7 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
                     .to_vec1()
                     .unwrap();
                 let args = KernelArgs::new(&l, &batch, &tables, blocks, how.window).unwrap();
-                let got = emu.attend(layer, &q, &k, &v, &args, how.scale as f32);
+                let got = emu.attend(layer, &q, &k, &v, &args, how.scale as f32, how.softcap);
                 let what = format!("{dtype} bs {block_size} heads {heads}/{kv_heads}x{head_dim} step {s} layer {layer}");
                 let bad = got.iter().filter(|x| !x.is_finite()).count();
                 assert_eq!(bad, 0, "{what}: {bad} outputs not finite (a read of unwritten shared memory?)");

@@ -8,6 +8,7 @@
 //! | Llama (2, 3.x, Mistral, SmolLM2, TinyLlama) | `llama` | interleaved | no | no |
 //! | Qwen2 / Qwen2.5 | `qwen2` | NeoX (halves) | yes | no |
 //! | Qwen3 | `qwen3` | NeoX (halves) | no | yes |
+//! | Gemma 2 | `gemma2` | NeoX (halves) | no | no |
 //! | Gemma 3 | `gemma3` | NeoX (halves) | no | yes |
 //! | Qwen3 MoE | `qwen3moe` | NeoX (halves) | no | yes |
 //! | Phi-3, Phi-3.5, Phi-4 | `phi3` | NeoX (halves) | no | no |
@@ -55,6 +56,14 @@
 //! else 10 000; queries scaled by `1/√head_dim`, except the 62-layer 27B
 //! (`query_pre_attn_scalar` = hidden / heads). `attention.sliding_window` itself is required.
 //!
+//! Gemma 2 (`gemma2`) is Gemma 3's layer without the q/k norms, with local and global layers
+//! alternating (`attention.sliding_window_pattern`, else a period of 2: even layers local;
+//! `attention.sliding_window`, else 4,096; local layers on `rope.freq_base_swa`, else the
+//! global base and scaling, as llama.cpp's `src/models/gemma2.cpp`), and two soft caps: every
+//! attention score `s` becomes `c · tanh(s / c)` with `c = attn_logit_softcapping` (else 50)
+//! before the softmax, and every logit likewise with `final_logit_softcapping` (else 30). Its
+//! 27B (46 layers) scales queries by `1/√(hidden / heads)`.
+//!
 //! The rope pairing follows llama.cpp's `llama_model_rope_type`: its converter
 //! permutes Llama's Q/K rows so that rotation pairs are adjacent (`LLAMA_ROPE_TYPE_NORM`),
 //! while Qwen checkpoints are stored unpermuted and rotate halves (`NEOX`).
@@ -68,7 +77,7 @@ use super::ModelError;
 
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
-    "llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3", "mistral3", "smollm3", "granite",
+    "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +87,8 @@ pub enum Family {
     Qwen3,
     /// Qwen3's attention with mixture-of-experts MLPs (Qwen3-30B-A3B, 235B-A22B).
     Qwen3Moe,
+    /// Gemma 2: Gemma 3's layer without q/k norms; soft-capped attention scores and logits.
+    Gemma2,
     Gemma3,
     /// Phi-3, Phi-3.5 and Phi-4 (dense): fused QKV and gate/up tensors, LongRoPE factors.
     Phi3,
@@ -93,11 +104,12 @@ pub enum Family {
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 9] = [
+    pub const ALL: [Family; 10] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
         Self::Qwen3Moe,
+        Self::Gemma2,
         Self::Gemma3,
         Self::Phi3,
         Self::Mistral3,
@@ -111,6 +123,7 @@ impl Family {
             "qwen2" => Ok(Self::Qwen2),
             "qwen3" => Ok(Self::Qwen3),
             "qwen3moe" => Ok(Self::Qwen3Moe),
+            "gemma2" => Ok(Self::Gemma2),
             "gemma3" => Ok(Self::Gemma3),
             "phi3" => Ok(Self::Phi3),
             "mistral3" => Ok(Self::Mistral3),
@@ -130,6 +143,7 @@ impl Family {
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
             Self::Qwen3Moe => "qwen3moe",
+            Self::Gemma2 => "gemma2",
             Self::Gemma3 => "gemma3",
             Self::Phi3 => "phi3",
             Self::Mistral3 => "mistral3",
@@ -141,7 +155,7 @@ impl Family {
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Self::Llama | Self::Mistral3 | Self::SmolLM3 | Self::Granite => RopeStyle::Interleaved,
-            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma3 | Self::Phi3 => RopeStyle::Neox,
+            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma2 | Self::Gemma3 | Self::Phi3 => RopeStyle::Neox,
         }
     }
 }
@@ -225,6 +239,10 @@ pub struct HParams {
     pub residual_scale: Option<f64>,
     /// Granite: the logits are divided by this.
     pub logit_scale: Option<f64>,
+    /// Gemma 2: attention scores are soft-capped at this ([`crate::ops::Attend::softcap`]).
+    pub attn_softcap: Option<f64>,
+    /// Gemma 2: each logit `z` becomes `c · tanh(z / c)` with this `c`.
+    pub final_softcap: Option<f64>,
 }
 
 /// Llama 4's attention temperature (Ministral 3): the query at position `p` is multiplied by
@@ -257,7 +275,7 @@ pub struct MoeParams {
     pub expert_ffn: usize,
 }
 
-/// Gemma 3's local layers.
+/// Gemma's local layers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlidingWindow {
     /// A local layer's query at position `p` attends to positions `p - window + 1 ..= p`
@@ -267,11 +285,34 @@ pub struct SlidingWindow {
     pub local: Vec<bool>,
     /// The rope base of the local layers.
     pub rope_base: f64,
+    /// Whether the local layers take the file's rope scaling too (Gemma 2, as llama.cpp's
+    /// `rope_freq_scale_train_swa`); Gemma 3's rotate unscaled.
+    pub rope_scaled: bool,
 }
 
-/// Gemma 3's published values where its GGUFs leave them out (as llama.cpp assumes them).
-const GEMMA3_SLIDING_PERIOD: usize = 6;
-const GEMMA3_LOCAL_ROPE_BASE: f64 = 10_000.0;
+/// What a family assumes where its GGUFs leave the sliding window's keys out (as llama.cpp
+/// does).
+struct SlidingDefaults {
+    /// `attention.sliding_window`; `None`: the key is required.
+    window: Option<usize>,
+    /// `attention.sliding_window_pattern`.
+    period: usize,
+    /// `rope.freq_base_swa`.
+    rope_base: f64,
+    rope_scaled: bool,
+}
+
+/// Gemma 3's published values: five local layers then a global one, local rope base 10 000.
+const GEMMA3_SLIDING: SlidingDefaults = SlidingDefaults {
+    window: None,
+    period: 6,
+    rope_base: 10_000.0,
+    rope_scaled: false,
+};
+
+/// Gemma 2's soft caps where its GGUFs leave them out (llama.cpp's defaults).
+const GEMMA2_ATTN_SOFTCAP: f64 = 50.0;
+const GEMMA2_FINAL_SOFTCAP: f64 = 30.0;
 
 impl HParams {
     /// The attention window of `layer`: `Some(n)` for a local layer, `None` for a global one.
@@ -373,10 +414,24 @@ impl HParams {
             (Some(_), None) => 0,
             (None, None) => md_usize(md, &key("feed_forward_length"))?,
         };
+        let rope_base = md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0);
         let sliding = match family {
-            Family::Gemma3 => Some(gemma3_sliding(md, &key, layers)?),
+            Family::Gemma3 => Some(sliding_window(md, &key, layers, GEMMA3_SLIDING)?),
+            // llama.cpp: a window of 4,096, even layers local, the global base and scaling.
+            Family::Gemma2 => Some(sliding_window(
+                md,
+                &key,
+                layers,
+                SlidingDefaults {
+                    window: Some(4096),
+                    period: 2,
+                    rope_base,
+                    rope_scaled: true,
+                },
+            )?),
             _ => None,
         };
+        let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;
         let scales = Scales::read(md, &key, family, [hidden, heads, head_dim, layers])?;
         let no_rope = no_rope_layers(md, &key, family, layers)?;
         Ok(Self {
@@ -393,7 +448,7 @@ impl HParams {
             context_length,
             rope_original_context,
             rms_eps: md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
-            rope_base: md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0),
+            rope_base,
             rope_scaling,
             rope_attn_factor: md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0),
             attention_scale: scales.attention,
@@ -403,6 +458,8 @@ impl HParams {
             no_rope,
             residual_scale: scales.residual,
             logit_scale: scales.logit,
+            attn_softcap,
+            final_softcap,
         })
     }
 }
@@ -430,9 +487,11 @@ impl Scales {
             logit: None,
         };
         Ok(match family {
-            Family::Gemma3 => {
-                // llama.cpp: the 27B (62 layers) scales by hidden / heads (query_pre_attn_scalar).
-                let pre_attn = if layers == 62 { hidden / heads } else { head_dim };
+            Family::Gemma2 | Family::Gemma3 => {
+                // llama.cpp: the 27Bs (Gemma 2's 46 layers, Gemma 3's 62) scale by hidden / heads
+                // (query_pre_attn_scalar).
+                let big = if family == Family::Gemma2 { 46 } else { 62 };
+                let pre_attn = if layers == big { hidden / heads } else { head_dim };
                 Self {
                     attention: 1.0 / (pre_attn as f64).sqrt(),
                     embedding: Some((hidden as f64).sqrt()),
@@ -582,20 +641,25 @@ fn moe_params(
     }))
 }
 
-/// Gemma 3's sliding-window layers from `{arch}.attention.sliding_window` (required) and
-/// the optional pattern and local rope base (see the module docs).
-fn gemma3_sliding(
+/// Gemma's sliding-window layers from `{arch}.attention.sliding_window`, the pattern and the
+/// local rope base, each the family's default where the file leaves it out (see the module
+/// docs).
+fn sliding_window(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
     layers: usize,
+    defaults: SlidingDefaults,
 ) -> Result<SlidingWindow, ModelError> {
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
-    let window = md_usize(md, &key("attention.sliding_window"))?;
+    let window = match defaults.window {
+        None => md_usize(md, &key("attention.sliding_window"))?,
+        Some(w) => md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(w),
+    };
     if window == 0 {
         return Err(bad("attention.sliding_window", "a window of 0 positions".into()));
     }
     let local = match md.get(&key("attention.sliding_window_pattern")) {
-        None => period_pattern(GEMMA3_SLIDING_PERIOD, layers),
+        None => period_pattern(defaults.period, layers),
         Some(Value::Array(flags)) => {
             let flags: Option<Vec<bool>> = flags
                 .iter()
@@ -625,12 +689,35 @@ fn gemma3_sliding(
             period_pattern(period, layers)
         }
     };
-    let rope_base = md_opt_f64(md, &key("rope.freq_base_swa"))?.unwrap_or(GEMMA3_LOCAL_ROPE_BASE);
+    let rope_base = md_opt_f64(md, &key("rope.freq_base_swa"))?.unwrap_or(defaults.rope_base);
     Ok(SlidingWindow {
         window,
         local,
         rope_base,
+        rope_scaled: defaults.rope_scaled,
     })
+}
+
+/// Gemma 2's soft caps on attention scores and on logits: the file's
+/// `attn_logit_softcapping` and `final_logit_softcapping`, else llama.cpp's 50 and 30; an
+/// error naming the key when one is not a positive number. None for the other families.
+fn softcaps(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, family: Family) -> Result<[Option<f64>; 2], ModelError> {
+    if family != Family::Gemma2 {
+        return Ok([None, None]);
+    }
+    let cap = |name: &str, default: f64| -> Result<Option<f64>, ModelError> {
+        match md_opt_f64(md, &key(name))?.unwrap_or(default) {
+            c if c.is_finite() && c > 0.0 => Ok(Some(c)),
+            c => Err(ModelError::BadMetadata {
+                key: key(name),
+                reason: format!("{c} must be a positive number"),
+            }),
+        }
+    };
+    Ok([
+        cap("attn_logit_softcapping", GEMMA2_ATTN_SOFTCAP)?,
+        cap("final_logit_softcapping", GEMMA2_FINAL_SOFTCAP)?,
+    ])
 }
 
 /// llama.cpp's `set_swa_pattern(n)`: in every run of `n` layers the last is global; `n = 0`
@@ -739,6 +826,55 @@ mod tests {
         for f in Family::ALL {
             assert_eq!(Family::from_arch(f.arch()).unwrap(), f);
         }
+    }
+
+    /// Gemma 2 as llama.cpp reads it: without the sliding-window keys, a window of 4,096 with
+    /// even layers local on the global rope base and scaling; soft caps 50 and 30 unless the
+    /// file says; the 27B's query scale; bad caps refused with the key named.
+    #[test]
+    fn gemma2_reads_its_window_and_soft_caps() {
+        let hp = HParams::from_metadata(&md("gemma2", &[("block_count", Value::U32(4))]), Some(100)).unwrap();
+        assert_eq!(hp.family.rope_style(), RopeStyle::Neox);
+        let s = hp.sliding.as_ref().unwrap();
+        assert_eq!((s.window, s.rope_base, s.rope_scaled), (4096, 10_000.0, true));
+        assert_eq!(s.local, [true, false, true, false]);
+        assert_eq!((hp.window(0), hp.window(1)), (Some(4096), None));
+        assert_eq!((hp.attn_softcap, hp.final_softcap), (Some(50.0), Some(30.0)));
+        assert_eq!(hp.embedding_scale, Some(16.0));
+        assert_eq!(hp.attention_scale, 1.0 / 8.0);
+
+        let hp = HParams::from_metadata(
+            &md(
+                "gemma2",
+                &[
+                    ("attention.sliding_window", Value::U32(512)),
+                    ("attention.sliding_window_pattern", Value::U32(3)),
+                    ("rope.freq_base", Value::F32(20_000.0)),
+                    ("attn_logit_softcapping", Value::F32(25.0)),
+                    ("final_logit_softcapping", Value::F32(12.0)),
+                    ("block_count", Value::U32(3)),
+                ],
+            ),
+            Some(100),
+        )
+        .unwrap();
+        let s = hp.sliding.as_ref().unwrap();
+        assert_eq!((s.window, s.rope_base, s.local.as_slice()), (512, 20_000.0, &[true, true, false][..]));
+        assert_eq!((hp.attn_softcap, hp.final_softcap), (Some(25.0), Some(12.0)));
+
+        // The 27B (46 layers): queries scaled by hidden / heads, not the head dimension.
+        let big = md(
+            "gemma2",
+            &[("block_count", Value::U32(46)), ("attention.key_length", Value::U32(128))],
+        );
+        assert_eq!(HParams::from_metadata(&big, Some(100)).unwrap().attention_scale, 1.0 / 8.0);
+        for (key, v) in [("attn_logit_softcapping", 0.0), ("final_logit_softcapping", -1.0)] {
+            assert_eq!(bad_key(&md("gemma2", &[(key, Value::F32(v))])), format!("gemma2.{key}"));
+        }
+        // No other family soft-caps anything.
+        let hp = HParams::from_metadata(&md("gemma3", &[("attention.sliding_window", Value::U32(512))]), Some(100)).unwrap();
+        assert_eq!((hp.attn_softcap, hp.final_softcap), (None, None));
+        assert!(!hp.sliding.unwrap().rope_scaled);
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub struct Transformer {
     norm: Tensor,
     output: QLinear,
     rope: RopeTables,
-    /// Gemma 3: the sliding-window layers' tables (their own base).
+    /// Gemma: the sliding-window layers' tables (their own base), when they differ from `rope`.
     rope_local: Option<RopeTables>,
     activation: Gate,
     device: Device,
@@ -160,9 +160,14 @@ impl Transformer {
         let rope = tables(hp.rope_base, hp.rope_scaling)?;
         // Gemma 3's local layers rotate unscaled: the file's scaling (linear ×8 on 4B and up) is
         // the global layers' (llama.cpp's `rope_freq_scale_train_swa` = 1, HF's
-        // `rotary_emb_local`).
+        // `rotary_emb_local`). Gemma 2's take the global scaling, and its base unless the file
+        // gives them one of their own: then the global tables serve them.
         let rope_local = match &hp.sliding {
-            Some(s) => Some(tables(s.rope_base, RopeScaling::None)?),
+            Some(s) if s.rope_scaled && s.rope_base == hp.rope_base => None,
+            Some(s) => Some(tables(
+                s.rope_base,
+                if s.rope_scaled { hp.rope_scaling } else { RopeScaling::None },
+            )?),
             None => None,
         };
         let layers = (0..hp.layers)
@@ -176,7 +181,7 @@ impl Transformer {
             rope,
             rope_local,
             activation: match hp.family {
-                Family::Gemma3 => Gate::GeluTanh,
+                Family::Gemma2 | Family::Gemma3 => Gate::GeluTanh,
                 _ => Gate::Silu,
             },
             device: device.clone(),
@@ -301,6 +306,7 @@ impl Transformer {
                 Attend {
                     scale: hp.attention_scale,
                     window,
+                    softcap: hp.attn_softcap.map(|c| c as f32),
                 },
             )?;
             let mut attn = a.wo.forward(&attn)?;
@@ -340,9 +346,13 @@ impl Transformer {
         };
         let x = norm::rms_norm(&x, &self.norm, self.hp.rms_eps as f32)?;
         let logits = self.output.forward(&x)?.to_dtype(DType::F32)?;
-        // Granite divides its logits by `logit_scale`.
-        Ok(match self.hp.logit_scale {
+        // Granite divides its logits by `logit_scale`; Gemma 2 soft-caps them.
+        let logits = match self.hp.logit_scale {
             Some(s) => logits.affine(1.0 / s, 0.0)?,
+            None => logits,
+        };
+        Ok(match self.hp.final_softcap {
+            Some(c) => (logits.affine(1.0 / c, 0.0)?.tanh()? * c)?,
             None => logits,
         })
     }
@@ -421,7 +431,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     // Gemma's post-norms are part of its architecture: required there, absent elsewhere.
     let post_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
         match hp.family {
-            Family::Gemma3 => load_vec(file, &n(name), d, device).map(Some),
+            Family::Gemma2 | Family::Gemma3 => load_vec(file, &n(name), d, device).map(Some),
             _ => Ok(None),
         }
     };

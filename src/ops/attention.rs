@@ -3,7 +3,8 @@
 //! Grouped-query attention is done without copying K/V per query head: the
 //! `group = heads / kv_heads` query heads that share a K/V head are stacked
 //! into one matrix (`[kv_heads, group * new, head_dim]`) and multiplied once.
-//! A sliding window ([`Attend::window`]) is a mask over the same keys.
+//! A sliding window ([`Attend::window`]) is a mask over the same keys; a soft cap
+//! ([`Attend::softcap`]) bends the scaled scores before the mask.
 
 use candle_core::{DType, Device, Tensor, D};
 
@@ -41,7 +42,7 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend) ->
     // [ctx, kv_heads, d] -> [kv_heads, ctx, d] (a strided view, no copy).
     let k = k.transpose(0, 1)?;
     let v = v.transpose(0, 1)?;
-    let scores = (q.matmul(&k.t()?)? * how.scale)?;
+    let scores = softcap((q.matmul(&k.t()?)? * how.scale)?, how)?;
     let scores = if new > 1 || how.first_visible(cached) > 0 {
         let mask = causal_mask(new, cached, how, q.device())?;
         scores
@@ -61,6 +62,14 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend) ->
     Ok(out)
 }
 
+/// `c · tanh(s / c)` of every score when `how` has a soft cap `c`.
+fn softcap(scores: Tensor, how: Attend) -> Result<Tensor, OpsError> {
+    Ok(match how.softcap {
+        Some(c) => ((scores / c as f64)?.tanh()? * c as f64)?,
+        None => scores,
+    })
+}
+
 /// `[new, cached + new]` additive mask: query `i` (position `cached + i`) sees
 /// keys `how.first_visible(cached + i) ..= cached + i`.
 fn causal_mask(new: usize, cached: usize, how: Attend, device: &Device) -> Result<Tensor, OpsError> {
@@ -78,7 +87,7 @@ fn causal_mask(new: usize, cached: usize, how: Attend, device: &Device) -> Resul
     Ok(Tensor::from_vec(data, (new, ctx), device)?.to_dtype(DType::F32)?)
 }
 
-/// Plain reference: per head, softmax(q k^T * scale + mask) v, with K/V
+/// Plain reference: per head, softmax(softcap(q k^T * scale) + mask) v, with K/V
 /// repeated per query head. Used by tests to check [`attend`].
 pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend) -> Result<Tensor, OpsError> {
     let (new, heads, head_dim) = q.dims3()?;
@@ -89,7 +98,7 @@ pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: 
         let qh = q.narrow(1, h, 1)?.squeeze(1)?; // [new, d]
         let kh = k.narrow(1, h / group, 1)?.squeeze(1)?.contiguous()?; // [ctx, d]
         let vh = v.narrow(1, h / group, 1)?.squeeze(1)?.contiguous()?;
-        let s = (qh.contiguous()?.matmul(&kh.t()?)? * how.scale)?;
+        let s = softcap((qh.contiguous()?.matmul(&kh.t()?)? * how.scale)?, how)?;
         let s = s.broadcast_add(&causal_mask(new, cached, how, q.device())?)?;
         let p = candle_nn::ops::softmax(&s, D::Minus1)?;
         outs.push(p.matmul(&vh)?.unsqueeze(1)?); // [new, 1, d]
@@ -135,13 +144,19 @@ mod tests {
             let k = rand((cached + new, kv_heads, d), 2);
             let v = rand((cached + new, kv_heads, d), 3);
             for window in [None, Some(1), Some(3), Some(100)] {
-                let how = Attend { scale: 0.3, window };
-                let a = attend(&q, &k, &v, cached, how).unwrap();
-                let r = attend_reference(&q, &k, &v, cached, how).unwrap();
-                assert!(
-                    max_diff(&a, &r) < 1e-5,
-                    "new {new} cached {cached} heads {heads}/{kv_heads} window {window:?}"
-                );
+                for softcap in [None, Some(0.4)] {
+                    let how = Attend {
+                        scale: 0.3,
+                        window,
+                        softcap,
+                    };
+                    let a = attend(&q, &k, &v, cached, how).unwrap();
+                    let r = attend_reference(&q, &k, &v, cached, how).unwrap();
+                    assert!(
+                        max_diff(&a, &r) < 1e-5,
+                        "new {new} cached {cached} heads {heads}/{kv_heads} window {window:?} softcap {softcap:?}"
+                    );
+                }
             }
         }
     }
@@ -159,8 +174,8 @@ mod tests {
             &v,
             cached,
             Attend {
-                scale: 0.5,
                 window: Some(w),
+                ..Attend::causal(0.5)
             },
         )
         .unwrap();
@@ -172,6 +187,37 @@ mod tests {
         assert!(max_diff(&windowed, &alone) < 1e-6);
         let full = attend(&q, &k, &v, cached, Attend::causal(0.5)).unwrap();
         assert!(max_diff(&windowed, &full) > 1e-3, "the window changes the result");
+    }
+
+    /// One query over three keys, worked by hand in f64: the weights are the softmax of
+    /// `c · tanh(scale · q·k / c)`, and differ from the uncapped ones.
+    #[test]
+    fn a_soft_cap_bends_each_score_by_tanh() {
+        let q = Tensor::from_vec(vec![2f32, -1.0], (1, 1, 2), &Device::Cpu).unwrap();
+        let k = Tensor::from_vec(vec![1f32, 0.0, 0.5, 2.0, -1.0, 1.5], (3, 1, 2), &Device::Cpu).unwrap();
+        let v = Tensor::from_vec(vec![1f32, 0.0, 0.0, 1.0, 2.0, 2.0], (3, 1, 2), &Device::Cpu).unwrap();
+        let (scale, cap) = (0.8f64, 1.2f64);
+        let expect = |capped: bool| {
+            let s: Vec<f64> = [2.0, -1.0, -3.5]
+                .iter()
+                .map(|dot: &f64| dot * scale)
+                .map(|s| if capped { cap * (s / cap).tanh() } else { s })
+                .collect();
+            let e: Vec<f64> = s.iter().map(|x| x.exp()).collect();
+            let z: f64 = e.iter().sum();
+            let v = [[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]];
+            [0, 1].map(|j| (0..3).map(|i| e[i] / z * v[i][j]).sum::<f64>() as f32)
+        };
+        let how = Attend {
+            softcap: Some(cap as f32),
+            ..Attend::causal(scale)
+        };
+        for (how, capped) in [(how, true), (Attend::causal(scale), false)] {
+            let got = attend(&q, &k, &v, 2, how).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let want = expect(capped);
+            assert!(got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-6), "{got:?} vs {want:?} (capped {capped})");
+        }
+        assert!((expect(true)[1] - expect(false)[1]).abs() > 0.1, "the cap must matter here");
     }
 
     #[test]

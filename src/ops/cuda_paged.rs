@@ -180,6 +180,8 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let attn = dev.get_or_load_custom_func(&format!("paged_attention_{suffix}"), MODULE, PTX)?;
         let mut b = attn.builder();
         let (max_blocks_i, scale_f, window_i) = (args.max_blocks as i32, scale as f32, args.window);
+        // 0: no soft cap (the kernel's convention).
+        let softcap_f = how.softcap.unwrap_or(0.0);
         b.arg(&mut out);
         b.arg(&qs);
         b.arg(&self.pool.data);
@@ -195,6 +197,7 @@ impl KvStore for CudaPagedKvBatch<'_> {
         b.arg(&heads_i);
         b.arg(&scale_f);
         b.arg(&window_i);
+        b.arg(&softcap_f);
         let cfg = LaunchConfig {
             grid_dim: (t as u32, heads as u32, 1),
             block_dim: (THREADS, 1, 1),

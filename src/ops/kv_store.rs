@@ -12,19 +12,27 @@ pub struct KvShape {
     pub head_dim: usize,
 }
 
-/// How one layer attends: the scale of `q · k` and, for a sliding-window layer, its window.
+/// How one layer attends: the scale of `q · k`, for a sliding-window layer its window, and
+/// for a soft-capped model its cap.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Attend {
     pub scale: f64,
-    /// `Some(w)`: a query at position `p` sees positions `p - w + 1 ..= p` only (Gemma 3's
+    /// `Some(w)`: a query at position `p` sees positions `p - w + 1 ..= p` only (Gemma's
     /// local layers; llama.cpp's `LLAMA_SWA_TYPE_STANDARD`). `None`: all of `0 ..= p`.
     pub window: Option<usize>,
+    /// `Some(c)`: each scaled score `s` becomes `c · tanh(s / c)` before the softmax (Gemma 2's
+    /// `attn_logit_softcapping`; llama.cpp's `attn_soft_cap`). `None`: scores as they are.
+    pub softcap: Option<f32>,
 }
 
 impl Attend {
     /// Plain causal attention with `scale`.
     pub fn causal(scale: f64) -> Self {
-        Self { scale, window: None }
+        Self {
+            scale,
+            window: None,
+            softcap: None,
+        }
     }
 
     /// The first position a query at `pos` attends to.
@@ -45,7 +53,8 @@ pub trait KvStore {
     /// Appends `k` and `v` (`[tokens, kv_heads, head_dim]`, packed per `batch`)
     /// at each sequence's position `cached`, then returns causal attention of
     /// `q` (`[tokens, heads, head_dim]`) over that sequence's cached and new
-    /// tokens (the last `window` of them, with one), scaled by `how.scale`:
+    /// tokens (the last `window` of them, with one), scaled by `how.scale` (and soft-capped by
+    /// `how.softcap`):
     /// `[tokens, heads * head_dim]`. Every token's K/V is stored whatever the window: the
     /// window is a mask, so a cached prefix serves local and global layers alike.
     fn attend(

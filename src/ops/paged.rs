@@ -37,7 +37,7 @@
 
 use candle_core::Tensor;
 
-use super::fast_math::exp;
+use super::fast_math::{self, exp};
 use super::par::{self, SharedMut};
 use super::row_kernels::{self, Codec, Rows, F32, MAX_QUERIES};
 use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError};
@@ -110,6 +110,8 @@ pub struct SeqLayer<'a> {
     pub layer: usize,
     /// The layer's sliding window, if it has one ([`Attend::window`]).
     pub window: Option<usize>,
+    /// The model's soft cap on scores, if it has one ([`Attend::softcap`]).
+    pub softcap: Option<f32>,
 }
 
 impl SeqLayer<'_> {
@@ -404,6 +406,9 @@ impl SeqLayer<'_> {
         for (u, sum) in sums.iter_mut().enumerate() {
             let (lo, hi) = (lo_of(u / group), ctx_of(u / group));
             let row = &mut scores[u * ctx..][..hi];
+            if let Some(c) = self.softcap {
+                fast_math::softcap(&mut row[lo..], c);
+            }
             *sum = softmax_numerators(&mut row[lo..]);
             row[first_block * bs..lo].fill(0.0);
         }
@@ -579,6 +584,7 @@ impl KvStore for PagedKvBatch<'_> {
                 table,
                 layer,
                 window: how.window,
+                softcap: how.softcap,
             };
             view.write_rows(self.pool, 0, chunk.cached, &kv_[rows.start * re..rows.end * re]);
             view.write_rows(self.pool, 1, chunk.cached, &vv[rows.start * re..rows.end * re]);
@@ -613,6 +619,7 @@ impl KvStore for PagedKvBatch<'_> {
                             table: &tables[i],
                             layer,
                             window: how.window,
+                            softcap: how.softcap,
                         };
                         let chunk = batch.seqs()[i];
                         let qs = &qv[row * qe..(row + 1) * qe];
@@ -638,7 +645,7 @@ mod tests {
     /// Runs the same attention through a paged pool (with scattered,
     /// non-monotonic block tables) and through the contiguous store, for every
     /// stored type: exact for f32, within the type's rounding otherwise; with and
-    /// without a sliding window (layer 0 local, layer 1 global).
+    /// without a sliding window (layer 0 local, layer 1 global) and a soft cap.
     #[test]
     fn paged_equals_contiguous_for_prefill_then_decode() {
         for (dtype, d, tol) in [
@@ -648,12 +655,14 @@ mod tests {
             (KvDtype::Q8_0, 32, 4e-2),
         ] {
             for window in [None, Some(1), Some(3), Some(5)] {
-                paged_against_contiguous(dtype, d, tol, window);
+                for softcap in [None, Some(0.3)] {
+                    paged_against_contiguous(dtype, d, tol, window, softcap);
+                }
             }
         }
     }
 
-    fn paged_against_contiguous(dtype: KvDtype, d: usize, tol: f32, window: Option<usize>) {
+    fn paged_against_contiguous(dtype: KvDtype, d: usize, tol: f32, window: Option<usize>, softcap: Option<f32>) {
         let l = PagedLayout {
             layers: 2,
             kv_heads: 2,
@@ -688,6 +697,7 @@ mod tests {
                 let how = Attend {
                     scale: 0.35,
                     window: if layer == 0 { window } else { None },
+                    softcap,
                 };
                 let a = PagedKvBatch::new(&mut pool, l, tables.clone())
                     .attend(layer, &q, &k, &v, &batch, how)
@@ -696,24 +706,25 @@ mod tests {
                     .attend(layer, &q, &k, &v, &batch, how)
                     .unwrap();
                 let diff: f32 = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
-                assert!(diff < tol, "{dtype} window {window:?} step {s} layer {layer}: {diff}");
+                assert!(diff < tol, "{dtype} window {window:?} softcap {softcap:?} step {s} layer {layer}: {diff}");
             }
         }
     }
 
     /// Prompt rows, attended in tiles of several rows on the thread pool,
     /// get the same bits as each row decoded alone at its position, for every
-    /// stored type, with windows shorter than a tile, than a block, and none.
+    /// stored type, with windows shorter than a tile, than a block, and none, and with a soft cap.
     #[test]
     fn prefill_tiles_equal_rows_decoded_alone() {
         for dtype in KvDtype::ALL {
             for window in [None, Some(3), Some(11), Some(17)] {
-                tiles_against_rows(dtype, window);
+                tiles_against_rows(dtype, window, None);
             }
+            tiles_against_rows(dtype, Some(11), Some(0.2));
         }
     }
 
-    fn tiles_against_rows(dtype: KvDtype, window: Option<usize>) {
+    fn tiles_against_rows(dtype: KvDtype, window: Option<usize>, softcap: Option<f32>) {
         let l = PagedLayout {
             layers: 1,
             kv_heads: 2,
@@ -731,6 +742,7 @@ mod tests {
             table: &table,
             layer: 0,
             window,
+            softcap,
         };
         view.write_rows(&mut pool, 0, 0, &rand_vec(ctx * l.row_elems(), 12));
         view.write_rows(&mut pool, 1, 0, &rand_vec(ctx * l.row_elems(), 13));
@@ -753,7 +765,7 @@ mod tests {
             let t = &tiled[r * qe..][..qe];
             assert!(
                 t.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{dtype} window {window:?} row {r}"
+                "{dtype} window {window:?} softcap {softcap:?} row {r}"
             );
         }
     }

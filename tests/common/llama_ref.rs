@@ -46,6 +46,25 @@ impl AgainstLlama {
         }
     }
 
+    /// A position where llama.cpp gave its greedy token (`theirs`) but no log-probabilities
+    /// (llama-server withholds them after a token that ends mid UTF-8 sequence): our pick must
+    /// be `theirs` or, where our own log-probabilities of the two are within `near_tie`, ours
+    /// (kept in `ties`, marked as judged by ours).
+    pub fn unscored(&mut self, context: &str, at: &str, row: &[f32], theirs: usize, near_tie: f64) {
+        let pick = pick(row);
+        if pick != theirs {
+            let ours = log_softmax(row);
+            let gap = ours[pick] - ours[theirs];
+            assert!(
+                gap < near_tie,
+                "{context} {at}: we pick {pick}, llama.cpp {theirs} (our log-probabilities {:.3} and {:.3})",
+                ours[pick],
+                ours[theirs]
+            );
+            self.ties.push(format!("{at} (gap {gap:.3}, ours; llama.cpp gave none)"));
+        }
+    }
+
     /// The near-ties taken the other way, for the report.
     pub fn ties_line(&self) -> String {
         if self.ties.is_empty() {

@@ -62,9 +62,12 @@ impl Reference {
             // No candle-transformers model has its YaRN parameters or attention temperature;
             // llama.cpp is its reference (tests/tiny_llama_cpp.rs).
             Family::Mistral3 => panic!("no candle-transformers reference for mistral3"),
-            // Neither has a candle-transformers model (NoPE layers; Granite's multipliers);
-            // llama.cpp is their reference (tests/tiny_llama_cpp.rs).
-            Family::SmolLM3 | Family::Granite => panic!("no candle-transformers reference for {}", family.arch()),
+            // None has a quantized candle-transformers model (NoPE layers; Granite's
+            // multipliers; Gemma 2's soft caps); llama.cpp is their reference
+            // (tests/tiny_llama_cpp.rs).
+            Family::SmolLM3 | Family::Granite | Family::Gemma2 => {
+                panic!("no candle-transformers reference for {}", family.arch())
+            }
         }
     }
 

@@ -12,7 +12,7 @@
 //   header: i32 dtype (0 f32, 1 f16, 2 bf16), layers, block_size, kv_heads, head_dim, heads,
 //           blocks, threads
 //   then commands (i32):
-//     1 attend: i32 layer, tokens, seqs, max_blocks, window; f32 scale; u32 shared_bytes;
+//     1 attend: i32 layer, tokens, seqs, max_blocks, window; f32 scale, softcap; u32 shared_bytes;
 //               u32 slots[tokens], tables[seqs * max_blocks], token_seq[tokens],
 //               token_pos[tokens]; f32 q[tokens * heads * head_dim],
 //               k[tokens * kv_heads * head_dim], v[same]
@@ -164,8 +164,9 @@ void attend(std::vector<unsigned char> &pool, int layers, int block_size, int kv
             unsigned threads) {
     const int layer = read_i32(), tokens = read_i32(), seqs = read_i32(), max_blocks = read_i32(),
               window = read_i32();
-    float scale;
+    float scale, softcap;
     read(&scale, 1);
+    read(&softcap, 1);
     uint32_t shared;
     read(&shared, 1);
     if (tokens < 0 || seqs < 0 || max_blocks < 0) fail("negative sizes");
@@ -184,7 +185,7 @@ void attend(std::vector<unsigned char> &pool, int layers, int block_size, int kv
     });
     launch(tokens, heads, threads, shared, [&] {
         paged_attention<T>(out.data(), q.data(), p, tables.data(), token_seq.data(), token_pos.data(), max_blocks,
-                           layer, layers, block_size, kv_heads, head_dim, heads, scale, window);
+                           layer, layers, block_size, kv_heads, head_dim, heads, scale, window, softcap);
     });
     std::fwrite(out.data(), sizeof(float), out.size(), stdout);
     std::fflush(stdout);

@@ -5,7 +5,7 @@
 //! print) and [`Message`] / [`Role`], the one message type of hearth (the
 //! template renders it, conversations store it, the HTTP API reads it). The template comes from the GGUF key
 //! `tokenizer.chat_template`, from a Hugging Face `tokenizer_config.json`, or,
-//! when a model ships none, its family's own (Gemma 3) or ChatML ([`ChatTemplate::fallback`]).
+//! when a model ships none, its family's own (Gemma 3's, for Gemma 2 and 3) or ChatML ([`ChatTemplate::fallback`]).
 //!
 //! Invariants:
 //! - The template is parsed once, in [`ChatTemplate::new`]; rendering never

@@ -153,11 +153,13 @@ impl ChatTemplate {
     }
 
     /// The template for a model that carries none: its family's own where hearth knows it
-    /// (Gemma 3), else ChatML.
+    /// (Gemma 3's, for Gemma 2 and 3), else ChatML.
     pub fn fallback(family: crate::model::hparams::Family, tok: &Tokenizer) -> Self {
         let (bos, eos) = (tok.bos_token().map(str::to_owned), tok.eos_token().map(str::to_owned));
         match family {
-            crate::model::hparams::Family::Gemma3 => {
+            // Gemma 2's own template has the same turns (it refuses a system message, which
+            // Gemma 3's folds into the first user turn).
+            crate::model::hparams::Family::Gemma2 | crate::model::hparams::Family::Gemma3 => {
                 // A constant covered by a test, like ChatML.
                 Self::new(GEMMA3_TEMPLATE.to_owned(), bos, eos).expect("the built-in Gemma 3 template parses")
             }

@@ -106,9 +106,11 @@ pub struct TinyModelSpec {
     pub attn_temperature_scale: Option<f32>,
     /// Granite's multipliers.
     pub granite: Option<TinyGranite>,
+    /// Gemma 2: `attn_logit_softcapping` and `final_logit_softcapping`.
+    pub softcaps: Option<(f32, f32)>,
     /// Leave out `output.weight` (the output projection is the embedding).
     pub tie_embeddings: bool,
-    /// Gemma 3: `attention.sliding_window` and `attention.sliding_window_pattern` (a period:
+    /// Gemma: `attention.sliding_window` and `attention.sliding_window_pattern` (a period:
     /// in every run of that many layers the last is global).
     pub sliding_window: Option<(usize, usize)>,
     /// Expert MLPs instead of the dense one.
@@ -123,7 +125,7 @@ impl TinyModelSpec {
         let style = match family {
             Family::Llama => VocabStyle::Gpt2 { pre: "llama-bpe" },
             Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe => VocabStyle::Gpt2 { pre: "qwen2" },
-            Family::Gemma3 => VocabStyle::LlamaSpm,
+            Family::Gemma2 | Family::Gemma3 => VocabStyle::LlamaSpm,
             // A byte-level vocabulary, as Phi-4's.
             Family::Phi3 => VocabStyle::Gpt2 { pre: "gpt-2" },
             Family::Mistral3 => VocabStyle::Gpt2 { pre: "tekken" },
@@ -162,13 +164,16 @@ impl TinyModelSpec {
                 residual: 0.5,
                 logit: 2.5,
             }),
+            // Gemma 2: caps low enough to bend this model's scores and logits (its own, 50 and
+            // 30, would barely touch them), so that leaving either out changes the logits.
+            softcaps: (family == Family::Gemma2).then_some((1.5, 8.0)),
             // (SmolLM3 and Granite tie theirs too, but a random tied table makes the last token win
             // every position: logits of one-hot distributions, nothing to compare.)
-            tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma3),
+            tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma2 | Family::Gemma3),
             // Phi-3 writes its fused tensors (`attn_qkv`, `ffn_up` of gate and up) and, like
             // candle-transformers' quantized_phi3 needs, its own output projection.
-            // Gemma 3: layer 0 local with an 8-token window, layer 1 global.
-            sliding_window: (family == Family::Gemma3).then_some((8, 2)),
+            // Gemma: layer 0 local with an 8-token window, layer 1 global.
+            sliding_window: matches!(family, Family::Gemma2 | Family::Gemma3).then_some((8, 2)),
             // Qwen3 MoE: 4 experts, 2 per token.
             moe: (family == Family::Qwen3Moe).then_some(TinyMoe {
                 experts: 4,
@@ -201,6 +206,7 @@ impl TinyModelSpec {
             yarn_extra: None,
             attn_temperature_scale: None,
             granite: None,
+            softcaps: None,
             tie_embeddings: false,
             sliding_window: None,
             moe: None,
@@ -232,6 +238,7 @@ impl TinyModelSpec {
             yarn_extra: None,
             attn_temperature_scale: None,
             granite: None,
+            softcaps: None,
             tie_embeddings: true,
             sliding_window: None,
             moe: None,
@@ -263,6 +270,7 @@ impl TinyModelSpec {
             yarn_extra: None,
             attn_temperature_scale: None,
             granite: None,
+            softcaps: None,
             tie_embeddings: false,
             sliding_window: None,
             moe: Some(TinyMoe {
@@ -278,6 +286,7 @@ impl TinyModelSpec {
     pub fn parameter_count(&self) -> usize {
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
         let norms = match self.family {
+            Family::Gemma2 => 4 * d,
             Family::Gemma3 => 4 * d + 2 * self.head_dim,
             Family::Qwen3 | Family::Qwen3Moe => 2 * d + 2 * self.head_dim,
             _ => 2 * d,
@@ -431,6 +440,10 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.residual_scale"), Value::F32(g.residual)));
         md.push((format!("{arch}.logit_scale"), Value::F32(g.logit)));
     }
+    if let Some((attn, last)) = spec.softcaps {
+        md.push((format!("{arch}.attn_logit_softcapping"), Value::F32(attn)));
+        md.push((format!("{arch}.final_logit_softcapping"), Value::F32(last)));
+    }
     if let Some(l) = &spec.longrope {
         md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(l.original_context)));
         md.push((format!("{arch}.rope.scaling.attn_factor"), Value::F32(l.attn_factor)));
@@ -466,18 +479,18 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         ))
     };
 
-    // The embedding rows are read directly as hidden states: unit scale.
-    tensors.push(mat(
-        "token_embd.weight".into(),
-        v,
-        d,
-        (d as f32 / 3.0).sqrt(),
-        &mut rng,
-    )?);
+    // The embedding rows are read directly as hidden states: unit scale. Gemma 2 multiplies
+    // them by √hidden, so its rows are that much smaller (as a trained Gemma's are), and its
+    // final norm is larger (as a trained Gemma's is): the tied output projection then spreads
+    // the logits without the last token's own row winning every position.
+    let gemma2 = spec.family == Family::Gemma2;
+    let embd_gain = if gemma2 { 0.4 / 3f32.sqrt() } else { (d as f32 / 3.0).sqrt() };
+    tensors.push(mat("token_embd.weight".into(), v, d, embd_gain, &mut rng)?);
     if !spec.tie_embeddings {
         tensors.push(mat("output.weight".into(), v, d, 3.0, &mut rng)?);
     }
-    tensors.push(vector("output_norm.weight".into(), rng.around(d, 1.0, 0.1))?);
+    let final_norm = if gemma2 { 6.0 } else { 1.0 };
+    tensors.push(vector("output_norm.weight".into(), rng.around(d, final_norm, 0.1))?);
     if let Some(f) = &spec.rope_freqs {
         tensors.push(vector("rope_freqs.weight".into(), f.clone())?);
     }
@@ -508,7 +521,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1))?);
         }
-        if spec.family == Family::Gemma3 {
+        if matches!(spec.family, Family::Gemma2 | Family::Gemma3) {
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
