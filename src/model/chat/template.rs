@@ -10,7 +10,7 @@ use candle_core::quantized::gguf_file::Value as GgufValue;
 use minijinja::{AutoEscape, Environment, Error as JinjaError, Value};
 
 use super::python::{raise_exception, raised_message, strftime_now, strip_generation_tags, tojson};
-use super::Message;
+use super::{Message, Role};
 use crate::model::{tokenizer::Tokenizer, ModelError};
 
 /// The GGUF metadata key holding the model's default chat template.
@@ -44,6 +44,9 @@ pub struct ChatTemplate {
     bos_token: String,
     /// Text of the EOS token (`eos_token` in the template), "" when the model has none.
     eos_token: String,
+    /// Whether the template renders a leading system message; when it does not, one is
+    /// merged into the next message ([`Self::render_with`]).
+    supports_system: bool,
 }
 
 impl fmt::Debug for ChatTemplate {
@@ -52,6 +55,7 @@ impl fmt::Debug for ChatTemplate {
             .field("source_chars", &self.source.len())
             .field("bos_token", &self.bos_token)
             .field("eos_token", &self.eos_token)
+            .field("supports_system", &self.supports_system)
             .finish_non_exhaustive()
     }
 }
@@ -72,12 +76,35 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_template_owned(TEMPLATE_NAME, strip_generation_tags(&source))
             .map_err(|e| ModelError::ChatTemplate(format!("the template does not parse: {}", describe(&e))))?;
-        Ok(Self {
+        let mut t = Self {
             env,
             source,
             bos_token: bos_token.unwrap_or_default(),
             eos_token: eos_token.unwrap_or_default(),
-        })
+            supports_system: true,
+        };
+        t.supports_system = t.probe_system_role();
+        Ok(t)
+    }
+
+    /// Whether the template renders a system message given before a user one, as llama.cpp
+    /// probes its `supports_system_role`: rendered, the system text must appear. A template
+    /// that raises on it (Gemma 2's "System role not supported", Mistral 7B v0.1's role
+    /// alternation) or leaves it out does not support it, unless it also fails on the user
+    /// message alone: then the failure is not the system message's, and it is kept.
+    fn probe_system_role(&self) -> bool {
+        const SYSTEM: &str = "hearth-probe-system-text";
+        let user = Message::user("hearth-probe-user-text");
+        match self.render_raw(&[Message::system(SYSTEM), user.clone()], &[], &TemplateKwargs::new(), true) {
+            Ok(text) => text.contains(SYSTEM),
+            Err(_) => self.render_raw(&[user], &[], &TemplateKwargs::new(), true).is_err(),
+        }
+    }
+
+    /// Whether a leading system message is rendered as such (else it is merged into the next
+    /// message).
+    pub fn supports_system(&self) -> bool {
+        self.supports_system
     }
 
     /// The template stored under `tokenizer.chat_template`; `Ok(None)` when the
@@ -214,7 +241,28 @@ impl ChatTemplate {
     /// [`Self::render_with_tools`] with `kwargs` as further variables (transformers'
     /// `apply_chat_template(**kwargs)`, e.g. Qwen3's `enable_thinking`). A kwarg named as one
     /// of the variables above does not replace it ([`check_kwargs`] refuses those).
+    ///
+    /// A template without a system role ([`Self::supports_system`]) gets a leading system
+    /// message merged into the next message, its text then a newline before that message's
+    /// (as llama.cpp does); a system message alone becomes a user message, so that its text
+    /// still reaches the model.
     pub fn render_with(
+        &self,
+        messages: &[Message],
+        tools: &[serde_json::Value],
+        kwargs: &TemplateKwargs,
+        add_generation_prompt: bool,
+    ) -> Result<String, ModelError> {
+        match messages.first() {
+            Some(first) if first.role == Role::System && !self.supports_system => {
+                self.render_raw(&merge_system(messages), tools, kwargs, add_generation_prompt)
+            }
+            _ => self.render_raw(messages, tools, kwargs, add_generation_prompt),
+        }
+    }
+
+    /// The template over exactly `messages`.
+    fn render_raw(
         &self,
         messages: &[Message],
         tools: &[serde_json::Value],
@@ -243,6 +291,18 @@ impl ChatTemplate {
             None => ModelError::ChatTemplate(format!("the template failed to render: {}", describe(&e))),
         })
     }
+}
+
+/// `messages` (whose first is a system message) with that message merged into the next: its
+/// text, a newline, the next one's; alone, it becomes a user message.
+fn merge_system(messages: &[Message]) -> Vec<Message> {
+    let mut out = messages[1..].to_vec();
+    let system = &messages[0].content;
+    match out.first_mut() {
+        Some(next) => next.content = format!("{system}\n{}", next.content),
+        None => out.push(Message::user(system.clone())),
+    }
+    out
 }
 
 /// Further variables a request gives the template (a JSON object's fields).

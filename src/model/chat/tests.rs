@@ -110,8 +110,59 @@ fn mistral_inst_format_and_role_errors() {
         .render(&msgs(&[("user", "Hi"), ("assistant", "Hello"), ("user", "Bye")]), true)
         .unwrap();
     assert_eq!(out, "<s>[INST] Hi [/INST]Hello</s> [INST] Bye [/INST]");
-    let err = t.render(&msgs(&[("system", "x")]), false).unwrap_err();
+    let err = t.render(&msgs(&[("user", "Hi"), ("user", "again")]), false).unwrap_err();
     assert!(err.to_string().contains("Conversation roles must alternate"), "{err}");
+}
+
+/// google/gemma-2-2b-it's `chat_template` (llama.cpp's `models/templates/`), verbatim.
+const GEMMA2: &str = include_str!("fixtures/google-gemma-2-2b-it.jinja");
+
+/// Templates that refuse a system message (Gemma 2 raises "System role not supported",
+/// Mistral 7B v0.1 "roles must alternate") get it merged into the first user message, as
+/// llama.cpp does; a system message alone becomes the user's. Later turns are unchanged.
+#[test]
+fn a_template_without_a_system_role_gets_it_merged_into_the_first_message() {
+    let gemma = template(GEMMA2, "<bos>", "<eos>");
+    assert!(!gemma.supports_system());
+    let out = gemma
+        .render(&msgs(&[("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello."), ("user", "2+2?")]), true)
+        .unwrap();
+    assert_eq!(
+        out,
+        "<bos><start_of_turn>user\nBe brief.\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n\
+         <start_of_turn>user\n2+2?<end_of_turn>\n<start_of_turn>model\n"
+    );
+    // Without a system message, exactly the template's own rendering.
+    let plain = gemma.render(&msgs(&[("user", "Hi")]), true).unwrap();
+    assert_eq!(plain, "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+    let alone = gemma.render(&msgs(&[("system", "Be brief.")]), true).unwrap();
+    assert_eq!(alone, "<bos><start_of_turn>user\nBe brief.<end_of_turn>\n<start_of_turn>model\n");
+
+    let mistral = template(MISTRAL, "<s>", "</s>");
+    assert!(!mistral.supports_system());
+    let out = mistral.render(&msgs(&[("system", "Sys"), ("user", "Hi")]), true).unwrap();
+    assert_eq!(out, "<s>[INST] Sys\nHi [/INST]");
+    // Still the template's error for what it refuses after the merge.
+    let err = mistral.render(&msgs(&[("system", "Sys"), ("assistant", "a"), ("assistant", "b")]), true);
+    assert!(err.is_err());
+}
+
+/// Every other template here renders a system message as such: the probe leaves them alone.
+#[test]
+fn templates_with_a_system_role_keep_it() {
+    for (name, source) in [
+        ("qwen2.5", QWEN25),
+        ("llama3", LLAMA3),
+        ("llama2", LLAMA2),
+        ("smollm2", SMOLLM2),
+        ("phi3.5", PHI35),
+        ("mistral-nemo", MISTRAL_NEMO),
+        ("qwen3", QWEN3),
+        ("gemma3", GEMMA3_TEMPLATE),
+        ("chatml", CHATML_TEMPLATE),
+    ] {
+        assert!(template(source, "<s>", "</s>").supports_system(), "{name}");
+    }
 }
 
 const PHI35: &str = include_str!("fixtures/phi-3.5-mini-instruct.jinja");
