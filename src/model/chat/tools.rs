@@ -225,6 +225,16 @@ impl ToolFormat {
                 }
                 m.role = Role::User;
                 m.content = response;
+            } else if m.role == Role::User {
+                // The user's words right after results join their turn, as the results and
+                // a user message are one turn (Anthropic's `tool_result` blocks and text are one
+                // user message): two user turns in a row would break templates that insist on
+                // alternating roles.
+                if let Some(prev) = out.last_mut().filter(|p| p.role == Role::User && p.content.ends_with("</tool_response>")) {
+                    prev.content.push('\n');
+                    prev.content.push_str(&m.content);
+                    continue;
+                }
             }
             out.push(m);
         }
@@ -694,6 +704,37 @@ mod tests {
             "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
         );
         assert_eq!(msgs[3].role, Role::User);
+    }
+
+    /// Gemma's templates know no tools and refuse two user turns in a row (and Gemma 2's a
+    /// system message): a history of a call, its result and the user's next words renders,
+    /// the result and those words one user turn, the tools' description in the first.
+    #[test]
+    fn injected_tools_render_through_gemmas_alternating_templates() {
+        let mut call = Message::assistant("");
+        call.tool_calls.push(super::super::ToolCall {
+            id: "call_1".into(),
+            name: "weather".into(),
+            arguments: "{\"city\":\"Paris\"}".into(),
+        });
+        let mut result = Message::new(Role::parse("tool"), "sunny");
+        result.tool_call_id = Some("call_1".into());
+        let history = [Message::system("Be brief."), Message::user("hi"), call, result, Message::user("and tomorrow?")];
+        for source in [include_str!("fixtures/google-gemma-2-2b-it.jinja"), super::super::template::GEMMA3_TEMPLATE] {
+            assert_eq!(ToolFormat::of_template(source), ToolFormat::Injected);
+            let msgs = ToolFormat::Injected.prepare(&history, &[tool("weather")], source);
+            let t = super::super::ChatTemplate::new(source.to_owned(), Some("<bos>".into()), None).unwrap();
+            let out = t.render(&msgs, true).unwrap();
+            assert!(out.starts_with("<bos><start_of_turn>user\nBe brief.\n"), "{out}");
+            assert!(out.contains("<tools>"), "{out}");
+            assert!(
+                out.ends_with(
+                    "<start_of_turn>user\n<tool_response>\nsunny\n</tool_response>\nand tomorrow?<end_of_turn>\n\
+                     <start_of_turn>model\n"
+                ),
+                "{out}"
+            );
+        }
     }
 
     #[test]
