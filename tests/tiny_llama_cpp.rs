@@ -4,11 +4,13 @@
 //! file, factor 4 over an original context of 128), and Phi-3 (`phi3`: fused QKV and gate/up;
 //! LongRoPE's long and short factors with partial rotary), and Ministral 3 (`mistral3`: YaRN
 //! with the file's betas and log multiplier, attention temperature), SmolLM3 (`smollm3`: every
-//! fourth layer without rope) and Granite (`granite`: embedding, attention, residual and logit
-//! multipliers). All Q8_0. (A tiny Gemma 3 file is not
-//! among them: llama.cpp gives it a one-hot distribution, the last prompt token at
-//! probability 1, whatever the prompt, so the real Gemma 3 270M is its reference instead,
-//! `tests/real_llama_cpp.rs`.)
+//! fourth layer without rope), Granite (`granite`: embedding, attention, residual and logit
+//! multipliers), Gemma 2 (`gemma2`: soft caps on attention scores and logits, a local layer)
+//! and ERNIE 4.5 (`ernie4_5`). All Q8_0. (A tiny Gemma 3 file is not among them: with unit-scale
+//! embedding rows times √hidden, tied, llama.cpp gives it a one-hot distribution, the last
+//! prompt token at probability 1, whatever the prompt, so the real Gemma 3 270M is its reference
+//! instead, `tests/real_llama_cpp.rs`. The tiny Gemma 2's rows are that much smaller and its
+//! final norm larger, as a trained Gemma's are, which spreads its logits.)
 //!
 //! The reference `tests/data/llama-cpp-tiny.json` was recorded once by
 //! `scripts/record-llama-tiny-references.py` (llama.cpp version and command inside) on the same
@@ -82,6 +84,8 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-granite-q8_0.gguf", TinyModelSpec::tiny(Family::Granite, WeightType::Q8_0)),
         // Soft caps on scores and logits, low enough to bend them; layer 0 local (8 positions).
         ("tiny-gemma2-q8_0.gguf", TinyModelSpec::tiny(Family::Gemma2, WeightType::Q8_0)),
+        // Llama's layer under its own name, with a SentencePiece vocabulary.
+        ("tiny-ernie4_5-q8_0.gguf", TinyModelSpec::tiny(Family::Ernie45, WeightType::Q8_0)),
     ]
 }
 

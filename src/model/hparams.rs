@@ -15,6 +15,7 @@
 //! | Ministral 3 | `mistral3` | interleaved | no | no |
 //! | SmolLM3 | `smollm3` | interleaved (every fourth layer none) | no | no |
 //! | Granite 3.x (dense) | `granite` | interleaved | no | no |
+//! | ERNIE 4.5 (dense) | `ernie4_5` | interleaved | no | no |
 //!
 //! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
 //! (gate rows first); they are split at load. Its 128k-context files carry per-frequency
@@ -64,6 +65,9 @@
 //! before the softmax, and every logit likewise with `final_logit_softcapping` (else 30). Its
 //! 27B (46 layers) scales queries by `1/√(hidden / heads)`.
 //!
+//! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
+//! have an architecture of their own (`ernie4_5-moe`) and are not supported.
+//!
 //! The rope pairing follows llama.cpp's `llama_model_rope_type`: its converter
 //! permutes Llama's Q/K rows so that rotation pairs are adjacent (`LLAMA_ROPE_TYPE_NORM`),
 //! while Qwen checkpoints are stored unpermuted and rotate halves (`NEOX`).
@@ -78,6 +82,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
+    "ernie4_5",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,11 +105,13 @@ pub enum Family {
     /// Granite 3.x (dense): Llama's layer with embedding, attention, residual and logit
     /// multipliers.
     Granite,
+    /// ERNIE 4.5 (dense): Llama's layer.
+    Ernie45,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 10] = [
+    pub const ALL: [Family; 11] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -115,6 +122,7 @@ impl Family {
         Self::Mistral3,
         Self::SmolLM3,
         Self::Granite,
+        Self::Ernie45,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -129,6 +137,7 @@ impl Family {
             "mistral3" => Ok(Self::Mistral3),
             "smollm3" => Ok(Self::SmolLM3),
             "granite" => Ok(Self::Granite),
+            "ernie4_5" => Ok(Self::Ernie45),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -149,12 +158,13 @@ impl Family {
             Self::Mistral3 => "mistral3",
             Self::SmolLM3 => "smollm3",
             Self::Granite => "granite",
+            Self::Ernie45 => "ernie4_5",
         }
     }
 
     pub fn rope_style(self) -> RopeStyle {
         match self {
-            Self::Llama | Self::Mistral3 | Self::SmolLM3 | Self::Granite => RopeStyle::Interleaved,
+            Self::Llama | Self::Mistral3 | Self::SmolLM3 | Self::Granite | Self::Ernie45 => RopeStyle::Interleaved,
             Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma2 | Self::Gemma3 | Self::Phi3 => RopeStyle::Neox,
         }
     }
@@ -597,7 +607,7 @@ fn moe_params(
     let experts = match family {
         Family::Qwen3Moe => md_usize(md, &key("expert_count"))?,
         Family::Llama => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
-        Family::Mistral3 | Family::SmolLM3 | Family::Granite => match md_opt_usize(md, &key("expert_count"))? {
+        Family::Mistral3 | Family::SmolLM3 | Family::Granite | Family::Ernie45 => match md_opt_usize(md, &key("expert_count"))? {
             Some(n) if n > 0 => {
                 return Err(bad(
                     "expert_count",

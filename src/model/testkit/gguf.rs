@@ -132,6 +132,8 @@ impl TinyModelSpec {
             // Llama 3's tokenizer, as SmolLM3's; Granite 3's StarCoder-like one.
             Family::SmolLM3 => VocabStyle::Gpt2 { pre: "llama-bpe" },
             Family::Granite => VocabStyle::Gpt2 { pre: "refact" },
+            // ERNIE 4.5's is SentencePiece.
+            Family::Ernie45 => VocabStyle::LlamaSpm,
         };
         let mistral3 = family == Family::Mistral3;
         Self {
