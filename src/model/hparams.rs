@@ -320,6 +320,17 @@ const GEMMA3_SLIDING: SlidingDefaults = SlidingDefaults {
     rope_scaled: false,
 };
 
+/// Gemma 2's defaults, as llama.cpp's: a window of 4,096, even layers local, the global rope
+/// base (`rope_base`) and scaling.
+fn gemma2_sliding(rope_base: f64) -> SlidingDefaults {
+    SlidingDefaults {
+        window: Some(4096),
+        period: 2,
+        rope_base,
+        rope_scaled: true,
+    }
+}
+
 /// Gemma 2's soft caps where its GGUFs leave them out (llama.cpp's defaults).
 const GEMMA2_ATTN_SOFTCAP: f64 = 50.0;
 const GEMMA2_FINAL_SOFTCAP: f64 = 30.0;
@@ -427,18 +438,7 @@ impl HParams {
         let rope_base = md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0);
         let sliding = match family {
             Family::Gemma3 => Some(sliding_window(md, &key, layers, GEMMA3_SLIDING)?),
-            // llama.cpp: a window of 4,096, even layers local, the global base and scaling.
-            Family::Gemma2 => Some(sliding_window(
-                md,
-                &key,
-                layers,
-                SlidingDefaults {
-                    window: Some(4096),
-                    period: 2,
-                    rope_base,
-                    rope_scaled: true,
-                },
-            )?),
+            Family::Gemma2 => Some(sliding_window(md, &key, layers, gemma2_sliding(rope_base))?),
             _ => None,
         };
         let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;

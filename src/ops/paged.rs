@@ -406,10 +406,7 @@ impl SeqLayer<'_> {
         for (u, sum) in sums.iter_mut().enumerate() {
             let (lo, hi) = (lo_of(u / group), ctx_of(u / group));
             let row = &mut scores[u * ctx..][..hi];
-            if let Some(c) = self.softcap {
-                fast_math::softcap(&mut row[lo..], c);
-            }
-            *sum = softmax_numerators(&mut row[lo..]);
+            *sum = softmax_numerators(&mut row[lo..], self.softcap);
             row[first_block * bs..lo].fill(0.0);
         }
         out.fill(0.0);
@@ -458,10 +455,14 @@ thread_local! {
     static TILE_OUT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Scores `v` → `e^(s − max)` in place; returns their sum (the softmax's
-/// denominator, divided out once at the end).
+/// Scores `v` → `e^(s − max)` in place, each soft-capped first (`c · tanh(s / c)`) when
+/// `softcap` is `Some(c)`; returns their sum (the softmax's denominator, divided out once at
+/// the end).
 #[inline(always)]
-fn softmax_numerators(v: &mut [f32]) -> f32 {
+fn softmax_numerators(v: &mut [f32], softcap: Option<f32>) -> f32 {
+    if let Some(c) = softcap {
+        fast_math::softcap(v, c);
+    }
     let max = self::max(v);
     for s in v.iter_mut() {
         *s = exp(*s - max);
