@@ -6,7 +6,8 @@
 //! with the file's betas and log multiplier, attention temperature), SmolLM3 (`smollm3`: every
 //! fourth layer without rope), Granite (`granite`: embedding, attention, residual and logit
 //! multipliers), Gemma 2 (`gemma2`: soft caps on attention scores and logits, a local layer)
-//! and ERNIE 4.5 (`ernie4_5`). All Q8_0. (A tiny Gemma 3 file is not among them: with unit-scale
+//! ERNIE 4.5 (`ernie4_5`) and OLMo 2 (`olmo2`: norms after the blocks, Q and K normalized whole;
+//! and OLMo 3's layout, a local layer and YaRN). All Q8_0. (A tiny Gemma 3 file is not among them: with unit-scale
 //! embedding rows times √hidden, tied, llama.cpp gives it a one-hot distribution, the last
 //! prompt token at probability 1, whatever the prompt, so the real Gemma 3 270M is its reference
 //! instead, `tests/real_llama_cpp.rs`. The tiny Gemma 2's rows are that much smaller and its
@@ -86,6 +87,18 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-gemma2-q8_0.gguf", TinyModelSpec::tiny(Family::Gemma2, WeightType::Q8_0)),
         // Llama's layer under its own name, with a SentencePiece vocabulary.
         ("tiny-ernie4_5-q8_0.gguf", TinyModelSpec::tiny(Family::Ernie45, WeightType::Q8_0)),
+        // Norms after each block, Q and K normalized whole.
+        ("tiny-olmo2-q8_0.gguf", TinyModelSpec::tiny(Family::Olmo2, WeightType::Q8_0)),
+        // OLMo 3's layout: layer 0 local (8 positions, unscaled rope), layer 1 global with
+        // YaRN ×4 over an original context of 128.
+        (
+            "tiny-olmo3-q8_0.gguf",
+            TinyModelSpec {
+                sliding_window: Some((8, 2)),
+                rope_yarn: Some((4.0, 128)),
+                ..TinyModelSpec::tiny(Family::Olmo2, WeightType::Q8_0)
+            },
+        ),
     ]
 }
 

@@ -16,6 +16,7 @@
 //! | SmolLM3 | `smollm3` | interleaved (every fourth layer none) | no | no |
 //! | Granite 3.x (dense) | `granite` | interleaved | no | no |
 //! | ERNIE 4.5 (dense) | `ernie4_5` | interleaved | no | no |
+//! | OLMo 2, OLMo 3 | `olmo2` | NeoX (halves) | no | yes (whole Q and K) |
 //!
 //! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
 //! (gate rows first); they are split at load. Its 128k-context files carry per-frequency
@@ -65,6 +66,14 @@
 //! before the softmax, and every logit likewise with `final_logit_softcapping` (else 30). Its
 //! 27B (46 layers) scales queries by `1/√(hidden / heads)`.
 //!
+//! OLMo 2 (`olmo2`) normalizes after each block instead of before it: no `attn_norm` or
+//! `ffn_norm`, each attention and MLP output normalized (`post_attention_norm`,
+//! `post_ffw_norm`) before its residual add, and Q and K normalized whole (one RMSNorm over
+//! all heads' values, before they are cut into heads). OLMo 3, written as `olmo2` with
+//! `attention.sliding_window`, has local layers too (`attention.sliding_window_pattern`, else
+//! every fourth layer global), rotated on the global base (`rope.freq_base_swa` is not used)
+//! without scaling or attention factor (llama.cpp's `src/models/olmo2.cpp`).
+//!
 //! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
 //! have an architecture of their own (`ernie4_5-moe`) and are not supported.
 //!
@@ -82,7 +91,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5",
+    "ernie4_5", "olmo2",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,11 +116,13 @@ pub enum Family {
     Granite,
     /// ERNIE 4.5 (dense): Llama's layer.
     Ernie45,
+    /// OLMo 2 and 3: norms after each block, not before; Q and K normalized whole.
+    Olmo2,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 11] = [
+    pub const ALL: [Family; 12] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -123,6 +134,7 @@ impl Family {
         Self::SmolLM3,
         Self::Granite,
         Self::Ernie45,
+        Self::Olmo2,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -138,6 +150,7 @@ impl Family {
             "smollm3" => Ok(Self::SmolLM3),
             "granite" => Ok(Self::Granite),
             "ernie4_5" => Ok(Self::Ernie45),
+            "olmo2" => Ok(Self::Olmo2),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -159,13 +172,16 @@ impl Family {
             Self::SmolLM3 => "smollm3",
             Self::Granite => "granite",
             Self::Ernie45 => "ernie4_5",
+            Self::Olmo2 => "olmo2",
         }
     }
 
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Self::Llama | Self::Mistral3 | Self::SmolLM3 | Self::Granite | Self::Ernie45 => RopeStyle::Interleaved,
-            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma2 | Self::Gemma3 | Self::Phi3 => RopeStyle::Neox,
+            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma2 | Self::Gemma3 | Self::Phi3 | Self::Olmo2 => {
+                RopeStyle::Neox
+            }
         }
     }
 }
@@ -295,9 +311,20 @@ pub struct SlidingWindow {
     pub local: Vec<bool>,
     /// The rope base of the local layers.
     pub rope_base: f64,
-    /// Whether the local layers take the file's rope scaling too (Gemma 2, as llama.cpp's
-    /// `rope_freq_scale_train_swa`); Gemma 3's rotate unscaled.
-    pub rope_scaled: bool,
+    /// How the local layers' rope differs from the global layers' beyond its base.
+    pub rope: LocalRope,
+}
+
+/// The local layers' rope beside their base (llama.cpp's `rope_freq_scale_train_swa` and the
+/// factors each family's graph passes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalRope {
+    /// The file's scaling, as the global layers (Gemma 2).
+    Scaled,
+    /// No scaling; the file's `rope.scaling.attn_factor` still (Gemma 3).
+    Unscaled,
+    /// No scaling and no attention factor (OLMo 3: llama.cpp passes 1 for both).
+    Plain,
 }
 
 /// What a family assumes where its GGUFs leave the sliding window's keys out (as llama.cpp
@@ -309,7 +336,7 @@ struct SlidingDefaults {
     period: usize,
     /// `rope.freq_base_swa`.
     rope_base: f64,
-    rope_scaled: bool,
+    rope: LocalRope,
 }
 
 /// Gemma 3's published values: five local layers then a global one, local rope base 10 000.
@@ -317,7 +344,7 @@ const GEMMA3_SLIDING: SlidingDefaults = SlidingDefaults {
     window: None,
     period: 6,
     rope_base: 10_000.0,
-    rope_scaled: false,
+    rope: LocalRope::Unscaled,
 };
 
 /// Gemma 2's defaults, as llama.cpp's: a window of 4,096, even layers local, the global rope
@@ -327,7 +354,18 @@ fn gemma2_sliding(rope_base: f64) -> SlidingDefaults {
         window: Some(4096),
         period: 2,
         rope_base,
-        rope_scaled: true,
+        rope: LocalRope::Scaled,
+    }
+}
+
+/// OLMo 3's (an `olmo2` file with `attention.sliding_window`), as llama.cpp's: every fourth
+/// layer global unless the file's pattern says, local layers on the global base, unscaled.
+fn olmo3_sliding(rope_base: f64) -> SlidingDefaults {
+    SlidingDefaults {
+        window: None,
+        period: 4,
+        rope_base,
+        rope: LocalRope::Plain,
     }
 }
 
@@ -436,11 +474,7 @@ impl HParams {
             (None, None) => md_usize(md, &key("feed_forward_length"))?,
         };
         let rope_base = md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0);
-        let sliding = match family {
-            Family::Gemma3 => Some(sliding_window(md, &key, layers, GEMMA3_SLIDING)?),
-            Family::Gemma2 => Some(sliding_window(md, &key, layers, gemma2_sliding(rope_base))?),
-            _ => None,
-        };
+        let sliding = family_sliding(md, &key, family, layers, rope_base)?;
         let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;
         let scales = Scales::read(md, &key, family, [hidden, heads, head_dim, layers])?;
         let no_rope = no_rope_layers(md, &key, family, layers)?;
@@ -607,7 +641,7 @@ fn moe_params(
     let experts = match family {
         Family::Qwen3Moe => md_usize(md, &key("expert_count"))?,
         Family::Llama => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
-        Family::Mistral3 | Family::SmolLM3 | Family::Granite | Family::Ernie45 => match md_opt_usize(md, &key("expert_count"))? {
+        Family::Mistral3 | Family::SmolLM3 | Family::Granite | Family::Ernie45 | Family::Olmo2 => match md_opt_usize(md, &key("expert_count"))? {
             Some(n) if n > 0 => {
                 return Err(bad(
                     "expert_count",
@@ -651,7 +685,29 @@ fn moe_params(
     }))
 }
 
-/// Gemma's sliding-window layers from `{arch}.attention.sliding_window`, the pattern and the
+/// The family's sliding-window layers, if it has them (`rope_base`: the global layers').
+fn family_sliding(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    family: Family,
+    layers: usize,
+    rope_base: f64,
+) -> Result<Option<SlidingWindow>, ModelError> {
+    Ok(match family {
+        Family::Gemma3 => Some(sliding_window(md, key, layers, GEMMA3_SLIDING)?),
+        Family::Gemma2 => Some(sliding_window(md, key, layers, gemma2_sliding(rope_base))?),
+        // OLMo 3: only when the file has a window (OLMo 2's have none).
+        Family::Olmo2 if md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(0) > 0 => {
+            // llama.cpp's olmo2 graph rotates local layers on the global base, whatever
+            // `rope.freq_base_swa` says.
+            let s = sliding_window(md, key, layers, olmo3_sliding(rope_base))?;
+            Some(SlidingWindow { rope_base, ..s })
+        }
+        _ => None,
+    })
+}
+
+/// Sliding-window layers (Gemma, OLMo 3) from `{arch}.attention.sliding_window`, the pattern and the
 /// local rope base, each the family's default where the file leaves it out (see the module
 /// docs).
 fn sliding_window(
@@ -704,7 +760,7 @@ fn sliding_window(
         window,
         local,
         rope_base,
-        rope_scaled: defaults.rope_scaled,
+        rope: defaults.rope,
     })
 }
 
@@ -846,7 +902,7 @@ mod tests {
         let hp = HParams::from_metadata(&md("gemma2", &[("block_count", Value::U32(4))]), Some(100)).unwrap();
         assert_eq!(hp.family.rope_style(), RopeStyle::Neox);
         let s = hp.sliding.as_ref().unwrap();
-        assert_eq!((s.window, s.rope_base, s.rope_scaled), (4096, 10_000.0, true));
+        assert_eq!((s.window, s.rope_base, s.rope), (4096, 10_000.0, LocalRope::Scaled));
         assert_eq!(s.local, [true, false, true, false]);
         assert_eq!((hp.window(0), hp.window(1)), (Some(4096), None));
         assert_eq!((hp.attn_softcap, hp.final_softcap), (Some(50.0), Some(30.0)));
@@ -884,7 +940,30 @@ mod tests {
         // No other family soft-caps anything.
         let hp = HParams::from_metadata(&md("gemma3", &[("attention.sliding_window", Value::U32(512))]), Some(100)).unwrap();
         assert_eq!((hp.attn_softcap, hp.final_softcap), (None, None));
-        assert!(!hp.sliding.unwrap().rope_scaled);
+        assert_eq!(hp.sliding.unwrap().rope, LocalRope::Unscaled);
+    }
+
+    /// OLMo 2 has no window; OLMo 3 (an `olmo2` file with a window) has every fourth layer
+    /// global unless the file says, its local layers on the global base (not
+    /// `rope.freq_base_swa`, as llama.cpp's graph) without scaling or attention factor.
+    #[test]
+    fn olmo2_has_local_layers_only_with_a_window() {
+        let hp = HParams::from_metadata(&md("olmo2", &[]), Some(100)).unwrap();
+        assert_eq!((hp.family.rope_style(), hp.sliding), (RopeStyle::Neox, None));
+        let olmo3 = md(
+            "olmo2",
+            &[
+                ("attention.sliding_window", Value::U32(4096)),
+                ("rope.freq_base_swa", Value::F32(1000.0)),
+                ("rope.freq_base", Value::F32(500_000.0)),
+                ("block_count", Value::U32(8)),
+            ],
+        );
+        let s = HParams::from_metadata(&olmo3, Some(100)).unwrap().sliding.unwrap();
+        assert_eq!((s.window, s.rope_base, s.rope), (4096, 500_000.0, LocalRope::Plain));
+        assert_eq!(s.local, [true, true, true, false, true, true, true, false]);
+        let zero = md("olmo2", &[("attention.sliding_window", Value::U32(0))]);
+        assert_eq!(HParams::from_metadata(&zero, Some(100)).unwrap().sliding, None);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
-use super::hparams::{Family, HParams, RopeScaling};
+use super::hparams::{Family, HParams, LocalRope, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::moe::MoeMlp;
@@ -51,8 +51,10 @@ struct Attention {
     wo: QLinear,
     /// Qwen2: biases of the Q/K/V projections.
     bias: Option<[Tensor; 3]>,
-    /// Qwen3: RMSNorm over each head's Q and K before rope.
+    /// Qwen3: RMSNorm over each head's Q and K before rope; OLMo 2 (`qk_norm_whole`): over all
+    /// of Q and all of K.
     qk_norm: Option<[Tensor; 2]>,
+    qk_norm_whole: bool,
 }
 
 struct Mlp {
@@ -81,13 +83,15 @@ impl Ffn {
 }
 
 struct Layer {
-    attn_norm: Tensor,
+    /// RMSNorm before attention (none in OLMo 2, which normalizes after).
+    attn_norm: Option<Tensor>,
     attn: Attention,
-    /// Gemma: RMSNorm of the attention output before the residual add.
+    /// Gemma, OLMo 2: RMSNorm of the attention output before the residual add.
     post_attn_norm: Option<Tensor>,
-    ffn_norm: Tensor,
+    /// RMSNorm before the MLP (none in OLMo 2).
+    ffn_norm: Option<Tensor>,
     ffn: Ffn,
-    /// Gemma: RMSNorm of the MLP output before the residual add.
+    /// Gemma, OLMo 2: RMSNorm of the MLP output before the residual add.
     post_ffn_norm: Option<Tensor>,
 }
 
@@ -148,26 +152,28 @@ impl Transformer {
             }
             None => None,
         };
-        let tables = |base: f64, scaling: RopeScaling| {
+        let tables = |base: f64, scaling: RopeScaling, attn_factor: f64| {
             let spec = RopeSpec {
                 base,
                 scaling,
-                attn_factor: hp.rope_attn_factor,
+                attn_factor,
                 style: hp.family.rope_style(),
             };
             RopeTables::new(hp.rope_dims, spec, freq_factors.as_deref(), max_positions, device)
         };
-        let rope = tables(hp.rope_base, hp.rope_scaling)?;
+        let rope = tables(hp.rope_base, hp.rope_scaling, hp.rope_attn_factor)?;
         // Gemma 3's local layers rotate unscaled: the file's scaling (linear ×8 on 4B and up) is
         // the global layers' (llama.cpp's `rope_freq_scale_train_swa` = 1, HF's
-        // `rotary_emb_local`). Gemma 2's take the global scaling, and its base unless the file
-        // gives them one of their own: then the global tables serve them.
+        // `rotary_emb_local`); OLMo 3's without the attention factor too. Gemma 2's take the
+        // global scaling, and its base unless the file gives them one of their own: then the
+        // global tables serve them.
         let rope_local = match &hp.sliding {
-            Some(s) if s.rope_scaled && s.rope_base == hp.rope_base => None,
-            Some(s) => Some(tables(
-                s.rope_base,
-                if s.rope_scaled { hp.rope_scaling } else { RopeScaling::None },
-            )?),
+            Some(s) if s.rope == LocalRope::Scaled && s.rope_base == hp.rope_base => None,
+            Some(s) => Some(match s.rope {
+                LocalRope::Scaled => tables(s.rope_base, hp.rope_scaling, hp.rope_attn_factor)?,
+                LocalRope::Unscaled => tables(s.rope_base, RopeScaling::None, hp.rope_attn_factor)?,
+                LocalRope::Plain => tables(s.rope_base, RopeScaling::None, 1.0)?,
+            }),
             None => None,
         };
         let layers = (0..hp.layers)
@@ -271,7 +277,7 @@ impl Transformer {
                 (Some(l), Some(_)) => l,
                 _ => &global,
             };
-            let h = norm::rms_norm(&x, &layer.attn_norm, hp.rms_eps as f32)?;
+            let h = pre_norm(&x, layer.attn_norm.as_ref(), hp.rms_eps)?;
             let a = &layer.attn;
             let [mut q, mut k, mut v]: [Tensor; 3] = a.qkv.forward(&h)?.try_into().map_err(|_| {
                 ModelError::from(OpsError::Layout("the QKV projection did not give three outputs".into()))
@@ -281,10 +287,14 @@ impl Transformer {
                 k = k.broadcast_add(bk)?;
                 v = v.broadcast_add(bv)?;
             }
+            if let (Some([qn, kn]), true) = (&a.qk_norm, a.qk_norm_whole) {
+                q = norm::rms_norm(&q.contiguous()?, qn, hp.rms_eps as f32)?;
+                k = norm::rms_norm(&k.contiguous()?, kn, hp.rms_eps as f32)?;
+            }
             let mut q = q.reshape((t, hp.heads, hp.head_dim))?;
             let mut k = k.reshape((t, hp.kv_heads, hp.head_dim))?;
             let v = v.reshape((t, hp.kv_heads, hp.head_dim))?;
-            if let Some([qn, kn]) = &a.qk_norm {
+            if let (Some([qn, kn]), false) = (&a.qk_norm, a.qk_norm_whole) {
                 q = norm::rms_norm(&q.contiguous()?, qn, hp.rms_eps as f32)?;
                 k = norm::rms_norm(&k.contiguous()?, kn, hp.rms_eps as f32)?;
             }
@@ -318,7 +328,7 @@ impl Transformer {
             }
             x = (x + attn)?;
 
-            let h = norm::rms_norm(&x, &layer.ffn_norm, hp.rms_eps as f32)?;
+            let h = pre_norm(&x, layer.ffn_norm.as_ref(), hp.rms_eps)?;
             let mut mlp = layer.ffn.forward(&h, self.activation)?;
             if let Some(n) = &layer.post_ffn_norm {
                 mlp = norm::rms_norm(&mlp, n, hp.rms_eps as f32)?;
@@ -356,6 +366,15 @@ impl Transformer {
             None => logits,
         })
     }
+}
+
+/// A block's input: `x` through its RMSNorm `n`, or `x` itself where the family has none
+/// (OLMo 2).
+fn pre_norm(x: &Tensor, n: Option<&Tensor>, eps: f64) -> Result<Tensor, ModelError> {
+    Ok(match n {
+        Some(n) => norm::rms_norm(x, n, eps as f32)?,
+        None => x.clone(),
+    })
 }
 
 /// The tensors that hold per-frequency rope divisors: Llama 3.1's, Phi-3's LongRoPE pair.
@@ -420,18 +439,29 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     } else {
         None
     };
+    // OLMo 2 normalizes Q and K whole (over every head), the others per head.
+    let qk_norm_whole = hp.family == Family::Olmo2;
+    let (q_norm_len, k_norm_len) = if qk_norm_whole { (q_dim, kv_dim) } else { (hd, hd) };
     let qk_norm = if file.has_tensor(&n("attn_q_norm.weight")) {
         Some([
-            load_vec(file, &n("attn_q_norm.weight"), hd, device)?,
-            load_vec(file, &n("attn_k_norm.weight"), hd, device)?,
+            load_vec(file, &n("attn_q_norm.weight"), q_norm_len, device)?,
+            load_vec(file, &n("attn_k_norm.weight"), k_norm_len, device)?,
         ])
     } else {
         None
     };
-    // Gemma's post-norms are part of its architecture: required there, absent elsewhere.
+    // OLMo 2 normalizes after each block only; the others before.
+    let pre_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
+        match hp.family {
+            Family::Olmo2 => Ok(None),
+            _ => load_vec(file, &n(name), d, device).map(Some),
+        }
+    };
+    // Gemma's and OLMo 2's post-norms are part of their architecture: required there, absent
+    // elsewhere.
     let post_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
         match hp.family {
-            Family::Gemma2 | Family::Gemma3 => load_vec(file, &n(name), d, device).map(Some),
+            Family::Gemma2 | Family::Gemma3 | Family::Olmo2 => load_vec(file, &n(name), d, device).map(Some),
             _ => Ok(None),
         }
     };
@@ -447,15 +477,16 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         }
     }
     Ok(Layer {
-        attn_norm: load_vec(file, &n("attn_norm.weight"), d, device)?,
+        attn_norm: pre_norm(file, "attn_norm.weight")?,
         attn: Attention {
             qkv: FusedLinear::new(load_qkv(file, &n, [q_dim, kv_dim, d], device)?, device)?,
             wo: QLinear::new(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?, device)?,
             bias,
             qk_norm,
+            qk_norm_whole,
         },
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
-        ffn_norm: load_vec(file, &n("ffn_norm.weight"), d, device)?,
+        ffn_norm: pre_norm(file, "ffn_norm.weight")?,
         ffn: match &hp.moe {
             Some(p) => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
             None => Ffn::Dense(Mlp {

@@ -134,6 +134,8 @@ impl TinyModelSpec {
             Family::Granite => VocabStyle::Gpt2 { pre: "refact" },
             // ERNIE 4.5's is SentencePiece.
             Family::Ernie45 => VocabStyle::LlamaSpm,
+            // OLMo's GPT-2-like pre-tokenizer.
+            Family::Olmo2 => VocabStyle::Gpt2 { pre: "olmo" },
         };
         let mistral3 = family == Family::Mistral3;
         Self {
@@ -289,6 +291,7 @@ impl TinyModelSpec {
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
         let norms = match self.family {
             Family::Gemma2 => 4 * d,
+            Family::Olmo2 => 2 * d + q + kv,
             Family::Gemma3 => 4 * d + 2 * self.head_dim,
             Family::Qwen3 | Family::Qwen3Moe => 2 * d + 2 * self.head_dim,
             _ => 2 * d,
@@ -500,9 +503,13 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         tensors.push(vector("rope_factors_long.weight".into(), l.long.clone())?);
         tensors.push(vector("rope_factors_short.weight".into(), l.short.clone())?);
     }
+    // OLMo 2 normalizes after each block (post-norms below), not before.
+    let pre_norms = spec.family != Family::Olmo2;
     for i in 0..spec.layers {
         let n = |s: &str| format!("blk.{i}.{s}");
-        tensors.push(vector(n("attn_norm.weight"), rng.around(d, 1.0, 0.1))?);
+        if pre_norms {
+            tensors.push(vector(n("attn_norm.weight"), rng.around(d, 1.0, 0.1))?);
+        }
         let q = rng.matrix(q_dim, d, 1.0);
         let k = rng.matrix(kv_dim, d, 1.0);
         let v = rng.matrix(kv_dim, d, 1.0);
@@ -523,11 +530,18 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1))?);
         }
-        if matches!(spec.family, Family::Gemma2 | Family::Gemma3) {
+        if spec.family == Family::Olmo2 {
+            // Over all of Q and all of K.
+            tensors.push(vector(n("attn_q_norm.weight"), rng.around(q_dim, 1.0, 0.1))?);
+            tensors.push(vector(n("attn_k_norm.weight"), rng.around(kv_dim, 1.0, 0.1))?);
+        }
+        if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2) {
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
-        tensors.push(vector(n("ffn_norm.weight"), rng.around(d, 1.0, 0.1))?);
+        if pre_norms {
+            tensors.push(vector(n("ffn_norm.weight"), rng.around(d, 1.0, 0.1))?);
+        }
         tensors.extend(mlp_tensors(spec, i, &mut rng, &mut moe_rng)?);
     }
 
