@@ -7,7 +7,8 @@
 //! fourth layer without rope), Granite (`granite`: embedding, attention, residual and logit
 //! multipliers), Gemma 2 (`gemma2`: soft caps on attention scores and logits, a local layer)
 //! ERNIE 4.5 (`ernie4_5`) and OLMo 2 (`olmo2`: norms after the blocks, Q and K normalized whole;
-//! and OLMo 3's layout, a local layer and YaRN). All Q8_0. (A tiny Gemma 3 file is not among them: with unit-scale
+//! and OLMo 3's layout, a local layer and YaRN) and EXAONE 4.0 (`exaone4`, and the 32B's layout:
+//! 64 layers, local ones and global ones without rope). All Q8_0. (A tiny Gemma 3 file is not among them: with unit-scale
 //! embedding rows times √hidden, tied, llama.cpp gives it a one-hot distribution, the last
 //! prompt token at probability 1, whatever the prompt, so the real Gemma 3 270M is its reference
 //! instead, `tests/real_llama_cpp.rs`. The tiny Gemma 2's rows are that much smaller and its
@@ -21,7 +22,7 @@
 //! K/V f32. Checked, teacher-forced on llama.cpp's tokens with our K/V f32: our greedy pick is
 //! its pick at every position, or, at a near-tie (its top two within `NEAR_TIE`; where it gave
 //! no log-probabilities, our own two), one of that pair; and our log-probabilities of its top
-//! 10 are within `LOGPROB_TOL`.
+//! 10 are within `LOGPROB_TOL` (`DEEP_LOGPROB_TOL` for the 64-layer file).
 //!
 //! The MoE router picks 2 of 8 experts from float scores, so a difference in the last bits
 //! could change a token's experts where two scores nearly tie; the files' router scores are
@@ -52,6 +53,22 @@ const LOGPROB_TOL: f64 = 0.25;
 const COMPARED_ABOVE: f64 = -8.0;
 /// llama.cpp's top-two log-probability gap under which either pick is right.
 const NEAR_TIE: f64 = 0.2;
+
+/// [`LOGPROB_TOL`] for the 64-layer EXAONE file: sixty-four random layers amplify the same
+/// rounding differences further. When it was recorded its largest difference was 0.270 (mean
+/// 0.041 over 630); a Llama file of the same shape, recorded and compared the same way, gave
+/// 0.120 (mean 0.024), and with rope in its global layers, without its window, or with its
+/// local layers on `rope.freq_base_swa`, it fails at the third to fifth token by a wrong pick.
+const DEEP_LOGPROB_TOL: f64 = 0.35;
+
+/// The tolerance for file `name`.
+fn logprob_tol(name: &str) -> f64 {
+    if name.contains("32b-layout") {
+        DEEP_LOGPROB_TOL
+    } else {
+        LOGPROB_TOL
+    }
+}
 
 /// The files: name and the spec the testkit writes it from.
 fn models() -> Vec<(&'static str, TinyModelSpec)> {
@@ -99,7 +116,25 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
                 ..TinyModelSpec::tiny(Family::Olmo2, WeightType::Q8_0)
             },
         ),
+        // OLMo 2's block with per-head q/k norms.
+        ("tiny-exaone4-q8_0.gguf", TinyModelSpec::tiny(Family::Exaone4, WeightType::Q8_0)),
+        ("tiny-exaone4-32b-layout-q8_0.gguf", exaone4_32b_layout()),
     ]
+}
+
+/// EXAONE 4.0 with the 32B's 64 layers (llama.cpp gives local layers by that count), narrow:
+/// every fourth layer global and without rope, the others local with an 8-position window.
+fn exaone4_32b_layout() -> TinyModelSpec {
+    TinyModelSpec {
+        hidden: 64,
+        layers: 64,
+        heads: 2,
+        kv_heads: 1,
+        head_dim: 32,
+        ffn: 128,
+        sliding_window: Some((8, 4)),
+        ..TinyModelSpec::tiny(Family::Exaone4, WeightType::Q8_0)
+    }
 }
 
 /// A Phi-3 file with LongRoPE factors and partial rotary (48 of 64 dimensions, as Phi-4-mini
@@ -166,7 +201,7 @@ fn tiny_models_match_llama_cpp() {
             seen.ties_line()
         );
         assert!(seen.compared > 300, "{name}: only {} log-probabilities compared", seen.compared);
-        assert!(seen.worst.0 < LOGPROB_TOL, "{}", seen.worst.1);
+        assert!(seen.worst.0 < logprob_tol(name), "{}", seen.worst.1);
     }
 }
 

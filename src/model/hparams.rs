@@ -17,6 +17,7 @@
 //! | Granite 3.x (dense) | `granite` | interleaved | no | no |
 //! | ERNIE 4.5 (dense) | `ernie4_5` | interleaved | no | no |
 //! | OLMo 2, OLMo 3 | `olmo2` | NeoX (halves) | no | yes (whole Q and K) |
+//! | EXAONE 4.0 | `exaone4` | NeoX (halves; none in the 32B's global layers) | no | yes |
 //!
 //! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
 //! (gate rows first); they are split at load. Its 128k-context files carry per-frequency
@@ -74,6 +75,13 @@
 //! every fourth layer global), rotated on the global base (`rope.freq_base_swa` is not used)
 //! without scaling or attention factor (llama.cpp's `src/models/olmo2.cpp`).
 //!
+//! EXAONE 4.0 (`exaone4`) is OLMo 2's block (norms after, none before) with Qwen3's per-head
+//! q/k norms. As in llama.cpp's `src/models/exaone4.cpp`, a 64-layer file (the 32B) has local
+//! layers (`attention.sliding_window`, else 4,096; the pattern, else every fourth layer
+//! global) rotated as the global ones would be, and its global layers take no rope at all;
+//! other files have neither, whatever their keys say. Multi-token-prediction layers
+//! (`nextn_predict_layers`) are refused.
+//!
 //! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
 //! have an architecture of their own (`ernie4_5-moe`) and are not supported.
 //!
@@ -91,7 +99,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2",
+    "ernie4_5", "olmo2", "exaone4",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,11 +126,13 @@ pub enum Family {
     Ernie45,
     /// OLMo 2 and 3: norms after each block, not before; Q and K normalized whole.
     Olmo2,
+    /// EXAONE 4.0: OLMo 2's block with per-head q/k norms; the 32B's global layers without rope.
+    Exaone4,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 12] = [
+    pub const ALL: [Family; 13] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -135,6 +145,7 @@ impl Family {
         Self::Granite,
         Self::Ernie45,
         Self::Olmo2,
+        Self::Exaone4,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -151,6 +162,7 @@ impl Family {
             "granite" => Ok(Self::Granite),
             "ernie4_5" => Ok(Self::Ernie45),
             "olmo2" => Ok(Self::Olmo2),
+            "exaone4" => Ok(Self::Exaone4),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -173,15 +185,15 @@ impl Family {
             Self::Granite => "granite",
             Self::Ernie45 => "ernie4_5",
             Self::Olmo2 => "olmo2",
+            Self::Exaone4 => "exaone4",
         }
     }
 
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Self::Llama | Self::Mistral3 | Self::SmolLM3 | Self::Granite | Self::Ernie45 => RopeStyle::Interleaved,
-            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma2 | Self::Gemma3 | Self::Phi3 | Self::Olmo2 => {
-                RopeStyle::Neox
-            }
+            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma2 | Self::Gemma3 | Self::Phi3 | Self::Olmo2
+            | Self::Exaone4 => RopeStyle::Neox,
         }
     }
 }
@@ -369,6 +381,22 @@ fn olmo3_sliding(rope_base: f64) -> SlidingDefaults {
     }
 }
 
+/// A file whose blocks include multi-token-prediction layers (`nextn_predict_layers`, which
+/// llama.cpp keeps in the file and does not run) is refused: its `block_count` counts them,
+/// and running them as ordinary layers would compute something else.
+fn refuse_mtp_layers(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
+    match md_opt_usize(md, &key("nextn_predict_layers"))? {
+        Some(n) if n > 0 => Err(ModelError::BadMetadata {
+            key: key("nextn_predict_layers"),
+            reason: format!("{n} multi-token-prediction layers are not supported"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// EXAONE 4.0 32B's layer count: llama.cpp gives local layers to such files only.
+const EXAONE4_32B_LAYERS: usize = 64;
+
 /// Gemma 2's soft caps where its GGUFs leave them out (llama.cpp's defaults).
 const GEMMA2_ATTN_SOFTCAP: f64 = 50.0;
 const GEMMA2_FINAL_SOFTCAP: f64 = 30.0;
@@ -468,6 +496,7 @@ impl HParams {
         };
         let layers = md_usize(md, &key("block_count"))?;
         let moe = moe_params(md, &key, family)?;
+        refuse_mtp_layers(md, &key)?;
         let ffn = match (&moe, md_opt_per_layer_usize(md, &key("feed_forward_length"))?) {
             (_, Some(f)) => f,
             (Some(_), None) => 0,
@@ -477,7 +506,7 @@ impl HParams {
         let sliding = family_sliding(md, &key, family, layers, rope_base)?;
         let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;
         let scales = Scales::read(md, &key, family, [hidden, heads, head_dim, layers])?;
-        let no_rope = no_rope_layers(md, &key, family, layers)?;
+        let no_rope = no_rope_layers(md, &key, family, layers, sliding.as_ref())?;
         Ok(Self {
             family,
             vocab_size,
@@ -558,16 +587,19 @@ impl Scales {
 
 /// One flag per layer, `true` where it skips rope: SmolLM3's every fourth layer; every layer of
 /// a Granite file whose `rope.scaling.finetuned` is false (llama.cpp: Granite's rope is on
-/// unless the file says so). Empty when every layer rotates.
+/// unless the file says so); EXAONE 4.0's global layers where it has local ones. Empty when
+/// every layer rotates.
 fn no_rope_layers(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
     family: Family,
     layers: usize,
+    sliding: Option<&SlidingWindow>,
 ) -> Result<Vec<bool>, ModelError> {
-    Ok(match family {
-        Family::SmolLM3 => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
-        Family::Granite if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
+    Ok(match (family, sliding) {
+        (Family::Exaone4, Some(s)) => s.local.iter().map(|local| !local).collect(),
+        (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
+        (Family::Granite, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
         _ => Vec::new(),
     })
 }
@@ -641,7 +673,7 @@ fn moe_params(
     let experts = match family {
         Family::Qwen3Moe => md_usize(md, &key("expert_count"))?,
         Family::Llama => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
-        Family::Mistral3 | Family::SmolLM3 | Family::Granite | Family::Ernie45 | Family::Olmo2 => match md_opt_usize(md, &key("expert_count"))? {
+        Family::Mistral3 | Family::SmolLM3 | Family::Granite | Family::Ernie45 | Family::Olmo2 | Family::Exaone4 => match md_opt_usize(md, &key("expert_count"))? {
             Some(n) if n > 0 => {
                 return Err(bad(
                     "expert_count",
@@ -701,6 +733,18 @@ fn family_sliding(
             // llama.cpp's olmo2 graph rotates local layers on the global base, whatever
             // `rope.freq_base_swa` says.
             let s = sliding_window(md, key, layers, olmo3_sliding(rope_base))?;
+            Some(SlidingWindow { rope_base, ..s })
+        }
+        // llama.cpp gives EXAONE 4.0 local layers by its layer count (the 32B's 64), and its
+        // graph rotates them as the global layers would (their base and scaling).
+        Family::Exaone4 if layers == EXAONE4_32B_LAYERS => {
+            let defaults = SlidingDefaults {
+                window: Some(4096),
+                period: 4,
+                rope_base,
+                rope: LocalRope::Scaled,
+            };
+            let s = sliding_window(md, key, layers, defaults)?;
             Some(SlidingWindow { rope_base, ..s })
         }
         _ => None,
@@ -964,6 +1008,29 @@ mod tests {
         assert_eq!(s.local, [true, true, true, false, true, true, true, false]);
         let zero = md("olmo2", &[("attention.sliding_window", Value::U32(0))]);
         assert_eq!(HParams::from_metadata(&zero, Some(100)).unwrap().sliding, None);
+    }
+
+    /// EXAONE 4.0 as llama.cpp reads it: local layers only in a 64-layer file (every fourth
+    /// global, without rope; a window of 4,096 unless the file says), whatever a smaller
+    /// file's keys say; multi-token-prediction layers refused for any family.
+    #[test]
+    fn exaone4_has_local_layers_only_with_the_32bs_layer_count() {
+        let small = md("exaone4", &[("attention.sliding_window", Value::U32(128))]);
+        let hp = HParams::from_metadata(&small, Some(100)).unwrap();
+        assert_eq!((hp.sliding, hp.no_rope.is_empty()), (None, true));
+        let big = md(
+            "exaone4",
+            &[("block_count", Value::U32(64)), ("rope.freq_base_swa", Value::F32(10.0))],
+        );
+        let hp = HParams::from_metadata(&big, Some(100)).unwrap();
+        let s = hp.sliding.as_ref().unwrap();
+        assert_eq!((s.window, s.rope_base, s.rope), (4096, hp.rope_base, LocalRope::Scaled));
+        assert_eq!(&s.local[..8], [true, true, true, false, true, true, true, false]);
+        assert!((0..64).all(|l| hp.rotates(l) == s.local[l]), "global layers take no rope");
+        for arch in ["exaone4", "qwen3"] {
+            let mtp = md(arch, &[("nextn_predict_layers", Value::U32(1))]);
+            assert_eq!(bad_key(&mtp), format!("{arch}.nextn_predict_layers"));
+        }
     }
 
     #[test]

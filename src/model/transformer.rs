@@ -83,15 +83,15 @@ impl Ffn {
 }
 
 struct Layer {
-    /// RMSNorm before attention (none in OLMo 2, which normalizes after).
+    /// RMSNorm before attention (none in OLMo 2 and EXAONE 4.0, which normalize after).
     attn_norm: Option<Tensor>,
     attn: Attention,
-    /// Gemma, OLMo 2: RMSNorm of the attention output before the residual add.
+    /// Gemma, OLMo 2, EXAONE 4.0: RMSNorm of the attention output before the residual add.
     post_attn_norm: Option<Tensor>,
-    /// RMSNorm before the MLP (none in OLMo 2).
+    /// RMSNorm before the MLP (none in OLMo 2 and EXAONE 4.0).
     ffn_norm: Option<Tensor>,
     ffn: Ffn,
-    /// Gemma, OLMo 2: RMSNorm of the MLP output before the residual add.
+    /// Gemma, OLMo 2, EXAONE 4.0: RMSNorm of the MLP output before the residual add.
     post_ffn_norm: Option<Tensor>,
 }
 
@@ -450,18 +450,20 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     } else {
         None
     };
-    // OLMo 2 normalizes after each block only; the others before.
+    // OLMo 2 and EXAONE 4.0 normalize after each block only; the others before.
     let pre_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
         match hp.family {
-            Family::Olmo2 => Ok(None),
+            Family::Olmo2 | Family::Exaone4 => Ok(None),
             _ => load_vec(file, &n(name), d, device).map(Some),
         }
     };
-    // Gemma's and OLMo 2's post-norms are part of their architecture: required there, absent
-    // elsewhere.
+    // Gemma's, OLMo 2's and EXAONE 4.0's post-norms are part of their architecture: required
+    // there, absent elsewhere.
     let post_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
         match hp.family {
-            Family::Gemma2 | Family::Gemma3 | Family::Olmo2 => load_vec(file, &n(name), d, device).map(Some),
+            Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 => {
+                load_vec(file, &n(name), d, device).map(Some)
+            }
             _ => Ok(None),
         }
     };

@@ -136,6 +136,7 @@ impl TinyModelSpec {
             Family::Ernie45 => VocabStyle::LlamaSpm,
             // OLMo's GPT-2-like pre-tokenizer.
             Family::Olmo2 => VocabStyle::Gpt2 { pre: "olmo" },
+            Family::Exaone4 => VocabStyle::Gpt2 { pre: "exaone4" },
         };
         let mistral3 = family == Family::Mistral3;
         Self {
@@ -292,6 +293,7 @@ impl TinyModelSpec {
         let norms = match self.family {
             Family::Gemma2 => 4 * d,
             Family::Olmo2 => 2 * d + q + kv,
+            Family::Exaone4 => 2 * d + 2 * self.head_dim,
             Family::Gemma3 => 4 * d + 2 * self.head_dim,
             Family::Qwen3 | Family::Qwen3Moe => 2 * d + 2 * self.head_dim,
             _ => 2 * d,
@@ -503,8 +505,8 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         tensors.push(vector("rope_factors_long.weight".into(), l.long.clone())?);
         tensors.push(vector("rope_factors_short.weight".into(), l.short.clone())?);
     }
-    // OLMo 2 normalizes after each block (post-norms below), not before.
-    let pre_norms = spec.family != Family::Olmo2;
+    // OLMo 2 and EXAONE 4.0 normalize after each block (post-norms below), not before.
+    let pre_norms = !matches!(spec.family, Family::Olmo2 | Family::Exaone4);
     for i in 0..spec.layers {
         let n = |s: &str| format!("blk.{i}.{s}");
         if pre_norms {
@@ -526,7 +528,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
         }
-        if matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3) {
+        if matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4) {
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1))?);
         }
@@ -535,7 +537,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(q_dim, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(kv_dim, 1.0, 0.1))?);
         }
-        if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2) {
+        if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4) {
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
