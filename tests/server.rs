@@ -40,6 +40,8 @@ struct Opts {
     /// The disk tier's write hook (a full disk).
     faults: Faults,
     limits: ConnectionLimits,
+    /// The model served (the tiny Llama when `None`).
+    model: Option<TinyModelSpec>,
 }
 
 impl Default for Opts {
@@ -51,6 +53,7 @@ impl Default for Opts {
             disk: false,
             faults: Faults::none(),
             limits: ConnectionLimits::default(),
+            model: None,
         }
     }
 }
@@ -83,7 +86,8 @@ fn load_engine(path: &Path) -> Engine {
 fn server(opts: Opts) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.gguf");
-    write_model(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), &path).unwrap();
+    let spec = opts.model.clone().unwrap_or_else(|| TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0));
+    write_model(&spec, &path).unwrap();
     let mut engine = load_engine(&path);
     if opts.disk {
         let disk = DiskSettings {
@@ -198,6 +202,41 @@ fn chunks(reply: &Reply) -> Vec<Value> {
         .iter()
         .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("chunk not JSON ({e}): {d}")))
         .collect()
+}
+
+/// Gemma 2's own template refuses a system message ("System role not supported"). Through the
+/// API it is merged into the first user message, as llama.cpp does: the request is answered
+/// exactly as the same words sent as one user message are.
+#[tokio::test]
+async fn a_system_message_reaches_a_template_without_a_system_role() {
+    let mut spec = TinyModelSpec::tiny(Family::Gemma2, WeightType::Q8_0);
+    let template = include_str!("../src/model/chat/fixtures/google-gemma-2-2b-it.jinja");
+    spec.vocab.metadata.retain(|(k, _)| k != "tokenizer.chat_template");
+    spec.vocab.metadata.push((
+        "tokenizer.chat_template".into(),
+        candle_core::quantized::gguf_file::Value::String(template.into()),
+    ));
+    let s = server(Opts {
+        model: Some(spec),
+        ..Opts::default()
+    });
+    let body = |messages: Value| json!({"messages": messages, "max_tokens": 6, "temperature": 0});
+    let with_system = post(
+        &s.app,
+        "/v1/chat/completions",
+        &body(json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])),
+    )
+    .await;
+    assert_eq!(with_system.status, StatusCode::OK, "{}", with_system.text());
+    let merged = post(
+        &s.app,
+        "/v1/chat/completions",
+        &body(json!([{"role": "user", "content": "Be brief.\nHi"}])),
+    )
+    .await;
+    let (a, b) = (with_system.json(), merged.json());
+    assert_eq!(a["usage"]["prompt_tokens"], b["usage"]["prompt_tokens"]);
+    assert_eq!(a["choices"][0]["message"]["content"], b["choices"][0]["message"]["content"]);
 }
 
 #[tokio::test]
