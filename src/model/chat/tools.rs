@@ -218,23 +218,17 @@ impl ToolFormat {
                 let response = format!("<tool_response>\n{}\n</tool_response>", m.content);
                 // Results in a row are one user turn (templates that insist on alternating
                 // roles, such as Gemma's, accept that), as Qwen's template writes them.
-                if let Some(prev) = out.last_mut().filter(|p| p.role == Role::User && p.content.ends_with("</tool_response>")) {
-                    prev.content.push('\n');
-                    prev.content.push_str(&response);
+                if join_results_turn(&mut out, &response) {
                     continue;
                 }
                 m.role = Role::User;
                 m.content = response;
-            } else if m.role == Role::User {
+            } else if m.role == Role::User && join_results_turn(&mut out, &m.content) {
                 // The user's words right after results join their turn, as the results and
                 // a user message are one turn (Anthropic's `tool_result` blocks and text are one
                 // user message): two user turns in a row would break templates that insist on
                 // alternating roles.
-                if let Some(prev) = out.last_mut().filter(|p| p.role == Role::User && p.content.ends_with("</tool_response>")) {
-                    prev.content.push('\n');
-                    prev.content.push_str(&m.content);
-                    continue;
-                }
+                continue;
             }
             out.push(m);
         }
@@ -298,6 +292,20 @@ fn calls_into_content(m: &mut Message) {
         format!("{}\n{calls}", m.content)
     };
     m.tool_calls.clear();
+}
+
+/// Appends `text` (after a newline) to the last message of `out` when that is a user turn of
+/// tool results ([`ToolFormat::prepare`] writes them so); `false`, and nothing changed, when it
+/// is not.
+fn join_results_turn(out: &mut [Message], text: &str) -> bool {
+    match out.last_mut().filter(|p| p.role == Role::User && p.content.ends_with("</tool_response>")) {
+        Some(prev) => {
+            prev.content.push('\n');
+            prev.content.push_str(text);
+            true
+        }
+        None => false,
+    }
 }
 
 /// The Hermes text of earlier calls (what the model would have written).
@@ -686,15 +694,8 @@ mod tests {
 
     #[test]
     fn injected_tools_rewrite_the_history_as_text() {
-        let mut call = Message::assistant("");
-        call.tool_calls.push(super::super::ToolCall {
-            id: "call_1".into(),
-            name: "weather".into(),
-            arguments: "{\"city\":\"Paris\"}".into(),
-        });
-        let mut result = Message::new(Role::parse("tool"), "sunny");
-        result.tool_call_id = Some("call_1".into());
-        let msgs = ToolFormat::Injected.prepare(&[Message::user("hi"), call, result.clone(), result], &[tool("weather")], "");
+        let history = [Message::user("hi"), call("call_1"), result("call_1"), result("call_1")];
+        let msgs = ToolFormat::Injected.prepare(&history, &[tool("weather")], "");
         assert_eq!(msgs.len(), 4, "two results in a row are one turn: {msgs:?}");
         assert_eq!(msgs[3].content, "<tool_response>\nsunny\n</tool_response>\n<tool_response>\nsunny\n</tool_response>");
         assert_eq!(msgs[0].role, Role::System);
@@ -711,15 +712,13 @@ mod tests {
     /// the result and those words one user turn, the tools' description in the first.
     #[test]
     fn injected_tools_render_through_gemmas_alternating_templates() {
-        let mut call = Message::assistant("");
-        call.tool_calls.push(super::super::ToolCall {
-            id: "call_1".into(),
-            name: "weather".into(),
-            arguments: "{\"city\":\"Paris\"}".into(),
-        });
-        let mut result = Message::new(Role::parse("tool"), "sunny");
-        result.tool_call_id = Some("call_1".into());
-        let history = [Message::system("Be brief."), Message::user("hi"), call, result, Message::user("and tomorrow?")];
+        let history = [
+            Message::system("Be brief."),
+            Message::user("hi"),
+            call("call_1"),
+            result("call_1"),
+            Message::user("and tomorrow?"),
+        ];
         for source in [include_str!("fixtures/google-gemma-2-2b-it.jinja"), super::super::template::GEMMA3_TEMPLATE] {
             assert_eq!(ToolFormat::of_template(source), ToolFormat::Injected);
             let msgs = ToolFormat::Injected.prepare(&history, &[tool("weather")], source);
