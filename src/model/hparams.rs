@@ -346,8 +346,11 @@ struct SlidingDefaults {
     window: Option<usize>,
     /// `attention.sliding_window_pattern`.
     period: usize,
-    /// `rope.freq_base_swa`.
+    /// The local layers' rope base: `rope.freq_base_swa` replaces it where `swa_base_key`.
     rope_base: f64,
+    /// Whether the family's graph reads `rope.freq_base_swa` (Gemma's; OLMo 3's and EXAONE
+    /// 4.0's rotate local layers on the global base whatever the key says).
+    swa_base_key: bool,
     rope: LocalRope,
 }
 
@@ -356,6 +359,7 @@ const GEMMA3_SLIDING: SlidingDefaults = SlidingDefaults {
     window: None,
     period: 6,
     rope_base: 10_000.0,
+    swa_base_key: true,
     rope: LocalRope::Unscaled,
 };
 
@@ -366,18 +370,33 @@ fn gemma2_sliding(rope_base: f64) -> SlidingDefaults {
         window: Some(4096),
         period: 2,
         rope_base,
+        swa_base_key: true,
         rope: LocalRope::Scaled,
     }
 }
 
 /// OLMo 3's (an `olmo2` file with `attention.sliding_window`), as llama.cpp's: every fourth
-/// layer global unless the file's pattern says, local layers on the global base, unscaled.
+/// layer global unless the file's pattern says, local layers on the global base (llama.cpp's
+/// olmo2 graph does not read `rope.freq_base_swa`), unscaled.
 fn olmo3_sliding(rope_base: f64) -> SlidingDefaults {
     SlidingDefaults {
         window: None,
         period: 4,
         rope_base,
+        swa_base_key: false,
         rope: LocalRope::Plain,
+    }
+}
+
+/// EXAONE 4.0 32B's, as llama.cpp's: a window of 4,096, every fourth layer global, local layers
+/// rotated as the global ones (its graph uses the global base and scaling for them).
+fn exaone4_sliding(rope_base: f64) -> SlidingDefaults {
+    SlidingDefaults {
+        window: Some(4096),
+        period: 4,
+        rope_base,
+        swa_base_key: false,
+        rope: LocalRope::Scaled,
     }
 }
 
@@ -730,22 +749,11 @@ fn family_sliding(
         Family::Gemma2 => Some(sliding_window(md, key, layers, gemma2_sliding(rope_base))?),
         // OLMo 3: only when the file has a window (OLMo 2's have none).
         Family::Olmo2 if md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(0) > 0 => {
-            // llama.cpp's olmo2 graph rotates local layers on the global base, whatever
-            // `rope.freq_base_swa` says.
-            let s = sliding_window(md, key, layers, olmo3_sliding(rope_base))?;
-            Some(SlidingWindow { rope_base, ..s })
+            Some(sliding_window(md, key, layers, olmo3_sliding(rope_base))?)
         }
-        // llama.cpp gives EXAONE 4.0 local layers by its layer count (the 32B's 64), and its
-        // graph rotates them as the global layers would (their base and scaling).
+        // llama.cpp gives EXAONE 4.0 local layers by its layer count (the 32B's 64).
         Family::Exaone4 if layers == EXAONE4_32B_LAYERS => {
-            let defaults = SlidingDefaults {
-                window: Some(4096),
-                period: 4,
-                rope_base,
-                rope: LocalRope::Scaled,
-            };
-            let s = sliding_window(md, key, layers, defaults)?;
-            Some(SlidingWindow { rope_base, ..s })
+            Some(sliding_window(md, key, layers, exaone4_sliding(rope_base))?)
         }
         _ => None,
     })
@@ -799,7 +807,10 @@ fn sliding_window(
             period_pattern(period, layers)
         }
     };
-    let rope_base = md_opt_f64(md, &key("rope.freq_base_swa"))?.unwrap_or(defaults.rope_base);
+    let rope_base = match defaults.swa_base_key {
+        true => md_opt_f64(md, &key("rope.freq_base_swa"))?.unwrap_or(defaults.rope_base),
+        false => defaults.rope_base,
+    };
     Ok(SlidingWindow {
         window,
         local,
