@@ -362,7 +362,7 @@ impl Transformer {
             None => logits,
         };
         Ok(match self.hp.final_softcap {
-            Some(c) => (logits.affine(1.0 / c, 0.0)?.tanh()? * c)?,
+            Some(c) => crate::ops::attention::soft_cap(&logits, c)?,
             None => logits,
         })
     }

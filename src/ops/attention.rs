@@ -64,10 +64,16 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend) ->
 
 /// `c · tanh(s / c)` of every score when `how` has a soft cap `c`.
 fn softcap(scores: Tensor, how: Attend) -> Result<Tensor, OpsError> {
-    Ok(match how.softcap {
-        Some(c) => ((scores / c as f64)?.tanh()? * c as f64)?,
-        None => scores,
-    })
+    match how.softcap {
+        Some(c) => soft_cap(&scores, c as f64),
+        None => Ok(scores),
+    }
+}
+
+/// `c · tanh(x / c)` of every element (Gemma 2's soft cap, on attention scores and on logits),
+/// `x / c` taken as `x · (1/c)` as the CPU kernel (`fast_math::softcap`) and llama.cpp take it.
+pub fn soft_cap(x: &Tensor, c: f64) -> Result<Tensor, OpsError> {
+    Ok((x.affine(1.0 / c, 0.0)?.tanh()? * c)?)
 }
 
 /// `[new, cached + new]` additive mask: query `i` (position `cached + i`) sees
