@@ -778,6 +778,67 @@ async fn a_forced_mistral_call_is_written_with_its_special_tokens() {
     assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather", "{v}");
 }
 
+/// A GLM-4-shaped template, its tool parts only: the tools listed in a system turn, a call an
+/// assistant turn with the function's name as `metadata` and the arguments as content, a
+/// result an `observation` turn (the statements GLM-4-0414's and GLM-Z1's templates use; the
+/// real GLM-Z1 template is tested in `src/model/chat/tools.rs`, whose prompt opens `<think>`).
+const GLM4_TOOLS_TEMPLATE: &str = "[gMASK]<sop>{%- if tools -%}<|system|>\n# 可用工具{% for tool in tools %}\n\n## {{ tool.function.name }}\n\n{{ tool.function | tojson(indent=4, ensure_ascii=False) }}{% endfor %}{%- endif -%}{%- for message in messages %}{%- set meta = message.get(\"metadata\", \"\") %}{%- if message.role == 'user' %}<|user|>\n{{ message.content }}{%- elif message.role == 'assistant' and not meta %}<|assistant|>\n{{ message.content }}{%- elif message.role == 'assistant' and meta %}<|assistant|>{{ meta }}\n{{ message.content }}{%- elif message.role == 'observation' %}<|observation|>\n{{ message.content }}{%- endif %}{%- endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
+
+/// GLM-4's calls (the function's name on a line, its arguments' JSON after) on a tiny GLM-4
+/// file: a forced call comes back as the call, and the agent's next request, the call and
+/// its result sent back as OpenAI's `tool_calls` and `tool` messages, renders them as GLM's
+/// call and `observation` turns, starting with the first prompt and the reply's very tokens
+/// (the prefix cache serves it); `<|observation|>` ends a reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_glm4_call_comes_back_and_its_history_renders_as_glm_writes_it() {
+    let s = server_for(TinyModelSpec::tiny(Family::Glm4, WeightType::Q8_0), Some(GLM4_TOOLS_TEMPLATE));
+    let engine = s.state.engine();
+    assert_eq!(engine.tool_format(), hearth::engine::ToolFormat::Glm4);
+    let tok = &engine.model().tokenizer;
+    let observation = tok.special_token_id("<|observation|>").unwrap();
+    assert!(tok.stop_ids().contains(&observation), "{:?}", tok.stop_ids());
+    let tools = vec![hearth::engine::Tool {
+        name: "get_weather".into(),
+        description: Some("The weather in a city.".into()),
+        parameters: weather_tool()["function"]["parameters"].clone(),
+    }];
+    let user = Message::user("What is the weather in Paris?");
+    let p1 = engine.tokenize_chat_with_tools(std::slice::from_ref(&user), &tools).unwrap();
+    let forced = GenerateParams {
+        grammar: Some(engine.forced_call(&tools)),
+        ..GenerateParams::greedy(100)
+    };
+    let reply = common::run_in_engine(s.state.engine(), p1.clone(), forced).await;
+    assert!(reply.text.starts_with("get_weather\n{\""), "{:?}", reply.text);
+    let parsed = engine.tool_format().parse(&reply.text).unwrap_or_else(|| panic!("{:?}", reply.text));
+    assert_eq!(parsed.calls[0].name, "get_weather");
+
+    let mut assistant = Message::assistant("");
+    assistant.tool_calls.push(hearth::engine::ToolCall {
+        id: "call_1".into(),
+        name: "get_weather".into(),
+        arguments: parsed.calls[0].arguments.clone(),
+    });
+    let mut result = Message::new(hearth::engine::Role::parse("tool"), "21 C, clear");
+    result.tool_call_id = Some("call_1".into());
+    let p2 = engine.tokenize_chat_with_tools(&[user, assistant, result], &tools).unwrap();
+    let written: Vec<u32> = p1.iter().chain(&reply.tokens).copied().collect();
+    assert_eq!(p2[..written.len()], written[..], "the history renders the call as it was written");
+    assert_eq!(p2[written.len()], observation, "the result follows as an observation turn");
+
+    // Through the API: the call comes back whole.
+    let body = forced_call_request(
+        &json!({"role": "user", "content": "What is the weather in Paris?"}),
+        &json!([weather_tool()]),
+    );
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    let call = &v["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    assert_eq!(call["function"]["arguments"].as_str(), Some(parsed.calls[0].arguments.as_str()), "{v}");
+}
+
 /// OpenAI's Responses API, on the same servers.
 #[path = "structured/responses.rs"]
 mod responses;

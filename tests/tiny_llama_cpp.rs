@@ -8,7 +8,9 @@
 //! multipliers), Gemma 2 (`gemma2`: soft caps on attention scores and logits, a local layer)
 //! ERNIE 4.5 (`ernie4_5`) and OLMo 2 (`olmo2`: norms after the blocks, Q and K normalized whole;
 //! and OLMo 3's layout, a local layer and YaRN) and EXAONE 4.0 (`exaone4`, and the 32B's layout:
-//! 64 layers, local ones and global ones without rope). All Q8_0. (A tiny Gemma 3 file is not among them: with unit-scale
+//! 64 layers, local ones and global ones without rope) and GLM-4 (`glm4`: norms before and
+//! after each block, biases, fused gate/up, half of each head rotated in adjacent pairs; and
+//! with M-RoPE sections, NeoX pairs). All Q8_0. (A tiny Gemma 3 file is not among them: with unit-scale
 //! embedding rows times √hidden, tied, llama.cpp gives it a one-hot distribution, the last
 //! prompt token at probability 1, whatever the prompt, so the real Gemma 3 270M is its reference
 //! instead, `tests/real_llama_cpp.rs`. The tiny Gemma 2's rows are that much smaller and its
@@ -119,6 +121,17 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // OLMo 2's block with per-head q/k norms.
         ("tiny-exaone4-q8_0.gguf", TinyModelSpec::tiny(Family::Exaone4, WeightType::Q8_0)),
         ("tiny-exaone4-32b-layout-q8_0.gguf", exaone4_32b_layout()),
+        // Norms before and after each block, q/k/v biases, a fused gate/up, half of each head
+        // rotated in adjacent pairs.
+        ("tiny-glm4-q8_0.gguf", TinyModelSpec::tiny(Family::Glm4, WeightType::Q8_0)),
+        // The same with M-RoPE sections (the vision models' text part): NeoX pairs.
+        (
+            "tiny-glm4-mrope-q8_0.gguf",
+            TinyModelSpec {
+                rope_sections: Some([4, 6, 6, 0]),
+                ..TinyModelSpec::tiny(Family::Glm4, WeightType::Q8_0)
+            },
+        ),
     ]
 }
 

@@ -9,8 +9,9 @@ use hearth::model::testkit::{TinyVocab, VocabStyle};
 use hearth::model::tokenizer::Tokenizer;
 use hearth::model::ModelError;
 
-const STYLES: [VocabStyle; 7] = [
+const STYLES: [VocabStyle; 8] = [
     VocabStyle::Gpt2 { pre: "llama-bpe" },
+    VocabStyle::Gpt2 { pre: "glm4" },
     VocabStyle::Gpt2 { pre: "qwen2" },
     VocabStyle::Gpt2 { pre: "gpt-2" },
     VocabStyle::Gpt2 { pre: "dbrx" },
@@ -61,6 +62,7 @@ fn specials(style: VocabStyle) -> &'static [&'static str] {
         VocabStyle::Gpt2 { pre: "dbrx" } => &["<|im_start|>", "<|im_sep|>", "<|im_end|>", "<|endoftext|>"],
         VocabStyle::Gpt2 { pre: "gpt-4o" } => &["<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"],
         VocabStyle::Gpt2 { pre: "tekken" } => &["[INST]", "[/INST]", "<s>", "</s>", "[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"],
+        VocabStyle::Gpt2 { pre: "glm4" } => &["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<|endoftext|>"],
         VocabStyle::Gpt2 { .. } => &["<|endoftext|>"],
         VocabStyle::LlamaSpm => &["<s>", "</s>", "<unk>"],
     }
@@ -184,6 +186,16 @@ fn bos_is_prepended_only_when_asked() {
         assert_eq!(tok.add_bos(), expect_add_bos, "{style:?}");
         assert_eq!(file.add_bos(), expect_add_bos, "{style:?} from tokenizer.json");
     }
+}
+
+/// GLM-4: no BOS (its template writes `[gMASK]<sop>`); a reply stops at its EOS, at `<|user|>`
+/// (its EOT) and at `<|observation|>` (after a call).
+#[test]
+fn glm4_adds_no_bos_and_stops_at_its_role_tags() {
+    let (glm, _file, _d) = both(VocabStyle::Gpt2 { pre: "glm4" });
+    assert!(!glm.add_bos());
+    let id = |t: &str| glm.token_to_id(t).unwrap();
+    assert_eq!(glm.stop_ids(), [id("<|endoftext|>"), id("<|user|>"), id("<|observation|>")]);
 }
 
 #[test]

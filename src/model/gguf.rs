@@ -267,6 +267,18 @@ pub fn md_opt_per_layer_usize(md: &HashMap<String, Value>, key: &str) -> Result<
     }
 }
 
+/// An optional array of unsigned integers of any width (`rope.dimension_sections`).
+pub fn md_opt_usize_array(md: &HashMap<String, Value>, key: &str) -> Result<Option<Vec<usize>>, ModelError> {
+    match md.get(key) {
+        None => Ok(None),
+        Some(Value::Array(items)) => items.iter().map(|v| usize_of(key, v)).collect::<Result<Vec<_>, _>>().map(Some),
+        Some(v) => Err(ModelError::BadMetadata {
+            key: key.to_string(),
+            reason: format!("expected an array, found {:?}", v.value_type()),
+        }),
+    }
+}
+
 /// `v`, the value of `key`, as an unsigned integer of any width.
 fn usize_of(key: &str, v: &Value) -> Result<usize, ModelError> {
     let bad = |reason: &str| ModelError::BadMetadata {

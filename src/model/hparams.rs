@@ -18,6 +18,7 @@
 //! | ERNIE 4.5 (dense) | `ernie4_5` | interleaved | no | no |
 //! | OLMo 2, OLMo 3 | `olmo2` | NeoX (halves) | no | yes (whole Q and K) |
 //! | EXAONE 4.0 | `exaone4` | NeoX (halves; none in the 32B's global layers) | no | yes |
+//! | GLM-4 (0414), GLM-Z1 | `glm4` | interleaved, first half of each head (NeoX with M-RoPE sections) | yes | no |
 //!
 //! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
 //! (gate rows first); they are split at load. Its 128k-context files carry per-frequency
@@ -82,6 +83,15 @@
 //! other files have neither, whatever their keys say. Multi-token-prediction layers
 //! (`nextn_predict_layers`) are refused.
 //!
+//! GLM-4 (`glm4`: GLM-4-0414, GLM-Z1) normalizes before and after each block (Gemma's four
+//! norms without Gemma's embedding scale or GELU), has q/k/v biases, stores the MLP's gate and
+//! up as one `ffn_up` (gate rows first, as Phi-3), and rotates the first `rope.dimension_count`
+//! dimensions of each head (half) in adjacent pairs, as llama.cpp's `src/models/glm4.cpp`
+//! (`LLAMA_ROPE_TYPE_NORM`, its converter does not permute). A file with M-RoPE sections
+//! (`rope.dimension_sections`: the vision models' text part) was converted with Q and K
+//! permuted for NeoX pairs, and its text positions are the same in every section, so it
+//! rotates as NeoX ([`HParams::rope_style`]).
+//!
 //! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
 //! have an architecture of their own (`ernie4_5-moe`) and are not supported.
 //!
@@ -93,13 +103,15 @@ use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::Value;
 
-use super::gguf::{md_opt_bool, md_opt_f64, md_opt_per_layer_usize, md_opt_str, md_opt_usize, md_str, md_usize};
+use super::gguf::{
+    md_opt_bool, md_opt_f64, md_opt_per_layer_usize, md_opt_str, md_opt_usize, md_opt_usize_array, md_str, md_usize,
+};
 use super::ModelError;
 
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4",
+    "ernie4_5", "olmo2", "exaone4", "glm4",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,11 +140,14 @@ pub enum Family {
     Olmo2,
     /// EXAONE 4.0: OLMo 2's block with per-head q/k norms; the 32B's global layers without rope.
     Exaone4,
+    /// GLM-4 (0414) and GLM-Z1: norms before and after each block, q/k/v biases, a fused gate/up
+    /// tensor, half of each head rotated.
+    Glm4,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 13] = [
+    pub const ALL: [Family; 14] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -146,6 +161,7 @@ impl Family {
         Self::Ernie45,
         Self::Olmo2,
         Self::Exaone4,
+        Self::Glm4,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -163,6 +179,7 @@ impl Family {
             "ernie4_5" => Ok(Self::Ernie45),
             "olmo2" => Ok(Self::Olmo2),
             "exaone4" => Ok(Self::Exaone4),
+            "glm4" => Ok(Self::Glm4),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -186,12 +203,16 @@ impl Family {
             Self::Ernie45 => "ernie4_5",
             Self::Olmo2 => "olmo2",
             Self::Exaone4 => "exaone4",
+            Self::Glm4 => "glm4",
         }
     }
 
+    /// The family's rope pairing; a file may differ ([`HParams::rope_style`]).
     pub fn rope_style(self) -> RopeStyle {
         match self {
-            Self::Llama | Self::Mistral3 | Self::SmolLM3 | Self::Granite | Self::Ernie45 => RopeStyle::Interleaved,
+            Self::Llama | Self::Mistral3 | Self::SmolLM3 | Self::Granite | Self::Ernie45 | Self::Glm4 => {
+                RopeStyle::Interleaved
+            }
             Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma2 | Self::Gemma3 | Self::Phi3 | Self::Olmo2
             | Self::Exaone4 => RopeStyle::Neox,
         }
@@ -244,8 +265,11 @@ pub struct HParams {
     /// Per-head dimension of Q and K (and V): `attention.key_length`, else `hidden / heads`.
     pub head_dim: usize,
     /// How many of each head's first dimensions rope rotates (`rope.dimension_count`, else
-    /// `head_dim`; fewer on Phi-4-mini).
+    /// `head_dim`; fewer on Phi-4-mini and GLM-4).
     pub rope_dims: usize,
+    /// Which dimensions rotate together: the family's, except a GLM-4 file with M-RoPE
+    /// sections (NeoX).
+    pub rope_style: RopeStyle,
     /// The dense MLP's width (`feed_forward_length`; 0 when a MoE file leaves it out).
     pub ffn: usize,
     /// Mixture-of-experts MLPs in every layer, when the model has them.
@@ -535,6 +559,7 @@ impl HParams {
             kv_heads,
             head_dim,
             rope_dims,
+            rope_style: rope_style(md, &key, family)?,
             ffn,
             moe,
             context_length,
@@ -554,6 +579,19 @@ impl HParams {
             final_softcap,
         })
     }
+}
+
+/// The file's rope pairing: the family's, except that a GLM-4 file with M-RoPE sections
+/// (`rope.dimension_sections`, not all 0) rotates NeoX pairs, as llama.cpp's
+/// `llama_model_rope_type` decides (`LLAMA_ROPE_TYPE_MROPE`; its converter permuted Q and K
+/// for it, and a text token's position is the same in every section).
+fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, family: Family) -> Result<RopeStyle, ModelError> {
+    if family != Family::Glm4 {
+        return Ok(family.rope_style());
+    }
+    let sections = md_opt_usize_array(md, &key("rope.dimension_sections"))?.unwrap_or_default();
+    let nonzero = sections.iter().any(|&n| n != 0);
+    Ok(if nonzero { RopeStyle::Neox } else { family.rope_style() })
 }
 
 /// The family's multipliers: of the attention scores, the embedding, each block's output
@@ -692,7 +730,13 @@ fn moe_params(
     let experts = match family {
         Family::Qwen3Moe => md_usize(md, &key("expert_count"))?,
         Family::Llama => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
-        Family::Mistral3 | Family::SmolLM3 | Family::Granite | Family::Ernie45 | Family::Olmo2 | Family::Exaone4 => match md_opt_usize(md, &key("expert_count"))? {
+        Family::Mistral3
+        | Family::SmolLM3
+        | Family::Granite
+        | Family::Ernie45
+        | Family::Olmo2
+        | Family::Exaone4
+        | Family::Glm4 => match md_opt_usize(md, &key("expert_count"))? {
             Some(n) if n > 0 => {
                 return Err(bad(
                     "expert_count",
@@ -940,6 +984,26 @@ mod tests {
         // Mixture-of-experts mistral3 files are refused with the key named.
         assert_eq!(bad_key(&md("mistral3", &[("expert_count", Value::U32(8))])), "mistral3.expert_count");
     }
+    /// GLM-4 rotates adjacent pairs unless its file has M-RoPE sections (NeoX pairs then, as
+    /// llama.cpp's converter permuted Q and K for them); all-zero sections are none; its MoE
+    /// files are refused.
+    #[test]
+    fn glm4_rotates_adjacent_pairs_unless_its_file_has_mrope_sections() {
+        let sections = |v: [i32; 4]| ("rope.dimension_sections", Value::Array(v.iter().map(|&n| Value::I32(n)).collect()));
+        let hp = HParams::from_metadata(&md("glm4", &[("rope.dimension_count", Value::U32(32))]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_dims, hp.rope_style), (Family::Glm4, 32, RopeStyle::Interleaved));
+        let hp = HParams::from_metadata(&md("glm4", &[sections([8, 12, 12, 0])]), Some(100)).unwrap();
+        assert_eq!(hp.rope_style, RopeStyle::Neox);
+        let hp = HParams::from_metadata(&md("glm4", &[sections([0; 4])]), Some(100)).unwrap();
+        assert_eq!(hp.rope_style, RopeStyle::Interleaved);
+        // Other families keep theirs whatever the key says.
+        let hp = HParams::from_metadata(&md("llama", &[sections([8, 12, 12, 0])]), Some(100)).unwrap();
+        assert_eq!(hp.rope_style, RopeStyle::Interleaved);
+        let bad = md("glm4", &[("rope.dimension_sections", Value::String("8,12,12".into()))]);
+        assert_eq!(bad_key(&bad), "glm4.rope.dimension_sections");
+        assert_eq!(bad_key(&md("glm4", &[("expert_count", Value::U32(8))])), "glm4.expert_count");
+    }
+
     #[test]
     fn every_family_is_one_supported_architecture() {
         let arches: Vec<&str> = Family::ALL.iter().map(|f| f.arch()).collect();

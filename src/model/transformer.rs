@@ -86,12 +86,12 @@ struct Layer {
     /// RMSNorm before attention (none in OLMo 2 and EXAONE 4.0, which normalize after).
     attn_norm: Option<Tensor>,
     attn: Attention,
-    /// Gemma, OLMo 2, EXAONE 4.0: RMSNorm of the attention output before the residual add.
+    /// Gemma, OLMo 2, EXAONE 4.0, GLM-4: RMSNorm of the attention output before the residual add.
     post_attn_norm: Option<Tensor>,
     /// RMSNorm before the MLP (none in OLMo 2 and EXAONE 4.0).
     ffn_norm: Option<Tensor>,
     ffn: Ffn,
-    /// Gemma, OLMo 2, EXAONE 4.0: RMSNorm of the MLP output before the residual add.
+    /// Gemma, OLMo 2, EXAONE 4.0, GLM-4: RMSNorm of the MLP output before the residual add.
     post_ffn_norm: Option<Tensor>,
 }
 
@@ -157,7 +157,7 @@ impl Transformer {
                 base,
                 scaling,
                 attn_factor,
-                style: hp.family.rope_style(),
+                style: hp.rope_style,
             };
             RopeTables::new(hp.rope_dims, spec, freq_factors.as_deref(), max_positions, device)
         };
@@ -430,15 +430,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     let q_dim = hp.heads * hd;
     let kv_dim = hp.kv_heads * hd;
     let n = |s: &str| format!("blk.{i}.{s}");
-    let bias = if file.has_tensor(&n("attn_q.bias")) {
-        Some([
-            load_vec(file, &n("attn_q.bias"), q_dim, device)?,
-            load_vec(file, &n("attn_k.bias"), kv_dim, device)?,
-            load_vec(file, &n("attn_v.bias"), kv_dim, device)?,
-        ])
-    } else {
-        None
-    };
+    let bias = load_qkv_bias(file, &n, [q_dim, kv_dim], device)?;
     // OLMo 2 normalizes Q and K whole (over every head), the others per head.
     let qk_norm_whole = hp.family == Family::Olmo2;
     let (q_norm_len, k_norm_len) = if qk_norm_whole { (q_dim, kv_dim) } else { (hd, hd) };
@@ -457,11 +449,11 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             _ => load_vec(file, &n(name), d, device).map(Some),
         }
     };
-    // Gemma's, OLMo 2's and EXAONE 4.0's post-norms are part of their architecture: required
-    // there, absent elsewhere.
+    // Gemma's, OLMo 2's, EXAONE 4.0's and GLM-4's post-norms are part of their architecture:
+    // required there, absent elsewhere.
     let post_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
         match hp.family {
-            Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 => {
+            Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 | Family::Glm4 => {
                 load_vec(file, &n(name), d, device).map(Some)
             }
             _ => Ok(None),
@@ -500,8 +492,8 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     })
 }
 
-/// Q, K and V's weights: `attn_q`, `attn_k`, `attn_v`, or Phi-3's fused `attn_qkv` split into
-/// its `q`, `kv`, `kv` rows. `dims`: `[q_dim, kv_dim, hidden]`.
+/// Q, K and V's weights: `attn_q`, `attn_k`, `attn_v`, or a fused `attn_qkv` (Phi-3's; GLM-4
+/// files may have one) split into its `q`, `kv`, `kv` rows. `dims`: `[q_dim, kv_dim, hidden]`.
 fn load_qkv(
     file: &mut GgufFile,
     n: &dyn Fn(&str) -> String,
@@ -518,8 +510,31 @@ fn load_qkv(
     ])
 }
 
-/// The MLP's gate and up weights: `ffn_gate` and `ffn_up`, or Phi-3's `ffn_up` of twice the
-/// width whose first half is the gate (llama.cpp's `LLM_FFN_SWIGLU` on one tensor).
+/// Q, K and V's biases, when the file has them: `attn_q.bias`, `attn_k.bias`, `attn_v.bias`, or
+/// one `attn_qkv.bias` beside a fused `attn_qkv` (llama.cpp's `create_tensor_qkv` reads both
+/// layouts), split as its weight is. `dims`: `[q_dim, kv_dim]`.
+fn load_qkv_bias(
+    file: &mut GgufFile,
+    n: &dyn Fn(&str) -> String,
+    [q_dim, kv_dim]: [usize; 2],
+    device: &Device,
+) -> Result<Option<[Tensor; 3]>, ModelError> {
+    if file.has_tensor(&n("attn_qkv.bias")) {
+        let all = load_vec(file, &n("attn_qkv.bias"), q_dim + 2 * kv_dim, device)?;
+        return Ok(Some([all.narrow(0, 0, q_dim)?, all.narrow(0, q_dim, kv_dim)?, all.narrow(0, q_dim + kv_dim, kv_dim)?]));
+    }
+    if !file.has_tensor(&n("attn_q.bias")) {
+        return Ok(None);
+    }
+    Ok(Some([
+        load_vec(file, &n("attn_q.bias"), q_dim, device)?,
+        load_vec(file, &n("attn_k.bias"), kv_dim, device)?,
+        load_vec(file, &n("attn_v.bias"), kv_dim, device)?,
+    ]))
+}
+
+/// The MLP's gate and up weights: `ffn_gate` and `ffn_up`, or Phi-3's and GLM-4's `ffn_up` of
+/// twice the width whose first half is the gate (llama.cpp's `LLM_FFN_SWIGLU` on one tensor).
 fn load_gate_up(
     file: &mut GgufFile,
     n: &dyn Fn(&str) -> String,
@@ -527,7 +542,7 @@ fn load_gate_up(
     device: &Device,
 ) -> Result<Vec<QTensor>, ModelError> {
     let (d, f) = (hp.hidden, hp.ffn);
-    if hp.family == Family::Phi3 {
+    if matches!(hp.family, Family::Phi3 | Family::Glm4) {
         return file.tensor_row_split(&n("ffn_up.weight"), &[f, f], d, device);
     }
     Ok(vec![

@@ -63,9 +63,15 @@ impl Reference {
             // llama.cpp is its reference (tests/tiny_llama_cpp.rs).
             Family::Mistral3 => panic!("no candle-transformers reference for mistral3"),
             // None has a quantized candle-transformers model (NoPE layers; Granite's
-            // multipliers; Gemma 2's soft caps; ERNIE 4.5; OLMo 2's and EXAONE 4.0's norms);
+            // multipliers; Gemma 2's soft caps; ERNIE 4.5; OLMo 2's, EXAONE 4.0's and GLM-4's norms);
             // llama.cpp is their reference (tests/tiny_llama_cpp.rs).
-            Family::SmolLM3 | Family::Granite | Family::Gemma2 | Family::Ernie45 | Family::Olmo2 | Family::Exaone4 => {
+            Family::SmolLM3
+            | Family::Granite
+            | Family::Gemma2
+            | Family::Ernie45
+            | Family::Olmo2
+            | Family::Exaone4
+            | Family::Glm4 => {
                 panic!("no candle-transformers reference for {}", family.arch())
             }
         }

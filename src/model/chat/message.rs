@@ -93,6 +93,11 @@ pub struct Message {
     /// (llama.cpp's and vLLM's `reasoning_content`; Qwen3's template renders it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// GLM-4's templates: an assistant turn that is one call carries the function's name here
+    /// (its `metadata`) and the arguments as its content. Set only by
+    /// [`super::ToolFormat::prepare`] for the template; never read from a request or stored.
+    #[serde(skip)]
+    pub metadata: Option<String>,
 }
 
 /// One function call of an assistant turn.
@@ -129,6 +134,7 @@ impl Message {
             tool_call_id: None,
             name: None,
             reasoning_content: None,
+            metadata: None,
         }
     }
     pub fn system(content: impl Into<String>) -> Self {

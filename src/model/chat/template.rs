@@ -334,6 +334,8 @@ struct TemplateMessage<'a> {
     name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<&'a str>,
 }
 
 /// A tool call as templates read it: OpenAI's shape, with the arguments as an object (the
@@ -372,6 +374,7 @@ impl<'a> From<&'a Message> for TemplateMessage<'a> {
             tool_call_id: m.tool_call_id.as_deref(),
             name: m.name.as_deref(),
             reasoning_content: m.reasoning_content.as_deref(),
+            metadata: m.metadata.as_deref(),
         }
     }
 }

@@ -19,6 +19,10 @@
 //!   call (Mistral Small 3.2, Devstral, Ministral 3; `[ARGS]` is special too, so the text reads
 //!   `name{...}`). Its templates refuse a call id that is not 9 letters and digits, so its ids
 //!   are such ([`ToolFormat::call_id`]).
+//! - [`ToolFormat::Glm4`]: the function's name alone on the reply's first line, then its
+//!   arguments' JSON (GLM-4-0414's and GLM-Z1's templates: `<|assistant|>{{ metadata }}\n{{
+//!   content }}`); earlier calls go back as such turns and results as `observation` turns
+//!   ([`ToolFormat::prepare`]), which is all those templates render.
 //! - [`ToolFormat::Injected`]: the template renders no tools; hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
 //!   text the template can render (as llama.cpp's generic handler does).
@@ -51,6 +55,8 @@ pub enum ToolFormat {
     /// Mistral's: `[TOOL_CALLS]` then a JSON list of calls, or (`named`) the function's name,
     /// `[ARGS]` and its arguments, per call.
     Mistral { named: bool },
+    /// GLM-4's: the function's name on the first line, its arguments' JSON after.
+    Glm4,
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -98,6 +104,8 @@ const CLOSE: &str = "</tool_call>";
 /// Mistral's special tokens: before each call, and between a named call's name and arguments.
 const TOOL_CALLS: &str = "[TOOL_CALLS]";
 const ARGS: &str = "[ARGS]";
+/// GLM-4's turn of tool results (and the special token that ends a call).
+const OBSERVATION: &str = "<|observation|>";
 
 /// The ids of the special tokens a format writes calls with (none: the text alone).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -111,7 +119,9 @@ pub struct CallMarkers {
 impl ToolFormat {
     /// The format `template` (its Jinja source) writes tool calls in.
     pub fn of_template(template: &str) -> Self {
-        if template.contains(OPEN) {
+        if template.contains(OBSERVATION) && template.contains("metadata") && !template.contains(OPEN) {
+            Self::Glm4
+        } else if template.contains(OPEN) {
             Self::Hermes
         } else if template.contains("[TOOL_CALLS]") {
             Self::Mistral {
@@ -137,6 +147,7 @@ impl ToolFormat {
             Self::Hermes | Self::Injected => parse_hermes(text),
             Self::Json { .. } | Self::Mistral { named: false } => parse_json(text),
             Self::Mistral { named: true } => parse_named(text),
+            Self::Glm4 => parse_glm4(text),
         }
     }
 
@@ -185,7 +196,11 @@ impl ToolFormat {
                 Grammar::Lark(format!("start: <[{calls}]> \"[\" call \"]\"\ncall: %json {schema}"))
             }
             (Self::Json { .. } | Self::Mistral { named: false }, _) => Grammar::JsonSchema(schema),
-            (Self::Mistral { named: true }, _) => Grammar::Lark(named_call_grammar(tools, markers)),
+            (Self::Mistral { named: true }, _) => {
+                let token = |id: Option<u32>| id.map(|id| format!("<[{id}]> ")).unwrap_or_default();
+                Grammar::Lark(named_call_grammar(tools, &token(markers.calls), &token(markers.args)))
+            }
+            (Self::Glm4, _) => Grammar::Lark(named_call_grammar(tools, "", "\"\\n\" ")),
             (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
             }
@@ -201,6 +216,7 @@ impl ToolFormat {
     pub fn prepare(self, messages: &[Message], tools: &[Tool], template: &str) -> Vec<Message> {
         match self {
             Self::Injected => {}
+            Self::Glm4 => return glm4_history(messages),
             Self::Hermes if !template.contains("tool_calls") => {
                 let mut out = messages.to_vec();
                 out.iter_mut().for_each(calls_into_content);
@@ -249,7 +265,7 @@ impl ToolFormat {
 fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
     let args = match format {
         ToolFormat::Json { args } => args,
-        ToolFormat::Hermes | ToolFormat::Injected | ToolFormat::Mistral { .. } => "arguments",
+        ToolFormat::Hermes | ToolFormat::Injected | ToolFormat::Mistral { .. } | ToolFormat::Glm4 => "arguments",
     };
     json!({
         "type": "object",
@@ -259,12 +275,12 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
     })
 }
 
-/// The grammar of one `[TOOL_CALLS]name[ARGS]{arguments}` call of one of `tools` (Mistral's
-/// named format; without the markers where the vocabulary lacks them, as the text reads): a
-/// rule per tool, its name then its arguments' JSON.
-fn named_call_grammar(tools: &[Tool], markers: CallMarkers) -> String {
-    let token = |id: Option<u32>| id.map(|id| format!("<[{id}]> ")).unwrap_or_default();
-    let (calls, args) = (token(markers.calls), token(markers.args));
+/// The grammar of one call of one of `tools` written as `before`, the function's name,
+/// `between`, its arguments' JSON (Lark items, each ending in a space where not empty): Mistral's
+/// named format (`[TOOL_CALLS]name[ARGS]{arguments}`, the markers as special tokens, or nothing
+/// where the vocabulary lacks them, as the text reads) and GLM-4's (`name`, a newline, the
+/// arguments). A rule per tool.
+fn named_call_grammar(tools: &[Tool], before: &str, between: &str) -> String {
     let mut rules = Vec::with_capacity(tools.len());
     let mut alternatives = Vec::with_capacity(tools.len());
     for (i, t) in tools.iter().enumerate() {
@@ -275,7 +291,7 @@ fn named_call_grammar(tools: &[Tool], markers: CallMarkers) -> String {
         alternatives.push(format!("c{i}"));
         // Tool names are letters, digits, `_`, `-` and `.` (OpenAI's rule, checked when the
         // request is read), so they need no escaping in a Lark string.
-        rules.push(format!("c{i}: {calls}\"{}\" {args}%json {schema}", t.name));
+        rules.push(format!("c{i}: {before}\"{}\" {between}%json {schema}", t.name));
     }
     format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
 }
@@ -306,6 +322,38 @@ fn join_results_turn(out: &mut [Message], text: &str) -> bool {
         }
         None => false,
     }
+}
+
+/// `messages` as GLM-4's templates render calls and results: each call an assistant turn of its
+/// own with the function's name as `metadata` and its arguments' JSON as content (text the
+/// turn had before its calls stays a turn of its own before them), each result an
+/// `observation` turn.
+fn glm4_history(messages: &[Message]) -> Vec<Message> {
+    let mut out = Vec::with_capacity(messages.len());
+    for m in messages {
+        if m.role.is_tool() {
+            let mut result = m.clone();
+            result.role = Role::Other("observation".into());
+            out.push(result);
+            continue;
+        }
+        if m.tool_calls.is_empty() {
+            out.push(m.clone());
+            continue;
+        }
+        if !m.content.trim().is_empty() {
+            let mut text = m.clone();
+            text.tool_calls.clear();
+            out.push(text);
+        }
+        for c in &m.tool_calls {
+            let mut turn = Message::assistant(dumps(&c.arguments_value()));
+            turn.created_ms = m.created_ms;
+            turn.metadata = Some(c.name.clone());
+            out.push(turn);
+        }
+    }
+    out
 }
 
 /// The Hermes text of earlier calls (what the model would have written).
@@ -419,6 +467,21 @@ fn parse_named(text: &str) -> Option<ParsedReply> {
     })
 }
 
+/// GLM-4's call: a function's name alone on the first line (spaces around it allowed), then one
+/// JSON object, its arguments, and nothing else.
+fn parse_glm4(text: &str) -> Option<ParsedReply> {
+    let (name, args) = text.trim().split_once('\n')?;
+    let name = name.trim();
+    if name.is_empty() || !name.chars().all(is_name_char) {
+        return None;
+    }
+    let args = serde_json::from_str::<Value>(args.trim()).ok()?;
+    Some(ParsedReply {
+        content: String::new(),
+        calls: vec![call_of(&json!({"name": name, "arguments": args}))?],
+    })
+}
+
 /// A character of a function name (OpenAI's rule, which the server checks a request's tools by).
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
@@ -477,6 +540,26 @@ impl ToolStream {
                     self.sent
                 } else {
                     self.text.len()
+                }
+            }
+            ToolFormat::Glm4 => {
+                let start = self.text.trim_start();
+                let line_end = start.find('\n');
+                let first = start[..line_end.unwrap_or(start.len())].trim_end();
+                match line_end {
+                    // Words with spaces, or punctuation: text.
+                    _ if !first.chars().all(is_name_char) => self.text.len(),
+                    // Only a name (or nothing) yet: it may still become a call.
+                    None => self.sent,
+                    Some(at) => {
+                        let rest = start[at..].trim_start();
+                        if first.is_empty() || !(rest.is_empty() || rest.starts_with('{')) {
+                            self.text.len()
+                        } else {
+                            self.holding = rest.starts_with('{');
+                            self.sent
+                        }
+                    }
                 }
             }
             ToolFormat::Json { .. } | ToolFormat::Mistral { named: false } => {
@@ -874,5 +957,87 @@ mod tests {
         };
         assert!(g.starts_with("start: <[9]> \"[\" call \"]\"\ncall: %json {"), "{g}");
         assert_eq!(ToolFormat::Hermes.markers(ids), CallMarkers::default());
+    }
+
+    /// GLM-Z1-9B-0414's template (as a public project quotes it, pretty-printed: the same
+    /// statements as the model's `tokenizer_config.json`), in `fixtures/`.
+    const GLM_Z1: &str = include_str!("fixtures/glm-z1-9b-0414.jinja");
+
+    #[test]
+    fn glm4_calls_parse_and_anything_else_stays_text() {
+        assert_eq!(ToolFormat::of_template(GLM_Z1), ToolFormat::Glm4);
+        let f = ToolFormat::Glm4;
+        let p = f.parse("weather\n{\"city\": \"Paris\"}").unwrap();
+        assert_eq!(p.calls, vec![ParsedCall { name: "weather".into(), arguments: "{\"city\":\"Paris\"}".into() }]);
+        assert!(p.content.is_empty());
+        // Space around the name (its template writes one after it), a leading newline.
+        assert_eq!(f.parse("\n weather \n {\"city\": \"Paris\"}\n").unwrap().calls[0].name, "weather");
+        for text in ["\nHello there", "Hello\nworld", "weather\n{\"city\": 1} and more", "two words\n{}", "weather {}", "weather\n[1]"] {
+            assert_eq!(f.parse(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn glm4_stream_holds_a_first_line_that_may_be_a_name() {
+        let f = ToolFormat::Glm4;
+        let mut s = ToolStream::new(f);
+        assert_eq!(s.push("wea"), "");
+        assert_eq!(s.push("ther\n"), "");
+        assert_eq!(s.push("{\"city\": "), "");
+        assert_eq!(s.push("\"Paris\"}"), "");
+        let done = s.finish();
+        assert_eq!((done.content.as_str(), done.calls.len()), ("", 1));
+        // A reply: out as soon as its first line is not a name, or what follows a name is not
+        // JSON.
+        let mut s = ToolStream::new(f);
+        assert_eq!(s.push("\n"), "");
+        assert_eq!(s.push("Hello"), "");
+        assert_eq!(s.push(" there"), "\nHello there");
+        assert_eq!(s.push("\n{x}"), "\n{x}");
+        let mut s = ToolStream::new(f);
+        assert_eq!(s.push("Sure\n"), "");
+        assert_eq!(s.push("I can"), "Sure\nI can");
+        let done = s.finish();
+        assert!(done.calls.is_empty() && done.content.is_empty());
+    }
+
+    #[test]
+    fn glm4_forced_call_is_a_name_a_newline_and_its_arguments() {
+        let tools = [tool("weather"), tool("time")];
+        let Grammar::Lark(g) = ToolFormat::Glm4.forced_call(&tools, CallMarkers::default()) else {
+            panic!("not a Lark grammar")
+        };
+        assert!(g.starts_with("start: c0 | c1\n"), "{g}");
+        assert!(g.contains("c0: \"weather\" \"\\n\" %json {") && g.contains("c1: \"time\" \"\\n\" %json {"), "{g}");
+    }
+
+    /// A call and its result go back through GLM's template as it renders them: the call an
+    /// assistant turn with the name as `metadata` and the arguments as content, the result an
+    /// `observation` turn; text beside the calls a turn of its own. The tools are listed by the
+    /// template.
+    #[test]
+    fn glm4_history_renders_calls_and_results_as_its_template_writes_them() {
+        let t = super::super::ChatTemplate::new(GLM_Z1.to_owned(), None, Some("<|endoftext|>".into())).unwrap();
+        let mut said = call("c1");
+        said.content = "Let me look.".into();
+        let history = [Message::user("Weather in Paris?"), said, result("c1")];
+        let prepared = ToolFormat::Glm4.prepare(&history, &[tool("weather")], GLM_Z1);
+        let roles: Vec<&str> = prepared.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "assistant", "observation"]);
+        assert_eq!((prepared[2].metadata.as_deref(), prepared[2].content.as_str()), (Some("weather"), "{\"city\": \"Paris\"}"));
+        let out = t.render_with_tools(&prepared, &[tool("weather").to_json()], true).unwrap();
+        assert!(out.starts_with("[gMASK]<sop><|system|>\n"), "{out}");
+        assert!(out.contains("# 可用工具\n## weather\n\n{\n    \"name\": \"weather\""), "{out}");
+        assert!(
+            out.ends_with(
+                "<|user|>\nWeather in Paris?<|assistant|>\nLet me look.<|assistant|>weather\n{\"city\": \"Paris\"}\
+                 <|observation|>\nsunny<|assistant|>\n<think>"
+            ),
+            "{out}"
+        );
+        // Without the preparation the template would drop both (it renders no `tool` role and no
+        // `tool_calls`).
+        let raw = t.render_with_tools(&history, &[tool("weather").to_json()], true).unwrap();
+        assert!(!raw.contains("sunny") && !raw.contains("Paris\"}"), "{raw}");
     }
 }

@@ -98,6 +98,9 @@ pub struct TinyModelSpec {
     pub rope_yarn: Option<(f32, usize)>,
     /// Partial rotary: `rope.dimension_count` below `head_dim`.
     pub rope_dims: Option<usize>,
+    /// GLM-4's M-RoPE sections (`rope.dimension_sections`): the file's Q and K rotate NeoX
+    /// pairs.
+    pub rope_sections: Option<[u32; 4]>,
     /// Phi-3's LongRoPE factors.
     pub longrope: Option<TinyLongRope>,
     /// With `rope_yarn`: `rope.scaling.yarn_beta_fast`, `_slow` and `yarn_log_multiplier`.
@@ -137,6 +140,7 @@ impl TinyModelSpec {
             // OLMo's GPT-2-like pre-tokenizer.
             Family::Olmo2 => VocabStyle::Gpt2 { pre: "olmo" },
             Family::Exaone4 => VocabStyle::Gpt2 { pre: "exaone4" },
+            Family::Glm4 => VocabStyle::Gpt2 { pre: "glm4" },
         };
         let mistral3 = family == Family::Mistral3;
         Self {
@@ -157,7 +161,9 @@ impl TinyModelSpec {
             // Ministral 3: YaRN ×4 over an original context of 16 with its own betas and log
             // multiplier, and attention temperature stepping every 16 positions.
             rope_yarn: mistral3.then_some((4.0, 16)),
-            rope_dims: None,
+            // GLM-4 rotates half of each head, as its files say.
+            rope_dims: (family == Family::Glm4).then_some(32),
+            rope_sections: None,
             longrope: None,
             yarn_extra: mistral3.then_some((16.0, 2.0, 1.0)),
             attn_temperature_scale: mistral3.then_some(0.1),
@@ -207,6 +213,7 @@ impl TinyModelSpec {
             rope_linear_factor: None,
             rope_yarn: None,
             rope_dims: None,
+            rope_sections: None,
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
@@ -239,6 +246,7 @@ impl TinyModelSpec {
             rope_linear_factor: None,
             rope_yarn: None,
             rope_dims: None,
+            rope_sections: None,
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
@@ -271,6 +279,7 @@ impl TinyModelSpec {
             rope_linear_factor: None,
             rope_yarn: None,
             rope_dims: None,
+            rope_sections: None,
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
@@ -292,6 +301,7 @@ impl TinyModelSpec {
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
         let norms = match self.family {
             Family::Gemma2 => 4 * d,
+            Family::Glm4 => 4 * d + q + 2 * kv,
             Family::Olmo2 => 2 * d + q + kv,
             Family::Exaone4 => 2 * d + 2 * self.head_dim,
             Family::Gemma3 => 4 * d + 2 * self.head_dim,
@@ -340,7 +350,7 @@ fn mlp_tensors(
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
-    if let (Family::Phi3, [gate, up, down]) = (spec.family, dense.as_slice()) {
+    if let (Family::Phi3 | Family::Glm4, [gate, up, down]) = (spec.family, dense.as_slice()) {
         // One `ffn_up` of 2·ffn rows: the gate's, then the up projection's.
         return Ok(vec![
             quantized("ffn_up", [gate.as_slice(), up].concat(), 2 * f, d)?,
@@ -423,6 +433,10 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         if spec.family != Family::Llama {
             md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
         }
+    }
+    if let Some(sections) = spec.rope_sections {
+        let v = sections.iter().map(|&n| Value::I32(n as i32)).collect();
+        md.push((format!("{arch}.rope.dimension_sections"), Value::Array(v)));
     }
     if let Some(f) = spec.rope_linear_factor {
         md.push((format!("{arch}.rope.scaling.type"), Value::String("linear".into())));
@@ -523,7 +537,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(quantize(n("attn_v.weight"), v, kv_dim, d)?);
         }
         tensors.push(mat(n("attn_output.weight"), d, q_dim, 1.0, &mut rng)?);
-        if spec.family == Family::Qwen2 {
+        if matches!(spec.family, Family::Qwen2 | Family::Glm4) {
             tensors.push(vector(n("attn_q.bias"), rng.around(q_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
@@ -537,7 +551,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(q_dim, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(kv_dim, 1.0, 0.1))?);
         }
-        if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4) {
+        if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 | Family::Glm4) {
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }

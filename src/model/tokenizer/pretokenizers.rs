@@ -75,13 +75,14 @@ impl PreKind {
         Some(match name {
             "default" | "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "jina-v2-es" | "jina-v2-de" | "gigachat"
             | "mellum" | "exaone4" | "olmo" => Self::Gpt2,
-            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2" => {
-                Self::Llama3
-            }
+            // GLM-4 (0414) and later: llama.cpp's CHATGLM4 regex is Llama 3's, with ignore_merges.
+            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2" | "glm4"
+            | "glm5" => Self::Llama3,
             "qwen2" | "deepseek-r1-qwen" | "megrez" | "kormo" => Self::Qwen2,
             "stablelm2" => Self::StableLm2,
             "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" => Self::DigitsGpt2,
-            "dbrx" | "smaug-bpe" => Self::Cl100k,
+            // GLM-4-9B-chat's (`chatglm-bpe`): the same regex without ignore_merges.
+            "dbrx" | "smaug-bpe" | "chatglm-bpe" => Self::Cl100k,
             "tekken" => Self::Tekken,
             "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => Self::Gpt4o,
             _ => return None,
@@ -120,8 +121,12 @@ impl PreKind {
 }
 
 /// llama.cpp's default for `add_bos_token` in a gpt2-model vocabulary: on for
-/// the Llama 3 family, Tekken and Chameleon, off otherwise.
+/// the Llama 3 family, Tekken and Chameleon, off otherwise (GLM's split is Llama 3's, but its
+/// templates write their own `[gMASK]<sop>` and llama.cpp sets no BOS for it).
 pub(crate) fn bpe_adds_bos(pre: Option<&str>) -> bool {
+    if matches!(pre, Some("glm4" | "glm5" | "chatglm-bpe")) {
+        return false;
+    }
     matches!(pre, Some("chameleon"))
         || matches!(pre.and_then(PreKind::from_name), Some(PreKind::Llama3 | PreKind::Tekken))
 }
@@ -154,6 +159,10 @@ mod tests {
         assert_eq!(PreKind::from_gguf(Some("no-such-pre")), PreKind::Gpt2);
         assert!(bpe_adds_bos(Some("llama3")));
         assert!(!bpe_adds_bos(Some("qwen2")));
+        // GLM's split is Llama 3's, its BOS llama.cpp's "none".
+        assert_eq!(PreKind::from_gguf(Some("glm4")), PreKind::Llama3);
+        assert_eq!(PreKind::from_gguf(Some("chatglm-bpe")), PreKind::Cl100k);
+        assert!(!bpe_adds_bos(Some("glm4")) && !bpe_adds_bos(Some("chatglm-bpe")));
         assert!(!bpe_adds_bos(None));
     }
 

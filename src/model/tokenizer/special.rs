@@ -62,6 +62,9 @@ pub const END_OF_TURN_TOKENS: &[&str] = &[
     "<|end_of_text|>",
     "</s>",
     "<｜end▁of▁sentence｜>",
+    // GLM-4: a tool call ends with it (its `generation_config.json` lists it beside
+    // `<|endoftext|>` and `<|user|>`, which GGUF files carry as EOS and EOT).
+    "<|observation|>",
 ];
 
 /// BOS texts tried, in order, when neither GGUF metadata nor `tokenizer_config.json` names one.

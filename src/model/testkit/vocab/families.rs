@@ -1,6 +1,6 @@
 //! The special tokens, ids and chat template of each model family the tiny
 //! vocabularies imitate: Llama 3 (`llama-bpe`), Qwen2 (`qwen2`, ChatML), Phi-4 (`dbrx`),
-//! Phi-4-mini (`gpt-4o`), Mistral's Tekken (`tekken`), GPT-2 (`gpt-2`), and Llama 2's `[INST]` template for the SentencePiece style.
+//! Phi-4-mini (`gpt-4o`), Mistral's Tekken (`tekken`), GLM-4 (`glm4`), GPT-2 (`gpt-2`), and Llama 2's `[INST]` template for the SentencePiece style.
 
 pub(super) struct Gpt2Family {
     /// (text, is_control): control tokens are special; the others user-defined.
@@ -26,6 +26,10 @@ const MISTRAL_TEKKEN_TEMPLATE: &str = "{{ bos_token }}{% for message in messages
 
 /// Phi-4's template (`<|im_sep|>` after the role).
 const PHI4_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '<|im_sep|>' + message['content'] + '<|im_end|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %}";
+
+/// GLM-4-0414's template, its tool parts left out: `[gMASK]<sop>`, then each message after its
+/// role tag and a newline; the reply follows `<|assistant|>`.
+const GLM4_TEMPLATE: &str = "[gMASK]<sop>{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
 
 /// Phi-3's and Phi-4-mini's template (`<|role|>` tags, `<|end|>` after each message).
 const PHI3_TEMPLATE: &str = "{% for message in messages %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
@@ -99,6 +103,28 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
             pad: "<|end_of_text|>",
             add_bos: true,
             chat_template: LLAMA3_TEMPLATE,
+        },
+        // GLM-4 (0414): its template writes `[gMASK]<sop>` itself, no BOS is added; a turn ends
+        // at the next role tag (`<|user|>` is its EOT, `<|observation|>` follows a tool call).
+        "glm4" => Gpt2Family {
+            added: &[
+                ("<|endoftext|>", true),
+                ("[MASK]", true),
+                ("[gMASK]", true),
+                ("[sMASK]", true),
+                ("<sop>", true),
+                ("<eop>", true),
+                ("<|system|>", true),
+                ("<|user|>", true),
+                ("<|assistant|>", true),
+                ("<|observation|>", true),
+            ],
+            bos: "<|endoftext|>",
+            eos: "<|endoftext|>",
+            eot: Some("<|user|>"),
+            pad: "<|endoftext|>",
+            add_bos: false,
+            chat_template: GLM4_TEMPLATE,
         },
         "qwen2" => Gpt2Family {
             added: &[

@@ -72,6 +72,18 @@ pub(super) fn gpt2_json(
                           "vocab": vocab, "merges": merges}
             })
         }
+        // GLM-4: Llama 3's split and ignore_merges, no BOS.
+        "glm4" => json!({
+            "version": "1.0", "truncation": null, "padding": null,
+            "added_tokens": added,
+            "normalizer": null,
+            "pre_tokenizer": split(LLAMA3_SPLIT, false),
+            "post_processor": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+            "decoder": decoder,
+            "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+                      "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false, "ignore_merges": true,
+                      "vocab": vocab, "merges": merges}
+        }),
         // Phi-4 (cl100k: Llama 3's split) and Phi-4-mini (o200k), as tiktoken converts: plain
         // BPE, no normalizer.
         "dbrx" | "gpt-4o" => json!({
