@@ -255,3 +255,58 @@ fn a_granite_file_with_biases_is_refused() {
         other => panic!("expected the bias to be refused, got {other:?}"),
     }
 }
+
+/// A file's multi-token-prediction blocks (`nextn_predict_layers`, GLM-4.5's and GLM-OCR's:
+/// counted in `block_count`, after the others) are not run, as llama.cpp runs them only to
+/// draft: a GLM-4 file with one more block marked so gives the logits of the file without it
+/// and counts none of its bytes as weights.
+#[test]
+fn multi_token_prediction_blocks_are_not_run() {
+    use candle_core::quantized::gguf_file::{self, Value};
+    use candle_core::quantized::QTensor;
+
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::tiny(Family::Glm4, WeightType::Q8_0);
+    let plain = dir.path().join("glm4.gguf");
+    write_model(&spec, &plain).unwrap();
+    let mut r = std::fs::File::open(&plain).unwrap();
+    let c = gguf_file::Content::read(&mut r).unwrap();
+    let mut md: Vec<(String, Value)> = c.metadata.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    for (k, v) in &mut md {
+        if k == "glm4.block_count" {
+            *v = Value::U32(spec.layers as u32 + 1);
+        }
+    }
+    md.push(("glm4.nextn_predict_layers".into(), Value::U32(1)));
+    let mut tensors: Vec<(String, QTensor)> =
+        c.tensor_infos.keys().map(|n| (n.clone(), c.tensor(&mut r, n, &Device::Cpu).unwrap())).collect();
+    // The extra block: the last block's tensors again, and the MTP head's projection.
+    let last = format!("blk.{}.", spec.layers - 1);
+    let extra: Vec<(String, QTensor)> = c
+        .tensor_infos
+        .keys()
+        .filter(|n| n.starts_with(&last))
+        .map(|n| (n.replacen(&last, &format!("blk.{}.", spec.layers), 1), c.tensor(&mut r, n, &Device::Cpu).unwrap()))
+        .collect();
+    let eh = candle_core::Tensor::ones((spec.hidden, 2 * spec.hidden), candle_core::DType::F32, &Device::Cpu).unwrap();
+    tensors.extend(extra);
+    tensors.push((
+        format!("blk.{}.nextn.eh_proj.weight", spec.layers),
+        QTensor::quantize(&eh, candle_core::quantized::GgmlDType::Q8_0).unwrap(),
+    ));
+    let mtp = dir.path().join("glm4-mtp.gguf");
+    let mut w = std::fs::File::create(&mtp).unwrap();
+    let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    gguf_file::write(&mut w, &md_refs, &t_refs).unwrap();
+    drop(w);
+
+    let load = |p: &Path| Transformer::from_gguf(&mut GgufFile::open(p).unwrap(), &Device::Cpu, 512).unwrap();
+    let (a, b) = (load(&plain), load(&mtp));
+    assert_eq!((b.hparams().layers, b.hparams().mtp_layers), (spec.layers, 1));
+    assert_eq!(a.weight_bytes(), b.weight_bytes());
+    let ids = [3u32, 77, 140, 9, 200, 31];
+    let la = teacher_forced_logits(&a, &ids[..2], &ids[2..], KvDtype::F32).unwrap();
+    let lb = teacher_forced_logits(&b, &ids[..2], &ids[2..], KvDtype::F32).unwrap();
+    assert_eq!(la, lb);
+}

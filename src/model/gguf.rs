@@ -222,6 +222,16 @@ impl GgufFile {
             .sum()
     }
 
+    /// Bytes of the tensors whose names `keep` accepts.
+    pub fn tensor_bytes_where(&self, keep: impl Fn(&str) -> bool) -> u64 {
+        self.content
+            .tensor_infos
+            .keys()
+            .filter(|n| keep(n))
+            .filter_map(|n| self.tensor_bytes(n))
+            .sum()
+    }
+
     /// Total parameter count over all tensors.
     pub fn parameter_count(&self) -> u64 {
         self.content

@@ -80,8 +80,10 @@
 //! q/k norms. As in llama.cpp's `src/models/exaone4.cpp`, a 64-layer file (the 32B) has local
 //! layers (`attention.sliding_window`, else 4,096; the pattern, else every fourth layer
 //! global) rotated as the global ones would be, and its global layers take no rope at all;
-//! other files have neither, whatever their keys say. Multi-token-prediction layers
-//! (`nextn_predict_layers`) are refused.
+//! other files have neither, whatever their keys say.
+//!
+//! Multi-token-prediction blocks (`nextn_predict_layers`, any family) follow the others in a
+//! file; they are not run (`HParams::mtp_layers`), as llama.cpp runs them only to draft.
 //!
 //! GLM-4 (`glm4`: GLM-4-0414, GLM-Z1) normalizes before and after each block (Gemma's four
 //! norms without Gemma's embedding scale or GELU), has q/k/v biases, stores the MLP's gate and
@@ -274,6 +276,9 @@ pub struct HParams {
     pub ffn: usize,
     /// Mixture-of-experts MLPs in every layer, when the model has them.
     pub moe: Option<MoeParams>,
+    /// Multi-token-prediction blocks the file has after `layers` (`nextn_predict_layers`):
+    /// never loaded or run.
+    pub mtp_layers: usize,
     /// The context length the model was trained for.
     pub context_length: usize,
     /// `rope.scaling.original_context_length`, else `context_length`: Phi-3's LongRoPE uses its
@@ -424,17 +429,20 @@ fn exaone4_sliding(rope_base: f64) -> SlidingDefaults {
     }
 }
 
-/// A file whose blocks include multi-token-prediction layers (`nextn_predict_layers`, which
-/// llama.cpp keeps in the file and does not run) is refused: its `block_count` counts them,
-/// and running them as ordinary layers would compute something else.
-fn refuse_mtp_layers(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
-    match md_opt_usize(md, &key("nextn_predict_layers"))? {
-        Some(n) if n > 0 => Err(ModelError::BadMetadata {
+/// The layers the forward runs: `block_count` less the multi-token-prediction blocks at its end
+/// (`nextn_predict_layers`: GLM-4.5's, GLM-OCR's), which hearth, as llama.cpp without its
+/// speculative decoding, keeps in the file and never loads (llama.cpp's `n_layer()`). A file all
+/// of whose blocks are such is refused.
+fn trunk_layers(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<(usize, usize), ModelError> {
+    let blocks = md_usize(md, &key("block_count"))?;
+    let mtp = md_opt_usize(md, &key("nextn_predict_layers"))?.unwrap_or(0);
+    if mtp >= blocks {
+        return Err(ModelError::BadMetadata {
             key: key("nextn_predict_layers"),
-            reason: format!("{n} multi-token-prediction layers are not supported"),
-        }),
-        _ => Ok(()),
+            reason: format!("{mtp} multi-token-prediction layers of {blocks} blocks leave none to run"),
+        });
     }
+    Ok((blocks - mtp, mtp))
 }
 
 /// EXAONE 4.0 32B's layer count: llama.cpp gives local layers to such files only.
@@ -537,9 +545,8 @@ impl HParams {
             }
             _ => None,
         };
-        let layers = md_usize(md, &key("block_count"))?;
+        let (layers, mtp_layers) = trunk_layers(md, &key)?;
         let moe = moe_params(md, &key, family)?;
-        refuse_mtp_layers(md, &key)?;
         let ffn = match (&moe, md_opt_per_layer_usize(md, &key("feed_forward_length"))?) {
             (_, Some(f)) => f,
             (Some(_), None) => 0,
@@ -562,6 +569,7 @@ impl HParams {
             rope_style: rope_style(md, &key, family)?,
             ffn,
             moe,
+            mtp_layers,
             context_length,
             rope_original_context,
             rms_eps: md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
@@ -1087,7 +1095,7 @@ mod tests {
 
     /// EXAONE 4.0 as llama.cpp reads it: local layers only in a 64-layer file (every fourth
     /// global, without rope; a window of 4,096 unless the file says), whatever a smaller
-    /// file's keys say; multi-token-prediction layers refused for any family.
+    /// file's keys say; multi-token-prediction blocks not run, for any family.
     #[test]
     fn exaone4_has_local_layers_only_with_the_32bs_layer_count() {
         let small = md("exaone4", &[("attention.sliding_window", Value::U32(128))]);
@@ -1102,9 +1110,14 @@ mod tests {
         assert_eq!((s.window, s.rope_base, s.rope), (4096, hp.rope_base, LocalRope::Scaled));
         assert_eq!(&s.local[..8], [true, true, true, false, true, true, true, false]);
         assert!((0..64).all(|l| hp.rotates(l) == s.local[l]), "global layers take no rope");
+        // Multi-token-prediction blocks (any family) are counted in block_count and not run;
+        // a file of nothing else is refused.
         for arch in ["exaone4", "qwen3"] {
-            let mtp = md(arch, &[("nextn_predict_layers", Value::U32(1))]);
-            assert_eq!(bad_key(&mtp), format!("{arch}.nextn_predict_layers"));
+            let mtp = md(arch, &[("block_count", Value::U32(3)), ("nextn_predict_layers", Value::U32(1))]);
+            let hp = HParams::from_metadata(&mtp, Some(100)).unwrap();
+            assert_eq!((hp.layers, hp.mtp_layers), (2, 1));
+            let all = md(arch, &[("block_count", Value::U32(1)), ("nextn_predict_layers", Value::U32(1))]);
+            assert_eq!(bad_key(&all), format!("{arch}.nextn_predict_layers"));
         }
     }
 

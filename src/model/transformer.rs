@@ -132,6 +132,10 @@ impl Transformer {
         let embedding_q = load_2d(file, "token_embd.weight", [hp.vocab_size, d], &Device::Cpu)?;
         let file_bytes = file.total_tensor_bytes();
         let rope_bytes: u64 = ROPE_FACTOR_TENSORS.iter().filter_map(|n| file.tensor_bytes(n)).sum();
+        // Multi-token-prediction blocks stay in the file, unread.
+        let mtp_bytes: u64 = (hp.layers..hp.layers + hp.mtp_layers)
+            .map(|i| file.tensor_bytes_where(|name| name.starts_with(&format!("blk.{i}."))))
+            .sum();
         let tied = !file.has_tensor("output.weight");
         let (embedding, output) = load_embedding_and_output(file, embedding_q, tied, [hp.vocab_size, d], device)?;
         let embd_bytes = embedding.file_bytes();
@@ -143,7 +147,7 @@ impl Transformer {
             (false, false) => file_bytes.saturating_sub(embd_bytes),
             _ => file_bytes,
         }
-        .saturating_sub(rope_bytes);
+        .saturating_sub(rope_bytes + mtp_bytes);
         let freq_factors = match rope_factors_name(file, &hp, max_positions) {
             Some(name) => {
                 let t = file.tensor(name, &Device::Cpu)?;
