@@ -124,6 +124,9 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // Norms before and after each block, q/k/v biases, a fused gate/up, half of each head
         // rotated in adjacent pairs.
         ("tiny-glm4-q8_0.gguf", TinyModelSpec::tiny(Family::Glm4, WeightType::Q8_0)),
+        // GLM-4.5's layout: a dense layer, then two of 4 experts routed by sigmoid with a
+        // selection bias, renormalized and scaled, beside a shared expert; q/k norms.
+        ("tiny-glm4moe-q8_0.gguf", TinyModelSpec::tiny(Family::Glm4Moe, WeightType::Q8_0)),
         // The same with M-RoPE sections (the vision models' text part): NeoX pairs.
         (
             "tiny-glm4-mrope-q8_0.gguf",

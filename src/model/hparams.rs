@@ -18,6 +18,7 @@
 //! | ERNIE 4.5 (dense) | `ernie4_5` | interleaved | no | no |
 //! | OLMo 2, OLMo 3 | `olmo2` | NeoX (halves) | no | yes (whole Q and K) |
 //! | EXAONE 4.0 | `exaone4` | NeoX (halves; none in the 32B's global layers) | no | yes |
+//! | GLM-4.5, GLM-4.6 (MoE) | `glm4moe` | NeoX, first half of each head | yes | optional |
 //! | GLM-4 (0414), GLM-Z1 | `glm4` | interleaved, first half of each head (NeoX with M-RoPE sections) | yes | no |
 //!
 //! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
@@ -94,6 +95,13 @@
 //! permuted for NeoX pairs, and its text positions are the same in every section, so it
 //! rotates as NeoX ([`HParams::rope_style`]).
 //!
+//! GLM-4.5 and 4.6 (`glm4moe`) are Llama's pre-norm layer with q/k/v biases, per-head q/k norms
+//! where the file has them, half of each head rotated (NeoX), and, after the first
+//! `leading_dense_block_count` dense layers, mixture-of-experts MLPs routed by sigmoid with a
+//! selection bias, plus a shared expert ([`MoeParams`]). Its MLP's pre-norm is stored as
+//! `post_attention_norm` (Hugging Face's name for it), as llama.cpp's
+//! `src/models/glm4-moe.cpp` reads it.
+//!
 //! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
 //! have an architecture of their own (`ernie4_5-moe`) and are not supported.
 //!
@@ -113,7 +121,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,11 +153,13 @@ pub enum Family {
     /// GLM-4 (0414) and GLM-Z1: norms before and after each block, q/k/v biases, a fused gate/up
     /// tensor, half of each head rotated.
     Glm4,
+    /// GLM-4.5 and 4.6: GLM's attention, sigmoid-routed experts with a shared one.
+    Glm4Moe,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 14] = [
+    pub const ALL: [Family; 15] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -164,6 +174,7 @@ impl Family {
         Self::Olmo2,
         Self::Exaone4,
         Self::Glm4,
+        Self::Glm4Moe,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -182,6 +193,7 @@ impl Family {
             "olmo2" => Ok(Self::Olmo2),
             "exaone4" => Ok(Self::Exaone4),
             "glm4" => Ok(Self::Glm4),
+            "glm4moe" => Ok(Self::Glm4Moe),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -206,6 +218,7 @@ impl Family {
             Self::Olmo2 => "olmo2",
             Self::Exaone4 => "exaone4",
             Self::Glm4 => "glm4",
+            Self::Glm4Moe => "glm4moe",
         }
     }
 
@@ -215,8 +228,15 @@ impl Family {
             Self::Llama | Self::Mistral3 | Self::SmolLM3 | Self::Granite | Self::Ernie45 | Self::Glm4 => {
                 RopeStyle::Interleaved
             }
-            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Gemma2 | Self::Gemma3 | Self::Phi3 | Self::Olmo2
-            | Self::Exaone4 => RopeStyle::Neox,
+            Self::Qwen2
+            | Self::Qwen3
+            | Self::Qwen3Moe
+            | Self::Gemma2
+            | Self::Gemma3
+            | Self::Phi3
+            | Self::Olmo2
+            | Self::Exaone4
+            | Self::Glm4Moe => RopeStyle::Neox,
         }
     }
 }
@@ -330,7 +350,7 @@ impl AttnTemperature {
 }
 
 /// A mixture-of-experts MLP's shape and routing (llama.cpp's `build_moe_ffn` with softmax
-/// gating, as Qwen3 MoE and Mixtral use it).
+/// gating, as Qwen3 MoE and Mixtral use it; sigmoid with a selection bias, as GLM-4.5's).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MoeParams {
     /// `expert_count`: expert MLPs per layer.
@@ -340,7 +360,28 @@ pub struct MoeParams {
     /// Each expert's MLP width: `expert_feed_forward_length`, else (Mixtral)
     /// `feed_forward_length`, else (llama.cpp's fallback for Qwen3 MoE) that over `experts_used`.
     pub expert_ffn: usize,
+    /// How router scores become probabilities (`expert_gating_func`).
+    pub gating: MoeGating,
+    /// Whether the chosen experts' weights are renormalized to sum to 1 (Qwen3 MoE and Mixtral:
+    /// always; GLM-4.5: `expert_weights_norm`).
+    pub normalize: bool,
+    /// Multiplies the chosen weights (`expert_weights_scale`; 1 when absent or 0).
+    pub weights_scale: f32,
+    /// The shared expert's width (`expert_shared_count` × `expert_ffn`; 0: none).
+    pub shared_ffn: usize,
+    /// The first this-many layers have a dense MLP (`leading_dense_block_count`).
+    pub dense_leading: usize,
 }
+
+/// A router's gating function (llama.cpp's `llama_expert_gating_func_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoeGating {
+    /// Softmax over the experts (1).
+    Softmax,
+    /// Each expert's sigmoid (2).
+    Sigmoid,
+}
+
 
 /// Gemma's local layers.
 #[derive(Debug, Clone, PartialEq)]
@@ -595,6 +636,7 @@ impl HParams {
 /// for it, and a text token's position is the same in every section).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, family: Family) -> Result<RopeStyle, ModelError> {
     if family != Family::Glm4 {
+        // glm4moe: NeoX either way.
         return Ok(family.rope_style());
     }
     let sections = md_opt_usize_array(md, &key("rope.dimension_sections"))?.unwrap_or_default();
@@ -736,7 +778,7 @@ fn moe_params(
 ) -> Result<Option<MoeParams>, ModelError> {
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let experts = match family {
-        Family::Qwen3Moe => md_usize(md, &key("expert_count"))?,
+        Family::Qwen3Moe | Family::Glm4Moe => md_usize(md, &key("expert_count"))?,
         Family::Llama => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
         Family::Mistral3
         | Family::SmolLM3
@@ -757,7 +799,7 @@ fn moe_params(
     };
     if experts == 0 {
         return match family {
-            Family::Qwen3Moe => Err(bad("expert_count", "a MoE model with 0 experts".into())),
+            Family::Qwen3Moe | Family::Glm4Moe => Err(bad("expert_count", "a MoE model with 0 experts".into())),
             _ => Ok(None),
         };
     }
@@ -773,7 +815,7 @@ fn moe_params(
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
-                Family::Qwen3Moe => ffn / experts_used,
+                Family::Qwen3Moe | Family::Glm4Moe => ffn / experts_used,
                 _ => ffn,
             }
         }
@@ -781,10 +823,33 @@ fn moe_params(
     if expert_ffn == 0 {
         return Err(bad("expert_feed_forward_length", "experts of width 0".into()));
     }
+    let glm = family == Family::Glm4Moe;
+    if md_opt_usize(md, &key("expert_group_count"))?.unwrap_or(0) > 1 {
+        return Err(bad("expert_group_count", "routing over expert groups is not supported".into()));
+    }
+    let gating = match md_opt_usize(md, &key("expert_gating_func"))? {
+        None | Some(0) if glm => MoeGating::Sigmoid,
+        None | Some(0) | Some(1) => MoeGating::Softmax,
+        Some(2) => MoeGating::Sigmoid,
+        Some(other) => return Err(bad("expert_gating_func", format!("{other} is not supported (1 softmax, 2 sigmoid)"))),
+    };
+    let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
+        None | Some(0.0) => 1.0,
+        Some(s) if s.is_finite() && s > 0.0 => s as f32,
+        Some(s) => return Err(bad("expert_weights_scale", format!("{s} must be a positive number"))),
+    };
+    // llama.cpp requires the shared expert count of glm4moe files.
+    let shared = if glm { md_usize(md, &key("expert_shared_count"))? } else { 0 };
     Ok(Some(MoeParams {
         experts,
         experts_used,
         expert_ffn,
+        gating,
+        // llama.cpp passes `true` for Qwen3 MoE and Mixtral, the file's flag for GLM-4.5.
+        normalize: if glm { md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false) } else { true },
+        weights_scale,
+        shared_ffn: shared * expert_ffn,
+        dense_leading: if glm { md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0) } else { 0 },
     }))
 }
 
@@ -1010,6 +1075,46 @@ mod tests {
         let bad = md("glm4", &[("rope.dimension_sections", Value::String("8,12,12".into()))]);
         assert_eq!(bad_key(&bad), "glm4.rope.dimension_sections");
         assert_eq!(bad_key(&md("glm4", &[("expert_count", Value::U32(8))])), "glm4.expert_count");
+    }
+
+    /// GLM-4.5's routing as llama.cpp reads it: sigmoid unless the file says, weights not
+    /// renormalized unless it says, its scale, the shared expert's width, the leading dense
+    /// layers; Qwen3 MoE keeps softmax, renormalized. Expert groups are refused.
+    #[test]
+    fn glm4moe_reads_its_routing() {
+        fn base(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
+            let mut all = vec![
+                ("expert_count", Value::U32(8)),
+                ("expert_used_count", Value::U32(2)),
+                ("expert_feed_forward_length", Value::U32(64)),
+                ("expert_shared_count", Value::U32(1)),
+            ];
+            all.extend(extra.iter().cloned());
+            all
+        }
+        let hp = HParams::from_metadata(&md("glm4moe", &base(&[])), Some(100)).unwrap();
+        let m = hp.moe.unwrap();
+        assert_eq!((m.gating, m.normalize, m.weights_scale, m.shared_ffn, m.dense_leading), (MoeGating::Sigmoid, false, 1.0, 64, 0));
+        assert_eq!(hp.rope_style, RopeStyle::Neox);
+        let extra = [
+            ("expert_weights_norm", Value::Bool(true)),
+            ("expert_weights_scale", Value::F32(2.5)),
+            ("leading_dense_block_count", Value::U32(1)),
+            ("expert_gating_func", Value::U32(2)),
+        ];
+        let m = HParams::from_metadata(&md("glm4moe", &base(&extra)), Some(100)).unwrap().moe.unwrap();
+        assert_eq!((m.normalize, m.weights_scale, m.dense_leading), (true, 2.5, 1));
+        let q = HParams::from_metadata(&md("qwen3moe", &base(&[])), Some(100)).unwrap().moe.unwrap();
+        assert_eq!((q.gating, q.normalize, q.shared_ffn), (MoeGating::Softmax, true, 0));
+        let groups = md("glm4moe", &base(&[("expert_group_count", Value::U32(8))]));
+        assert_eq!(bad_key(&groups), "glm4moe.expert_group_count");
+        let gating = md("glm4moe", &base(&[("expert_gating_func", Value::U32(4))]));
+        assert_eq!(bad_key(&gating), "glm4moe.expert_gating_func");
+        let no_shared: Vec<(&str, Value)> = base(&[]).into_iter().filter(|(k, _)| *k != "expert_shared_count").collect();
+        assert!(matches!(
+            HParams::from_metadata(&md("glm4moe", &no_shared), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "glm4moe.expert_shared_count"
+        ));
     }
 
     #[test]

@@ -4,11 +4,15 @@
 //! Owns: the expert weights of one layer (each expert's gate/up fused into one matmul and its
 //! down projection, sliced out of GGUF's stacked `ffn_*_exps` tensors, so on the CPU every
 //! expert runs on our quantized kernels) and the routing. Routing follows llama.cpp's
-//! `build_moe_ffn` with softmax gating, as Qwen3 MoE and Mixtral use it: softmax over all
-//! experts in f32, the top `k` by probability (ties to the lower id), their probabilities
-//! renormalized to sum to 1 (the sum clamped below at f16's smallest normal, as llama.cpp
-//! does); the expert outputs are scaled by their weights and summed per token in the order
-//! of the choice, best first.
+//! `build_moe_ffn`: with softmax gating (Qwen3 MoE, Mixtral), softmax over all experts in f32,
+//! the top `k` by probability (ties to the lower id), their probabilities renormalized to sum
+//! to 1 (the sum clamped below at f16's smallest normal, as llama.cpp does); with sigmoid
+//! gating (GLM-4.5, DeepSeek V3's scheme), each expert's sigmoid, the top `k` by that plus the
+//! file's per-expert selection bias (`exp_probs_b`), their unbiased sigmoids as weights,
+//! renormalized where the file says (`expert_weights_norm`), times `expert_weights_scale`.
+//! The expert outputs are scaled by their weights and summed per token in the order of the
+//! choice, best first; a shared expert (`ffn_*_shexp`, GLM-4.5's) runs on every token and is
+//! added after.
 //!
 //! Invariants: every token's output is its own `k` experts' and nothing else's: tokens are
 //! grouped by expert only to batch the matmuls, which work row by row, so a token's output
@@ -22,7 +26,7 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
-use super::hparams::MoeParams;
+use super::hparams::{MoeGating, MoeParams};
 use super::linear::{FusedLinear, QLinear};
 use super::ModelError;
 use crate::ops::glu::{self, Gate};
@@ -41,7 +45,36 @@ pub struct MoeMlp {
     /// `[experts, hidden]`: one score per expert.
     router: QLinear,
     experts: Vec<Expert>,
-    used: usize,
+    routing: Routing,
+    /// GLM-4.5: an MLP every token runs, added to the routed experts' sum.
+    shared: Option<Expert>,
+}
+
+/// How router scores become each token's experts and weights (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routing {
+    pub k: usize,
+    pub gating: MoeGating,
+    /// Added to each expert's gated score to choose, not to weigh (`exp_probs_b`).
+    pub selection_bias: Option<Vec<f32>>,
+    /// Renormalize the chosen weights to sum to 1.
+    pub normalize: bool,
+    /// Multiplies every weight (1: none).
+    pub scale: f32,
+}
+
+#[cfg(test)]
+impl Routing {
+    /// Softmax, top `k`, renormalized: Qwen3 MoE's and Mixtral's.
+    pub fn softmax(k: usize) -> Self {
+        Self {
+            k,
+            gating: MoeGating::Softmax,
+            selection_bias: None,
+            normalize: true,
+            scale: 1.0,
+        }
+    }
 }
 
 /// Each token's experts (best first) and weights: `ids[t * k + slot]`, `weights[t * k + slot]`.
@@ -63,34 +96,58 @@ impl Routes {
     }
 }
 
-/// Routes each row of `logits` (`[tokens, experts]`, row-major): softmax, top `k`,
-/// renormalized (see the module docs).
-pub fn route(logits: &[f32], experts: usize, k: usize) -> Routes {
-    let k = k.min(experts);
+/// Routes each row of `logits` (`[tokens, experts]`, row-major) as `routing` says (see the
+/// module docs).
+pub fn route(logits: &[f32], experts: usize, routing: &Routing) -> Routes {
+    let k = routing.k.min(experts);
     let tokens = logits.len().checked_div(experts).unwrap_or(0);
     let mut ids = Vec::with_capacity(tokens * k);
     let mut weights = Vec::with_capacity(tokens * k);
     let mut order: Vec<u32> = Vec::with_capacity(experts);
     for row in logits.chunks_exact(experts.max(1)).take(tokens) {
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let exps: Vec<f32> = row.iter().map(|&x| (x - max).exp()).collect();
-        let total: f64 = exps.iter().map(|&e| e as f64).sum();
-        let inv = (1.0 / total) as f32;
+        let probs = gate(row, routing.gating);
+        let selection: Vec<f32> = match &routing.selection_bias {
+            Some(b) => probs.iter().zip(b).map(|(p, b)| p + b).collect(),
+            None => probs.clone(),
+        };
         order.clear();
         order.extend(0..experts as u32);
-        // Stable: equal probabilities keep the lower id first.
-        order.sort_by(|&a, &b| exps[b as usize].total_cmp(&exps[a as usize]));
+        // Stable: equal scores keep the lower id first.
+        order.sort_by(|&a, &b| selection[b as usize].total_cmp(&selection[a as usize]));
         let chosen = &order[..k];
-        let probs: Vec<f32> = chosen.iter().map(|&e| exps[e as usize] * inv).collect();
-        let sum = probs.iter().sum::<f32>().max(MIN_WEIGHT_SUM);
+        let mut w: Vec<f32> = chosen.iter().map(|&e| probs[e as usize]).collect();
+        if routing.normalize {
+            let sum = w.iter().sum::<f32>().max(MIN_WEIGHT_SUM);
+            w.iter_mut().for_each(|p| *p /= sum);
+        }
+        if routing.scale != 1.0 {
+            w.iter_mut().for_each(|p| *p *= routing.scale);
+        }
         ids.extend_from_slice(chosen);
-        weights.extend(probs.iter().map(|p| p / sum));
+        weights.extend(w);
     }
     Routes { k, ids, weights }
 }
 
+/// One token's gated router scores: softmax over the experts (its sum in f64), or each one's
+/// sigmoid.
+fn gate(row: &[f32], gating: MoeGating) -> Vec<f32> {
+    match gating {
+        MoeGating::Softmax => {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let exps: Vec<f32> = row.iter().map(|&x| (x - max).exp()).collect();
+            let total: f64 = exps.iter().map(|&e| e as f64).sum();
+            let inv = (1.0 / total) as f32;
+            exps.iter().map(|e| e * inv).collect()
+        }
+        MoeGating::Sigmoid => row.iter().map(|&x| 1.0 / (1.0 + (-x).exp())).collect(),
+    }
+}
+
 impl MoeMlp {
-    /// Layer `layer`'s router (`ffn_gate_inp`) and experts (`ffn_{gate,up,down}_exps`).
+    /// Layer `layer`'s router (`ffn_gate_inp`), experts (`ffn_{gate,up,down}_exps`), and where
+    /// the file has them the selection bias (`exp_probs_b`) and shared expert
+    /// (`ffn_{gate,up,down}_shexp`, required when `p.shared_ffn` is not 0).
     pub fn load(
         file: &mut GgufFile,
         layer: usize,
@@ -105,11 +162,38 @@ impl MoeMlp {
         let ups = load_experts(file, &n("ffn_up_exps.weight"), [e, f, hidden], device)?;
         let downs = load_experts(file, &n("ffn_down_exps.weight"), [e, hidden, f], device)?;
         let experts = gates.into_iter().zip(ups).zip(downs).map(|((g, u), d)| [g, u, d]).collect();
-        Self::new(router, experts, p.experts_used, device)
+        let bias_name = n("exp_probs_b.bias");
+        let selection_bias = match file.tensor_opt(&bias_name, &Device::Cpu)? {
+            Some(b) => {
+                super::transformer::check_shape(&bias_name, b.shape().dims(), &[e])?;
+                Some(b.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.to_vec1::<f32>()?)
+            }
+            None => None,
+        };
+        let routing = Routing {
+            k: p.experts_used,
+            gating: p.gating,
+            selection_bias,
+            normalize: p.normalize,
+            scale: p.weights_scale,
+        };
+        let mut moe = Self::new(router, experts, routing, device)?;
+        if p.shared_ffn > 0 {
+            let sf = p.shared_ffn;
+            let load = |file: &mut GgufFile, name: &str, shape| super::transformer::load_2d(file, &n(name), shape, device);
+            moe.shared = Some(Expert {
+                gate_up: FusedLinear::new(
+                    vec![load(file, "ffn_gate_shexp.weight", [sf, hidden])?, load(file, "ffn_up_shexp.weight", [sf, hidden])?],
+                    device,
+                )?,
+                down: QLinear::new(load(file, "ffn_down_shexp.weight", [hidden, sf])?, device)?,
+            });
+        }
+        Ok(moe)
     }
 
     /// A router `[experts, hidden]` and each expert's `[gate, up, down]` weights.
-    fn new(router: QTensor, experts: Vec<[QTensor; 3]>, used: usize, device: &Device) -> Result<Self, ModelError> {
+    fn new(router: QTensor, experts: Vec<[QTensor; 3]>, routing: Routing, device: &Device) -> Result<Self, ModelError> {
         let experts = experts
             .into_iter()
             .map(|[g, u, d]| {
@@ -122,7 +206,8 @@ impl MoeMlp {
         Ok(Self {
             router: QLinear::new(router, device)?,
             experts,
-            used,
+            routing,
+            shared: None,
         })
     }
 
@@ -134,11 +219,18 @@ impl MoeMlp {
         }
         let n = self.experts.len();
         let logits = self.router.forward(h)?.to_dtype(DType::F32)?;
-        let routes = route(&logits.flatten_all()?.to_vec1::<f32>()?, n, self.used);
+        let routes = route(&logits.flatten_all()?.to_vec1::<f32>()?, n, &self.routing);
         let rows_of = routes.by_expert(n);
-        match self.packed_experts() {
-            Some(packed) if h.device().is_cpu() => self.forward_packed(h, &packed, &routes, &rows_of, act),
-            _ => self.forward_tensors(h, &routes, &rows_of, act),
+        let routed = match self.packed_experts() {
+            Some(packed) if h.device().is_cpu() => self.forward_packed(h, &packed, &routes, &rows_of, act)?,
+            _ => self.forward_tensors(h, &routes, &rows_of, act)?,
+        };
+        match &self.shared {
+            Some(e) => {
+                let gu = e.gate_up.forward(h)?;
+                Ok((routed + e.down.forward(&glu::gated(&gu[0], &gu[1], act)?)?)?)
+            }
+            None => Ok(routed),
         }
     }
 
@@ -306,7 +398,7 @@ mod tests {
                 .map(|e| [weight(f, d, 10 + e, q8, 1.7), weight(f, d, 20 + e, q8, 1.7), weight(d, f, 30 + e, q8, 1.7)])
                 .collect()
         };
-        let moe = MoeMlp::new(weight(n, d, 1, GgmlDType::F32, 6.0), experts(), k, &Device::Cpu).unwrap();
+        let moe = MoeMlp::new(weight(n, d, 1, GgmlDType::F32, 6.0), experts(), Routing::softmax(k), &Device::Cpu).unwrap();
         let experts: Vec<[QMatMul; 3]> = experts()
             .into_iter()
             .map(|ws| ws.map(|w| QMatMul::from_qtensor(w).unwrap()))
@@ -322,7 +414,7 @@ mod tests {
         for row in 0..t {
             let x = h.narrow(0, row, 1).unwrap();
             let logits = x.matmul(&router.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let r = route(&logits, n, k);
+            let r = route(&logits, n, &Routing::softmax(k));
             let mut expect = Tensor::zeros((1, d), DType::F32, &Device::Cpu).unwrap();
             for (&e, &w) in r.ids.iter().zip(&r.weights) {
                 let [g, u, dn] = &experts[e as usize];
@@ -338,7 +430,7 @@ mod tests {
         assert!(used.iter().filter(|&&u| u > 0).count() >= 4, "routing too narrow to test: {used:?}");
         // The CPU path and candle's ops per expert: the same bits.
         let logits = moe.router.forward(&h).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let routes = route(&logits, n, k);
+        let routes = route(&logits, n, &Routing::softmax(k));
         let rows_of = routes.by_expert(n);
         let packed = moe.packed_experts().expect("Q8_0 experts run on our kernels");
         let a = moe.forward_packed(&h, &packed, &routes, &rows_of, Gate::Silu).unwrap();
@@ -357,7 +449,7 @@ mod tests {
     fn routes_pick_the_top_k_renormalized_best_first() {
         // Two tokens over four experts.
         let logits = [0.0, 2.0, 1.0, -1.0, 3.0, 3.0, 0.0, 5.0];
-        let r = route(&logits, 4, 2);
+        let r = route(&logits, 4, &Routing::softmax(2));
         assert_eq!(r.ids, vec![1, 2, 3, 0]);
         let e = |x: f32| x.exp();
         let (a, b) = (e(2.0), e(1.0));
@@ -371,10 +463,37 @@ mod tests {
             assert!((w[0] + w[1] - 1.0).abs() < 1e-6);
         }
         // k = experts: every expert, weights = the softmax.
-        let r = route(&[1.0, 1.0], 2, 2);
+        let r = route(&[1.0, 1.0], 2, &Routing::softmax(2));
         assert_eq!((r.ids, r.weights), (vec![0, 1], vec![0.5, 0.5]));
         // Huge logits do not overflow.
-        let r = route(&[1e30, -1e30, 0.0], 3, 1);
+        let r = route(&[1e30, -1e30, 0.0], 3, &Routing::softmax(1));
         assert_eq!((r.ids, r.weights), (vec![0], vec![1.0]));
+    }
+
+    /// Sigmoid gating (GLM-4.5): the selection bias chooses, the unbiased sigmoids weigh,
+    /// renormalized where asked, then scaled.
+    #[test]
+    fn sigmoid_routes_choose_by_the_biased_score_and_weigh_by_the_unbiased_one() {
+        let sig = |x: f32| 1.0 / (1.0 + (-x).exp());
+        let logits = [2.0, 1.0, 0.0, -1.0];
+        let mut routing = Routing {
+            k: 2,
+            gating: MoeGating::Sigmoid,
+            selection_bias: None,
+            normalize: false,
+            scale: 1.0,
+        };
+        let r = route(&logits, 4, &routing);
+        assert_eq!((r.ids.clone(), r.weights.clone()), (vec![0, 1], vec![sig(2.0), sig(1.0)]));
+        // A bias that lifts expert 3 over experts 1 and 0 picks it first; its weight stays its
+        // sigmoid.
+        routing.selection_bias = Some(vec![0.0, 0.0, 0.0, 0.9]);
+        let r = route(&logits, 4, &routing);
+        assert_eq!((r.ids.clone(), r.weights.clone()), (vec![3, 0], vec![sig(-1.0), sig(2.0)]));
+        routing.normalize = true;
+        routing.scale = 2.5;
+        let r = route(&logits, 4, &routing);
+        let sum = sig(2.0) + sig(-1.0);
+        assert!((r.weights[0] - 2.5 * sig(-1.0) / sum).abs() < 1e-6 && (r.weights[1] - 2.5 * sig(2.0) / sum).abs() < 1e-6);
     }
 }

@@ -484,10 +484,15 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             qk_norm_whole,
         },
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
-        ffn_norm: pre_norm(file, "ffn_norm.weight")?,
+        // GLM-4.5's MLP pre-norm is stored under Hugging Face's name for it.
+        ffn_norm: pre_norm(
+            file,
+            if hp.family == Family::Glm4Moe { "post_attention_norm.weight" } else { "ffn_norm.weight" },
+        )?,
         ffn: match &hp.moe {
-            Some(p) => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
-            None => Ffn::Dense(Mlp {
+            // GLM-4.5's first layers are dense.
+            Some(p) if i >= p.dense_leading => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
+            _ => Ffn::Dense(Mlp {
                 gate_up: FusedLinear::new(load_gate_up(file, &n, hp, device)?, device)?,
                 down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?, device)?,
             }),

@@ -1040,4 +1040,24 @@ mod tests {
         let raw = t.render_with_tools(&history, &[tool("weather").to_json()], true).unwrap();
         assert!(!raw.contains("sunny") && !raw.contains("Paris\"}"), "{raw}");
     }
+
+    /// GLM-4.6's template as llama.cpp keeps it (`models/templates/GLM-4.6.jinja`, verbatim):
+    /// its own `<arg_key>`/`<arg_value>` calls are not one of hearth's formats, and as it
+    /// mentions `<tool_call>` it reads as Hermes (a forced call parses; the model's own calls stay
+    /// text). A conversation with a call and its result renders through it as its own format.
+    #[test]
+    fn glm46_template_renders_calls_and_results_in_its_own_format() {
+        let src = include_str!("fixtures/glm-4.6.jinja");
+        assert_eq!(ToolFormat::of_template(src), ToolFormat::Hermes);
+        let t = super::super::ChatTemplate::new(src.to_owned(), None, Some("<|endoftext|>".into())).unwrap();
+        let history = [Message::user("Weather in Paris?"), call("c1"), result("c1")];
+        let out = t.render_with_tools(&history, &[tool("weather").to_json()], true).unwrap();
+        assert!(out.starts_with("[gMASK]<sop><|system|>\n# Tools\n"), "{out}");
+        assert!(
+            out.contains("<|assistant|>\n<think></think>\n<tool_call>weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"),
+            "{out}"
+        );
+        assert!(out.ends_with("<|observation|>\n<tool_response>\nsunny\n</tool_response><|assistant|>"), "{out}");
+        assert_eq!(ToolFormat::Hermes.parse("<tool_call>weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"), None);
+    }
 }

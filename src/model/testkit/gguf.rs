@@ -140,7 +140,7 @@ impl TinyModelSpec {
             // OLMo's GPT-2-like pre-tokenizer.
             Family::Olmo2 => VocabStyle::Gpt2 { pre: "olmo" },
             Family::Exaone4 => VocabStyle::Gpt2 { pre: "exaone4" },
-            Family::Glm4 => VocabStyle::Gpt2 { pre: "glm4" },
+            Family::Glm4 | Family::Glm4Moe => VocabStyle::Gpt2 { pre: "glm4" },
         };
         let mistral3 = family == Family::Mistral3;
         Self {
@@ -148,8 +148,13 @@ impl TinyModelSpec {
             weight_type,
             vocab: TinyVocab::new(style),
             hidden: 256,
-            // SmolLM3: four layers, so that the last skips rope.
-            layers: if family == Family::SmolLM3 { 4 } else { 2 },
+            // SmolLM3: four layers, so that the last skips rope; GLM-4.5: a dense layer, then two of
+            // experts.
+            layers: match family {
+                Family::SmolLM3 => 4,
+                Family::Glm4Moe => 3,
+                _ => 2,
+            },
             heads: 4,
             kv_heads: 2,
             head_dim: 64,
@@ -162,7 +167,7 @@ impl TinyModelSpec {
             // multiplier, and attention temperature stepping every 16 positions.
             rope_yarn: mistral3.then_some((4.0, 16)),
             // GLM-4 rotates half of each head, as its files say.
-            rope_dims: (family == Family::Glm4).then_some(32),
+            rope_dims: matches!(family, Family::Glm4 | Family::Glm4Moe).then_some(32),
             rope_sections: None,
             longrope: None,
             yarn_extra: mistral3.then_some((16.0, 2.0, 1.0)),
@@ -185,8 +190,8 @@ impl TinyModelSpec {
             // candle-transformers' quantized_phi3 needs, its own output projection.
             // Gemma: layer 0 local with an 8-token window, layer 1 global.
             sliding_window: matches!(family, Family::Gemma2 | Family::Gemma3).then_some((8, 2)),
-            // Qwen3 MoE: 4 experts, 2 per token.
-            moe: (family == Family::Qwen3Moe).then_some(TinyMoe {
+            // Qwen3 MoE, GLM-4.5: 4 experts, 2 per token.
+            moe: matches!(family, Family::Qwen3Moe | Family::Glm4Moe).then_some(TinyMoe {
                 experts: 4,
                 used: 2,
                 identical: false,
@@ -305,7 +310,7 @@ impl TinyModelSpec {
             Family::Olmo2 => 2 * d + q + kv,
             Family::Exaone4 => 2 * d + 2 * self.head_dim,
             Family::Gemma3 => 4 * d + 2 * self.head_dim,
-            Family::Qwen3 | Family::Qwen3Moe => 2 * d + 2 * self.head_dim,
+            Family::Qwen3 | Family::Qwen3Moe | Family::Glm4Moe => 2 * d + 2 * self.head_dim,
             _ => 2 * d,
         };
         let mlp = match self.moe {
@@ -343,8 +348,17 @@ fn mlp_tensors(
     let (d, f, wt) = (spec.hidden, spec.ffn, spec.weight_type.ggml());
     let shapes = [(f, d), (f, d), (d, f)];
     let dense: Vec<Vec<f32>> = shapes.iter().map(|&(rows, cols)| rng.matrix(rows, cols, 1.0)).collect();
-    if let Some(m) = spec.moe {
-        return moe_tensors(layer, d, f, m, dense, wt, moe_rng);
+    match spec.moe {
+        // GLM-4.5's first layer is dense.
+        Some(_) if spec.family == Family::Glm4Moe && layer < GLM4MOE_DENSE_LEADING => {}
+        Some(m) => {
+            let mut t = moe_tensors(layer, d, f, m, dense, wt, moe_rng)?;
+            if spec.family == Family::Glm4Moe {
+                t.extend(glm4moe_extras(layer, d, f, m.experts, wt, moe_rng)?);
+            }
+            return Ok(t);
+        }
+        None => {}
     }
     let quantized = |name: &str, w: Vec<f32>, rows: usize, cols: usize| -> Result<(String, QTensor), ModelError> {
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
@@ -363,6 +377,30 @@ fn mlp_tensors(
         .zip(dense)
         .map(|((name, (rows, cols)), w)| quantized(name, w, rows, cols))
         .collect()
+}
+
+/// GLM-4.5's tiny files: the first this-many layers dense.
+const GLM4MOE_DENSE_LEADING: usize = 1;
+
+/// GLM-4.5's per-layer extras beside the experts: the router's selection bias (f32, spread so
+/// that it changes some choices) and a shared expert of one expert's width.
+fn glm4moe_extras(
+    layer: usize,
+    d: usize,
+    f: usize,
+    experts: usize,
+    wt: GgmlDType,
+    rng: &mut Rand,
+) -> Result<Vec<(String, QTensor)>, ModelError> {
+    let cpu = Device::Cpu;
+    let n = |s: &str| format!("blk.{layer}.{s}");
+    let bias = Tensor::from_vec(rng.around(experts, 0.0, 0.3), experts, &cpu)?;
+    let mut out = vec![(n("exp_probs_b.bias"), QTensor::quantize(&bias, GgmlDType::F32)?)];
+    for (name, (rows, cols)) in [("ffn_gate_shexp", (f, d)), ("ffn_up_shexp", (f, d)), ("ffn_down_shexp", (d, f))] {
+        let t = Tensor::from_vec(rng.matrix(rows, cols, 1.0), (rows, cols), &cpu)?;
+        out.push((n(&format!("{name}.weight")), QTensor::quantize(&t, wt)?));
+    }
+    Ok(out)
 }
 
 /// Layer `layer`'s router (f32, as real files store it) and stacked experts: expert 0 is
@@ -432,6 +470,14 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.expert_used_count"), u32v(m.used)));
         if spec.family != Family::Llama {
             md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
+        }
+        if spec.family == Family::Glm4Moe {
+            // GLM-4.5's routing: sigmoid, renormalized, scaled; one shared expert.
+            md.push((format!("{arch}.expert_shared_count"), u32v(1)));
+            md.push((format!("{arch}.leading_dense_block_count"), u32v(GLM4MOE_DENSE_LEADING)));
+            md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
+            md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
+            md.push((format!("{arch}.expert_gating_func"), u32v(2)));
         }
     }
     if let Some(sections) = spec.rope_sections {
@@ -537,12 +583,12 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(quantize(n("attn_v.weight"), v, kv_dim, d)?);
         }
         tensors.push(mat(n("attn_output.weight"), d, q_dim, 1.0, &mut rng)?);
-        if matches!(spec.family, Family::Qwen2 | Family::Glm4) {
+        if matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe) {
             tensors.push(vector(n("attn_q.bias"), rng.around(q_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
         }
-        if matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4) {
+        if matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe) {
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1))?);
         }
@@ -556,7 +602,9 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
         if pre_norms {
-            tensors.push(vector(n("ffn_norm.weight"), rng.around(d, 1.0, 0.1))?);
+            // GLM-4.5 stores its MLP pre-norm under Hugging Face's name.
+            let name = if spec.family == Family::Glm4Moe { "post_attention_norm.weight" } else { "ffn_norm.weight" };
+            tensors.push(vector(n(name), rng.around(d, 1.0, 0.1))?);
         }
         tensors.extend(mlp_tensors(spec, i, &mut rng, &mut moe_rng)?);
     }
