@@ -839,6 +839,47 @@ async fn a_glm4_call_comes_back_and_its_history_renders_as_glm_writes_it() {
     assert_eq!(call["function"]["arguments"].as_str(), Some(parsed.calls[0].arguments.as_str()), "{v}");
 }
 
+/// GLM-4.6's template (llama.cpp's copy) on a tiny GLM-4.5 file: a forced call is written in
+/// GLM's `<arg_key>`/`<arg_value>` format, each required argument (the enum strings as one of
+/// their values), and comes back as the call with its arguments typed by the tool's schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_glm45_forced_call_is_written_in_its_xml_format_and_comes_back() {
+    let template = include_str!("../src/model/chat/fixtures/glm-4.6.jinja");
+    let s = server_for(TinyModelSpec::tiny(Family::Glm4Moe, WeightType::Q8_0), Some(template));
+    let engine = s.state.engine();
+    assert_eq!(engine.tool_format(), hearth::engine::ToolFormat::GlmXml);
+    let tools = vec![hearth::engine::Tool {
+        name: "get_weather".into(),
+        description: Some("The weather in a city.".into()),
+        parameters: weather_tool()["function"]["parameters"].clone(),
+    }];
+    let p1 = engine
+        .tokenize_chat_with_tools(&[Message::user("What is the weather in Paris?")], &tools)
+        .unwrap();
+    let forced = GenerateParams {
+        grammar: Some(engine.forced_call(&tools)),
+        ..GenerateParams::greedy(300)
+    };
+    let reply = common::run_in_engine(s.state.engine(), p1, forced).await;
+    assert!(reply.text.starts_with("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>"), "{:?}", reply.text);
+    assert!(reply.text.ends_with("</arg_value>\n</tool_call>"), "{:?}", reply.text);
+
+    // The tiny vocabulary spells the call in many tokens.
+    let mut body = forced_call_request(
+        &json!({"role": "user", "content": "What is the weather in Paris?"}),
+        &json!([weather_tool()]),
+    );
+    body["max_tokens"] = json!(300);
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    let call = &v["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{v}");
+    assert!(["C", "F"].contains(&args["unit"].as_str().unwrap()), "{v}");
+}
+
 /// OpenAI's Responses API, on the same servers.
 #[path = "structured/responses.rs"]
 mod responses;

@@ -35,6 +35,7 @@ pub(crate) async fn handle(
     let format = state.engine().tool_format();
     if tools.parses_calls() {
         plan.tool_calls = Some(format);
+        plan.tools = tools.tools.clone();
     }
     plan.parallel_calls = fields.parallel_tool_calls.unwrap_or(true);
     if let Some(forced) = tools.forced(state.engine()) {

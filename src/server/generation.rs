@@ -114,7 +114,7 @@ pub(crate) async fn answer(
         Kind::Chat => {
             let reply = SplitReply::of(plan.reasoning, &report.text);
             let parsed = plan.tool_calls.and_then(|format| {
-                let mut p = format.parse(&reply.content)?;
+                let mut p = format.parse_for(&reply.content, &plan.tools)?;
                 if !plan.parallel_calls {
                     p.calls.truncate(1);
                 }

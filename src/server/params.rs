@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::engine::{EngineHandle, GenerateParams, GenerationReport, GrammarDelay, Reasoning, Section, ToolFormat};
+use crate::engine::{EngineHandle, GenerateParams, GenerationReport, GrammarDelay, Reasoning, Section, Tool, ToolFormat};
 
 use super::protocol::CommonFields;
 use super::{ApiError, AppState};
@@ -28,6 +28,9 @@ pub(crate) struct Plan {
     pub grammar_from: Option<&'static str>,
     /// Read the reply for tool calls written in this format (the request offered tools).
     pub tool_calls: Option<ToolFormat>,
+    /// The tools the request offered: their schemas type GLM-4.5's argument values
+    /// ([`ToolFormat::parse_for`]).
+    pub tools: Vec<Tool>,
     /// Return every call the reply holds (`parallel_tool_calls`, true by default), or only the
     /// first.
     pub parallel_calls: bool,
@@ -127,6 +130,7 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
         include_usage: stream && f.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
         grammar_from,
         tool_calls: None,
+        tools: Vec::new(),
         parallel_calls: true,
         reasoning: None,
         reasoning_close: None,
@@ -274,6 +278,7 @@ mod tests {
             include_usage: false,
             grammar_from: None,
             tool_calls: None,
+        tools: Vec::new(),
             parallel_calls: true,
             reasoning: None,
             reasoning_close: None,

@@ -27,7 +27,7 @@ impl Reply {
     /// the first without `parallel_tool_calls`); each call gets a fresh id in `format`'s shape.
     pub fn of(plan: &Plan, text: &str) -> Self {
         let split = SplitReply::of(plan.reasoning, text);
-        let parsed = plan.tool_calls.and_then(|format| format.parse(&split.content).map(|p| (format, p)));
+        let parsed = plan.tool_calls.and_then(|format| format.parse_for(&split.content, &plan.tools).map(|p| (format, p)));
         match parsed {
             Some((format, mut p)) if !p.calls.is_empty() => {
                 if !plan.parallel_calls {

@@ -107,7 +107,7 @@ pub(crate) fn sse(
         kind,
         meta,
         include_usage: plan.include_usage,
-        tools: plan.tool_calls.map(ToolStream::new),
+        tools: plan.tool_calls.map(|f| ToolStream::with_tools(f, plan.tools.clone())),
         parallel_calls: plan.parallel_calls,
         reasoning: plan.reasoning.map(Reasoning::stream),
         counted: (plan.reasoning, plan.reasoning_close),

@@ -23,6 +23,9 @@
 //!   arguments' JSON (GLM-4-0414's and GLM-Z1's templates: `<|assistant|>{{ metadata }}\n{{
 //!   content }}`); earlier calls go back as such turns and results as `observation` turns
 //!   ([`ToolFormat::prepare`]), which is all those templates render.
+//! - [`ToolFormat::GlmXml`]: GLM-4.5's and 4.6's `<tool_call>name` then `<arg_key>k</arg_key>`
+//!   `<arg_value>v</arg_value>` pairs, `</tool_call>`; a value is raw text where the tool's
+//!   schema says the argument is a string, else JSON ([`ToolFormat::parse_for`]).
 //! - [`ToolFormat::Injected`]: the template renders no tools; hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
 //!   text the template can render (as llama.cpp's generic handler does).
@@ -57,6 +60,8 @@ pub enum ToolFormat {
     Mistral { named: bool },
     /// GLM-4's: the function's name on the first line, its arguments' JSON after.
     Glm4,
+    /// GLM-4.5's: `<tool_call>name`, `<arg_key>`/`<arg_value>` pairs, `</tool_call>`.
+    GlmXml,
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -106,6 +111,9 @@ const TOOL_CALLS: &str = "[TOOL_CALLS]";
 const ARGS: &str = "[ARGS]";
 /// GLM-4's turn of tool results (and the special token that ends a call).
 const OBSERVATION: &str = "<|observation|>";
+/// GLM-4.5's argument tags.
+const ARG_KEY: (&str, &str) = ("<arg_key>", "</arg_key>");
+const ARG_VALUE: (&str, &str) = ("<arg_value>", "</arg_value>");
 
 /// The ids of the special tokens a format writes calls with (none: the text alone).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -119,7 +127,9 @@ pub struct CallMarkers {
 impl ToolFormat {
     /// The format `template` (its Jinja source) writes tool calls in.
     pub fn of_template(template: &str) -> Self {
-        if template.contains(OBSERVATION) && template.contains("metadata") && !template.contains(OPEN) {
+        if template.contains(ARG_KEY.0) && template.contains(OPEN) {
+            Self::GlmXml
+        } else if template.contains(OBSERVATION) && template.contains("metadata") && !template.contains(OPEN) {
             Self::Glm4
         } else if template.contains(OPEN) {
             Self::Hermes
@@ -148,6 +158,17 @@ impl ToolFormat {
             Self::Json { .. } | Self::Mistral { named: false } => parse_json(text),
             Self::Mistral { named: true } => parse_named(text),
             Self::Glm4 => parse_glm4(text),
+            Self::GlmXml => parse_glm_xml(text, &[]),
+        }
+    }
+
+    /// [`Self::parse`] knowing the offered `tools`: GLM-4.5's values are raw text where the
+    /// tool's schema says the argument is a string (`"123"` stays a string), JSON otherwise (as
+    /// llama.cpp and vLLM read them); without the tool, JSON where it parses.
+    pub fn parse_for(self, text: &str, tools: &[Tool]) -> Option<ParsedReply> {
+        match self {
+            Self::GlmXml => parse_glm_xml(text, tools),
+            _ => self.parse(text),
         }
     }
 
@@ -201,6 +222,7 @@ impl ToolFormat {
                 Grammar::Lark(named_call_grammar(tools, &token(markers.calls), &token(markers.args)))
             }
             (Self::Glm4, _) => Grammar::Lark(named_call_grammar(tools, "", "\"\\n\" ")),
+            (Self::GlmXml, _) => Grammar::Lark(glm_xml_grammar(tools)),
             (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
             }
@@ -265,7 +287,9 @@ impl ToolFormat {
 fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
     let args = match format {
         ToolFormat::Json { args } => args,
-        ToolFormat::Hermes | ToolFormat::Injected | ToolFormat::Mistral { .. } | ToolFormat::Glm4 => "arguments",
+        ToolFormat::Hermes | ToolFormat::Injected | ToolFormat::Mistral { .. } | ToolFormat::Glm4 | ToolFormat::GlmXml => {
+            "arguments"
+        }
     };
     json!({
         "type": "object",
@@ -467,6 +491,130 @@ fn parse_named(text: &str) -> Option<ParsedReply> {
     })
 }
 
+/// The grammar of one GLM-4.5 call of one of `tools`: `<tool_call>name`, then each required
+/// argument of its schema in the schema's order as `<arg_key>k</arg_key>` and
+/// `<arg_value>v</arg_value>` (a line each, as its template writes them), `</tool_call>`; a
+/// string argument's value is text without `<`, any other its JSON under its schema. A rule per
+/// tool.
+fn glm_xml_grammar(tools: &[Tool]) -> String {
+    let mut rules = Vec::new();
+    let mut alternatives = Vec::new();
+    for (i, t) in tools.iter().enumerate() {
+        let props = t.parameters.get("properties").and_then(Value::as_object);
+        let required: Vec<&str> = match t.parameters.get("required").and_then(Value::as_array) {
+            Some(r) => r.iter().filter_map(Value::as_str).collect(),
+            None => Vec::new(),
+        };
+        let mut body = format!("\"{OPEN}{}\" ", t.name);
+        for (k, schema) in props.into_iter().flatten().filter(|(k, _)| required.contains(&k.as_str())) {
+            let key = dumps(&Value::String(format!("\n{}{k}{}\n{}", ARG_KEY.0, ARG_KEY.1, ARG_VALUE.0)));
+            let value = if is_string_schema(schema) {
+                string_value_rule(schema)
+            } else {
+                let mut schema = schema.clone();
+                if let Some(obj) = schema.as_object_mut() {
+                    obj.insert("x-guidance".into(), json_layout());
+                }
+                format!("%json {schema}")
+            };
+            body.push_str(&format!("{key} {value} \"{}\" ", ARG_VALUE.1));
+        }
+        body.push_str(&format!("\"\\n{CLOSE}\""));
+        alternatives.push(format!("c{i}"));
+        rules.push(format!("c{i}: {body}"));
+    }
+    format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
+}
+
+/// A string argument's value in GLM-4.5's grammar: one of its `enum` (or its `const`) values,
+/// else any text without `<`.
+fn string_value_rule(schema: &Value) -> String {
+    let values: Vec<&Value> = match (schema.get("enum"), schema.get("const")) {
+        (Some(Value::Array(items)), _) => items.iter().collect(),
+        (_, Some(v)) => vec![v],
+        _ => Vec::new(),
+    };
+    let literals: Vec<String> = values.iter().filter_map(|v| v.as_str()).map(|v| dumps(&Value::String(v.to_owned()))).collect();
+    if literals.is_empty() || literals.len() != values.len() {
+        "/[^<]*/".to_owned()
+    } else {
+        format!("({})", literals.join(" | "))
+    }
+}
+
+/// Whether a property's schema is a string's (`"type": "string"`, or an `enum`/`const` of
+/// strings only).
+fn is_string_schema(schema: &Value) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == "string",
+        Some(_) => false,
+        None => ["enum", "const"].iter().any(|k| match schema.get(*k) {
+            Some(Value::Array(items)) => !items.is_empty() && items.iter().all(Value::is_string),
+            Some(v) => v.is_string(),
+            None => false,
+        }),
+    }
+}
+
+/// GLM-4.5's calls: `<tool_call>name`, `<arg_key>`/`<arg_value>` pairs (whitespace between),
+/// `</tool_call>`, any number, text around them allowed. A value is raw text where `tools`
+/// says the argument is a string, else JSON where it parses, else text.
+fn parse_glm_xml(text: &str, tools: &[Tool]) -> Option<ParsedReply> {
+    let mut content = String::new();
+    let mut calls = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        content.push_str(&rest[..start]);
+        let after = &rest[start + OPEN.len()..];
+        let (inner, next) = match after.find(CLOSE) {
+            Some(end) => (&after[..end], &after[end + CLOSE.len()..]),
+            None => (after, ""),
+        };
+        calls.push(glm_xml_call(inner, tools)?);
+        rest = next;
+    }
+    content.push_str(rest);
+    (!calls.is_empty()).then(|| ParsedReply {
+        content: content.trim().to_owned(),
+        calls,
+    })
+}
+
+/// One GLM-4.5 call's inside: its name, then its argument pairs and nothing else.
+fn glm_xml_call(inner: &str, tools: &[Tool]) -> Option<ParsedCall> {
+    let name_end = inner.find(ARG_KEY.0).unwrap_or(inner.len());
+    let name = inner[..name_end].trim();
+    if name.is_empty() || !name.chars().all(is_name_char) {
+        return None;
+    }
+    let props = tools
+        .iter()
+        .find(|t| t.name == name)
+        .and_then(|t| t.parameters.get("properties"))
+        .and_then(Value::as_object);
+    let mut args = serde_json::Map::new();
+    let mut rest = inner[name_end..].trim_start();
+    while !rest.is_empty() {
+        let (key, after) = between(rest, ARG_KEY)?;
+        let (raw, after) = between(after.trim_start(), ARG_VALUE)?;
+        let is_string = props.and_then(|p| p.get(key.trim())).is_some_and(is_string_schema);
+        let value = match serde_json::from_str::<Value>(raw) {
+            Ok(v) if !is_string => v,
+            _ => Value::String(raw.to_owned()),
+        };
+        args.insert(key.trim().to_owned(), value);
+        rest = after.trim_start();
+    }
+    call_of(&json!({"name": name, "arguments": Value::Object(args)}))
+}
+
+/// `text` starting with `open`: what lies before `close`, and what follows it.
+fn between<'a>(text: &'a str, (open, close): (&str, &str)) -> Option<(&'a str, &'a str)> {
+    let inner = text.strip_prefix(open)?;
+    let end = inner.find(close)?;
+    Some((&inner[..end], &inner[end + close.len()..]))
+}
+
 /// GLM-4's call: a function's name alone on the first line (spaces around it allowed), then one
 /// JSON object, its arguments, and nothing else.
 fn parse_glm4(text: &str) -> Option<ParsedReply> {
@@ -498,15 +646,23 @@ pub struct ToolStream {
     sent: usize,
     /// A call began: nothing more goes out until the end.
     holding: bool,
+    /// The offered tools, whose schemas type GLM-4.5's values ([`ToolFormat::parse_for`]).
+    tools: Vec<Tool>,
 }
 
 impl ToolStream {
     pub fn new(format: ToolFormat) -> Self {
+        Self::with_tools(format, Vec::new())
+    }
+
+    /// A stream whose calls are read knowing the offered `tools`.
+    pub fn with_tools(format: ToolFormat, tools: Vec<Tool>) -> Self {
         Self {
             format,
             text: String::new(),
             sent: 0,
             holding: false,
+            tools,
         }
     }
 
@@ -522,7 +678,7 @@ impl ToolStream {
             return String::new();
         }
         let safe = match self.format {
-            ToolFormat::Hermes | ToolFormat::Injected => match self.text[self.sent..].find(OPEN) {
+            ToolFormat::Hermes | ToolFormat::Injected | ToolFormat::GlmXml => match self.text[self.sent..].find(OPEN) {
                 Some(at) => {
                     self.holding = true;
                     self.sent + at
@@ -582,7 +738,7 @@ impl ToolStream {
     /// text not yet sent), else the held text as content and no calls.
     pub fn finish(self) -> ParsedReply {
         let rest = self.text[self.sent..].to_owned();
-        match self.format.parse(&self.text) {
+        match self.format.parse_for(&self.text, &self.tools) {
             Some(parsed) => ParsedReply {
                 content: parsed_rest(&self.text[..self.sent], &parsed.content),
                 calls: parsed.calls,
@@ -1042,13 +1198,12 @@ mod tests {
     }
 
     /// GLM-4.6's template as llama.cpp keeps it (`models/templates/GLM-4.6.jinja`, verbatim):
-    /// its own `<arg_key>`/`<arg_value>` calls are not one of hearth's formats, and as it
-    /// mentions `<tool_call>` it reads as Hermes (a forced call parses; the model's own calls stay
-    /// text). A conversation with a call and its result renders through it as its own format.
+    /// its `<arg_key>`/`<arg_value>` calls; a conversation with a call and its result renders
+    /// through it in that format, which parses back into the call.
     #[test]
     fn glm46_template_renders_calls_and_results_in_its_own_format() {
         let src = include_str!("fixtures/glm-4.6.jinja");
-        assert_eq!(ToolFormat::of_template(src), ToolFormat::Hermes);
+        assert_eq!(ToolFormat::of_template(src), ToolFormat::GlmXml);
         let t = super::super::ChatTemplate::new(src.to_owned(), None, Some("<|endoftext|>".into())).unwrap();
         let history = [Message::user("Weather in Paris?"), call("c1"), result("c1")];
         let out = t.render_with_tools(&history, &[tool("weather").to_json()], true).unwrap();
@@ -1059,5 +1214,56 @@ mod tests {
         );
         assert!(out.ends_with("<|observation|>\n<tool_response>\nsunny\n</tool_response><|assistant|>"), "{out}");
         assert_eq!(ToolFormat::Hermes.parse("<tool_call>weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"), None);
+        let written = "<tool_call>weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>";
+        let p = ToolFormat::GlmXml.parse_for(written, &[tool("weather")]).unwrap();
+        assert_eq!(p.calls, vec![ParsedCall { name: "weather".into(), arguments: "{\"city\":\"Paris\"}".into() }]);
+    }
+
+    /// GLM-4.5's values: raw text for a string argument (even one that reads as JSON), JSON
+    /// for the others; several calls with text around them; anything malformed stays text.
+    #[test]
+    fn glm_xml_calls_parse_by_the_tools_schemas() {
+        let t = Tool {
+            name: "write".into(),
+            description: None,
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string"}, "content": {"type": "string"}, "mode": {"enum": ["a", "w"]},
+                "lines": {"type": "integer"}, "opts": {"type": "object"}}}),
+        };
+        let text = "Writing.\n<tool_call>write\n<arg_key>path</arg_key>\n<arg_value>123</arg_value>\n\
+                    <arg_key>content</arg_key>\n<arg_value>{\"a\": 1}</arg_value>\n<arg_key>mode</arg_key>\n<arg_value>w</arg_value>\n\
+                    <arg_key>lines</arg_key>\n<arg_value>42</arg_value>\n<arg_key>opts</arg_key>\n<arg_value>{\"x\": true}</arg_value>\n\
+                    </tool_call>\n<tool_call>write\n</tool_call>";
+        let p = ToolFormat::GlmXml.parse_for(text, std::slice::from_ref(&t)).unwrap();
+        assert_eq!(p.content, "Writing.");
+        let args: Value = serde_json::from_str(&p.calls[0].arguments).unwrap();
+        assert_eq!(args, json!({"path": "123", "content": "{\"a\": 1}", "mode": "w", "lines": 42, "opts": {"x": true}}));
+        assert_eq!(p.calls[1].arguments, "{}");
+        // Without the schemas, JSON where it parses.
+        let p = ToolFormat::GlmXml.parse(text).unwrap();
+        let args: Value = serde_json::from_str(&p.calls[0].arguments).unwrap();
+        assert_eq!((&args["path"], &args["mode"]), (&json!(123), &json!("w")));
+        for bad in ["<tool_call>two words\n</tool_call>", "<tool_call>f\n<arg_key>a</arg_key>stray</tool_call>", "<tool_call>f\n<arg_key>a</arg_key>\n</tool_call>"] {
+            assert_eq!(ToolFormat::GlmXml.parse(bad), None, "{bad:?}");
+        }
+        // Streamed: held from `<tool_call>`, read with the schemas at the end.
+        let mut s = ToolStream::with_tools(ToolFormat::GlmXml, vec![t]);
+        assert_eq!(s.push("Writing.\n<tool"), "Writing.\n");
+        assert_eq!(s.push("_call>write\n<arg_key>path</arg_key><arg_value>7</arg_value></tool_call>"), "");
+        let done = s.finish();
+        assert_eq!(done.calls[0].arguments, "{\"path\":\"7\"}");
+    }
+
+    /// GLM-4.5's forced call: the required arguments, strings as text, the others as JSON.
+    #[test]
+    fn glm_xml_forced_call_writes_each_required_argument() {
+        let mut t = tool("weather");
+        t.parameters = json!({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}, "note": {"type": "string"}}, "required": ["city", "days"]});
+        let Grammar::Lark(g) = ToolFormat::GlmXml.forced_call(&[t], CallMarkers::default()) else {
+            panic!("not a Lark grammar")
+        };
+        assert!(g.starts_with("start: c0\nc0: \"<tool_call>weather\" \"\\n<arg_key>city</arg_key>\\n<arg_value>\" /[^<]*/ \"</arg_value>\" "), "{g}");
+        assert!(g.contains("\"\\n<arg_key>days</arg_key>\\n<arg_value>\" %json {") && !g.contains("note"), "{g}");
+        assert!(g.ends_with("\"</arg_value>\" \"\\n</tool_call>\""), "{g}");
     }
 }

@@ -60,7 +60,7 @@ pub(crate) fn sse(
     let mut state = State {
         events,
         reasoning: plan.reasoning.map(Reasoning::stream),
-        tools: plan.tool_calls.map(ToolStream::new),
+        tools: plan.tool_calls.map(|f| ToolStream::with_tools(f, plan.tools.clone())),
         ready: VecDeque::new(),
         finished: false,
         open: None,

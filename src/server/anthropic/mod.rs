@@ -106,6 +106,7 @@ async fn prepare(state: &AppState, value: &Value) -> Result<(Plan, ChatPrompt), 
     let tools = ToolRequest::read_shaped(fields.tools.as_ref(), choice.as_ref(), Shape::Anthropic)?;
     if tools.parses_calls() {
         plan.tool_calls = Some(state.engine().tool_format());
+        plan.tools = tools.tools.clone();
     }
     plan.parallel_calls = parallel;
     if let Some(forced) = tools.forced(state.engine()) {

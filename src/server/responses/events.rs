@@ -76,7 +76,7 @@ pub(crate) fn sse(
         events,
         app,
         reasoning: plan.reasoning.map(Reasoning::stream),
-        tools: plan.tool_calls.map(ToolStream::new),
+        tools: plan.tool_calls.map(|f| ToolStream::with_tools(f, plan.tools.clone())),
         plan,
         frame,
         keep,

@@ -57,6 +57,7 @@ pub(crate) async fn create(
     let tools = ToolRequest::read_shaped(fields.tools.as_ref(), fields.tool_choice.as_ref(), Shape::Flat)?;
     if tools.parses_calls() {
         plan.tool_calls = Some(state.engine().tool_format());
+        plan.tools = tools.tools.clone();
     }
     plan.parallel_calls = fields.parallel_tool_calls.unwrap_or(true);
     if let Some(forced) = tools.forced(state.engine()) {
