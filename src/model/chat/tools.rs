@@ -431,18 +431,24 @@ fn call_of(v: &Value) -> Option<ParsedCall> {
 }
 
 fn parse_hermes(text: &str) -> Option<ParsedReply> {
+    parse_blocks(text, |inner| call_of(&serde_json::from_str::<Value>(inner.trim()).ok()?))
+}
+
+/// The calls between `<tool_call>` and `</tool_call>` in `text`, each block's inside read by
+/// `call` (any that is not a call: `None`), and the text around them, trimmed. A missing close
+/// tag is tolerated at the very end (a reply cut at the stop token).
+fn parse_blocks(text: &str, call: impl Fn(&str) -> Option<ParsedCall>) -> Option<ParsedReply> {
     let mut content = String::new();
     let mut calls = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find(OPEN) {
         content.push_str(&rest[..start]);
         let after = &rest[start + OPEN.len()..];
-        // A missing close tag is tolerated at the very end (a reply cut at the stop token).
         let (inner, next) = match after.find(CLOSE) {
             Some(end) => (&after[..end], &after[end + CLOSE.len()..]),
             None => (after, ""),
         };
-        calls.push(call_of(&serde_json::from_str::<Value>(inner.trim()).ok()?)?);
+        calls.push(call(inner)?);
         rest = next;
     }
     content.push_str(rest);
@@ -560,24 +566,7 @@ fn is_string_schema(schema: &Value) -> bool {
 /// `</tool_call>`, any number, text around them allowed. A value is raw text where `tools`
 /// says the argument is a string, else JSON where it parses, else text.
 fn parse_glm_xml(text: &str, tools: &[Tool]) -> Option<ParsedReply> {
-    let mut content = String::new();
-    let mut calls = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find(OPEN) {
-        content.push_str(&rest[..start]);
-        let after = &rest[start + OPEN.len()..];
-        let (inner, next) = match after.find(CLOSE) {
-            Some(end) => (&after[..end], &after[end + CLOSE.len()..]),
-            None => (after, ""),
-        };
-        calls.push(glm_xml_call(inner, tools)?);
-        rest = next;
-    }
-    content.push_str(rest);
-    (!calls.is_empty()).then(|| ParsedReply {
-        content: content.trim().to_owned(),
-        calls,
-    })
+    parse_blocks(text, |inner| glm_xml_call(inner, tools))
 }
 
 /// One GLM-4.5 call's inside: its name, then its argument pairs and nothing else.
