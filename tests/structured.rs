@@ -880,6 +880,30 @@ async fn a_glm45_forced_call_is_written_in_its_xml_format_and_comes_back() {
     assert!(["C", "F"].contains(&args["unit"].as_str().unwrap()), "{v}");
 }
 
+/// Granite 3.3's template (llama.cpp's copy): a forced call is `<|tool_call|>` and a list of one
+/// call, and comes back through the API as the call; the agent's next request, with the call and
+/// its result, renders (the call written into its turn as the model wrote it) and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granite_forced_call_comes_back_and_its_history_renders() {
+    let template = include_str!("../src/model/chat/fixtures/granite-3.3-2b-instruct.jinja");
+    let s = server_for(TinyModelSpec::tiny(Family::Granite, WeightType::Q8_0), Some(template));
+    assert_eq!(s.state.engine().tool_format(), hearth::engine::ToolFormat::Granite);
+    let tools = json!([weather_tool()]);
+    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
+    let mut body = forced_call_request(&user, &tools);
+    body["max_tokens"] = json!(300);
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    let call = v["choices"][0]["message"]["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    let second = next_turn(&user, &call, "{\"sky\": \"clear\"}", &tools);
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &second).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    assert!(cached > 0, "the first request's prompt is served from the cache: {v}");
+}
+
 /// OpenAI's Responses API, on the same servers.
 #[path = "structured/responses.rs"]
 mod responses;

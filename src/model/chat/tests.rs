@@ -520,9 +520,50 @@ fn granite33_roles_and_default_system_with_todays_date() {
     let out = t.render(&msgs(&[("user", "Hi")]), true).unwrap();
     assert!(out.starts_with("<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: April 2024. Today's Date: "), "{out}");
     assert!(out.contains(". You are Granite, developed by IBM. You are a helpful AI assistant.<|end_of_text|>\n"), "{out}");
-    // Its `<|tool_call|>` list is not one of hearth's formats: tools are described and asked for
-    // as Hermes calls (as llama.cpp's generic handler does).
-    assert_eq!(ToolFormat::of_template(GRANITE33), ToolFormat::Injected);
+    // Its own format: `<|tool_call|>` then a JSON list of calls.
+    assert_eq!(ToolFormat::of_template(GRANITE33), ToolFormat::Granite);
+}
+
+/// Granite 3.3's calls: the reply (its `<|tool_call|>` a special token, so not in the text, or
+/// written out) parses into the calls; sent back, a call is written into its turn's content as
+/// the model wrote it (the template renders no `tool_calls`), the tools are listed by the
+/// template, and the result is a `tool` turn.
+#[test]
+fn granite33_calls_parse_and_render_back_as_the_model_wrote_them() {
+    use super::tools::{Tool, ToolFormat};
+    let f = ToolFormat::Granite;
+    let call = "[{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}]";
+    for text in [call.to_owned(), format!("<|tool_call|>{call}")] {
+        let p = f.parse(&text).unwrap();
+        assert_eq!((p.calls[0].name.as_str(), p.calls[0].arguments.as_str()), ("weather", "{\"city\":\"Paris\"}"));
+    }
+    assert_eq!(f.parse("Paris is sunny."), None);
+    let weather = Tool {
+        name: "weather".into(),
+        description: None,
+        parameters: serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+    };
+    let mut said = Message::assistant("");
+    said.tool_calls = vec![ToolCall {
+        id: "c1".into(),
+        name: "weather".into(),
+        arguments: "{\"city\":\"Paris\"}".into(),
+    }];
+    let mut result = Message::new(Role::parse("tool"), "sunny");
+    result.tool_call_id = Some("c1".into());
+    let history = [Message::user("Weather in Paris?"), said, result];
+    let prepared = f.prepare(&history, std::slice::from_ref(&weather), GRANITE33);
+    assert!(prepared[1].tool_calls.is_empty());
+    let t = template(GRANITE33, "", "<|end_of_text|>");
+    let out = t.render_with_tools(&prepared, &[weather.to_json()], true).unwrap();
+    assert!(out.contains("<|start_of_role|>available_tools<|end_of_role|>"), "{out}");
+    assert!(
+        out.ends_with(&format!(
+            "<|start_of_role|>assistant<|end_of_role|><|tool_call|>{call}<|end_of_text|>\n\
+             <|start_of_role|>tool<|end_of_role|>sunny<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"
+        )),
+        "{out}"
+    );
 }
 
 /// Granite 4.0's template as llama.cpp keeps it (`models/templates/ibm-granite-granite-4.0.jinja`),

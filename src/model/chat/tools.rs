@@ -14,6 +14,9 @@
 //! - [`ToolFormat::Json`]: the whole reply is `{"name": ..., "parameters": {...}}` (or
 //!   `"arguments"`), or a list of them (Llama 3.1–3.3's templates, which answer tools with
 //!   `ipython` turns).
+//! - [`ToolFormat::Granite`]: Granite 3.x's `<|tool_call|>` (a special token) then a JSON list
+//!   of calls; its template renders no `tool_calls`, so earlier calls are written into their
+//!   turn's content as the model wrote them ([`ToolFormat::prepare`]).
 //! - [`ToolFormat::Mistral`]: Mistral's `[TOOL_CALLS]` (a special token, so not in the
 //!   reply's text): a JSON list of calls (Mistral Nemo, Small 3.1), or `name[ARGS]{...}` per
 //!   call (Mistral Small 3.2, Devstral, Ministral 3; `[ARGS]` is special too, so the text reads
@@ -60,6 +63,8 @@ pub enum ToolFormat {
     Mistral { named: bool },
     /// GLM-4's: the function's name on the first line, its arguments' JSON after.
     Glm4,
+    /// Granite 3.x's: `<|tool_call|>` then a JSON list of calls.
+    Granite,
     /// GLM-4.5's: `<tool_call>name`, `<arg_key>`/`<arg_value>` pairs, `</tool_call>`.
     GlmXml,
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
@@ -111,6 +116,8 @@ const TOOL_CALLS: &str = "[TOOL_CALLS]";
 const ARGS: &str = "[ARGS]";
 /// GLM-4's turn of tool results (and the special token that ends a call).
 const OBSERVATION: &str = "<|observation|>";
+/// Granite 3.x's marker before its list of calls (a special token in its vocabulary).
+const GRANITE_CALL: &str = "<|tool_call|>";
 /// GLM-4.5's argument tags.
 const ARG_KEY: (&str, &str) = ("<arg_key>", "</arg_key>");
 const ARG_VALUE: (&str, &str) = ("<arg_value>", "</arg_value>");
@@ -129,6 +136,8 @@ impl ToolFormat {
     pub fn of_template(template: &str) -> Self {
         if template.contains(ARG_KEY.0) && template.contains(OPEN) {
             Self::GlmXml
+        } else if template.contains(GRANITE_CALL) {
+            Self::Granite
         } else if template.contains(OBSERVATION) && template.contains("metadata") && !template.contains(OPEN) {
             Self::Glm4
         } else if template.contains(OPEN) {
@@ -155,7 +164,7 @@ impl ToolFormat {
     pub fn parse(self, text: &str) -> Option<ParsedReply> {
         match self {
             Self::Hermes | Self::Injected => parse_hermes(text),
-            Self::Json { .. } | Self::Mistral { named: false } => parse_json(text),
+            Self::Json { .. } | Self::Mistral { named: false } | Self::Granite => parse_json(text),
             Self::Mistral { named: true } => parse_named(text),
             Self::Glm4 => parse_glm4(text),
             Self::GlmXml => parse_glm_xml(text, &[]),
@@ -195,6 +204,10 @@ impl ToolFormat {
                 calls: special_id(TOOL_CALLS),
                 args: if named { special_id(ARGS) } else { None },
             },
+            Self::Granite => CallMarkers {
+                calls: special_id(GRANITE_CALL),
+                args: None,
+            },
             _ => CallMarkers::default(),
         }
     }
@@ -213,8 +226,11 @@ impl ToolFormat {
             obj.insert("x-guidance".into(), json_layout());
         }
         match (self, markers.calls) {
-            (Self::Mistral { named: false }, Some(calls)) => {
+            (Self::Mistral { named: false } | Self::Granite, Some(calls)) => {
                 Grammar::Lark(format!("start: <[{calls}]> \"[\" call \"]\"\ncall: %json {schema}"))
+            }
+            (Self::Granite, None) => {
+                Grammar::Lark(format!("start: \"{GRANITE_CALL}[\" call \"]\"\ncall: %json {schema}"))
             }
             (Self::Json { .. } | Self::Mistral { named: false }, _) => Grammar::JsonSchema(schema),
             (Self::Mistral { named: true }, _) => {
@@ -239,6 +255,11 @@ impl ToolFormat {
         match self {
             Self::Injected => {}
             Self::Glm4 => return glm4_history(messages),
+            Self::Granite => {
+                let mut out = messages.to_vec();
+                out.iter_mut().for_each(|m| calls_into_content_as(m, granite_text));
+                return out;
+            }
             Self::Hermes if !template.contains("tool_calls") => {
                 let mut out = messages.to_vec();
                 out.iter_mut().for_each(calls_into_content);
@@ -287,7 +308,12 @@ impl ToolFormat {
 fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
     let args = match format {
         ToolFormat::Json { args } => args,
-        ToolFormat::Hermes | ToolFormat::Injected | ToolFormat::Mistral { .. } | ToolFormat::Glm4 | ToolFormat::GlmXml => {
+        ToolFormat::Hermes
+        | ToolFormat::Injected
+        | ToolFormat::Mistral { .. }
+        | ToolFormat::Glm4
+        | ToolFormat::GlmXml
+        | ToolFormat::Granite => {
             "arguments"
         }
     };
@@ -322,10 +348,15 @@ fn named_call_grammar(tools: &[Tool], before: &str, between: &str) -> String {
 
 /// `m`'s calls, if any, written after its content in the Hermes format.
 fn calls_into_content(m: &mut Message) {
+    calls_into_content_as(m, hermes_text)
+}
+
+/// `m`'s calls, if any, written after its content as `text` writes them.
+fn calls_into_content_as(m: &mut Message, text: fn(&[super::ToolCall]) -> String) {
     if m.tool_calls.is_empty() {
         return;
     }
-    let calls = hermes_text(&m.tool_calls);
+    let calls = text(&m.tool_calls);
     m.content = if m.content.is_empty() {
         calls
     } else {
@@ -378,6 +409,13 @@ fn glm4_history(messages: &[Message]) -> Vec<Message> {
         }
     }
     out
+}
+
+/// Granite 3.x's text of earlier calls: its marker and the list (what the model would have
+/// written; the marker is its special token again when the prompt is tokenized).
+fn granite_text(calls: &[super::ToolCall]) -> String {
+    let list: Vec<Value> = calls.iter().map(|c| json!({"name": c.name, "arguments": c.arguments_value()})).collect();
+    format!("{GRANITE_CALL}{}", dumps(&Value::Array(list)))
 }
 
 /// The Hermes text of earlier calls (what the model would have written).
@@ -460,7 +498,7 @@ fn parse_blocks(text: &str, call: impl Fn(&str) -> Option<ParsedCall>) -> Option
 
 fn parse_json(text: &str) -> Option<ParsedReply> {
     let body = text.trim();
-    let body = body.strip_prefix(PYTHON_TAG).unwrap_or(body).trim();
+    let body = strip_call_tag(body);
     if !body.starts_with('{') && !body.starts_with('[') {
         return None;
     }
@@ -707,11 +745,11 @@ impl ToolStream {
                     }
                 }
             }
-            ToolFormat::Json { .. } | ToolFormat::Mistral { named: false } => {
+            ToolFormat::Json { .. } | ToolFormat::Mistral { named: false } | ToolFormat::Granite => {
                 let start = self.text.trim_start();
                 if may_be_json_call(start) {
                     // A reply that is (or may still become) a JSON call: hold it all.
-                    self.holding = !start.is_empty() && !PYTHON_TAG.starts_with(start);
+                    self.holding = !start.is_empty() && !is_partial_call_tag(start);
                     self.sent
                 } else {
                     self.text.len()
@@ -743,11 +781,26 @@ impl ToolStream {
 /// Llama 3.1's marker before a call (a special token, so usually not in the text at all).
 const PYTHON_TAG: &str = "<|python_tag|>";
 
+/// `text` trimmed, without a leading marker of a JSON call (Llama 3.1's python tag, Granite's
+/// `<|tool_call|>`), trimmed again.
+fn strip_call_tag(text: &str) -> &str {
+    let text = text.trim();
+    [PYTHON_TAG, GRANITE_CALL]
+        .iter()
+        .find_map(|tag| text.strip_prefix(tag))
+        .map_or(text, str::trim)
+}
+
+/// Whether `start` is (a start of) a JSON call's marker and nothing more.
+fn is_partial_call_tag(start: &str) -> bool {
+    [PYTHON_TAG, GRANITE_CALL].iter().any(|tag| tag.starts_with(start))
+}
+
 /// Whether a reply that starts with `start` (trimmed) may be a JSON call: an object, a list of
 /// objects, the python tag, or too little to tell.
 fn may_be_json_call(start: &str) -> bool {
-    let start = start.strip_prefix(PYTHON_TAG).map_or(start, str::trim_start);
-    if start.is_empty() || start.starts_with('{') || PYTHON_TAG.starts_with(start) {
+    let start = strip_call_tag(start);
+    if start.is_empty() || start.starts_with('{') || is_partial_call_tag(start) {
         return true;
     }
     match start.strip_prefix('[') {
@@ -1254,5 +1307,29 @@ mod tests {
         assert!(g.starts_with("start: c0\nc0: \"<tool_call>weather\" \"\\n<arg_key>city</arg_key>\\n<arg_value>\" /[^<]*/ \"</arg_value>\" "), "{g}");
         assert!(g.contains("\"\\n<arg_key>days</arg_key>\\n<arg_value>\" %json {") && !g.contains("note"), "{g}");
         assert!(g.ends_with("\"</arg_value>\" \"\\n</tool_call>\""), "{g}");
+    }
+
+    /// Granite 3.x's forced call: its `<|tool_call|>` token, where the vocabulary has it, then a
+    /// list of one call; a stream holds from the marker.
+    #[test]
+    fn granite_forced_call_and_stream() {
+        let f = ToolFormat::Granite;
+        let ids = |t: &str| (t == "<|tool_call|>").then_some(49_154);
+        assert_eq!(f.markers(ids), CallMarkers { calls: Some(49_154), args: None });
+        let Grammar::Lark(g) = f.forced_call(&[tool("weather")], f.markers(ids)) else {
+            panic!("not a Lark grammar")
+        };
+        assert!(g.starts_with("start: <[49154]> \"[\" call \"]\"\ncall: %json {"), "{g}");
+        let Grammar::Lark(g) = f.forced_call(&[tool("weather")], CallMarkers::default()) else {
+            panic!("not a Lark grammar")
+        };
+        assert!(g.starts_with("start: \"<|tool_call|>[\" call \"]\""), "{g}");
+        let mut s = ToolStream::new(f);
+        assert_eq!(s.push("<|tool_"), "");
+        assert_eq!(s.push("call|>[{\"name\": \"weather\", "), "");
+        assert_eq!(s.push("\"arguments\": {}}]"), "");
+        assert_eq!(s.finish().calls.len(), 1);
+        let mut s = ToolStream::new(f);
+        assert_eq!(s.push("Sunny"), "Sunny");
     }
 }
