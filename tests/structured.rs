@@ -290,11 +290,7 @@ async fn the_second_call_of_a_tool_conversation_reuses_the_first() {
     // The rendering is stable: the second prompt is the first, the call as the model wrote it,
     // then the tool's turn.
     let engine = s.state.engine();
-    let tool_list: Vec<hearth::engine::Tool> = vec![hearth::engine::Tool {
-        name: "get_weather".into(),
-        description: Some("The weather in a city.".into()),
-        parameters: weather_tool()["function"]["parameters"].clone(),
-    }];
+    let tool_list = weather_tools();
     let m1 = vec![hearth::engine::Message::user(user["content"].as_str().unwrap())];
     let p1 = engine.tokenize_chat_with_tools(&m1, &tool_list).unwrap();
     assert_eq!(p1.len() as u64, prompt1);
@@ -421,6 +417,29 @@ async fn parallel_tool_calls_false_returns_the_first_call_only() {
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &bad).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(v["error"]["param"], "parallel_tool_calls", "{v}");
+}
+
+/// `weather_tool()` as the engine takes tools.
+fn weather_tools() -> Vec<hearth::engine::Tool> {
+    vec![hearth::engine::Tool {
+        name: "get_weather".into(),
+        description: Some("The weather in a city.".into()),
+        parameters: weather_tool()["function"]["parameters"].clone(),
+    }]
+}
+
+/// Greedy reply to `prompt` forced to call one of `tools`, at most `max_tokens` long.
+async fn forced_reply(
+    engine: &EngineHandle,
+    tools: &[hearth::engine::Tool],
+    prompt: Vec<u32>,
+    max_tokens: usize,
+) -> Box<GenerationReport> {
+    let forced = GenerateParams {
+        grammar: Some(engine.forced_call(tools)),
+        ..GenerateParams::greedy(max_tokens)
+    };
+    common::run_in_engine(engine, prompt, forced).await
 }
 
 /// A request that forces a call of one of `tools` (greedy, room for the call).
@@ -719,18 +738,10 @@ async fn a_forced_mistral_call_is_written_with_its_special_tokens() {
         tok.special_token_id("[TOOL_CALLS]").unwrap(),
         tok.special_token_id("[ARGS]").unwrap(),
     );
-    let tools = vec![hearth::engine::Tool {
-        name: "get_weather".into(),
-        description: Some("The weather in a city.".into()),
-        parameters: weather_tool()["function"]["parameters"].clone(),
-    }];
+    let tools = weather_tools();
     let user = Message::user("What is the weather in Paris?");
     let p1 = engine.tokenize_chat_with_tools(std::slice::from_ref(&user), &tools).unwrap();
-    let forced = GenerateParams {
-        grammar: Some(engine.forced_call(&tools)),
-        ..GenerateParams::greedy(100)
-    };
-    let reply = common::run_in_engine(s.state.engine(), p1.clone(), forced).await;
+    let reply = forced_reply(engine, &tools, p1.clone(), 100).await;
     assert_eq!(reply.tokens.first(), Some(&calls_id), "{reply:?}");
     assert!(reply.tokens.contains(&args_id), "{reply:?}");
     let parsed = engine.tool_format().parse(&reply.text).unwrap_or_else(|| panic!("{:?}", reply.text));
@@ -765,11 +776,7 @@ async fn a_forced_mistral_call_is_written_with_its_special_tokens() {
     let p1 = engine
         .tokenize_chat_with_tools(&[Message::user("What is the weather in Paris?")], &tools)
         .unwrap();
-    let forced = GenerateParams {
-        grammar: Some(engine.forced_call(&tools)),
-        ..GenerateParams::greedy(100)
-    };
-    let reply = common::run_in_engine(s.state.engine(), p1, forced).await;
+    let reply = forced_reply(engine, &tools, p1, 100).await;
     assert_eq!(reply.tokens.first(), Some(&calls_id), "{reply:?}");
     assert!(reply.text.starts_with("[{\"name\": \"get_weather\", \"arguments\": {"), "{:?}", reply.text);
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
@@ -797,18 +804,10 @@ async fn a_glm4_call_comes_back_and_its_history_renders_as_glm_writes_it() {
     let tok = &engine.model().tokenizer;
     let observation = tok.special_token_id("<|observation|>").unwrap();
     assert!(tok.stop_ids().contains(&observation), "{:?}", tok.stop_ids());
-    let tools = vec![hearth::engine::Tool {
-        name: "get_weather".into(),
-        description: Some("The weather in a city.".into()),
-        parameters: weather_tool()["function"]["parameters"].clone(),
-    }];
+    let tools = weather_tools();
     let user = Message::user("What is the weather in Paris?");
     let p1 = engine.tokenize_chat_with_tools(std::slice::from_ref(&user), &tools).unwrap();
-    let forced = GenerateParams {
-        grammar: Some(engine.forced_call(&tools)),
-        ..GenerateParams::greedy(100)
-    };
-    let reply = common::run_in_engine(s.state.engine(), p1.clone(), forced).await;
+    let reply = forced_reply(engine, &tools, p1.clone(), 100).await;
     assert!(reply.text.starts_with("get_weather\n{\""), "{:?}", reply.text);
     let parsed = engine.tool_format().parse(&reply.text).unwrap_or_else(|| panic!("{:?}", reply.text));
     assert_eq!(parsed.calls[0].name, "get_weather");
@@ -848,19 +847,11 @@ async fn a_glm45_forced_call_is_written_in_its_xml_format_and_comes_back() {
     let s = server_for(TinyModelSpec::tiny(Family::Glm4Moe, WeightType::Q8_0), Some(template));
     let engine = s.state.engine();
     assert_eq!(engine.tool_format(), hearth::engine::ToolFormat::GlmXml);
-    let tools = vec![hearth::engine::Tool {
-        name: "get_weather".into(),
-        description: Some("The weather in a city.".into()),
-        parameters: weather_tool()["function"]["parameters"].clone(),
-    }];
+    let tools = weather_tools();
     let p1 = engine
         .tokenize_chat_with_tools(&[Message::user("What is the weather in Paris?")], &tools)
         .unwrap();
-    let forced = GenerateParams {
-        grammar: Some(engine.forced_call(&tools)),
-        ..GenerateParams::greedy(300)
-    };
-    let reply = common::run_in_engine(s.state.engine(), p1, forced).await;
+    let reply = forced_reply(engine, &tools, p1, 300).await;
     assert!(reply.text.starts_with("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>"), "{:?}", reply.text);
     assert!(reply.text.ends_with("</arg_value>\n</tool_call>"), "{:?}", reply.text);
 

@@ -226,7 +226,6 @@ fn tiny_models_match_llama_cpp() {
 /// than run without it.
 #[test]
 fn a_granite_file_with_biases_is_refused() {
-    use candle_core::quantized::gguf_file::{self, Value};
     use candle_core::quantized::{GgmlDType, QTensor};
     use candle_core::Tensor;
     use hearth::model::ModelError;
@@ -235,19 +234,11 @@ fn a_granite_file_with_biases_is_refused() {
     let spec = TinyModelSpec::tiny(Family::Granite, WeightType::Q8_0);
     let plain = dir.path().join("granite.gguf");
     write_model(&spec, &plain).unwrap();
-    let mut r = std::fs::File::open(&plain).unwrap();
-    let c = gguf_file::Content::read(&mut r).unwrap();
-    let md: Vec<(String, Value)> = c.metadata.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let mut tensors: Vec<(String, QTensor)> =
-        c.tensor_infos.keys().map(|n| (n.clone(), c.tensor(&mut r, n, &Device::Cpu).unwrap())).collect();
+    let (md, mut tensors) = read_gguf(&plain);
     let bias = Tensor::zeros(spec.hidden, candle_core::DType::F32, &Device::Cpu).unwrap();
     tensors.push(("blk.1.attn_output.bias".into(), QTensor::quantize(&bias, GgmlDType::F32).unwrap()));
     let biased = dir.path().join("biased.gguf");
-    let mut w = std::fs::File::create(&biased).unwrap();
-    let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
-    gguf_file::write(&mut w, &md_refs, &t_refs).unwrap();
-    drop(w);
+    write_gguf(&biased, &md, &tensors);
 
     assert!(Transformer::from_gguf(&mut GgufFile::open(&plain).unwrap(), &Device::Cpu, 512).is_ok());
     match Transformer::from_gguf(&mut GgufFile::open(&biased).unwrap(), &Device::Cpu, 512) {
@@ -265,44 +256,31 @@ fn a_granite_file_with_biases_is_refused() {
 /// and counts none of its bytes as weights.
 #[test]
 fn multi_token_prediction_blocks_are_not_run() {
-    use candle_core::quantized::gguf_file::{self, Value};
+    use candle_core::quantized::gguf_file::Value;
     use candle_core::quantized::QTensor;
 
     let dir = tempfile::tempdir().unwrap();
     let spec = TinyModelSpec::tiny(Family::Glm4, WeightType::Q8_0);
     let plain = dir.path().join("glm4.gguf");
     write_model(&spec, &plain).unwrap();
-    let mut r = std::fs::File::open(&plain).unwrap();
-    let c = gguf_file::Content::read(&mut r).unwrap();
-    let mut md: Vec<(String, Value)> = c.metadata.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let (mut md, mut tensors) = read_gguf(&plain);
     for (k, v) in &mut md {
         if k == "glm4.block_count" {
             *v = Value::U32(spec.layers as u32 + 1);
         }
     }
     md.push(("glm4.nextn_predict_layers".into(), Value::U32(1)));
-    let mut tensors: Vec<(String, QTensor)> =
-        c.tensor_infos.keys().map(|n| (n.clone(), c.tensor(&mut r, n, &Device::Cpu).unwrap())).collect();
     // The extra block: the last block's tensors again, and the MTP head's projection.
-    let last = format!("blk.{}.", spec.layers - 1);
-    let extra: Vec<(String, QTensor)> = c
-        .tensor_infos
-        .keys()
-        .filter(|n| n.starts_with(&last))
-        .map(|n| (n.replacen(&last, &format!("blk.{}.", spec.layers), 1), c.tensor(&mut r, n, &Device::Cpu).unwrap()))
-        .collect();
+    let (last, extra) = (format!("blk.{}.", spec.layers - 1), format!("blk.{}.", spec.layers));
+    let (_, again) = read_gguf(&plain);
+    tensors.extend(again.into_iter().filter(|(n, _)| n.starts_with(&last)).map(|(n, t)| (n.replacen(&last, &extra, 1), t)));
     let eh = candle_core::Tensor::ones((spec.hidden, 2 * spec.hidden), candle_core::DType::F32, &Device::Cpu).unwrap();
-    tensors.extend(extra);
     tensors.push((
-        format!("blk.{}.nextn.eh_proj.weight", spec.layers),
+        format!("{extra}nextn.eh_proj.weight"),
         QTensor::quantize(&eh, candle_core::quantized::GgmlDType::Q8_0).unwrap(),
     ));
     let mtp = dir.path().join("glm4-mtp.gguf");
-    let mut w = std::fs::File::create(&mtp).unwrap();
-    let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
-    gguf_file::write(&mut w, &md_refs, &t_refs).unwrap();
-    drop(w);
+    write_gguf(&mtp, &md, &tensors);
 
     let load = |p: &Path| Transformer::from_gguf(&mut GgufFile::open(p).unwrap(), &Device::Cpu, 512).unwrap();
     let (a, b) = (load(&plain), load(&mtp));
@@ -312,4 +290,31 @@ fn multi_token_prediction_blocks_are_not_run() {
     let la = teacher_forced_logits(&a, &ids[..2], &ids[2..], KvDtype::F32).unwrap();
     let lb = teacher_forced_logits(&b, &ids[..2], &ids[2..], KvDtype::F32).unwrap();
     assert_eq!(la, lb);
+}
+
+/// The metadata and tensors of the GGUF at `path`, to be written again changed.
+#[allow(clippy::type_complexity)]
+fn read_gguf(
+    path: &Path,
+) -> (
+    Vec<(String, candle_core::quantized::gguf_file::Value)>,
+    Vec<(String, candle_core::quantized::QTensor)>,
+) {
+    let mut r = std::fs::File::open(path).unwrap();
+    let c = candle_core::quantized::gguf_file::Content::read(&mut r).unwrap();
+    let md = c.metadata.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let tensors = c.tensor_infos.keys().map(|n| (n.clone(), c.tensor(&mut r, n, &Device::Cpu).unwrap())).collect();
+    (md, tensors)
+}
+
+/// Writes `md` and `tensors` as a GGUF file at `path`.
+fn write_gguf(
+    path: &Path,
+    md: &[(String, candle_core::quantized::gguf_file::Value)],
+    tensors: &[(String, candle_core::quantized::QTensor)],
+) {
+    let mut w = std::fs::File::create(path).unwrap();
+    let md_refs: Vec<_> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let t_refs: Vec<_> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    candle_core::quantized::gguf_file::write(&mut w, &md_refs, &t_refs).unwrap();
 }

@@ -636,7 +636,7 @@ impl HParams {
 /// for it, and a text token's position is the same in every section).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, family: Family) -> Result<RopeStyle, ModelError> {
     if family != Family::Glm4 {
-        // glm4moe: NeoX either way.
+        // Only GLM-4's pairing depends on the file (glm4moe's is NeoX with or without sections).
         return Ok(family.rope_style());
     }
     let sections = md_opt_usize_array(md, &key("rope.dimension_sections"))?.unwrap_or_default();
