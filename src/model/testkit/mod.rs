@@ -3,6 +3,8 @@
 //! - [`vocab`]: small BPE / SentencePiece vocabularies, as GGUF metadata and as
 //!   an equivalent `tokenizer.json`.
 //! - [`gguf`]: random GGUF models of each family and quantization.
+//! - [`requant`]: those models rewritten in the types candle cannot write (IQ4_NL, IQ4_XS,
+//!   MXFP4).
 //! - `fake_hub`: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path
 //!   (feature `testkit` only: the app never carries it).
 //!
@@ -12,9 +14,11 @@
 #[cfg(any(test, feature = "testkit"))]
 pub mod fake_hub;
 pub mod gguf;
+pub mod requant;
 pub mod vocab;
 
 #[cfg(any(test, feature = "testkit"))]
 pub use fake_hub::{FakeHub, SeenRequest};
 pub use gguf::{write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
+pub use requant::requantize;
 pub use vocab::{TinyVocab, VocabStyle};

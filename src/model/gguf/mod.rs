@@ -1,11 +1,18 @@
 //! Opening GGUF files with errors a user can act on, and typed metadata access.
 //!
-//! candle's `gguf_file::Content` parses the header; this module adds what a
-//! user needs around it: "not a GGUF file" instead of a bad-magic error, a
-//! truncation check against the tensor table before any weight is read, and
-//! metadata getters that accept any integer width a converter may have used.
+//! Owns the open file: its header, parsed by [`header`] (which keeps every
+//! tensor type llama.cpp writes, [`types`]), and reading its tensors as
+//! candle's `QTensor`s, the types candle lacks decoded by [`convert`]. A user
+//! gets "not a GGUF file" instead of a bad-magic error, a truncation check
+//! against the tensor table before any weight is read, a tensor of a type
+//! hearth cannot run named with its type, and metadata getters that accept
+//! any integer width a converter may have used.
 //!
 //! Counterpart: llama.cpp's `gguf_init_from_file` checks.
+
+pub mod convert;
+pub mod header;
+pub mod types;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -14,16 +21,18 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
-use candle_core::quantized::gguf_file::{Content, Value};
-use candle_core::quantized::QTensor;
+use candle_core::quantized::gguf_file::Value;
+use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 
 use super::ModelError;
+use header::{read_header, Header};
+use types::{GgmlType, Reading};
 
 /// An open GGUF file: parsed header plus a reader for tensor data.
 pub struct GgufFile {
     path: PathBuf,
-    content: Content,
+    header: Header,
     reader: BufReader<File>,
     file_len: u64,
 }
@@ -32,7 +41,7 @@ impl std::fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GgufFile")
             .field("path", &self.path)
-            .field("tensors", &self.content.tensor_infos.len())
+            .field("tensors", &self.header.tensors.len())
             .finish()
     }
 }
@@ -54,14 +63,13 @@ impl GgufFile {
                 path: path.to_path_buf(),
             });
         }
-        reader.seek(SeekFrom::Start(0)).map_err(io_err)?;
-        let content = Content::read(&mut reader).map_err(|e| ModelError::Corrupt {
+        let header = read_header(&mut reader, file_len).map_err(|e| ModelError::Corrupt {
             path: path.to_path_buf(),
             reason: format!("header does not parse ({})", one_line(&e.to_string())),
         })?;
         let this = Self {
             path: path.to_path_buf(),
-            content,
+            header,
             reader,
             file_len,
         };
@@ -73,24 +81,13 @@ impl GgufFile {
     /// caught here, before loading starts. A file with no tensors (llama.cpp's
     /// vocab-only `ggml-vocab-*.gguf`) needs no data section, padded or not.
     fn check_extent(&self) -> Result<(), ModelError> {
-        let mut needed = 0;
-        for (name, info) in &self.content.tensor_infos {
-            let elems = info.shape.elem_count();
-            let block = info.ggml_dtype.block_size();
-            if block == 0 || elems % block != 0 {
-                return Err(ModelError::Corrupt {
-                    path: self.path.clone(),
-                    reason: format!("tensor {name} has {elems} elements, not a multiple of its block size {block}"),
-                });
-            }
-            let bytes = (elems / block) as u64 * info.ggml_dtype.type_size() as u64;
-            let end = self
-                .content
-                .tensor_data_offset
-                .saturating_add(info.offset)
-                .saturating_add(bytes);
-            needed = needed.max(end);
-        }
+        let needed = self
+            .header
+            .tensors
+            .values()
+            .map(|t| self.header.data_offset.saturating_add(t.offset).saturating_add(t.bytes()))
+            .max()
+            .unwrap_or(0);
         if needed > self.file_len {
             return Err(ModelError::Corrupt {
                 path: self.path.clone(),
@@ -112,33 +109,60 @@ impl GgufFile {
     }
 
     pub fn metadata(&self) -> &HashMap<String, Value> {
-        &self.content.metadata
-    }
-
-    pub fn content(&self) -> &Content {
-        &self.content
+        &self.header.metadata
     }
 
     pub fn has_tensor(&self, name: &str) -> bool {
-        self.content.tensor_infos.contains_key(name)
+        self.header.tensors.contains_key(name)
+    }
+
+    /// Every tensor's name, in no particular order.
+    pub fn tensor_names(&self) -> Vec<String> {
+        self.header.tensors.keys().cloned().collect()
     }
 
     /// The shape of a tensor, in candle's order (`[rows, cols]` for a matrix).
     pub fn tensor_shape(&self, name: &str) -> Option<Vec<usize>> {
-        self.content.tensor_infos.get(name).map(|i| i.shape.dims().to_vec())
+        self.header.tensors.get(name).map(|i| i.dims.clone())
     }
 
-    /// Reads one tensor onto `device`.
+    /// A tensor's type as the file stores it.
+    pub fn tensor_type(&self, name: &str) -> Option<GgmlType> {
+        self.header.tensors.get(name).map(|i| i.ty)
+    }
+
+    /// Reads one tensor onto `device` (IQ4_NL, IQ4_XS and MXFP4 as Q8_0: [`convert`]).
     pub fn tensor(&mut self, name: &str, device: &Device) -> Result<QTensor, ModelError> {
-        if !self.has_tensor(name) {
+        let Some(info) = self.header.tensors.get(name) else {
             return Err(ModelError::MissingTensor { name: name.to_string() });
-        }
-        self.content
-            .tensor(&mut self.reader, name, device)
-            .map_err(|e| ModelError::Corrupt {
-                path: self.path.clone(),
-                reason: format!("tensor {name} could not be read ({})", one_line(&e.to_string())),
-            })
+        };
+        let (ty, dims, size) = (info.ty, info.dims.clone(), info.bytes() as usize);
+        let start = self.header.data_offset.saturating_add(info.offset);
+        let corrupt = |reason: String| ModelError::Corrupt {
+            path: self.path.clone(),
+            reason: format!("tensor {name} could not be read ({})", one_line(&reason)),
+        };
+        let dtype = match ty.reading() {
+            Reading::Native(d) => d,
+            Reading::ToQ8_0 => GgmlDType::Q8_0,
+            Reading::Unsupported => {
+                return Err(ModelError::UnsupportedTensorType {
+                    name: name.to_string(),
+                    ty: ty.name(),
+                    supported: GgmlType::supported_names(),
+                })
+            }
+        };
+        let mut raw = vec![0u8; size];
+        self.reader
+            .seek(SeekFrom::Start(start))
+            .and_then(|_| self.reader.read_exact(&mut raw))
+            .map_err(|e| corrupt(e.to_string()))?;
+        let raw = match ty.reading() {
+            Reading::ToQ8_0 => convert::to_q8_0(ty, &raw).map_err(corrupt)?,
+            _ => raw,
+        };
+        qtensor_from_ggml(dtype, &raw, dims, device).map_err(|e| corrupt(e.to_string()))
     }
 
     /// Reads an optional tensor: `None` when absent.
@@ -190,42 +214,38 @@ impl GgufFile {
             .collect()
     }
 
-    /// The most common weight type among 2-D tensors (the file's quantization
-    /// as a user would name it, e.g. `Q4K`).
+    /// The most common weight type among 2-D tensors, as the file stores it (the
+    /// file's quantization as a user would name it, e.g. `Q4_K`, `IQ4_XS`).
     pub fn dominant_dtype(&self) -> String {
-        let mut counts: HashMap<String, u64> = HashMap::new();
-        for info in self.content.tensor_infos.values() {
-            if info.shape.rank() == 2 {
-                *counts.entry(format!("{:?}", info.ggml_dtype)).or_default() += info.shape.elem_count() as u64;
+        let mut counts: HashMap<GgmlType, u64> = HashMap::new();
+        for info in self.header.tensors.values() {
+            if info.dims.len() == 2 {
+                *counts.entry(info.ty).or_default() += info.elems() as u64;
             }
         }
         counts
             .into_iter()
-            .max_by_key(|(_, n)| *n)
-            .map(|(t, _)| t)
+            .max_by_key(|(t, n)| (*n, t.name()))
+            .map(|(t, _)| t.name())
             .unwrap_or_else(|| "unknown".into())
     }
 
-    /// Bytes of one tensor's data as stored (and as a `QTensor` holds it).
+    /// Bytes of one tensor's data as loaded (as stored, or as the Q8_0 a type candle lacks
+    /// becomes), which is what a `QTensor` of it holds.
     pub fn tensor_bytes(&self, name: &str) -> Option<u64> {
-        let info = self.content.tensor_infos.get(name)?;
-        let block = info.ggml_dtype.block_size().max(1);
-        Some((info.shape.elem_count() / block) as u64 * info.ggml_dtype.type_size() as u64)
+        let info = self.header.tensors.get(name)?;
+        Some(info.ty.loaded().bytes_of(info.elems()) as u64)
     }
 
-    /// Bytes of all tensors' data.
+    /// Bytes of all tensors' data, as loaded.
     pub fn total_tensor_bytes(&self) -> u64 {
-        self.content
-            .tensor_infos
-            .keys()
-            .filter_map(|n| self.tensor_bytes(n))
-            .sum()
+        self.tensor_bytes_where(|_| true)
     }
 
-    /// Bytes of the tensors whose names `keep` accepts.
+    /// Bytes of the tensors whose names `keep` accepts, as loaded.
     pub fn tensor_bytes_where(&self, keep: impl Fn(&str) -> bool) -> u64 {
-        self.content
-            .tensor_infos
+        self.header
+            .tensors
             .keys()
             .filter(|n| keep(n))
             .filter_map(|n| self.tensor_bytes(n))
@@ -234,11 +254,7 @@ impl GgufFile {
 
     /// Total parameter count over all tensors.
     pub fn parameter_count(&self) -> u64 {
-        self.content
-            .tensor_infos
-            .values()
-            .map(|i| i.shape.elem_count() as u64)
-            .sum()
+        self.header.tensors.values().map(|i| i.elems() as u64).sum()
     }
 }
 
