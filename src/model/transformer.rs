@@ -130,11 +130,12 @@ impl Transformer {
 
         // The table stays in host memory, quantized (see `embedding`).
         let embedding_q = load_2d(file, "token_embd.weight", [hp.vocab_size, d], &Device::Cpu)?;
-        let file_bytes = file.total_tensor_bytes();
-        let rope_bytes: u64 = ROPE_FACTOR_TENSORS.iter().filter_map(|n| file.tensor_bytes(n)).sum();
+        let cpu = device.is_cpu();
+        let file_bytes = file.total_tensor_bytes(cpu);
+        let rope_bytes: u64 = ROPE_FACTOR_TENSORS.iter().filter_map(|n| file.tensor_bytes(n, cpu)).sum();
         // Multi-token-prediction blocks stay in the file, unread.
         let mtp_bytes: u64 = (hp.layers..hp.layers + hp.mtp_layers)
-            .map(|i| file.tensor_bytes_where(|name| name.starts_with(&format!("blk.{i}."))))
+            .map(|i| file.tensor_bytes_where(cpu, |name| name.starts_with(&format!("blk.{i}."))))
             .sum();
         let tied = !file.has_tensor("output.weight");
         let (embedding, output) = load_embedding_and_output(file, embedding_q, tied, [hp.vocab_size, d], device)?;

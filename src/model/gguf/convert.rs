@@ -28,10 +28,7 @@ use half::f16;
 
 use super::types::GgmlType;
 
-/// `kvalues_iq4nl` (ggml-common.h).
-pub const KVALUES_IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
-/// `kvalues_mxfp4`: E2M1's values, doubled.
-pub const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+pub use crate::ops::qmatmul::{FP4 as KVALUES_MXFP4, IQ4NL as KVALUES_IQ4NL};
 
 const Q8_0_BYTES: usize = 34;
 

@@ -230,25 +230,28 @@ impl GgufFile {
             .unwrap_or_else(|| "unknown".into())
     }
 
-    /// Bytes of one tensor's data as loaded (as stored, or as the Q8_0 a type candle lacks
-    /// becomes), which is what a `QTensor` of it holds.
-    pub fn tensor_bytes(&self, name: &str) -> Option<u64> {
+    /// Bytes one tensor's data takes once loaded. A type candle lacks is read as Q8_0 (a
+    /// `QTensor` of it holds Q8_0's bytes, as the GPU does); on the CPU our kernels keep such a
+    /// matrix in 4 bits again (`ops::qmatmul::narrow_q8_0`), its size as stored within a few
+    /// percent, so `on_cpu` counts the stored bytes.
+    pub fn tensor_bytes(&self, name: &str, on_cpu: bool) -> Option<u64> {
         let info = self.header.tensors.get(name)?;
-        Some(info.ty.loaded().bytes_of(info.elems()) as u64)
+        let ty = if on_cpu { info.ty } else { info.ty.loaded() };
+        Some(ty.bytes_of(info.elems()) as u64)
     }
 
-    /// Bytes of all tensors' data, as loaded.
-    pub fn total_tensor_bytes(&self) -> u64 {
-        self.tensor_bytes_where(|_| true)
+    /// Bytes of all tensors' data once loaded ([`tensor_bytes`](Self::tensor_bytes)).
+    pub fn total_tensor_bytes(&self, on_cpu: bool) -> u64 {
+        self.tensor_bytes_where(on_cpu, |_| true)
     }
 
-    /// Bytes of the tensors whose names `keep` accepts, as loaded.
-    pub fn tensor_bytes_where(&self, keep: impl Fn(&str) -> bool) -> u64 {
+    /// Bytes of the tensors whose names `keep` accepts, once loaded.
+    pub fn tensor_bytes_where(&self, on_cpu: bool, keep: impl Fn(&str) -> bool) -> u64 {
         self.header
             .tensors
             .keys()
             .filter(|n| keep(n))
-            .filter_map(|n| self.tensor_bytes(n))
+            .filter_map(|n| self.tensor_bytes(n, on_cpu))
             .sum()
     }
 
@@ -358,5 +361,43 @@ pub fn md_opt_bool(md: &HashMap<String, Value>, key: &str) -> Result<Option<bool
         None => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(_) => md_opt_usize(md, key).map(|o| o.map(|n| n != 0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::hparams::Family;
+    use crate::model::linear::QLinear;
+    use crate::model::testkit::{requantize, write_model, TinyModelSpec, WeightType};
+    use crate::ops::qmatmul::QuantKind;
+
+    /// An IQ4_NL or MXFP4 matrix reads as Q8_0 (what candle and the GPU run), and on the CPU
+    /// our kernels keep it in 4 bits again: its stored size, counted so by `tensor_bytes`.
+    #[test]
+    fn four_bit_types_read_as_q8_0_and_pack_back_into_four_bits() {
+        let dir = tempfile::tempdir().unwrap();
+        let q8 = dir.path().join("q8.gguf");
+        write_model(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), &q8).unwrap();
+        for (ty, kind) in [(GgmlType::IQ4_NL, QuantKind::Q8Iq4nl), (GgmlType::MXFP4, QuantKind::Q8Fp4)] {
+            let path = dir.path().join(format!("{ty}.gguf"));
+            requantize(&q8, &path, |n, _| (n == "blk.0.attn_q.weight").then_some(ty)).unwrap();
+            let mut file = GgufFile::open(&path).unwrap();
+            let name = "blk.0.attn_q.weight";
+            assert_eq!(file.tensor_type(name), Some(ty));
+            let stored = file.tensor_bytes(name, true).unwrap();
+            assert_eq!(stored, 256 * 256 / 32 * ty.block_bytes() as u64);
+            assert_eq!(file.tensor_bytes(name, false), Some(256 * 256 / 32 * 34));
+            let t = file.tensor(name, &Device::Cpu).unwrap();
+            assert_eq!(t.dtype(), GgmlDType::Q8_0);
+            let linear = QLinear::new(t, &Device::Cpu).unwrap();
+            let packed = linear.packed().unwrap();
+            assert_eq!(packed.kind(), kind);
+            let ratio = packed.bytes() as f64 / stored as f64;
+            assert!((0.99..1.07).contains(&ratio), "{ty}: packed {} against {stored} stored", packed.bytes());
+            // A Q8_0 matrix of the file stays Q8_0.
+            let other = QLinear::new(file.tensor("blk.0.attn_k.weight", &Device::Cpu).unwrap(), &Device::Cpu).unwrap();
+            assert_eq!(other.packed().map(|p| p.kind()), Some(QuantKind::Q8_0));
+        }
     }
 }

@@ -71,7 +71,22 @@ unsafe fn unpack_block(bits: usize, p: *const u8) -> [__m256i; 8] {
     u
 }
 
-/// Unpacks group `g`'s packed quants (see [`super::pack`]) into 256 bytes per block.
+/// Block `b` of group `g`, unpacked, with a table kind's indices looked up: its values.
+#[inline(always)]
+unsafe fn unpack_kind(m: &PackedMatrix, g: usize, b: usize) -> [__m256i; 8] {
+    let mut u = unpack_block(m.kind.bits(), m.qs.as_ptr().add(m.q_at(g, b)));
+    if let Some(t) = m.kind.table() {
+        // `vpshufb` looks each byte's low four bits up in the 16 bytes of its 128-bit lane.
+        let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr() as *const __m128i));
+        for u in u.iter_mut() {
+            *u = _mm256_shuffle_epi8(lut, *u);
+        }
+    }
+    u
+}
+
+/// Unpacks group `g`'s packed quants (see [`super::pack`]) into 256 bytes per block (a table
+/// kind's as their values).
 ///
 /// # Safety
 /// The CPU must have AVX2; `out` holds `k·8` bytes and `g` is a group of `m`.
@@ -80,7 +95,7 @@ pub(super) unsafe fn unpack_group(m: &PackedMatrix, g: usize, out: &mut [u8]) {
     let blocks = out.len() / 256;
     debug_assert!(blocks <= m.k / 32 && g < m.groups());
     for b in 0..blocks {
-        let u = unpack_block(m.kind.bits(), m.qs.as_ptr().add(m.q_at(g, b)));
+        let u = unpack_kind(m, g, b);
         let o = out.as_mut_ptr().add(b * 256);
         for (c, u) in u.iter().enumerate() {
             _mm256_storeu_si256(o.add(c * 32) as *mut __m256i, *u);
@@ -94,7 +109,7 @@ pub(super) unsafe fn unpack_group(m: &PackedMatrix, g: usize, out: &mut [u8]) {
 #[inline(always)]
 unsafe fn block_chunks<const FUSED: bool>(m: &PackedMatrix, g: usize, w: &[u8], b: usize) -> [__m256i; 8] {
     if FUSED {
-        unpack_block(m.kind.bits(), m.qs.as_ptr().add(m.q_at(g, b)))
+        unpack_kind(m, g, b)
     } else {
         unpack_block(8, w.as_ptr().add(b * 256))
     }
@@ -172,7 +187,7 @@ unsafe fn block_tile<const R: usize, const FUSED: bool, const DOT: u8>(
         let dv = load_f16x8(m.d.as_ptr().add(si));
         let u = block_chunks::<FUSED>(m, g, w, b);
         let mut dot = [_mm256_setzero_si256(); R];
-        if m.kind == QuantKind::Q8_0 {
+        if m.kind.signed() {
             for (c, &wv) in u.iter().enumerate() {
                 let aw = _mm256_abs_epi8(wv);
                 for x in 0..R {

@@ -13,6 +13,14 @@
 //! | Q4_K | 256 (8 × 32) | 0..15 | `d·sc[j]`, `dmin·mn[j]` (6-bit `sc`, `mn`) |
 //! | Q5_K | 256 (8 × 32) | 0..31 | as Q4_K |
 //! | Q6_K | 256 (16 × 16) | 0..63 | `d·sc[j]`, `d·32·sc[j]` (signed 8-bit `sc`) |
+//! | Q8_0 of IQ4_NL's values | 32 | 0..15, the value `IQ4NL[q]` | `d`, none |
+//! | Q8_0 of MXFP4's values | 32 | 0..15, the value `FP4[q]` | `d`, none |
+//!
+//! The last two are Q8_0 blocks (their GGUF bytes are Q8_0's) whose 32 values
+//! all lie in one of ggml's 16-entry tables: what IQ4_NL, IQ4_XS and MXFP4
+//! tensors become at load (`model::gguf::convert`). [`narrow_q8_0`] finds them;
+//! kept as 4-bit indices, they take half Q8_0's memory, and the kernels look
+//! each index up (`vpshufb`) and run Q8_0's signed arithmetic on the values.
 //!
 //! Decoding is exact: these are the integers GGUF stores, so a kernel that
 //! sums `q · a` in integers and applies the scales as the table says computes
@@ -20,6 +28,11 @@
 //! `block_q4_0` … `block_q6_K` (and candle's `k_quants.rs`).
 
 use half::f16;
+
+/// `kvalues_iq4nl` (ggml-common.h): IQ4_NL's and IQ4_XS's 16 values.
+pub const IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+/// `kvalues_mxfp4`: E2M1's 16 values, doubled (MXFP4's, with a power-of-two scale).
+pub const FP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
 /// The weight types with a kernel of ours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,13 +45,17 @@ pub enum QuantKind {
     Q4K,
     Q5K,
     Q6K,
+    /// Q8_0 blocks whose values are all in [`IQ4NL`].
+    Q8Iq4nl,
+    /// Q8_0 blocks whose values are all in [`FP4`].
+    Q8Fp4,
 }
 
 impl QuantKind {
     /// Elements per GGUF block.
     pub const fn block_elems(self) -> usize {
         match self {
-            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 => 32,
+            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4 => 32,
             Self::Q4K | Self::Q5K | Self::Q6K => 256,
         }
     }
@@ -50,7 +67,7 @@ impl QuantKind {
             Self::Q4_1 => 20,
             Self::Q5_0 => 22,
             Self::Q5_1 => 24,
-            Self::Q8_0 => 34,
+            Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4 => 34,
             Self::Q4K => 144,
             Self::Q5K => 176,
             Self::Q6K => 210,
@@ -60,10 +77,25 @@ impl QuantKind {
     /// Bits of each quant as the kernels keep them (4, 5, 6 or 8).
     pub const fn bits(self) -> usize {
         match self {
-            Self::Q4_0 | Self::Q4_1 | Self::Q4K => 4,
+            Self::Q4_0 | Self::Q4_1 | Self::Q4K | Self::Q8Iq4nl | Self::Q8Fp4 => 4,
             Self::Q5_0 | Self::Q5_1 | Self::Q5K => 5,
             Self::Q6K => 6,
             Self::Q8_0 => 8,
+        }
+    }
+
+    /// Signed weights, no min (Q8_0 and the table kinds): the kernels multiply `|w|` by the
+    /// activation given `w`'s sign.
+    pub const fn signed(self) -> bool {
+        matches!(self, Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4)
+    }
+
+    /// The table a 4-bit index is looked up in (the table kinds).
+    pub const fn table(self) -> Option<&'static [i8; 16]> {
+        match self {
+            Self::Q8Iq4nl => Some(&IQ4NL),
+            Self::Q8Fp4 => Some(&FP4),
+            _ => None,
         }
     }
 
@@ -95,6 +127,8 @@ impl QuantKind {
             Self::Q4K => "Q4_K",
             Self::Q5K => "Q5_K",
             Self::Q6K => "Q6_K",
+            Self::Q8Iq4nl => "Q8_0 (IQ4_NL values)",
+            Self::Q8Fp4 => "Q8_0 (MXFP4 values)",
         }
     }
 }
@@ -172,6 +206,14 @@ pub fn decode(kind: QuantKind, b: &[u8]) -> Decoded {
         QuantKind::Q8_0 => {
             out.d = f16_at(b, 0);
             out.q[..32].copy_from_slice(&b[2..34]);
+        }
+        QuantKind::Q8Iq4nl | QuantKind::Q8Fp4 => {
+            out.d = f16_at(b, 0);
+            let table = kind.table().unwrap_or(&IQ4NL);
+            for (q, &v) in out.q.iter_mut().zip(&b[2..34]) {
+                // Only blocks `narrow_q8_0` accepted come here: every value is in the table.
+                *q = table.iter().position(|&t| t == v as i8).unwrap_or(0) as u8;
+            }
         }
         QuantKind::Q4K | QuantKind::Q5K => {
             out.d = f16_at(b, 0);
@@ -252,6 +294,13 @@ pub fn encode(kind: QuantKind, dec: &Decoded, b: &mut [u8]) {
             put_f16(b, 0, dec.d);
             b[2..34].copy_from_slice(&q[..32]);
         }
+        QuantKind::Q8Iq4nl | QuantKind::Q8Fp4 => {
+            put_f16(b, 0, dec.d);
+            let table = kind.table().unwrap_or(&IQ4NL);
+            for (o, &i) in b[2..34].iter_mut().zip(&q[..32]) {
+                *o = table[usize::from(i & 0xF)] as u8;
+            }
+        }
         QuantKind::Q4K | QuantKind::Q5K => {
             put_f16(b, 0, dec.d);
             put_f16(b, 2, dec.m);
@@ -305,6 +354,26 @@ pub fn encode(kind: QuantKind, dec: &Decoded, b: &mut [u8]) {
     }
 }
 
+/// The kind to pack Q8_0 blocks `raw` as: a table kind when every value lies in that table
+/// (the same numbers in 4 bits), else Q8_0. Stops at the first value in neither.
+pub fn narrow_q8_0(raw: &[u8]) -> QuantKind {
+    let (mut iq4, mut fp4) = (true, true);
+    for block in raw.chunks_exact(34) {
+        for &v in &block[2..] {
+            iq4 &= IQ4NL.contains(&(v as i8));
+            fp4 &= FP4.contains(&(v as i8));
+        }
+        if !iq4 && !fp4 {
+            return QuantKind::Q8_0;
+        }
+    }
+    if iq4 {
+        QuantKind::Q8Iq4nl
+    } else {
+        QuantKind::Q8Fp4
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,6 +406,28 @@ mod tests {
                 encode(kind, &decode(kind, &raw), &mut back);
                 assert_eq!(back, raw, "{kind:?}");
             }
+        }
+    }
+
+    /// Q8_0 blocks of a table's values decode to indices and encode back to the same bytes;
+    /// one value outside both tables keeps a tensor Q8_0.
+    #[test]
+    fn table_kinds_round_trip_and_are_found_only_when_exact() {
+        for (kind, table) in [(QuantKind::Q8Iq4nl, &IQ4NL), (QuantKind::Q8Fp4, &FP4)] {
+            let mut raw = Vec::new();
+            for blk in 0..4u8 {
+                raw.extend_from_slice(&f16::from_f32(0.01 * f32::from(blk + 1)).to_bits().to_le_bytes());
+                raw.extend((0..32).map(|i| table[(i * 7 + usize::from(blk)) % 16] as u8));
+            }
+            assert_eq!(narrow_q8_0(&raw), kind);
+            for b in raw.chunks_exact(34) {
+                let mut back = vec![0u8; 34];
+                encode(kind, &decode(kind, b), &mut back);
+                // MXFP4's two zeros (+0, −0) are one byte value: the same bytes either way.
+                assert_eq!(back, b, "{kind:?}");
+            }
+            raw[100] = 127;
+            assert_eq!(narrow_q8_0(&raw), QuantKind::Q8_0);
         }
     }
 }

@@ -45,7 +45,7 @@ mod portable;
 use std::cell::RefCell;
 
 pub use acts::QuantActs;
-pub use format::QuantKind;
+pub use format::{narrow_q8_0, QuantKind, FP4, IQ4NL};
 pub use pack::{Layout, PackError, PackedMatrix, GROUP};
 
 use crate::ops::par::{with_scratch, SharedMut};
@@ -408,6 +408,7 @@ impl PackedMatrix {
             _ => {
                 unpacked.resize(self.k * GROUP, 0);
                 pack::unpack_group_portable(self, g, unpacked);
+                pack::look_up(self.kind, unpacked);
                 portable::group(self, g, unpacked, acts, out)
             }
         }

@@ -30,7 +30,7 @@
 
 use half::f16;
 
-use super::format::{decode, encode, Decoded, QuantKind};
+use super::format::{decode, encode, narrow_q8_0, Decoded, QuantKind};
 use super::Isa;
 
 /// Rows per group: one per 32-bit lane of a 256-bit vector.
@@ -97,7 +97,11 @@ impl PackedMatrix {
     }
 
     /// As [`pack`](Self::pack), in a chosen layout (every kernel reads either).
+    ///
+    /// Q8_0 blocks whose values all lie in IQ4_NL's or MXFP4's table are kept as 4-bit
+    /// indices into it ([`super::format::narrow_q8_0`]): the same numbers in half the memory.
     pub fn pack_as(kind: QuantKind, raw: &[u8], n: usize, k: usize, layout: Layout) -> Result<Self, PackError> {
+        let kind = if kind == QuantKind::Q8_0 { narrow_q8_0(raw) } else { kind };
         let be = kind.block_elems();
         if k == 0 || !k.is_multiple_of(be) {
             return Err(PackError::Columns { kind, k, block: be });
@@ -356,6 +360,15 @@ pub(super) fn unpack_group_portable(m: &PackedMatrix, g: usize, out: &mut [u8]) 
                 }
             }
             _ => {}
+        }
+    }
+}
+
+/// A table kind's unpacked indices (`u`, from [`unpack_group_portable`]) as their values.
+pub(super) fn look_up(kind: QuantKind, u: &mut [u8]) {
+    if let Some(t) = kind.table() {
+        for q in u {
+            *q = t[usize::from(*q & 0xF)] as u8;
         }
     }
 }

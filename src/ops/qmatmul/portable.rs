@@ -43,7 +43,7 @@ fn block_row(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, i: usize, a
         let dsum = acts.dsum[i * nb + b];
         let si = m.scale_at(g, b);
         for (r, acc) in acc.iter_mut().enumerate() {
-            let s = dot(w, a, r, b * 8, 8, m.kind == QuantKind::Q8_0);
+            let s = dot(w, a, r, b * 8, 8, m.kind.signed());
             let d = h2f(m.d[si + r]);
             *acc = (s as f32).mul_add(d * da, *acc);
             match m.kind {

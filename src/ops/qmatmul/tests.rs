@@ -6,7 +6,7 @@ use candle_core::{Device, Module, Tensor};
 
 use super::*;
 
-const KINDS: [(QuantKind, GgmlDType); 8] = [
+const KINDS: [(QuantKind, GgmlDType); 10] = [
     (QuantKind::Q4_0, GgmlDType::Q4_0),
     (QuantKind::Q4_1, GgmlDType::Q4_1),
     (QuantKind::Q5_0, GgmlDType::Q5_0),
@@ -15,6 +15,9 @@ const KINDS: [(QuantKind, GgmlDType); 8] = [
     (QuantKind::Q4K, GgmlDType::Q4K),
     (QuantKind::Q5K, GgmlDType::Q5K),
     (QuantKind::Q6K, GgmlDType::Q6K),
+    // Q8_0 blocks of a table's values (`weights`).
+    (QuantKind::Q8Iq4nl, GgmlDType::Q8_0),
+    (QuantKind::Q8Fp4, GgmlDType::Q8_0),
 ];
 
 fn values(len: usize, seed: u32, scale: f32) -> Vec<f32> {
@@ -45,10 +48,24 @@ fn case(kind: QuantKind, dtype: GgmlDType, n: usize, k: usize, seed: u32) -> Cas
     case_as(kind, dtype, n, k, seed, Layout::for_isa(Isa::detect()))
 }
 
+/// `src` quantized to `dtype`; for a table kind, Q8_0 blocks with candle's scales whose values
+/// are the table's (as an IQ4_NL or MXFP4 tensor becomes at load).
+fn weights(kind: QuantKind, dtype: GgmlDType, src: &Tensor) -> QTensor {
+    let q = QTensor::quantize(src, dtype).unwrap();
+    let Some(table) = kind.table() else { return q };
+    let mut raw = q.data().unwrap().into_owned();
+    for (i, block) in raw.chunks_exact_mut(34).enumerate() {
+        for (j, v) in block[2..].iter_mut().enumerate() {
+            *v = table[(i * 7 + j * 5 + (j * j + i) % 3) % 16] as u8;
+        }
+    }
+    candle_core::quantized::ggml_file::qtensor_from_ggml(dtype, &raw, src.dims().to_vec(), &Device::Cpu).unwrap()
+}
+
 fn case_as(kind: QuantKind, dtype: GgmlDType, n: usize, k: usize, seed: u32, layout: Layout) -> Case {
     let cpu = Device::Cpu;
     let src = Tensor::from_vec(values(n * k, seed, 0.5), (n, k), &cpu).unwrap();
-    let q = QTensor::quantize(&src, dtype).unwrap();
+    let q = weights(kind, dtype, &src);
     let w = q
         .dequantize(&cpu)
         .unwrap()
@@ -57,6 +74,7 @@ fn case_as(kind: QuantKind, dtype: GgmlDType, n: usize, k: usize, seed: u32, lay
         .to_vec1::<f32>()
         .unwrap();
     let packed = PackedMatrix::pack_as(kind, &q.data().unwrap(), n, k, layout).unwrap();
+    assert_eq!(packed.kind(), kind, "a Q8_0 tensor of a table's values is packed as that table");
     Case {
         packed,
         candle: QMatMul::from_qtensor(q).unwrap(),
@@ -224,6 +242,10 @@ fn packed_memory_is_close_to_the_file() {
         let file = 64 * 512 / kind.block_elems() * kind.block_bytes();
         let ratio = c.packed.bytes() as f64 / file as f64;
         assert!(ratio <= 1.05, "{kind:?}: {ratio}");
+        if kind.table().is_some() {
+            // 4-bit indices and the f16 scale: 4.5 bits a value against Q8_0's 8.5.
+            assert!(ratio < 0.55, "{kind:?}: {ratio}");
+        }
     }
 }
 
@@ -369,7 +391,7 @@ fn rows_read_back_are_the_packed_bytes() {
     let (n, k) = (21, 512);
     for (i, &(kind, dtype)) in KINDS.iter().enumerate() {
         let src = Tensor::from_vec(values(n * k, 70 + i as u32, 0.5), (n, k), &Device::Cpu).unwrap();
-        let raw = QTensor::quantize(&src, dtype).unwrap().data().unwrap().into_owned();
+        let raw = weights(kind, dtype, &src).data().unwrap().into_owned();
         let row_bytes = raw.len() / n;
         for layout in [Layout::Groups, Layout::Pairs] {
             let packed = PackedMatrix::pack_as(kind, &raw, n, k, layout).unwrap();

@@ -78,7 +78,15 @@ unsafe fn unpack_pair(m: &PackedMatrix, g: usize, out: &mut [u8]) {
 unsafe fn pair_chunks<const FUSED: bool>(m: &PackedMatrix, g: usize, w: &[u8], b: usize) -> [__m512i; 8] {
     if FUSED {
         let q = m.qs.as_ptr();
-        return unpack_pair_block(m.kind.bits(), q.add(m.q_at(g, b)), q.add(m.q_at(g + 1, b)));
+        let mut u = unpack_pair_block(m.kind.bits(), q.add(m.q_at(g, b)), q.add(m.q_at(g + 1, b)));
+        if let Some(t) = m.kind.table() {
+            // A table kind's indices looked up (`vpshufb`, within each 128-bit lane).
+            let lut = load_table(t);
+            for u in u.iter_mut() {
+                *u = _mm512_shuffle_epi8(lut, *u);
+            }
+        }
+        return u;
     }
     let p = w.as_ptr().add(b * 512);
     let mut u = [_mm512_setzero_si512(); 8];
@@ -133,7 +141,7 @@ unsafe fn block_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
         // Two sums per row (even and odd chunks): `vpdpbusd` adds into its
         // accumulator, so one sum would be a chain of eight dependent steps.
         let mut dot = [[_mm512_setzero_si512(); 2]; R];
-        if m.kind == QuantKind::Q8_0 {
+        if m.kind.signed() {
             // Signed weights: |w| against the activation given w's sign.
             for (c, &wv) in u.iter().enumerate() {
                 let aw = _mm512_abs_epi8(wv);

@@ -162,6 +162,9 @@ unsafe fn load2(p0: *const u8, p1: *const u8) -> __m512i {
     v[32..].copy_from_slice(std::slice::from_raw_parts(p1, 32));
     __m512i(v)
 }
+unsafe fn load_table(t: &[i8; 16]) -> __m512i {
+    __m512i(std::array::from_fn(|i| t[i % 16] as u8))
+}
 unsafe fn load_f16x16(p0: *const u16, p1: *const u16) -> __m512 {
     let (lo, hi) = (std::slice::from_raw_parts(p0, 8), std::slice::from_raw_parts(p1, 8));
     __m512(std::array::from_fn(|i| super::super::pack::h2f(if i < 8 { lo[i] } else { hi[i - 8] })))

@@ -92,6 +92,12 @@ mod hw {
         _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), _mm256_loadu_si256(p1 as *const __m256i))
     }
 
+    /// A 16-byte table in each 128-bit lane (for `vpshufb`).
+    #[inline(always)]
+    unsafe fn load_table(t: &[i8; 16]) -> __m512i {
+        _mm512_broadcast_i32x4(_mm_loadu_si128(t.as_ptr() as *const __m128i))
+    }
+
     /// Eight f16 from `p0`, eight from `p1`, as f32.
     #[inline(always)]
     unsafe fn load_f16x16(p0: *const u16, p1: *const u16) -> __m512 {
