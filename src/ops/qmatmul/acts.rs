@@ -26,9 +26,14 @@ pub struct QuantActs {
     pub(super) d: Vec<f32>,
     /// 32-value form: `d · Σ q` of each block (for Q4_1/Q5_1, Q8_1's f16 `s`), `t × k/32`.
     pub(super) dsum: Vec<f32>,
+    /// 32-value form: `Σ q` of each block, `t × k/32` (the VNNI kernels' signed weights are
+    /// multiplied as `w + 128`, then `128 · Σ q` taken off).
+    pub(super) qsum: Vec<i32>,
     /// 256-value form: sums of sub-blocks in pairs, `(s₀ as u16) | (s₁ as u16) << 16`,
     /// `t × k/256 × subs/2`.
     pub(super) sum_pairs: Vec<i32>,
+    /// Scratch: each block's `(d · Σq, Σq)` as quantized, before `dsum` and `qsum`.
+    sums: Vec<(f32, i32)>,
 }
 
 /// ggml's `quantize_row_q8_0` / `q8_1` for one block: the quants, and the
@@ -82,17 +87,18 @@ fn quantize_super(kind: QuantKind, x: &[f32], q: &mut [i8], d: &mut [f32], sum_p
     }
 }
 
-/// The 32-value form of the blocks of `x`: quants, f16 scales and `d · Σq` (Q8_1's `s`).
-fn quantize_plain(kind: QuantKind, x: &[f32], q: &mut [i8], d: &mut [f32], dsum: &mut [f32]) {
+/// The 32-value form of the blocks of `x`: quants, f16 scales, `d · Σq` (Q8_1's `s`) and `Σq`.
+fn quantize_plain(kind: QuantKind, x: &[f32], q: &mut [i8], d: &mut [f32], sums: &mut [(f32, i32)]) {
     let block = kind.block_elems();
-    for ((xb, qb), (d, ds)) in x
+    for ((xb, qb), (d, (ds, qs))) in x
         .chunks_exact(block)
         .zip(q.chunks_exact_mut(block))
-        .zip(d.iter_mut().zip(dsum.iter_mut()))
+        .zip(d.iter_mut().zip(sums.iter_mut()))
     {
         let unrounded = quantize_q8_0(xb, qb);
         *d = to_f16(unrounded);
         let s: i32 = qb.iter().map(|&v| v as i32).sum();
+        *qs = s;
         *ds = if matches!(kind, QuantKind::Q4_1 | QuantKind::Q5_1) {
             // Q8_1's `s`: rounded to f16 from the unrounded scale, as ggml stores it.
             to_f16(unrounded * s as f32)
@@ -166,10 +172,16 @@ impl QuantActs {
             );
         } else {
             self.sum_pairs.clear();
-            self.dsum.resize(n, 0.0);
-            by_blocks(block, 1, &mut self.q, &mut self.d, &mut self.dsum, |b, q, d, ds| {
-                quantize_plain(kind, &x[b.start * block..b.end * block], q, d, ds)
+            let mut sums = std::mem::take(&mut self.sums);
+            sums.resize(n, (0.0, 0));
+            by_blocks(block, 1, &mut self.q, &mut self.d, &mut sums, |b, q, d, s| {
+                quantize_plain(kind, &x[b.start * block..b.end * block], q, d, s)
             });
+            self.dsum.clear();
+            self.dsum.extend(sums.iter().map(|s| s.0));
+            self.qsum.clear();
+            self.qsum.extend(sums.iter().map(|s| s.1));
+            self.sums = sums;
         }
     }
 

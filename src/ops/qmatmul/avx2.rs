@@ -187,7 +187,21 @@ unsafe fn block_tile<const R: usize, const FUSED: bool, const DOT: u8>(
         let dv = load_f16x8(m.d.as_ptr().add(si));
         let u = block_chunks::<FUSED>(m, g, w, b);
         let mut dot = [_mm256_setzero_si256(); R];
-        if m.kind.signed() {
+        if m.kind.signed() && (DOT == VNNI || DOT == VNNI_512) {
+            // `vpdpbusd` sums into 32 bits, so `w + 128` (`w ^ 0x80`, unsigned) cannot
+            // saturate: one instruction per row, then `128 · Σ a` off. The same integers.
+            let bias = _mm256_set1_epi8(-128);
+            for (c, &wv) in u.iter().enumerate() {
+                let wu = _mm256_xor_si256(wv, bias);
+                for x in 0..R {
+                    dot[x] = dpbusd::<DOT>(dot[x], wu, bcast(a[x], b * 8 + c));
+                }
+            }
+            for x in 0..R {
+                let qs = *acts.qsum.get_unchecked((i0 + x) * nb + b);
+                dot[x] = _mm256_sub_epi32(dot[x], _mm256_set1_epi32(qs << 7));
+            }
+        } else if m.kind.signed() {
             for (c, &wv) in u.iter().enumerate() {
                 let aw = _mm256_abs_epi8(wv);
                 for x in 0..R {

@@ -141,7 +141,21 @@ unsafe fn block_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
         // Two sums per row (even and odd chunks): `vpdpbusd` adds into its
         // accumulator, so one sum would be a chain of eight dependent steps.
         let mut dot = [[_mm512_setzero_si512(); 2]; R];
-        if m.kind.signed() {
+        if m.kind.signed() && VNNI {
+            // `vpdpbusd` sums into 32 bits, so `w + 128` (`w ^ 0x80`, unsigned) cannot
+            // saturate: one instruction per row, then `128 · Σ a` off. The same integers.
+            let bias = _mm512_set1_epi8(-128);
+            for (c, &wv) in u.iter().enumerate() {
+                let wu = _mm512_xor_si512(wv, bias);
+                for x in 0..R {
+                    dot[x][c & 1] = _mm512_dpbusd_epi32(dot[x][c & 1], wu, bcast(a[x], b * 8 + c));
+                }
+            }
+            for x in 0..R {
+                let qs = *acts.qsum.get_unchecked((i0 + x) * nb + b);
+                dot[x][0] = _mm512_sub_epi32(dot[x][0], _mm512_set1_epi32(qs << 7));
+            }
+        } else if m.kind.signed() {
             // Signed weights: |w| against the activation given w's sign.
             for (c, &wv) in u.iter().enumerate() {
                 let aw = _mm512_abs_epi8(wv);

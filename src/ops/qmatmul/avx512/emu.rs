@@ -71,6 +71,12 @@ fn _mm512_set1_epi32(a: i32) -> __m512i {
 fn _mm512_set1_ps(a: f32) -> __m512 {
     __m512([a; 16])
 }
+fn _mm512_xor_si512(a: __m512i, b: __m512i) -> __m512i {
+    __m512i(std::array::from_fn(|i| a.0[i] ^ b.0[i]))
+}
+fn _mm512_sub_epi32(a: __m512i, b: __m512i) -> __m512i {
+    __m512i::from_i32(|i| a.i32(i).wrapping_sub(b.i32(i)))
+}
 fn _mm512_and_si512(a: __m512i, b: __m512i) -> __m512i {
     __m512i(std::array::from_fn(|i| a.0[i] & b.0[i]))
 }
