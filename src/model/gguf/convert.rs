@@ -94,7 +94,7 @@ pub fn to_q8_0(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn noise(n: usize, seed: u64) -> Vec<u8> {
@@ -109,7 +109,8 @@ mod tests {
             .collect()
     }
 
-    fn dequant_q8_0(b: &[u8]) -> Vec<f32> {
+    /// The values of Q8_0 blocks `b` (for the tests here and the testkit's).
+    pub(crate) fn dequant_q8_0(b: &[u8]) -> Vec<f32> {
         b.chunks_exact(34)
             .flat_map(|blk| {
                 let d = f16_at(blk, 0).to_f32();

@@ -233,11 +233,16 @@ impl GgufFile {
     /// Bytes one tensor's data takes once loaded. A type candle lacks is read as Q8_0 (a
     /// `QTensor` of it holds Q8_0's bytes, as the GPU does); on the CPU our kernels keep such a
     /// matrix in 4 bits again (`ops::qmatmul::narrow_q8_0`), its size as stored within a few
-    /// percent, so `on_cpu` counts the stored bytes.
+    /// percent, so `on_cpu` counts the stored bytes. Q3_K's 3-bit quants are kept in 4 bits on
+    /// the CPU (146 bytes a 256-value block against 110).
     pub fn tensor_bytes(&self, name: &str, on_cpu: bool) -> Option<u64> {
         let info = self.header.tensors.get(name)?;
-        let ty = if on_cpu { info.ty } else { info.ty.loaded() };
-        Some(ty.bytes_of(info.elems()) as u64)
+        let elems = info.elems();
+        Some(match (on_cpu, info.ty) {
+            (true, GgmlType::Q3_K) => elems / 256 * 146,
+            (true, ty) => ty.bytes_of(elems),
+            (false, ty) => ty.loaded().bytes_of(elems),
+        } as u64)
     }
 
     /// Bytes of all tensors' data once loaded ([`tensor_bytes`](Self::tensor_bytes)).

@@ -234,16 +234,8 @@ fn write_raw(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::gguf::convert::tests::dequant_q8_0;
     use crate::model::gguf::convert::to_q8_0;
-
-    fn dequant_q8_0(b: &[u8]) -> Vec<f32> {
-        b.chunks_exact(34)
-            .flat_map(|blk| {
-                let d = f16::from_bits(u16::from_le_bytes([blk[0], blk[1]])).to_f32();
-                blk[2..].iter().map(move |&q| d * q as i8 as f32)
-            })
-            .collect()
-    }
 
     /// Each quantizer's blocks read back (through hearth's decoding) near the values, as
     /// 4-bit quantization allows.

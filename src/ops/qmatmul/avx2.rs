@@ -266,10 +266,13 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     // Chunks of int16 pairs summed before they could saturate: 2 · (2^bits − 1) · 127 each.
     let per_madd = match kind {
         QuantKind::Q4K => 8,
-        QuantKind::Q5K => 4,
+        QuantKind::Q5K | QuantKind::Q3K => 4,
         _ => 2,
     };
-    let q6 = kind == QuantKind::Q6K;
+    // Q6_K and Q3_K: the offset weighed by the sub-scales (`off`; Q4_K and Q5_K: mins), and
+    // 16-value sub-blocks, two per 32-value block (`sub16`).
+    let off = kind.sub_offset().is_some();
+    let sub16 = kind.sub_elems() == 16;
     let dup = [
         _mm256_setr_epi8(
             0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
@@ -284,13 +287,13 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     for sb in 0..nsb {
         let si = m.scale_at(g, sb);
         let dv = load_f16x8(m.d.as_ptr().add(si));
-        let dmv = if q6 { dv } else { load_f16x8(m.m.as_ptr().add(si)) };
+        let dmv = if off { dv } else { load_f16x8(m.m.as_ptr().add(si)) };
         let pair_at = |p: usize| m.sub_at(g, sb, p);
         let mut isum = [_mm256_setzero_si256(); R];
         let mut msum = [_mm256_setzero_si256(); R];
         for p in 0..pairs {
             let mnp = _mm256_cvtepi8_epi16(_mm_loadu_si128(
-                if q6 { m.sc.as_ptr() } else { m.mn.as_ptr() }.add(pair_at(p)) as *const __m128i,
+                if off { m.sc.as_ptr() } else { m.mn.as_ptr() }.add(pair_at(p)) as *const __m128i,
             ));
             for x in 0..R {
                 let sums = _mm256_set1_epi32(*acts.sum_pairs.get_unchecked(((i0 + x) * nsb + sb) * pairs + p));
@@ -303,13 +306,13 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
             // Q4_K/Q5_K: block j is sub-block j (pair j/2, half j%2). Q6_K: block j is
             // sub-blocks 2j and 2j+1 (pair j; chunks 0-3 and 4-7).
             let scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(
-                m.sc.as_ptr().add(pair_at(if q6 { j } else { j / 2 })) as *const __m128i
+                m.sc.as_ptr().add(pair_at(if sub16 { j } else { j / 2 })) as *const __m128i
             ));
             if DOT != MADD {
                 // Each sub-block's int32 dot, times its sub-scale (sign-extended from its int16).
-                let halves = if q6 { 2 } else { 1 };
+                let halves = if sub16 { 2 } else { 1 };
                 for h in 0..halves {
-                    let half = if q6 { h } else { j % 2 };
+                    let half = if sub16 { h } else { j % 2 };
                     let sc32 = if half == 0 {
                         _mm256_srai_epi32::<16>(_mm256_slli_epi32::<16>(scp))
                     } else {
@@ -333,7 +336,7 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
                     pp[x] = _mm256_add_epi16(pp[x], _mm256_maddubs_epi16(wv, bcast(a[x], b * 8 + c)));
                 }
                 if (c + 1) % per_madd == 0 {
-                    let half = if q6 { c / 4 } else { j % 2 };
+                    let half = if sub16 { c / 4 } else { j % 2 };
                     let scv = _mm256_shuffle_epi8(scp, dup[half]);
                     for x in 0..R {
                         isum[x] = _mm256_add_epi32(isum[x], _mm256_madd_epi16(pp[x], scv));
@@ -345,7 +348,11 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
         for x in 0..R {
             let da = _mm256_set1_ps(*acts.d.get_unchecked((i0 + x) * nsb + sb));
             acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(dv, da), acc[x]);
-            let ms = if q6 { _mm256_slli_epi32::<5>(msum[x]) } else { msum[x] };
+            let ms = match kind {
+                QuantKind::Q6K => _mm256_slli_epi32::<5>(msum[x]),
+                QuantKind::Q3K => _mm256_slli_epi32::<2>(msum[x]),
+                _ => msum[x],
+            };
             acc[x] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dmv, da), acc[x]);
         }
     }

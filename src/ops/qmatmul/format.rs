@@ -13,6 +13,7 @@
 //! | Q4_K | 256 (8 × 32) | 0..15 | `d·sc[j]`, `dmin·mn[j]` (6-bit `sc`, `mn`) |
 //! | Q5_K | 256 (8 × 32) | 0..31 | as Q4_K |
 //! | Q6_K | 256 (16 × 16) | 0..63 | `d·sc[j]`, `d·32·sc[j]` (signed 8-bit `sc`) |
+//! | Q3_K | 256 (16 × 16) | 0..7 | `d·sc[j]`, `d·4·sc[j]` (6-bit scale − 32, signed) |
 //! | Q8_0 of IQ4_NL's values | 32 | 0..15, the value `IQ4NL[q]` | `d`, none |
 //! | Q8_0 of MXFP4's values | 32 | 0..15, the value `FP4[q]` | `d`, none |
 //!
@@ -45,6 +46,7 @@ pub enum QuantKind {
     Q4K,
     Q5K,
     Q6K,
+    Q3K,
     /// Q8_0 blocks whose values are all in [`IQ4NL`].
     Q8Iq4nl,
     /// Q8_0 blocks whose values are all in [`FP4`].
@@ -56,7 +58,7 @@ impl QuantKind {
     pub const fn block_elems(self) -> usize {
         match self {
             Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4 => 32,
-            Self::Q4K | Self::Q5K | Self::Q6K => 256,
+            Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K => 256,
         }
     }
 
@@ -71,13 +73,14 @@ impl QuantKind {
             Self::Q4K => 144,
             Self::Q5K => 176,
             Self::Q6K => 210,
+            Self::Q3K => 110,
         }
     }
 
     /// Bits of each quant as the kernels keep them (4, 5, 6 or 8).
     pub const fn bits(self) -> usize {
         match self {
-            Self::Q4_0 | Self::Q4_1 | Self::Q4K | Self::Q8Iq4nl | Self::Q8Fp4 => 4,
+            Self::Q4_0 | Self::Q4_1 | Self::Q4K | Self::Q3K | Self::Q8Iq4nl | Self::Q8Fp4 => 4,
             Self::Q5_0 | Self::Q5_1 | Self::Q5K => 5,
             Self::Q6K => 6,
             Self::Q8_0 => 8,
@@ -101,13 +104,23 @@ impl QuantKind {
 
     /// The K-quants: one float scale per 256 values, integer sub-scales.
     pub const fn is_super(self) -> bool {
-        matches!(self, Self::Q4K | Self::Q5K | Self::Q6K)
+        matches!(self, Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K)
+    }
+
+    /// Q6_K and Q3_K: 16-value sub-blocks whose signed sub-scale also weighs a fixed offset
+    /// (`q − 32`, `q − 4`), in place of Q4_K's and Q5_K's separate mins.
+    pub const fn sub_offset(self) -> Option<i32> {
+        match self {
+            Self::Q6K => Some(32),
+            Self::Q3K => Some(4),
+            _ => None,
+        }
     }
 
     /// Elements per sub-block with its own integer scale (K-quants only).
     pub const fn sub_elems(self) -> usize {
         match self {
-            Self::Q6K => 16,
+            Self::Q6K | Self::Q3K => 16,
             _ => 32,
         }
     }
@@ -127,6 +140,7 @@ impl QuantKind {
             Self::Q4K => "Q4_K",
             Self::Q5K => "Q5_K",
             Self::Q6K => "Q6_K",
+            Self::Q3K => "Q3_K",
             Self::Q8Iq4nl => "Q8_0 (IQ4_NL values)",
             Self::Q8Fp4 => "Q8_0 (MXFP4 values)",
         }
@@ -242,6 +256,24 @@ pub fn decode(kind: QuantKind, b: &[u8]) -> Decoded {
                 }
             }
         }
+        QuantKind::Q3K => {
+            // ggml's block_q3_K: hmask[32], qs[64], scales[12], d. Value e: sub-block e/16, its
+            // low two bits at shift 2·j of qs[32n + e%32], its third in hmask[e%32] bit 4n + j
+            // (n = e/128, j = e%128/32); the value is q − 4 with q = low | third << 2.
+            let (hm, qs, s) = (&b[0..32], &b[32..96], &b[96..108]);
+            out.d = f16_at(b, 108);
+            for (i, sc) in out.sc.iter_mut().enumerate() {
+                let low = if i < 8 { s[i] & 0xF } else { s[i - 8] >> 4 };
+                let high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+                *sc = (low | (high << 4)) as i8 - 32;
+            }
+            for (e, q) in out.q.iter_mut().enumerate() {
+                let (n, j, l) = (e / 128, e % 128 / 32, e % 32);
+                let low = (qs[32 * n + l] >> (2 * j)) & 3;
+                let third = (hm[l] >> (4 * n + j)) & 1;
+                *q = low | (third << 2);
+            }
+        }
         QuantKind::Q6K => {
             let (ql, qh, sc) = (&b[0..128], &b[128..192], &b[192..208]);
             out.d = f16_at(b, 208);
@@ -336,6 +368,24 @@ pub fn encode(kind: QuantKind, dec: &Decoded, b: &mut [u8]) {
                 }
             }
         }
+        QuantKind::Q3K => {
+            b[..108].fill(0);
+            for (i, &sc) in dec.sc.iter().enumerate() {
+                let u = (sc as i32 + 32) as u8 & 63;
+                if i < 8 {
+                    b[96 + i] |= u & 0xF;
+                } else {
+                    b[96 + i - 8] |= (u & 0xF) << 4;
+                }
+                b[96 + 8 + i % 4] |= (u >> 4) << (2 * (i / 4));
+            }
+            for (e, &q) in q.iter().enumerate() {
+                let (n, j, l) = (e / 128, e % 128 / 32, e % 32);
+                b[32 + 32 * n + l] |= (q & 3) << (2 * j);
+                b[l] |= ((q >> 2) & 1) << (4 * n + j);
+            }
+            put_f16(b, 108, dec.d);
+        }
         QuantKind::Q6K => {
             for (j, &s) in dec.sc.iter().enumerate() {
                 b[192 + j] = s as u8;
@@ -390,6 +440,7 @@ mod tests {
             QuantKind::Q4K,
             QuantKind::Q5K,
             QuantKind::Q6K,
+            QuantKind::Q3K,
         ];
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         for kind in kinds {

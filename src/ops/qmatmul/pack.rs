@@ -137,7 +137,7 @@ impl PackedMatrix {
         let sub_len = groups * m.superblocks() * kind.subs() * GROUP;
         if kind.is_super() {
             m.sc = vec![0; sub_len];
-            if kind != QuantKind::Q6K {
+            if kind.sub_offset().is_none() {
                 m.mn = vec![0; sub_len];
             }
         }

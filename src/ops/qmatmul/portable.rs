@@ -62,7 +62,8 @@ fn super_row(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, i: usize, a
     let subs = m.kind.subs();
     let pairs = subs / 2;
     let sub_chunks = m.kind.sub_elems() / 4;
-    let q6 = m.kind == QuantKind::Q6K;
+    let offset = m.kind.sub_offset();
+    let off = offset.is_some();
     let mut acc = [0f32; GROUP];
     for sb in 0..nsb {
         let da = acts.d[i * nsb + sb];
@@ -76,13 +77,13 @@ fn super_row(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, i: usize, a
                 isum += sc * s;
                 let pair = acts.sum_pairs[(i * nsb + sb) * pairs + j / 2];
                 let bsum = ((pair >> (16 * (j % 2))) as u16 as i16) as i32;
-                msum += if q6 { sc } else { m.mn[at] as i32 } * bsum;
+                msum += if off { sc } else { m.mn[at] as i32 } * bsum;
             }
-            if q6 {
-                msum *= 32;
+            if let Some(o) = offset {
+                msum *= o;
             }
             let d = h2f(m.d[si + r]);
-            let dmin = if q6 { d } else { h2f(m.m[si + r]) };
+            let dmin = if off { d } else { h2f(m.m[si + r]) };
             *acc = (isum as f32).mul_add(d * da, *acc);
             *acc = (-(msum as f32)).mul_add(dmin * da, *acc);
         }

@@ -6,7 +6,7 @@ use candle_core::{Device, Module, Tensor};
 
 use super::*;
 
-const KINDS: [(QuantKind, GgmlDType); 10] = [
+const KINDS: [(QuantKind, GgmlDType); 11] = [
     (QuantKind::Q4_0, GgmlDType::Q4_0),
     (QuantKind::Q4_1, GgmlDType::Q4_1),
     (QuantKind::Q5_0, GgmlDType::Q5_0),
@@ -15,6 +15,7 @@ const KINDS: [(QuantKind, GgmlDType); 10] = [
     (QuantKind::Q4K, GgmlDType::Q4K),
     (QuantKind::Q5K, GgmlDType::Q5K),
     (QuantKind::Q6K, GgmlDType::Q6K),
+    (QuantKind::Q3K, GgmlDType::Q3K),
     // Q8_0 blocks of a table's values (`weights`).
     (QuantKind::Q8Iq4nl, GgmlDType::Q8_0),
     (QuantKind::Q8Fp4, GgmlDType::Q8_0),
@@ -241,7 +242,9 @@ fn packed_memory_is_close_to_the_file() {
         let c = case(kind, dtype, 64, 512, 9);
         let file = 64 * 512 / kind.block_elems() * kind.block_bytes();
         let ratio = c.packed.bytes() as f64 / file as f64;
-        assert!(ratio <= 1.05, "{kind:?}: {ratio}");
+        // Q3_K's 3-bit quants are kept in 4 bits (the nibble layout the kernels unpack).
+        let most = if kind == QuantKind::Q3K { 1.35 } else { 1.05 };
+        assert!(ratio <= most, "{kind:?}: {ratio}");
         if kind.table().is_some() {
             // 4-bit indices and the f16 scale: 4.5 bits a value against Q8_0's 8.5.
             assert!(ratio < 0.55, "{kind:?}: {ratio}");

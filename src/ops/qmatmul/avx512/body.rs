@@ -240,17 +240,20 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
     // Chunks of int16 pairs summed before they could saturate: 2 · (2^bits − 1) · 127 each.
     let per_madd = match kind {
         QuantKind::Q4K => 8,
-        QuantKind::Q5K => 4,
+        QuantKind::Q5K | QuantKind::Q3K => 4,
         _ => 2,
     };
-    let q6 = kind == QuantKind::Q6K;
+    // Q6_K and Q3_K: the offset weighed by the sub-scales (`off`; Q4_K and Q5_K: mins), and
+    // 16-value sub-blocks, two per 32-value block (`sub16`).
+    let off = kind.sub_offset().is_some();
+    let sub16 = kind.sub_elems() == 16;
     let dup = [load(DUP[0].as_ptr()), load(DUP[1].as_ptr())];
     let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
     let mut acc = [_mm512_setzero_ps(); R];
     for sb in 0..nsb {
         let (s0, s1) = (m.scale_at(g, sb), m.scale_at(g + 1, sb));
         let dv = load_f16x16(m.d.as_ptr().add(s0), m.d.as_ptr().add(s1));
-        let dmv = if q6 { dv } else { load_f16x16(m.m.as_ptr().add(s0), m.m.as_ptr().add(s1)) };
+        let dmv = if off { dv } else { load_f16x16(m.m.as_ptr().add(s0), m.m.as_ptr().add(s1)) };
         // Pair p's `[row][2]` sub-scales (or sub-mins) of both groups, as int16.
         let subs16 = |v: &[i8], p: usize| {
             load_i8x16x2_i16(v.as_ptr().add(m.sub_at(g, sb, p)), v.as_ptr().add(m.sub_at(g + 1, sb, p)))
@@ -258,7 +261,7 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
         let mut isum = [_mm512_setzero_si512(); R];
         let mut msum = [_mm512_setzero_si512(); R];
         for p in 0..pairs {
-            let mnp = subs16(if q6 { &m.sc } else { &m.mn }, p);
+            let mnp = subs16(if off { &m.sc } else { &m.mn }, p);
             for x in 0..R {
                 let sums = _mm512_set1_epi32(*acts.sum_pairs.get_unchecked(((i0 + x) * nsb + sb) * pairs + p));
                 msum[x] = _mm512_add_epi32(msum[x], _mm512_madd_epi16(mnp, sums));
@@ -269,12 +272,12 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
             let u = pair_chunks::<FUSED>(m, g, w, b);
             // Q4_K/Q5_K: block j is sub-block j (pair j/2, half j%2). Q6_K: block j is
             // sub-blocks 2j and 2j+1 (pair j; chunks 0-3 and 4-7).
-            let scp = subs16(&m.sc, if q6 { j } else { j / 2 });
+            let scp = subs16(&m.sc, if sub16 { j } else { j / 2 });
             if VNNI {
                 // Each sub-block's int32 dot, times its sub-scale (sign-extended from its int16).
-                let halves = if q6 { 2 } else { 1 };
+                let halves = if sub16 { 2 } else { 1 };
                 for h in 0..halves {
-                    let half = if q6 { h } else { j % 2 };
+                    let half = if sub16 { h } else { j % 2 };
                     let sc32 = if half == 0 {
                         _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(scp))
                     } else {
@@ -299,7 +302,7 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
                         pp[x] = _mm512_add_epi16(pp[x], _mm512_maddubs_epi16(wv, bcast(a[x], b * 8 + c)));
                     }
                     if (c + 1) % per_madd == 0 {
-                        let half = if q6 { c / 4 } else { j % 2 };
+                        let half = if sub16 { c / 4 } else { j % 2 };
                         let scv = _mm512_shuffle_epi8(scp, dup[half]);
                         for x in 0..R {
                             isum[x] = _mm512_add_epi32(isum[x], _mm512_madd_epi16(pp[x], scv));
@@ -312,7 +315,11 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
         for x in 0..R {
             let da = _mm512_set1_ps(*acts.d.get_unchecked((i0 + x) * nsb + sb));
             acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dv, da), acc[x]);
-            let ms = if q6 { _mm512_slli_epi32::<5>(msum[x]) } else { msum[x] };
+            let ms = match kind {
+                QuantKind::Q6K => _mm512_slli_epi32::<5>(msum[x]),
+                QuantKind::Q3K => _mm512_slli_epi32::<2>(msum[x]),
+                _ => msum[x],
+            };
             acc[x] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmv, da), acc[x]);
         }
     }
