@@ -13,7 +13,7 @@
 //! with M-RoPE sections, NeoX pairs), all Q8_0; and, in the types candle cannot write
 //! (`requantize` rewrites them), a Llama file all IQ4_NL, a Qwen3 file all IQ4_XS and a Qwen3
 //! MoE file whose experts are MXFP4 (as llama.cpp's `MXFP4_MOE` files are), which hearth
-//! decodes into Q8_0 at load; and a Llama file all Q3_K. (A tiny Gemma 3 file is not among them: with unit-scale
+//! decodes into Q8_0 at load; and Llama files all Q3_K and all Q2_K. (A tiny Gemma 3 file is not among them: with unit-scale
 //! embedding rows times √hidden, tied, llama.cpp gives it a one-hot distribution, the last
 //! prompt token at probability 1, whatever the prompt, so the real Gemma 3 270M is its reference
 //! instead, `tests/real_llama_cpp.rs`. The tiny Gemma 2's rows are that much smaller and its
@@ -192,8 +192,9 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // Norms before and after each block, q/k/v biases, a fused gate/up, half of each head
         // rotated in adjacent pairs.
         ("tiny-glm4-q8_0.gguf", TinyModelSpec::tiny(Family::Glm4, WeightType::Q8_0)),
-        // Q3_K everywhere (our kernels keep its 3-bit quants in 4 bits).
+        // Q3_K everywhere (our kernels keep its 3-bit quants in 4 bits), Q2_K everywhere.
         ("tiny-llama-q3_k.gguf", TinyModelSpec::tiny(Family::Llama, WeightType::Q3K)),
+        ("tiny-llama-q2_k.gguf", TinyModelSpec::tiny(Family::Llama, WeightType::Q2K)),
         // GLM-4.5's layout: a dense layer, then two of 4 experts routed by sigmoid with a
         // selection bias, renormalized and scaled, beside a shared expert; q/k norms.
         ("tiny-glm4moe-q8_0.gguf", TinyModelSpec::tiny(Family::Glm4Moe, WeightType::Q8_0)),

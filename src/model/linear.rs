@@ -3,7 +3,7 @@
 //!
 //! [`QLinear`] is one `[out, in]` weight. On the CPU, a weight whose GGUF type
 //! has a kernel in [`crate::ops::qmatmul`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-//! Q3_K, Q4_K, Q5_K, Q6_K; IQ4_NL, IQ4_XS and MXFP4 arrive as Q8_0 and are packed in 4 bits again)
+//! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; IQ4_NL, IQ4_XS and MXFP4 arrive as Q8_0 and are packed in 4 bits again)
 //! is repacked once here and multiplied by our kernels; any other type,
 //! and every weight on a GPU, keeps candle's `QMatMul`.
 //!
@@ -39,6 +39,7 @@ pub(super) fn kind_of(dtype: GgmlDType) -> Option<QuantKind> {
         GgmlDType::Q5K => QuantKind::Q5K,
         GgmlDType::Q6K => QuantKind::Q6K,
         GgmlDType::Q3K => QuantKind::Q3K,
+        GgmlDType::Q2K => QuantKind::Q2K,
         _ => return None,
     })
 }

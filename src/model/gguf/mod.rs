@@ -234,12 +234,14 @@ impl GgufFile {
     /// `QTensor` of it holds Q8_0's bytes, as the GPU does); on the CPU our kernels keep such a
     /// matrix in 4 bits again (`ops::qmatmul::narrow_q8_0`), its size as stored within a few
     /// percent, so `on_cpu` counts the stored bytes. Q3_K's 3-bit quants are kept in 4 bits on
-    /// the CPU (146 bytes a 256-value block against 110).
+    /// the CPU (146 bytes a 256-value block against 110), Q2_K's 4-bit sub-scales and sub-mins
+    /// in bytes (100 against 84).
     pub fn tensor_bytes(&self, name: &str, on_cpu: bool) -> Option<u64> {
         let info = self.header.tensors.get(name)?;
         let elems = info.elems();
         Some(match (on_cpu, info.ty) {
             (true, GgmlType::Q3_K) => elems / 256 * 146,
+            (true, GgmlType::Q2_K) => elems / 256 * 100,
             (true, ty) => ty.bytes_of(elems),
             (false, ty) => ty.loaded().bytes_of(elems),
         } as u64)

@@ -34,6 +34,18 @@ unsafe fn unpack_block(bits: usize, p: *const u8) -> [__m256i; 8] {
         }
         return u;
     }
+    if bits == 2 {
+        // Bits 2b..2b+2 of plane h are chunk 4h+b's value.
+        let m3 = _mm256_set1_epi8(3);
+        for h in 0..2 {
+            let v = _mm256_loadu_si256(p.add(32 * h) as *const __m256i);
+            u[4 * h] = _mm256_and_si256(v, m3);
+            u[4 * h + 1] = _mm256_and_si256(_mm256_srli_epi16::<2>(v), m3);
+            u[4 * h + 2] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m3);
+            u[4 * h + 3] = _mm256_and_si256(_mm256_srli_epi16::<6>(v), m3);
+        }
+        return u;
+    }
     let m0f = _mm256_set1_epi8(0x0F);
     for c in 0..4 {
         let v = _mm256_loadu_si256(p.add(c * 32) as *const __m256i);
@@ -266,11 +278,11 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     // Chunks of int16 pairs summed before they could saturate: 2 · (2^bits − 1) · 127 each.
     let per_madd = match kind {
         QuantKind::Q4K => 8,
-        QuantKind::Q5K | QuantKind::Q3K => 4,
+        QuantKind::Q5K | QuantKind::Q3K | QuantKind::Q2K => 4,
         _ => 2,
     };
-    // Q6_K and Q3_K: the offset weighed by the sub-scales (`off`; Q4_K and Q5_K: mins), and
-    // 16-value sub-blocks, two per 32-value block (`sub16`).
+    // Q6_K and Q3_K: the offset weighed by the sub-scales (`off`; Q4_K, Q5_K and Q2_K: mins).
+    // Q6_K, Q3_K and Q2_K: 16-value sub-blocks, two per 32-value block (`sub16`).
     let off = kind.sub_offset().is_some();
     let sub16 = kind.sub_elems() == 16;
     let dup = [

@@ -14,6 +14,7 @@
 //! | Q5_K | 256 (8 × 32) | 0..31 | as Q4_K |
 //! | Q6_K | 256 (16 × 16) | 0..63 | `d·sc[j]`, `d·32·sc[j]` (signed 8-bit `sc`) |
 //! | Q3_K | 256 (16 × 16) | 0..7 | `d·sc[j]`, `d·4·sc[j]` (6-bit scale − 32, signed) |
+//! | Q2_K | 256 (16 × 16) | 0..3 | `d·sc[j]`, `dmin·mn[j]` (4-bit `sc`, `mn`) |
 //! | Q8_0 of IQ4_NL's values | 32 | 0..15, the value `IQ4NL[q]` | `d`, none |
 //! | Q8_0 of MXFP4's values | 32 | 0..15, the value `FP4[q]` | `d`, none |
 //!
@@ -47,6 +48,7 @@ pub enum QuantKind {
     Q5K,
     Q6K,
     Q3K,
+    Q2K,
     /// Q8_0 blocks whose values are all in [`IQ4NL`].
     Q8Iq4nl,
     /// Q8_0 blocks whose values are all in [`FP4`].
@@ -58,7 +60,7 @@ impl QuantKind {
     pub const fn block_elems(self) -> usize {
         match self {
             Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4 => 32,
-            Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K => 256,
+            Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K | Self::Q2K => 256,
         }
     }
 
@@ -74,13 +76,15 @@ impl QuantKind {
             Self::Q5K => 176,
             Self::Q6K => 210,
             Self::Q3K => 110,
+            Self::Q2K => 84,
         }
     }
 
-    /// Bits of each quant as the kernels keep them (4, 5, 6 or 8).
+    /// Bits of each quant as the kernels keep them (2, 4, 5, 6 or 8; Q3_K's 3 in 4).
     pub const fn bits(self) -> usize {
         match self {
             Self::Q4_0 | Self::Q4_1 | Self::Q4K | Self::Q3K | Self::Q8Iq4nl | Self::Q8Fp4 => 4,
+            Self::Q2K => 2,
             Self::Q5_0 | Self::Q5_1 | Self::Q5K => 5,
             Self::Q6K => 6,
             Self::Q8_0 => 8,
@@ -104,7 +108,7 @@ impl QuantKind {
 
     /// The K-quants: one float scale per 256 values, integer sub-scales.
     pub const fn is_super(self) -> bool {
-        matches!(self, Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K)
+        matches!(self, Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K | Self::Q2K)
     }
 
     /// Q6_K and Q3_K: 16-value sub-blocks whose signed sub-scale also weighs a fixed offset
@@ -120,7 +124,7 @@ impl QuantKind {
     /// Elements per sub-block with its own integer scale (K-quants only).
     pub const fn sub_elems(self) -> usize {
         match self {
-            Self::Q6K | Self::Q3K => 16,
+            Self::Q6K | Self::Q3K | Self::Q2K => 16,
             _ => 32,
         }
     }
@@ -141,6 +145,7 @@ impl QuantKind {
             Self::Q5K => "Q5_K",
             Self::Q6K => "Q6_K",
             Self::Q3K => "Q3_K",
+            Self::Q2K => "Q2_K",
             Self::Q8Iq4nl => "Q8_0 (IQ4_NL values)",
             Self::Q8Fp4 => "Q8_0 (MXFP4 values)",
         }
@@ -154,7 +159,7 @@ pub struct Decoded {
     pub q: [u8; 256],
     /// Q4_0/Q4_1/Q8_0: `d`. K-quants: `d`.
     pub d: f16,
-    /// Q4_1/Q5_1: `−m`. Q4_K/Q5_K: `dmin`. Otherwise unused (zero).
+    /// Q4_1/Q5_1: `−m`. Q4_K/Q5_K/Q2_K: `dmin`. Otherwise unused (zero).
     pub m: f16,
     /// K-quants: the integer scale of each sub-block (Q6_K's are signed).
     pub sc: [i8; 16],
@@ -256,24 +261,8 @@ pub fn decode(kind: QuantKind, b: &[u8]) -> Decoded {
                 }
             }
         }
-        QuantKind::Q3K => {
-            // ggml's block_q3_K: hmask[32], qs[64], scales[12], d. Value e: sub-block e/16, its
-            // low two bits at shift 2·j of qs[32n + e%32], its third in hmask[e%32] bit 4n + j
-            // (n = e/128, j = e%128/32); the value is q − 4 with q = low | third << 2.
-            let (hm, qs, s) = (&b[0..32], &b[32..96], &b[96..108]);
-            out.d = f16_at(b, 108);
-            for (i, sc) in out.sc.iter_mut().enumerate() {
-                let low = if i < 8 { s[i] & 0xF } else { s[i - 8] >> 4 };
-                let high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-                *sc = (low | (high << 4)) as i8 - 32;
-            }
-            for (e, q) in out.q.iter_mut().enumerate() {
-                let (n, j, l) = (e / 128, e % 128 / 32, e % 32);
-                let low = (qs[32 * n + l] >> (2 * j)) & 3;
-                let third = (hm[l] >> (4 * n + j)) & 1;
-                *q = low | (third << 2);
-            }
-        }
+        QuantKind::Q2K => decode_q2k(b, &mut out),
+        QuantKind::Q3K => decode_q3k(b, &mut out),
         QuantKind::Q6K => {
             let (ql, qh, sc) = (&b[0..128], &b[128..192], &b[192..208]);
             out.d = f16_at(b, 208);
@@ -293,6 +282,43 @@ pub fn decode(kind: QuantKind, b: &[u8]) -> Decoded {
         }
     }
     out
+}
+
+/// Q2_K's block into `out` (see [`decode`]).
+fn decode_q2k(b: &[u8], out: &mut Decoded) {
+    // ggml's block_q2_K: scales[16] (scale low nibble, min high), qs[64], d, dmin. Value
+    // e: sub-block e/16, two bits at shift 2·j of qs[32n + e%32] (n = e/128, j = e%128/32).
+    let (s, qs) = (&b[0..16], &b[16..80]);
+    out.d = f16_at(b, 80);
+    out.m = f16_at(b, 82);
+    for (i, &v) in s.iter().enumerate() {
+        out.sc[i] = (v & 0xF) as i8;
+        out.mn[i] = (v >> 4) as i8;
+    }
+    for (e, q) in out.q.iter_mut().enumerate() {
+        let (n, j, l) = (e / 128, e % 128 / 32, e % 32);
+        *q = (qs[32 * n + l] >> (2 * j)) & 3;
+    }
+}
+
+/// Q3_K's block into `out` (see [`decode`]).
+fn decode_q3k(b: &[u8], out: &mut Decoded) {
+    // ggml's block_q3_K: hmask[32], qs[64], scales[12], d. Value e: sub-block e/16, its
+    // low two bits at shift 2·j of qs[32n + e%32], its third in hmask[e%32] bit 4n + j
+    // (n = e/128, j = e%128/32); the value is q − 4 with q = low | third << 2.
+    let (hm, qs, s) = (&b[0..32], &b[32..96], &b[96..108]);
+    out.d = f16_at(b, 108);
+    for (i, sc) in out.sc.iter_mut().enumerate() {
+        let low = if i < 8 { s[i] & 0xF } else { s[i - 8] >> 4 };
+        let high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+        *sc = (low | (high << 4)) as i8 - 32;
+    }
+    for (e, q) in out.q.iter_mut().enumerate() {
+        let (n, j, l) = (e / 128, e % 128 / 32, e % 32);
+        let low = (qs[32 * n + l] >> (2 * j)) & 3;
+        let third = (hm[l] >> (4 * n + j)) & 1;
+        *q = low | (third << 2);
+    }
 }
 
 fn put_f16(b: &mut [u8], at: usize, x: f16) {
@@ -368,6 +394,18 @@ pub fn encode(kind: QuantKind, dec: &Decoded, b: &mut [u8]) {
                 }
             }
         }
+        QuantKind::Q2K => {
+            for (o, (&sc, &mn)) in b[..16].iter_mut().zip(dec.sc.iter().zip(&dec.mn)) {
+                *o = (sc as u8 & 0xF) | ((mn as u8 & 0xF) << 4);
+            }
+            b[16..80].fill(0);
+            for (e, &q) in q.iter().enumerate() {
+                let (n, j, l) = (e / 128, e % 128 / 32, e % 32);
+                b[16 + 32 * n + l] |= (q & 3) << (2 * j);
+            }
+            put_f16(b, 80, dec.d);
+            put_f16(b, 82, dec.m);
+        }
         QuantKind::Q3K => {
             b[..108].fill(0);
             for (i, &sc) in dec.sc.iter().enumerate() {
@@ -441,6 +479,7 @@ mod tests {
             QuantKind::Q5K,
             QuantKind::Q6K,
             QuantKind::Q3K,
+            QuantKind::Q2K,
         ];
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         for kind in kinds {

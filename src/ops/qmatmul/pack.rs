@@ -6,7 +6,9 @@
 //! values (`0..8`), for each row `r` (`0..8`), that row's four values
 //! `4c..4c+4` of the block — one 32-byte vector per chunk whose lane `r` is
 //! row `r`'s next four quants. Packed (what is kept in memory), 4-bit quants
-//! are two chunks per byte (`c` in the low nibble, `c+4` in the high one), the
+//! are two chunks per byte (`c` in the low nibble, `c+4` in the high one), 2-bit
+//! quants (Q2_K) four per byte in two 32-byte planes (bits `2b..2b+2` of plane `h`
+//! are chunk `4h+b`), the
 //! 5th bit of every value of the block is one 32-byte bit plane (bit `c` of
 //! byte `4r+j`), the 5th–6th bits two 32-byte planes of bit pairs, and 8-bit
 //! quants are stored unpacked. Scales stay f16 as in the file; K-quants'
@@ -130,7 +132,7 @@ impl PackedMatrix {
         };
         if matches!(
             kind,
-            QuantKind::Q4_1 | QuantKind::Q5_1 | QuantKind::Q4K | QuantKind::Q5K
+            QuantKind::Q4_1 | QuantKind::Q5_1 | QuantKind::Q4K | QuantKind::Q5K | QuantKind::Q2K
         ) {
             m.m = vec![0; m.d.len()];
         }
@@ -305,6 +307,15 @@ fn pack_block(kind: QuantKind, u: &[u8], o: &mut [u8]) {
         o.copy_from_slice(u);
         return;
     }
+    if kind.bits() == 2 {
+        // Two bytes planes: bits 2b..2b+2 of plane h are chunk 4h+b's value.
+        for h in 0..2 {
+            for p in 0..32 {
+                o[h * 32 + p] = (0..4).fold(0u8, |acc, b| acc | ((u[(4 * h + b) * 32 + p] & 3) << (2 * b)));
+            }
+        }
+        return;
+    }
     for c in 0..4 {
         for p in 0..32 {
             o[c * 32 + p] = (u[c * 32 + p] & 0xF) | ((u[(c + 4) * 32 + p] & 0xF) << 4);
@@ -335,6 +346,14 @@ pub(super) fn unpack_group_portable(m: &PackedMatrix, g: usize, out: &mut [u8]) 
         let p = &m.qs[m.q_at(g, b)..][..bpb];
         if kind.bits() == 8 {
             o.copy_from_slice(p);
+            continue;
+        }
+        if kind.bits() == 2 {
+            for c in 0..8 {
+                for i in 0..32 {
+                    o[c * 32 + i] = (p[(c / 4) * 32 + i] >> (2 * (c % 4))) & 3;
+                }
+            }
             continue;
         }
         for c in 0..4 {

@@ -6,7 +6,7 @@ use candle_core::{Device, Module, Tensor};
 
 use super::*;
 
-const KINDS: [(QuantKind, GgmlDType); 11] = [
+const KINDS: [(QuantKind, GgmlDType); 12] = [
     (QuantKind::Q4_0, GgmlDType::Q4_0),
     (QuantKind::Q4_1, GgmlDType::Q4_1),
     (QuantKind::Q5_0, GgmlDType::Q5_0),
@@ -16,6 +16,7 @@ const KINDS: [(QuantKind, GgmlDType); 11] = [
     (QuantKind::Q5K, GgmlDType::Q5K),
     (QuantKind::Q6K, GgmlDType::Q6K),
     (QuantKind::Q3K, GgmlDType::Q3K),
+    (QuantKind::Q2K, GgmlDType::Q2K),
     // Q8_0 blocks of a table's values (`weights`).
     (QuantKind::Q8Iq4nl, GgmlDType::Q8_0),
     (QuantKind::Q8Fp4, GgmlDType::Q8_0),
@@ -243,7 +244,12 @@ fn packed_memory_is_close_to_the_file() {
         let file = 64 * 512 / kind.block_elems() * kind.block_bytes();
         let ratio = c.packed.bytes() as f64 / file as f64;
         // Q3_K's 3-bit quants are kept in 4 bits (the nibble layout the kernels unpack).
-        let most = if kind == QuantKind::Q3K { 1.35 } else { 1.05 };
+        // Q2_K's 4-bit sub-scales and sub-mins are kept as bytes.
+        let most = match kind {
+            QuantKind::Q3K => 1.35,
+            QuantKind::Q2K => 1.25,
+            _ => 1.05,
+        };
         assert!(ratio <= most, "{kind:?}: {ratio}");
         if kind.table().is_some() {
             // 4-bit indices and the f16 scale: 4.5 bits a value against Q8_0's 8.5.
