@@ -24,16 +24,13 @@ pub struct QuantActs {
     pub(super) q: Vec<i8>,
     /// The scale of each block: `t × k/32` (32-value form) or `t × k/256`.
     pub(super) d: Vec<f32>,
-    /// 32-value form: `d · Σ q` of each block (for Q4_1/Q5_1, Q8_1's f16 `s`), `t × k/32`.
-    pub(super) dsum: Vec<f32>,
-    /// 32-value form: `Σ q` of each block, `t × k/32` (the VNNI kernels' signed weights are
+    /// 32-value form: each block's `(d · Σ q, Σ q)`, `t × k/32`. The first is the min terms'
+    /// (for Q4_1/Q5_1, Q8_1's f16 `s`); the second the VNNI kernels' (signed weights are
     /// multiplied as `w + 128`, then `128 · Σ q` taken off).
-    pub(super) qsum: Vec<i32>,
+    pub(super) sums: Vec<(f32, i32)>,
     /// 256-value form: sums of sub-blocks in pairs, `(s₀ as u16) | (s₁ as u16) << 16`,
     /// `t × k/256 × subs/2`.
     pub(super) sum_pairs: Vec<i32>,
-    /// Scratch: each block's `(d · Σq, Σq)` as quantized, before `dsum` and `qsum`.
-    sums: Vec<(f32, i32)>,
 }
 
 /// ggml's `quantize_row_q8_0` / `q8_1` for one block: the quants, and the
@@ -159,7 +156,7 @@ impl QuantActs {
         let n = t * (k / block);
         self.d.resize(n, 0.0);
         if kind.is_super() {
-            self.dsum.clear();
+            self.sums.clear();
             let pairs = kind.subs() / 2;
             self.sum_pairs.resize(n * pairs, 0);
             by_blocks(
@@ -172,16 +169,10 @@ impl QuantActs {
             );
         } else {
             self.sum_pairs.clear();
-            let mut sums = std::mem::take(&mut self.sums);
-            sums.resize(n, (0.0, 0));
-            by_blocks(block, 1, &mut self.q, &mut self.d, &mut sums, |b, q, d, s| {
+            self.sums.resize(n, (0.0, 0));
+            by_blocks(block, 1, &mut self.q, &mut self.d, &mut self.sums, |b, q, d, s| {
                 quantize_plain(kind, &x[b.start * block..b.end * block], q, d, s)
             });
-            self.dsum.clear();
-            self.dsum.extend(sums.iter().map(|s| s.0));
-            self.qsum.clear();
-            self.qsum.extend(sums.iter().map(|s| s.1));
-            self.sums = sums;
         }
     }
 

@@ -210,7 +210,7 @@ unsafe fn block_tile<const R: usize, const FUSED: bool, const DOT: u8>(
                 }
             }
             for x in 0..R {
-                let qs = *acts.qsum.get_unchecked((i0 + x) * nb + b);
+                let qs = acts.sums.get_unchecked((i0 + x) * nb + b).1;
                 dot[x] = _mm256_sub_epi32(dot[x], _mm256_set1_epi32(qs << 7));
             }
         } else if m.kind.signed() {
@@ -252,7 +252,7 @@ unsafe fn block_tile<const R: usize, const FUSED: bool, const DOT: u8>(
             let da = _mm256_set1_ps(*acts.d.get_unchecked(at));
             acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[x]), _mm256_mul_ps(dv, da), acc[x]);
             if let Some(mv) = mv {
-                acc[x] = _mm256_fnmadd_ps(mv, _mm256_set1_ps(*acts.dsum.get_unchecked(at)), acc[x]);
+                acc[x] = _mm256_fnmadd_ps(mv, _mm256_set1_ps(acts.sums.get_unchecked(at).0), acc[x]);
             }
         }
     }

@@ -40,7 +40,7 @@ fn block_row(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, i: usize, a
     let mut acc = [0f32; GROUP];
     for b in 0..nb {
         let da = acts.d[i * nb + b];
-        let dsum = acts.dsum[i * nb + b];
+        let dsum = acts.sums[i * nb + b].0;
         let si = m.scale_at(g, b);
         for (r, acc) in acc.iter_mut().enumerate() {
             let s = dot(w, a, r, b * 8, 8, m.kind.signed());

@@ -200,7 +200,7 @@ fn many_rows_quantize_across_threads_as_one_at_a_time() {
             if kind.is_super() {
                 assert_eq!(all.sum_pairs[i * b * s..(i + 1) * b * s], one.sum_pairs[..], "{kind:?} row {i} sums");
             } else {
-                assert_eq!(all.dsum[i * b..(i + 1) * b], one.dsum[..], "{kind:?} row {i} d·sums");
+                assert_eq!(all.sums[i * b..(i + 1) * b], one.sums[..], "{kind:?} row {i} sums");
             }
         }
     }

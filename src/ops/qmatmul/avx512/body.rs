@@ -164,7 +164,7 @@ unsafe fn block_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
                 }
             }
             for x in 0..R {
-                let qs = *acts.qsum.get_unchecked((i0 + x) * nb + b);
+                let qs = acts.sums.get_unchecked((i0 + x) * nb + b).1;
                 dot[x][0] = _mm512_sub_epi32(dot[x][0], _mm512_set1_epi32(qs << 7));
             }
         } else if m.kind.signed() {
@@ -210,7 +210,7 @@ unsafe fn block_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
             let dot = _mm512_add_epi32(dot[x][0], dot[x][1]);
             acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dv, da), acc[x]);
             if let Some(mv) = mv {
-                acc[x] = _mm512_fnmadd_ps(mv, _mm512_set1_ps(*acts.dsum.get_unchecked(at)), acc[x]);
+                acc[x] = _mm512_fnmadd_ps(mv, _mm512_set1_ps(acts.sums.get_unchecked(at).0), acc[x]);
             }
         }
     }
