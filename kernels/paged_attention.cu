@@ -49,6 +49,8 @@ __device__ __forceinline__ float warp_sum(float x) {
 //   token_pos:  [tokens] its position; it attends to positions 0 ..= pos
 //   window:     0, or a sliding window: it attends to positions pos - window + 1 ..= pos only
 //   softcap:    0, or a soft cap c: each scaled score s becomes c * tanh(s / c) (Gemma 2)
+//   sinks:      [heads] sink logits, read when has_sinks is 1 (gpt-oss): the softmax counts
+//               one more score, sinks[h], whose value is 0 (its maximum taken over it too)
 // grid: (tokens, heads); block: whole warps (e.g. 256 threads), head_dim <= 32 * MAX_DPL.
 // dynamic shared memory: warps * (2 + head_dim) floats.
 //
@@ -61,7 +63,7 @@ template <typename T>
 __device__ void paged_attention(float *out, const float *q, const T *pool, const uint32_t *tables,
                                 const uint32_t *token_seq, const uint32_t *token_pos, int max_blocks, int layer,
                                 int layers, int block_size, int kv_heads, int head_dim, int heads, float scale,
-                                int window, float softcap) {
+                                int window, float softcap, const float *sinks, int has_sinks) {
     extern __shared__ float smem[];
     const int warps = blockDim.x / 32;
     const int warp = threadIdx.x / 32;
@@ -124,8 +126,10 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
     // m = -inf and weight 0 (position pos itself is always seen, so the max is finite).
     float big = -INFINITY;
     for (int w = 0; w < warps; ++w) big = fmaxf(big, warp_m[w]);
+    if (has_sinks) big = fmaxf(big, sinks[h]);
     float total = 0.f;
     for (int w = 0; w < warps; ++w) total += warp_l[w] * __expf(warp_m[w] - big);
+    if (has_sinks) total += __expf(sinks[h] - big);
     float *oh = out + ((size_t)t * heads + h) * head_dim;
     for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
         float sum = 0.f;
@@ -143,9 +147,9 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
     extern "C" __global__ void paged_attention_##SUFFIX(                                                         \
         float *out, const float *q, const T *pool, const uint32_t *tables, const uint32_t *token_seq,                   \
         const uint32_t *token_pos, int max_blocks, int layer, int layers, int block_size, int kv_heads,          \
-        int head_dim, int heads, float scale, int window, float softcap) {                                       \
+        int head_dim, int heads, float scale, int window, float softcap, const float *sinks, int has_sinks) {    \
         paged_attention<T>(out, q, pool, tables, token_seq, token_pos, max_blocks, layer, layers, block_size,   \
-                           kv_heads, head_dim, heads, scale, window, softcap);                                   \
+                           kv_heads, head_dim, heads, scale, window, softcap, sinks, has_sinks);                 \
     }
 
 INSTANTIATE(float, f32)

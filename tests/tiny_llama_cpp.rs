@@ -99,9 +99,10 @@ fn all_iq4_xs(_: &str, dims: &[usize]) -> Option<GgmlType> {
     (dims.len() == 2).then(|| if dims[1].is_multiple_of(256) { GgmlType::IQ4_XS } else { GgmlType::IQ4_NL })
 }
 
-/// The experts as MXFP4, the rest as written (llama.cpp's `MXFP4_MOE`).
+/// The experts' weights as MXFP4, the rest (gpt-oss's expert biases included) as written
+/// (llama.cpp's `MXFP4_MOE`, the published gpt-oss files' layout).
 fn experts_mxfp4(name: &str, _: &[usize]) -> Option<GgmlType> {
-    name.contains("_exps.").then_some(GgmlType::MXFP4)
+    name.contains("_exps.weight").then_some(GgmlType::MXFP4)
 }
 
 /// Writes file `name` of `spec` at `path`, rewritten by `pick` where it has one.
@@ -131,6 +132,7 @@ fn requantized_models() -> Vec<(&'static str, TinyModelSpec, Pick)> {
         ("tiny-llama-iq4_nl.gguf", TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), all_iq4_nl as Pick),
         ("tiny-qwen3-iq4_xs.gguf", TinyModelSpec::tiny(Family::Qwen3, WeightType::Q8_0), all_iq4_xs),
         ("tiny-qwen3moe-mxfp4.gguf", moe, experts_mxfp4),
+        ("tiny-gpt-oss-mxfp4.gguf", TinyModelSpec::tiny(Family::GptOss, WeightType::Q8_0), experts_mxfp4),
     ]
 }
 
@@ -198,6 +200,9 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // GLM-4.5's layout: a dense layer, then two of 4 experts routed by sigmoid with a
         // selection bias, renormalized and scaled, beside a shared expert; q/k norms.
         ("tiny-glm4moe-q8_0.gguf", TinyModelSpec::tiny(Family::Glm4Moe, WeightType::Q8_0)),
+        // Attention sinks, q/k/v and output biases, layer 0 local (8 positions), YaRN ×4 over 16,
+        // 4 biased experts (2 per token) weighted by a softmax over the chosen, clamped SwiGLU.
+        ("tiny-gpt-oss-q8_0.gguf", TinyModelSpec::tiny(Family::GptOss, WeightType::Q8_0)),
         // The same with M-RoPE sections (the vision models' text part): NeoX pairs.
         (
             "tiny-glm4-mrope-q8_0.gguf",

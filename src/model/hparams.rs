@@ -20,6 +20,7 @@
 //! | EXAONE 4.0 | `exaone4` | NeoX (halves; none in the 32B's global layers) | no | yes |
 //! | GLM-4.5, GLM-4.6 (MoE) | `glm4moe` | NeoX, first half of each head | yes | optional |
 //! | GLM-4 (0414), GLM-Z1 | `glm4` | interleaved, first half of each head (NeoX with M-RoPE sections) | yes | no |
+//! | gpt-oss (20B, 120B) | `gpt-oss` | NeoX (halves) | yes | no |
 //!
 //! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
 //! (gate rows first); they are split at load. Its 128k-context files carry per-frequency
@@ -102,6 +103,20 @@
 //! `post_attention_norm` (Hugging Face's name for it), as llama.cpp's
 //! `src/models/glm4-moe.cpp` reads it.
 //!
+//! gpt-oss (`gpt-oss`, OpenAI's open-weight MoE models) is, as llama.cpp's
+//! `src/models/openai-moe.cpp`, a pre-norm layer whose MLP's pre-norm is stored as
+//! `post_attention_norm`, with q/k/v and output biases, YaRN rope (NeoX pairs), and:
+//! - attention sinks: one learned logit per query head (`attn_sinks`) that each softmax counts
+//!   as a key with no value ([`crate::ops::Attend::sinks`]);
+//! - sliding-window layers alternating with global ones (`attention.sliding_window`, 128 in the
+//!   published files; `attention.sliding_window_pattern`, else even layers local), rotated as
+//!   the global ones unless the file gives them a base (`rope.freq_base_swa`);
+//! - mixture-of-experts MLPs in every layer: the router has a bias, the top `k` experts are
+//!   chosen by raw score and weighted by a softmax over those `k` scores only
+//!   ([`MoeGating::SoftmaxWeight`]), each expert's gate, up and down projections have biases,
+//!   and the activation is the clamped SwiGLU of OpenAI's reference
+//!   ([`crate::ops::glu::Gate::SwigluOai`]).
+//!
 //! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
 //! have an architecture of their own (`ernie4_5-moe`) and are not supported.
 //!
@@ -121,7 +136,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,11 +170,14 @@ pub enum Family {
     Glm4,
     /// GLM-4.5 and 4.6: GLM's attention, sigmoid-routed experts with a shared one.
     Glm4Moe,
+    /// gpt-oss: attention sinks, alternating sliding-window layers, biased experts with a
+    /// clamped SwiGLU, weighted by a softmax over the chosen ones.
+    GptOss,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 15] = [
+    pub const ALL: [Family; 16] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -175,6 +193,7 @@ impl Family {
         Self::Exaone4,
         Self::Glm4,
         Self::Glm4Moe,
+        Self::GptOss,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -194,6 +213,7 @@ impl Family {
             "exaone4" => Ok(Self::Exaone4),
             "glm4" => Ok(Self::Glm4),
             "glm4moe" => Ok(Self::Glm4Moe),
+            "gpt-oss" => Ok(Self::GptOss),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -219,6 +239,7 @@ impl Family {
             Self::Exaone4 => "exaone4",
             Self::Glm4 => "glm4",
             Self::Glm4Moe => "glm4moe",
+            Self::GptOss => "gpt-oss",
         }
     }
 
@@ -236,7 +257,8 @@ impl Family {
             | Self::Phi3
             | Self::Olmo2
             | Self::Exaone4
-            | Self::Glm4Moe => RopeStyle::Neox,
+            | Self::Glm4Moe
+            | Self::GptOss => RopeStyle::Neox,
         }
     }
 }
@@ -371,6 +393,8 @@ pub struct MoeParams {
     pub shared_ffn: usize,
     /// The first this-many layers have a dense MLP (`leading_dense_block_count`).
     pub dense_leading: usize,
+    /// gpt-oss: the router and every expert have biases (required).
+    pub biases: bool,
 }
 
 /// A router's gating function (llama.cpp's `llama_expert_gating_func_type`).
@@ -380,6 +404,9 @@ pub enum MoeGating {
     Softmax,
     /// Each expert's sigmoid (2).
     Sigmoid,
+    /// The raw scores choose; the weights are a softmax over the chosen experts' scores
+    /// (3: gpt-oss's).
+    SoftmaxWeight,
 }
 
 
@@ -466,6 +493,18 @@ fn exaone4_sliding(rope_base: f64) -> SlidingDefaults {
         period: 4,
         rope_base,
         swa_base_key: false,
+        rope: LocalRope::Scaled,
+    }
+}
+
+/// gpt-oss's, as llama.cpp's: the file's window (required), even layers local (a period of 2),
+/// rotated on the global base and scaling unless the file gives them a base of their own.
+fn gpt_oss_sliding(rope_base: f64) -> SlidingDefaults {
+    SlidingDefaults {
+        window: None,
+        period: 2,
+        rope_base,
+        swa_base_key: true,
         rope: LocalRope::Scaled,
     }
 }
@@ -778,7 +817,7 @@ fn moe_params(
 ) -> Result<Option<MoeParams>, ModelError> {
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let experts = match family {
-        Family::Qwen3Moe | Family::Glm4Moe => md_usize(md, &key("expert_count"))?,
+        Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss => md_usize(md, &key("expert_count"))?,
         Family::Llama => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
         Family::Mistral3
         | Family::SmolLM3
@@ -799,7 +838,9 @@ fn moe_params(
     };
     if experts == 0 {
         return match family {
-            Family::Qwen3Moe | Family::Glm4Moe => Err(bad("expert_count", "a MoE model with 0 experts".into())),
+            Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss => {
+                Err(bad("expert_count", "a MoE model with 0 experts".into()))
+            }
             _ => Ok(None),
         };
     }
@@ -827,11 +868,20 @@ fn moe_params(
     if md_opt_usize(md, &key("expert_group_count"))?.unwrap_or(0) > 1 {
         return Err(bad("expert_group_count", "routing over expert groups is not supported".into()));
     }
+    let gpt_oss = family == Family::GptOss;
     let gating = match md_opt_usize(md, &key("expert_gating_func"))? {
+        // llama.cpp's gpt-oss graph routes so whatever the file says.
+        _ if gpt_oss => MoeGating::SoftmaxWeight,
         None | Some(0) if glm => MoeGating::Sigmoid,
         None | Some(0) | Some(1) => MoeGating::Softmax,
         Some(2) => MoeGating::Sigmoid,
-        Some(other) => return Err(bad("expert_gating_func", format!("{other} is not supported (1 softmax, 2 sigmoid)"))),
+        Some(3) => MoeGating::SoftmaxWeight,
+        Some(other) => {
+            return Err(bad(
+                "expert_gating_func",
+                format!("{other} is not supported (1 softmax, 2 sigmoid, 3 softmax over the chosen)"),
+            ))
+        }
     };
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
         None | Some(0.0) => 1.0,
@@ -845,11 +895,17 @@ fn moe_params(
         experts_used,
         expert_ffn,
         gating,
-        // llama.cpp passes `true` for Qwen3 MoE and Mixtral, the file's flag for GLM-4.5.
-        normalize: if glm { md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false) } else { true },
+        // llama.cpp passes `true` for Qwen3 MoE and Mixtral, the file's flag for GLM-4.5, `false`
+        // for gpt-oss (its softmax over the chosen already sums to 1).
+        normalize: match family {
+            Family::Glm4Moe => md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false),
+            Family::GptOss => false,
+            _ => true,
+        },
         weights_scale,
         shared_ffn: shared * expert_ffn,
         dense_leading: if glm { md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0) } else { 0 },
+        biases: gpt_oss,
     }))
 }
 
@@ -872,6 +928,7 @@ fn family_sliding(
         Family::Exaone4 if layers == EXAONE4_32B_LAYERS => {
             Some(sliding_window(md, key, layers, exaone4_sliding(rope_base))?)
         }
+        Family::GptOss => Some(sliding_window(md, key, layers, gpt_oss_sliding(rope_base))?),
         _ => None,
     })
 }

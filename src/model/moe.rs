@@ -9,7 +9,12 @@
 //! to 1 (the sum clamped below at f16's smallest normal, as llama.cpp does); with sigmoid
 //! gating (GLM-4.5, DeepSeek V3's scheme), each expert's sigmoid, the top `k` by that plus the
 //! file's per-expert selection bias (`exp_probs_b`), their unbiased sigmoids as weights,
-//! renormalized where the file says (`expert_weights_norm`), times `expert_weights_scale`.
+//! renormalized where the file says (`expert_weights_norm`), times `expert_weights_scale`;
+//! with gpt-oss's softmax-of-the-chosen gating, the top `k` by raw score, weighted by a softmax
+//! over those `k` scores. gpt-oss's router and experts also have biases (`ffn_gate_inp.bias`,
+//! `ffn_{gate,up,down}_exps.bias`): added to the router's scores before anything else, to each
+//! expert's gate and up outputs before the activation, and to its down output before its
+//! weight multiplies it, as llama.cpp's `ggml_add_id`.
 //! The expert outputs are scaled by their weights and summed per token in the order of the
 //! choice, best first; a shared expert (`ffn_*_shexp`, GLM-4.5's) runs on every token and is
 //! added after.
@@ -38,12 +43,39 @@ const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
 struct Expert {
     gate_up: FusedLinear,
     down: QLinear,
+    /// gpt-oss: the expert's biases.
+    bias: Option<ExpertBias>,
+}
+
+/// One expert's biases, on the host for the CPU path and on the device for the other.
+struct ExpertBias {
+    /// The gate's then up's: `[2 · expert_ffn]`, as the fused output's columns.
+    gate_up: Vec<f32>,
+    down: Vec<f32>,
+    gate_t: Tensor,
+    up_t: Tensor,
+    down_t: Tensor,
+}
+
+impl ExpertBias {
+    fn new(gate: Vec<f32>, up: Vec<f32>, down: Vec<f32>, device: &Device) -> Result<Self, ModelError> {
+        let t = |v: &[f32]| Tensor::from_slice(v, v.len(), device);
+        Ok(Self {
+            gate_t: t(&gate)?,
+            up_t: t(&up)?,
+            down_t: t(&down)?,
+            gate_up: [gate, up].concat(),
+            down,
+        })
+    }
 }
 
 /// One layer's mixture of experts.
 pub struct MoeMlp {
     /// `[experts, hidden]`: one score per expert.
     router: QLinear,
+    /// gpt-oss: added to the router's scores.
+    router_bias: Option<Vec<f32>>,
     experts: Vec<Expert>,
     routing: Routing,
     /// GLM-4.5: an MLP every token runs, added to the routed experts' sum.
@@ -116,6 +148,9 @@ pub fn route(logits: &[f32], experts: usize, routing: &Routing) -> Routes {
         order.sort_by(|&a, &b| selection[b as usize].total_cmp(&selection[a as usize]));
         let chosen = &order[..k];
         let mut w: Vec<f32> = chosen.iter().map(|&e| probs[e as usize]).collect();
+        if routing.gating == MoeGating::SoftmaxWeight {
+            w = softmax(&w);
+        }
         if routing.normalize {
             let sum = w.iter().sum::<f32>().max(MIN_WEIGHT_SUM);
             w.iter_mut().for_each(|p| *p /= sum);
@@ -129,25 +164,30 @@ pub fn route(logits: &[f32], experts: usize, routing: &Routing) -> Routes {
     Routes { k, ids, weights }
 }
 
-/// One token's gated router scores: softmax over the experts (its sum in f64), or each one's
-/// sigmoid.
+/// One token's gated router scores: softmax over the experts, each one's sigmoid, or (gpt-oss)
+/// the scores as they are.
 fn gate(row: &[f32], gating: MoeGating) -> Vec<f32> {
     match gating {
-        MoeGating::Softmax => {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let exps: Vec<f32> = row.iter().map(|&x| (x - max).exp()).collect();
-            let total: f64 = exps.iter().map(|&e| e as f64).sum();
-            let inv = (1.0 / total) as f32;
-            exps.iter().map(|e| e * inv).collect()
-        }
+        MoeGating::Softmax => softmax(row),
         MoeGating::Sigmoid => row.iter().map(|&x| 1.0 / (1.0 + (-x).exp())).collect(),
+        MoeGating::SoftmaxWeight => row.to_vec(),
     }
 }
 
+/// Softmax of `row`, its sum taken in f64 (as ggml's `ggml_vec_soft_max_f32`).
+fn softmax(row: &[f32]) -> Vec<f32> {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let exps: Vec<f32> = row.iter().map(|&x| (x - max).exp()).collect();
+    let total: f64 = exps.iter().map(|&e| e as f64).sum();
+    let inv = (1.0 / total) as f32;
+    exps.iter().map(|e| e * inv).collect()
+}
+
 impl MoeMlp {
-    /// Layer `layer`'s router (`ffn_gate_inp`), experts (`ffn_{gate,up,down}_exps`), and where
+    /// Layer `layer`'s router (`ffn_gate_inp`), experts (`ffn_{gate,up,down}_exps`), where
     /// the file has them the selection bias (`exp_probs_b`) and shared expert
-    /// (`ffn_{gate,up,down}_shexp`, required when `p.shared_ffn` is not 0).
+    /// (`ffn_{gate,up,down}_shexp`, required when `p.shared_ffn` is not 0), and where `p.biases`
+    /// says the router's and experts' biases (`ffn_gate_inp.bias`, `ffn_*_exps.bias`, required).
     pub fn load(
         file: &mut GgufFile,
         layer: usize,
@@ -178,6 +218,25 @@ impl MoeMlp {
             scale: p.weights_scale,
         };
         let mut moe = Self::new(router, experts, routing, device)?;
+        if p.biases {
+            let cpu_vec = |file: &mut GgufFile, name: &str, shape: &[usize]| -> Result<Vec<f32>, ModelError> {
+                let t = file.tensor(&n(name), &Device::Cpu)?;
+                super::transformer::check_shape(&n(name), t.shape().dims(), shape)?;
+                Ok(t.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+            };
+            moe.router_bias = Some(cpu_vec(file, "ffn_gate_inp.bias", &[e])?);
+            let gate = cpu_vec(file, "ffn_gate_exps.bias", &[e, f])?;
+            let up = cpu_vec(file, "ffn_up_exps.bias", &[e, f])?;
+            let down = cpu_vec(file, "ffn_down_exps.bias", &[e, hidden])?;
+            for (i, expert) in moe.experts.iter_mut().enumerate() {
+                expert.bias = Some(ExpertBias::new(
+                    gate[i * f..][..f].to_vec(),
+                    up[i * f..][..f].to_vec(),
+                    down[i * hidden..][..hidden].to_vec(),
+                    device,
+                )?);
+            }
+        }
         if p.shared_ffn > 0 {
             let sf = p.shared_ffn;
             let load = |file: &mut GgufFile, name: &str, shape| super::transformer::load_2d(file, &n(name), shape, device);
@@ -187,6 +246,7 @@ impl MoeMlp {
                     device,
                 )?,
                 down: QLinear::new(load(file, "ffn_down_shexp.weight", [hidden, sf])?, device)?,
+                bias: None,
             });
         }
         Ok(moe)
@@ -200,11 +260,13 @@ impl MoeMlp {
                 Ok(Expert {
                     gate_up: FusedLinear::new(vec![g, u], device)?,
                     down: QLinear::new(d, device)?,
+                    bias: None,
                 })
             })
             .collect::<Result<Vec<_>, ModelError>>()?;
         Ok(Self {
             router: QLinear::new(router, device)?,
+            router_bias: None,
             experts,
             routing,
             shared: None,
@@ -218,8 +280,13 @@ impl MoeMlp {
             return Ok(h.clone());
         }
         let n = self.experts.len();
-        let logits = self.router.forward(h)?.to_dtype(DType::F32)?;
-        let routes = route(&logits.flatten_all()?.to_vec1::<f32>()?, n, &self.routing);
+        let mut logits = self.router.forward(h)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        if let Some(b) = &self.router_bias {
+            for row in logits.chunks_exact_mut(n) {
+                row.iter_mut().zip(b).for_each(|(x, b)| *x += b);
+            }
+        }
+        let routes = route(&logits, n, &self.routing);
         let rows_of = routes.by_expert(n);
         let routed = match self.packed_experts() {
             Some(packed) if h.device().is_cpu() => self.forward_packed(h, &packed, &routes, &rows_of, act)?,
@@ -279,7 +346,13 @@ impl MoeMlp {
             matmul_many(&mut jobs);
             outs
         };
-        let gate_ups = jobs(active.iter().map(|&e| packed[e].0).collect(), &xs);
+        let mut gate_ups = jobs(active.iter().map(|&e| packed[e].0).collect(), &xs);
+        let bias_of = |e: usize| self.experts[e].bias.as_ref();
+        for (&e, gu) in active.iter().zip(gate_ups.iter_mut()) {
+            if let Some(b) = bias_of(e) {
+                add_to_rows(gu, &b.gate_up);
+            }
+        }
         // act(gate) · up per row: the fused output's first half of columns is the gate.
         let gated: Vec<Vec<f32>> = active
             .iter()
@@ -293,7 +366,12 @@ impl MoeMlp {
                 a
             })
             .collect();
-        let ys = jobs(active.iter().map(|&e| packed[e].1).collect(), &gated);
+        let mut ys = jobs(active.iter().map(|&e| packed[e].1).collect(), &gated);
+        for (&e, y) in active.iter().zip(ys.iter_mut()) {
+            if let Some(b) = bias_of(e) {
+                add_to_rows(y, &b.down);
+            }
+        }
         // Where each token's slot landed: (active expert, its row there).
         let mut at = vec![(0usize, 0usize); t * k];
         for (ai, &e) in active.iter().enumerate() {
@@ -339,7 +417,13 @@ impl MoeMlp {
             let w: Vec<f32> = rows.iter().map(|&(r, s)| routes.weights[(r as usize) * k + s as usize]).collect();
             let x = h.index_select(&Tensor::new(idx.as_slice(), h.device())?, 0)?;
             let gu = expert.gate_up.forward(&x)?;
-            let y = expert.down.forward(&glu::gated(&gu[0], &gu[1], act)?)?;
+            let y = match &expert.bias {
+                Some(b) => {
+                    let (g, u) = (gu[0].broadcast_add(&b.gate_t)?, gu[1].broadcast_add(&b.up_t)?);
+                    expert.down.forward(&glu::gated(&g, &u, act)?)?.broadcast_add(&b.down_t)?
+                }
+                None => expert.down.forward(&glu::gated(&gu[0], &gu[1], act)?)?,
+            };
             let w = Tensor::from_vec(w, (rows.len(), 1), h.device())?;
             outs.push(y.broadcast_mul(&w)?);
             for &(r, s) in rows {
@@ -356,6 +440,13 @@ impl MoeMlp {
             sum = (sum + y.narrow(1, s, 1)?)?;
         }
         Ok(sum.reshape((t, d))?)
+    }
+}
+
+/// `bias` added to each row of `rows` (`[n, bias.len()]`, row-major).
+fn add_to_rows(rows: &mut [f32], bias: &[f32]) {
+    for row in rows.chunks_exact_mut(bias.len().max(1)) {
+        row.iter_mut().zip(bias).for_each(|(x, b)| *x += b);
     }
 }
 
@@ -495,5 +586,94 @@ mod tests {
         let r = route(&logits, 4, &routing);
         let sum = sig(2.0) + sig(-1.0);
         assert!((r.weights[0] - 2.5 * sig(-1.0) / sum).abs() < 1e-6 && (r.weights[1] - 2.5 * sig(2.0) / sum).abs() < 1e-6);
+    }
+
+    /// gpt-oss's gating: the raw scores choose, a softmax over the chosen ones weighs.
+    #[test]
+    fn softmax_weight_routes_weigh_by_a_softmax_over_the_chosen() {
+        let routing = Routing {
+            k: 2,
+            gating: MoeGating::SoftmaxWeight,
+            selection_bias: None,
+            normalize: false,
+            scale: 1.0,
+        };
+        let r = route(&[1.0, 3.0, 2.0, -4.0], 4, &routing);
+        assert_eq!(r.ids, vec![1, 2]);
+        let (a, b) = (3f32.exp(), 2f32.exp());
+        assert!((r.weights[0] - a / (a + b)).abs() < 1e-6 && (r.weights[1] - b / (a + b)).abs() < 1e-6);
+    }
+
+    /// gpt-oss's biased experts with its clamped SwiGLU and router bias: the CPU path and
+    /// candle's ops per expert give the same bits, the biases change the output, and a token
+    /// equals its own two experts computed by hand.
+    #[test]
+    fn biased_experts_take_their_biases_on_both_paths() {
+        let (d, f, n, k) = (64, 96, 4, 2);
+        let q8 = GgmlDType::Q8_0;
+        let experts = || -> Vec<[QTensor; 3]> {
+            (0..n as u64)
+                .map(|e| [weight(f, d, 40 + e, q8, 1.7), weight(f, d, 50 + e, q8, 1.7), weight(d, f, 60 + e, q8, 1.7)])
+                .collect()
+        };
+        let routing = Routing {
+            k,
+            gating: MoeGating::SoftmaxWeight,
+            selection_bias: None,
+            normalize: false,
+            scale: 1.0,
+        };
+        let plain = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts(), routing.clone(), &Device::Cpu).unwrap();
+        let mut moe = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts(), routing.clone(), &Device::Cpu).unwrap();
+        let bias = |len: usize, seed: u64, gain: f32| -> Vec<f32> {
+            crate::ops::test_util::rand_vec(len, seed).iter().map(|x| x * gain).collect()
+        };
+        moe.router_bias = Some(bias(n, 70, 2.0));
+        for (e, expert) in moe.experts.iter_mut().enumerate() {
+            let s = 80 + 3 * e as u64;
+            expert.bias = Some(ExpertBias::new(bias(f, s, 8.0), bias(f, s + 1, 8.0), bias(d, s + 2, 0.5), &Device::Cpu).unwrap());
+        }
+        let t = 9;
+        let h = (Tensor::from_vec(crate::ops::test_util::rand_vec(t * d, 6), (t, d), &Device::Cpu).unwrap() * 1.7).unwrap();
+        let ours = moe.forward(&h, Gate::SwigluOai).unwrap();
+        assert!(max_diff(&ours, &plain.forward(&h, Gate::SwigluOai).unwrap()) > 1e-2, "the biases change nothing");
+
+        let mut logits = moe.router.forward(&h).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let rb = moe.router_bias.clone().unwrap();
+        logits.chunks_exact_mut(n).for_each(|row| row.iter_mut().zip(&rb).for_each(|(x, b)| *x += b));
+        let routes = route(&logits, n, &routing);
+        let rows_of = routes.by_expert(n);
+        let packed = moe.packed_experts().expect("Q8_0 experts run on our kernels");
+        let a = moe.forward_packed(&h, &packed, &routes, &rows_of, Gate::SwigluOai).unwrap();
+        let b = moe.forward_tensors(&h, &routes, &rows_of, Gate::SwigluOai).unwrap();
+        assert_eq!(max_diff(&a, &b), 0.0);
+        assert_eq!(max_diff(&a, &ours), 0.0);
+
+        // Token 0 by hand: each chosen expert's gate and up plus their biases, the clamped
+        // SwiGLU, down plus its bias, weighted.
+        let x = h.narrow(0, 0, 1).unwrap();
+        let mut expect = vec![0f32; d];
+        for (&e, &w) in routes.ids[..k].iter().zip(&routes.weights[..k]) {
+            let ex = &moe.experts[e as usize];
+            let b = ex.bias.as_ref().unwrap();
+            let gu = ex.gate_up.forward(&x).unwrap();
+            let row = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let (g, u) = (row(&gu[0]), row(&gu[1]));
+            let act: Vec<f32> = (0..f)
+                .map(|i| {
+                    let gi = (g[i] + b.gate_up[i]).min(7.0);
+                    let ui = (u[i] + b.gate_up[f + i]).clamp(-7.0, 7.0);
+                    gi / (1.0 + (-1.702 * gi).exp()) * (ui + 1.0)
+                })
+                .collect();
+            let y = row(&ex.down.forward(&Tensor::from_vec(act, (1, f), &Device::Cpu).unwrap()).unwrap());
+            for i in 0..d {
+                expect[i] += (y[i] + b.down[i]) * w;
+            }
+        }
+        let got = ours.narrow(0, 0, 1).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let scale = expect.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let diff = got.iter().zip(&expect).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(diff < 2e-2 * scale, "token 0: max |diff| {diff}, max |y| {scale}");
     }
 }

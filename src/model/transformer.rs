@@ -7,8 +7,8 @@
 //! to the store, which appends K/V and attends. Only the rows whose logits
 //! are wanted go through the output projection.
 //!
-//! A mixture-of-experts model (Qwen3 MoE, Mixtral) has a router and expert MLPs in place
-//! of each MLP ([`MoeMlp`]); everything else is the same forward.
+//! A mixture-of-experts model (Qwen3 MoE, Mixtral, GLM-4.5, gpt-oss) has a router and expert
+//! MLPs in place of each MLP ([`MoeMlp`]); everything else is the same forward.
 //!
 //! Weights stay quantized ([`QLinear`]: our CPU kernels for the hot GGUF
 //! types, candle's `QMatMul` otherwise), the token embedding table too
@@ -55,6 +55,10 @@ struct Attention {
     /// of Q and all of K.
     qk_norm: Option<[Tensor; 2]>,
     qk_norm_whole: bool,
+    /// gpt-oss: the output projection's bias.
+    out_bias: Option<Tensor>,
+    /// gpt-oss: one sink logit per query head ([`Attend::sinks`]), on the host.
+    sinks: Option<Vec<f32>>,
 }
 
 struct Mlp {
@@ -193,6 +197,7 @@ impl Transformer {
             rope_local,
             activation: match hp.family {
                 Family::Gemma2 | Family::Gemma3 => Gate::GeluTanh,
+                Family::GptOss => Gate::SwigluOai,
                 _ => Gate::Silu,
             },
             device: device.clone(),
@@ -322,9 +327,13 @@ impl Transformer {
                     scale: hp.attention_scale,
                     window,
                     softcap: hp.attn_softcap.map(|c| c as f32),
+                    sinks: a.sinks.as_deref(),
                 },
             )?;
             let mut attn = a.wo.forward(&attn)?;
+            if let Some(b) = &a.out_bias {
+                attn = attn.broadcast_add(b)?;
+            }
             if let Some(n) = &layer.post_attn_norm {
                 attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
             }
@@ -464,11 +473,18 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             _ => Ok(None),
         }
     };
-    // Output and MLP biases: no supported family's files have them (llama.cpp reads them as
-    // optional for Granite and Ministral 3, whose files have none) and the forward does not
-    // add them, so a file that has one is refused rather than run without it.
+    // Output and MLP biases: no other supported family's files have them (llama.cpp reads them
+    // as optional for Granite and Ministral 3, whose files have none) and the forward does not
+    // add them, so a file that has one is refused rather than run without it. gpt-oss's output
+    // bias and sinks are required.
+    let gpt_oss = hp.family == Family::GptOss;
+    let out_bias = if gpt_oss { Some(load_vec(file, &n("attn_output.bias"), d, device)?) } else { None };
+    let sinks = match gpt_oss {
+        true => Some(load_vec(file, &n("attn_sinks.weight"), hp.heads, &Device::Cpu)?.to_vec1::<f32>()?),
+        false => None,
+    };
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
-        if file.has_tensor(&n(name)) {
+        if file.has_tensor(&n(name)) && !(gpt_oss && name == "attn_output.bias") {
             return Err(ModelError::UnsupportedTensor {
                 name: n(name),
                 reason: "output and MLP biases are not supported".into(),
@@ -483,12 +499,17 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             bias,
             qk_norm,
             qk_norm_whole,
+            out_bias,
+            sinks,
         },
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
-        // GLM-4.5's MLP pre-norm is stored under Hugging Face's name for it.
+        // GLM-4.5's and gpt-oss's MLP pre-norm is stored under Hugging Face's name for it.
         ffn_norm: pre_norm(
             file,
-            if hp.family == Family::Glm4Moe { "post_attention_norm.weight" } else { "ffn_norm.weight" },
+            match hp.family {
+                Family::Glm4Moe | Family::GptOss => "post_attention_norm.weight",
+                _ => "ffn_norm.weight",
+            },
         )?,
         ffn: match &hp.moe {
             // GLM-4.5's first layers are dense.

@@ -4,7 +4,8 @@
 //! `group = heads / kv_heads` query heads that share a K/V head are stacked
 //! into one matrix (`[kv_heads, group * new, head_dim]`) and multiplied once.
 //! A sliding window ([`Attend::window`]) is a mask over the same keys; a soft cap
-//! ([`Attend::softcap`]) bends the scaled scores before the mask.
+//! ([`Attend::softcap`]) bends the scaled scores before the mask; sinks ([`Attend::sinks`])
+//! are one more score column per head that the softmax counts and the values do not.
 
 use candle_core::{DType, Device, Tensor, D};
 
@@ -17,7 +18,7 @@ use super::{Attend, OpsError};
 ///   into a store are fine); key `j` sits at position `j`.
 ///
 /// Returns `[new, heads * head_dim]`.
-pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend) -> Result<Tensor, OpsError> {
+pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>) -> Result<Tensor, OpsError> {
     let (new, heads, head_dim) = q.dims3()?;
     let (ctx, kv_heads, k_dim) = k.dims3()?;
     if ctx != cached + new || k_dim != head_dim || v.dims3()? != (ctx, kv_heads, head_dim) {
@@ -52,7 +53,16 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend) ->
     } else {
         scores
     };
-    let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+    let probs = match how.sinks {
+        // Row (g, token) of K/V head `kvh` belongs to query head `kvh · group + g`.
+        Some(sinks) => {
+            let column: Vec<f32> = (0..kv_heads * group * new).map(|r| sinks_at(sinks, r / new)).collect::<Result<_, _>>()?;
+            let column = Tensor::from_vec(column, (kv_heads, group * new, 1), q.device())?.to_dtype(scores.dtype())?;
+            let with = candle_nn::ops::softmax_last_dim(&Tensor::cat(&[&scores, &column], 2)?)?;
+            with.narrow(2, 0, ctx)?
+        }
+        None => candle_nn::ops::softmax_last_dim(&scores)?,
+    };
     let out = probs.matmul(&v.contiguous()?)?; // [kv_heads, group * new, d]
     let out = out
         .reshape((heads, new, head_dim))?
@@ -63,11 +73,19 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend) ->
 }
 
 /// `c · tanh(s / c)` of every score when `how` has a soft cap `c`.
-fn softcap(scores: Tensor, how: Attend) -> Result<Tensor, OpsError> {
+fn softcap(scores: Tensor, how: Attend<'_>) -> Result<Tensor, OpsError> {
     match how.softcap {
         Some(c) => soft_cap(&scores, c as f64),
         None => Ok(scores),
     }
+}
+
+/// Query head `h`'s sink logit; an error when `sinks` has none for it.
+fn sinks_at(sinks: &[f32], h: usize) -> Result<f32, OpsError> {
+    sinks
+        .get(h)
+        .copied()
+        .ok_or_else(|| OpsError::Layout(format!("{} attention sinks for query head {h}", sinks.len())))
 }
 
 /// `c · tanh(x / c)` of every element (Gemma 2's soft cap, on attention scores and on logits),
@@ -78,7 +96,7 @@ pub fn soft_cap(x: &Tensor, c: f64) -> Result<Tensor, OpsError> {
 
 /// `[new, cached + new]` additive mask: query `i` (position `cached + i`) sees
 /// keys `how.first_visible(cached + i) ..= cached + i`.
-fn causal_mask(new: usize, cached: usize, how: Attend, device: &Device) -> Result<Tensor, OpsError> {
+fn causal_mask(new: usize, cached: usize, how: Attend<'_>, device: &Device) -> Result<Tensor, OpsError> {
     let ctx = cached + new;
     let mut data = vec![0f32; new * ctx];
     for i in 0..new {
@@ -93,9 +111,9 @@ fn causal_mask(new: usize, cached: usize, how: Attend, device: &Device) -> Resul
     Ok(Tensor::from_vec(data, (new, ctx), device)?.to_dtype(DType::F32)?)
 }
 
-/// Plain reference: per head, softmax(softcap(q k^T * scale) + mask) v, with K/V
-/// repeated per query head. Used by tests to check [`attend`].
-pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend) -> Result<Tensor, OpsError> {
+/// Plain reference: per head, softmax(softcap(q k^T * scale) + mask, beside the head's sink) v,
+/// with K/V repeated per query head. Used by tests to check [`attend`].
+pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>) -> Result<Tensor, OpsError> {
     let (new, heads, head_dim) = q.dims3()?;
     let (ctx, kv_heads, _) = k.dims3()?;
     let group = heads / kv_heads;
@@ -106,10 +124,15 @@ pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: 
         let vh = v.narrow(1, h / group, 1)?.squeeze(1)?.contiguous()?;
         let s = softcap((qh.contiguous()?.matmul(&kh.t()?)? * how.scale)?, how)?;
         let s = s.broadcast_add(&causal_mask(new, cached, how, q.device())?)?;
-        let p = candle_nn::ops::softmax(&s, D::Minus1)?;
+        let p = match how.sinks {
+            Some(sinks) => {
+                let sink = Tensor::full(sinks_at(sinks, h)?, (new, 1), q.device())?;
+                candle_nn::ops::softmax(&Tensor::cat(&[&s, &sink], 1)?, D::Minus1)?.narrow(1, 0, ctx)?
+            }
+            None => candle_nn::ops::softmax(&s, D::Minus1)?,
+        };
         outs.push(p.matmul(&vh)?.unsqueeze(1)?); // [new, 1, d]
     }
-    let _ = ctx;
     Ok(Tensor::cat(&outs, 1)?.reshape((new, heads * head_dim))?)
 }
 
@@ -149,22 +172,44 @@ mod tests {
             let q = rand((new, heads, d), 1);
             let k = rand((cached + new, kv_heads, d), 2);
             let v = rand((cached + new, kv_heads, d), 3);
+            let sink_logits: Vec<f32> = (0..heads).map(|h| h as f32 * 0.7 - 1.0).collect();
             for window in [None, Some(1), Some(3), Some(100)] {
-                for softcap in [None, Some(0.4)] {
+                for (softcap, sinks) in [(None, None), (Some(0.4), None), (None, Some(&sink_logits[..]))] {
                     let how = Attend {
                         scale: 0.3,
                         window,
                         softcap,
+                        sinks,
                     };
                     let a = attend(&q, &k, &v, cached, how).unwrap();
                     let r = attend_reference(&q, &k, &v, cached, how).unwrap();
                     assert!(
                         max_diff(&a, &r) < 1e-5,
-                        "new {new} cached {cached} heads {heads}/{kv_heads} window {window:?} softcap {softcap:?}"
+                        "new {new} cached {cached} heads {heads}/{kv_heads} window {window:?} softcap {softcap:?} sinks {sinks:?}"
                     );
                 }
             }
         }
+    }
+
+    /// One key of score `s` beside a sink of logit `σ`: the output is the value times
+    /// `e^s / (e^s + e^σ)`, the sink's share going to no value at all.
+    #[test]
+    fn a_sink_takes_its_share_of_the_softmax_and_gives_no_value() {
+        let q = Tensor::from_vec(vec![1.0f32, 2.0], (1, 1, 2), &Device::Cpu).unwrap();
+        let k = Tensor::from_vec(vec![0.5f32, 0.25], (1, 1, 2), &Device::Cpu).unwrap();
+        let v = Tensor::from_vec(vec![3.0f32, -4.0], (1, 1, 2), &Device::Cpu).unwrap();
+        let (scale, sink) = (0.5f32, 0.8f32);
+        let s = (1.0 * 0.5 + 2.0 * 0.25) * scale;
+        let share = s.exp() / (s.exp() + sink.exp());
+        let how = Attend {
+            sinks: Some(&[sink]),
+            ..Attend::causal(scale as f64)
+        };
+        let got = attend(&q, &k, &v, 0, how).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert!((got[0] - 3.0 * share).abs() < 1e-6 && (got[1] + 4.0 * share).abs() < 1e-6, "{got:?}");
+        let plain = attend(&q, &k, &v, 0, Attend::causal(scale as f64)).unwrap();
+        assert_eq!(plain.flatten_all().unwrap().to_vec1::<f32>().unwrap(), vec![3.0, -4.0]);
     }
 
     #[test]

@@ -124,7 +124,7 @@ impl KvStore for ContiguousBatch<'_> {
         k: &Tensor,
         v: &Tensor,
         batch: &BatchLayout,
-        how: Attend,
+        how: Attend<'_>,
     ) -> Result<Tensor, OpsError> {
         if batch.len() != self.seqs.len() {
             return Err(OpsError::Layout(format!(

@@ -131,7 +131,7 @@ impl KvStore for CudaPagedKvBatch<'_> {
         k: &Tensor,
         v: &Tensor,
         batch: &BatchLayout,
-        how: Attend,
+        how: Attend<'_>,
     ) -> Result<Tensor, OpsError> {
         let scale = how.scale;
         let l = self.pool.layout;
@@ -180,8 +180,16 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let attn = dev.get_or_load_custom_func(&format!("paged_attention_{suffix}"), MODULE, PTX)?;
         let mut b = attn.builder();
         let (max_blocks_i, scale_f, window_i) = (args.max_blocks as i32, scale as f32, args.window);
-        // 0: no soft cap (the kernel's convention).
+        // 0: no soft cap (the kernel's convention). Without sinks the kernel reads none: one 0.
         let softcap_f = how.softcap.unwrap_or(0.0);
+        let sinks = match how.sinks {
+            Some(s) if s.len() != heads => {
+                return Err(OpsError::Layout(format!("{} attention sinks for {heads} query heads", s.len())))
+            }
+            Some(s) => stream.clone_htod(s).w()?,
+            None => stream.clone_htod(&[0f32]).w()?,
+        };
+        let has_sinks_i = i32::from(how.sinks.is_some());
         b.arg(&mut out);
         b.arg(&qs);
         b.arg(&self.pool.data);
@@ -198,6 +206,8 @@ impl KvStore for CudaPagedKvBatch<'_> {
         b.arg(&scale_f);
         b.arg(&window_i);
         b.arg(&softcap_f);
+        b.arg(&sinks);
+        b.arg(&has_sinks_i);
         let cfg = LaunchConfig {
             grid_dim: (t as u32, heads as u32, 1),
             block_dim: (THREADS, 1, 1),

@@ -20,8 +20,11 @@
 //! Invariant: an output element depends only on its gate and up values (no
 //! reduction), so its bits never depend on how rows are batched or split.
 //!
-//! Counterpart: vLLM's `SiluAndMul` / `GeluAndMul(approximate="tanh")`,
-//! llama.cpp's `ggml_swiglu` / `ggml_geglu`.
+//! gpt-oss's experts take OpenAI's clamped SwiGLU: with `g = min(gate, 7)`,
+//! `g · σ(1.702·g) · (clamp(up, −7, 7) + 1)` ([`Gate::SwigluOai`]).
+//!
+//! Counterpart: vLLM's `SiluAndMul` / `GeluAndMul(approximate="tanh")` /
+//! `SwigluOAIAndMul`, llama.cpp's `ggml_swiglu` / `ggml_geglu` / `ggml_swiglu_oai`.
 
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor};
 
@@ -36,7 +39,16 @@ pub enum Gate {
     Silu,
     /// `gelu_tanh(x) = ½x(1 + tanh(√(2/π)(x + 0.044715x³)))`.
     GeluTanh,
+    /// gpt-oss: `g · σ(α·g) · (clamp(up, −L, L) + 1)` with `g = min(x, L)`, `α` =
+    /// [`SWIGLU_OAI_ALPHA`], `L` = [`SWIGLU_OAI_LIMIT`] (llama.cpp's `ggml_swiglu_oai`).
+    SwigluOai,
 }
+
+/// gpt-oss's SwiGLU: the sigmoid's slope (llama.cpp's `alpha`, hard-coded as in OpenAI's
+/// reference).
+pub const SWIGLU_OAI_ALPHA: f32 = 1.702;
+/// gpt-oss's SwiGLU: the clamp on the gate (above) and on up (both sides).
+pub const SWIGLU_OAI_LIMIT: f32 = 7.0;
 
 /// Below this many elements the op runs on the calling thread (a decode step's
 /// few thousand are done before the pool would wake).
@@ -54,16 +66,27 @@ pub fn gated(gate: &Tensor, up: &Tensor, act: Gate) -> Result<Tensor, OpsError> 
     }
     let on_cpu = gate.device().is_cpu() && up.device().is_cpu();
     if !on_cpu || gate.dtype() != DType::F32 || up.dtype() != DType::F32 {
-        let g = match act {
-            Gate::Silu => gate.silu()?,
-            Gate::GeluTanh => gate.gelu()?,
-        };
-        return Ok((g * up)?);
+        return with_candle_ops(gate, up, act);
     }
     let dims = gate.dims().to_vec();
     let width = dims.last().copied().unwrap_or(1);
     let (g, u) = (rows_of(gate, width)?, rows_of(up, width)?);
     Ok(g.apply_op2_no_bwd(&u, &GatedOp(act))?.reshape(dims)?)
+}
+
+/// The op in candle's elementwise ops, for devices and types the CPU form does not take.
+fn with_candle_ops(gate: &Tensor, up: &Tensor, act: Gate) -> Result<Tensor, OpsError> {
+    Ok(match act {
+        Gate::Silu => (gate.silu()? * up)?,
+        Gate::GeluTanh => (gate.gelu()? * up)?,
+        Gate::SwigluOai => {
+            let l = SWIGLU_OAI_LIMIT as f64;
+            let g = gate.minimum(l)?;
+            // σ(α·g) as 1 / (1 + e^(−α·g)).
+            let sig = (g.affine(-(SWIGLU_OAI_ALPHA as f64), 0.0)?.exp()? + 1.0)?.recip()?;
+            ((g * sig)? * up.clamp(-l, l)?.affine(1.0, 1.0)?)?
+        }
+    })
 }
 
 /// `t` as `[rows, width]` whose rows the op can read in place: a 2-D tensor
@@ -94,6 +117,10 @@ pub fn row(act: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
     match act {
         Gate::Silu => it.for_each(|((o, &x), &y)| *o = times_sigmoid(x, x) * y),
         Gate::GeluTanh => it.for_each(|((o, &x), &y)| *o = times_sigmoid(x, C * (x + 0.044_715 * x * x * x)) * y),
+        Gate::SwigluOai => it.for_each(|((o, &x), &y)| {
+            let g = x.min(SWIGLU_OAI_LIMIT);
+            *o = times_sigmoid(g, SWIGLU_OAI_ALPHA * g) * (y.clamp(-SWIGLU_OAI_LIMIT, SWIGLU_OAI_LIMIT) + 1.0)
+        }),
     }
 }
 
@@ -173,7 +200,7 @@ mod tests {
             for (&x, &o) in xs.iter().zip(&out) {
                 let e = exact(x as f64);
                 let z = match act {
-                    Gate::Silu => 0.0,
+                    Gate::Silu | Gate::SwigluOai => 0.0,
                     Gate::GeluTanh => 1.6 * (x.abs() as f64 + 0.044715 * (x.abs() as f64).powi(3)),
                 };
                 let tol = (6.0 + 2.0 * z) * f32::EPSILON as f64 * e.abs() + 1e-35;
@@ -194,7 +221,7 @@ mod tests {
                 .affine(6.0, 0.0)
                 .unwrap();
             let (g, u) = (fused.narrow(1, 0, width).unwrap(), fused.narrow(1, width, width).unwrap());
-            for act in [Gate::Silu, Gate::GeluTanh] {
+            for act in [Gate::Silu, Gate::GeluTanh, Gate::SwigluOai] {
                 let got = gated(&g, &u, act).unwrap();
                 assert!(got.is_contiguous());
                 assert_eq!(got.dims(), &[rows, width]);
@@ -206,16 +233,34 @@ mod tests {
                 let mut want = vec![0f32; rows * width];
                 row(act, &gv, &uv, &mut want);
                 assert_eq!(got, want, "{act:?} {rows}x{width}");
-                let candle = match act {
-                    Gate::Silu => g.silu().unwrap(),
-                    Gate::GeluTanh => g.gelu().unwrap(),
-                };
-                let candle: Vec<f32> = (candle * &u).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+                let candle = with_candle_ops(&g, &u, act).unwrap();
+                let candle: Vec<f32> = candle.flatten_all().unwrap().to_vec1().unwrap();
                 for (a, b) in got.iter().zip(&candle) {
                     assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{act:?}: {a} against candle's {b}");
                 }
             }
         }
+    }
+
+    /// gpt-oss's clamped SwiGLU against its f64 formula, with gates and ups inside and beyond
+    /// the clamp: the gate clamps above only (a very negative gate gives ~0), up on both sides.
+    #[test]
+    fn swiglu_oai_clamps_the_gate_above_and_up_on_both_sides() {
+        let gates = [-30.0f32, -3.0, -0.5, 0.0, 0.7, 6.9, 7.0, 7.5, 40.0];
+        let ups = [-20.0f32, -7.5, -1.0, 0.0, 2.0, 6.9, 8.0, 100.0, 0.3];
+        let mut out = vec![0f32; gates.len()];
+        row(Gate::SwigluOai, &gates, &ups, &mut out);
+        for ((&x, &y), &o) in gates.iter().zip(&ups).zip(&out) {
+            let g = (x as f64).min(7.0);
+            let e = g / (1.0 + (-1.702 * g).exp()) * ((y as f64).clamp(-7.0, 7.0) + 1.0);
+            // As for GELU above: a relative error ε in `z = α·g` is `|z|·ε` in `σ(z)` for `z < 0`.
+            let tol = (6.0 + 2.0 * 1.702 * g.abs()) * f32::EPSILON as f64 * e.abs() + 1e-35;
+            assert!((o as f64 - e).abs() <= tol, "({x}, {y}) = {o}, exact {e}");
+        }
+        // Beyond the clamps the output does not move: (7.5, 100) is (7, 7).
+        let mut at_limits = [0f32];
+        row(Gate::SwigluOai, &[7.0], &[7.0], &mut at_limits);
+        assert_eq!(out[7], at_limits[0]);
     }
 
     #[test]

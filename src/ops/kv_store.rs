@@ -12,10 +12,10 @@ pub struct KvShape {
     pub head_dim: usize,
 }
 
-/// How one layer attends: the scale of `q · k`, for a sliding-window layer its window, and
-/// for a soft-capped model its cap.
+/// How one layer attends: the scale of `q · k`, for a sliding-window layer its window, for a
+/// soft-capped model its cap, and for a model with attention sinks its sink logits.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Attend {
+pub struct Attend<'a> {
     pub scale: f64,
     /// `Some(w)`: a query at position `p` sees positions `p - w + 1 ..= p` only (Gemma's
     /// local layers; llama.cpp's `LLAMA_SWA_TYPE_STANDARD`). `None`: all of `0 ..= p`.
@@ -23,15 +23,21 @@ pub struct Attend {
     /// `Some(c)`: each scaled score `s` becomes `c · tanh(s / c)` before the softmax (Gemma 2's
     /// `attn_logit_softcapping`; llama.cpp's `attn_soft_cap`). `None`: scores as they are.
     pub softcap: Option<f32>,
+    /// `Some(s)`, one logit per query head (gpt-oss's `attn_sinks`): head `h`'s softmax also
+    /// counts a virtual key of score `s[h]` and no value, so its weights sum to
+    /// `1 − e^{s[h]}/(e^{s[h]} + Σ e^{score})` instead of 1 (llama.cpp's `ggml_soft_max_add_sinks`;
+    /// the maximum taken over the scores and the sink). `None`: a plain softmax.
+    pub sinks: Option<&'a [f32]>,
 }
 
-impl Attend {
+impl Attend<'_> {
     /// Plain causal attention with `scale`.
     pub fn causal(scale: f64) -> Self {
         Self {
             scale,
             window: None,
             softcap: None,
+            sinks: None,
         }
     }
 
@@ -53,8 +59,8 @@ pub trait KvStore {
     /// Appends `k` and `v` (`[tokens, kv_heads, head_dim]`, packed per `batch`)
     /// at each sequence's position `cached`, then returns causal attention of
     /// `q` (`[tokens, heads, head_dim]`) over that sequence's cached and new
-    /// tokens (the last `window` of them, with one), scaled by `how.scale` (and soft-capped by
-    /// `how.softcap`):
+    /// tokens (the last `window` of them, with one), scaled by `how.scale` (soft-capped by
+    /// `how.softcap`, beside `how.sinks`' virtual keys):
     /// `[tokens, heads * head_dim]`. Every token's K/V is stored whatever the window: the
     /// window is a mask, so a cached prefix serves local and global layers alike.
     fn attend(
@@ -64,6 +70,6 @@ pub trait KvStore {
         k: &Tensor,
         v: &Tensor,
         batch: &BatchLayout,
-        how: Attend,
+        how: Attend<'_>,
     ) -> Result<Tensor, OpsError>;
 }

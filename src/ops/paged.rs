@@ -112,6 +112,8 @@ pub struct SeqLayer<'a> {
     pub window: Option<usize>,
     /// The model's soft cap on scores, if it has one ([`Attend::softcap`]).
     pub softcap: Option<f32>,
+    /// The layer's sink logits, one per query head, if it has them ([`Attend::sinks`]).
+    pub sinks: Option<&'a [f32]>,
 }
 
 impl SeqLayer<'_> {
@@ -406,7 +408,8 @@ impl SeqLayer<'_> {
         for (u, sum) in sums.iter_mut().enumerate() {
             let (lo, hi) = (lo_of(u / group), ctx_of(u / group));
             let row = &mut scores[u * ctx..][..hi];
-            *sum = softmax_numerators(&mut row[lo..], self.softcap);
+            let sink = self.sinks.map(|s| s[kvh * group + u % group]);
+            *sum = softmax_numerators(&mut row[lo..], self.softcap, sink);
             row[first_block * bs..lo].fill(0.0);
         }
         out.fill(0.0);
@@ -457,17 +460,24 @@ thread_local! {
 
 /// Scores `v` → `e^(s − max)` in place, each soft-capped first (`c · tanh(s / c)`) when
 /// `softcap` is `Some(c)`; returns their sum (the softmax's denominator, divided out once at
-/// the end).
+/// the end), plus `e^(sink − max)` for a sink logit, the maximum then taken over it too (as
+/// llama.cpp's softmax with sinks).
 #[inline(always)]
-fn softmax_numerators(v: &mut [f32], softcap: Option<f32>) -> f32 {
+fn softmax_numerators(v: &mut [f32], softcap: Option<f32>, sink: Option<f32>) -> f32 {
     if let Some(c) = softcap {
         fast_math::softcap(v, c);
     }
-    let max = self::max(v);
+    let max = match sink {
+        Some(s) => self::max(v).max(s),
+        None => self::max(v),
+    };
     for s in v.iter_mut() {
         *s = exp(*s - max);
     }
-    self::sum(v)
+    match sink {
+        Some(s) => self::sum(v) + exp(s - max),
+        None => self::sum(v),
+    }
 }
 
 /// The largest of `v` (−∞ when empty), in eight lanes: a maximum does not depend on the order
@@ -556,7 +566,7 @@ impl KvStore for PagedKvBatch<'_> {
         k: &Tensor,
         v: &Tensor,
         batch: &BatchLayout,
-        how: Attend,
+        how: Attend<'_>,
     ) -> Result<Tensor, OpsError> {
         let scale = how.scale;
         let l = self.layout;
@@ -586,6 +596,7 @@ impl KvStore for PagedKvBatch<'_> {
                 layer,
                 window: how.window,
                 softcap: how.softcap,
+                sinks: how.sinks,
             };
             view.write_rows(self.pool, 0, chunk.cached, &kv_[rows.start * re..rows.end * re]);
             view.write_rows(self.pool, 1, chunk.cached, &vv[rows.start * re..rows.end * re]);
@@ -621,6 +632,7 @@ impl KvStore for PagedKvBatch<'_> {
                             layer,
                             window: how.window,
                             softcap: how.softcap,
+                            sinks: how.sinks,
                         };
                         let chunk = batch.seqs()[i];
                         let qs = &qv[row * qe..(row + 1) * qe];
@@ -646,7 +658,7 @@ mod tests {
     /// Runs the same attention through a paged pool (with scattered,
     /// non-monotonic block tables) and through the contiguous store, for every
     /// stored type: exact for f32, within the type's rounding otherwise; with and
-    /// without a sliding window (layer 0 local, layer 1 global) and a soft cap.
+    /// without a sliding window (layer 0 local, layer 1 global), a soft cap and sinks.
     #[test]
     fn paged_equals_contiguous_for_prefill_then_decode() {
         for (dtype, d, tol) in [
@@ -657,13 +669,21 @@ mod tests {
         ] {
             for window in [None, Some(1), Some(3), Some(5)] {
                 for softcap in [None, Some(0.3)] {
-                    paged_against_contiguous(dtype, d, tol, window, softcap);
+                    paged_against_contiguous(dtype, d, tol, window, softcap, None);
                 }
+                paged_against_contiguous(dtype, d, tol, window, None, Some(&[0.5, -1.0, 2.5, 0.0]));
             }
         }
     }
 
-    fn paged_against_contiguous(dtype: KvDtype, d: usize, tol: f32, window: Option<usize>, softcap: Option<f32>) {
+    fn paged_against_contiguous(
+        dtype: KvDtype,
+        d: usize,
+        tol: f32,
+        window: Option<usize>,
+        softcap: Option<f32>,
+        sinks: Option<&[f32]>,
+    ) {
         let l = PagedLayout {
             layers: 2,
             kv_heads: 2,
@@ -699,6 +719,7 @@ mod tests {
                     scale: 0.35,
                     window: if layer == 0 { window } else { None },
                     softcap,
+                    sinks,
                 };
                 let a = PagedKvBatch::new(&mut pool, l, tables.clone())
                     .attend(layer, &q, &k, &v, &batch, how)
@@ -707,7 +728,10 @@ mod tests {
                     .attend(layer, &q, &k, &v, &batch, how)
                     .unwrap();
                 let diff: f32 = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
-                assert!(diff < tol, "{dtype} window {window:?} softcap {softcap:?} step {s} layer {layer}: {diff}");
+                assert!(
+                    diff < tol,
+                    "{dtype} window {window:?} softcap {softcap:?} sinks {sinks:?} step {s} layer {layer}: {diff}"
+                );
             }
         }
     }
@@ -719,13 +743,14 @@ mod tests {
     fn prefill_tiles_equal_rows_decoded_alone() {
         for dtype in KvDtype::ALL {
             for window in [None, Some(3), Some(11), Some(17)] {
-                tiles_against_rows(dtype, window, None);
+                tiles_against_rows(dtype, window, None, None);
             }
-            tiles_against_rows(dtype, Some(11), Some(0.2));
+            tiles_against_rows(dtype, Some(11), Some(0.2), None);
+            tiles_against_rows(dtype, Some(3), None, Some(&[1.0, -2.0, 0.5, 3.0, 0.0, -0.5]));
         }
     }
 
-    fn tiles_against_rows(dtype: KvDtype, window: Option<usize>, softcap: Option<f32>) {
+    fn tiles_against_rows(dtype: KvDtype, window: Option<usize>, softcap: Option<f32>, sinks: Option<&[f32]>) {
         let l = PagedLayout {
             layers: 1,
             kv_heads: 2,
@@ -744,6 +769,7 @@ mod tests {
             layer: 0,
             window,
             softcap,
+            sinks,
         };
         view.write_rows(&mut pool, 0, 0, &rand_vec(ctx * l.row_elems(), 12));
         view.write_rows(&mut pool, 1, 0, &rand_vec(ctx * l.row_elems(), 13));
@@ -766,7 +792,7 @@ mod tests {
             let t = &tiled[r * qe..][..qe];
             assert!(
                 t.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{dtype} window {window:?} softcap {softcap:?} row {r}"
+                "{dtype} window {window:?} softcap {softcap:?} sinks {sinks:?} row {r}"
             );
         }
     }

@@ -63,8 +63,8 @@ impl Reference {
             // llama.cpp is its reference (tests/tiny_llama_cpp.rs).
             Family::Mistral3 => panic!("no candle-transformers reference for mistral3"),
             // None has a quantized candle-transformers model (NoPE layers; Granite's
-            // multipliers; Gemma 2's soft caps; ERNIE 4.5; OLMo 2's, EXAONE 4.0's and GLM-4's norms; GLM-4.5's routing);
-            // llama.cpp is their reference (tests/tiny_llama_cpp.rs).
+            // multipliers; Gemma 2's soft caps; ERNIE 4.5; OLMo 2's, EXAONE 4.0's and GLM-4's norms; GLM-4.5's routing;
+            // gpt-oss's sinks and biased experts); llama.cpp is their reference (tests/tiny_llama_cpp.rs).
             Family::SmolLM3
             | Family::Granite
             | Family::Gemma2
@@ -72,7 +72,8 @@ impl Reference {
             | Family::Olmo2
             | Family::Exaone4
             | Family::Glm4
-            | Family::Glm4Moe => {
+            | Family::Glm4Moe
+            | Family::GptOss => {
                 panic!("no candle-transformers reference for {}", family.arch())
             }
         }

@@ -12,7 +12,8 @@
 //   header: i32 dtype (0 f32, 1 f16, 2 bf16), layers, block_size, kv_heads, head_dim, heads,
 //           blocks, threads
 //   then commands (i32):
-//     1 attend: i32 layer, tokens, seqs, max_blocks, window; f32 scale, softcap; u32 shared_bytes;
+//     1 attend: i32 layer, tokens, seqs, max_blocks, window; f32 scale, softcap; i32 has_sinks;
+//               f32 sinks[heads]; u32 shared_bytes;
 //               u32 slots[tokens], tables[seqs * max_blocks], token_seq[tokens],
 //               token_pos[tokens]; f32 q[tokens * heads * head_dim],
 //               k[tokens * kv_heads * head_dim], v[same]
@@ -167,6 +168,8 @@ void attend(std::vector<unsigned char> &pool, int layers, int block_size, int kv
     float scale, softcap;
     read(&scale, 1);
     read(&softcap, 1);
+    const int has_sinks = read_i32();
+    auto sinks = read_vec<float>(heads);
     uint32_t shared;
     read(&shared, 1);
     if (tokens < 0 || seqs < 0 || max_blocks < 0) fail("negative sizes");
@@ -185,7 +188,8 @@ void attend(std::vector<unsigned char> &pool, int layers, int block_size, int kv
     });
     launch(tokens, heads, threads, shared, [&] {
         paged_attention<T>(out.data(), q.data(), p, tables.data(), token_seq.data(), token_pos.data(), max_blocks,
-                           layer, layers, block_size, kv_heads, head_dim, heads, scale, window, softcap);
+                           layer, layers, block_size, kv_heads, head_dim, heads, scale, window, softcap, sinks.data(),
+                           has_sinks);
     });
     std::fwrite(out.data(), sizeof(float), out.size(), stdout);
     std::fflush(stdout);

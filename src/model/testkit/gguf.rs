@@ -145,7 +145,10 @@ impl TinyModelSpec {
             Family::Olmo2 => VocabStyle::Gpt2 { pre: "olmo" },
             Family::Exaone4 => VocabStyle::Gpt2 { pre: "exaone4" },
             Family::Glm4 | Family::Glm4Moe => VocabStyle::Gpt2 { pre: "glm4" },
+            // o200k, as gpt-oss's (`o200k_harmony`, which llama.cpp names "gpt-4o").
+            Family::GptOss => VocabStyle::Gpt2 { pre: "gpt-4o" },
         };
+        let gpt_oss = family == Family::GptOss;
         let mistral3 = family == Family::Mistral3;
         Self {
             family,
@@ -168,8 +171,9 @@ impl TinyModelSpec {
             rope_freqs: None,
             rope_linear_factor: None,
             // Ministral 3: YaRN ×4 over an original context of 16 with its own betas and log
-            // multiplier, and attention temperature stepping every 16 positions.
-            rope_yarn: mistral3.then_some((4.0, 16)),
+            // multiplier, and attention temperature stepping every 16 positions. gpt-oss: YaRN ×4
+            // over 16 with the default betas (its files: ×32 over 4,096).
+            rope_yarn: (mistral3 || gpt_oss).then_some((4.0, 16)),
             // GLM-4 rotates half of each head, as its files say.
             rope_dims: matches!(family, Family::Glm4 | Family::Glm4Moe).then_some(32),
             rope_sections: None,
@@ -192,10 +196,10 @@ impl TinyModelSpec {
             tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma2 | Family::Gemma3),
             // Phi-3 writes its fused tensors (`attn_qkv`, `ffn_up` of gate and up) and, like
             // candle-transformers' quantized_phi3 needs, its own output projection.
-            // Gemma: layer 0 local with an 8-token window, layer 1 global.
-            sliding_window: matches!(family, Family::Gemma2 | Family::Gemma3).then_some((8, 2)),
-            // Qwen3 MoE, GLM-4.5: 4 experts, 2 per token.
-            moe: matches!(family, Family::Qwen3Moe | Family::Glm4Moe).then_some(TinyMoe {
+            // Gemma, gpt-oss: layer 0 local with an 8-token window, layer 1 global.
+            sliding_window: matches!(family, Family::Gemma2 | Family::Gemma3 | Family::GptOss).then_some((8, 2)),
+            // Qwen3 MoE, GLM-4.5, gpt-oss: 4 experts, 2 per token.
+            moe: matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss).then_some(TinyMoe {
                 experts: 4,
                 used: 2,
                 identical: false,
@@ -315,9 +319,13 @@ impl TinyModelSpec {
             Family::Exaone4 => 2 * d + 2 * self.head_dim,
             Family::Gemma3 => 4 * d + 2 * self.head_dim,
             Family::Qwen3 | Family::Qwen3Moe | Family::Glm4Moe => 2 * d + 2 * self.head_dim,
+            // Q/K/V and output biases, sinks.
+            Family::GptOss => 2 * d + q + 2 * kv + d + self.heads,
             _ => 2 * d,
         };
         let mlp = match self.moe {
+            // gpt-oss: the router's bias, each expert's gate, up and down biases.
+            Some(m) if self.family == Family::GptOss => m.experts * (3 * d * self.ffn + d + 1 + 2 * self.ffn + d),
             Some(m) => m.experts * (3 * d * self.ffn + d),
             None => 3 * d * self.ffn,
         };
@@ -359,6 +367,9 @@ fn mlp_tensors(
             let mut t = moe_tensors(layer, d, f, m, dense, wt, moe_rng)?;
             if spec.family == Family::Glm4Moe {
                 t.extend(glm4moe_extras(layer, d, f, m.experts, wt, moe_rng)?);
+            }
+            if spec.family == Family::GptOss {
+                t.extend(gpt_oss_expert_biases(layer, d, f, m.experts, moe_rng)?);
             }
             return Ok(t);
         }
@@ -405,6 +416,28 @@ fn glm4moe_extras(
         out.push((n(&format!("{name}.weight")), QTensor::quantize(&t, wt)?));
     }
     Ok(out)
+}
+
+/// gpt-oss's router and expert biases (f32, as its files store them): spread so that they change
+/// some choices, and so that some gate and up values pass the SwiGLU's clamp at 7.
+fn gpt_oss_expert_biases(
+    layer: usize,
+    d: usize,
+    f: usize,
+    experts: usize,
+    rng: &mut Rand,
+) -> Result<Vec<(String, QTensor)>, ModelError> {
+    let cpu = Device::Cpu;
+    let n = |s: &str| format!("blk.{layer}.{s}");
+    let f32_tensor = |data: Vec<f32>, dims: &[usize]| -> Result<QTensor, ModelError> {
+        Ok(QTensor::quantize(&Tensor::from_vec(data, dims, &cpu)?, GgmlDType::F32)?)
+    };
+    Ok(vec![
+        (n("ffn_gate_inp.bias"), f32_tensor(rng.around(experts, 0.0, 1.0), &[experts])?),
+        (n("ffn_gate_exps.bias"), f32_tensor(rng.around(experts * f, 0.0, 6.5), &[experts, f])?),
+        (n("ffn_up_exps.bias"), f32_tensor(rng.around(experts * f, 0.0, 6.5), &[experts, f])?),
+        (n("ffn_down_exps.bias"), f32_tensor(rng.around(experts * d, 0.0, 0.5), &[experts, d])?),
+    ])
 }
 
 /// Layer `layer`'s router (f32, as real files store it) and stacked experts: expert 0 is
@@ -587,10 +620,15 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(quantize(n("attn_v.weight"), v, kv_dim, d)?);
         }
         tensors.push(mat(n("attn_output.weight"), d, q_dim, 1.0, &mut rng)?);
-        if matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe) {
+        if matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss) {
             tensors.push(vector(n("attn_q.bias"), rng.around(q_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
+        }
+        if spec.family == Family::GptOss {
+            tensors.push(vector(n("attn_output.bias"), rng.around(d, 0.0, 0.5))?);
+            // Sink logits about as large as the scores: each takes a real share of its head.
+            tensors.push(vector(n("attn_sinks.weight"), rng.around(spec.heads, 0.0, 2.0))?);
         }
         if matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe) {
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
@@ -606,8 +644,11 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
         if pre_norms {
-            // GLM-4.5 stores its MLP pre-norm under Hugging Face's name.
-            let name = if spec.family == Family::Glm4Moe { "post_attention_norm.weight" } else { "ffn_norm.weight" };
+            // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name.
+            let name = match spec.family {
+                Family::Glm4Moe | Family::GptOss => "post_attention_norm.weight",
+                _ => "ffn_norm.weight",
+            };
             tensors.push(vector(n(name), rng.around(d, 1.0, 0.1))?);
         }
         tensors.extend(mlp_tensors(spec, i, &mut rng, &mut moe_rng)?);
