@@ -902,3 +902,59 @@ mod responses;
 /// Anthropic's Messages API, on the same servers.
 #[path = "structured/anthropic.rs"]
 mod anthropic;
+
+/// gpt-oss's template on a tiny gpt-oss file (harmony's special tokens): a forced call is a
+/// harmony commentary message to `functions.get_weather` and comes back as the call, whole
+/// and streamed; the agent's next request, with the call and its result, renders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpt_oss_forced_call_is_a_harmony_message_and_comes_back() {
+    let s = server_for(TinyModelSpec::tiny(Family::GptOss, WeightType::Q8_0), None);
+    let engine = s.state.engine();
+    assert_eq!(engine.tool_format(), hearth::engine::ToolFormat::Harmony);
+    let tools = weather_tools();
+    let p1 = engine
+        .tokenize_chat_with_tools(&[Message::user("What is the weather in Paris?")], &tools)
+        .unwrap();
+    let reply = forced_reply(engine, &tools, p1, 300).await;
+    // Harmony's header tokens are kept in the text (the parser reads them); `<|call|>` stops.
+    assert!(
+        reply.text.starts_with("<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \""),
+        "{:?}",
+        reply.text
+    );
+    assert!(reply.text.ends_with('}'), "{:?}", reply.text);
+
+    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
+    let mut body = forced_call_request(&user, &json!([weather_tool()]));
+    body["max_tokens"] = json!(300);
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    assert!(message(&v)["content"].is_null(), "{v}");
+    let call = &message(&v)["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{v}");
+
+    // Streamed: no text chunk shows the call's markup; one chunk carries the call.
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (status, bytes) = post(&s.app, "/v1/chat/completions", &streamed).await;
+    assert_eq!(status, StatusCode::OK);
+    let (reasoning, text) = streamed_parts(&bytes);
+    assert_eq!((reasoning.as_str(), text.as_str()), ("", ""), "{:?}", sse_chunks(&bytes));
+    let chunks = sse_chunks(&bytes);
+    let calls: Vec<&Value> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(calls.len(), 1, "{chunks:?}");
+    assert_eq!(calls[0]["function"]["arguments"], call["function"]["arguments"], "greedy, the same call");
+
+    // The agent's next request renders (the call as a harmony message to `functions.get_weather`,
+    // the result from `functions.get_weather`) and reuses the cached system and user turns.
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &next_turn(&user, call, "sunny", &json!([weather_tool()]))).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert!(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{v}");
+}

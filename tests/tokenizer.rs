@@ -9,13 +9,14 @@ use hearth::model::testkit::{TinyVocab, VocabStyle};
 use hearth::model::tokenizer::Tokenizer;
 use hearth::model::ModelError;
 
-const STYLES: [VocabStyle; 8] = [
+const STYLES: [VocabStyle; 9] = [
     VocabStyle::Gpt2 { pre: "llama-bpe" },
     VocabStyle::Gpt2 { pre: "glm4" },
     VocabStyle::Gpt2 { pre: "qwen2" },
     VocabStyle::Gpt2 { pre: "gpt-2" },
     VocabStyle::Gpt2 { pre: "dbrx" },
     VocabStyle::Gpt2 { pre: "gpt-4o" },
+    VocabStyle::Harmony,
     VocabStyle::Gpt2 { pre: "tekken" },
     VocabStyle::LlamaSpm,
 ];
@@ -64,6 +65,7 @@ fn specials(style: VocabStyle) -> &'static [&'static str] {
         VocabStyle::Gpt2 { pre: "tekken" } => &["[INST]", "[/INST]", "<s>", "</s>", "[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"],
         VocabStyle::Gpt2 { pre: "glm4" } => &["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<|endoftext|>"],
         VocabStyle::Gpt2 { .. } => &["<|endoftext|>"],
+        VocabStyle::Harmony => &["<|start|>", "<|message|>", "<|end|>", "<|channel|>", "<|return|>"],
         VocabStyle::LlamaSpm => &["<s>", "</s>", "<unk>"],
     }
 }

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use candle_core::Device;
 
 use super::chat::tools::{Tool, ToolFormat};
-use super::chat::reasoning::Reasoning;
+use super::chat::reasoning::{Reasoning, ThinkTags};
 use super::chat::{ChatTemplate, Message, TemplateKwargs};
 use super::gguf::{md_opt_str, GgufFile};
 use super::grammar::{Grammar, GrammarCompiler, GrammarError};
@@ -190,6 +190,15 @@ impl LoadedModel {
         kwargs: &TemplateKwargs,
     ) -> Result<ChatPrompt, ModelError> {
         let format = self.tool_format();
+        // gpt-oss: assistant turns kept as whole harmony replies come apart first.
+        let split;
+        let messages = match self.info.reasoning.map(|r| r.tags) {
+            Some(ThinkTags::Harmony) => {
+                split = super::chat::harmony_history(messages);
+                &split[..]
+            }
+            _ => messages,
+        };
         let rendered = if tools.is_empty() {
             self.chat_template.render_with(messages, &[], kwargs, true)?
         } else {

@@ -10,10 +10,15 @@
 
 use serde_json::Value;
 
-use crate::engine::{EngineHandle, GenerateParams, GenerationReport, GrammarDelay, Reasoning, Section, Tool, ToolFormat};
+use crate::engine::{
+    EngineHandle, GenerateParams, GenerationReport, GrammarDelay, Reasoning, Section, ThinkTags, Tool, ToolFormat,
+};
 
 use super::protocol::CommonFields;
 use super::{ApiError, AppState};
+
+/// The field a forced call's grammar comes from ([`Plan::grammar_from`]).
+pub(crate) const TOOL_CHOICE: &str = "tool_choice";
 
 /// How to answer one request.
 #[derive(Debug, Clone)]
@@ -143,12 +148,16 @@ impl Plan {
     /// `reasoning` says: split from the content when `split`; a grammar (a response format or a
     /// forced call) waits for the reasoning's end when the prompt opened it, or when the model
     /// opens it with its first token (`opener`: the open tag's token id, where it is one token).
+    /// In harmony (gpt-oss) a response format waits for the final message's header, however
+    /// the reply starts; a forced call's grammar takes the reasoning itself.
     pub fn think(&mut self, reasoning: Option<Reasoning>, split: bool, opener: Option<u32>) {
         if let Some(r) = reasoning.filter(|_| self.params.grammar.is_some()) {
-            let if_first = if r.starts_open { None } else { opener };
-            if r.starts_open || if_first.is_some() {
+            let harmony = r.tags == ThinkTags::Harmony;
+            let if_first = if r.starts_open || harmony { None } else { opener };
+            let forced_call = self.grammar_from == Some(TOOL_CHOICE);
+            if (r.starts_open || if_first.is_some() || harmony) && !(harmony && forced_call) {
                 self.params.grammar_after = Some(GrammarDelay {
-                    until: r.close_tag().to_owned(),
+                    until: r.answer_tag().to_owned(),
                     if_first,
                 });
             }
@@ -265,7 +274,7 @@ fn top_count(field: &str, n: Option<u64>) -> Result<Option<usize>, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Grammar, ThinkTags};
+    use crate::engine::Grammar;
 
     fn plan(grammar: bool) -> Plan {
         Plan {
@@ -341,6 +350,16 @@ mod tests {
             starts_open: true,
         };
         assert_eq!(delay(Some(mistral), None), after("[/THINK]", None));
+        // Harmony: a response format waits for the final message; a forced call does not wait.
+        let harmony = Reasoning {
+            tags: ThinkTags::Harmony,
+            starts_open: false,
+        };
+        assert_eq!(delay(Some(harmony), None), after("<|channel|>final<|message|>", None));
+        let mut p = plan(true);
+        p.grammar_from = Some(TOOL_CHOICE);
+        p.think(Some(harmony), true, None);
+        assert_eq!(p.params.grammar_after, None);
         // No grammar, nothing to wait for; `reasoning_format: none` keeps the reply whole.
         let mut p = plan(false);
         p.think(Some(think(true)), false, None);

@@ -43,9 +43,11 @@
 //! rendering the template), `python.rs` (what transformers' Python
 //! environment gives templates: generation tags, `raise_exception`,
 //! `strftime_now`, `tojson`), `tools.rs` (tool-call formats: parsing, forcing, templates
-//! without tools), `reasoning.rs` (a reply's `<think>` part split from its answer), `tests.rs` with real models' templates in
-//! `fixtures/`.
+//! without tools), `reasoning.rs` (a reply's `<think>` part split from its answer), `harmony.rs`
+//! (gpt-oss's harmony format: its tool calls, and histories whose assistant turns hold a whole
+//! harmony reply), `tests.rs` with real models' templates in `fixtures/`.
 
+mod harmony;
 mod message;
 mod python;
 pub mod reasoning;
@@ -54,5 +56,6 @@ mod template;
 mod tests;
 pub mod tools;
 
+pub use harmony::split_history as harmony_history;
 pub use message::{Message, Role, ToolCall};
 pub use template::{check_kwargs, ChatTemplate, TemplateKwargs, GGUF_CHAT_TEMPLATE_KEY};

@@ -18,6 +18,15 @@
 //!
 //! A prompt that ends after `</think>` (Qwen3 with `enable_thinking: false`) starts outside.
 //!
+//! gpt-oss writes OpenAI's harmony format ([`ThinkTags::Harmony`]; its header and end tokens are
+//! special tokens the decoder keeps for this, `tokenizer::HARMONY_TOKENS`): the reply after
+//! the prompt's `<|start|>assistant` is `<|channel|>analysis<|message|>` reasoning `<|end|>`,
+//! then `<|start|>assistant<|channel|>final<|message|>` and the answer. The final message's
+//! header is left out of the content (as is a reply's leading `<|channel|>final<|message|>`
+//! when it has no analysis); any other message after the reasoning (a tool call:
+//! `<|start|>assistant<|channel|>commentary to=functions.…`) stays in the content, for the tool
+//! parser.
+//!
 //! Invariants: the reasoning is trimmed of whitespace and the content of leading whitespace
 //! (templates put `\n` around both and re-render them so); the streamed pieces, joined, are
 //! exactly what [`Reasoning::split`] gives for the whole text, however the text is cut
@@ -36,6 +45,8 @@ pub enum ThinkTags {
     Think,
     /// `[THINK]` … `[/THINK]` (Magistral, Ministral 3 Reasoning).
     Mistral,
+    /// Harmony's analysis message, `<|channel|>analysis<|message|>` … `<|end|>` (gpt-oss).
+    Harmony,
 }
 
 impl ThinkTags {
@@ -43,6 +54,7 @@ impl ThinkTags {
         match self {
             Self::Think => "<think>",
             Self::Mistral => "[THINK]",
+            Self::Harmony => "<|channel|>analysis<|message|>",
         }
     }
 
@@ -50,6 +62,67 @@ impl ThinkTags {
         match self {
             Self::Think => "</think>",
             Self::Mistral => "[/THINK]",
+            Self::Harmony => "<|end|>",
+        }
+    }
+
+    /// Where the answer's text starts in `content` (the reply after its reasoning, leading
+    /// whitespace dropped, or the whole of a reply without any): past harmony's final-message
+    /// header, for the other tags at once.
+    fn answer_header(self, content: &str) -> Header {
+        match self {
+            Self::Harmony => harmony_final_header(content),
+            Self::Think | Self::Mistral => Header::Absent,
+        }
+    }
+}
+
+/// Whether a text starts with a header to leave out of the content ([`ThinkTags::answer_header`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Header {
+    /// It does not (and cannot, whatever follows).
+    Absent,
+    /// It may: the text so far is the start of one.
+    Partial,
+    /// It does, this many bytes long.
+    Full(usize),
+}
+
+/// The most bytes between `<|channel|>final` and `<|message|>` (a constraint such as
+/// ` <|constrain|>json`).
+const HARMONY_CONSTRAINT_MAX: usize = 32;
+
+/// Harmony's final-message header at the start of `text`: `<|start|>assistant` (after an
+/// earlier message of the reply), `<|channel|>final`, at most [`HARMONY_CONSTRAINT_MAX`] bytes
+/// of constraint without another header token, `<|message|>`.
+fn harmony_final_header(text: &str) -> Header {
+    const START: &str = "<|start|>assistant";
+    const CHANNEL: &str = "<|channel|>final";
+    const MESSAGE: &str = "<|message|>";
+    let (mut s, mut used) = (text, 0);
+    for part in [START, CHANNEL] {
+        match s.strip_prefix(part) {
+            Some(rest) => {
+                (s, used) = (rest, used + part.len());
+            }
+            None if part.starts_with(s) => return Header::Partial,
+            None if part == START => {}
+            None => return Header::Absent,
+        }
+    }
+    const CONSTRAIN: &str = "<|constrain|>";
+    let constraint_ok = |c: &str| c.len() <= HARMONY_CONSTRAINT_MAX && !c.replace(CONSTRAIN, "").contains("<|");
+    match s.find(MESSAGE) {
+        Some(at) if constraint_ok(&s[..at]) => Header::Full(used + at + MESSAGE.len()),
+        Some(_) => Header::Absent,
+        None => {
+            // What may still become `<|message|>` (or a constraint token) is not judged yet.
+            let held = super::tools::partial_suffix(s, MESSAGE).max(super::tools::partial_suffix(s, CONSTRAIN));
+            if constraint_ok(&s[..s.len() - held]) {
+                Header::Partial
+            } else {
+                Header::Absent
+            }
         }
     }
 }
@@ -83,11 +156,12 @@ impl SplitReply {
 }
 
 impl Reasoning {
-    /// The tags `template` (its Jinja source) writes or expects reasoning in, if any.
+    /// The tags `template` (its Jinja source) writes or expects reasoning in, if any (harmony's
+    /// by its open tag alone: Phi-3's templates end messages with `<|end|>` too).
     pub fn tags_in_template(template: &str) -> Option<ThinkTags> {
-        [ThinkTags::Mistral, ThinkTags::Think]
-            .into_iter()
-            .find(|t| template.contains(t.open()) || template.contains(t.close()))
+        [ThinkTags::Harmony, ThinkTags::Mistral, ThinkTags::Think].into_iter().find(|&t| {
+            template.contains(t.open()) || (t != ThinkTags::Harmony && template.contains(t.close()))
+        })
     }
 
     /// The reasoning of a reply to `rendered`, the prompt as the template wrote it.
@@ -98,9 +172,18 @@ impl Reasoning {
         }
     }
 
-    /// The tag that ends the reasoning (a grammar for the answer starts after it).
+    /// The tag that ends the reasoning.
     pub fn close_tag(self) -> &'static str {
         self.tags.close()
+    }
+
+    /// The text after which the answer starts, where a grammar for it (a response format)
+    /// starts: the close tag, or harmony's final-message header.
+    pub fn answer_tag(self) -> &'static str {
+        match self.tags {
+            ThinkTags::Harmony => "<|channel|>final<|message|>",
+            ThinkTags::Think | ThinkTags::Mistral => self.tags.close(),
+        }
     }
 
     /// `text`, a whole reply, split into reasoning and content.
@@ -112,12 +195,20 @@ impl Reasoning {
     /// message each frame); without `reasoning` the whole text is content.
     pub fn parts(reasoning: Option<Self>, text: &str) -> (Option<&str>, &str) {
         let Some((r, inside)) = reasoning.and_then(|r| Some((r, r.inside(text)?))) else {
-            return (None, text);
+            // Harmony without an analysis message: the final message's header goes.
+            return match reasoning.map(|r| (r.tags.answer_header(text.trim_start()), text.trim_start())) {
+                Some((Header::Full(n), start)) => (None, &start[n..]),
+                _ => (None, text),
+            };
         };
         let close = r.tags.close();
         let (reasoning, content) = match inside.find(close) {
             Some(at) => (&inside[..at], inside[at + close.len()..].trim_start()),
             None => (inside, ""),
+        };
+        let content = match r.tags.answer_header(content) {
+            Header::Full(n) => &content[n..],
+            Header::Absent | Header::Partial => content,
         };
         let reasoning = reasoning.trim();
         ((!reasoning.is_empty()).then_some(reasoning), content)
@@ -146,6 +237,7 @@ impl Reasoning {
     /// A splitter for a streamed reply.
     pub fn stream(self) -> ReasoningStream {
         ReasoningStream {
+            tags: self.tags,
             open: self.tags.open(),
             close: self.tags.close(),
             state: if self.starts_open { State::Inside } else { State::Start },
@@ -208,6 +300,7 @@ impl SplitPiece {
 /// whitespace that may still turn out to end the reasoning, is held until it is known.
 #[derive(Debug)]
 pub struct ReasoningStream {
+    tags: ThinkTags,
     open: &'static str,
     close: &'static str,
     state: State,
@@ -233,6 +326,11 @@ impl ReasoningStream {
                     } else if open.starts_with(start) {
                         return out;
                     } else {
+                        match self.tags.answer_header(start) {
+                            Header::Full(n) => self.pending = start[n..].to_owned(),
+                            Header::Partial => return out,
+                            Header::Absent => {}
+                        }
                         self.state = State::Content;
                     }
                 }
@@ -261,6 +359,11 @@ impl ReasoningStream {
                     if self.pending.is_empty() {
                         return out;
                     }
+                    match self.tags.answer_header(&self.pending) {
+                        Header::Full(n) => drop(self.pending.drain(..n)),
+                        Header::Partial => return out,
+                        Header::Absent => {}
+                    }
                     self.state = State::Content;
                 }
                 State::Content => {
@@ -284,7 +387,12 @@ impl ReasoningStream {
                 reasoning: if self.reasoning_started { rest.trim_end() } else { rest.trim() }.to_owned(),
                 content: String::new(),
             },
-            State::AfterClose => SplitPiece::default(),
+            // Whitespace, or the start of a header that never finished: as the whole split
+            // leaves it.
+            State::AfterClose => SplitPiece {
+                reasoning: String::new(),
+                content: rest,
+            },
         }
     }
 }
@@ -343,6 +451,7 @@ mod tests {
         let ministral = include_str!("fixtures/ministral-3-14b-reasoning-2512.jinja");
         assert_eq!(tags(ministral), Some(ThinkTags::Mistral));
         assert_eq!(tags(include_str!("fixtures/qwen2.5-instruct.jinja")), None);
+        assert_eq!(tags(include_str!("fixtures/phi-3.5-mini-instruct.jinja")), None);
         assert_eq!(tags(include_str!("fixtures/smollm2-instruct.jinja")), None);
         assert_eq!(tags(include_str!("fixtures/mistral-small-3.2-24b-instruct-2506.jinja")), None);
     }
@@ -364,6 +473,65 @@ mod tests {
         all.reasoning.push_str(&end.reasoning);
         all.content.push_str(&end.content);
         all
+    }
+
+    const HARMONY: Reasoning = Reasoning {
+        tags: ThinkTags::Harmony,
+        starts_open: false,
+    };
+
+    /// gpt-oss's replies: the analysis is the reasoning, the final message the content without
+    /// its header; any other message after the analysis (a tool call) stays content, whole.
+    #[test]
+    fn harmony_replies_split_into_analysis_and_final() {
+        let r = |text| split(HARMONY, text);
+        let full = "<|channel|>analysis<|message|>The user greets me.<|end|><|start|>assistant<|channel|>final<|message|>Hello!";
+        assert_eq!(r(full), parts(Some("The user greets me."), "Hello!"));
+        let constrained = "<|channel|>analysis<|message|>JSON.<|end|><|start|>assistant<|channel|>final <|constrain|>json<|message|>{\"a\": 1}";
+        assert_eq!(r(constrained), parts(Some("JSON."), "{\"a\": 1}"));
+        assert_eq!(r("<|channel|>final<|message|>Just this."), parts(None, "Just this."));
+        let call = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.weather <|constrain|>json<|message|>{}";
+        assert_eq!(
+            r(call),
+            parts(Some("Need weather."), "<|start|>assistant<|channel|>commentary to=functions.weather <|constrain|>json<|message|>{}")
+        );
+        // Cut off in the analysis, or before the final message's text.
+        assert_eq!(r("<|channel|>analysis<|message|>Still thinking"), parts(Some("Still thinking"), ""));
+        assert_eq!(r("<|channel|>analysis<|message|>Done.<|end|><|start|>assistant<|channel|>fin"), parts(Some("Done."), "<|start|>assistant<|channel|>fin"));
+        // Plain text is content as it is.
+        assert_eq!(r("Hi there"), parts(None, "Hi there"));
+        assert_eq!(Reasoning::tags_in_template(include_str!("fixtures/openai-gpt-oss-120b.jinja")), Some(ThinkTags::Harmony));
+    }
+
+    #[test]
+    fn a_harmony_stream_cut_anywhere_gives_the_whole_split() {
+        let texts = [
+            "<|channel|>analysis<|message|>The user greets me.<|end|><|start|>assistant<|channel|>final<|message|>Hello <|end|>!",
+            "<|channel|>analysis<|message|>JSON.<|end|><|start|>assistant<|channel|>final <|constrain|>json<|message|>{}",
+            "<|channel|>final<|message|>Just this.",
+            "<|channel|>analysis<|message|>w<|end|><|start|>assistant<|channel|>commentary to=functions.w json<|message|>{}",
+            "<|channel|>analysis<|message|>Done.<|end|><|start|>assistant<|channel|>fin",
+            "<|channel|>finale is not a header",
+            "Plain",
+        ];
+        for text in texts {
+            check_every_cut(HARMONY, text);
+        }
+    }
+
+    /// Streams `text` cut in two places everywhere, and char by char: always the whole split.
+    fn check_every_cut(r: Reasoning, text: &str) {
+        let whole = r.split(text);
+        let expect = (whole.reasoning.clone().unwrap_or_default(), whole.content.clone());
+        let bounds: Vec<usize> = (0..=text.len()).filter(|&i| text.is_char_boundary(i)).collect();
+        for &a in &bounds {
+            for &b in bounds.iter().filter(|&&b| b >= a) {
+                let got = streamed(r, text, &[a, b]);
+                assert_eq!((got.reasoning, got.content), expect, "{text:?} cut at {a}, {b}, {r:?}");
+            }
+        }
+        let got = streamed(r, text, &bounds);
+        assert_eq!((got.reasoning, got.content), expect, "{text:?} char by char");
     }
 
     #[test]
@@ -393,18 +561,7 @@ mod tests {
             })
         });
         for (r, text) in cases {
-            let whole = r.split(text);
-            let expect = (whole.reasoning.clone().unwrap_or_default(), whole.content.clone());
-            let bounds: Vec<usize> = (0..=text.len()).filter(|&i| text.is_char_boundary(i)).collect();
-            for &a in &bounds {
-                for &b in bounds.iter().filter(|&&b| b >= a) {
-                    let got = streamed(r, text, &[a, b]);
-                    assert_eq!((got.reasoning, got.content), expect, "{text:?} cut at {a}, {b}, {r:?}");
-                }
-            }
-            let every: Vec<usize> = bounds.clone();
-            let got = streamed(r, text, &every);
-            assert_eq!((got.reasoning, got.content), expect, "{text:?} char by char");
+            check_every_cut(r, text);
         }
     }
 }

@@ -320,7 +320,8 @@ pub fn check_kwargs(kwargs: &TemplateKwargs) -> Result<(), String> {
 }
 
 /// What a template sees of a message: `role` and `content`, as transformers passes them; an
-/// assistant's `tool_calls` (and `reasoning_content`, when sent apart) and a tool result's
+/// assistant's `tool_calls` (and `reasoning_content`, when sent apart, also as `thinking`, the
+/// name gpt-oss's template reads it by, as llama.cpp passes it) and a tool result's
 /// `tool_call_id` and `name` when they have them.
 #[derive(serde::Serialize)]
 struct TemplateMessage<'a> {
@@ -334,6 +335,8 @@ struct TemplateMessage<'a> {
     name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<&'a str>,
 }
@@ -374,6 +377,7 @@ impl<'a> From<&'a Message> for TemplateMessage<'a> {
             tool_call_id: m.tool_call_id.as_deref(),
             name: m.name.as_deref(),
             reasoning_content: m.reasoning_content.as_deref(),
+            thinking: m.reasoning_content.as_deref(),
             metadata: m.metadata.as_deref(),
         }
     }

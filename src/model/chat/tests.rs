@@ -610,3 +610,55 @@ fn granite40_writes_hermes_calls_and_renders_them_back() {
     );
     assert!(out.ends_with(&expected), "{out}");
 }
+
+const GPT_OSS: &str = include_str!("fixtures/openai-gpt-oss-120b.jinja");
+
+/// gpt-oss's template (llama.cpp's copy): the system message becomes the developer's
+/// instructions after harmony's own system message, the reply starts after
+/// `<|start|>assistant`; an assistant turn kept as a whole harmony reply (the desktop app's)
+/// renders once split, and a call renders as a commentary message to `functions.NAME` with its
+/// reasoning before it and its result after.
+#[test]
+fn gpt_oss_renders_harmony() {
+    let t = template(GPT_OSS, "<|startoftext|>", "<|return|>");
+    let out = t.render(&msgs(&[("system", "Be brief."), ("user", "Hi")]), true).unwrap();
+    assert!(out.starts_with("<|start|>system<|message|>You are ChatGPT"), "{out}");
+    assert!(
+        out.ends_with("<|start|>developer<|message|># Instructions\n\nBe brief.\n\n<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant"),
+        "{out}"
+    );
+    let kept = "<|channel|>analysis<|message|>A greeting.<|end|><|start|>assistant<|channel|>final<|message|>Hello!";
+    let history = msgs(&[("user", "Hi"), ("assistant", kept), ("user", "Bye")]);
+    assert!(t.render(&history, true).is_err(), "the template refuses harmony headers in a content");
+    let out = t.render(&super::harmony_history(&history), true).unwrap();
+    assert!(
+        out.ends_with("<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|end|><|start|>user<|message|>Bye<|end|><|start|>assistant"),
+        "{out}"
+    );
+    let weather = super::tools::Tool {
+        name: "weather".into(),
+        description: Some("The weather in a city.".into()),
+        parameters: serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    };
+    let mut call = Message::assistant("");
+    call.tool_calls = vec![ToolCall {
+        id: "c1".into(),
+        name: "weather".into(),
+        arguments: "{\"city\":\"Paris\"}".into(),
+    }];
+    call.reasoning_content = Some("Need the weather.".into());
+    let mut result = Message::new(Role::parse("tool"), "sunny");
+    result.tool_call_id = Some("c1".into());
+    let out = t
+        .render_with_tools(&[Message::user("Weather in Paris?"), call, result], &[weather.to_json()], true)
+        .unwrap();
+    assert!(out.contains("// The weather in a city.\ntype weather = (_: {\ncity: string,\n}) => any;"), "{out}");
+    assert!(
+        out.ends_with(
+            "<|start|>user<|message|>Weather in Paris?<|end|><|start|>assistant<|channel|>analysis<|message|>Need the weather.<|end|>\
+             <|start|>assistant to=functions.weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|>\
+             <|start|>functions.weather to=assistant<|channel|>commentary<|message|>\"sunny\"<|end|><|start|>assistant"
+        ),
+        "{out}"
+    );
+}

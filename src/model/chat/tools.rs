@@ -29,6 +29,8 @@
 //! - [`ToolFormat::GlmXml`]: GLM-4.5's and 4.6's `<tool_call>name` then `<arg_key>k</arg_key>`
 //!   `<arg_value>v</arg_value>` pairs, `</tool_call>`; a value is raw text where the tool's
 //!   schema says the argument is a string, else JSON ([`ToolFormat::parse_for`]).
+//! - [`ToolFormat::Harmony`]: gpt-oss's harmony messages, a call's header naming
+//!   `to=functions.NAME` (`chat::harmony`).
 //! - [`ToolFormat::Injected`]: the template renders no tools; hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
 //!   text the template can render (as llama.cpp's generic handler does).
@@ -67,6 +69,8 @@ pub enum ToolFormat {
     Granite,
     /// GLM-4.5's: `<tool_call>name`, `<arg_key>`/`<arg_value>` pairs, `</tool_call>`.
     GlmXml,
+    /// gpt-oss's harmony: a commentary message to `functions.NAME` whose body is the arguments.
+    Harmony,
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -134,7 +138,10 @@ pub struct CallMarkers {
 impl ToolFormat {
     /// The format `template` (its Jinja source) writes tool calls in.
     pub fn of_template(template: &str) -> Self {
-        if template.contains(ARG_KEY.0) && template.contains(OPEN) {
+        // gpt-oss's writes a call's header as `"<|start|>assistant to=" + "functions." + name`.
+        if template.contains("<|channel|>commentary") && template.contains(" to=") {
+            Self::Harmony
+        } else if template.contains(ARG_KEY.0) && template.contains(OPEN) {
             Self::GlmXml
         } else if template.contains(GRANITE_CALL) {
             Self::Granite
@@ -168,6 +175,7 @@ impl ToolFormat {
             Self::Mistral { named: true } => parse_named(text),
             Self::Glm4 => parse_glm4(text),
             Self::GlmXml => parse_glm_xml(text, &[]),
+            Self::Harmony => super::harmony::parse(text),
         }
     }
 
@@ -239,6 +247,7 @@ impl ToolFormat {
             }
             (Self::Glm4, _) => Grammar::Lark(named_call_grammar(tools, "", "\"\\n\" ")),
             (Self::GlmXml, _) => Grammar::Lark(glm_xml_grammar(tools)),
+            (Self::Harmony, _) => super::harmony::forced_call(tools),
             (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
             }
@@ -255,6 +264,7 @@ impl ToolFormat {
         match self {
             Self::Injected => {}
             Self::Glm4 => return glm4_history(messages),
+            Self::Harmony => return super::harmony::prepare(messages),
             Self::Granite => {
                 let mut out = messages.to_vec();
                 out.iter_mut().for_each(|m| calls_into_content_as(m, granite_text));
@@ -313,6 +323,7 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         | ToolFormat::Mistral { .. }
         | ToolFormat::Glm4
         | ToolFormat::GlmXml
+        | ToolFormat::Harmony
         | ToolFormat::Granite => {
             "arguments"
         }
@@ -449,7 +460,7 @@ fn describe_tools(tools: &[Tool]) -> String {
 }
 
 /// `{"name": ..., "arguments"|"parameters": {...}}` as a call; `None` otherwise.
-fn call_of(v: &Value) -> Option<ParsedCall> {
+pub(super) fn call_of(v: &Value) -> Option<ParsedCall> {
     let obj = v.as_object()?;
     let name = obj.get("name")?.as_str()?.trim();
     if name.is_empty() {
@@ -658,7 +669,7 @@ fn parse_glm4(text: &str) -> Option<ParsedReply> {
 }
 
 /// A character of a function name (OpenAI's rule, which the server checks a request's tools by).
-fn is_name_char(c: char) -> bool {
+pub(super) fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
 }
 
@@ -725,6 +736,13 @@ impl ToolStream {
                     self.text.len()
                 }
             }
+            ToolFormat::Harmony => match super::harmony::call_start(&self.text[self.sent..]) {
+                Ok(at) => {
+                    self.holding = true;
+                    self.sent + at
+                }
+                Err(held) => self.text.len() - held,
+            },
             ToolFormat::Glm4 => {
                 let start = self.text.trim_start();
                 let line_end = start.find('\n');
@@ -848,6 +866,16 @@ mod tests {
         assert_eq!(ToolFormat::of_template(smol), ToolFormat::Injected);
         let llama31 = "{% for m in messages %}{% if m.role == 'ipython' %}{% endif %}{{ '\"parameters\": ' }}{% endfor %}";
         assert_eq!(ToolFormat::of_template(llama31), ToolFormat::Json { args: "parameters" });
+        let gpt_oss = include_str!("fixtures/openai-gpt-oss-120b.jinja");
+        assert_eq!(ToolFormat::of_template(gpt_oss), ToolFormat::Harmony);
+        // No other template of the fixtures is harmony's.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model/chat/fixtures");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let source = std::fs::read_to_string(&path).unwrap();
+            let harmony = ToolFormat::of_template(&source) == ToolFormat::Harmony;
+            assert_eq!(harmony, source == gpt_oss, "{}", path.display());
+        }
     }
 
     #[test]

@@ -145,8 +145,9 @@ impl TinyModelSpec {
             Family::Olmo2 => VocabStyle::Gpt2 { pre: "olmo" },
             Family::Exaone4 => VocabStyle::Gpt2 { pre: "exaone4" },
             Family::Glm4 | Family::Glm4Moe => VocabStyle::Gpt2 { pre: "glm4" },
-            // o200k, as gpt-oss's (`o200k_harmony`, which llama.cpp names "gpt-4o").
-            Family::GptOss => VocabStyle::Gpt2 { pre: "gpt-4o" },
+            // o200k with harmony's tokens and template, as gpt-oss's (`o200k_harmony`, which
+            // llama.cpp names "gpt-4o").
+            Family::GptOss => VocabStyle::Harmony,
         };
         let gpt_oss = family == Family::GptOss;
         let mistral3 = family == Family::Mistral3;

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file::Value;
 
-use self::families::{gpt2_family, LLAMA2_TEMPLATE};
+use self::families::{gpt2_family, Gpt2Family, HARMONY, LLAMA2_TEMPLATE};
 use self::hf_json::{gpt2_json, spm_json};
 pub use self::train::TRAINING_TEXT;
 use self::train::{byte_chars, count_words, gpt2_words, to_byte_level, train_bpe};
@@ -44,6 +44,9 @@ pub enum VocabStyle {
     /// Byte-level BPE (`tokenizer.ggml.model = "gpt2"`) with the given
     /// `tokenizer.ggml.pre`: "llama-bpe", "qwen2" or "gpt-2".
     Gpt2 { pre: &'static str },
+    /// gpt-oss's: byte-level BPE with o200k's pre-tokenizer (`gpt-4o`), harmony's special
+    /// tokens and gpt-oss's chat template.
+    Harmony,
     /// SentencePiece BPE with byte fallback (`tokenizer.ggml.model = "llama"`).
     LlamaSpm,
 }
@@ -82,7 +85,8 @@ impl TinyVocab {
     /// Fillers sit after the learned tokens and before the gpt2 styles' special tokens.
     pub fn with_size(style: VocabStyle, size: usize) -> Self {
         match style {
-            VocabStyle::Gpt2 { pre } => gpt2(pre, size),
+            VocabStyle::Gpt2 { pre } => gpt2(pre, gpt2_family(pre), style, size),
+            VocabStyle::Harmony => gpt2("gpt-4o", HARMONY, style, size),
             VocabStyle::LlamaSpm => spm(size),
         }
     }
@@ -102,8 +106,8 @@ impl TinyVocab {
 
 // Byte-level BPE styles
 
-fn gpt2(pre: &'static str, size: usize) -> TinyVocab {
-    let family = gpt2_family(pre);
+/// A byte-level vocabulary written with `pre` and `family`'s special tokens and template.
+fn gpt2(pre: &'static str, family: Gpt2Family, style: VocabStyle, size: usize) -> TinyVocab {
     let bytes = byte_chars();
     let mut table = ['?'; 256];
     for &(b, c) in &bytes {
@@ -153,7 +157,7 @@ fn gpt2(pre: &'static str, size: usize) -> TinyVocab {
 
     let json = gpt2_json(pre, &family, &tokens[..n_model], &merge_strings, n_model as u32);
     TinyVocab {
-        style: VocabStyle::Gpt2 { pre },
+        style,
         metadata,
         tokenizer_json: json.to_string(),
         size: tokens.len(),

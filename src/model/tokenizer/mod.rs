@@ -37,7 +37,7 @@ use self::metadata::{GgufVocab, SpecialKeys};
 use self::special::Specials;
 use super::ModelError;
 
-pub use self::special::{END_OF_TURN_TOKENS, PRESERVED_TOKENS};
+pub use self::special::{END_OF_TURN_TOKENS, HARMONY_TOKENS, PRESERVED_TOKENS};
 
 /// The `tokenizer.ggml.model` values hearth can build a tokenizer for.
 pub const SUPPORTED_GGUF_MODELS: &[&str] = &["gpt2", "llama"];
@@ -53,7 +53,8 @@ pub struct Tokenizer {
     add_bos: bool,
     stop_ids: Vec<u32>,
     vocab_size: usize,
-    /// The special tokens of [`PRESERVED_TOKENS`] this vocabulary has: they decode as text.
+    /// The special tokens of [`PRESERVED_TOKENS`] this vocabulary has (and in a harmony
+    /// vocabulary, gpt-oss's, those of [`HARMONY_TOKENS`]): they decode as text.
     preserved: Vec<u32>,
 }
 
@@ -122,6 +123,7 @@ impl Tokenizer {
             vocab_size,
             preserved: PRESERVED_TOKENS
                 .iter()
+                .chain(if special::is_harmony(&inner) { HARMONY_TOKENS } else { &[] })
                 .filter_map(|t| special::special_id(&inner, t))
                 .collect(),
             inner,
@@ -152,7 +154,7 @@ impl Tokenizer {
     }
 
     /// The text of `ids` without special tokens (what a user should read), except those of
-    /// [`PRESERVED_TOKENS`], which are written as their text.
+    /// [`PRESERVED_TOKENS`] (and harmony's [`HARMONY_TOKENS`]), which are written as their text.
     pub fn decode_skip_special(&self, ids: &[u32]) -> Result<String, ModelError> {
         let decode = |ids: &[u32], skip: bool| {
             self.inner

@@ -49,6 +49,24 @@ impl TokenType {
 /// `preserved_tokens` keep them.
 pub const PRESERVED_TOKENS: &[&str] = &["[THINK]", "[/THINK]"];
 
+/// The special tokens of OpenAI's harmony format (gpt-oss) that a reply's text keeps, in a
+/// vocabulary that is harmony's ([`is_harmony`]): a reply is a sequence of messages whose
+/// headers and ends are these, which the reply's parser reads (`chat::reasoning`,
+/// `chat::tools`), as llama.cpp's `preserved_tokens` for gpt-oss keep them.
+pub const HARMONY_TOKENS: &[&str] = &["<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|constrain|>"];
+
+/// Harmony's stops: the end of the reply (`<|return|>`) and of a tool call (`<|call|>`). In a
+/// vocabulary that has both, `<|end|>` only ends one message of the reply and stops nothing
+/// (llama.cpp drops it from its end-of-generation tokens the same way).
+const HARMONY_RETURN: &str = "<|return|>";
+const HARMONY_CALL: &str = "<|call|>";
+const HARMONY_END: &str = "<|end|>";
+
+/// Whether `inner`'s vocabulary is harmony's: `<|return|>` and `<|call|>` are special tokens.
+pub(super) fn is_harmony(inner: &tokenizers::Tokenizer) -> bool {
+    special_id(inner, HARMONY_RETURN).is_some() && special_id(inner, HARMONY_CALL).is_some()
+}
+
 /// Texts of tokens that end a turn in the chat formats we know. A *special*
 /// token with one of these texts always stops generation, whatever
 /// `eos_token_id` says (a chat model's EOS is often the base model's).
@@ -62,6 +80,9 @@ pub const END_OF_TURN_TOKENS: &[&str] = &[
     "<|end_of_text|>",
     "</s>",
     "<｜end▁of▁sentence｜>",
+    // Harmony (gpt-oss): the end of the reply and of a tool call (see `HARMONY_END`).
+    "<|return|>",
+    "<|call|>",
     // GLM-4: a tool call ends with it (its `generation_config.json` lists it beside
     // `<|endoftext|>` and `<|user|>`, which GGUF files carry as EOS and EOT).
     "<|observation|>",
@@ -146,8 +167,10 @@ fn post_processor_adds(inner: &tokenizers::Tokenizer, bos: Option<u32>) -> bool 
     }
 }
 
-/// `explicit` ids first, then special added tokens named in [`END_OF_TURN_TOKENS`], deduplicated.
+/// `explicit` ids first, then special added tokens named in [`END_OF_TURN_TOKENS`], deduplicated;
+/// in a harmony vocabulary without `<|end|>`, which ends a message of the reply, not the reply.
 fn stop_ids<const N: usize>(explicit: [Option<u32>; N], inner: &tokenizers::Tokenizer) -> Vec<u32> {
+    let not_a_stop = is_harmony(inner).then(|| special_id(inner, HARMONY_END)).flatten();
     let mut named: Vec<u32> = inner
         .get_added_tokens_decoder()
         .iter()
@@ -157,7 +180,7 @@ fn stop_ids<const N: usize>(explicit: [Option<u32>; N], inner: &tokenizers::Toke
     named.sort_unstable();
     let mut out = Vec::new();
     for id in explicit.into_iter().flatten().chain(named) {
-        if !out.contains(&id) {
+        if !out.contains(&id) && Some(id) != not_a_stop {
             out.push(id);
         }
     }
@@ -233,6 +256,31 @@ mod tests {
         let only_named = Specials::from_gguf(&SpecialKeys::default(), false, &tok);
         assert_eq!(only_named.stop_ids, vec![1, 2]);
         assert!(!only_named.add_bos);
+    }
+
+    /// A harmony vocabulary (gpt-oss's: `<|return|>` and `<|call|>`) stops on those and not on
+    /// `<|end|>`, even where the file names it; elsewhere `<|end|>` stops (Phi-3's).
+    #[test]
+    fn harmony_stops_on_return_and_call_not_end() {
+        let vocab = |texts: &[&str]| {
+            let v: Vocab = texts.iter().enumerate().map(|(i, t)| (t.to_string(), i as u32)).collect();
+            let mut tok = tokenizers::Tokenizer::new(BPE::builder().vocab_and_merges(v, vec![]).build().unwrap());
+            let owned: Vec<String> = texts.iter().map(|s| s.to_string()).collect();
+            let types: Vec<TokenType> = texts.iter().map(|_| TokenType::Control).collect();
+            tok.add_tokens(&added_tokens(&owned, &types));
+            tok
+        };
+        let harmony = vocab(&["<|endoftext|>", "<|return|>", "<|end|>", "<|call|>", "<|channel|>"]);
+        assert!(is_harmony(&harmony));
+        let keys = SpecialKeys {
+            eos: Some(1),
+            eot: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(Specials::from_gguf(&keys, false, &harmony).stop_ids, vec![1, 0, 3]);
+        let phi = vocab(&["<|endoftext|>", "<|end|>", "<|user|>"]);
+        assert!(!is_harmony(&phi));
+        assert_eq!(Specials::from_gguf(&SpecialKeys::default(), false, &phi).stop_ids, vec![0, 1]);
     }
 
     #[test]

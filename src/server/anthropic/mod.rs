@@ -111,7 +111,7 @@ async fn prepare(state: &AppState, value: &Value) -> Result<(Plan, ChatPrompt), 
     plan.parallel_calls = parallel;
     if let Some(forced) = tools.forced(state.engine()) {
         plan.params.grammar = Some(forced);
-        plan.grammar_from = Some("tool_choice");
+        plan.grammar_from = Some(params::TOOL_CHOICE);
     }
     let kwargs = chat::template_kwargs(fields.template_kwargs())?;
     let messages = input::messages(fields.system.as_ref(), &fields.messages)?;

@@ -62,7 +62,7 @@ pub(crate) async fn create(
     plan.parallel_calls = fields.parallel_tool_calls.unwrap_or(true);
     if let Some(forced) = tools.forced(state.engine()) {
         plan.params.grammar = Some(forced);
-        plan.grammar_from = Some("tool_choice");
+        plan.grammar_from = Some(params::TOOL_CHOICE);
     }
     let kwargs = chat::template_kwargs(fields.chat_template_kwargs.clone())?;
     let instructions = fields.instructions()?;

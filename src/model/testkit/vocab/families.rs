@@ -1,6 +1,8 @@
 //! The special tokens, ids and chat template of each model family the tiny
 //! vocabularies imitate: Llama 3 (`llama-bpe`), Qwen2 (`qwen2`, ChatML), Phi-4 (`dbrx`),
-//! Phi-4-mini (`gpt-4o`), Mistral's Tekken (`tekken`), GLM-4 (`glm4`), GPT-2 (`gpt-2`), and Llama 2's `[INST]` template for the SentencePiece style.
+//! Phi-4-mini (`gpt-4o`), Mistral's Tekken (`tekken`), GLM-4 (`glm4`), GPT-2 (`gpt-2`), gpt-oss
+//! (`gpt-4o` with harmony's tokens: [`HARMONY`]), and Llama 2's `[INST]` template for the
+//! SentencePiece style.
 
 pub(super) struct Gpt2Family {
     /// (text, is_control): control tokens are special; the others user-defined.
@@ -33,6 +35,27 @@ const GLM4_TEMPLATE: &str = "[gMASK]<sop>{% for message in messages %}{{ '<|' + 
 
 /// Phi-3's and Phi-4-mini's template (`<|role|>` tags, `<|end|>` after each message).
 const PHI3_TEMPLATE: &str = "{% for message in messages %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
+
+/// gpt-oss's (o200k_harmony): harmony's special tokens, `<|return|>` as EOS, its own template.
+pub(super) const HARMONY: Gpt2Family = Gpt2Family {
+    added: &[
+        ("<|startoftext|>", true),
+        ("<|endoftext|>", true),
+        ("<|return|>", true),
+        ("<|constrain|>", true),
+        ("<|channel|>", true),
+        ("<|start|>", true),
+        ("<|end|>", true),
+        ("<|message|>", true),
+        ("<|call|>", true),
+    ],
+    bos: "<|startoftext|>",
+    eos: "<|return|>",
+    eot: None,
+    pad: "<|endoftext|>",
+    add_bos: false,
+    chat_template: include_str!("../../chat/fixtures/openai-gpt-oss-120b.jinja"),
+};
 
 pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
     match pre {
