@@ -7,7 +7,8 @@
 //!
 //! `MODEL`: `llama-50m` (hearth bench's default, ~50M Q8_0), `llama-1b` (Llama-3.2-1B-shaped
 //! Q4_K, the GPU benchmarks'), `qwen3moe-4l` (Qwen3-30B-A3B's layer shape with 4 layers, Q4_K,
-//! 1.8 GB: the MoE benchmarks'). The weights are random: the files are for speed, and for
+//! 1.8 GB: the MoE benchmarks'), `gpt-oss-4l` (gpt-oss-20b's layer shape with 4 layers, Q8_0,
+//! 3.6 GB: the gpt-oss benchmarks'). The weights are random: the files are for speed, and for
 //! comparisons teacher-forced on the same tokens, not for text.
 
 use std::path::Path;
@@ -21,13 +22,14 @@ fn main() -> ExitCode {
         Some("llama-50m") => TinyModelSpec::bench_50m(),
         Some("llama-1b") => TinyModelSpec::bench_1b(),
         Some("qwen3moe-4l") => TinyModelSpec::bench_moe(),
+        Some("gpt-oss-4l") => TinyModelSpec::bench_gpt_oss(),
         _ => {
-            eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l PATH");
+            eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l PATH");
             return ExitCode::FAILURE;
         }
     };
     let Some(path) = args.get(1) else {
-        eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l PATH");
+        eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l PATH");
         return ExitCode::FAILURE;
     };
     match write_model(&spec, Path::new(path)) {

@@ -214,12 +214,14 @@ impl GgufFile {
             .collect()
     }
 
-    /// The most common weight type among 2-D tensors, as the file stores it (the
-    /// file's quantization as a user would name it, e.g. `Q4_K`, `IQ4_XS`).
+    /// The most common weight type among matrices (2-D tensors, and the 3-D stacks of a
+    /// mixture of experts' matrices), by values, as the file stores it (the file's quantization
+    /// as a user would name it, e.g. `Q4_K`, `IQ4_XS`, `MXFP4` for gpt-oss's files, whose
+    /// experts are most of the model).
     pub fn dominant_dtype(&self) -> String {
         let mut counts: HashMap<GgmlType, u64> = HashMap::new();
         for info in self.header.tensors.values() {
-            if info.dims.len() == 2 {
+            if info.dims.len() >= 2 {
                 *counts.entry(info.ty).or_default() += info.elems() as u64;
             }
         }
@@ -406,5 +408,18 @@ mod tests {
             let other = QLinear::new(file.tensor("blk.0.attn_k.weight", &Device::Cpu).unwrap(), &Device::Cpu).unwrap();
             assert_eq!(other.packed().map(|p| p.kind()), Some(QuantKind::Q8_0));
         }
+    }
+
+    /// A mixture of experts' stacked expert tensors count: a gpt-oss file with MXFP4 experts
+    /// is an MXFP4 file, though its other matrices are Q8_0.
+    #[test]
+    fn the_dominant_type_counts_the_expert_stacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let q8 = dir.path().join("q8.gguf");
+        write_model(&TinyModelSpec::tiny(Family::GptOss, WeightType::Q8_0), &q8).unwrap();
+        assert_eq!(GgufFile::open(&q8).unwrap().dominant_dtype(), "Q8_0");
+        let mxfp4 = dir.path().join("mxfp4.gguf");
+        requantize(&q8, &mxfp4, |n, _| n.contains("_exps.weight").then_some(GgmlType::MXFP4)).unwrap();
+        assert_eq!(GgufFile::open(&mxfp4).unwrap().dominant_dtype(), "MXFP4");
     }
 }

@@ -310,6 +310,34 @@ impl TinyModelSpec {
         }
     }
 
+    /// A random model with gpt-oss-20b's layer shape (hidden 2880, 64 heads over 8 K/V heads of
+    /// 64, 32 experts of 2880 with 4 per token, sinks, biases, alternating 128-position
+    /// sliding-window layers, YaRN ×32 over 4,096, a 201,088-token harmony vocabulary) but 4 of
+    /// its 24 layers, Q8_0 (3.6 GB; `llama-quantize --allow-requantize … MXFP4_MOE` makes the
+    /// published files' layout of it): the gpt-oss benchmarks' model.
+    pub fn bench_gpt_oss() -> Self {
+        Self {
+            vocab: TinyVocab::with_size(VocabStyle::Harmony, 201_088),
+            hidden: 2880,
+            layers: 4,
+            heads: 64,
+            kv_heads: 8,
+            head_dim: 64,
+            ffn: 2880,
+            context_length: 8192,
+            rope_base: 150_000.0,
+            rope_yarn: Some((32.0, 4096)),
+            sliding_window: Some((128, 2)),
+            moe: Some(TinyMoe {
+                experts: 32,
+                used: 4,
+                identical: false,
+            }),
+            seed: 14,
+            ..Self::tiny(Family::GptOss, WeightType::Q8_0)
+        }
+    }
+
     /// Parameters the file will hold.
     pub fn parameter_count(&self) -> usize {
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
