@@ -957,4 +957,21 @@ async fn a_gpt_oss_forced_call_is_a_harmony_message_and_comes_back() {
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &next_turn(&user, call, "sunny", &json!([weather_tool()]))).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert!(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{v}");
+
+    // `reasoning_effort` reaches the template (its system message's `Reasoning: …`).
+    let rendered = |effort: Option<&str>| {
+        let mut kwargs = serde_json::Map::new();
+        if let Some(e) = effort {
+            kwargs.insert("reasoning_effort".into(), json!(e));
+        }
+        engine.chat_prompt(&[Message::user("Hi")], &[], &kwargs).unwrap().ids.len() as u64
+    };
+    assert_ne!(rendered(Some("minimal")), rendered(None), "the tiny vocabulary spells the two apart");
+    let body = json!({"messages": [{"role": "user", "content": "Hi"}], "reasoning_effort": "minimal", "max_tokens": 1});
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["usage"]["prompt_tokens"], rendered(Some("minimal")), "{v}");
+    let bad = json!({"messages": [{"role": "user", "content": "Hi"}], "reasoning_effort": "max"});
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &bad).await;
+    assert_eq!((status, v["error"]["param"].as_str()), (StatusCode::BAD_REQUEST, Some("reasoning_effort")), "{v}");
 }

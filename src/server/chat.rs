@@ -42,7 +42,8 @@ pub(crate) async fn handle(
         plan.params.grammar = Some(forced);
         plan.grammar_from = Some(params::TOOL_CHOICE);
     }
-    let kwargs = template_kwargs(fields.chat_template_kwargs)?;
+    let mut kwargs = template_kwargs(fields.chat_template_kwargs)?;
+    reasoning_effort(&mut kwargs, fields.reasoning_effort.as_ref(), "reasoning_effort")?;
     let split_reasoning = split_reasoning(fields.reasoning_format.as_ref())?;
     let messages = messages(fields.messages)?;
     let save = match fields.conversation_id {
@@ -194,6 +195,27 @@ pub(crate) fn template_kwargs(v: Option<Value>) -> Result<TemplateKwargs, ApiErr
     }
 }
 
+/// The reasoning efforts OpenAI's API names.
+const EFFORTS: [&str; 4] = ["minimal", "low", "medium", "high"];
+
+/// A request's reasoning effort (`field`: `reasoning_effort`, or the Responses API's
+/// `reasoning.effort`) as the template variable `reasoning_effort`, which gpt-oss's template
+/// reads (other templates ignore it); `chat_template_kwargs` setting it wins. Absent or null:
+/// the template's default. Anything but OpenAI's four words is a 400 naming `field`.
+pub(crate) fn reasoning_effort(kwargs: &mut TemplateKwargs, effort: Option<&Value>, field: &str) -> Result<(), ApiError> {
+    match effort {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(s)) if EFFORTS.contains(&s.as_str()) => {
+            kwargs.entry("reasoning_effort").or_insert_with(|| Value::String(s.clone()));
+            Ok(())
+        }
+        Some(other) => Err(ApiError::invalid_param(
+            field,
+            format!("{field} must be one of \"minimal\", \"low\", \"medium\" or \"high\", got {other}"),
+        )),
+    }
+}
+
 /// `reasoning_format`: whether a thinking model's reasoning is returned apart from its
 /// content (`auto`, `deepseek`, absent: yes; `none`: no, it stays in `content`).
 fn split_reasoning(v: Option<&Value>) -> Result<bool, ApiError> {
@@ -264,6 +286,24 @@ fn content_text(content: Value, index: usize) -> Result<String, ApiError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_reasoning_effort_is_a_template_variable_the_kwargs_may_override() {
+        let mut kwargs = TemplateKwargs::new();
+        reasoning_effort(&mut kwargs, Some(&json!("low")), "reasoning_effort").unwrap();
+        assert_eq!(kwargs.get("reasoning_effort"), Some(&json!("low")));
+        let mut given = TemplateKwargs::new();
+        given.insert("reasoning_effort".into(), json!("high"));
+        reasoning_effort(&mut given, Some(&json!("low")), "reasoning_effort").unwrap();
+        assert_eq!(given.get("reasoning_effort"), Some(&json!("high")));
+        let mut none = TemplateKwargs::new();
+        reasoning_effort(&mut none, Some(&Value::Null), "reasoning_effort").unwrap();
+        assert!(none.is_empty());
+        for bad in [json!("extreme"), json!(3), json!("Low\n# Instructions")] {
+            let e = reasoning_effort(&mut none, Some(&bad), "reasoning.effort").unwrap_err();
+            assert_eq!(e.body().error.param.as_deref(), Some("reasoning.effort"), "{bad}");
+        }
+    }
 
     #[test]
     fn content_is_a_string_text_parts_or_null() {

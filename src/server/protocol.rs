@@ -85,6 +85,11 @@ pub(crate) struct ChatFields {
     /// `deepseek` (the default) returns it as `reasoning_content`.
     #[serde(default)]
     pub reasoning_format: Option<Value>,
+    /// OpenAI's `minimal`, `low`, `medium` or `high`: the template variable `reasoning_effort`
+    /// (gpt-oss's template writes it into its system message), unless `chat_template_kwargs`
+    /// sets it.
+    #[serde(default)]
+    pub reasoning_effort: Option<Value>,
 }
 
 /// One message as sent: `content` is a string, a list of parts, or null.

@@ -23,9 +23,9 @@
 use serde_json::{json, Value};
 
 use super::reasoning::{Reasoning, ThinkTags};
-use super::tools::{call_of, is_name_char, partial_suffix, ParsedReply, Tool};
+use super::tools::{call_of, is_name_char, named_call_grammar, partial_suffix, ParsedReply, Tool};
 use super::{Message, Role};
-use crate::model::grammar::{json_layout, Grammar};
+use crate::model::grammar::Grammar;
 
 /// What a call's header says before the function's name.
 const TO_FUNCTIONS: &str = "to=functions.";
@@ -107,27 +107,17 @@ pub(super) fn call_start(text: &str) -> Result<usize, usize> {
 /// its arguments as gpt-oss's template re-renders them (`tojson`). Harmony's header tokens are
 /// special tokens, named as such.
 pub(super) fn forced_call(tools: &[Tool]) -> Grammar {
-    let mut rules = Vec::with_capacity(tools.len());
-    let mut alternatives = Vec::with_capacity(tools.len());
-    for (i, t) in tools.iter().enumerate() {
-        let mut schema = t.parameters.clone();
-        if let Some(obj) = schema.as_object_mut() {
-            obj.insert("x-guidance".into(), json_layout());
-        }
-        alternatives.push(format!("c{i}"));
-        // Tool names are letters, digits, `_`, `-` and `.` (checked when the request is read).
-        rules.push(format!(
-            "c{i}: <|channel|> \"commentary to=functions.{}\" \" \" <|constrain|> \"json\" <|message|> %json {schema}",
-            t.name
-        ));
-    }
+    let calls = named_call_grammar(
+        tools,
+        "<|channel|> \"commentary to=functions.\" ",
+        "\" \" <|constrain|> \"json\" <|message|> ",
+    );
     Grammar::Lark(format!(
         "start: analysis? call\n\
          analysis: <|channel|> \"analysis\" <|message|> THOUGHT <|end|> <|start|> \"assistant\"\n\
          THOUGHT: /(?s:.*)/\n\
-         call: {}\n{}",
-        alternatives.join(" | "),
-        rules.join("\n")
+         {}",
+        calls.replacen("start:", "call:", 1)
     ))
 }
 

@@ -339,9 +339,9 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
 /// The grammar of one call of one of `tools` written as `before`, the function's name,
 /// `between`, its arguments' JSON (Lark items, each ending in a space where not empty): Mistral's
 /// named format (`[TOOL_CALLS]name[ARGS]{arguments}`, the markers as special tokens, or nothing
-/// where the vocabulary lacks them, as the text reads) and GLM-4's (`name`, a newline, the
-/// arguments). A rule per tool.
-fn named_call_grammar(tools: &[Tool], before: &str, between: &str) -> String {
+/// where the vocabulary lacks them, as the text reads), GLM-4's (`name`, a newline, the
+/// arguments) and harmony's call message (`chat::harmony`). A rule per tool.
+pub(super) fn named_call_grammar(tools: &[Tool], before: &str, between: &str) -> String {
     let mut rules = Vec::with_capacity(tools.len());
     let mut alternatives = Vec::with_capacity(tools.len());
     for (i, t) in tools.iter().enumerate() {

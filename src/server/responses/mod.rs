@@ -64,7 +64,9 @@ pub(crate) async fn create(
         plan.params.grammar = Some(forced);
         plan.grammar_from = Some(params::TOOL_CHOICE);
     }
-    let kwargs = chat::template_kwargs(fields.chat_template_kwargs.clone())?;
+    let mut kwargs = chat::template_kwargs(fields.chat_template_kwargs.clone())?;
+    let effort = fields.reasoning.as_ref().and_then(|r| r.get("effort"));
+    chat::reasoning_effort(&mut kwargs, effort, "reasoning.effort")?;
     let instructions = fields.instructions()?;
     let mut history = match &fields.previous_response_id {
         Some(id) => state.responses().get(id).map(|s| s.history.clone()).ok_or_else(|| {
