@@ -1138,6 +1138,31 @@ mod tests {
     /// renormalized unless it says, its scale, the shared expert's width, the leading dense
     /// layers; Qwen3 MoE keeps softmax, renormalized. Expert groups are refused.
     #[test]
+    fn gpt_oss_reads_its_window_and_routing() {
+        // As the published files: no gating key (llama.cpp's graph fixes it), 128-position windows
+        // on even layers, YaRN ×32 over 4,096.
+        let keys = [
+            ("expert_count", Value::U32(32)),
+            ("expert_used_count", Value::U32(4)),
+            ("expert_feed_forward_length", Value::U32(2880)),
+            ("attention.sliding_window", Value::U32(128)),
+            ("rope.scaling.type", Value::String("yarn".into())),
+            ("rope.scaling.factor", Value::F32(32.0)),
+            ("rope.scaling.original_context_length", Value::U32(4096)),
+            ("block_count", Value::U32(4)),
+        ];
+        let hp = HParams::from_metadata(&md("gpt-oss", &keys), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style), (Family::GptOss, RopeStyle::Neox));
+        let m = hp.moe.clone().unwrap();
+        assert_eq!((m.gating, m.normalize, m.biases, m.experts_used, m.expert_ffn), (MoeGating::SoftmaxWeight, false, true, 4, 2880));
+        assert_eq!((0..4).map(|l| hp.window(l)).collect::<Vec<_>>(), [Some(128), None, Some(128), None]);
+        assert!(matches!(hp.rope_scaling, RopeScaling::Yarn { factor, original_context: 4096, .. } if factor == 32.0));
+        // The window is required, as llama.cpp requires it.
+        let no_window: Vec<(&str, Value)> = keys.iter().filter(|(k, _)| *k != "attention.sliding_window").cloned().collect();
+        assert!(HParams::from_metadata(&md("gpt-oss", &no_window), Some(100)).is_err());
+    }
+
+    #[test]
     fn glm4moe_reads_its_routing() {
         fn base(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
             let mut all = vec![
