@@ -282,9 +282,7 @@ impl MoeMlp {
         let n = self.experts.len();
         let mut logits = self.router.forward(h)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
         if let Some(b) = &self.router_bias {
-            for row in logits.chunks_exact_mut(n) {
-                row.iter_mut().zip(b).for_each(|(x, b)| *x += b);
-            }
+            add_to_rows(&mut logits, b);
         }
         let routes = route(&logits, n, &self.routing);
         let rows_of = routes.by_expert(n);
@@ -639,8 +637,7 @@ mod tests {
         assert!(max_diff(&ours, &plain.forward(&h, Gate::SwigluOai).unwrap()) > 1e-2, "the biases change nothing");
 
         let mut logits = moe.router.forward(&h).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let rb = moe.router_bias.clone().unwrap();
-        logits.chunks_exact_mut(n).for_each(|row| row.iter_mut().zip(&rb).for_each(|(x, b)| *x += b));
+        add_to_rows(&mut logits, moe.router_bias.as_ref().unwrap());
         let routes = route(&logits, n, &routing);
         let rows_of = routes.by_expert(n);
         let packed = moe.packed_experts().expect("Q8_0 experts run on our kernels");

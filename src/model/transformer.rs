@@ -479,10 +479,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     // bias and sinks are required.
     let gpt_oss = hp.family == Family::GptOss;
     let out_bias = if gpt_oss { Some(load_vec(file, &n("attn_output.bias"), d, device)?) } else { None };
-    let sinks = match gpt_oss {
-        true => Some(load_vec(file, &n("attn_sinks.weight"), hp.heads, &Device::Cpu)?.to_vec1::<f32>()?),
-        false => None,
-    };
+    let sinks = if gpt_oss { Some(load_vec(file, &n("attn_sinks.weight"), hp.heads, &Device::Cpu)?.to_vec1::<f32>()?) } else { None };
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
         if file.has_tensor(&n(name)) && !(gpt_oss && name == "attn_output.bias") {
             return Err(ModelError::UnsupportedTensor {

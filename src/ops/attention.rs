@@ -34,6 +34,7 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>
             "{heads} query heads cannot share {kv_heads} K/V heads"
         )));
     }
+    how.check_sinks(heads)?;
     let group = heads / kv_heads;
     // [heads, new, d] -> [kv_heads, group * new, d]; rows ordered (g, token).
     let q = q
@@ -56,7 +57,7 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>
     let probs = match how.sinks {
         // Row (g, token) of K/V head `kvh` belongs to query head `kvh · group + g`.
         Some(sinks) => {
-            let column: Vec<f32> = (0..kv_heads * group * new).map(|r| sinks_at(sinks, r / new)).collect::<Result<_, _>>()?;
+            let column: Vec<f32> = (0..kv_heads * group * new).map(|r| sinks[r / new]).collect();
             let column = Tensor::from_vec(column, (kv_heads, group * new, 1), q.device())?.to_dtype(scores.dtype())?;
             let with = candle_nn::ops::softmax_last_dim(&Tensor::cat(&[&scores, &column], 2)?)?;
             with.narrow(2, 0, ctx)?
@@ -78,14 +79,6 @@ fn softcap(scores: Tensor, how: Attend<'_>) -> Result<Tensor, OpsError> {
         Some(c) => soft_cap(&scores, c as f64),
         None => Ok(scores),
     }
-}
-
-/// Query head `h`'s sink logit; an error when `sinks` has none for it.
-fn sinks_at(sinks: &[f32], h: usize) -> Result<f32, OpsError> {
-    sinks
-        .get(h)
-        .copied()
-        .ok_or_else(|| OpsError::Layout(format!("{} attention sinks for query head {h}", sinks.len())))
 }
 
 /// `c · tanh(x / c)` of every element (Gemma 2's soft cap, on attention scores and on logits),
@@ -116,6 +109,7 @@ fn causal_mask(new: usize, cached: usize, how: Attend<'_>, device: &Device) -> R
 pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>) -> Result<Tensor, OpsError> {
     let (new, heads, head_dim) = q.dims3()?;
     let (ctx, kv_heads, _) = k.dims3()?;
+    how.check_sinks(heads)?;
     let group = heads / kv_heads;
     let mut outs = Vec::with_capacity(heads);
     for h in 0..heads {
@@ -126,7 +120,7 @@ pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: 
         let s = s.broadcast_add(&causal_mask(new, cached, how, q.device())?)?;
         let p = match how.sinks {
             Some(sinks) => {
-                let sink = Tensor::full(sinks_at(sinks, h)?, (new, 1), q.device())?;
+                let sink = Tensor::full(sinks[h], (new, 1), q.device())?;
                 candle_nn::ops::softmax(&Tensor::cat(&[&s, &sink], 1)?, D::Minus1)?.narrow(1, 0, ctx)?
             }
             None => candle_nn::ops::softmax(&s, D::Minus1)?,

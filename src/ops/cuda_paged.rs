@@ -182,13 +182,8 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let (max_blocks_i, scale_f, window_i) = (args.max_blocks as i32, scale as f32, args.window);
         // 0: no soft cap (the kernel's convention). Without sinks the kernel reads none: one 0.
         let softcap_f = how.softcap.unwrap_or(0.0);
-        let sinks = match how.sinks {
-            Some(s) if s.len() != heads => {
-                return Err(OpsError::Layout(format!("{} attention sinks for {heads} query heads", s.len())))
-            }
-            Some(s) => stream.clone_htod(s).w()?,
-            None => stream.clone_htod(&[0f32]).w()?,
-        };
+        how.check_sinks(heads)?;
+        let sinks = stream.clone_htod(how.sinks.unwrap_or(&[0f32])).w()?;
         let has_sinks_i = i32::from(how.sinks.is_some());
         b.arg(&mut out);
         b.arg(&qs);

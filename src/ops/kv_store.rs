@@ -41,6 +41,15 @@ impl Attend<'_> {
         }
     }
 
+    /// An error unless the sinks, where there are any, are one per query head (`heads`): every
+    /// store checks this before it reads them.
+    pub fn check_sinks(&self, heads: usize) -> Result<(), OpsError> {
+        match self.sinks {
+            Some(s) if s.len() != heads => Err(OpsError::Layout(format!("{} attention sinks for {heads} query heads", s.len()))),
+            _ => Ok(()),
+        }
+    }
+
     /// The first position a query at `pos` attends to.
     pub fn first_visible(&self, pos: usize) -> usize {
         match self.window {

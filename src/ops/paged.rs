@@ -571,6 +571,7 @@ impl KvStore for PagedKvBatch<'_> {
         let scale = how.scale;
         let l = self.layout;
         let (t, heads, d) = check_batch(&l, layer, q, k, batch, &self.tables)?;
+        how.check_sinks(heads)?;
         let blocks_in_pool = self.pool.len() / l.block_len().max(1);
         let (qv, kv_, vv) = (to_host_vec(q)?, to_host_vec(k)?, to_host_vec(v)?);
         let (re, qe) = (l.row_elems(), heads * d);

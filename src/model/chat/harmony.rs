@@ -1,6 +1,6 @@
-//! Tool calls in OpenAI's harmony format (gpt-oss): reading a call out of a reply, the grammar
-//! that forces one, where a streamed reply may have begun one, and the history its template
-//! takes.
+//! OpenAI's harmony format (gpt-oss): the final message's header that `chat::reasoning` leaves
+//! out of a reply's content, tool calls (reading one out of a reply, the grammar that forces
+//! one, where a streamed reply may have begun one), and the history its template takes.
 //!
 //! A harmony reply is a sequence of messages, each a header and a body: the reasoning
 //! (`<|channel|>analysis<|message|>` … `<|end|>`, split off by `chat::reasoning` before this
@@ -36,6 +36,56 @@ const END: &str = "<|end|>";
 const CONSTRAIN: &str = "<|constrain|>";
 /// The channels a call or a preamble goes on.
 const CHANNELS: [&str; 2] = ["<|channel|>commentary", "<|channel|>analysis"];
+
+/// The final message's header (the answer follows it): `Reasoning::answer_tag`.
+pub(super) const FINAL: &str = "<|channel|>final<|message|>";
+
+/// Whether a text starts with a header to leave out of the content (`ThinkTags::answer_header`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Header {
+    /// It does not (and cannot, whatever follows).
+    Absent,
+    /// It may: the text so far is the start of one.
+    Partial,
+    /// It does, this many bytes long.
+    Full(usize),
+}
+
+/// The most bytes between `<|channel|>final` and `<|message|>` (a constraint such as
+/// ` <|constrain|>json`).
+const CONSTRAINT_MAX: usize = 32;
+
+/// Harmony's final-message header at the start of `text`: `<|start|>assistant` (after an
+/// earlier message of the reply), `<|channel|>final`, at most [`CONSTRAINT_MAX`] bytes of
+/// constraint without another header token, `<|message|>`.
+pub(super) fn final_header(text: &str) -> Header {
+    const CHANNEL: &str = "<|channel|>final";
+    let (mut s, mut used) = (text, 0);
+    for part in [ASSISTANT, CHANNEL] {
+        match s.strip_prefix(part) {
+            Some(rest) => {
+                (s, used) = (rest, used + part.len());
+            }
+            None if part.starts_with(s) => return Header::Partial,
+            None if part == ASSISTANT => {}
+            None => return Header::Absent,
+        }
+    }
+    let constraint_ok = |c: &str| c.len() <= CONSTRAINT_MAX && !c.replace(CONSTRAIN, "").contains("<|");
+    match s.find(MESSAGE) {
+        Some(at) if constraint_ok(&s[..at]) => Header::Full(used + at + MESSAGE.len()),
+        Some(_) => Header::Absent,
+        None => {
+            // What may still become `<|message|>` (or a constraint token) is not judged yet.
+            let held = partial_suffix(s, MESSAGE).max(partial_suffix(s, CONSTRAIN));
+            if constraint_ok(&s[..s.len() - held]) {
+                Header::Partial
+            } else {
+                Header::Absent
+            }
+        }
+    }
+}
 
 /// The call in `text` (a reply after its reasoning), if it holds one and nothing else that
 /// looks like one.

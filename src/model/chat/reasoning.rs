@@ -36,6 +36,7 @@
 //! `thinking_forced_open`); vLLM's `reasoning/deepseek_r1_reasoning_parser.py` and
 //! `qwen3_reasoning_parser.py`.
 
+use super::harmony::Header;
 use super::tools::partial_suffix;
 
 /// The tags around a reply's reasoning.
@@ -71,58 +72,8 @@ impl ThinkTags {
     /// header, for the other tags at once.
     fn answer_header(self, content: &str) -> Header {
         match self {
-            Self::Harmony => harmony_final_header(content),
+            Self::Harmony => super::harmony::final_header(content),
             Self::Think | Self::Mistral => Header::Absent,
-        }
-    }
-}
-
-/// Whether a text starts with a header to leave out of the content ([`ThinkTags::answer_header`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Header {
-    /// It does not (and cannot, whatever follows).
-    Absent,
-    /// It may: the text so far is the start of one.
-    Partial,
-    /// It does, this many bytes long.
-    Full(usize),
-}
-
-/// The most bytes between `<|channel|>final` and `<|message|>` (a constraint such as
-/// ` <|constrain|>json`).
-const HARMONY_CONSTRAINT_MAX: usize = 32;
-
-/// Harmony's final-message header at the start of `text`: `<|start|>assistant` (after an
-/// earlier message of the reply), `<|channel|>final`, at most [`HARMONY_CONSTRAINT_MAX`] bytes
-/// of constraint without another header token, `<|message|>`.
-fn harmony_final_header(text: &str) -> Header {
-    const START: &str = "<|start|>assistant";
-    const CHANNEL: &str = "<|channel|>final";
-    const MESSAGE: &str = "<|message|>";
-    let (mut s, mut used) = (text, 0);
-    for part in [START, CHANNEL] {
-        match s.strip_prefix(part) {
-            Some(rest) => {
-                (s, used) = (rest, used + part.len());
-            }
-            None if part.starts_with(s) => return Header::Partial,
-            None if part == START => {}
-            None => return Header::Absent,
-        }
-    }
-    const CONSTRAIN: &str = "<|constrain|>";
-    let constraint_ok = |c: &str| c.len() <= HARMONY_CONSTRAINT_MAX && !c.replace(CONSTRAIN, "").contains("<|");
-    match s.find(MESSAGE) {
-        Some(at) if constraint_ok(&s[..at]) => Header::Full(used + at + MESSAGE.len()),
-        Some(_) => Header::Absent,
-        None => {
-            // What may still become `<|message|>` (or a constraint token) is not judged yet.
-            let held = super::tools::partial_suffix(s, MESSAGE).max(super::tools::partial_suffix(s, CONSTRAIN));
-            if constraint_ok(&s[..s.len() - held]) {
-                Header::Partial
-            } else {
-                Header::Absent
-            }
         }
     }
 }
@@ -181,7 +132,7 @@ impl Reasoning {
     /// starts: the close tag, or harmony's final-message header.
     pub fn answer_tag(self) -> &'static str {
         match self.tags {
-            ThinkTags::Harmony => "<|channel|>final<|message|>",
+            ThinkTags::Harmony => super::harmony::FINAL,
             ThinkTags::Think | ThinkTags::Mistral => self.tags.close(),
         }
     }

@@ -81,8 +81,8 @@ pub const END_OF_TURN_TOKENS: &[&str] = &[
     "</s>",
     "<｜end▁of▁sentence｜>",
     // Harmony (gpt-oss): the end of the reply and of a tool call (see `HARMONY_END`).
-    "<|return|>",
-    "<|call|>",
+    HARMONY_RETURN,
+    HARMONY_CALL,
     // GLM-4: a tool call ends with it (its `generation_config.json` lists it beside
     // `<|endoftext|>` and `<|user|>`, which GGUF files carry as EOS and EOT).
     "<|observation|>",
