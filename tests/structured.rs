@@ -598,6 +598,7 @@ async fn a_grammar_that_waits_for_a_text_applies_from_the_token_after_it() {
         grammar: Some(Grammar::JsonSchema(person_schema())),
         grammar_after: Some(GrammarDelay {
             until: trigger.clone(),
+            then: None,
             if_first,
         }),
         ..GenerateParams::greedy(300)
@@ -616,6 +617,24 @@ async fn a_grammar_that_waits_for_a_text_applies_from_the_token_after_it() {
     let least = (0..first.len()).min_by(|&a, &b| first[a].total_cmp(&first[b])).unwrap() as u32;
     let report = common::run_in_engine(s.state.engine(), prompt.clone(), delay(Some(least))).await;
     assert_person(&serde_json::from_str(&report.text).unwrap());
+    // A second text after the first (harmony's `<|message|>` after `<|channel|>final`): free
+    // until both have come, in that order, whatever is between.
+    let first = engine.model().tokenizer.decode(&free.tokens[..1]).unwrap();
+    let then = engine.model().tokenizer.decode(&free.tokens[2..3]).unwrap();
+    let upto = engine.model().tokenizer.decode(&free.tokens[..3]).unwrap();
+    assert!(!first.is_empty() && !then.is_empty() && free.text.starts_with(&upto), "{free:?}");
+    let two = GenerateParams {
+        grammar_after: Some(GrammarDelay {
+            until: first,
+            then: Some(then),
+            if_first: None,
+        }),
+        ..delay(None)
+    };
+    let report = common::run_in_engine(s.state.engine(), prompt.clone(), two).await;
+    assert_eq!(report.tokens[..3], free.tokens[..3], "free until both texts");
+    let rest = report.text.strip_prefix(&upto).unwrap();
+    assert_person(&serde_json::from_str(rest).unwrap_or_else(|e| panic!("{e}: {rest:?}")));
     // Without the wait the grammar holds from the first token.
     let at_once = GenerateParams {
         grammar_after: None,
@@ -648,6 +667,7 @@ async fn whitespace_the_model_writes_after_the_awaited_text_comes_before_the_gra
     };
     let delay = GrammarDelay {
         until: "\n".into(),
+        then: None,
         if_first: None,
     };
     let report = common::run_in_engine(engine, prompt.clone(), params(Some(delay))).await;

@@ -64,6 +64,10 @@ pub struct GrammarDelay {
     /// that ends the reasoning); the reply is free until then. Whitespace may come between the
     /// two, [`GrammarDelay::GAP`] bytes at most, as the model writes it.
     pub until: String,
+    /// `Some(text)`: after [`GrammarDelay::until`], the grammar waits further for this text,
+    /// whatever comes between: harmony's `<|message|>`, after `<|channel|>final` and a
+    /// constraint the model may write (` <|constrain|>json`).
+    pub then: Option<String>,
     /// `Some(id)`: a model that opens its reasoning itself (token `id`, e.g. Qwen3's `<think>`).
     /// The first token is then one the grammar allows or `id`; only after `id` does the grammar
     /// wait for [`GrammarDelay::until`]. `None`: the prompt opened the reasoning, it always waits.

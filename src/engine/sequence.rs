@@ -356,11 +356,13 @@ fn active<'a>(waits: &Option<GrammarTrigger>, constraint: &'a mut Option<Constra
     }
 }
 
-/// The text a grammar waits for, the end of the reply so far (as much as could still hold the
-/// start of that text), and, before the first token, the token that opens the wait.
+/// The text a grammar waits for (and the text it waits for after that one), the end of the
+/// reply so far (as much as could still hold the start of the awaited text), and, before the
+/// first token, the token that opens the wait.
 #[derive(Debug)]
 struct GrammarTrigger {
     text: String,
+    then: Option<String>,
     tail: String,
     if_first: Option<u32>,
 }
@@ -369,16 +371,23 @@ impl GrammarTrigger {
     fn new(delay: GrammarDelay) -> Self {
         Self {
             text: delay.until,
+            then: delay.then.filter(|t| !t.is_empty()),
             tail: String::new(),
             if_first: delay.if_first,
         }
     }
 
-    /// Adds a piece of the reply; whether the text has now appeared.
+    /// Adds a piece of the reply; whether the text (and the one after it) has now appeared.
     fn seen(&mut self, piece: &str) -> bool {
         self.tail.push_str(piece);
-        if self.tail.contains(&self.text) {
-            return true;
+        while let Some(at) = self.tail.find(&self.text) {
+            match self.then.take() {
+                None => return true,
+                Some(then) => {
+                    self.tail.drain(..at + self.text.len());
+                    self.text = then;
+                }
+            }
         }
         let mut keep = self.tail.len().saturating_sub(self.text.len());
         while !self.tail.is_char_boundary(keep) {
@@ -396,8 +405,36 @@ mod tests {
     fn trigger(text: &str) -> GrammarTrigger {
         GrammarTrigger::new(GrammarDelay {
             until: text.into(),
+            then: None,
             if_first: None,
         })
+    }
+
+    #[test]
+    fn a_trigger_with_a_second_text_waits_for_it_after_the_first() {
+        let two = |until: &str, then: &str| {
+            GrammarTrigger::new(GrammarDelay {
+                until: until.into(),
+                then: Some(then.into()),
+                if_first: None,
+            })
+        };
+        // Harmony's final header, with a constraint between the channel and the message.
+        let mut t = two("<|channel|>final", "<|message|>");
+        for piece in ["<|channel|>", "analysis", "<|message|>", "x", "<|end|>", "<|start|>", "assistant", "<|channel|>", "final"] {
+            assert!(!t.seen(piece), "{piece}");
+        }
+        assert!(!t.seen(" "));
+        assert!(!t.seen("<|constrain|>"));
+        assert!(!t.seen("json"));
+        assert!(t.seen("<|message|>"));
+        // Both in one piece, and the second not before the first.
+        assert!(two("a", "b").seen("xaxb"));
+        assert!(!two("a", "b").seen("bxa"));
+        let mut t = two("ab", "ab");
+        assert!(!t.seen("a"));
+        assert!(!t.seen("b"));
+        assert!(t.seen("ab"));
     }
 
     #[test]

@@ -158,6 +158,7 @@ impl Plan {
             if (r.starts_open || if_first.is_some() || harmony) && !(harmony && forced_call) {
                 self.params.grammar_after = Some(GrammarDelay {
                     until: r.answer_tag().to_owned(),
+                    then: r.answer_tag_end().map(str::to_owned),
                     if_first,
                 });
             }
@@ -335,6 +336,7 @@ mod tests {
         let after = |until: &str, if_first| {
             Some(GrammarDelay {
                 until: until.into(),
+                then: None,
                 if_first,
             })
         };
@@ -355,7 +357,13 @@ mod tests {
             tags: ThinkTags::Harmony,
             starts_open: false,
         };
-        assert_eq!(delay(Some(harmony), None), after("<|channel|>final<|message|>", None));
+        // Its header ends at `<|message|>`, after a constraint the model may write.
+        let final_message = Some(GrammarDelay {
+            until: "<|channel|>final".into(),
+            then: Some("<|message|>".into()),
+            if_first: None,
+        });
+        assert_eq!(delay(Some(harmony), None), final_message);
         let mut p = plan(true);
         p.grammar_from = Some(TOOL_CHOICE);
         p.think(Some(harmony), true, None);

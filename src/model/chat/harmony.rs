@@ -31,14 +31,16 @@ use crate::model::grammar::Grammar;
 const TO_FUNCTIONS: &str = "to=functions.";
 const START: &str = "<|start|>";
 const ASSISTANT: &str = "<|start|>assistant";
-const MESSAGE: &str = "<|message|>";
+/// What ends every header.
+pub(super) const MESSAGE: &str = "<|message|>";
 const END: &str = "<|end|>";
 const CONSTRAIN: &str = "<|constrain|>";
 /// The channels a call or a preamble goes on.
 const CHANNELS: [&str; 2] = ["<|channel|>commentary", "<|channel|>analysis"];
 
-/// The final message's header (the answer follows it): `Reasoning::answer_tag`.
-pub(super) const FINAL: &str = "<|channel|>final<|message|>";
+/// The final message's channel (its header, and then the answer, follows):
+/// `Reasoning::answer_tag`.
+pub(super) const FINAL_CHANNEL: &str = "<|channel|>final";
 
 /// Whether a text starts with a header to leave out of the content (`ThinkTags::answer_header`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,9 +61,8 @@ const CONSTRAINT_MAX: usize = 32;
 /// earlier message of the reply), `<|channel|>final`, at most [`CONSTRAINT_MAX`] bytes of
 /// constraint without another header token, `<|message|>`.
 pub(super) fn final_header(text: &str) -> Header {
-    const CHANNEL: &str = "<|channel|>final";
     let (mut s, mut used) = (text, 0);
-    for part in [ASSISTANT, CHANNEL] {
+    for part in [ASSISTANT, FINAL_CHANNEL] {
         match s.strip_prefix(part) {
             Some(rest) => {
                 (s, used) = (rest, used + part.len());

@@ -129,11 +129,21 @@ impl Reasoning {
     }
 
     /// The text after which the answer starts, where a grammar for it (a response format)
-    /// starts: the close tag, or harmony's final-message header.
+    /// starts: the close tag, or harmony's final channel (`<|channel|>final`), whose header
+    /// ends at [`Reasoning::answer_tag_end`].
     pub fn answer_tag(self) -> &'static str {
         match self.tags {
-            ThinkTags::Harmony => super::harmony::FINAL,
+            ThinkTags::Harmony => super::harmony::FINAL_CHANNEL,
             ThinkTags::Think | ThinkTags::Mistral => self.tags.close(),
+        }
+    }
+
+    /// What ends the answer's header after [`Reasoning::answer_tag`], whatever comes between:
+    /// harmony's `<|message|>` (a constraint such as ` <|constrain|>json` may come first).
+    pub fn answer_tag_end(self) -> Option<&'static str> {
+        match self.tags {
+            ThinkTags::Harmony => Some(super::harmony::MESSAGE),
+            ThinkTags::Think | ThinkTags::Mistral => None,
         }
     }
 
