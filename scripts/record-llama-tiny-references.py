@@ -15,7 +15,8 @@ layers; GLM-4 files, one with M-RoPE sections; a GLM-4.5 file: a dense layer, th
 experts with a selection bias and a shared expert; a gpt-oss file: attention sinks, biases, a
 local first layer, biased experts with a clamped SwiGLU; and, rewritten by the testkit's
 `requantize` in types candle cannot write, a Llama file all IQ4_NL, a Qwen3 file all IQ4_XS, a
-Qwen3 MoE and a gpt-oss file with MXFP4 experts; Llama files all Q3_K and all Q2_K),
+Qwen3 MoE and a gpt-oss file with MXFP4 experts, a Llama file with each of the IQ1, IQ2, IQ3
+and TQ types; Llama files all Q3_K and all Q2_K),
 llama-server with K/V
 f32 and flash attention
 off (so f32 is really f32) decodes 24 greedy tokens after each of a few fixed token-id prompts
@@ -47,7 +48,7 @@ MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf", "tiny-qwen3-yarn-
           "tiny-glm4-q8_0.gguf", "tiny-glm4moe-q8_0.gguf", "tiny-glm4-mrope-q8_0.gguf",
           "tiny-llama-iq4_nl.gguf", "tiny-qwen3-iq4_xs.gguf", "tiny-qwen3moe-mxfp4.gguf",
           "tiny-llama-q3_k.gguf", "tiny-llama-q2_k.gguf", "tiny-gpt-oss-q8_0.gguf",
-          "tiny-gpt-oss-mxfp4.gguf"]
+          "tiny-gpt-oss-mxfp4.gguf", "tiny-llama-iq1-iq2-iq3-tq.gguf"]
 
 
 def prompts():

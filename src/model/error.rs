@@ -38,7 +38,7 @@ pub enum ModelError {
     /// The file has a tensor of a part of the architecture hearth does not run.
     #[error("tensor \"{name}\" is not supported: {reason}")]
     UnsupportedTensor { name: String, reason: String },
-    /// A tensor is stored in a type hearth has no kernel for (IQ2_XXS, TQ1_0, …).
+    /// A tensor is stored in a type hearth has no kernel for (NVFP4, Q1_0, …).
     #[error("tensor \"{name}\" is stored as {ty}, a type hearth cannot run yet; it runs {supported} (a file quantized to one of these, e.g. Q4_K_M or IQ4_XS, works)")]
     UnsupportedTensorType { name: String, ty: String, supported: String },
     /// The tokenizer could not be built or used.

@@ -1,4 +1,5 @@
-//! The 4-bit types candle lacks, decoded into Q8_0 at load.
+//! The 4-bit types candle lacks, decoded into Q8_0 at load (the smaller IQ and TQ types:
+//! [`super::iq`]).
 //!
 //! IQ4_NL, IQ4_XS and MXFP4 store each value as a 4-bit index into a table of
 //! 16 integers that fit in 8 bits (`kvalues_iq4nl`, `kvalues_mxfp4`), times
@@ -56,7 +57,8 @@ fn mxfp4_scale(e: u8) -> Result<(f16, u32), String> {
     Ok((f16::from_f32(2f32.powi(exp - shift as i32)), shift))
 }
 
-/// `bytes`, whole blocks of `ty` (IQ4_NL, IQ4_XS or MXFP4), as Q8_0 blocks.
+/// `bytes`, whole blocks of `ty` (IQ4_NL, IQ4_XS, MXFP4 or one of [`super::iq`]'s), as Q8_0
+/// blocks.
 pub fn to_q8_0(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, String> {
     let bb = ty.block_bytes();
     if !bytes.len().is_multiple_of(bb) {
@@ -86,6 +88,11 @@ pub fn to_q8_0(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, String> {
                     let dl = f16::from_f32(d * (i32::from(ls) - 32) as f32);
                     q8_block(&mut out, dl, &qs[16 * ib..16 * ib + 16], &KVALUES_IQ4NL, 0);
                 }
+            }
+        }
+        other if super::iq::converts(other) => {
+            for b in blocks {
+                super::iq::to_q8_0(other, b, &mut out)?;
             }
         }
         other => return Err(format!("{other} has no conversion to Q8_0")),

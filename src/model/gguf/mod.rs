@@ -12,6 +12,8 @@
 
 pub mod convert;
 pub mod header;
+mod iq;
+mod iq_grids;
 pub mod types;
 
 use std::borrow::Cow;
@@ -237,13 +239,18 @@ impl GgufFile {
     /// matrix in 4 bits again (`ops::qmatmul::narrow_q8_0`), its size as stored within a few
     /// percent, so `on_cpu` counts the stored bytes. Q3_K's 3-bit quants are kept in 4 bits on
     /// the CPU (146 bytes a 256-value block against 110), Q2_K's 4-bit sub-scales and sub-mins
-    /// in bytes (100 against 84).
+    /// in bytes (100 against 84). The types under 4 bits with one scale per 32 values are kept
+    /// in 4 bits on the CPU too (18 bytes a 32-value block), those with two (IQ2_XS, IQ2_S,
+    /// IQ1_M) as Q8_0 (`iq`).
     pub fn tensor_bytes(&self, name: &str, on_cpu: bool) -> Option<u64> {
+        use GgmlType::*;
         let info = self.header.tensors.get(name)?;
         let elems = info.elems();
         Some(match (on_cpu, info.ty) {
-            (true, GgmlType::Q3_K) => elems / 256 * 146,
-            (true, GgmlType::Q2_K) => elems / 256 * 100,
+            (true, Q3_K) => elems / 256 * 146,
+            (true, Q2_K) => elems / 256 * 100,
+            (true, IQ2_XXS | IQ3_XXS | IQ3_S | IQ1_S | TQ1_0 | TQ2_0) => elems / 32 * 18,
+            (true, IQ2_XS | IQ2_S | IQ1_M) => Q8_0.bytes_of(elems),
             (true, ty) => ty.bytes_of(elems),
             (false, ty) => ty.loaded().bytes_of(elems),
         } as u64)
@@ -407,6 +414,40 @@ mod tests {
             // A Q8_0 matrix of the file stays Q8_0.
             let other = QLinear::new(file.tensor("blk.0.attn_k.weight", &Device::Cpu).unwrap(), &Device::Cpu).unwrap();
             assert_eq!(other.packed().map(|p| p.kind()), Some(QuantKind::Q8_0));
+        }
+    }
+
+    /// Each type under 4 bits reads as Q8_0; on the CPU those with one scale per 32 values pack
+    /// into 4-bit indices of a table, those with two stay Q8_0, as `tensor_bytes` counts them.
+    #[test]
+    fn lattice_types_read_as_q8_0_and_pack_as_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let q8 = dir.path().join("q8.gguf");
+        write_model(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), &q8).unwrap();
+        let cases = [
+            (GgmlType::IQ2_XXS, QuantKind::Q8Iq2),
+            (GgmlType::IQ3_XXS, QuantKind::Q8Iq3xxs),
+            (GgmlType::IQ3_S, QuantKind::Q8Iq3s),
+            (GgmlType::IQ1_S, QuantKind::Q8Iq3s),
+            (GgmlType::TQ1_0, QuantKind::Q8Fp4),
+            (GgmlType::TQ2_0, QuantKind::Q8Fp4),
+            (GgmlType::IQ2_XS, QuantKind::Q8_0),
+            (GgmlType::IQ2_S, QuantKind::Q8_0),
+            (GgmlType::IQ1_M, QuantKind::Q8_0),
+        ];
+        let name = "blk.0.attn_q.weight";
+        for (ty, kind) in cases {
+            let path = dir.path().join(format!("{ty}.gguf"));
+            requantize(&q8, &path, |n, _| (n == name).then_some(ty)).unwrap();
+            let mut file = GgufFile::open(&path).unwrap();
+            assert_eq!(file.tensor_type(name), Some(ty));
+            assert_eq!(file.tensor_bytes(name, false), Some(256 * 256 / 32 * 34));
+            let counted = file.tensor_bytes(name, true).unwrap();
+            let linear = QLinear::new(file.tensor(name, &Device::Cpu).unwrap(), &Device::Cpu).unwrap();
+            let packed = linear.packed().unwrap();
+            assert_eq!(packed.kind(), kind, "{ty}");
+            let ratio = packed.bytes() as f64 / counted as f64;
+            assert!((0.99..1.07).contains(&ratio), "{ty}: packed {} against {counted} counted", packed.bytes());
         }
     }
 

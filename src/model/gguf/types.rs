@@ -4,7 +4,8 @@
 //! block, name), so that a file's extent is checked and an unsupported type is
 //! named to the user ("IQ2_XXS"), not reported as a damaged header; and which
 //! of them hearth reads: the types candle holds as they are, and those it
-//! lacks that [`super::convert`] decodes exactly (IQ4_NL, IQ4_XS, MXFP4).
+//! lacks that [`super::convert`] decodes into Q8_0 (IQ4_NL, IQ4_XS, MXFP4, and the IQ1, IQ2,
+//! IQ3 and TQ types).
 //!
 //! Counterpart: ggml's `type_traits` table (`ggml.c`) and `enum ggml_type`.
 
@@ -56,7 +57,8 @@ pub enum GgmlType {
 pub enum Reading {
     /// candle holds it as stored.
     Native(GgmlDType),
-    /// Decoded at load into Q8_0, value for value ([`super::convert`]).
+    /// Decoded at load into Q8_0 ([`super::convert`]): value for value, up to the f16
+    /// rounding of a scale, or of half a block for IQ2_XS, IQ2_S and IQ1_M (`super::iq`).
     ToQ8_0,
     /// hearth has no kernel for it.
     Unsupported,
@@ -179,7 +181,9 @@ impl GgmlType {
             Q5_K => GgmlDType::Q5K,
             Q6_K => GgmlDType::Q6K,
             Q8_K => GgmlDType::Q8K,
-            IQ4_NL | IQ4_XS | MXFP4 => return Reading::ToQ8_0,
+            IQ4_NL | IQ4_XS | MXFP4 | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M | TQ1_0 | TQ2_0 => {
+                return Reading::ToQ8_0
+            }
             _ => return Reading::Unsupported,
         })
     }
@@ -240,6 +244,7 @@ mod tests {
         assert_eq!(GgmlType::from_id(23).map(GgmlType::name).as_deref(), Some("IQ4_XS"));
         assert_eq!(GgmlType::from_id(12).map(GgmlType::name).as_deref(), Some("Q4_K"));
         assert!(GgmlType::supported_names().contains("MXFP4"));
-        assert!(!GgmlType::supported_names().contains("IQ2_XXS"));
+        assert!(GgmlType::supported_names().contains("IQ2_XXS"));
+        assert!(!GgmlType::supported_names().contains("NVFP4"));
     }
 }

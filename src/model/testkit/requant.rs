@@ -1,11 +1,15 @@
-//! Tiny models in the types candle cannot write: IQ4_NL, IQ4_XS and MXFP4.
+//! Tiny models in the types candle cannot write: IQ4_NL, IQ4_XS and MXFP4, and the IQ1, IQ2,
+//! IQ3 and TQ types.
 //!
 //! [`requantize`] reads a GGUF file the testkit wrote (Q8_0 or F32 weights),
 //! and writes it again with the tensors a caller picks in one of those types,
-//! quantized here from their values, with a GGUF writer of its own (candle's
-//! writes only the types it has). The quantizers are plain round-to-nearest on
+//! with a GGUF writer of its own (candle's writes only the types it has). The
+//! 4-bit types are quantized here from their values, plain round-to-nearest on
 //! each block's largest value, not llama.cpp's searches: any block is a valid
-//! one, and llama.cpp, which the tests compare with, reads the same bytes.
+//! one, and llama.cpp, which the tests compare with, reads the same bytes. The
+//! smaller types (lattices of 4 or 8 values, [`random_lattice_blocks`]) get
+//! random blocks scaled to the values' size: the weights of a random model
+//! still, each file's own, and any bytes are a valid block of these types.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -15,7 +19,7 @@ use candle_core::quantized::gguf_file::Value;
 use candle_core::Device;
 use half::f16;
 
-use crate::model::gguf::convert::{KVALUES_IQ4NL, KVALUES_MXFP4};
+use crate::model::gguf::convert::{to_q8_0, KVALUES_IQ4NL, KVALUES_MXFP4};
 use crate::model::gguf::types::GgmlType;
 use crate::model::gguf::GgufFile;
 use crate::model::ModelError;
@@ -102,9 +106,68 @@ pub fn quantize(ty: GgmlType, xs: &[f32]) -> Vec<u8> {
                 }
             }
         }
+        other if other.loaded() == GgmlType::Q8_0 && other.block_elems() == 256 => {
+            return random_lattice_blocks(other, xs);
+        }
         other => panic!("the testkit does not quantize to {other}"),
     }
     out
+}
+
+/// Blocks of `ty` (an IQ1, IQ2, IQ3 or TQ type) for `xs`: random bytes (seeded by the
+/// values), each block's f16 scale `d` set so that the block's values have the root mean
+/// square of its 256 values in `xs`.
+fn random_lattice_blocks(ty: GgmlType, xs: &[f32]) -> Vec<u8> {
+    let mut seed = xs.iter().fold(0x9E37_79B9_7F4A_7C15u64, |h, x| (h ^ u64::from(x.to_bits())).wrapping_mul(0x100_0000_01B3)) | 1;
+    let mut out = Vec::with_capacity(ty.bytes_of(xs.len()));
+    for chunk in xs.chunks_exact(256) {
+        let mut b: Vec<u8> = (0..ty.block_bytes())
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed >> 32) as u8
+            })
+            .collect();
+        set_d(ty, &mut b, f16::ONE);
+        let unit = rms(&q8_0_values(&to_q8_0(ty, &b).unwrap_or_default()));
+        let want = rms(chunk);
+        set_d(ty, &mut b, f16::from_f32(if unit > 0.0 { want / unit } else { 0.0 }));
+        out.extend_from_slice(&b);
+    }
+    out
+}
+
+fn rms(v: &[f32]) -> f32 {
+    (v.iter().map(|x| x * x).sum::<f32>() / v.len().max(1) as f32).sqrt()
+}
+
+/// The values of Q8_0 blocks.
+fn q8_0_values(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(34)
+        .flat_map(|blk| {
+            let d = f16::from_bits(u16::from_le_bytes([blk[0], blk[1]])).to_f32();
+            blk[2..].iter().map(move |&q| d * q as i8 as f32)
+        })
+        .collect()
+}
+
+/// Sets the f16 scale `d` of block `b` of `ty` (IQ1_M keeps it in the top four bits of its
+/// four scale words; TQ1_0 and TQ2_0 after their quants; the others first).
+fn set_d(ty: GgmlType, b: &mut [u8], d: f16) {
+    let bits = d.to_bits();
+    match ty {
+        GgmlType::IQ1_M => {
+            for i in 0..4 {
+                let at = 48 + 2 * i;
+                let w = (u16::from_le_bytes([b[at], b[at + 1]]) & 0x0FFF) | (((bits >> (4 * i)) & 0xF) << 12);
+                b[at..at + 2].copy_from_slice(&w.to_le_bytes());
+            }
+        }
+        GgmlType::TQ1_0 => b[52..54].copy_from_slice(&bits.to_le_bytes()),
+        GgmlType::TQ2_0 => b[64..66].copy_from_slice(&bits.to_le_bytes()),
+        _ => b[..2].copy_from_slice(&bits.to_le_bytes()),
+    }
 }
 
 /// Rewrites the GGUF at `src` into `dst`, each tensor for which `pick(name, dims)` gives a type
@@ -235,7 +298,6 @@ fn write_raw(
 mod tests {
     use super::*;
     use crate::model::gguf::convert::tests::dequant_q8_0;
-    use crate::model::gguf::convert::to_q8_0;
 
     /// Each quantizer's blocks read back (through hearth's decoding) near the values, as
     /// 4-bit quantization allows.
@@ -250,6 +312,22 @@ mod tests {
             let err = rms(&mut xs.iter().zip(&back).map(|(a, b)| a - b));
             let size = rms(&mut xs.iter().copied());
             assert!(err < 0.15 * size, "{ty}: error {err} against values of {size}");
+        }
+    }
+
+    /// The smaller types' random blocks have the values' size, block by block.
+    #[test]
+    fn random_lattice_blocks_have_the_values_size() {
+        let xs: Vec<f32> = (0..1024).map(|i| (i as f32 * 0.731).sin() * if i < 512 { 0.05 } else { 0.5 }).collect();
+        for ty in [GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::TQ1_0, GgmlType::TQ2_0] {
+            let q = quantize(ty, &xs);
+            assert_eq!(q.len(), ty.bytes_of(xs.len()));
+            let back = dequant_q8_0(&to_q8_0(ty, &q).unwrap());
+            for (b, x) in back.chunks(256).zip(xs.chunks(256)) {
+                let (got, want) = (rms(b), rms(x));
+                assert!((got - want).abs() < 0.01 * want, "{ty}: {got} against {want}");
+            }
+            assert_ne!(quantize(ty, &xs[..256]), quantize(ty, &xs[256..512]), "{ty}: blocks differ");
         }
     }
 }

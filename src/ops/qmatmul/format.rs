@@ -35,6 +35,22 @@ use half::f16;
 pub const IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 /// `kvalues_mxfp4`: E2M1's 16 values, doubled (MXFP4's, with a power-of-two scale).
 pub const FP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+/// IQ2_XXS's values: its grid's 8, 25, 43 with either sign (the rest repeats the last).
+pub const IQ2: [i8; 16] = [-43, -25, -8, 8, 25, 43, 43, 43, 43, 43, 43, 43, 43, 43, 43, 43];
+/// IQ3_XXS's values: its grid's 4, 12, … 52, 62 with either sign.
+pub const IQ3XXS: [i8; 16] = [-62, -52, -44, -36, -28, -20, -12, -4, 4, 12, 20, 28, 36, 44, 52, 62];
+/// IQ3_S's values: its grid's 1, 3, … 15 with either sign.
+pub const IQ3S: [i8; 16] = [-15, -13, -11, -9, -7, -5, -3, -1, 1, 3, 5, 7, 9, 11, 13, 15];
+
+/// The table kinds, each with its table, in the order [`narrow_q8_0`] tries them.
+/// IQ1_S's values (`8·(grid ± 1/8)`: ±1, ±7, ±9) are among IQ3_S's.
+const TABLE_KINDS: [(QuantKind, &[i8; 16]); 5] = [
+    (QuantKind::Q8Iq4nl, &IQ4NL),
+    (QuantKind::Q8Fp4, &FP4),
+    (QuantKind::Q8Iq3xxs, &IQ3XXS),
+    (QuantKind::Q8Iq3s, &IQ3S),
+    (QuantKind::Q8Iq2, &IQ2),
+];
 
 /// The weight types with a kernel of ours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,15 +67,21 @@ pub enum QuantKind {
     Q2K,
     /// Q8_0 blocks whose values are all in [`IQ4NL`].
     Q8Iq4nl,
-    /// Q8_0 blocks whose values are all in [`FP4`].
+    /// Q8_0 blocks whose values are all in [`FP4`] (MXFP4's; TQ1_0's and TQ2_0's −1, 0, 1).
     Q8Fp4,
+    /// Q8_0 blocks whose values are all in [`IQ3XXS`].
+    Q8Iq3xxs,
+    /// Q8_0 blocks whose values are all in [`IQ3S`] (IQ3_S's; IQ1_S's too).
+    Q8Iq3s,
+    /// Q8_0 blocks whose values are all in [`IQ2`] (IQ2_XXS's).
+    Q8Iq2,
 }
 
 impl QuantKind {
     /// Elements per GGUF block.
     pub const fn block_elems(self) -> usize {
         match self {
-            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4 => 32,
+            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4 | Self::Q8Iq3xxs | Self::Q8Iq3s | Self::Q8Iq2 => 32,
             Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K | Self::Q2K => 256,
         }
     }
@@ -71,7 +93,7 @@ impl QuantKind {
             Self::Q4_1 => 20,
             Self::Q5_0 => 22,
             Self::Q5_1 => 24,
-            Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4 => 34,
+            Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4 | Self::Q8Iq3xxs | Self::Q8Iq3s | Self::Q8Iq2 => 34,
             Self::Q4K => 144,
             Self::Q5K => 176,
             Self::Q6K => 210,
@@ -83,7 +105,8 @@ impl QuantKind {
     /// Bits of each quant as the kernels keep them (2, 4, 5, 6 or 8; Q3_K's 3 in 4).
     pub const fn bits(self) -> usize {
         match self {
-            Self::Q4_0 | Self::Q4_1 | Self::Q4K | Self::Q3K | Self::Q8Iq4nl | Self::Q8Fp4 => 4,
+            Self::Q4_0 | Self::Q4_1 | Self::Q4K | Self::Q3K => 4,
+            Self::Q8Iq4nl | Self::Q8Fp4 | Self::Q8Iq3xxs | Self::Q8Iq3s | Self::Q8Iq2 => 4,
             Self::Q2K => 2,
             Self::Q5_0 | Self::Q5_1 | Self::Q5K => 5,
             Self::Q6K => 6,
@@ -94,7 +117,7 @@ impl QuantKind {
     /// Signed weights, no min (Q8_0 and the table kinds): the kernels multiply `|w|` by the
     /// activation given `w`'s sign.
     pub const fn signed(self) -> bool {
-        matches!(self, Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4)
+        self.table().is_some() || matches!(self, Self::Q8_0)
     }
 
     /// The table a 4-bit index is looked up in (the table kinds).
@@ -102,6 +125,9 @@ impl QuantKind {
         match self {
             Self::Q8Iq4nl => Some(&IQ4NL),
             Self::Q8Fp4 => Some(&FP4),
+            Self::Q8Iq3xxs => Some(&IQ3XXS),
+            Self::Q8Iq3s => Some(&IQ3S),
+            Self::Q8Iq2 => Some(&IQ2),
             _ => None,
         }
     }
@@ -148,6 +174,9 @@ impl QuantKind {
             Self::Q2K => "Q2_K",
             Self::Q8Iq4nl => "Q8_0 (IQ4_NL values)",
             Self::Q8Fp4 => "Q8_0 (MXFP4 values)",
+            Self::Q8Iq3xxs => "Q8_0 (IQ3_XXS values)",
+            Self::Q8Iq3s => "Q8_0 (IQ3_S values)",
+            Self::Q8Iq2 => "Q8_0 (IQ2_XXS values)",
         }
     }
 }
@@ -226,7 +255,7 @@ pub fn decode(kind: QuantKind, b: &[u8]) -> Decoded {
             out.d = f16_at(b, 0);
             out.q[..32].copy_from_slice(&b[2..34]);
         }
-        QuantKind::Q8Iq4nl | QuantKind::Q8Fp4 => {
+        QuantKind::Q8Iq4nl | QuantKind::Q8Fp4 | QuantKind::Q8Iq3xxs | QuantKind::Q8Iq3s | QuantKind::Q8Iq2 => {
             out.d = f16_at(b, 0);
             let table = kind.table().unwrap_or(&IQ4NL);
             for (q, &v) in out.q.iter_mut().zip(&b[2..34]) {
@@ -352,7 +381,7 @@ pub fn encode(kind: QuantKind, dec: &Decoded, b: &mut [u8]) {
             put_f16(b, 0, dec.d);
             b[2..34].copy_from_slice(&q[..32]);
         }
-        QuantKind::Q8Iq4nl | QuantKind::Q8Fp4 => {
+        QuantKind::Q8Iq4nl | QuantKind::Q8Fp4 | QuantKind::Q8Iq3xxs | QuantKind::Q8Iq3s | QuantKind::Q8Iq2 => {
             put_f16(b, 0, dec.d);
             let table = kind.table().unwrap_or(&IQ4NL);
             for (o, &i) in b[2..34].iter_mut().zip(&q[..32]) {
@@ -442,24 +471,21 @@ pub fn encode(kind: QuantKind, dec: &Decoded, b: &mut [u8]) {
     }
 }
 
-/// The kind to pack Q8_0 blocks `raw` as: a table kind when every value lies in that table
-/// (the same numbers in 4 bits), else Q8_0. Stops at the first value in neither.
+/// The kind to pack Q8_0 blocks `raw` as: the first table kind ([`TABLE_KINDS`]) whose table
+/// holds every value (the same numbers in 4 bits), else Q8_0. Stops once no table can.
 pub fn narrow_q8_0(raw: &[u8]) -> QuantKind {
-    let (mut iq4, mut fp4) = (true, true);
+    let mut fits = [true; TABLE_KINDS.len()];
     for block in raw.chunks_exact(34) {
         for &v in &block[2..] {
-            iq4 &= IQ4NL.contains(&(v as i8));
-            fp4 &= FP4.contains(&(v as i8));
+            for (fit, (_, table)) in fits.iter_mut().zip(&TABLE_KINDS) {
+                *fit &= table.contains(&(v as i8));
+            }
         }
-        if !iq4 && !fp4 {
+        if !fits.contains(&true) {
             return QuantKind::Q8_0;
         }
     }
-    if iq4 {
-        QuantKind::Q8Iq4nl
-    } else {
-        QuantKind::Q8Fp4
-    }
+    fits.iter().zip(&TABLE_KINDS).find(|(fit, _)| **fit).map_or(QuantKind::Q8_0, |(_, (kind, _))| *kind)
 }
 
 #[cfg(test)]
@@ -500,10 +526,10 @@ mod tests {
     }
 
     /// Q8_0 blocks of a table's values decode to indices and encode back to the same bytes;
-    /// one value outside both tables keeps a tensor Q8_0.
+    /// one value outside every table keeps a tensor Q8_0.
     #[test]
     fn table_kinds_round_trip_and_are_found_only_when_exact() {
-        for (kind, table) in [(QuantKind::Q8Iq4nl, &IQ4NL), (QuantKind::Q8Fp4, &FP4)] {
+        for (kind, table) in TABLE_KINDS {
             let mut raw = Vec::new();
             for blk in 0..4u8 {
                 raw.extend_from_slice(&f16::from_f32(0.01 * f32::from(blk + 1)).to_bits().to_le_bytes());

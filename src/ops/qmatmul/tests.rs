@@ -6,7 +6,7 @@ use candle_core::{Device, Module, Tensor};
 
 use super::*;
 
-const KINDS: [(QuantKind, GgmlDType); 12] = [
+const KINDS: [(QuantKind, GgmlDType); 15] = [
     (QuantKind::Q4_0, GgmlDType::Q4_0),
     (QuantKind::Q4_1, GgmlDType::Q4_1),
     (QuantKind::Q5_0, GgmlDType::Q5_0),
@@ -20,6 +20,9 @@ const KINDS: [(QuantKind, GgmlDType); 12] = [
     // Q8_0 blocks of a table's values (`weights`).
     (QuantKind::Q8Iq4nl, GgmlDType::Q8_0),
     (QuantKind::Q8Fp4, GgmlDType::Q8_0),
+    (QuantKind::Q8Iq3xxs, GgmlDType::Q8_0),
+    (QuantKind::Q8Iq3s, GgmlDType::Q8_0),
+    (QuantKind::Q8Iq2, GgmlDType::Q8_0),
 ];
 
 fn values(len: usize, seed: u32, scale: f32) -> Vec<f32> {
