@@ -224,3 +224,36 @@ fn a_gated_repo_downloads_with_the_token_huggingface_cli_login_saved() {
         .iter()
         .all(|r| r.authorization.as_deref() == Some("Bearer hf_secret")));
 }
+
+/// A split model named by its first part downloads every part (each with its own progress),
+/// resolves with them in order, and then resolves offline; a part the repo lacks is named.
+#[test]
+fn a_split_models_first_part_brings_every_part() {
+    let hub = FakeHub::start().unwrap();
+    let parts: Vec<Vec<u8>> = (1..=3).map(|i| bytes(i << 16)).collect();
+    for (i, p) in parts.iter().enumerate() {
+        hub.add("Owner/Big", "main", COMMIT, &format!("Q4_K_M/big-0000{}-of-00003.gguf", i + 1), p.clone());
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let source = ModelSource::parse("Owner/Big:Q4_K_M/big-00001-of-00003.gguf").unwrap();
+    let mut rec = Recorder::default();
+    let got = resolve_with(&source, &online(cache.path(), &hub), &mut rec, &Cancel::new()).unwrap();
+    assert_eq!(std::fs::read(&got.gguf).unwrap(), parts[0]);
+    assert_eq!(got.gguf_parts.len(), 2);
+    for (path, want) in got.gguf_parts.iter().zip(&parts[1..]) {
+        assert_eq!(&std::fs::read(path).unwrap(), want);
+        assert_eq!(path.parent(), got.gguf.parent(), "the parts lie beside the first");
+    }
+    let started: Vec<&str> = rec.starts.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(started, ["Q4_K_M/big-00001-of-00003.gguf", "Q4_K_M/big-00002-of-00003.gguf", "Q4_K_M/big-00003-of-00003.gguf"]);
+    assert_eq!(rec.finished, 3);
+    assert_eq!(resolve(&source, &offline(cache.path())).unwrap(), got);
+
+    // A repo missing its last part: the error names it, after the others are down.
+    hub.add("Owner/Torn", "main", COMMIT, "t-00001-of-00002.gguf", parts[0].clone());
+    let torn = ModelSource::parse("Owner/Torn:t-00001-of-00002.gguf").unwrap();
+    match resolve(&torn, &online(cache.path(), &hub)) {
+        Err(e @ ModelError::Hub { .. }) => assert!(e.to_string().contains("t-00002-of-00002.gguf"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}

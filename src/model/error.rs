@@ -13,6 +13,17 @@ pub enum ModelError {
     /// The file does not start with the GGUF magic.
     #[error("{path} is not a GGUF file (its first bytes are not \"GGUF\")")]
     NotGguf { path: PathBuf },
+    /// The file is a part of a split model other than its first (`NAME-00002-of-00003.gguf`).
+    #[error("{path} is part {part} of {count} of a split model; open its first part, {first}")]
+    NotFirstPart {
+        path: PathBuf,
+        part: usize,
+        count: usize,
+        first: PathBuf,
+    },
+    /// A part of a split model is not beside its first part.
+    #[error("the model is split into {count} files, and part {part}, {path}, is missing: put every part in the same folder")]
+    MissingPart { path: PathBuf, part: usize, count: usize },
     /// The file is GGUF but damaged: truncated, or a header that does not parse.
     #[error("{path} is a damaged GGUF file: {reason}")]
     Corrupt { path: PathBuf, reason: String },

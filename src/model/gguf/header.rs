@@ -26,6 +26,8 @@ pub struct TensorInfo {
     pub dims: Vec<usize>,
     /// From the start of the data section.
     pub offset: u64,
+    /// The file of a split model it is in (`super::split`): 0, the first, or the only one.
+    pub part: usize,
 }
 
 impl TensorInfo {
@@ -195,7 +197,7 @@ pub fn read_header<R: Read + Seek>(r: &mut R, len: u64) -> Result<Header, Header
     for _ in 0..tensors_n {
         let name = c.string()?;
         let (ty, dims, offset) = tensor_entry(&mut c).map_err(|e| HeaderError::Bad(format!("tensor \"{name}\": {e}")))?;
-        if tensors.insert(name.clone(), TensorInfo { ty, dims, offset }).is_some() {
+        if tensors.insert(name.clone(), TensorInfo { ty, dims, offset, part: 0 }).is_some() {
             return bad(format!("tensor \"{name}\" is listed twice"));
         }
     }

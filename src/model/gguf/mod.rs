@@ -14,6 +14,7 @@ pub mod convert;
 pub mod header;
 mod iq;
 mod iq_grids;
+pub mod split;
 pub mod types;
 
 use std::borrow::Cow;
@@ -31,83 +32,186 @@ use super::ModelError;
 use header::{read_header, Header};
 use types::{GgmlType, Reading};
 
-/// An open GGUF file: parsed header plus a reader for tensor data.
+/// An open GGUF model: its parsed header plus a reader for tensor data, in each of its files
+/// (one, or the parts of a split model: [`split`]).
 pub struct GgufFile {
+    /// The (first) file's path.
     path: PathBuf,
+    /// The first file's metadata; every part's tensors, each with the part it is in.
     header: Header,
+    parts: Vec<Part>,
+}
+
+/// One file of a model.
+struct Part {
+    path: PathBuf,
     reader: BufReader<File>,
-    file_len: u64,
+    len: u64,
+    /// Where its tensor offsets count from.
+    data_offset: u64,
 }
 
 impl std::fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GgufFile")
             .field("path", &self.path)
+            .field("parts", &self.parts.len())
             .field("tensors", &self.header.tensors.len())
             .finish()
     }
 }
 
+/// Opens `path`, checks the magic and parses the header.
+fn read_part(path: &Path) -> Result<(Header, Part), ModelError> {
+    let io_err = |source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io_err)?;
+    let len = file.metadata().map_err(io_err)?.len();
+    let mut reader = BufReader::new(file);
+    let mut magic = [0u8; 4];
+    if len < 4 || reader.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
+        return Err(ModelError::NotGguf {
+            path: path.to_path_buf(),
+        });
+    }
+    let header = read_header(&mut reader, len).map_err(|e| ModelError::Corrupt {
+        path: path.to_path_buf(),
+        reason: format!("header does not parse ({})", one_line(&e.to_string())),
+    })?;
+    let part = Part {
+        path: path.to_path_buf(),
+        reader,
+        len,
+        data_offset: header.data_offset,
+    };
+    Ok((header, part))
+}
+
 impl GgufFile {
     /// Opens `path`, checks the magic, parses the header and checks that every
-    /// tensor's data lies inside the file.
+    /// tensor's data lies inside the file. A split model's first part opens every part
+    /// (beside it, named as [`split::SplitName`] says) and checks that they belong together.
     pub fn open(path: &Path) -> Result<Self, ModelError> {
-        let io_err = |source| ModelError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = File::open(path).map_err(io_err)?;
-        let file_len = file.metadata().map_err(io_err)?.len();
-        let mut reader = BufReader::new(file);
-        let mut magic = [0u8; 4];
-        if file_len < 4 || reader.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
-            return Err(ModelError::NotGguf {
-                path: path.to_path_buf(),
-            });
-        }
-        let header = read_header(&mut reader, file_len).map_err(|e| ModelError::Corrupt {
-            path: path.to_path_buf(),
-            reason: format!("header does not parse ({})", one_line(&e.to_string())),
-        })?;
-        let this = Self {
+        let (header, first) = read_part(path)?;
+        let mut this = Self {
             path: path.to_path_buf(),
             header,
-            reader,
-            file_len,
+            parts: vec![first],
         };
+        this.open_other_parts()?;
         this.check_extent()?;
         Ok(this)
     }
 
-    /// Every tensor's bytes must end inside the file: a truncated download is
+    /// `split.no` and `split.count` of a part's metadata (0 and 1 for a model in one file).
+    fn split_of(path: &Path, md: &HashMap<String, Value>) -> Result<(usize, usize), ModelError> {
+        let no = md_opt_usize(md, split::SPLIT_NO)?.unwrap_or(0);
+        let count = md_opt_usize(md, split::SPLIT_COUNT)?.unwrap_or(1).max(1);
+        if no >= count {
+            return Err(ModelError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!("it says it is part {} of {count}", no + 1),
+            });
+        }
+        Ok((no, count))
+    }
+
+    /// A split model's parts after the first, their tensors merged into the first's table.
+    fn open_other_parts(&mut self) -> Result<(), ModelError> {
+        let (no, count) = Self::split_of(&self.path, &self.header.metadata)?;
+        if count == 1 {
+            return Ok(());
+        }
+        let corrupt = |path: &Path, reason: String| ModelError::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let name = split::SplitName::of(&self.path).filter(|n| n.count as usize == count && n.part as usize == no + 1);
+        let Some(name) = name else {
+            return Err(corrupt(
+                &self.path,
+                format!("it is part {} of a model split into {count} files, but not named as one (NAME-{:05}-of-{count:05}.gguf), so the other parts cannot be found", no + 1, no + 1),
+            ));
+        };
+        if no != 0 {
+            return Err(ModelError::NotFirstPart {
+                path: self.path.clone(),
+                part: no + 1,
+                count,
+                first: name.path_of(1),
+            });
+        }
+        for i in 1..count {
+            let path = name.path_of(i as u32 + 1);
+            let (header, part) = read_part(&path).map_err(|e| match e {
+                ModelError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => ModelError::MissingPart {
+                    path: path.clone(),
+                    part: i + 1,
+                    count,
+                },
+                other => other,
+            })?;
+            if Self::split_of(&path, &header.metadata)? != (i, count) {
+                return Err(corrupt(&path, format!("its split.no and split.count do not say part {} of {count}", i + 1)));
+            }
+            for (tensor, mut info) in header.tensors {
+                info.part = i;
+                if self.header.tensors.insert(tensor.clone(), info).is_some() {
+                    return Err(corrupt(&path, format!("tensor \"{tensor}\" is in two of the model's parts")));
+                }
+            }
+            self.parts.push(part);
+        }
+        match md_opt_usize(&self.header.metadata, split::SPLIT_TENSORS)? {
+            Some(n) if n != self.header.tensors.len() => Err(corrupt(
+                &self.path,
+                format!("split.tensors.count says {n} tensors, its {count} parts hold {}", self.header.tensors.len()),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every tensor's bytes must end inside its file: a truncated download is
     /// caught here, before loading starts. A file with no tensors (llama.cpp's
     /// vocab-only `ggml-vocab-*.gguf`) needs no data section, padded or not.
     fn check_extent(&self) -> Result<(), ModelError> {
-        let needed = self
-            .header
-            .tensors
-            .values()
-            .map(|t| self.header.data_offset.saturating_add(t.offset).saturating_add(t.bytes()))
-            .max()
-            .unwrap_or(0);
-        if needed > self.file_len {
-            return Err(ModelError::Corrupt {
-                path: self.path.clone(),
-                reason: format!(
-                    "truncated: its tensors need {needed} bytes but the file has {} (an interrupted download?)",
-                    self.file_len
-                ),
-            });
+        for (i, part) in self.parts.iter().enumerate() {
+            let needed = self
+                .header
+                .tensors
+                .values()
+                .filter(|t| t.part == i)
+                .map(|t| part.data_offset.saturating_add(t.offset).saturating_add(t.bytes()))
+                .max()
+                .unwrap_or(0);
+            if needed > part.len {
+                return Err(ModelError::Corrupt {
+                    path: part.path.clone(),
+                    reason: format!(
+                        "truncated: its tensors need {needed} bytes but the file has {} (an interrupted download?)",
+                        part.len
+                    ),
+                });
+            }
         }
         Ok(())
     }
 
+    /// The (first) file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Every file of the model, the first first (one, unless it is split).
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.parts.iter().map(|p| p.path.clone()).collect()
+    }
+
+    /// Bytes of the model's files, all parts together.
     pub fn file_len(&self) -> u64 {
-        self.file_len
+        self.parts.iter().map(|p| p.len).sum()
     }
 
     pub fn metadata(&self) -> &HashMap<String, Value> {
@@ -133,17 +237,12 @@ impl GgufFile {
         self.header.tensors.get(name).map(|i| i.ty)
     }
 
-    /// Reads one tensor onto `device` (IQ4_NL, IQ4_XS and MXFP4 as Q8_0: [`convert`]).
+    /// Reads one tensor onto `device` (the types candle lacks as Q8_0: [`convert`]).
     pub fn tensor(&mut self, name: &str, device: &Device) -> Result<QTensor, ModelError> {
         let Some(info) = self.header.tensors.get(name) else {
             return Err(ModelError::MissingTensor { name: name.to_string() });
         };
-        let (ty, dims, size) = (info.ty, info.dims.clone(), info.bytes() as usize);
-        let start = self.header.data_offset.saturating_add(info.offset);
-        let corrupt = |reason: String| ModelError::Corrupt {
-            path: self.path.clone(),
-            reason: format!("tensor {name} could not be read ({})", one_line(&reason)),
-        };
+        let (ty, dims) = (info.ty, info.dims.clone());
         let dtype = match ty.reading() {
             Reading::Native(d) => d,
             Reading::ToQ8_0 => GgmlDType::Q8_0,
@@ -155,16 +254,40 @@ impl GgufFile {
                 })
             }
         };
-        let mut raw = vec![0u8; size];
-        self.reader
-            .seek(SeekFrom::Start(start))
-            .and_then(|_| self.reader.read_exact(&mut raw))
-            .map_err(|e| corrupt(e.to_string()))?;
+        let raw = self.tensor_raw(name)?;
+        let corrupt = |reason: String| self.corrupt_tensor(name, &reason);
         let raw = match ty.reading() {
             Reading::ToQ8_0 => convert::to_q8_0(ty, &raw).map_err(corrupt)?,
             _ => raw,
         };
         qtensor_from_ggml(dtype, &raw, dims, device).map_err(|e| corrupt(e.to_string()))
+    }
+
+    /// A tensor's bytes as its file stores them, whatever its type.
+    pub fn tensor_raw(&mut self, name: &str) -> Result<Vec<u8>, ModelError> {
+        let Some(info) = self.header.tensors.get(name) else {
+            return Err(ModelError::MissingTensor { name: name.to_string() });
+        };
+        let (size, part_index) = (info.bytes() as usize, info.part);
+        let Some(part) = self.parts.get_mut(part_index) else {
+            return Err(ModelError::MissingTensor { name: name.to_string() });
+        };
+        let start = part.data_offset.saturating_add(info.offset);
+        let mut raw = vec![0u8; size];
+        let read = part.reader.seek(SeekFrom::Start(start)).and_then(|_| part.reader.read_exact(&mut raw));
+        match read {
+            Ok(()) => Ok(raw),
+            Err(e) => Err(self.corrupt_tensor(name, &e.to_string())),
+        }
+    }
+
+    /// A tensor that could not be read: the file it is in, damaged.
+    fn corrupt_tensor(&self, name: &str, reason: &str) -> ModelError {
+        let part = self.header.tensors.get(name).map_or(0, |i| i.part);
+        ModelError::Corrupt {
+            path: self.parts.get(part).map_or_else(|| self.path.clone(), |p| p.path.clone()),
+            reason: format!("tensor {name} could not be read ({})", one_line(reason)),
+        }
     }
 
     /// Reads an optional tensor: `None` when absent.

@@ -13,6 +13,7 @@ use hf_hub::{Cache, Repo, RepoType};
 
 use super::download::{Cancel, DownloadError, DownloadProgress, HubClient};
 use super::{HubOptions, ResolvedModel};
+use crate::model::gguf::split;
 use crate::model::ModelError;
 
 const TOKENIZER_JSON: &str = "tokenizer.json";
@@ -105,10 +106,18 @@ pub(super) fn resolve_hub(
     let cache = Cache::new(dir.clone());
     let repo = Repo::with_revision(req.repo.to_owned(), RepoType::Model, req.revision.to_owned());
 
-    if let Some(gguf) = find_cached(&cache, &repo, req.revision, req.file) {
+    // A split model's first part brings every part (`model::gguf::split`).
+    let files: Vec<String> = match split::SplitName::of(Path::new(req.file)).filter(|n| n.part == 1) {
+        Some(name) => name.parts().iter().map(|p| p.to_string_lossy().into_owned()).collect(),
+        None => vec![req.file.to_owned()],
+    };
+    let cached: Vec<Option<PathBuf>> = files.iter().map(|f| find_cached(&cache, &repo, req.revision, f)).collect();
+    if let Some(mut paths) = cached.iter().cloned().collect::<Option<Vec<PathBuf>>>() {
+        let gguf = paths.remove(0);
         tracing::debug!(spec = %req.spec, path = %gguf.display(), "found in the hub cache");
         return Ok(ResolvedModel {
             gguf,
+            gguf_parts: paths,
             tokenizer_json: find_cached(&cache, &repo, req.revision, TOKENIZER_JSON),
             tokenizer_config: find_cached(&cache, &repo, req.revision, TOKENIZER_CONFIG),
         });
@@ -131,21 +140,31 @@ pub(super) fn resolve_hub(
     let token = env.token.clone().or_else(|| cache.token());
     let client = HubClient::new(&endpoint, token);
     tracing::info!(spec = %req.spec, cache = %dir.display(), %endpoint, "downloading from the Hugging Face hub");
-    let gguf = client
-        .download(&dir, req.repo, req.revision, req.file, progress, cancel)
-        .map_err(|e| match e {
-            DownloadError::Cancelled { kept } => ModelError::Cancelled {
-                spec: req.spec.clone(),
-                kept,
-            },
-            e => err(describe_download_error(&e)),
-        })?;
+    let mut paths = Vec::with_capacity(files.len());
+    for (file, cached) in files.iter().zip(cached) {
+        let path = match cached {
+            Some(path) => path,
+            None => client
+                .download(&dir, req.repo, req.revision, file, progress, cancel)
+                .map_err(|e| match e {
+                    DownloadError::Cancelled { kept } => ModelError::Cancelled {
+                        spec: req.spec.clone(),
+                        kept,
+                    },
+                    e if files.len() > 1 => err(format!("{file}: {}", describe_download_error(&e))),
+                    e => err(describe_download_error(&e)),
+                })?,
+        };
+        paths.push(path);
+    }
+    let gguf = paths.remove(0);
 
     let optional = |name: &str| {
         find_cached(&cache, &repo, req.revision, name).or_else(|| download_optional(&client, &dir, req, name, cancel))
     };
     Ok(ResolvedModel {
         gguf,
+        gguf_parts: paths,
         tokenizer_json: optional(TOKENIZER_JSON),
         tokenizer_config: optional(TOKENIZER_CONFIG),
     })

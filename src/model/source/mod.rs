@@ -207,8 +207,12 @@ impl From<&crate::config::HubSettings> for HubOptions {
 /// The files a model needs, on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedModel {
-    /// The GGUF file (for a hub model, its path in the cache's `snapshots/`).
+    /// The GGUF file (for a hub model, its path in the cache's `snapshots/`); a split model's
+    /// first part.
     pub gguf: PathBuf,
+    /// A split model's other parts, in order, beside the first (`model::gguf::split`); empty
+    /// for a model in one file.
+    pub gguf_parts: Vec<PathBuf>,
     /// `tokenizer.json` beside the GGUF, or of the same hub repo and revision.
     pub tokenizer_json: Option<PathBuf>,
     /// `tokenizer_config.json` beside the GGUF, or of the same hub repo and revision.
@@ -216,9 +220,11 @@ pub struct ResolvedModel {
 }
 
 impl ResolvedModel {
-    /// The files whose contents define the model: the GGUF, then the tokenizer files used.
+    /// The files whose contents define the model: the GGUF (every part), then the tokenizer
+    /// files used.
     pub fn files(&self) -> Vec<PathBuf> {
         std::iter::once(self.gguf.clone())
+            .chain(self.gguf_parts.iter().cloned())
             .chain(self.tokenizer_json.clone())
             .chain(self.tokenizer_config.clone())
             .collect()
@@ -283,6 +289,7 @@ fn resolve_local(path: &Path) -> Result<ResolvedModel, ModelError> {
     let beside = |name: &str| Some(dir.join(name)).filter(|p| p.is_file());
     Ok(ResolvedModel {
         gguf: path.to_owned(),
+        gguf_parts: crate::model::gguf::split::other_parts(path),
         tokenizer_json: beside("tokenizer.json"),
         tokenizer_config: beside("tokenizer_config.json"),
     })
@@ -379,6 +386,7 @@ mod tests {
             r,
             ResolvedModel {
                 gguf: gguf.clone(),
+                gguf_parts: Vec::new(),
                 tokenizer_json: None,
                 tokenizer_config: None
             }
@@ -388,6 +396,13 @@ mod tests {
         let r = resolve(&ModelSource::Local(gguf), &HubOptions::default()).unwrap();
         assert_eq!(r.tokenizer_json, Some(dir.path().join("tokenizer.json")));
         assert_eq!(r.tokenizer_config, Some(dir.path().join("tokenizer_config.json")));
+        // A split model's first part brings its other parts, whose contents define it too.
+        let first = dir.path().join("m-00001-of-00003.gguf");
+        std::fs::write(&first, b"GGUF").unwrap();
+        let r = resolve(&ModelSource::Local(first.clone()), &HubOptions::default()).unwrap();
+        let parts = [2, 3].map(|i| dir.path().join(format!("m-0000{i}-of-00003.gguf")));
+        assert_eq!(r.gguf_parts, parts);
+        assert_eq!(r.files()[..3], [first, parts[0].clone(), parts[1].clone()]);
     }
 
     #[test]

@@ -20,5 +20,5 @@ pub mod vocab;
 #[cfg(any(test, feature = "testkit"))]
 pub use fake_hub::{FakeHub, SeenRequest};
 pub use gguf::{write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
-pub use requant::requantize;
+pub use requant::{requantize, split_model};
 pub use vocab::{TinyVocab, VocabStyle};

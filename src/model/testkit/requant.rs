@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file::Value;
 use candle_core::Device;
@@ -190,7 +190,7 @@ pub fn requantize(
                 let xs = t.flatten_all()?.to_vec1::<f32>()?;
                 (to, quantize(to, &xs))
             }
-            None => (ty, file.tensor(&name, &Device::Cpu)?.data()?.into_owned()),
+            None => (ty, file.tensor_raw(&name)?),
         };
         tensors.push((name, dims, ty, bytes));
     }
@@ -201,6 +201,48 @@ pub fn requantize(
     let mut w = std::io::BufWriter::new(std::fs::File::create(dst).map_err(io)?);
     write_raw(&mut w, file.metadata(), &tensors).map_err(io)?;
     w.flush().map_err(io)
+}
+
+/// Writes the model at `src` as a split model of `count` files, as llama.cpp's `gguf-split`
+/// does: `PREFIX-00001-of-0000N.gguf` …, the tensors in name order spread evenly over the
+/// parts, the first with the metadata, every one with `split.no`, `split.count` and (the first)
+/// `split.tensors.count`. Returns the parts' paths, the first first.
+pub fn split_model(src: &Path, prefix: &Path, count: usize) -> Result<Vec<PathBuf>, ModelError> {
+    use crate::model::gguf::split::{SplitName, SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS};
+    let mut file = GgufFile::open(src)?;
+    let mut names = file.tensor_names();
+    names.sort();
+    let name = SplitName {
+        prefix: prefix.to_string_lossy().into_owned(),
+        part: 1,
+        count: count as u32,
+    };
+    let per = names.len().div_ceil(count.max(1));
+    let mut paths = Vec::with_capacity(count);
+    for i in 0..count {
+        let mut metadata = if i == 0 { file.metadata().clone() } else { HashMap::new() };
+        metadata.insert(SPLIT_NO.into(), Value::U16(i as u16));
+        metadata.insert(SPLIT_COUNT.into(), Value::U16(count as u16));
+        if i == 0 {
+            metadata.insert(SPLIT_TENSORS.into(), Value::I32(names.len() as i32));
+        }
+        let mut tensors = Vec::new();
+        for n in names.iter().skip(i * per).take(per) {
+            let dims = file.tensor_shape(n).unwrap_or_default();
+            let ty = file.tensor_type(n).ok_or_else(|| ModelError::MissingTensor { name: n.clone() })?;
+            tensors.push((n.clone(), dims, ty, file.tensor_raw(n)?));
+        }
+        let path = name.path_of(i as u32 + 1);
+        let io = |source| ModelError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&path).map_err(io)?);
+        write_raw(&mut w, &metadata, &tensors).map_err(io)?;
+        w.flush().map_err(io)?;
+        paths.push(path);
+    }
+    Ok(paths)
 }
 
 /// The GGUF type id of `t` (the inverse of `GgmlType::from_id`).
