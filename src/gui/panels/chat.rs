@@ -147,10 +147,10 @@ pub fn show(
                     Role::Assistant => {
                         ui.strong("Assistant");
                         let (thought, answer) = Reasoning::parts(reasoning, &msg.content);
-                        if let Some(thought) = thought {
+                        if let Some(thought) = &thought {
                             egui::CollapsingHeader::new("Thought")
                                 .id_salt(("thought", i))
-                                .show(ui, |ui| ui.weak(thought));
+                                .show(ui, |ui| ui.weak(thought.as_ref()));
                         }
                         if !answer.is_empty() || (msg.tool_calls.is_empty() && thought.is_none()) {
                             egui_commonmark::CommonMarkViewer::new().show(ui, markdown, answer);
@@ -175,7 +175,7 @@ pub fn show(
                     egui::CollapsingHeader::new(if answer.is_empty() { "Thinking…" } else { "Thought" })
                         .id_salt("thought-streaming")
                         .default_open(true)
-                        .show(ui, |ui| ui.weak(thought));
+                        .show(ui, |ui| ui.weak(thought.as_ref()));
                 }
                 ui.horizontal_wrapped(|ui| {
                     ui.label(answer);

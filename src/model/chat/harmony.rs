@@ -53,6 +53,19 @@ pub(super) enum Header {
     Full(usize),
 }
 
+/// Another analysis message's header, after the reply's first closed with `<|end|>` (gpt-oss
+/// may reason in more than one): `Reasoning` joins their bodies.
+pub(super) fn analysis_header(text: &str) -> Header {
+    const NEXT: &str = "<|start|>assistant<|channel|>analysis<|message|>";
+    if text.starts_with(NEXT) {
+        Header::Full(NEXT.len())
+    } else if NEXT.starts_with(text) {
+        Header::Partial
+    } else {
+        Header::Absent
+    }
+}
+
 /// The most bytes between `<|channel|>final` and `<|message|>` (a constraint such as
 /// ` <|constrain|>json`).
 const CONSTRAINT_MAX: usize = 32;

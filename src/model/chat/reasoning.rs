@@ -21,7 +21,8 @@
 //! gpt-oss writes OpenAI's harmony format ([`ThinkTags::Harmony`]; its header and end tokens are
 //! special tokens the decoder keeps for this, `tokenizer::HARMONY_TOKENS`): the reply after
 //! the prompt's `<|start|>assistant` is `<|channel|>analysis<|message|>` reasoning `<|end|>`,
-//! then `<|start|>assistant<|channel|>final<|message|>` and the answer. The final message's
+//! then `<|start|>assistant<|channel|>final<|message|>` and the answer (more analysis messages
+//! before it join the reasoning, `\n\n` between). The final message's
 //! header is left out of the content (as is a reply's leading `<|channel|>final<|message|>`
 //! when it has no analysis); any other message after the reasoning (a tool call:
 //! `<|start|>assistant<|channel|>commentary to=functions.…`) stays in the content, for the tool
@@ -36,8 +37,13 @@
 //! `thinking_forced_open`); vLLM's `reasoning/deepseek_r1_reasoning_parser.py` and
 //! `qwen3_reasoning_parser.py`.
 
+use std::borrow::Cow;
+
 use super::harmony::Header;
 use super::tools::partial_suffix;
+
+/// Between the texts of a reply's reasoning parts (harmony's analysis messages).
+const THOUGHTS_JOINED: &str = "\n\n";
 
 /// The tags around a reply's reasoning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +82,15 @@ impl ThinkTags {
             Self::Think | Self::Mistral => Header::Absent,
         }
     }
+
+    /// Whether `content` (the reply after a closed reasoning part, leading whitespace dropped)
+    /// opens another reasoning part: harmony's next analysis message.
+    fn reopen(self, content: &str) -> Header {
+        match self {
+            Self::Harmony => super::harmony::analysis_header(content),
+            Self::Think | Self::Mistral => Header::Absent,
+        }
+    }
 }
 
 /// How a model's replies carry reasoning: in which tags, starting inside them or not.
@@ -100,7 +115,7 @@ impl SplitReply {
     pub fn of(reasoning: Option<Reasoning>, text: &str) -> Self {
         let (reasoning, content) = Reasoning::parts(reasoning, text);
         Self {
-            reasoning: reasoning.map(str::to_owned),
+            reasoning: reasoning.map(Cow::into_owned),
             content: content.to_owned(),
         }
     }
@@ -152,10 +167,11 @@ impl Reasoning {
         SplitReply::of(Some(self), text)
     }
 
-    /// [`Reasoning::split`] as parts of `text` (nothing copied: the desktop app splits every
-    /// message each frame); without `reasoning` the whole text is content.
-    pub fn parts(reasoning: Option<Self>, text: &str) -> (Option<&str>, &str) {
-        let Some((r, inside)) = reasoning.and_then(|r| Some((r, r.inside(text)?))) else {
+    /// [`Reasoning::split`] as parts of `text` (nothing copied but the reasoning of a harmony
+    /// reply in several analysis messages: the desktop app splits every message each frame);
+    /// without `reasoning` the whole text is content.
+    pub fn parts(reasoning: Option<Self>, text: &str) -> (Option<Cow<'_, str>>, &str) {
+        let Some((r, mut inside)) = reasoning.and_then(|r| Some((r, r.inside(text)?))) else {
             // Harmony without an analysis message: the final message's header goes.
             return match reasoning.map(|r| (r.tags.answer_header(text.trim_start()), text.trim_start())) {
                 Some((Header::Full(n), start)) => (None, &start[n..]),
@@ -163,16 +179,28 @@ impl Reasoning {
             };
         };
         let close = r.tags.close();
-        let (reasoning, content) = match inside.find(close) {
-            Some(at) => (&inside[..at], inside[at + close.len()..].trim_start()),
-            None => (inside, ""),
+        let mut thoughts: Vec<&str> = Vec::new();
+        let content = loop {
+            let (thought, content) = match inside.find(close) {
+                Some(at) => (&inside[..at], inside[at + close.len()..].trim_start()),
+                None => (inside, ""),
+            };
+            thoughts.extend(Some(thought.trim()).filter(|t| !t.is_empty()));
+            match r.tags.reopen(content) {
+                Header::Full(n) => inside = &content[n..],
+                Header::Absent | Header::Partial => break content,
+            }
         };
         let content = match r.tags.answer_header(content) {
             Header::Full(n) => &content[n..],
             Header::Absent | Header::Partial => content,
         };
-        let reasoning = reasoning.trim();
-        ((!reasoning.is_empty()).then_some(reasoning), content)
+        let reasoning = match thoughts.as_slice() {
+            [] => None,
+            [one] => Some(Cow::Borrowed(*one)),
+            many => Some(Cow::Owned(many.join(THOUGHTS_JOINED))),
+        };
+        (reasoning, content)
     }
 
     /// Whether `text` (a reply of a model whose replies carry reasoning as `reasoning` says)
@@ -204,6 +232,7 @@ impl Reasoning {
             state: if self.starts_open { State::Inside } else { State::Start },
             pending: String::new(),
             reasoning_started: false,
+            rejoin: false,
         }
     }
 }
@@ -269,6 +298,9 @@ pub struct ReasoningStream {
     pending: String,
     /// Some reasoning went out (so its leading whitespace is behind it).
     reasoning_started: bool,
+    /// An earlier reasoning part went out: the next one's text comes after
+    /// [`THOUGHTS_JOINED`].
+    rejoin: bool,
 }
 
 impl ReasoningStream {
@@ -301,7 +333,12 @@ impl ReasoningStream {
                         self.pending.drain(..self.pending.len() - trimmed);
                     }
                     if let Some(at) = self.pending.find(close) {
-                        out.reasoning.push_str(self.pending[..at].trim_end());
+                        let thought = self.pending[..at].trim_end();
+                        if !thought.is_empty() && std::mem::take(&mut self.rejoin) {
+                            out.reasoning.push_str(THOUGHTS_JOINED);
+                        }
+                        self.reasoning_started |= !thought.is_empty();
+                        out.reasoning.push_str(thought);
                         self.pending.drain(..at + close.len());
                         self.state = State::AfterClose;
                         continue;
@@ -309,6 +346,9 @@ impl ReasoningStream {
                     // Hold a possible start of the close tag and the whitespace before it.
                     let held = partial_suffix(&self.pending, close);
                     let safe = self.pending[..self.pending.len() - held].trim_end().len();
+                    if safe > 0 && std::mem::take(&mut self.rejoin) {
+                        out.reasoning.push_str(THOUGHTS_JOINED);
+                    }
                     out.reasoning.push_str(&self.pending[..safe]);
                     self.reasoning_started |= safe > 0;
                     self.pending.drain(..safe);
@@ -319,6 +359,18 @@ impl ReasoningStream {
                     self.pending.drain(..self.pending.len() - trimmed);
                     if self.pending.is_empty() {
                         return out;
+                    }
+                    match self.tags.reopen(&self.pending) {
+                        Header::Full(n) => {
+                            // Another reasoning part: its text follows the earlier one's.
+                            self.pending.drain(..n);
+                            self.state = State::Inside;
+                            self.rejoin = self.reasoning_started;
+                            self.reasoning_started = false;
+                            continue;
+                        }
+                        Header::Partial => return out,
+                        Header::Absent => {}
                     }
                     match self.tags.answer_header(&self.pending) {
                         Header::Full(n) => drop(self.pending.drain(..n)),
@@ -344,10 +396,14 @@ impl ReasoningStream {
                 reasoning: String::new(),
                 content: rest,
             },
-            State::Inside => SplitPiece {
-                reasoning: if self.reasoning_started { rest.trim_end() } else { rest.trim() }.to_owned(),
-                content: String::new(),
-            },
+            State::Inside => {
+                let rest = if self.reasoning_started { rest.trim_end() } else { rest.trim() };
+                let joined = if self.rejoin && !rest.is_empty() { THOUGHTS_JOINED } else { "" };
+                SplitPiece {
+                    reasoning: format!("{joined}{rest}"),
+                    content: String::new(),
+                }
+            }
             // Whitespace, or the start of a header that never finished: as the whole split
             // leaves it.
             State::AfterClose => SplitPiece {
@@ -459,6 +515,11 @@ mod tests {
         // Cut off in the analysis, or before the final message's text.
         assert_eq!(r("<|channel|>analysis<|message|>Still thinking"), parts(Some("Still thinking"), ""));
         assert_eq!(r("<|channel|>analysis<|message|>Done.<|end|><|start|>assistant<|channel|>fin"), parts(Some("Done."), "<|start|>assistant<|channel|>fin"));
+        // Reasoning in two analysis messages: both, joined (an empty one adds nothing).
+        let two = "<|channel|>analysis<|message|>First.<|end|><|start|>assistant<|channel|>analysis<|message|>Second.<|end|><|start|>assistant<|channel|>final<|message|>Hi";
+        assert_eq!(r(two), parts(Some("First.\n\nSecond."), "Hi"));
+        let empty = "<|channel|>analysis<|message|> <|end|><|start|>assistant<|channel|>analysis<|message|>Only.<|end|>";
+        assert_eq!(r(empty), parts(Some("Only."), ""));
         // Plain text is content as it is.
         assert_eq!(r("Hi there"), parts(None, "Hi there"));
         assert_eq!(Reasoning::tags_in_template(include_str!("fixtures/openai-gpt-oss-120b.jinja")), Some(ThinkTags::Harmony));
@@ -474,6 +535,10 @@ mod tests {
             "<|channel|>analysis<|message|>Done.<|end|><|start|>assistant<|channel|>fin",
             "<|channel|>finale is not a header",
             "Plain",
+            "<|channel|>analysis<|message|>First.<|end|><|start|>assistant<|channel|>analysis<|message|>Second.<|end|><|start|>assistant<|channel|>final<|message|>Hi",
+            "<|channel|>analysis<|message|> <|end|> <|start|>assistant<|channel|>analysis<|message|> Only. <|end|>",
+            "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>analysis<|message|>b",
+            "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>analys",
         ];
         for text in texts {
             check_every_cut(HARMONY, text);
