@@ -50,6 +50,7 @@
 mod harmony;
 mod message;
 mod python;
+mod qwen_xml;
 pub mod reasoning;
 mod template;
 #[cfg(test)]

@@ -29,6 +29,9 @@
 //! - [`ToolFormat::GlmXml`]: GLM-4.5's and 4.6's `<tool_call>name` then `<arg_key>k</arg_key>`
 //!   `<arg_value>v</arg_value>` pairs, `</tool_call>`; a value is raw text where the tool's
 //!   schema says the argument is a string, else JSON ([`ToolFormat::parse_for`]).
+//! - [`ToolFormat::QwenXml`]: Qwen3-Coder's (and Qwen3.5's, Nemotron 3 Nano's) `<tool_call>`
+//!   `<function=name>` then a `<parameter=k>` block per argument, its value raw text
+//!   (`chat::qwen_xml`).
 //! - [`ToolFormat::Harmony`]: gpt-oss's harmony messages, a call's header naming
 //!   `to=functions.NAME` (`chat::harmony`).
 //! - [`ToolFormat::Injected`]: the template renders no tools; hearth describes them in the
@@ -71,6 +74,9 @@ pub enum ToolFormat {
     GlmXml,
     /// gpt-oss's harmony: a commentary message to `functions.NAME` whose body is the arguments.
     Harmony,
+    /// Qwen3-Coder's: `<tool_call>`, `<function=NAME>`, a `<parameter=KEY>` block per argument
+    /// with its raw value, `</function>`, `</tool_call>` (`chat::qwen_xml`).
+    QwenXml,
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -141,6 +147,8 @@ impl ToolFormat {
         // gpt-oss's writes a call's header as `"<|start|>assistant to=" + "functions." + name`.
         if template.contains("<|channel|>commentary") && template.contains(" to=") {
             Self::Harmony
+        } else if super::qwen_xml::writes(template) {
+            Self::QwenXml
         } else if template.contains(ARG_KEY.0) && template.contains(OPEN) {
             Self::GlmXml
         } else if template.contains(GRANITE_CALL) {
@@ -176,15 +184,17 @@ impl ToolFormat {
             Self::Glm4 => parse_glm4(text),
             Self::GlmXml => parse_glm_xml(text, &[]),
             Self::Harmony => super::harmony::parse(text),
+            Self::QwenXml => super::qwen_xml::parse(text, &[]),
         }
     }
 
-    /// [`Self::parse`] knowing the offered `tools`: GLM-4.5's values are raw text where the
-    /// tool's schema says the argument is a string (`"123"` stays a string), JSON otherwise (as
-    /// llama.cpp and vLLM read them); without the tool, JSON where it parses.
+    /// [`Self::parse`] knowing the offered `tools`: GLM-4.5's and Qwen3-Coder's values are raw
+    /// text where the tool's schema says the argument is a string (`"123"` stays a string), JSON
+    /// otherwise (as llama.cpp and vLLM read them); without the tool, JSON where it parses.
     pub fn parse_for(self, text: &str, tools: &[Tool]) -> Option<ParsedReply> {
         match self {
             Self::GlmXml => parse_glm_xml(text, tools),
+            Self::QwenXml => super::qwen_xml::parse(text, tools),
             _ => self.parse(text),
         }
     }
@@ -247,6 +257,7 @@ impl ToolFormat {
             }
             (Self::Glm4, _) => Grammar::Lark(named_call_grammar(tools, "", "\"\\n\" ")),
             (Self::GlmXml, _) => Grammar::Lark(glm_xml_grammar(tools)),
+            (Self::QwenXml, _) => Grammar::Lark(super::qwen_xml::forced_call(tools)),
             (Self::Harmony, _) => super::harmony::forced_call(tools),
             (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
@@ -323,6 +334,7 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         | ToolFormat::Mistral { .. }
         | ToolFormat::Glm4
         | ToolFormat::GlmXml
+        | ToolFormat::QwenXml
         | ToolFormat::Harmony
         | ToolFormat::Granite => {
             "arguments"
@@ -583,7 +595,7 @@ fn glm_xml_grammar(tools: &[Tool]) -> String {
 
 /// A string argument's value in GLM-4.5's grammar: one of its `enum` (or its `const`) values,
 /// else any text without `<`.
-fn string_value_rule(schema: &Value) -> String {
+pub(super) fn string_value_rule(schema: &Value) -> String {
     let values: Vec<&Value> = match (schema.get("enum"), schema.get("const")) {
         (Some(Value::Array(items)), _) => items.iter().collect(),
         (_, Some(v)) => vec![v],
@@ -599,7 +611,7 @@ fn string_value_rule(schema: &Value) -> String {
 
 /// Whether a property's schema is a string's (`"type": "string"`, or an `enum`/`const` of
 /// strings only).
-fn is_string_schema(schema: &Value) -> bool {
+pub(super) fn is_string_schema(schema: &Value) -> bool {
     match schema.get("type") {
         Some(Value::String(t)) => t == "string",
         Some(_) => false,
@@ -684,7 +696,8 @@ pub struct ToolStream {
     sent: usize,
     /// A call began: nothing more goes out until the end.
     holding: bool,
-    /// The offered tools, whose schemas type GLM-4.5's values ([`ToolFormat::parse_for`]).
+    /// The offered tools, whose schemas type GLM-4.5's and Qwen3-Coder's values
+    /// ([`ToolFormat::parse_for`]).
     tools: Vec<Tool>,
 }
 
@@ -736,6 +749,13 @@ impl ToolStream {
                     self.text.len()
                 }
             }
+            ToolFormat::QwenXml => match super::qwen_xml::call_start(&self.text[self.sent..]) {
+                Ok(at) => {
+                    self.holding = true;
+                    self.sent + at
+                }
+                Err(held) => self.text.len() - held,
+            },
             ToolFormat::Harmony => match super::harmony::call_start(&self.text[self.sent..]) {
                 Ok(at) => {
                     self.holding = true;

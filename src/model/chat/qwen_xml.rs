@@ -1,0 +1,269 @@
+//! Qwen3-Coder's tool calls (also Qwen3.5's and Nemotron 3 Nano's templates): XML whose
+//! argument values are raw text, one parameter a block:
+//!
+//! ```text
+//! <tool_call>
+//! <function=NAME>
+//! <parameter=KEY>
+//! VALUE
+//! </parameter>
+//! </function>
+//! </tool_call>
+//! ```
+//!
+//! Owns reading calls out of a reply ([`parse`]) and the grammar that forces one
+//! ([`forced_call`]). A value is the text between the parameter's lines (multi-line code as it
+//! is); it is raw text where the tool's schema says the argument is a string, else JSON where it
+//! parses (`20` a number, `{"a": 1}` an object), else text, as llama.cpp and vLLM type them.
+//! Qwen3-Coder sometimes leaves out `<tool_call>`: a reply with no `<tool_call>` whose
+//! `<function=NAME>` … `</function>` blocks are whole calls reads as those calls.
+//!
+//! Invariant: a reply is calls only if every block is a whole call (a name, parameter blocks
+//! and nothing else); anything else stays text, as the other formats do.
+//!
+//! Counterpart: llama.cpp's `common/parsers/qwen3-coder.cpp`, vLLM's
+//! `tool_parsers/qwen3coder_tool_parser.py`.
+
+use serde_json::{json, Value};
+
+use super::python::dumps;
+use super::tools::{call_of, is_name_char, is_string_schema, string_value_rule, ParsedCall, ParsedReply, Tool};
+use crate::model::grammar::json_layout;
+
+pub(super) const OPEN: &str = "<tool_call>";
+const CLOSE: &str = "</tool_call>";
+/// A call's function block opens `<function=NAME>` and closes so.
+pub(super) const FUNCTION: &str = "<function=";
+const FUNCTION_CLOSE: &str = "</function>";
+const PARAMETER: &str = "<parameter=";
+const PARAMETER_CLOSE: &str = "</parameter>";
+
+/// Whether `template` (its Jinja source) writes calls in this format.
+pub(super) fn writes(template: &str) -> bool {
+    template.contains(FUNCTION) && template.contains(PARAMETER)
+}
+
+/// The calls in `text`: `<tool_call>` blocks (or, with none, bare `<function=…>` blocks), text
+/// around them allowed; `None` when there are none or one is not a whole call.
+pub(super) fn parse(text: &str, tools: &[Tool]) -> Option<ParsedReply> {
+    let (open, close) = if text.contains(OPEN) { (OPEN, CLOSE) } else { (FUNCTION, FUNCTION_CLOSE) };
+    let mut content = String::new();
+    let mut calls = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(open) {
+        content.push_str(&rest[..start]);
+        // A bare block keeps its `<function=` for `call` to read.
+        let inner_at = if open == OPEN { start + OPEN.len() } else { start };
+        let after = &rest[inner_at..];
+        let (inner, next) = match after.find(close) {
+            Some(end) if open == OPEN => (&after[..end], &after[end + close.len()..]),
+            Some(end) => (&after[..end + close.len()], &after[end + close.len()..]),
+            // Cut off in a call: a `<tool_call>` is one; a bare `<function=` unclosed may be
+            // text that mentions one.
+            None if open == OPEN => (after, ""),
+            None => return None,
+        };
+        calls.push(call(inner, tools)?);
+        rest = next;
+    }
+    content.push_str(rest);
+    (!calls.is_empty()).then(|| ParsedReply {
+        content: content.trim().to_owned(),
+        calls,
+    })
+}
+
+/// One call: `<function=NAME>`, parameter blocks, `</function>` (its end may be cut off), and
+/// nothing else but whitespace.
+fn call(inner: &str, tools: &[Tool]) -> Option<ParsedCall> {
+    let s = inner.trim().strip_prefix(FUNCTION)?;
+    let name_end = s.find('>')?;
+    let name = s[..name_end].trim();
+    if name.is_empty() || !name.chars().all(is_name_char) {
+        return None;
+    }
+    let props = tools
+        .iter()
+        .find(|t| t.name == name)
+        .and_then(|t| t.parameters.get("properties"))
+        .and_then(Value::as_object);
+    let mut args = serde_json::Map::new();
+    let mut rest = s[name_end + 1..].trim_start();
+    loop {
+        if rest.is_empty() || rest.strip_prefix(FUNCTION_CLOSE).is_some_and(|r| r.trim().is_empty()) {
+            break;
+        }
+        let after = rest.strip_prefix(PARAMETER)?;
+        let key_end = after.find('>')?;
+        let key = after[..key_end].trim();
+        let body = &after[key_end + 1..];
+        let end = body.find(PARAMETER_CLOSE)?;
+        // The template writes `<parameter=k>\nVALUE\n</parameter>`: one line break each side.
+        let raw = body[..end].strip_prefix('\n').unwrap_or(&body[..end]);
+        let raw = raw.strip_suffix('\n').unwrap_or(raw);
+        if key.is_empty() {
+            return None;
+        }
+        let is_string = props.and_then(|p| p.get(key)).is_some_and(is_string_schema);
+        let value = match serde_json::from_str::<Value>(raw) {
+            Ok(v) if !is_string => v,
+            _ => Value::String(raw.to_owned()),
+        };
+        args.insert(key.to_owned(), value);
+        rest = body[end + PARAMETER_CLOSE.len()..].trim_start();
+    }
+    call_of(&json!({"name": name, "arguments": Value::Object(args)}))
+}
+
+/// Where in `text` (a streamed reply) a call may have begun: at `<tool_call>` or `<function=`,
+/// or at the end of a piece that may still become one. `Err(held)`: no call yet, and the last
+/// `held` bytes must wait.
+pub(super) fn call_start(text: &str) -> Result<usize, usize> {
+    match [OPEN, FUNCTION].iter().filter_map(|m| text.find(m)).min() {
+        Some(at) => Ok(at),
+        None => Err(super::tools::partial_suffix(text, OPEN).max(super::tools::partial_suffix(text, FUNCTION))),
+    }
+}
+
+/// The grammar of one call of one of `tools`, as the template writes calls back: `<tool_call>`,
+/// `<function=NAME>`, each required argument of its schema in the schema's order as a
+/// parameter block, `</function>`, `</tool_call>`. A string argument's value is text without
+/// `</` (code with `<` in it passes), any other its JSON under its schema. A rule per tool.
+pub(super) fn forced_call(tools: &[Tool]) -> String {
+    let mut rules = Vec::new();
+    let mut alternatives = Vec::new();
+    for (i, t) in tools.iter().enumerate() {
+        let props = t.parameters.get("properties").and_then(Value::as_object);
+        let required: Vec<&str> = match t.parameters.get("required").and_then(Value::as_array) {
+            Some(r) => r.iter().filter_map(Value::as_str).collect(),
+            None => Vec::new(),
+        };
+        let mut body = dumps(&Value::String(format!("{OPEN}\n{FUNCTION}{}>\n", t.name)));
+        for (k, schema) in props.into_iter().flatten().filter(|(k, _)| required.contains(&k.as_str())) {
+            let key = dumps(&Value::String(format!("{PARAMETER}{k}>\n")));
+            let value = if is_string_schema(schema) {
+                match string_value_rule(schema).as_str() {
+                    "/[^<]*/" => r"/([^<]|<[^\/])*/".to_owned(),
+                    literals => literals.to_owned(),
+                }
+            } else {
+                let mut schema = schema.clone();
+                if let Some(obj) = schema.as_object_mut() {
+                    obj.insert("x-guidance".into(), json_layout());
+                }
+                format!("%json {schema}")
+            };
+            let close = dumps(&Value::String(format!("\n{PARAMETER_CLOSE}\n")));
+            body.push_str(&format!(" {key} {value} {close}"));
+        }
+        body.push_str(&format!(" {}", dumps(&Value::String(format!("{FUNCTION_CLOSE}\n{CLOSE}")))));
+        alternatives.push(format!("c{i}"));
+        rules.push(format!("c{i}: {body}"));
+    }
+    format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::chat::tools::{ToolFormat, ToolStream};
+    use crate::model::chat::{ChatTemplate, Message, ToolCall};
+
+    const TEMPLATE: &str = include_str!("fixtures/qwen3-coder-30b-a3b-instruct.jinja");
+
+    fn write_tool() -> Tool {
+        Tool {
+            name: "write_file".into(),
+            description: Some("Writes a file.".into()),
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string"}, "content": {"type": "string"}, "lines": {"type": "integer"},
+                "opts": {"type": "object"}, "mode": {"enum": ["a", "w"]}}, "required": ["path", "content"]}),
+        }
+    }
+
+    /// The template (llama.cpp's copy of Qwen3-Coder's) is recognised, and a call renders back
+    /// in the XML the model writes, which parses into the same call.
+    #[test]
+    fn the_template_renders_calls_in_the_xml_that_parses_back() {
+        assert_eq!(ToolFormat::of_template(TEMPLATE), ToolFormat::QwenXml);
+        assert_eq!(ToolFormat::of_template(include_str!("fixtures/qwen3-0.6b.jinja")), ToolFormat::Hermes);
+        let t = ChatTemplate::new(TEMPLATE.to_owned(), None, Some("<|im_end|>".into())).unwrap();
+        let mut said = Message::assistant(String::new());
+        said.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "write_file".into(),
+            arguments: "{\"content\": \"fn main() {\\n    if a < b {}\\n}\", \"lines\": 3, \"path\": \"src/main.rs\"}".into(),
+        }];
+        let history = [Message::user("Write it."), said];
+        let out = t.render_with_tools(&history, &[write_tool().to_json()], false).unwrap();
+        let written = "<tool_call>\n<function=write_file>\n<parameter=content>\nfn main() {\n    if a < b {}\n}\n</parameter>\n\
+                       <parameter=lines>\n3\n</parameter>\n<parameter=path>\nsrc/main.rs\n</parameter>\n</function>\n</tool_call>";
+        assert!(out.contains(&format!("<|im_start|>assistant\n{written}<|im_end|>")), "{out}");
+        assert!(out.contains("<name>write_file</name>") && out.contains("<parameter=example_parameter_1>"), "{out}");
+        let p = ToolFormat::QwenXml.parse_for(written, &[write_tool()]).unwrap();
+        let args: Value = serde_json::from_str(&p.calls[0].arguments).unwrap();
+        assert_eq!(args, json!({"content": "fn main() {\n    if a < b {}\n}", "lines": 3, "path": "src/main.rs"}));
+    }
+
+    /// Values are raw text for string arguments (even ones that read as JSON), JSON for the
+    /// others where it parses; several calls, text before them, a call without `<tool_call>`;
+    /// anything malformed stays text.
+    #[test]
+    fn calls_parse_by_the_tools_schemas() {
+        let text = "I'll write it.\n<tool_call>\n<function=write_file>\n<parameter=path>\n123\n</parameter>\n\
+                    <parameter=content>\n{\"a\": 1}\n</parameter>\n<parameter=lines>\n20\n</parameter>\n\
+                    <parameter=opts>\n{\"x\": true}\n</parameter>\n<parameter=mode>\nw\n</parameter>\n</function>\n</tool_call>\n\
+                    <tool_call>\n<function=list_dir>\n</function>\n</tool_call>";
+        let p = parse(text, &[write_tool()]).unwrap();
+        assert_eq!(p.content, "I'll write it.");
+        let args: Value = serde_json::from_str(&p.calls[0].arguments).unwrap();
+        assert_eq!(args, json!({"path": "123", "content": "{\"a\": 1}", "lines": 20, "opts": {"x": true}, "mode": "w"}));
+        assert_eq!((p.calls[1].name.as_str(), p.calls[1].arguments.as_str()), ("list_dir", "{}"));
+        // Without the schemas, JSON where it parses.
+        let args: Value = serde_json::from_str(&parse(text, &[]).unwrap().calls[0].arguments).unwrap();
+        assert_eq!((&args["path"], &args["mode"]), (&json!(123), &json!("w")));
+        // Qwen3-Coder leaving out `<tool_call>`; a reply cut off after the last parameter.
+        let bare = "<function=write_file>\n<parameter=path>\na.txt\n</parameter>\n</function>";
+        assert_eq!(parse(bare, &[write_tool()]).unwrap().calls[0].arguments, "{\"path\":\"a.txt\"}");
+        let cut = "<tool_call>\n<function=write_file>\n<parameter=path>\na.txt\n</parameter>\n";
+        assert_eq!(parse(cut, &[write_tool()]).unwrap().calls[0].name, "write_file");
+        for bad in [
+            "<tool_call>\n<function=two words>\n</function>\n</tool_call>",
+            "<tool_call>\n<function=f>\nstray\n</function>\n</tool_call>",
+            "<tool_call>\n<function=f>\n<parameter=a>\nno close\n</function>\n</tool_call>",
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+            "plain text",
+        ] {
+            assert_eq!(parse(bad, &[]), None, "{bad:?}");
+        }
+    }
+
+    /// Streamed: text goes out until `<tool_call>` or `<function=` may have begun, then all is
+    /// held and read with the schemas at the end.
+    #[test]
+    fn a_stream_holds_from_where_a_call_may_begin() {
+        let mut s = ToolStream::with_tools(ToolFormat::QwenXml, vec![write_tool()]);
+        assert_eq!(s.push("Writing.\n<tool"), "Writing.\n");
+        assert_eq!(s.push("_call>\n<function=write_file>\n<parameter=path>\n7\n</parameter>\n"), "");
+        assert_eq!(s.push("</function>\n</tool_call>"), "");
+        let done = s.finish();
+        assert_eq!(done.calls[0].arguments, "{\"path\":\"7\"}");
+        let mut s = ToolStream::with_tools(ToolFormat::QwenXml, vec![write_tool()]);
+        assert_eq!(s.push("#include <functional> and <func"), "#include <functional> and ");
+        assert_eq!(s.push("tion=write_file>\n"), "");
+        let done = s.finish();
+        assert!(done.calls.is_empty() && done.content == "<function=write_file>\n", "{done:?}");
+    }
+
+    /// The forced call writes each required argument: strings as text without `</`, the others
+    /// as JSON under their schemas.
+    #[test]
+    fn the_forced_call_writes_each_required_argument() {
+        let mut t = write_tool();
+        t.parameters["required"] = json!(["path", "lines", "mode"]);
+        let g = forced_call(&[t]);
+        assert!(g.starts_with("start: c0\nc0: \"<tool_call>\\n<function=write_file>\\n\" \"<parameter=path>\\n\" /([^<]|<[^\\/])*/ \"\\n</parameter>\\n\""), "{g}");
+        assert!(g.contains("\"<parameter=lines>\\n\" %json {") && g.contains("\"<parameter=mode>\\n\" (\"a\" | \"w\")"), "{g}");
+        assert!(!g.contains("content") && g.ends_with("\"</function>\\n</tool_call>\""), "{g}");
+    }
+}
