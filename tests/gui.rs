@@ -408,6 +408,28 @@ fn settings_are_saved_to_the_config_and_the_model_reloads_in_the_background() {
     assert_eq!(info.context_length, 256);
 }
 
+/// Reading a model's weights (from a local file, or after its download) shows a bar of its
+/// own in the top bar, with the load's cancel button.
+#[test]
+fn reading_the_weights_shows_a_loading_bar() {
+    use hearth::gui::{DownloadFigures, ModelStatus};
+    let f = fixture();
+    let mut h = harness(handle(&f.model, &f.data, EngineSettings::default()));
+    h.state_mut().model.model = ModelStatus::Loading("tiny-Q8_0.gguf".into());
+    h.state_mut().model.download = Some(DownloadFigures {
+        file: "tiny-Q8_0.gguf".into(),
+        reading: true,
+        done: 1 << 20,
+        total: 4 << 20,
+    });
+    h.run();
+    h.get_by_role(Role::ProgressIndicator);
+    h.get_by_label_contains("Loading tiny-Q8_0.gguf");
+    h.get_by_label_contains("of 4");
+    h.get_by_role_and_label(Role::Button, "Cancel");
+    assert!(h.query_by_role_and_label(Role::Button, "Cancel download").is_none());
+}
+
 #[test]
 fn a_hub_model_downloads_with_a_progress_bar_that_cancels_and_a_picked_file_loads() {
     use hearth::config::{AppPaths, ConfigFile, Settings};

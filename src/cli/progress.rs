@@ -2,6 +2,7 @@
 //! downloads, hashing and verifying. Every command's progress is drawn here.
 
 use hearth::engine::{DownloadProgress, LaunchProgress, LaunchStage};
+use hearth::model::gguf::ReadMeter;
 
 /// A hub download's progress as a bar on stderr (Ctrl-C stops it; the next run resumes),
 /// and [`hearth::engine::launch`]'s later stages as spinners.
@@ -18,6 +19,17 @@ impl LaunchProgress for BarProgress {
             LaunchStage::IndexingDisk => "indexing saved conversations".to_owned(),
         };
         self.0 = Some(spinner(msg));
+    }
+
+    /// The loading spinner becomes a bar of the bytes read.
+    fn load_meter(&mut self, total: u64) -> Option<ReadMeter> {
+        let msg = self.0.take().map(|pb| {
+            pb.finish_and_clear();
+            pb.message()
+        });
+        let pb = bytes_bar(total, &msg.unwrap_or_else(|| "loading the model".to_owned()));
+        self.0 = Some(pb.clone());
+        Some(Box::new(move |done| pb.set_position(done.min(total))))
     }
 }
 

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use super::{DiskSettings, Engine, EngineError, EngineHandle};
 use crate::config::{AppPaths, Settings};
 use crate::model::source::{resolve_with, Cancel, DownloadProgress, HubOptions, ModelSource};
+use crate::model::gguf::ReadMeter;
 use crate::model::{select_device, LoadedModel};
 
 /// A stage of [`launch`] after the model's files are resolved.
@@ -29,10 +30,18 @@ pub enum LaunchStage {
     IndexingDisk,
 }
 
-/// Where [`launch`] reports: a download's bytes ([`DownloadProgress`]) and
-/// each later stage as it starts.
+/// Where [`launch`] reports: a download's bytes ([`DownloadProgress`]), each
+/// later stage as it starts, and the weights' reading.
 pub trait LaunchProgress: DownloadProgress {
     fn stage(&mut self, _stage: &LaunchStage) {}
+
+    /// The weights are about to be read from the file of the last
+    /// [`LaunchStage::Loading`]: `total` bytes of tensor data. A [`ReadMeter`]
+    /// returned is told the bytes read so far, from the loading thread, as
+    /// they are read.
+    fn load_meter(&mut self, _total: u64) -> Option<ReadMeter> {
+        None
+    }
 }
 
 impl LaunchProgress for () {}
@@ -55,7 +64,9 @@ pub fn launch(
     stop_if_cancelled()?;
     let device = select_device(settings.model.device)?;
     progress.stage(&LaunchStage::Loading(resolved.gguf.clone()));
-    let model = LoadedModel::load(&resolved, &device, settings.model.context_length)?;
+    let model = LoadedModel::load_with(&resolved, &device, settings.model.context_length, |total| {
+        progress.load_meter(total)
+    })?;
     let i = &model.info;
     tracing::info!(
         "{} ({}, {}, {:.2}B params) on {}, context {}",

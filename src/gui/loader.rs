@@ -5,13 +5,15 @@
 //! Each load has a number; the app only takes deliveries of the load it is waiting for, so a
 //! load that was cancelled or replaced by a newer one can never attach its engine.
 
+use std::cell::Cell;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use super::bridge::{Bridge, Delivery, Repaint};
 use super::DownloadFigures;
 use crate::config::{AppPaths, Settings};
-use crate::engine::{launch, Cancel, DownloadProgress, EngineHandle, LaunchProgress};
+use crate::engine::{launch, Cancel, DownloadProgress, EngineHandle, LaunchProgress, LaunchStage};
+use crate::model::gguf::ReadMeter;
 
 /// How often download progress is sent to the window at most.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
@@ -35,6 +37,8 @@ struct ToWindow {
     repaint: Repaint,
     figures: Option<DownloadFigures>,
     sent: Option<Instant>,
+    /// The file of the last [`LaunchStage::Loading`].
+    loading: Option<String>,
 }
 
 impl ToWindow {
@@ -55,6 +59,7 @@ impl DownloadProgress for ToWindow {
     fn start(&mut self, file: &str, done: u64, total: u64) {
         self.figures = Some(DownloadFigures {
             file: file.to_owned(),
+            reading: false,
             done,
             total,
         });
@@ -76,7 +81,35 @@ impl DownloadProgress for ToWindow {
     }
 }
 
-impl LaunchProgress for ToWindow {}
+impl LaunchProgress for ToWindow {
+    fn stage(&mut self, stage: &LaunchStage) {
+        if let LaunchStage::Loading(path) = stage {
+            self.loading = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        }
+    }
+
+    /// The weights' reading as figures of their own, sent from the loading thread at most every
+    /// [`PROGRESS_EVERY`] (and at the end).
+    fn load_meter(&mut self, total: u64) -> Option<ReadMeter> {
+        let (tx, repaint, load) = (self.tx.clone(), self.repaint.clone(), self.load);
+        let file = self.loading.clone().unwrap_or_default();
+        let sent: Cell<Option<Instant>> = Cell::new(None);
+        Some(Box::new(move |done| {
+            let due = sent.get().is_none_or(|t| t.elapsed() >= PROGRESS_EVERY);
+            if due || done >= total {
+                let figures = DownloadFigures {
+                    file: file.clone(),
+                    reading: true,
+                    done: done.min(total),
+                    total,
+                };
+                let _ = tx.send(Delivery::Progress { load, figures });
+                repaint();
+                sent.set(Some(Instant::now()));
+            }
+        }))
+    }
+}
 
 /// Starts load number `load` on a thread of its own; progress and the result are delivered
 /// through `bridge`, each with a repaint.
@@ -94,8 +127,57 @@ pub fn spawn_loader(
             repaint: repaint.clone(),
             figures: None,
             sent: None,
+            loading: None,
         };
         let result = load_engine(&settings, &paths, &mut progress, &cancel);
         Delivery::Loaded { load, result }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// The weights' reading reaches the window as figures of their own (the file's name,
+    /// `reading`), at most every [`PROGRESS_EVERY`] and always at the end, each with a repaint.
+    #[test]
+    fn reading_the_weights_reaches_the_window_as_loading_figures() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let repaints = Arc::new(AtomicUsize::new(0));
+        let counted = repaints.clone();
+        let mut w = ToWindow {
+            load: 7,
+            tx,
+            repaint: Arc::new(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }),
+            figures: None,
+            sent: None,
+            loading: None,
+        };
+        w.stage(&LaunchStage::Loading(PathBuf::from("/models/big-00001-of-00002.gguf")));
+        let meter = w.load_meter(1000).unwrap();
+        meter(10);
+        meter(20); // within PROGRESS_EVERY of the first: not sent
+        meter(1000);
+        let got: Vec<DownloadFigures> = rx
+            .try_iter()
+            .map(|d| match d {
+                Delivery::Progress { load: 7, figures } => figures,
+                _ => panic!("not load 7's progress"),
+            })
+            .collect();
+        let want = |done| DownloadFigures {
+            file: "big-00001-of-00002.gguf".into(),
+            reading: true,
+            done,
+            total: 1000,
+        };
+        assert_eq!(got, [want(10), want(1000)]);
+        assert_eq!(repaints.load(Ordering::SeqCst), 2);
+    }
 }

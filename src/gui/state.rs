@@ -31,8 +31,11 @@ pub enum ModelStatus {
 /// A model download in progress.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DownloadFigures {
-    /// The file being downloaded (its path in the repo).
+    /// The file being downloaded (its path in the repo), or whose weights are being read.
     pub file: String,
+    /// The weights are being read from a file on disk (no download): nothing to cancel but
+    /// the load.
+    pub reading: bool,
     /// Bytes on disk so far (a resumed download starts above zero).
     pub done: u64,
     pub total: u64,

@@ -8,7 +8,7 @@ use candle_core::Device;
 use super::chat::tools::{Tool, ToolFormat};
 use super::chat::reasoning::{Reasoning, ThinkTags};
 use super::chat::{ChatTemplate, Message, TemplateKwargs};
-use super::gguf::{md_opt_str, GgufFile};
+use super::gguf::{md_opt_str, GgufFile, ReadMeter};
 use super::grammar::{Grammar, GrammarCompiler, GrammarError};
 use super::source::ResolvedModel;
 use super::tokenizer::Tokenizer;
@@ -83,7 +83,21 @@ impl LoadedModel {
     /// model's trained context capped at [`DEFAULT_CONTEXT_CAP`]; a larger
     /// explicit value than the model's is refused.
     pub fn load(resolved: &ResolvedModel, device: &Device, context_length: Option<usize>) -> Result<Self, ModelError> {
+        Self::load_with(resolved, device, context_length, |_| None)
+    }
+
+    /// [`LoadedModel::load`], with the weights' reading reported: `meter` gets the bytes of
+    /// tensor data the file stores and may return a [`ReadMeter`] to tell as they are read.
+    pub fn load_with(
+        resolved: &ResolvedModel,
+        device: &Device,
+        context_length: Option<usize>,
+        meter: impl FnOnce(u64) -> Option<ReadMeter>,
+    ) -> Result<Self, ModelError> {
         let mut file = GgufFile::open(&resolved.gguf)?;
+        if let Some(m) = meter(file.tensor_data_bytes()) {
+            file.set_meter(m);
+        }
         let md = file.metadata().clone();
         let hp = super::hparams::HParams::from_metadata(&md, file.tensor_shape("token_embd.weight").map(|s| s[0]))?;
         let context = resolve_context(&hp, context_length)?;

@@ -12,14 +12,14 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
             match &m.model {
                 ModelStatus::Loading(what) => match &m.download {
                     Some(d) => {
-                        ui.label(format!("Downloading {}", d.file));
+                        ui.label(format!("{} {}", if d.reading { "Loading" } else { "Downloading" }, d.file));
                         ui.add(
                             egui::ProgressBar::new(d.fraction())
                                 .desired_width(240.0)
                                 .show_percentage(),
                         );
                         ui.label(format!("{} of {}", size(d.done), size(d.total)));
-                        if ui.button("Cancel download").clicked() {
+                        if ui.button(if d.reading { "Cancel" } else { "Cancel download" }).clicked() {
                             actions.push(Action::CancelLoad);
                         }
                     }

@@ -32,6 +32,10 @@ use super::ModelError;
 use header::{read_header, Header};
 use types::{GgmlType, Reading};
 
+/// Told the bytes of tensor data read so far, after each tensor ([`GgufFile::set_meter`]): a
+/// load's progress.
+pub type ReadMeter = Box<dyn Fn(u64) + Send>;
+
 /// An open GGUF model: its parsed header plus a reader for tensor data, in each of its files
 /// (one, or the parts of a split model: [`split`]).
 pub struct GgufFile {
@@ -40,6 +44,9 @@ pub struct GgufFile {
     /// The first file's metadata; every part's tensors, each with the part it is in.
     header: Header,
     parts: Vec<Part>,
+    /// Bytes of tensor data read so far, and who is told.
+    read: u64,
+    meter: Option<ReadMeter>,
 }
 
 /// One file of a model.
@@ -99,6 +106,8 @@ impl GgufFile {
             path: path.to_path_buf(),
             header,
             parts: vec![first],
+            read: 0,
+            meter: None,
         };
         this.open_other_parts()?;
         this.check_extent()?;
@@ -214,6 +223,17 @@ impl GgufFile {
         self.parts.iter().map(|p| p.len).sum()
     }
 
+    /// Bytes of tensor data the file stores: what a load reads, about (a tensor the model does
+    /// not use is not read; a tensor read twice counts twice).
+    pub fn tensor_data_bytes(&self) -> u64 {
+        self.header.tensors.values().map(|t| t.bytes()).sum()
+    }
+
+    /// From now on `meter` is told the bytes of tensor data read so far, after each tensor.
+    pub fn set_meter(&mut self, meter: ReadMeter) {
+        self.meter = Some(meter);
+    }
+
     pub fn metadata(&self) -> &HashMap<String, Value> {
         &self.header.metadata
     }
@@ -276,7 +296,13 @@ impl GgufFile {
         let mut raw = vec![0u8; size];
         let read = part.reader.seek(SeekFrom::Start(start)).and_then(|_| part.reader.read_exact(&mut raw));
         match read {
-            Ok(()) => Ok(raw),
+            Ok(()) => {
+                self.read += raw.len() as u64;
+                if let Some(meter) = &self.meter {
+                    meter(self.read);
+                }
+                Ok(raw)
+            }
             Err(e) => Err(self.corrupt_tensor(name, &e.to_string())),
         }
     }
@@ -572,6 +598,24 @@ mod tests {
             let ratio = packed.bytes() as f64 / counted as f64;
             assert!((0.99..1.07).contains(&ratio), "{ty}: packed {} against {counted} counted", packed.bytes());
         }
+    }
+
+    /// A load tells its meter the bytes read, growing, up to the tensor data the file stores.
+    #[test]
+    fn a_load_tells_its_meter_the_bytes_read() {
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        write_model(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), &path).unwrap();
+        let mut file = GgufFile::open(&path).unwrap();
+        let total = file.tensor_data_bytes();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        file.set_meter(Box::new(move |done| log.lock().unwrap().push(done)));
+        crate::model::Transformer::from_gguf(&mut file, &Device::Cpu, 64).unwrap();
+        let seen = seen.lock().unwrap();
+        assert!(seen.len() > 10 && seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+        assert_eq!(*seen.last().unwrap(), total, "every tensor of this file is read once");
     }
 
     /// A mixture of experts' stacked expert tensors count: a gpt-oss file with MXFP4 experts
