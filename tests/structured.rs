@@ -442,6 +442,25 @@ async fn forced_reply(
     common::run_in_engine(engine, prompt, forced).await
 }
 
+/// A server on the tiny model of `spec` with `template`, whose tool format must be `format`,
+/// and its greedy reply forced to call the weather tool (300 tokens at most: the tiny
+/// vocabulary spells a call in many).
+async fn forced_weather_call(
+    spec: TinyModelSpec,
+    template: &str,
+    format: hearth::engine::ToolFormat,
+) -> (TestServer, Box<GenerationReport>) {
+    let s = server_for(spec, Some(template));
+    let engine = s.state.engine();
+    assert_eq!(engine.tool_format(), format);
+    let tools = weather_tools();
+    let p1 = engine
+        .tokenize_chat_with_tools(&[Message::user("What is the weather in Paris?")], &tools)
+        .unwrap();
+    let reply = forced_reply(engine, &tools, p1, 300).await;
+    (s, reply)
+}
+
 /// A request that forces a call of one of `tools` (greedy, room for the call).
 fn forced_call_request(user: &Value, tools: &Value) -> Value {
     json!({
@@ -864,14 +883,8 @@ async fn a_glm4_call_comes_back_and_its_history_renders_as_glm_writes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_glm45_forced_call_is_written_in_its_xml_format_and_comes_back() {
     let template = include_str!("../src/model/chat/fixtures/glm-4.6.jinja");
-    let s = server_for(TinyModelSpec::tiny(Family::Glm4Moe, WeightType::Q8_0), Some(template));
-    let engine = s.state.engine();
-    assert_eq!(engine.tool_format(), hearth::engine::ToolFormat::GlmXml);
-    let tools = weather_tools();
-    let p1 = engine
-        .tokenize_chat_with_tools(&[Message::user("What is the weather in Paris?")], &tools)
-        .unwrap();
-    let reply = forced_reply(engine, &tools, p1, 300).await;
+    let spec = TinyModelSpec::tiny(Family::Glm4Moe, WeightType::Q8_0);
+    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::GlmXml).await;
     assert!(reply.text.starts_with("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>"), "{:?}", reply.text);
     assert!(reply.text.ends_with("</arg_value>\n</tool_call>"), "{:?}", reply.text);
 
@@ -899,14 +912,9 @@ async fn a_glm45_forced_call_is_written_in_its_xml_format_and_comes_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_qwen3_coder_forced_call_is_written_in_its_xml_and_comes_back() {
     let template = include_str!("../src/model/chat/fixtures/qwen3-coder-30b-a3b-instruct.jinja");
-    let s = server_for(TinyModelSpec::tiny(Family::Qwen3Moe, WeightType::Q8_0), Some(template));
-    let engine = s.state.engine();
-    assert_eq!(engine.tool_format(), hearth::engine::ToolFormat::QwenXml);
-    let tools = weather_tools();
-    let p1 = engine
-        .tokenize_chat_with_tools(&[Message::user("What is the weather in Paris?")], &tools)
-        .unwrap();
-    let reply = forced_reply(engine, &tools, p1, 300).await;
+    let spec = TinyModelSpec::tiny(Family::Qwen3Moe, WeightType::Q8_0);
+    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::QwenXml).await;
+    let (engine, tools) = (s.state.engine(), weather_tools());
     assert!(reply.text.starts_with("<tool_call>\n<function=get_weather>\n<parameter=city>\n"), "{:?}", reply.text);
     assert!(reply.text.ends_with("\n</parameter>\n</function>\n</tool_call>"), "{:?}", reply.text);
 

@@ -24,11 +24,10 @@
 //! Counterpart: llama.cpp's `common/parsers/qwen3-coder.cpp`, vLLM's
 //! `tool_parsers/qwen3coder_tool_parser.py`.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::python::dumps;
-use super::tools::{call_of, is_name_char, is_string_schema, string_value_rule, ParsedCall, ParsedReply, Tool};
-use crate::model::grammar::json_layout;
+use super::tools::{is_string_schema, json_value_rule, required_args, string_value_rule, ParsedCall, ParsedReply, Tool, XmlArgs};
 
 pub(super) const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
@@ -78,16 +77,7 @@ pub(super) fn parse(text: &str, tools: &[Tool]) -> Option<ParsedReply> {
 fn call(inner: &str, tools: &[Tool]) -> Option<ParsedCall> {
     let s = inner.trim().strip_prefix(FUNCTION)?;
     let name_end = s.find('>')?;
-    let name = s[..name_end].trim();
-    if name.is_empty() || !name.chars().all(is_name_char) {
-        return None;
-    }
-    let props = tools
-        .iter()
-        .find(|t| t.name == name)
-        .and_then(|t| t.parameters.get("properties"))
-        .and_then(Value::as_object);
-    let mut args = serde_json::Map::new();
+    let mut args = XmlArgs::of(s[..name_end].trim(), tools)?;
     let mut rest = s[name_end + 1..].trim_start();
     loop {
         if rest.is_empty() || rest.strip_prefix(FUNCTION_CLOSE).is_some_and(|r| r.trim().is_empty()) {
@@ -104,15 +94,10 @@ fn call(inner: &str, tools: &[Tool]) -> Option<ParsedCall> {
         if key.is_empty() {
             return None;
         }
-        let is_string = props.and_then(|p| p.get(key)).is_some_and(is_string_schema);
-        let value = match serde_json::from_str::<Value>(raw) {
-            Ok(v) if !is_string => v,
-            _ => Value::String(raw.to_owned()),
-        };
-        args.insert(key.to_owned(), value);
+        args.insert(key, raw);
         rest = body[end + PARAMETER_CLOSE.len()..].trim_start();
     }
-    call_of(&json!({"name": name, "arguments": Value::Object(args)}))
+    args.call()
 }
 
 /// Where in `text` (a streamed reply) a call may have begun: at `<tool_call>` or `<function=`,
@@ -133,13 +118,8 @@ pub(super) fn forced_call(tools: &[Tool]) -> String {
     let mut rules = Vec::new();
     let mut alternatives = Vec::new();
     for (i, t) in tools.iter().enumerate() {
-        let props = t.parameters.get("properties").and_then(Value::as_object);
-        let required: Vec<&str> = match t.parameters.get("required").and_then(Value::as_array) {
-            Some(r) => r.iter().filter_map(Value::as_str).collect(),
-            None => Vec::new(),
-        };
         let mut body = dumps(&Value::String(format!("{OPEN}\n{FUNCTION}{}>\n", t.name)));
-        for (k, schema) in props.into_iter().flatten().filter(|(k, _)| required.contains(&k.as_str())) {
+        for (k, schema) in required_args(t) {
             let key = dumps(&Value::String(format!("{PARAMETER}{k}>\n")));
             let value = if is_string_schema(schema) {
                 match string_value_rule(schema).as_str() {
@@ -147,11 +127,7 @@ pub(super) fn forced_call(tools: &[Tool]) -> String {
                     literals => literals.to_owned(),
                 }
             } else {
-                let mut schema = schema.clone();
-                if let Some(obj) = schema.as_object_mut() {
-                    obj.insert("x-guidance".into(), json_layout());
-                }
-                format!("%json {schema}")
+                json_value_rule(schema)
             };
             let close = dumps(&Value::String(format!("\n{PARAMETER_CLOSE}\n")));
             body.push_str(&format!(" {key} {value} {close}"));
@@ -165,6 +141,8 @@ pub(super) fn forced_call(tools: &[Tool]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::model::chat::tools::{ToolFormat, ToolStream};
     use crate::model::chat::{ChatTemplate, Message, ToolCall};

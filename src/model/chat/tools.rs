@@ -567,22 +567,13 @@ fn glm_xml_grammar(tools: &[Tool]) -> String {
     let mut rules = Vec::new();
     let mut alternatives = Vec::new();
     for (i, t) in tools.iter().enumerate() {
-        let props = t.parameters.get("properties").and_then(Value::as_object);
-        let required: Vec<&str> = match t.parameters.get("required").and_then(Value::as_array) {
-            Some(r) => r.iter().filter_map(Value::as_str).collect(),
-            None => Vec::new(),
-        };
         let mut body = format!("\"{OPEN}{}\" ", t.name);
-        for (k, schema) in props.into_iter().flatten().filter(|(k, _)| required.contains(&k.as_str())) {
+        for (k, schema) in required_args(t) {
             let key = dumps(&Value::String(format!("\n{}{k}{}\n{}", ARG_KEY.0, ARG_KEY.1, ARG_VALUE.0)));
             let value = if is_string_schema(schema) {
                 string_value_rule(schema)
             } else {
-                let mut schema = schema.clone();
-                if let Some(obj) = schema.as_object_mut() {
-                    obj.insert("x-guidance".into(), json_layout());
-                }
-                format!("%json {schema}")
+                json_value_rule(schema)
             };
             body.push_str(&format!("{key} {value} \"{}\" ", ARG_VALUE.1));
         }
@@ -634,28 +625,78 @@ fn parse_glm_xml(text: &str, tools: &[Tool]) -> Option<ParsedReply> {
 fn glm_xml_call(inner: &str, tools: &[Tool]) -> Option<ParsedCall> {
     let name_end = inner.find(ARG_KEY.0).unwrap_or(inner.len());
     let name = inner[..name_end].trim();
-    if name.is_empty() || !name.chars().all(is_name_char) {
-        return None;
-    }
-    let props = tools
-        .iter()
-        .find(|t| t.name == name)
-        .and_then(|t| t.parameters.get("properties"))
-        .and_then(Value::as_object);
-    let mut args = serde_json::Map::new();
+    let mut args = XmlArgs::of(name, tools)?;
     let mut rest = inner[name_end..].trim_start();
     while !rest.is_empty() {
         let (key, after) = between(rest, ARG_KEY)?;
         let (raw, after) = between(after.trim_start(), ARG_VALUE)?;
-        let is_string = props.and_then(|p| p.get(key.trim())).is_some_and(is_string_schema);
+        args.insert(key.trim(), raw);
+        rest = after.trim_start();
+    }
+    args.call()
+}
+
+/// The arguments of a call in a format that writes each value as raw text (GLM-4.5's,
+/// Qwen3-Coder's): typed by the offered tool's schema, raw text for a string argument (even
+/// one that reads as JSON), JSON where it parses for the others (all of them without the tool),
+/// else text.
+pub(super) struct XmlArgs<'a> {
+    name: &'a str,
+    props: Option<&'a serde_json::Map<String, Value>>,
+    args: serde_json::Map<String, Value>,
+}
+
+impl<'a> XmlArgs<'a> {
+    /// A call of `name` (`None` unless it is a function name) among `tools`.
+    pub(super) fn of(name: &'a str, tools: &'a [Tool]) -> Option<Self> {
+        if name.is_empty() || !name.chars().all(is_name_char) {
+            return None;
+        }
+        let props = tools
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.parameters.get("properties"))
+            .and_then(Value::as_object);
+        Some(Self {
+            name,
+            props,
+            args: serde_json::Map::new(),
+        })
+    }
+
+    /// Argument `key` with the raw text `raw`.
+    pub(super) fn insert(&mut self, key: &str, raw: &str) {
+        let is_string = self.props.and_then(|p| p.get(key)).is_some_and(is_string_schema);
         let value = match serde_json::from_str::<Value>(raw) {
             Ok(v) if !is_string => v,
             _ => Value::String(raw.to_owned()),
         };
-        args.insert(key.trim().to_owned(), value);
-        rest = after.trim_start();
+        self.args.insert(key.to_owned(), value);
     }
-    call_of(&json!({"name": name, "arguments": Value::Object(args)}))
+
+    pub(super) fn call(self) -> Option<ParsedCall> {
+        call_of(&json!({"name": self.name, "arguments": Value::Object(self.args)}))
+    }
+}
+
+/// The required arguments of `tool`'s schema, in the schema's order, each with its schema: what
+/// a forced call of an XML format writes.
+pub(super) fn required_args(tool: &Tool) -> Vec<(&String, &Value)> {
+    let required: Vec<&str> = match tool.parameters.get("required").and_then(Value::as_array) {
+        Some(r) => r.iter().filter_map(Value::as_str).collect(),
+        None => Vec::new(),
+    };
+    let props = tool.parameters.get("properties").and_then(Value::as_object);
+    props.into_iter().flatten().filter(|(k, _)| required.contains(&k.as_str())).collect()
+}
+
+/// A Lark rule item for JSON valid under `schema`, laid out as the templates' `tojson` writes it.
+pub(super) fn json_value_rule(schema: &Value) -> String {
+    let mut schema = schema.clone();
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert("x-guidance".into(), json_layout());
+    }
+    format!("%json {schema}")
 }
 
 /// `text` starting with `open`: what lies before `close`, and what follows it.
