@@ -1,8 +1,7 @@
 //! Progress on stderr: spinners for work of unknown length, byte bars for
 //! downloads, hashing and verifying. Every command's progress is drawn here.
 
-use hearth::engine::{DownloadProgress, LaunchProgress, LaunchStage};
-use hearth::model::gguf::ReadMeter;
+use hearth::engine::{DownloadProgress, LaunchProgress, LaunchStage, LoadMeter};
 
 /// A hub download's progress as a bar on stderr (Ctrl-C stops it; the next run resumes),
 /// and [`hearth::engine::launch`]'s later stages as spinners.
@@ -22,7 +21,7 @@ impl LaunchProgress for BarProgress {
     }
 
     /// The loading spinner becomes a bar of the bytes read.
-    fn load_meter(&mut self, total: u64) -> Option<ReadMeter> {
+    fn load_meter(&mut self, total: u64) -> Option<LoadMeter> {
         let msg = self.0.take().map(|pb| {
             pb.finish_and_clear();
             pb.message()

@@ -43,7 +43,7 @@ pub use self::core::Engine;
 pub use disk::DiskSettings;
 pub use error::{EngineError, ErrorKind};
 pub use handle::{EngineHandle, EventSender, QueueTicket, RequestStream, Submission};
-pub use launch::{launch, LaunchProgress, LaunchStage};
+pub use launch::{launch, LaunchProgress, LaunchStage, LoadMeter};
 pub use request::{
     Event, GenerateParams, GenerateRequest, GenerationReport, GrammarDelay, RequestId, SaveTo, StopReason, TokenLogprob,
     MAX_TOP_LOGPROBS,

@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 use super::bridge::{Bridge, Delivery, Repaint};
 use super::DownloadFigures;
 use crate::config::{AppPaths, Settings};
-use crate::engine::{launch, Cancel, DownloadProgress, EngineHandle, LaunchProgress, LaunchStage};
-use crate::model::gguf::ReadMeter;
+use crate::engine::{launch, Cancel, DownloadProgress, EngineHandle, LaunchProgress, LaunchStage, LoadMeter};
 
 /// How often download progress is sent to the window at most.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
@@ -90,7 +89,7 @@ impl LaunchProgress for ToWindow {
 
     /// The weights' reading as figures of their own, sent from the loading thread at most every
     /// [`PROGRESS_EVERY`] (and at the end).
-    fn load_meter(&mut self, total: u64) -> Option<ReadMeter> {
+    fn load_meter(&mut self, total: u64) -> Option<LoadMeter> {
         let (tx, repaint, load) = (self.tx.clone(), self.repaint.clone(), self.load);
         let file = self.loading.clone().unwrap_or_default();
         let sent: Cell<Option<Instant>> = Cell::new(None);

@@ -67,6 +67,9 @@ pub enum ModelError {
 
     #[error("the download of {spec} was cancelled; {kept} bytes are kept and loading it again resumes from there")]
     Cancelled { spec: String, kept: u64 },
+    /// Reading the weights was stopped (`GgufFile::set_meter`).
+    #[error("loading was cancelled")]
+    LoadCancelled,
     /// The prompt (plus at least one generated token) does not fit the context.
     #[error("prompt is {tokens} tokens but the context holds {context} (at most {max_prompt} prompt tokens)", max_prompt = context.saturating_sub(1))]
     PromptTooLong { tokens: usize, context: usize },

@@ -33,8 +33,9 @@ use header::{read_header, Header};
 use types::{GgmlType, Reading};
 
 /// Told the bytes of tensor data read so far, after each tensor ([`GgufFile::set_meter`]): a
-/// load's progress.
-pub type ReadMeter = Box<dyn Fn(u64) + Send>;
+/// load's progress. It answers whether to go on: after `false` the file reads no more tensors
+/// ([`ModelError::LoadCancelled`]), so a cancelled load stops within a tensor.
+pub type ReadMeter = Box<dyn Fn(u64) -> bool + Send>;
 
 /// An open GGUF model: its parsed header plus a reader for tensor data, in each of its files
 /// (one, or the parts of a split model: [`split`]).
@@ -47,6 +48,8 @@ pub struct GgufFile {
     /// Bytes of tensor data read so far, and who is told.
     read: u64,
     meter: Option<ReadMeter>,
+    /// The meter said to stop.
+    stopped: bool,
 }
 
 /// One file of a model.
@@ -108,6 +111,7 @@ impl GgufFile {
             parts: vec![first],
             read: 0,
             meter: None,
+            stopped: false,
         };
         this.open_other_parts()?;
         this.check_extent()?;
@@ -229,7 +233,8 @@ impl GgufFile {
         self.header.tensors.values().map(|t| t.bytes()).sum()
     }
 
-    /// From now on `meter` is told the bytes of tensor data read so far, after each tensor.
+    /// From now on `meter` is told the bytes of tensor data read so far, after each tensor, and
+    /// may stop the reading.
     pub fn set_meter(&mut self, meter: ReadMeter) {
         self.meter = Some(meter);
     }
@@ -285,6 +290,9 @@ impl GgufFile {
 
     /// A tensor's bytes as its file stores them, whatever its type.
     pub fn tensor_raw(&mut self, name: &str) -> Result<Vec<u8>, ModelError> {
+        if self.stopped {
+            return Err(ModelError::LoadCancelled);
+        }
         let Some(info) = self.header.tensors.get(name) else {
             return Err(ModelError::MissingTensor { name: name.to_string() });
         };
@@ -299,7 +307,7 @@ impl GgufFile {
             Ok(()) => {
                 self.read += raw.len() as u64;
                 if let Some(meter) = &self.meter {
-                    meter(self.read);
+                    self.stopped = !meter(self.read);
                 }
                 Ok(raw)
             }
@@ -611,11 +619,28 @@ mod tests {
         let total = file.tensor_data_bytes();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        file.set_meter(Box::new(move |done| log.lock().unwrap().push(done)));
+        file.set_meter(Box::new(move |done| {
+            log.lock().unwrap().push(done);
+            true
+        }));
         crate::model::Transformer::from_gguf(&mut file, &Device::Cpu, 64).unwrap();
-        let seen = seen.lock().unwrap();
-        assert!(seen.len() > 10 && seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
-        assert_eq!(*seen.last().unwrap(), total, "every tensor of this file is read once");
+        let read = seen.lock().unwrap().clone();
+        assert!(read.len() > 10 && read.windows(2).all(|w| w[0] < w[1]), "{read:?}");
+        assert_eq!(*read.last().unwrap(), total, "every tensor of this file is read once");
+        // A meter that says stop after the third tensor: the load fails as cancelled, having read
+        // no more.
+        let mut file = GgufFile::open(&path).unwrap();
+        let count = Arc::new(Mutex::new(0));
+        let n = count.clone();
+        file.set_meter(Box::new(move |_| {
+            *n.lock().unwrap() += 1;
+            *n.lock().unwrap() < 3
+        }));
+        match crate::model::Transformer::from_gguf(&mut file, &Device::Cpu, 64) {
+            Err(ModelError::LoadCancelled) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(*count.lock().unwrap(), 3);
     }
 
     /// A mixture of experts' stacked expert tensors count: a gpt-oss file with MXFP4 experts
