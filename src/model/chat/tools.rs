@@ -34,7 +34,8 @@
 //!   (`chat::qwen_xml`).
 //! - [`ToolFormat::Harmony`]: gpt-oss's harmony messages, a call's header naming
 //!   `to=functions.NAME` (`chat::harmony`).
-//! - [`ToolFormat::Injected`]: the template renders no tools; hearth describes them in the
+//! - [`ToolFormat::Injected`]: the template renders no tools (or never reads `tools`, as
+//!   DeepSeek-R1's distills' renders earlier calls but not the offered tools); hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
 //!   text the template can render (as llama.cpp's generic handler does).
 //!
@@ -161,7 +162,7 @@ impl ToolFormat {
             Self::Mistral {
                 named: template.contains("[ARGS]"),
             }
-        } else if template.contains("tool_calls") || template.contains("ipython") {
+        } else if (template.contains("tool_calls") || template.contains("ipython")) && reads_tools(template) {
             Self::Json {
                 args: if template.contains("\"parameters\"") {
                     "parameters"
@@ -679,6 +680,16 @@ impl<'a> XmlArgs<'a> {
     }
 }
 
+/// Whether `template` reads the `tools` variable at all (a word `tools`, not `tool_calls`): one
+/// that renders earlier calls but never the offered tools (DeepSeek-R1's distills') would leave
+/// the model unaware of them, so hearth describes them itself ([`ToolFormat::Injected`]).
+fn reads_tools(template: &str) -> bool {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    template.match_indices("tools").any(|(at, _)| {
+        !word(template[..at].chars().next_back()) && !word(template[at + "tools".len()..].chars().next())
+    })
+}
+
 /// The required arguments of `tool`'s schema, in the schema's order, each with its schema: what
 /// a forced call of an XML format writes.
 pub(super) fn required_args(tool: &Tool) -> Vec<(&String, &Value)> {
@@ -925,7 +936,7 @@ mod tests {
         assert_eq!(ToolFormat::of_template(qwen), ToolFormat::Hermes);
         let smol = include_str!("fixtures/smollm2-instruct.jinja");
         assert_eq!(ToolFormat::of_template(smol), ToolFormat::Injected);
-        let llama31 = "{% for m in messages %}{% if m.role == 'ipython' %}{% endif %}{{ '\"parameters\": ' }}{% endfor %}";
+        let llama31 = "{% if tools %}{% endif %}{% for m in messages %}{% if m.role == 'ipython' %}{% endif %}{{ '\"parameters\": ' }}{% endfor %}";
         assert_eq!(ToolFormat::of_template(llama31), ToolFormat::Json { args: "parameters" });
         let gpt_oss = include_str!("fixtures/openai-gpt-oss-120b.jinja");
         assert_eq!(ToolFormat::of_template(gpt_oss), ToolFormat::Harmony);
@@ -1033,6 +1044,7 @@ mod tests {
     #[test]
     fn a_json_call_renders_back_as_the_model_wrote_it() {
         let template = concat!(
+            "{%- if tools %}{{ tools | length }} tools{% endif -%}",
             "{%- for m in messages -%}",
             "{%- if m.role == 'assistant' and m.tool_calls -%}",
             "<|start_header_id|>assistant<|end_header_id|>\n\n",
@@ -1104,6 +1116,27 @@ mod tests {
                 "{out}"
             );
         }
+    }
+
+    /// DeepSeek-R1's distills' template (llama.cpp's copy) renders earlier calls in its own
+    /// tokens but never the offered tools: hearth describes them in the system text (which the
+    /// template writes first) and writes the history's calls and results as that text, so the
+    /// model sees the tools and what it called.
+    #[test]
+    fn a_template_that_never_reads_the_tools_gets_them_described() {
+        let src = include_str!("fixtures/deepseek-r1-distill-qwen-32b.jinja");
+        assert!(src.contains("tool_calls") && !reads_tools(src));
+        assert_eq!(ToolFormat::of_template(src), ToolFormat::Injected);
+        assert!(reads_tools("{% if tools %}") && reads_tools("{{ custom_tools }}{{ tools | length }}"));
+        assert!(!reads_tools("{{ custom_tools }} toolset mytools"));
+        let history = [Message::user("Weather in Paris?"), call("c1"), result("c1")];
+        let msgs = ToolFormat::Injected.prepare(&history, &[tool("weather")], src);
+        let t = super::super::ChatTemplate::new(src.to_owned(), Some("<｜begin▁of▁sentence｜>".into()), None).unwrap();
+        let out = t.render(&msgs, true).unwrap();
+        assert!(out.starts_with("<｜begin▁of▁sentence｜># Tools\n"), "{out}");
+        assert!(out.contains("\"name\": \"weather\""), "{out}");
+        assert!(out.contains("<｜Assistant｜><tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"), "{out}");
+        assert!(out.contains("<tool_response>\nsunny\n</tool_response>"), "{out}");
     }
 
     #[test]
