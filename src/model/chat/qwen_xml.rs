@@ -197,6 +197,9 @@ mod tests {
         let args: Value = serde_json::from_str(&p.calls[0].arguments).unwrap();
         assert_eq!(args, json!({"path": "123", "content": "{\"a\": 1}", "lines": 20, "opts": {"x": true}, "mode": "w"}));
         assert_eq!((p.calls[1].name.as_str(), p.calls[1].arguments.as_str()), ("list_dir", "{}"));
+        // Python's spellings (a template rendered by Python writes `True`) where not a string.
+        let py = "<tool_call>\n<function=write_file>\n<parameter=opts>\nTrue\n</parameter>\n<parameter=path>\nNone\n</parameter>\n</function>\n</tool_call>";
+        assert_eq!(parse(py, &[write_tool()]).unwrap().calls[0].arguments, "{\"opts\":true,\"path\":\"None\"}");
         // Without the schemas, JSON where it parses.
         let args: Value = serde_json::from_str(&parse(text, &[]).unwrap().calls[0].arguments).unwrap();
         assert_eq!((&args["path"], &args["mode"]), (&json!(123), &json!("w")));

@@ -665,11 +665,19 @@ impl<'a> XmlArgs<'a> {
         })
     }
 
-    /// Argument `key` with the raw text `raw`.
+    /// Argument `key` with the raw text `raw`. Python's `True`, `False` and `None` (what a
+    /// template rendered by Python writes for them, so what the model learned) read as JSON's.
     pub(super) fn insert(&mut self, key: &str, raw: &str) {
         let is_string = self.props.and_then(|p| p.get(key)).is_some_and(is_string_schema);
-        let value = match serde_json::from_str::<Value>(raw) {
-            Ok(v) if !is_string => v,
+        let python = match raw.trim() {
+            "True" => Some(Value::Bool(true)),
+            "False" => Some(Value::Bool(false)),
+            "None" => Some(Value::Null),
+            _ => None,
+        };
+        let value = match (serde_json::from_str::<Value>(raw), python) {
+            (Ok(v), _) if !is_string => v,
+            (_, Some(v)) if !is_string => v,
             _ => Value::String(raw.to_owned()),
         };
         self.args.insert(key.to_owned(), value);
