@@ -14,7 +14,7 @@
 //! | [`engine`] | turning a prompt into a stream of tokens (the request loop) |
 //! | `gui`    | the desktop app (feature `gui`): the chat window, conversations, the cache panel |
 //! | [`server`] | `hearth --headless`: the OpenAI-compatible HTTP server over the engine |
-//! | [`bench`]  | `hearth bench`: our forward against candle-transformers on the same file |
+//! | [`bench`](mod@bench)  | `hearth bench`: our forward against candle-transformers on the same file |
 //!
 //! The forward ([`model::Transformer::forward`]) never owns a KV cache: it writes new
 //! K/V and reads past K/V through [`ops::KvStore`], which the paged block pool

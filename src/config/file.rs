@@ -67,7 +67,7 @@ pub struct PathsSection {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Args)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
-    /// Model: a local .gguf file or owner/repo:file.gguf[@revision] on the Hugging Face hub.
+    /// Model: a local .gguf file or `owner/repo:file.gguf[@revision]` on the Hugging Face hub.
     #[arg(long = "model", short = 'm', global = true, value_name = "MODEL")]
     pub source: Option<String>,
     /// Device: auto, cpu, cuda or cuda:N.

@@ -57,7 +57,7 @@ impl Bridge {
         Self { tx, rx, repaint }
     }
 
-    /// A sender for a background thread; each send should be followed by [`Self::repaint`].
+    /// A sender for a background thread; each send should be followed by `Bridge::repaint`.
     pub fn sender(&self) -> (mpsc::Sender<Delivery>, Repaint) {
         (self.tx.clone(), self.repaint.clone())
     }

@@ -3,7 +3,7 @@
 //! pool slot, sequence and position, and the launch shape.
 //!
 //! Built on the host, and compiled on every build (not only with `cuda`): the CUDA store
-//! ([`super::cuda_paged`]) launches with exactly these, and `tests/cuda_kernels_emulated.rs`
+//! (`super::cuda_paged`) launches with exactly these, and `tests/cuda_kernels_emulated.rs`
 //! runs the kernels' own source on the CPU with the same arguments, so the argument building
 //! and the kernels' logic are tested where there is no GPU.
 //!

@@ -142,8 +142,8 @@ impl SeqLayer<'_> {
     /// head's arithmetic is the same, in the same order, as done alone.
     ///
     /// Dot products and the weighted sum of V are fused multiply-adds in a
-    /// fixed order ([`row_kernels`]: AVX2+FMA or the same arithmetic in plain
-    /// Rust, the same bits), the softmax's `exp` a polynomial ([`exp`]).
+    /// fixed order (`row_kernels`: AVX2+FMA or the same arithmetic in plain
+    /// Rust, the same bits), the softmax's `exp` a polynomial (`exp`).
     /// Prompt rows use this same code ([`prefill_attention`](Self::prefill_attention)),
     /// so a token's numbers do not depend on whether it was decoded,
     /// prefilled, or prefilled in another chunking.
@@ -187,7 +187,7 @@ impl SeqLayer<'_> {
 
     /// `new` prompt rows at positions `cached ..`: row `r` attends over
     /// `cached + r + 1` positions with [`decode_attention`](Self::decode_attention)'s
-    /// arithmetic. Work is cut into tiles of up to [`ROW_TILE`] rows × one
+    /// arithmetic. Work is cut into tiles of up to `ROW_TILE` rows × one
     /// K/V head, spread over the threads: a tile reads each block of K and V
     /// once from memory for all its rows (each row's numbers are still its
     /// own, as if decoded alone).

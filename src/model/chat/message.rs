@@ -95,7 +95,7 @@ pub struct Message {
     pub reasoning_content: Option<String>,
     /// GLM-4's templates: an assistant turn that is one call carries the function's name here
     /// (its `metadata`) and the arguments as its content. Set only by
-    /// [`super::ToolFormat::prepare`] for the template; never read from a request or stored.
+    /// [`super::tools::ToolFormat::prepare`] for the template; never read from a request or stored.
     #[serde(skip)]
     pub metadata: Option<String>,
 }

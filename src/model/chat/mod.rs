@@ -14,7 +14,7 @@
 //!   templates that call `strftime_now`).
 //! - Nothing a template does can panic: a syntax error, an undefined-variable
 //!   misuse or a `raise_exception(..)` all come back as
-//!   [`ModelError::ChatTemplate`].
+//!   [`ModelError::ChatTemplate`](crate::model::ModelError::ChatTemplate).
 //!
 //! The environment mirrors the one `transformers` builds in
 //! `apply_chat_template` (an `ImmutableSandboxedEnvironment` with

@@ -1,5 +1,5 @@
 //! The 4-bit types candle lacks, decoded into Q8_0 at load (the smaller IQ and TQ types:
-//! [`super::iq`]).
+//! `super::iq`).
 //!
 //! IQ4_NL, IQ4_XS and MXFP4 store each value as a 4-bit index into a table of
 //! 16 integers that fit in 8 bits (`kvalues_iq4nl`, `kvalues_mxfp4`), times
@@ -57,7 +57,7 @@ fn mxfp4_scale(e: u8) -> Result<(f16, u32), String> {
     Ok((f16::from_f32(2f32.powi(exp - shift as i32)), shift))
 }
 
-/// `bytes`, whole blocks of `ty` (IQ4_NL, IQ4_XS, MXFP4 or one of [`super::iq`]'s), as Q8_0
+/// `bytes`, whole blocks of `ty` (IQ4_NL, IQ4_XS, MXFP4 or one of `super::iq`'s), as Q8_0
 /// blocks.
 pub fn to_q8_0(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, String> {
     let bb = ty.block_bytes();

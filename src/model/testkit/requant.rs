@@ -7,7 +7,7 @@
 //! 4-bit types are quantized here from their values, plain round-to-nearest on
 //! each block's largest value, not llama.cpp's searches: any block is a valid
 //! one, and llama.cpp, which the tests compare with, reads the same bytes. The
-//! smaller types (lattices of 4 or 8 values, [`random_lattice_blocks`]) get
+//! smaller types (lattices of 4 or 8 values, `random_lattice_blocks`) get
 //! random blocks scaled to the values' size: the weights of a random model
 //! still, each file's own, and any bytes are a valid block of these types.
 

@@ -50,7 +50,7 @@ impl TokenType {
 pub const PRESERVED_TOKENS: &[&str] = &["[THINK]", "[/THINK]"];
 
 /// The special tokens of OpenAI's harmony format (gpt-oss) that a reply's text keeps, in a
-/// vocabulary that is harmony's ([`is_harmony`]): a reply is a sequence of messages whose
+/// vocabulary that is harmony's (`is_harmony`): a reply is a sequence of messages whose
 /// headers and ends are these, which the reply's parser reads (`chat::reasoning`,
 /// `chat::tools`), as llama.cpp's `preserved_tokens` for gpt-oss keep them.
 pub const HARMONY_TOKENS: &[&str] = &["<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|constrain|>"];

@@ -471,7 +471,7 @@ pub fn encode(kind: QuantKind, dec: &Decoded, b: &mut [u8]) {
     }
 }
 
-/// The kind to pack Q8_0 blocks `raw` as: the first table kind ([`TABLE_KINDS`]) whose table
+/// The kind to pack Q8_0 blocks `raw` as: the first table kind (`TABLE_KINDS`) whose table
 /// holds every value (the same numbers in 4 bits), else Q8_0. Stops once no table can.
 pub fn narrow_q8_0(raw: &[u8]) -> QuantKind {
     let mut fits = [true; TABLE_KINDS.len()];

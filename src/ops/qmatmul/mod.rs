@@ -9,9 +9,9 @@
 //!
 //! - [`PackedMatrix::pack`] repacks a GGUF tensor once at load: rows in groups
 //!   of eight, interleaved so that eight output rows fill the lanes of one
-//!   256-bit vector ([`pack`]).
+//!   256-bit vector (`pack`).
 //! - [`QuantActs`] quantizes the activations once per call, per row: int8 per
-//!   32 values, or per 256 with sub-block sums for the K-quants ([`acts`]).
+//!   32 values, or per 256 with sub-block sums for the K-quants (`acts`).
 //! - [`PackedMatrix::matmul`] splits the row groups across threads
 //!   ([`crate::ops::par`]); each
 //!   unpacks its group once and runs the integer kernel over the activation
@@ -19,14 +19,14 @@
 //!   weight byte is read once per call.
 //!
 //! Kernels: [`Isa::Avx512Vnni`] and [`Isa::Avx512`] (two groups per 512-bit
-//! vector, [`avx512`]), [`Isa::AvxVnni`] and [`Isa::Avx2`] (AVX2 + FMA + F16C,
-//! x86-64-v3, with AVX-VNNI's `vpdpbusd` or without, [`avx2`]) and
+//! vector, `avx512`), [`Isa::AvxVnni`] and [`Isa::Avx2`] (AVX2 + FMA + F16C,
+//! x86-64-v3, with AVX-VNNI's `vpdpbusd` or without, `avx2`) and
 //! [`Isa::Portable`], chosen at run time by [`Isa::detect`] whatever the build
 //! targets; they give bit-identical results (exact integer dot products, then
-//! the same float steps in the same order). For the pair kernels, [`pack`] lays
+//! the same float steps in the same order). For the pair kernels, `pack` lays
 //! two groups' blocks side by side ([`Layout::Pairs`]), so that decode, bound by
 //! memory, reads the matrix as one stream; on K-quants the AVX-512 path without
-//! VNNI is the faster one ([`Path::for_kind`]).
+//! VNNI is the faster one (`Path::for_kind`).
 //!
 //! Invariants: scratch memory (quantized activations, the unpacked group, the
 //! transposed output) is kept per thread and reused from call to call; no
@@ -47,7 +47,7 @@ mod portable;
 use std::cell::RefCell;
 
 pub use acts::QuantActs;
-pub use format::{narrow_q8_0, QuantKind, FP4, IQ4NL};
+pub use format::{narrow_q8_0, QuantKind, FP4, IQ2, IQ3S, IQ3XXS, IQ4NL};
 pub use pack::{Layout, PackError, PackedMatrix, GROUP};
 
 use crate::ops::par::{with_scratch, SharedMut};
