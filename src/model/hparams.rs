@@ -1134,9 +1134,8 @@ mod tests {
         assert_eq!(bad_key(&md("glm4", &[("expert_count", Value::U32(8))])), "glm4.expert_count");
     }
 
-    /// GLM-4.5's routing as llama.cpp reads it: sigmoid unless the file says, weights not
-    /// renormalized unless it says, its scale, the shared expert's width, the leading dense
-    /// layers; Qwen3 MoE keeps softmax, renormalized. Expert groups are refused.
+    /// gpt-oss as its files write it: the window on even layers, softmax over the chosen experts
+    /// without renormalization, biases, YaRN; the window required.
     #[test]
     fn gpt_oss_reads_its_window_and_routing() {
         // As the published files: no gating key (llama.cpp's graph fixes it), 128-position windows
@@ -1162,6 +1161,9 @@ mod tests {
         assert!(HParams::from_metadata(&md("gpt-oss", &no_window), Some(100)).is_err());
     }
 
+    /// GLM-4.5's routing as llama.cpp reads it: sigmoid unless the file says, weights not
+    /// renormalized unless it says, its scale, the shared expert's width, the leading dense
+    /// layers; Qwen3 MoE keeps softmax, renormalized. Expert groups are refused.
     #[test]
     fn glm4moe_reads_its_routing() {
         fn base(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
