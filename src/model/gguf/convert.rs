@@ -90,7 +90,7 @@ pub fn to_q8_0(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, String> {
                 }
             }
         }
-        other if super::iq::converts(other) => {
+        other if other.is_lattice() => {
             for b in blocks {
                 super::iq::to_q8_0(other, b, &mut out)?;
             }
@@ -98,6 +98,17 @@ pub fn to_q8_0(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, String> {
         other => return Err(format!("{other} has no conversion to Q8_0")),
     }
     Ok(out)
+}
+
+/// The values of Q8_0 blocks `b` (the testkit's and the tests' reading of what [`to_q8_0`]
+/// wrote).
+pub(crate) fn dequant_q8_0(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(Q8_0_BYTES)
+        .flat_map(|blk| {
+            let d = f16_at(blk, 0).to_f32();
+            blk[2..].iter().map(move |&q| d * q as i8 as f32)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -112,16 +123,6 @@ pub(crate) mod tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 (x >> 24) as u8
-            })
-            .collect()
-    }
-
-    /// The values of Q8_0 blocks `b` (for the tests here and the testkit's).
-    pub(crate) fn dequant_q8_0(b: &[u8]) -> Vec<f32> {
-        b.chunks_exact(34)
-            .flat_map(|blk| {
-                let d = f16_at(blk, 0).to_f32();
-                blk[2..].iter().map(move |&q| d * q as i8 as f32)
             })
             .collect()
     }

@@ -99,12 +99,6 @@ pub(super) fn to_q8_0(ty: GgmlType, b: &[u8], out: &mut Vec<u8>) -> Result<(), S
     Ok(())
 }
 
-/// Whether [`to_q8_0`] takes `ty`.
-pub(super) fn converts(ty: GgmlType) -> bool {
-    use GgmlType::*;
-    matches!(ty, IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M | TQ1_0 | TQ2_0)
-}
-
 fn iq2_xxs(b: &[u8], out: &mut Vec<u8>) {
     let d = f16_at(b, 0);
     for ib in 0..8 {
@@ -271,7 +265,7 @@ fn tq2_0(b: &[u8], out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::gguf::convert::tests::dequant_q8_0;
+    use crate::model::gguf::convert::dequant_q8_0;
 
     fn unhex(s: &str) -> Vec<u8> {
         (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
@@ -288,7 +282,7 @@ mod tests {
         assert_eq!(types.len(), 9);
         for (name, case) in types {
             let ty = (0..64).filter_map(GgmlType::from_id).find(|t| t.name() == *name).unwrap();
-            assert!(converts(ty), "{ty}");
+            assert!(ty.is_lattice(), "{ty}");
             let raw = unhex(case["hex"].as_str().unwrap());
             let want: Vec<f32> = case["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
             let mut q8 = Vec::new();
@@ -297,7 +291,7 @@ mod tests {
             }
             let got = dequant_q8_0(&q8);
             assert_eq!(got.len(), want.len(), "{ty}");
-            let two_scales = matches!(ty, GgmlType::IQ2_XS | GgmlType::IQ2_S | GgmlType::IQ1_M);
+            let two_scales = ty.has_half_block_scales();
             for (i, (g, w)) in got.chunks(32).zip(want.chunks(32)).enumerate() {
                 let top = w.iter().fold(0f32, |m, x| m.max(x.abs()));
                 assert!(top > 0.0, "{ty} block {i}");

@@ -406,8 +406,8 @@ impl GgufFile {
         Some(match (on_cpu, info.ty) {
             (true, Q3_K) => elems / 256 * 146,
             (true, Q2_K) => elems / 256 * 100,
-            (true, IQ2_XXS | IQ3_XXS | IQ3_S | IQ1_S | TQ1_0 | TQ2_0) => elems / 32 * 18,
-            (true, IQ2_XS | IQ2_S | IQ1_M) => Q8_0.bytes_of(elems),
+            (true, ty) if ty.has_half_block_scales() => Q8_0.bytes_of(elems),
+            (true, ty) if ty.is_lattice() => elems / 32 * 18,
             (true, ty) => ty.bytes_of(elems),
             (false, ty) => ty.loaded().bytes_of(elems),
         } as u64)

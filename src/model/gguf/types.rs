@@ -162,9 +162,25 @@ impl GgmlType {
         format!("{self:?}")
     }
 
+    /// The types under 4 bits whose groups of values index a lattice (IQ1, IQ2, IQ3) or are
+    /// ternary digits (TQ): decoded into Q8_0 at load by `super::iq`.
+    pub const fn is_lattice(self) -> bool {
+        use GgmlType::*;
+        matches!(self, IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M | TQ1_0 | TQ2_0)
+    }
+
+    /// The lattice types with a scale per 16 values (two per Q8_0 block), which Q8_0 holds
+    /// only approximately and our kernels keep as Q8_0 (`super::iq`).
+    pub const fn has_half_block_scales(self) -> bool {
+        matches!(self, GgmlType::IQ2_XS | GgmlType::IQ2_S | GgmlType::IQ1_M)
+    }
+
     /// Whether hearth reads this type, and how.
     pub fn reading(self) -> Reading {
         use GgmlType::*;
+        if self.is_lattice() {
+            return Reading::ToQ8_0;
+        }
         Reading::Native(match self {
             F32 => GgmlDType::F32,
             F16 => GgmlDType::F16,
@@ -181,9 +197,7 @@ impl GgmlType {
             Q5_K => GgmlDType::Q5K,
             Q6_K => GgmlDType::Q6K,
             Q8_K => GgmlDType::Q8K,
-            IQ4_NL | IQ4_XS | MXFP4 | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M | TQ1_0 | TQ2_0 => {
-                return Reading::ToQ8_0
-            }
+            IQ4_NL | IQ4_XS | MXFP4 => return Reading::ToQ8_0,
             _ => return Reading::Unsupported,
         })
     }

@@ -19,7 +19,7 @@ use candle_core::quantized::gguf_file::Value;
 use candle_core::Device;
 use half::f16;
 
-use crate::model::gguf::convert::{to_q8_0, KVALUES_IQ4NL, KVALUES_MXFP4};
+use crate::model::gguf::convert::{dequant_q8_0, to_q8_0, KVALUES_IQ4NL, KVALUES_MXFP4};
 use crate::model::gguf::types::GgmlType;
 use crate::model::gguf::GgufFile;
 use crate::model::ModelError;
@@ -106,7 +106,7 @@ pub fn quantize(ty: GgmlType, xs: &[f32]) -> Vec<u8> {
                 }
             }
         }
-        other if other.loaded() == GgmlType::Q8_0 && other.block_elems() == 256 => {
+        other if other.is_lattice() => {
             return random_lattice_blocks(other, xs);
         }
         other => panic!("the testkit does not quantize to {other}"),
@@ -130,7 +130,7 @@ fn random_lattice_blocks(ty: GgmlType, xs: &[f32]) -> Vec<u8> {
             })
             .collect();
         set_d(ty, &mut b, f16::ONE);
-        let unit = rms(&q8_0_values(&to_q8_0(ty, &b).unwrap_or_default()));
+        let unit = rms(&dequant_q8_0(&to_q8_0(ty, &b).unwrap_or_default()));
         let want = rms(chunk);
         set_d(ty, &mut b, f16::from_f32(if unit > 0.0 { want / unit } else { 0.0 }));
         out.extend_from_slice(&b);
@@ -140,16 +140,6 @@ fn random_lattice_blocks(ty: GgmlType, xs: &[f32]) -> Vec<u8> {
 
 fn rms(v: &[f32]) -> f32 {
     (v.iter().map(|x| x * x).sum::<f32>() / v.len().max(1) as f32).sqrt()
-}
-
-/// The values of Q8_0 blocks.
-fn q8_0_values(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(34)
-        .flat_map(|blk| {
-            let d = f16::from_bits(u16::from_le_bytes([blk[0], blk[1]])).to_f32();
-            blk[2..].iter().map(move |&q| d * q as i8 as f32)
-        })
-        .collect()
 }
 
 /// Sets the f16 scale `d` of block `b` of `ty` (IQ1_M keeps it in the top four bits of its
@@ -339,7 +329,6 @@ fn write_raw(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::gguf::convert::tests::dequant_q8_0;
 
     /// Each quantizer's blocks read back (through hearth's decoding) near the values, as
     /// 4-bit quantization allows.
