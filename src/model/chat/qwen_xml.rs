@@ -27,7 +27,10 @@
 use serde_json::Value;
 
 use super::python::dumps;
-use super::tools::{is_string_schema, json_value_rule, required_args, string_value_rule, ParsedCall, ParsedReply, Tool, XmlArgs};
+use super::tools::{
+    is_string_schema, json_value_rule, parse_blocks_between, required_args, string_value_rule, ParsedCall, ParsedReply, Tool,
+    XmlArgs,
+};
 
 pub(super) const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
@@ -45,37 +48,17 @@ pub(super) fn writes(template: &str) -> bool {
 /// The calls in `text`: `<tool_call>` blocks (or, with none, bare `<function=…>` blocks), text
 /// around them allowed; `None` when there are none or one is not a whole call.
 pub(super) fn parse(text: &str, tools: &[Tool]) -> Option<ParsedReply> {
-    let (open, close) = if text.contains(OPEN) { (OPEN, CLOSE) } else { (FUNCTION, FUNCTION_CLOSE) };
-    let mut content = String::new();
-    let mut calls = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find(open) {
-        content.push_str(&rest[..start]);
-        // A bare block keeps its `<function=` for `call` to read.
-        let inner_at = if open == OPEN { start + OPEN.len() } else { start };
-        let after = &rest[inner_at..];
-        let (inner, next) = match after.find(close) {
-            Some(end) if open == OPEN => (&after[..end], &after[end + close.len()..]),
-            Some(end) => (&after[..end + close.len()], &after[end + close.len()..]),
-            // Cut off in a call: a `<tool_call>` is one; a bare `<function=` unclosed may be
-            // text that mentions one.
-            None if open == OPEN => (after, ""),
-            None => return None,
-        };
-        calls.push(call(inner, tools)?);
-        rest = next;
+    if text.contains(OPEN) {
+        parse_blocks_between(text, (OPEN, CLOSE), true, |inner| call(inner.trim().strip_prefix(FUNCTION)?, tools))
+    } else {
+        // Cut off in a bare `<function=`: perhaps text that mentions one, so not a call.
+        parse_blocks_between(text, (FUNCTION, FUNCTION_CLOSE), false, |inner| call(inner, tools))
     }
-    content.push_str(rest);
-    (!calls.is_empty()).then(|| ParsedReply {
-        content: content.trim().to_owned(),
-        calls,
-    })
 }
 
-/// One call: `<function=NAME>`, parameter blocks, `</function>` (its end may be cut off), and
-/// nothing else but whitespace.
-fn call(inner: &str, tools: &[Tool]) -> Option<ParsedCall> {
-    let s = inner.trim().strip_prefix(FUNCTION)?;
+/// One call after its `<function=`: `NAME>`, parameter blocks, `</function>` (its end may be
+/// cut off, or the block's closing tag already taken), and nothing else but whitespace.
+fn call(s: &str, tools: &[Tool]) -> Option<ParsedCall> {
     let name_end = s.find('>')?;
     let mut args = XmlArgs::of(s[..name_end].trim(), tools)?;
     let mut rest = s[name_end + 1..].trim_start();

@@ -143,6 +143,15 @@ pub struct CallMarkers {
 }
 
 impl ToolFormat {
+    /// Where in `text` (a streamed reply) a call of a format with several markers may have
+    /// begun (`Err(held)`: none yet, the last `held` bytes must wait): harmony's, Qwen3-Coder's.
+    fn call_start(self, text: &str) -> Result<usize, usize> {
+        match self {
+            Self::QwenXml => super::qwen_xml::call_start(text),
+            _ => super::harmony::call_start(text),
+        }
+    }
+
     /// The format `template` (its Jinja source) writes tool calls in.
     pub fn of_template(template: &str) -> Self {
         // gpt-oss's writes a call's header as `"<|start|>assistant to=" + "functions." + name`.
@@ -500,15 +509,27 @@ fn parse_hermes(text: &str) -> Option<ParsedReply> {
 /// `call` (any that is not a call: `None`), and the text around them, trimmed. A missing close
 /// tag is tolerated at the very end (a reply cut at the stop token).
 fn parse_blocks(text: &str, call: impl Fn(&str) -> Option<ParsedCall>) -> Option<ParsedReply> {
+    parse_blocks_between(text, (OPEN, CLOSE), true, call)
+}
+
+/// [`parse_blocks`] between the tags `open` and `close`; a missing close tag at the end is a
+/// call cut off only where `cut_off` says so (else the reply is text).
+pub(super) fn parse_blocks_between(
+    text: &str,
+    (open, close): (&str, &str),
+    cut_off: bool,
+    call: impl Fn(&str) -> Option<ParsedCall>,
+) -> Option<ParsedReply> {
     let mut content = String::new();
     let mut calls = Vec::new();
     let mut rest = text;
-    while let Some(start) = rest.find(OPEN) {
+    while let Some(start) = rest.find(open) {
         content.push_str(&rest[..start]);
-        let after = &rest[start + OPEN.len()..];
-        let (inner, next) = match after.find(CLOSE) {
-            Some(end) => (&after[..end], &after[end + CLOSE.len()..]),
-            None => (after, ""),
+        let after = &rest[start + open.len()..];
+        let (inner, next) = match after.find(close) {
+            Some(end) => (&after[..end], &after[end + close.len()..]),
+            None if cut_off => (after, ""),
+            None => return None,
         };
         calls.push(call(inner)?);
         rest = next;
@@ -809,14 +830,7 @@ impl ToolStream {
                     self.text.len()
                 }
             }
-            ToolFormat::QwenXml => match super::qwen_xml::call_start(&self.text[self.sent..]) {
-                Ok(at) => {
-                    self.holding = true;
-                    self.sent + at
-                }
-                Err(held) => self.text.len() - held,
-            },
-            ToolFormat::Harmony => match super::harmony::call_start(&self.text[self.sent..]) {
+            ToolFormat::QwenXml | ToolFormat::Harmony => match self.format.call_start(&self.text[self.sent..]) {
                 Ok(at) => {
                     self.holding = true;
                     self.sent + at
