@@ -43,16 +43,10 @@ fn paged_attention_matches_the_cpu_store() {
         .into_iter()
         .flat_map(|s| [KvDtype::F32, KvDtype::F16, KvDtype::Bf16].map(|d| (s, d)))
     {
-        let l = PagedLayout {
-            layers: 2,
-            kv_heads,
-            head_dim,
-            block_size,
-            dtype,
-        };
+        let l = PagedLayout::uniform(2, kv_heads, head_dim, block_size, dtype);
         let blocks = 24;
         let mut cpu_pool = vec![0u8; blocks * l.block_len()];
-        let mut gpu_pool = CudaPool::new(&dev, l, blocks).unwrap();
+        let mut gpu_pool = CudaPool::new(&dev, l.clone(), blocks).unwrap();
         // Scattered, non-monotonic tables.
         // Sequence 2 reaches 74 tokens: five blocks of 16.
         let tables = vec![vec![17u32, 3, 9, 21, 0], vec![5u32, 11, 2], vec![8u32, 19, 14, 1, 23]];
@@ -94,7 +88,7 @@ fn paged_attention_matches_the_cpu_store() {
                     softcap: (s > 0).then_some(0.3),
                     sinks: (layer == 1 && s != 1).then_some(&sinks[..]),
                 };
-                let expect = PagedKvBatch::new(&mut cpu_pool, l, tables.clone())
+                let expect = PagedKvBatch::new(&mut cpu_pool, l.clone(), tables.clone())
                     .attend(layer, &q, &k, &v, &batch, how)
                     .unwrap();
                 let (qg, kg, vg) = (
@@ -133,15 +127,9 @@ fn paged_attention_matches_the_cpu_store() {
 #[test]
 fn blocks_move_between_vram_and_pinned_host_ram_whole() {
     let Some(dev) = cuda() else { return };
-    let l = PagedLayout {
-        layers: 3,
-        kv_heads: 2,
-        head_dim: 64,
-        block_size: 16,
-        dtype: KvDtype::F16,
-    };
+    let l = PagedLayout::uniform(3, 2, 64, 16, KvDtype::F16);
     let (device_blocks, host_blocks) = (24u32, 12u32);
-    let mut m = KvMemory::new_cuda(&dev, l, device_blocks as usize, host_blocks as usize).unwrap();
+    let mut m = KvMemory::new_cuda(&dev, l.clone(), device_blocks as usize, host_blocks as usize).unwrap();
     assert!(m.host_is_pinned());
     let pattern = |b: u32| -> Vec<u8> { (0..l.block_len()).map(|i| (i as u32 * 31 + b * 7) as u8).collect() };
     for b in 0..8 {

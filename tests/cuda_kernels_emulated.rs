@@ -87,7 +87,8 @@ impl Emulator {
         };
         let mut head = Vec::new();
         let l = &layout;
-        let dims = [l.layers, l.block_size, l.kv_heads, l.head_dim, heads, blocks].map(|x| x as i32);
+        let s = l.uniform_layer().expect("the CUDA kernels take uniform layouts");
+        let dims = [l.layers(), l.block_size, s.kv_heads, s.head_dim, heads, blocks].map(|x| x as i32);
         put_i32(&mut head, &[dtype]);
         put_i32(&mut head, &dims);
         put_i32(&mut head, &[threads as i32]);
@@ -125,7 +126,7 @@ impl Emulator {
         put_f32(&mut cmd, &[scale, softcap.unwrap_or(0.0)]);
         put_i32(&mut cmd, &[i32::from(sinks.is_some())]);
         put_f32(&mut cmd, sinks.unwrap_or(&vec![0.0; self.heads]));
-        put_u32(&mut cmd, &[attention_shared_bytes(THREADS, self.layout.head_dim)]);
+        put_u32(&mut cmd, &[attention_shared_bytes(THREADS, self.layout.layer(0).head_dim)]);
         for xs in [&args.slots, &args.tables, &args.token_seq, &args.token_pos] {
             put_u32(&mut cmd, xs);
         }
@@ -133,7 +134,7 @@ impl Emulator {
             put_f32(&mut cmd, xs);
         }
         self.child.stdin.as_mut().unwrap().write_all(&cmd).unwrap();
-        let out = self.read(t * self.heads * self.layout.head_dim * 4);
+        let out = self.read(t * self.heads * self.layout.layer(0).head_dim * 4);
         out.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
     }
 
@@ -165,16 +166,10 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
         (8, 2, 1, 256, KvDtype::F16),
     ];
     for (block_size, heads, kv_heads, head_dim, dtype) in cases {
-        let l = PagedLayout {
-            layers: 2,
-            kv_heads,
-            head_dim,
-            block_size,
-            dtype,
-        };
+        let l = PagedLayout::uniform(2, kv_heads, head_dim, block_size, dtype);
         let blocks = 12;
         let mut cpu_pool = vec![0u8; blocks * l.block_len()];
-        let mut emu = Emulator::start(&exe, l, heads, blocks, THREADS);
+        let mut emu = Emulator::start(&exe, l.clone(), heads, blocks, THREADS);
         // Scattered, non-monotonic tables; sequence 2 reaches 12 tokens: three blocks of 4.
         let tables = vec![vec![7u32, 3, 9], vec![5u32, 11], vec![8u32, 1, 10]];
         let sinks: Vec<f32> = (0..heads).map(|h| 1.5 - h as f32 * 0.8).collect();
@@ -204,7 +199,7 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
                     softcap: (s > 0).then_some(0.3),
                     sinks: (layer == 1 && s != 1).then_some(&sinks[..]),
                 };
-                let expect: Vec<f32> = PagedKvBatch::new(&mut cpu_pool, l, tables.clone())
+                let expect: Vec<f32> = PagedKvBatch::new(&mut cpu_pool, l.clone(), tables.clone())
                     .attend(layer, &tensor(&q, heads), &tensor(&k, kv_heads), &tensor(&v, kv_heads), &batch, how)
                     .unwrap()
                     .flatten_all()

@@ -269,10 +269,8 @@ fn a_damaged_or_foreign_cache_file_is_never_used() {
 fn layout() -> hearth::persist::KvLayout {
     hearth::persist::KvLayout {
         block_size: 16,
-        layers: 2,
-        kv_heads: 2,
-        head_dim: 8,
         dtype: hearth::persist::KvDtype::F32,
+        shape: hearth::ops::KvShape::uniform(2, 2, 8),
     }
 }
 

@@ -152,13 +152,7 @@ pub fn run_gpu_bench(
     let kv_dtype = opts.kv_dtype.unwrap_or(KvDtype::DEFAULT);
     let copy = {
         let shape = crate::model::kv_shape_of(big)?;
-        let layout = PagedLayout {
-            layers: shape.layers,
-            kv_heads: shape.kv_heads,
-            head_dim: shape.head_dim,
-            block_size: opts.block_size,
-            dtype: kv_dtype,
-        };
+        let layout = PagedLayout::new(shape, opts.block_size, kv_dtype);
         copy_bench(device, layout, opts.ttft_tokens.div_ceil(opts.block_size), opts.repeats)?
     };
     let mut decode = Vec::new();
@@ -217,7 +211,7 @@ fn copy_bench(
     repeats: usize,
 ) -> Result<CopyBenchReport, BenchError> {
     let runtime = |e: crate::runtime::RuntimeError| BenchError::Invalid(format!("copy benchmark: {e}"));
-    let mut memory = KvMemory::on_device(device, layout, blocks, blocks).map_err(runtime)?;
+    let mut memory = KvMemory::on_device(device, layout.clone(), blocks, blocks).map_err(runtime)?;
     let n = blocks as u32;
     // Destinations in reverse order: no two neighbours continue a run, so one copy per block.
     let scattered = CopyPlan {

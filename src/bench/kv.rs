@@ -218,8 +218,8 @@ pub fn run_kv_bench(path: &Path, device: &Device, opts: KvBenchOptions) -> Resul
         .filter(|d| d.check_device(device.is_cuda()).is_ok())
         .collect();
     for &dtype in &all {
-        dtype
-            .check_head_dim(tf.kv_shape().head_dim)
+        tf.kv_shape()
+            .check_dtype(dtype)
             .map_err(|e| BenchError::Invalid(format!("K/V type {dtype}: {e}")))?;
     }
     let n = opts.tokens.max(1);

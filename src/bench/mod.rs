@@ -64,14 +64,7 @@ use crate::runtime::KvMemory;
 
 /// `tf`'s K/V in blocks of 16 tokens (as `hearth run` uses), stored as `dtype`.
 fn paged_layout(tf: &Transformer, dtype: KvDtype) -> PagedLayout {
-    let s = tf.kv_shape();
-    PagedLayout {
-        layers: s.layers,
-        kv_heads: s.kv_heads,
-        head_dim: s.head_dim,
-        block_size: 16,
-        dtype,
-    }
+    PagedLayout::new(tf.kv_shape(), 16, dtype)
 }
 
 /// K/V memory on `tf`'s device (VRAM on CUDA) for one sequence of up to `tokens` tokens and

@@ -141,7 +141,7 @@ impl Engine {
         })?;
         let memory = KvMemory::on_device(
             model.transformer.device(),
-            layout,
+            layout.clone(),
             sizes.device_blocks,
             sizes.host_blocks,
         )?;
@@ -226,17 +226,10 @@ impl Engine {
     fn layout(model: &LoadedModel, cache: &CacheSettings) -> Result<PagedLayout, EngineError> {
         let s = model.transformer.kv_shape();
         let dtype = cache.kv_dtype();
-        dtype
-            .check_head_dim(s.head_dim)
+        s.check_dtype(dtype)
             .and_then(|()| dtype.check_device(model.transformer.device().is_cuda()))
             .map_err(|reason| EngineError::InvalidRequest(format!("cache.kv_dtype = {dtype}: {reason}")))?;
-        Ok(PagedLayout {
-            layers: s.layers,
-            kv_heads: s.kv_heads,
-            head_dim: s.head_dim,
-            block_size: cache.block_size,
-            dtype,
-        })
+        Ok(PagedLayout::new(s, cache.block_size, dtype))
     }
 
     pub fn model(&self) -> &LoadedModel {

@@ -103,7 +103,7 @@ impl DiskTier {
         // Temp files of writes a crash cut short are removed (the cache dir's by the scan).
         let conversations = conversations_dir(&settings.data_dir);
         let mut temps_left = remove_stale_temps(&conversations).left.len();
-        let index = match DiskIndex::scan(dir.clone(), fingerprint, layout) {
+        let index = match DiskIndex::scan(dir.clone(), fingerprint, layout.clone()) {
             Ok((index, report)) => {
                 temps_left += report.temps.left.len();
                 for (path, why) in &report.ignored {
@@ -119,7 +119,7 @@ impl DiskTier {
             }
             Err(e) => {
                 tracing::warn!("the disk tier starts empty: {e}");
-                DiskIndex::new(dir, fingerprint, layout)
+                DiskIndex::new(dir, fingerprint, layout.clone())
             }
         };
         let stats = DiskStats {

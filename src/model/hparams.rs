@@ -539,6 +539,11 @@ impl HParams {
         s.local.get(layer).copied().unwrap_or(false).then_some(s.window)
     }
 
+    /// The K/V geometry a store must provide: every layer's heads.
+    pub fn kv_shape(&self) -> crate::ops::KvShape {
+        crate::ops::KvShape::uniform(self.layers, self.kv_heads, self.head_dim)
+    }
+
     /// Whether `layer` applies rope to its queries and keys.
     pub fn rotates(&self, layer: usize) -> bool {
         !self.no_rope.get(layer).copied().unwrap_or(false)

@@ -263,11 +263,7 @@ pub fn kv_shape_of(gguf: &Path) -> Result<crate::ops::KvShape, ModelError> {
     let file = GgufFile::open(gguf)?;
     let hp =
         super::hparams::HParams::from_metadata(file.metadata(), file.tensor_shape("token_embd.weight").map(|s| s[0]))?;
-    Ok(crate::ops::KvShape {
-        layers: hp.layers,
-        kv_heads: hp.kv_heads,
-        head_dim: hp.head_dim,
-    })
+    Ok(hp.kv_shape())
 }
 
 /// The [`ModelInfo::kv_variant`] of the model in `gguf` run with the `context_length` setting

@@ -216,11 +216,7 @@ impl Transformer {
 
     /// The K/V geometry a store must provide for this model.
     pub fn kv_shape(&self) -> KvShape {
-        KvShape {
-            layers: self.hp.layers,
-            kv_heads: self.hp.kv_heads,
-            head_dim: self.hp.head_dim,
-        }
+        self.hp.kv_shape()
     }
 
     /// Bytes the weights take in memory.

@@ -23,12 +23,12 @@ pub struct ContiguousKv {
 impl ContiguousKv {
     pub fn new(shape: KvShape, dtype: DType, device: &Device, max_tokens: usize) -> Self {
         Self {
+            layers: vec![None; shape.layers()],
+            lens: vec![0; shape.layers()],
             shape,
             dtype,
             device: device.clone(),
             max_tokens,
-            layers: vec![None; shape.layers],
-            lens: vec![0; shape.layers],
         }
     }
 
@@ -65,7 +65,8 @@ impl ContiguousKv {
             return Ok(());
         }
         let new_cap = needed.max(cap * 2).max(64).min(self.max_tokens);
-        let dims = (new_cap, self.shape.kv_heads, self.shape.head_dim);
+        let l = self.shape.layer(layer);
+        let dims = (new_cap, l.kv_heads, l.head_dim);
         let k = Tensor::zeros(dims, self.dtype, &self.device)?;
         let v = Tensor::zeros(dims, self.dtype, &self.device)?;
         if let Some((old_k, old_v)) = &self.layers[layer] {
@@ -155,11 +156,7 @@ mod tests {
 
     #[test]
     fn grows_and_keeps_history() {
-        let shape = KvShape {
-            layers: 1,
-            kv_heads: 1,
-            head_dim: 2,
-        };
+        let shape = KvShape::uniform(1, 1, 2);
         let mut kv = ContiguousKv::new(shape, DType::F32, &Device::Cpu, 1000);
         for step in 0..100u32 {
             let row = Tensor::new(&[[[step as f32, -(step as f32)]]], &Device::Cpu).unwrap();
@@ -180,11 +177,7 @@ mod tests {
 
     #[test]
     fn refuses_past_max_tokens_and_wrong_position() {
-        let shape = KvShape {
-            layers: 1,
-            kv_heads: 1,
-            head_dim: 2,
-        };
+        let shape = KvShape::uniform(1, 1, 2);
         let mut kv = ContiguousKv::new(shape, DType::F32, &Device::Cpu, 4);
         let x = Tensor::zeros((5, 1, 2), DType::F32, &Device::Cpu).unwrap();
         assert!(matches!(

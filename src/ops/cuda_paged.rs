@@ -56,10 +56,17 @@ impl CudaPool {
     /// larger than the kernel holds, is an error naming it.
     pub fn new(device: &CudaDevice, layout: PagedLayout, blocks: usize) -> Result<Self, OpsError> {
         kernel_suffix(layout.dtype)?;
-        if layout.head_dim > MAX_HEAD_DIM {
+        let Some(shape) = layout.uniform_layer() else {
+            return Err(OpsError::Layout(
+                "this model's layers keep K/V heads of different shapes, which hearth's CUDA \
+                 kernels do not take yet; run it on the CPU (--device cpu)"
+                    .into(),
+            ));
+        };
+        if shape.head_dim > MAX_HEAD_DIM {
             return Err(OpsError::Layout(format!(
                 "a head of {} values is larger than the CUDA attention kernel holds ({MAX_HEAD_DIM})",
-                layout.head_dim
+                shape.head_dim
             )));
         }
         let data = device.alloc_zeros::<u8>(blocks * layout.block_len())?;
@@ -134,8 +141,10 @@ impl KvStore for CudaPagedKvBatch<'_> {
         how: Attend<'_>,
     ) -> Result<Tensor, OpsError> {
         let scale = how.scale;
-        let l = self.pool.layout;
+        let l = self.pool.layout.clone();
         let (t, heads, d) = super::paged::check_batch(&l, layer, q, k, batch, &self.tables)?;
+        // `CudaPool::new` takes uniform layouts only, so every layer is layer 0's shape.
+        let kv_heads = l.layer(layer).kv_heads;
         let args = KernelArgs::new(&l, batch, &self.tables, self.pool.blocks(), how.window)?;
         let suffix = kernel_suffix(l.dtype)?;
         self.pool.settle()?;
@@ -148,9 +157,9 @@ impl KvStore for CudaPagedKvBatch<'_> {
         let token_pos = stream.clone_htod(&args.token_pos).w()?;
         let (layer_i, layers_i, bs_i, kvh_i, d_i, heads_i) = (
             layer as i32,
-            l.layers as i32,
+            l.layers() as i32,
             l.block_size as i32,
-            l.kv_heads as i32,
+            kv_heads as i32,
             d as i32,
             heads as i32,
         );

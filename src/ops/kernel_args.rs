@@ -92,13 +92,7 @@ mod tests {
     use crate::ops::{KvDtype, SeqChunk};
 
     fn layout() -> PagedLayout {
-        PagedLayout {
-            layers: 1,
-            kv_heads: 1,
-            head_dim: 4,
-            block_size: 4,
-            dtype: KvDtype::F32,
-        }
+        PagedLayout::uniform(1, 1, 4, 4, KvDtype::F32)
     }
 
     #[test]

@@ -2,14 +2,76 @@
 
 use candle_core::Tensor;
 
-use super::{BatchLayout, OpsError};
+use super::{BatchLayout, KvDtype, OpsError};
 
-/// The K/V geometry of a model: what a store must hold per token and layer.
+/// One layer's K (and V) per token: `kv_heads` heads of `head_dim` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KvShape {
-    pub layers: usize,
+pub struct LayerKv {
     pub kv_heads: usize,
     pub head_dim: usize,
+}
+
+impl LayerKv {
+    /// Values of one token's K (or V).
+    pub fn row_elems(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+}
+
+/// The K/V geometry of a model: what a store must hold per token, one [`LayerKv`] per layer
+/// that keeps K/V. Most models give every layer the same; Gemma 4's global layers have fewer,
+/// wider heads than its local ones.
+///
+/// Invariant: at least one layer, and no layer without heads or values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvShape {
+    layers: Vec<LayerKv>,
+}
+
+impl KvShape {
+    /// `layers` layers of `kv_heads` heads of `head_dim`.
+    pub fn uniform(layers: usize, kv_heads: usize, head_dim: usize) -> Self {
+        Self {
+            layers: vec![LayerKv { kv_heads, head_dim }; layers],
+        }
+    }
+
+    /// One entry per layer, in order.
+    pub fn per_layer(layers: Vec<LayerKv>) -> Self {
+        Self { layers }
+    }
+
+    /// How many layers keep K/V.
+    pub fn layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Layer `layer`'s shape (`layer` must be below [`Self::layers`]).
+    pub fn layer(&self, layer: usize) -> LayerKv {
+        self.layers[layer]
+    }
+
+    /// Every layer's shape, in order.
+    pub fn iter(&self) -> impl Iterator<Item = LayerKv> + '_ {
+        self.layers.iter().copied()
+    }
+
+    /// The one shape every layer has, if they all have the same.
+    pub fn uniform_layer(&self) -> Option<LayerKv> {
+        let first = *self.layers.first()?;
+        self.layers.iter().all(|l| *l == first).then_some(first)
+    }
+
+    /// Whether every layer's heads can be stored as `dtype` (q8_0 needs whole 32-value groups);
+    /// the reason when not.
+    pub fn check_dtype(&self, dtype: KvDtype) -> Result<(), String> {
+        self.iter().try_for_each(|l| dtype.check_head_dim(l.head_dim))
+    }
+
+    /// The widest head of any layer.
+    pub fn max_head_dim(&self) -> usize {
+        self.iter().map(|l| l.head_dim).max().unwrap_or(0)
+    }
 }
 
 /// How one layer attends: the scale of `q · k`, for a sliding-window layer its window, for a

@@ -35,48 +35,94 @@
 //! Counterpart: vLLM's `reshape_and_cache` and `paged_attention_v1` kernels,
 //! and its CPU attention backend.
 
+use std::sync::Arc;
+
 use candle_core::Tensor;
 
 use super::fast_math::{self, exp};
 use super::par::{self, SharedMut};
 use super::row_kernels::{self, Codec, Rows, F32, MAX_QUERIES};
-use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError};
+use super::{Attend, BatchLayout, KvDtype, KvShape, KvStore, LayerKv, OpsError};
 
-/// The geometry of a block pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The geometry of a block pool: the model's [`KvShape`], the block size and the stored type.
+///
+/// Cloning is cheap (the per-layer offsets are shared).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PagedLayout {
-    pub layers: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
     pub block_size: usize,
     /// How K/V values are stored.
     pub dtype: KvDtype,
+    shape: Arc<KvShape>,
+    /// Byte offset of each layer's K plane inside a block; one more entry, the block's length.
+    offsets: Arc<[usize]>,
 }
 
 impl PagedLayout {
-    /// Values of one token's K (or V) in one layer.
-    pub fn row_elems(&self) -> usize {
-        self.kv_heads * self.head_dim
+    /// The layout of `block_size`-token blocks of a model of `shape`, K/V stored as `dtype`.
+    pub fn new(shape: KvShape, block_size: usize, dtype: KvDtype) -> Self {
+        let mut offsets = Vec::with_capacity(shape.layers() + 1);
+        let mut at = 0;
+        for l in shape.iter() {
+            offsets.push(at);
+            at += 2 * block_size * l.kv_heads * dtype.row_bytes(l.head_dim);
+        }
+        offsets.push(at);
+        Self {
+            block_size,
+            dtype,
+            shape: Arc::new(shape),
+            offsets: offsets.into(),
+        }
     }
 
-    /// Bytes of one head's row of K (or V).
-    pub fn head_bytes(&self) -> usize {
-        self.dtype.row_bytes(self.head_dim)
+    /// Every layer alike: `layers` layers of `kv_heads` heads of `head_dim`.
+    pub fn uniform(layers: usize, kv_heads: usize, head_dim: usize, block_size: usize, dtype: KvDtype) -> Self {
+        Self::new(KvShape::uniform(layers, kv_heads, head_dim), block_size, dtype)
     }
 
-    /// Bytes of one token's K (or V) in one layer.
-    pub fn row_bytes(&self) -> usize {
-        self.kv_heads * self.head_bytes()
+    /// The model's K/V geometry.
+    pub fn shape(&self) -> &KvShape {
+        &self.shape
     }
 
-    /// Bytes of one layer's K (or V) plane in one block.
-    pub fn plane_bytes(&self) -> usize {
-        self.block_size * self.row_bytes()
+    /// Layers that keep K/V.
+    pub fn layers(&self) -> usize {
+        self.shape.layers()
+    }
+
+    /// Layer `layer`'s heads.
+    pub fn layer(&self, layer: usize) -> LayerKv {
+        self.shape.layer(layer)
+    }
+
+    /// The one shape every layer has, if they all have the same (what the CUDA kernels take).
+    pub fn uniform_layer(&self) -> Option<LayerKv> {
+        self.shape.uniform_layer()
+    }
+
+    /// Values of one token's K (or V) in `layer`.
+    pub fn row_elems(&self, layer: usize) -> usize {
+        self.layer(layer).row_elems()
+    }
+
+    /// Bytes of one head's row of K (or V) in `layer`.
+    pub fn head_bytes(&self, layer: usize) -> usize {
+        self.dtype.row_bytes(self.layer(layer).head_dim)
+    }
+
+    /// Bytes of one token's K (or V) in `layer`.
+    pub fn row_bytes(&self, layer: usize) -> usize {
+        self.layer(layer).kv_heads * self.head_bytes(layer)
+    }
+
+    /// Bytes of `layer`'s K (or V) plane in one block.
+    pub fn plane_bytes(&self, layer: usize) -> usize {
+        self.block_size * self.row_bytes(layer)
     }
 
     /// Bytes of one whole block (a multiple of 4: block sizes are at least 8).
     pub fn block_len(&self) -> usize {
-        self.layers * 2 * self.plane_bytes()
+        self.offsets[self.offsets.len() - 1]
     }
 
     /// 4-byte words of one whole block (how RAM tiers are allocated, so every block is
@@ -92,12 +138,12 @@ impl PagedLayout {
 
     /// Bytes a cached token takes (every layer's K and V).
     pub fn token_bytes(&self) -> usize {
-        self.layers * 2 * self.row_bytes()
+        self.block_len() / self.block_size.max(1)
     }
 
     /// Byte offset of the plane (`kv`: 0 = K, 1 = V) of `layer` in `block`.
     pub fn plane_offset(&self, block: u32, layer: usize, kv: usize) -> usize {
-        block as usize * self.block_len() + (layer * 2 + kv) * self.plane_bytes()
+        block as usize * self.block_len() + self.offsets[layer] + kv * self.plane_bytes(layer)
     }
 }
 
@@ -120,13 +166,13 @@ impl SeqLayer<'_> {
     /// Byte offset in the pool of row `p` of the K (`kv` = 0) or V (1) plane.
     fn row_offset(&self, p: usize, kv: usize) -> usize {
         let l = self.layout;
-        l.plane_offset(self.table[p / l.block_size], self.layer, kv) + (p % l.block_size) * l.row_bytes()
+        l.plane_offset(self.table[p / l.block_size], self.layer, kv) + (p % l.block_size) * l.row_bytes(self.layer)
     }
 
     /// Stores rows of `new` tokens (`src`: `[new, row_elems]` f32) into the
     /// pool at positions `start .. start + new`, converted to the layout's type.
     pub fn write_rows(&self, pool: &mut [u8], kv: usize, start: usize, src: &[f32]) {
-        let (re, rb) = (self.layout.row_elems(), self.layout.row_bytes());
+        let (re, rb) = (self.layout.row_elems(self.layer), self.layout.row_bytes(self.layer));
         for (j, row) in src.chunks_exact(re).enumerate() {
             let at = self.row_offset(start + j, kv);
             self.layout.dtype.encode(row, &mut pool[at..at + rb]);
@@ -161,7 +207,7 @@ impl SeqLayer<'_> {
         out: &mut [f32],
         parallel: bool,
     ) {
-        let l = self.layout;
+        let l = self.layout.layer(self.layer);
         let width = heads / l.kv_heads * l.head_dim;
         // One K/V head and its group of query heads at a time, each with its own scores.
         let one = |kvh: usize, out: &mut [f32]| {
@@ -202,7 +248,7 @@ impl SeqLayer<'_> {
         scale: f32,
         out: &mut [f32],
     ) {
-        let l = self.layout;
+        let l = self.layout.layer(self.layer);
         let kvh = l.kv_heads;
         let qe = heads * l.head_dim;
         let width = heads / kvh * l.head_dim;
@@ -320,8 +366,9 @@ impl SeqLayer<'_> {
         scores: &mut Vec<f32>,
     ) {
         let l = self.layout;
-        let (d, bs, rb, hb) = (l.head_dim, l.block_size, l.row_bytes(), l.head_bytes());
-        let group = heads / l.kv_heads;
+        let (d, bs) = (l.layer(self.layer).head_dim, l.block_size);
+        let (rb, hb) = (l.row_bytes(self.layer), l.head_bytes(self.layer));
+        let group = heads / l.layer(self.layer).kv_heads;
         let qe = heads * d;
         let ctx_of = |t: usize| ctx + 1 + t - rows;
         // Row t sees positions `lo_of(t) .. ctx_of(t)`; blocks wholly before the first row's
@@ -536,7 +583,11 @@ pub(crate) fn check_batch(
     tables: &[Vec<u32>],
 ) -> Result<(usize, usize, usize), OpsError> {
     let (t, heads, d) = q.dims3()?;
-    if d != l.head_dim || k.dims3()? != (t, l.kv_heads, d) || layer >= l.layers || heads % l.kv_heads != 0 {
+    let fits = layer < l.layers() && {
+        let s = l.layer(layer);
+        d == s.head_dim && k.dims3()? == (t, s.kv_heads, d) && heads % s.kv_heads == 0
+    };
+    if !fits {
         return Err(OpsError::Layout(format!(
             "q {:?} / k {:?} at layer {layer} do not fit the pool ({l:?})",
             q.dims(),
@@ -569,12 +620,12 @@ impl KvStore for PagedKvBatch<'_> {
         how: Attend<'_>,
     ) -> Result<Tensor, OpsError> {
         let scale = how.scale;
-        let l = self.layout;
-        let (t, heads, d) = check_batch(&l, layer, q, k, batch, &self.tables)?;
+        let l = &self.layout;
+        let (t, heads, d) = check_batch(l, layer, q, k, batch, &self.tables)?;
         how.check_sinks(heads)?;
         let blocks_in_pool = self.pool.len() / l.block_len().max(1);
         let (qv, kv_, vv) = (to_host_vec(q)?, to_host_vec(k)?, to_host_vec(v)?);
-        let (re, qe) = (l.row_elems(), heads * d);
+        let (re, qe) = (l.row_elems(layer), heads * d);
         let mut out = vec![0f32; t * qe];
         // Decode rows of a batch of several sequences are attended together
         // after the loop, one sequence per worker; alone, in the loop.
@@ -592,7 +643,7 @@ impl KvStore for PagedKvBatch<'_> {
             let o = batch.offset(i);
             let rows = o..o + chunk.new;
             let view = SeqLayer {
-                layout: &l,
+                layout: l,
                 table,
                 layer,
                 window: how.window,
@@ -628,7 +679,7 @@ impl KvStore for PagedKvBatch<'_> {
                 for row in rows {
                     if let Some(i) = decode_rows[row] {
                         let view = SeqLayer {
-                            layout: &l,
+                            layout: l,
                             table: &tables[i],
                             layer,
                             window: how.window,
@@ -659,7 +710,9 @@ mod tests {
     /// Runs the same attention through a paged pool (with scattered,
     /// non-monotonic block tables) and through the contiguous store, for every
     /// stored type: exact for f32, within the type's rounding otherwise; with and
-    /// without a sliding window (layer 0 local, layer 1 global), a soft cap and sinks.
+    /// without a sliding window (layer 0 local, layer 1 global), a soft cap and sinks;
+    /// with both layers alike, and with the global layer's heads fewer and twice as wide
+    /// (Gemma 4's).
     #[test]
     fn paged_equals_contiguous_for_prefill_then_decode() {
         for (dtype, d, tol) in [
@@ -670,9 +723,10 @@ mod tests {
         ] {
             for window in [None, Some(1), Some(3), Some(5)] {
                 for softcap in [None, Some(0.3)] {
-                    paged_against_contiguous(dtype, d, tol, window, softcap, None);
+                    paged_against_contiguous(dtype, d, tol, window, softcap, None, false);
                 }
-                paged_against_contiguous(dtype, d, tol, window, None, Some(&[0.5, -1.0, 2.5, 0.0]));
+                paged_against_contiguous(dtype, d, tol, window, None, Some(&[0.5, -1.0, 2.5, 0.0]), false);
+                paged_against_contiguous(dtype, d, tol, window, None, None, true);
             }
         }
     }
@@ -684,24 +738,20 @@ mod tests {
         window: Option<usize>,
         softcap: Option<f32>,
         sinks: Option<&[f32]>,
+        mixed: bool,
     ) {
-        let l = PagedLayout {
-            layers: 2,
-            kv_heads: 2,
-            head_dim: d,
-            block_size: 4,
-            dtype,
+        let shape = if mixed {
+            let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
+            KvShape::per_layer(vec![layer(2, d), layer(1, 2 * d)])
+        } else {
+            KvShape::uniform(2, 2, d)
         };
+        let l = PagedLayout::new(shape.clone(), 4, dtype);
         let heads = 4;
         let mut pool = vec![0u8; 16 * l.block_len()];
         let tables = vec![vec![9u32, 2, 14, 5], vec![0u32, 11, 3]];
-        let shape = KvShape {
-            layers: 2,
-            kv_heads: 2,
-            head_dim: d,
-        };
-        let mut c0 = ContiguousKv::new(shape, candle_core::DType::F32, &Device::Cpu, 64);
-        let mut c1 = ContiguousKv::new(shape, candle_core::DType::F32, &Device::Cpu, 64);
+        let mut c0 = ContiguousKv::new(shape.clone(), candle_core::DType::F32, &Device::Cpu, 64);
+        let mut c1 = ContiguousKv::new(shape.clone(), candle_core::DType::F32, &Device::Cpu, 64);
         // Step 1: prefill 6 and 9 tokens; step 2..: decode one each.
         let steps: Vec<Vec<SeqChunk>> = vec![
             vec![SeqChunk { cached: 0, new: 6 }, SeqChunk { cached: 0, new: 9 }],
@@ -713,16 +763,17 @@ mod tests {
             let t = batch.total_tokens();
             for layer in 0..2 {
                 let seed = (s * 10 + layer) as u64;
+                let LayerKv { kv_heads: kvh, head_dim: d } = shape.layer(layer);
                 let q = Tensor::from_vec(rand_vec(t * heads * d, seed), (t, heads, d), &Device::Cpu).unwrap();
-                let k = Tensor::from_vec(rand_vec(t * 2 * d, seed + 100), (t, 2, d), &Device::Cpu).unwrap();
-                let v = Tensor::from_vec(rand_vec(t * 2 * d, seed + 200), (t, 2, d), &Device::Cpu).unwrap();
+                let k = Tensor::from_vec(rand_vec(t * kvh * d, seed + 100), (t, kvh, d), &Device::Cpu).unwrap();
+                let v = Tensor::from_vec(rand_vec(t * kvh * d, seed + 200), (t, kvh, d), &Device::Cpu).unwrap();
                 let how = Attend {
                     scale: 0.35,
                     window: if layer == 0 { window } else { None },
                     softcap,
                     sinks,
                 };
-                let a = PagedKvBatch::new(&mut pool, l, tables.clone())
+                let a = PagedKvBatch::new(&mut pool, l.clone(), tables.clone())
                     .attend(layer, &q, &k, &v, &batch, how)
                     .unwrap();
                 let b = ContiguousBatch::new(vec![&mut c0, &mut c1])
@@ -731,10 +782,28 @@ mod tests {
                 let diff: f32 = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
                 assert!(
                     diff < tol,
-                    "{dtype} window {window:?} softcap {softcap:?} sinks {sinks:?} step {s} layer {layer}: {diff}"
+                    "{dtype} window {window:?} softcap {softcap:?} sinks {sinks:?} mixed {mixed} step {s} layer {layer}: {diff}"
                 );
             }
         }
+    }
+
+    /// Layers of different shapes lie one after another in a block, each plane its own size,
+    /// no two overlapping; a uniform layout is laid out as before shapes could differ.
+    #[test]
+    fn mixed_layers_have_their_own_planes() {
+        let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
+        let l = PagedLayout::new(KvShape::per_layer(vec![layer(1, 8), layer(2, 16)]), 4, KvDtype::F32);
+        assert_eq!((l.plane_bytes(0), l.plane_bytes(1)), (4 * 8 * 4, 4 * 32 * 4));
+        let planes: Vec<usize> = [(0, 0), (0, 1), (1, 0), (1, 1)].map(|(y, kv)| l.plane_offset(2, y, kv)).into();
+        let b = 2 * l.block_len();
+        assert_eq!(planes, vec![b, b + 128, b + 256, b + 768]);
+        assert_eq!((l.block_len(), l.token_bytes()), (1280, 320));
+        assert_eq!(l.uniform_layer(), None);
+        let u = PagedLayout::uniform(3, 2, 8, 16, KvDtype::F16);
+        assert_eq!(u.block_len(), 3 * 2 * 16 * 2 * 8 * 2);
+        assert_eq!(u.plane_offset(1, 2, 1), u.block_len() + 5 * u.plane_bytes(2));
+        assert_eq!(u.uniform_layer(), Some(layer(2, 8)));
     }
 
     /// Prompt rows, attended in tiles of several rows on the thread pool,
@@ -752,13 +821,7 @@ mod tests {
     }
 
     fn tiles_against_rows(dtype: KvDtype, window: Option<usize>, softcap: Option<f32>, sinks: Option<&[f32]>) {
-        let l = PagedLayout {
-            layers: 1,
-            kv_heads: 2,
-            head_dim: 32,
-            block_size: 8,
-            dtype,
-        };
+        let l = PagedLayout::uniform(1, 2, 32, 8, dtype);
         let heads = 6;
         let (cached, new) = (5, 2 * ROW_TILE + 3);
         let ctx = cached + new;
@@ -772,9 +835,9 @@ mod tests {
             softcap,
             sinks,
         };
-        view.write_rows(&mut pool, 0, 0, &rand_vec(ctx * l.row_elems(), 12));
-        view.write_rows(&mut pool, 1, 0, &rand_vec(ctx * l.row_elems(), 13));
-        let qe = heads * l.head_dim;
+        view.write_rows(&mut pool, 0, 0, &rand_vec(ctx * l.row_elems(0), 12));
+        view.write_rows(&mut pool, 1, 0, &rand_vec(ctx * l.row_elems(0), 13));
+        let qe = heads * l.layer(0).head_dim;
         let q = rand_vec(new * qe, 14);
         let mut tiled = vec![0f32; new * qe];
         view.prefill_attention(&pool, cached, new, &q, heads, 0.25, &mut tiled);
@@ -800,19 +863,13 @@ mod tests {
 
     #[test]
     fn a_table_too_short_is_an_error() {
-        let l = PagedLayout {
-            layers: 1,
-            kv_heads: 1,
-            head_dim: 4,
-            block_size: 4,
-            dtype: KvDtype::F32,
-        };
+        let l = PagedLayout::uniform(1, 1, 4, 4, KvDtype::F32);
         let mut pool = vec![0u8; 2 * l.block_len()];
         let batch = BatchLayout::single(3, 2).unwrap();
         let x = Tensor::zeros((2, 1, 4), candle_core::DType::F32, &Device::Cpu).unwrap();
-        let r = PagedKvBatch::new(&mut pool, l, vec![vec![0]]).attend(0, &x, &x, &x, &batch, Attend::causal(1.0));
+        let r = PagedKvBatch::new(&mut pool, l.clone(), vec![vec![0]]).attend(0, &x, &x, &x, &batch, Attend::causal(1.0));
         assert!(matches!(r, Err(OpsError::CapacityExceeded { .. })));
-        let r = PagedKvBatch::new(&mut pool, l, vec![vec![0, 7]]).attend(0, &x, &x, &x, &batch, Attend::causal(1.0));
+        let r = PagedKvBatch::new(&mut pool, l.clone(), vec![vec![0, 7]]).attend(0, &x, &x, &x, &batch, Attend::causal(1.0));
         assert!(r.is_err(), "block 7 is outside a 2-block pool");
     }
 }

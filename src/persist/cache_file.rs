@@ -35,7 +35,7 @@ impl CacheFile {
         let mut file = File::open(path).map_err(|e| PersistError::io(path, e))?;
         let len = file.metadata().map_err(|e| PersistError::io(path, e))?.len();
         let header = CacheHeader::read(&mut file, len, path)?;
-        let pos = super::format::header_bytes(header.tokens.len(), header.blocks.len());
+        let pos = header.header_len();
         Ok(Self {
             path: path.into(),
             file,
@@ -246,7 +246,7 @@ pub fn write_cache_file(dest: &Path, w: CacheWrite<'_>, faults: &Faults) -> Resu
             ),
         ));
     }
-    let payload_offset = payload_offset_for(w.tokens.len(), n);
+    let payload_offset = payload_offset_for(&w.layout, w.tokens.len(), n);
     let mut out = AtomicFile::create(dest, faults)?;
     out.seek(payload_offset)?;
     let mut blocks: Vec<BlockEntry> = Vec::with_capacity(n);

@@ -31,10 +31,8 @@ pub const KV_SEMANTICS_VERSION: u32 = 3;
 pub fn kv_layout(shape: KvShape, block_size: usize, dtype: KvDtype) -> KvLayout {
     KvLayout {
         block_size: block_size as u32,
-        layers: shape.layers as u32,
-        kv_heads: shape.kv_heads as u32,
-        head_dim: shape.head_dim as u32,
         dtype,
+        shape,
     }
 }
 
@@ -63,15 +61,20 @@ pub fn fingerprint(
     if !variant.is_empty() {
         parts.push(format!("variant {variant}").into_bytes());
     }
-    for v in [
-        layout.block_size,
-        layout.layers,
-        layout.kv_heads,
-        layout.head_dim,
-        layout.dtype.code(),
-    ] {
-        parts.push(v.to_le_bytes().to_vec());
+    // A uniform layout hashes as before per-layer shapes existed (one shape); another, every
+    // layer's.
+    let layers = layout.shape.layers() as u32;
+    let shapes: Vec<(u32, u32)> = match layout.shape.uniform_layer() {
+        Some(l) => vec![(l.kv_heads as u32, l.head_dim as u32)],
+        None => layout.shape.iter().map(|l| (l.kv_heads as u32, l.head_dim as u32)).collect(),
+    };
+    parts.push(layout.block_size.to_le_bytes().to_vec());
+    parts.push(layers.to_le_bytes().to_vec());
+    for (kv_heads, head_dim) in shapes {
+        parts.push(kv_heads.to_le_bytes().to_vec());
+        parts.push(head_dim.to_le_bytes().to_vec());
     }
+    parts.push(layout.dtype.code().to_le_bytes().to_vec());
     let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
     Ok(Fingerprint::of(&refs))
 }
@@ -91,4 +94,35 @@ fn hash_file(path: &Path, progress: &mut dyn FnMut(u64)) -> Result<Vec<u8>, Pers
         progress(n as u64);
     }
     Ok(h.digest128().to_le_bytes().to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::LayerKv;
+
+    /// A uniform layout hashes exactly as before layers could differ (so the cache files of
+    /// earlier hearths stay usable); layouts that differ in one layer's heads differ.
+    #[test]
+    fn uniform_layouts_keep_their_fingerprints_and_shapes_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.gguf");
+        std::fs::write(&model, b"weights").unwrap();
+        let files = [model.clone()];
+        let fp = |shape: KvShape| fingerprint(&files, "cpu", "", &kv_layout(shape, 16, KvDtype::F16), &mut |_| ()).unwrap();
+        let mut before: Vec<Vec<u8>> = vec![
+            format!("hearth-kv-{KV_SEMANTICS_VERSION}").into_bytes(),
+            hash_file(&model, &mut |_| ()).unwrap(),
+            b"cpu".to_vec(),
+        ];
+        for v in [16u32, 3, 2, 64, KvDtype::F16.code()] {
+            before.push(v.to_le_bytes().to_vec());
+        }
+        let refs: Vec<&[u8]> = before.iter().map(Vec::as_slice).collect();
+        assert_eq!(fp(KvShape::uniform(3, 2, 64)), Fingerprint::of(&refs));
+        let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
+        let mixed = fp(KvShape::per_layer(vec![layer(2, 64), layer(1, 128), layer(2, 64)]));
+        assert_ne!(mixed, fp(KvShape::uniform(3, 2, 64)));
+        assert_ne!(mixed, fp(KvShape::per_layer(vec![layer(2, 64), layer(2, 64), layer(1, 128)])));
+    }
 }

@@ -6,21 +6,28 @@
 //! ```text
 //! offset  size            field
 //! 0       8               magic "HEARTHKV"
-//! 8       4               format version (1)
+//! 8       4               format version: 1 when every layer has the same heads, else 2
 //! 12      4               header_bytes: bytes 0..header_bytes are the header, checksum included
 //! 16      16              fingerprint (see `Fingerprint`)
 //! 32      4 × 5           layout: block_size, layers, kv_heads, head_dim, dtype (0 = f32,
-//!                         1 = f16, 2 = bf16, 3 = q8_0)
+//!                         1 = f16, 2 = bf16, 3 = q8_0); in version 2 kv_heads and head_dim
+//!                         are 0 and the layer table says
 //! 52      4               n_tokens: the token history
 //! 56      4               n_blocks: full blocks stored (<= n_tokens / block_size)
 //! 60      8               payload_offset: where block 0 starts (a multiple of 4096)
-//! 68      4 × n_tokens    token ids
+//! 68      8 × layers      version 2 only, the layer table: each layer's kv_heads, head_dim
+//! ...     4 × n_tokens    token ids
 //! ...     16 × n_blocks   per block: its chain hash (kv::hash_block), xxh3-64 of its payload
 //! ...     8               xxh3-64 of bytes 0..header_bytes-8
 //! payload_offset + k × block_bytes: block k, in `runtime::KvMemory`'s block layout
-//!     ([layer][K, V][block_size][kv_heads][head_dim], dtype), block_bytes = layers × 2 ×
-//!     block_size × kv_heads × (bytes of head_dim values: 4, 2, 2 per value; q8_0 34 per 32)
+//!     ([layer][K, V][block_size][kv_heads][head_dim], dtype, each layer with its own heads),
+//!     block_bytes = the sum over layers of 2 × block_size × kv_heads × (bytes of head_dim
+//!     values: 4, 2, 2 per value; q8_0 34 per 32)
 //! ```
+//!
+//! Version 2 exists for models whose layers differ (Gemma 4's global layers have fewer, wider
+//! heads than its local ones); every other model's files are written, and read, as version 1
+//! was, so the files of earlier hearths stay valid.
 //!
 //! Invariants a decoded header satisfies: the magic, the version and the header checksum
 //! match; sizes are bounded ([`MAX_TOKENS`]) and consistent with each other and the file's
@@ -36,9 +43,11 @@ use std::path::Path;
 
 use super::PersistError;
 use crate::kv::BlockHash;
+use crate::ops::{KvShape, LayerKv};
 
 pub const MAGIC: [u8; 8] = *b"HEARTHKV";
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format this hearth reads and writes (it writes 1 where 2 is not needed).
+pub const FORMAT_VERSION: u32 = 2;
 /// Payloads start on a 4 KiB boundary (page-aligned reads).
 pub const PAYLOAD_ALIGN: u64 = 4096;
 /// Most tokens a cache file may hold (a 16M-token history is far past any context).
@@ -52,24 +61,39 @@ const MAX_HEAD_DIM: u32 = 4096;
 
 pub use crate::config::KvDtype;
 
-/// The shape of a block's payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// The shape of a block's payload: the model's K/V heads per layer, the block size, the type.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvLayout {
     pub block_size: u32,
-    pub layers: u32,
-    pub kv_heads: u32,
-    pub head_dim: u32,
     pub dtype: KvDtype,
+    pub shape: KvShape,
 }
 
 impl KvLayout {
     /// Bytes of one block.
     pub fn block_bytes(&self) -> u64 {
-        u64::from(self.layers)
-            * 2
-            * u64::from(self.block_size)
-            * u64::from(self.kv_heads)
-            * self.dtype.row_bytes(self.head_dim as usize) as u64
+        self.shape
+            .iter()
+            .map(|l| 2 * u64::from(self.block_size) * l.kv_heads as u64 * self.dtype.row_bytes(l.head_dim) as u64)
+            .sum()
+    }
+
+    /// The format version its files are written in: 1 when every layer is alike.
+    pub fn version(&self) -> u32 {
+        if self.shape.uniform_layer().is_some() {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Entries of the layer table its header carries (none in version 1).
+    fn table_layers(&self) -> usize {
+        if self.version() == 1 {
+            0
+        } else {
+            self.shape.layers()
+        }
     }
 
     fn check(&self) -> Result<(), String> {
@@ -77,17 +101,15 @@ impl KvLayout {
         if !bs.is_power_of_two() || !(8..=256).contains(&bs) {
             return Err(format!("block size {bs}"));
         }
-        if !(1..=MAX_LAYERS).contains(&self.layers)
-            || !(1..=MAX_KV_HEADS).contains(&self.kv_heads)
-            || !(1..=MAX_HEAD_DIM).contains(&self.head_dim)
-        {
-            return Err(format!(
-                "layout {} layers × {} heads × {}",
-                self.layers, self.kv_heads, self.head_dim
-            ));
+        if !(1..=MAX_LAYERS as usize).contains(&self.shape.layers()) {
+            return Err(format!("{} layers", self.shape.layers()));
         }
-        self.dtype.check_head_dim(self.head_dim as usize)?;
-        Ok(())
+        for (i, l) in self.shape.iter().enumerate() {
+            if !(1..=MAX_KV_HEADS as usize).contains(&l.kv_heads) || !(1..=MAX_HEAD_DIM as usize).contains(&l.head_dim) {
+                return Err(format!("layer {i}: {} heads × {}", l.kv_heads, l.head_dim));
+            }
+        }
+        self.shape.check_dtype(self.dtype)
     }
 }
 
@@ -141,19 +163,20 @@ pub fn block_checksum(payload: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(payload)
 }
 
-/// Bytes of a header with these counts.
-pub fn header_bytes(n_tokens: usize, n_blocks: usize) -> u64 {
-    FIXED_HEADER_BYTES as u64 + 4 * n_tokens as u64 + 16 * n_blocks as u64 + 8
+/// Bytes of a header with these counts and a layer table of `table_layers` entries (0 in
+/// version 1).
+pub fn header_bytes(n_tokens: usize, n_blocks: usize, table_layers: usize) -> u64 {
+    FIXED_HEADER_BYTES as u64 + 8 * table_layers as u64 + 4 * n_tokens as u64 + 16 * n_blocks as u64 + 8
 }
 
-/// `header_bytes` rounded up to [`PAYLOAD_ALIGN`].
-pub fn payload_offset_for(n_tokens: usize, n_blocks: usize) -> u64 {
-    header_bytes(n_tokens, n_blocks).div_ceil(PAYLOAD_ALIGN) * PAYLOAD_ALIGN
+/// The header's bytes for `layout`, rounded up to [`PAYLOAD_ALIGN`].
+pub fn payload_offset_for(layout: &KvLayout, n_tokens: usize, n_blocks: usize) -> u64 {
+    header_bytes(n_tokens, n_blocks, layout.table_layers()).div_ceil(PAYLOAD_ALIGN) * PAYLOAD_ALIGN
 }
 
 /// The largest header any valid file can have.
 fn max_header_bytes() -> u64 {
-    header_bytes(MAX_TOKENS as usize, MAX_TOKENS as usize / 8)
+    header_bytes(MAX_TOKENS as usize, MAX_TOKENS as usize / 8, MAX_LAYERS as usize)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -171,6 +194,11 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 impl CacheHeader {
     pub fn block_bytes(&self) -> u64 {
         self.layout.block_bytes()
+    }
+
+    /// Bytes of the header, checksum included.
+    pub fn header_len(&self) -> u64 {
+        header_bytes(self.tokens.len(), self.blocks.len(), self.layout.table_layers())
     }
 
     /// The file's full length.
@@ -192,19 +220,28 @@ impl CacheHeader {
 
     /// The header's bytes, checksum included (`payload_offset` must leave room for them).
     pub fn encode(&self) -> Vec<u8> {
-        let n = header_bytes(self.tokens.len(), self.blocks.len()) as usize;
+        let n = self.header_len() as usize;
         let mut b = Vec::with_capacity(n);
         b.extend_from_slice(&MAGIC);
-        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let l = &self.layout;
+        b.extend_from_slice(&l.version().to_le_bytes());
         b.extend_from_slice(&(n as u32).to_le_bytes());
         b.extend_from_slice(&self.fingerprint.0);
-        let l = &self.layout;
-        for v in [l.block_size, l.layers, l.kv_heads, l.head_dim, l.dtype.code()] {
+        // Version 1: the one shape; version 2: zeros here, the table below.
+        let one = l.shape.uniform_layer().map_or((0, 0), |s| (s.kv_heads as u32, s.head_dim as u32));
+        let layers = l.shape.layers() as u32;
+        for v in [l.block_size, layers, one.0, one.1, l.dtype.code()] {
             b.extend_from_slice(&v.to_le_bytes());
         }
         b.extend_from_slice(&(self.tokens.len() as u32).to_le_bytes());
         b.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
         b.extend_from_slice(&self.payload_offset.to_le_bytes());
+        if l.version() == 2 {
+            for s in l.shape.iter() {
+                b.extend_from_slice(&(s.kv_heads as u32).to_le_bytes());
+                b.extend_from_slice(&(s.head_dim as u32).to_le_bytes());
+            }
+        }
         for t in &self.tokens {
             b.extend_from_slice(&t.to_le_bytes());
         }
@@ -234,7 +271,7 @@ impl CacheHeader {
             return Err(PersistError::NotACacheFile { path: path.into() });
         }
         let version = u32_at(&head, 8);
-        if version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&version) {
             return Err(PersistError::UnsupportedVersion {
                 path: path.into(),
                 found: version,
@@ -242,7 +279,7 @@ impl CacheHeader {
             });
         }
         let n = u64::from(u32_at(&head, 12));
-        if n < header_bytes(0, 0) || n > max_header_bytes() {
+        if n < header_bytes(0, 0, 0) || n > max_header_bytes() {
             return Err(corrupt(format!("header size {n}")));
         }
         if n > file_len {
@@ -261,7 +298,7 @@ impl CacheHeader {
     pub fn decode(b: &[u8], path: &Path) -> Result<Self, PersistError> {
         let corrupt = |r: String| PersistError::corrupt(path, r);
         let n = b.len();
-        if n < header_bytes(0, 0) as usize {
+        if n < header_bytes(0, 0, 0) as usize {
             return Err(corrupt(format!("header size {n}")));
         }
         if b[..8] != MAGIC {
@@ -275,14 +312,9 @@ impl CacheHeader {
         fp.copy_from_slice(&b[16..32]);
         let dtype_code = u32_at(b, 48);
         let dtype = KvDtype::from_code(dtype_code).ok_or_else(|| corrupt(format!("K/V dtype {dtype_code}")))?;
-        let layout = KvLayout {
-            block_size: u32_at(b, 32),
-            layers: u32_at(b, 36),
-            kv_heads: u32_at(b, 40),
-            head_dim: u32_at(b, 44),
-            dtype,
-        };
+        let layout = decode_layout(b, dtype).map_err(corrupt)?;
         layout.check().map_err(corrupt)?;
+        let table_end = FIXED_HEADER_BYTES + 8 * layout.table_layers();
         let n_tokens = u32_at(b, 52);
         let n_blocks = u32_at(b, 56);
         let payload_offset = u64_at(b, 60);
@@ -292,7 +324,7 @@ impl CacheHeader {
         if u64::from(n_blocks) * u64::from(layout.block_size) > u64::from(n_tokens) {
             return Err(corrupt(format!("{n_blocks} blocks for {n_tokens} tokens")));
         }
-        if header_bytes(n_tokens as usize, n_blocks as usize) != n as u64 {
+        if header_bytes(n_tokens as usize, n_blocks as usize, layout.table_layers()) != n as u64 {
             return Err(corrupt(format!("header size {n} does not match its counts")));
         }
         if !payload_offset.is_multiple_of(PAYLOAD_ALIGN)
@@ -301,8 +333,8 @@ impl CacheHeader {
         {
             return Err(corrupt(format!("payload offset {payload_offset}")));
         }
-        let tok_end = FIXED_HEADER_BYTES + 4 * n_tokens as usize;
-        let tokens = b[FIXED_HEADER_BYTES..tok_end]
+        let tok_end = table_end + 4 * n_tokens as usize;
+        let tokens = b[table_end..tok_end]
             .chunks_exact(4)
             .map(|c| u32_at(c, 0))
             .collect();
@@ -323,6 +355,48 @@ impl CacheHeader {
     }
 }
 
+/// The layout fields of header `b` (checksummed, at least the fixed part long): version 1's
+/// one shape, or version 2's layer table, which must lie inside `b`.
+fn decode_layout(b: &[u8], dtype: KvDtype) -> Result<KvLayout, String> {
+    let (version, layers) = (u32_at(b, 8), u32_at(b, 36));
+    let (kv_heads, head_dim) = (u32_at(b, 40) as usize, u32_at(b, 44) as usize);
+    if layers == 0 || layers > MAX_LAYERS {
+        return Err(format!("{layers} layers"));
+    }
+    if !(1..=FORMAT_VERSION).contains(&version) {
+        return Err(format!("format version {version}"));
+    }
+    let shape = if version == 1 {
+        KvShape::uniform(layers as usize, kv_heads, head_dim)
+    } else {
+        if (kv_heads, head_dim) != (0, 0) {
+            return Err(format!("a version {version} header with one shape ({kv_heads} heads × {head_dim})"));
+        }
+        let end = FIXED_HEADER_BYTES + 8 * layers as usize;
+        if end + 8 > b.len() {
+            return Err(format!("a table of {layers} layers in a header of {} bytes", b.len()));
+        }
+        KvShape::per_layer(
+            b[FIXED_HEADER_BYTES..end]
+                .chunks_exact(8)
+                .map(|c| LayerKv {
+                    kv_heads: u32_at(c, 0) as usize,
+                    head_dim: u32_at(c, 4) as usize,
+                })
+                .collect(),
+        )
+    };
+    let layout = KvLayout {
+        block_size: u32_at(b, 32),
+        dtype,
+        shape,
+    };
+    if version == 2 && layout.version() == 1 {
+        return Err("a version 2 header whose layers are all alike".into());
+    }
+    Ok(layout)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,10 +407,8 @@ mod tests {
             fingerprint: Fingerprint::of(&[b"model"]),
             layout: KvLayout {
                 block_size: 16,
-                layers: 2,
-                kv_heads: 1,
-                head_dim: 4,
                 dtype: KvDtype::F32,
+                shape: KvShape::uniform(2, 1, 4),
             },
             blocks: (0..2)
                 .map(|k| BlockEntry {
@@ -344,7 +416,7 @@ mod tests {
                     checksum: k * 7,
                 })
                 .collect(),
-            payload_offset: payload_offset_for(37, 2),
+            payload_offset: 4096,
             tokens,
         }
     }
@@ -353,7 +425,7 @@ mod tests {
     fn encode_decode_round_trip_and_every_flipped_byte_is_caught() {
         let h = sample();
         let b = h.encode();
-        assert_eq!(b.len() as u64, header_bytes(37, 2));
+        assert_eq!(b.len() as u64, header_bytes(37, 2, 0));
         let p = Path::new("x.hkv");
         assert_eq!(CacheHeader::decode(&b, p).unwrap(), h);
         assert_eq!(CacheHeader::read(&mut b.as_slice(), h.file_len(), p).unwrap(), h);
@@ -367,12 +439,45 @@ mod tests {
         assert_eq!(h.blocks_present(10), 0);
     }
 
+    /// A layout whose layers differ is written as version 2 with its layer table, read back
+    /// whole, and every flipped byte caught; a uniform one stays version 1, as files were
+    /// before.
+    #[test]
+    fn mixed_layers_write_version_2() {
+        let mut h = sample();
+        assert_eq!(h.encode()[8], 1);
+        let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
+        h.layout.shape = KvShape::per_layer(vec![layer(2, 4), layer(1, 8), layer(2, 4)]);
+        h.payload_offset = payload_offset_for(&h.layout, 37, 2);
+        let b = h.encode();
+        assert_eq!(b[8], 2);
+        assert_eq!(b.len() as u64, header_bytes(37, 2, 3));
+        assert_eq!(h.block_bytes(), 2 * 16 * (8 + 8 + 8) * 4);
+        let p = Path::new("x.hkv");
+        assert_eq!(CacheHeader::decode(&b, p).unwrap(), h);
+        assert_eq!(CacheHeader::read(&mut b.as_slice(), h.file_len(), p).unwrap(), h);
+        for i in 0..b.len() {
+            let mut bad = b.clone();
+            bad[i] ^= 0x10;
+            assert!(CacheHeader::decode(&bad, p).is_err(), "byte {i}");
+        }
+        // A version 2 header of alike layers is not one this hearth writes.
+        h.layout.shape = KvShape::per_layer(vec![layer(2, 4); 3]);
+        let mut b = h.encode();
+        assert_eq!(b[8], 1);
+        b[8] = 2;
+        let n = b.len();
+        let sum = xxhash_rust::xxh3::xxh3_64(&b[..n - 8]);
+        b[n - 8..].copy_from_slice(&sum.to_le_bytes());
+        assert!(CacheHeader::decode(&b, p).is_err());
+    }
+
     #[test]
     fn versions_and_magic() {
         let mut b = sample().encode();
-        b[8] = 2;
+        b[8] = 3;
         let e = CacheHeader::read(&mut b.as_slice(), 1 << 20, Path::new("x")).unwrap_err();
-        assert!(matches!(e, PersistError::UnsupportedVersion { found: 2, .. }), "{e}");
+        assert!(matches!(e, PersistError::UnsupportedVersion { found: 3, .. }), "{e}");
         assert!(e.to_string().contains("newer hearth"), "{e}");
         b[0] = b'X';
         let e = CacheHeader::read(&mut b.as_slice(), 1 << 20, Path::new("x")).unwrap_err();

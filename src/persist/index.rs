@@ -122,7 +122,7 @@ impl DiskIndex {
 
     /// Indexes every compatible cache file in `dir` from its header.
     pub fn scan(dir: PathBuf, fingerprint: Fingerprint, layout: KvLayout) -> Result<(Self, ScanReport), PersistError> {
-        let mut index = Self::new(dir, fingerprint, layout);
+        let mut index = Self::new(dir, fingerprint, layout.clone());
         let mut report = ScanReport {
             temps: super::temps::remove_stale_temps(&index.dir),
             ..ScanReport::default()

@@ -242,7 +242,7 @@ fn retry_unsaved(ctx: &WorkerContext) {
 fn write_cache(ctx: &WorkerContext, job: CacheJob) -> Result<(), PersistError> {
     let (dir, fingerprint, layout) = {
         let index = lock(&ctx.index);
-        (index.dir().to_path_buf(), index.fingerprint(), *index.layout())
+        (index.dir().to_path_buf(), index.fingerprint(), index.layout().clone())
     };
     std::fs::create_dir_all(&dir).map_err(|e| PersistError::io(&dir, e))?;
     let path = cache_path(&dir, &job.id);

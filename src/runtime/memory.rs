@@ -119,7 +119,7 @@ impl KvMemory {
         device_blocks: usize,
         host_blocks: usize,
     ) -> Result<Self, RuntimeError> {
-        let pool = crate::ops::cuda_paged::CudaPool::new(device, layout, device_blocks)
+        let pool = crate::ops::cuda_paged::CudaPool::new(device, layout.clone(), device_blocks)
             .map_err(|e| RuntimeError::Device(e.to_string()))?;
         let host = if host_blocks == 0 {
             HostTier::Ram(Vec::new())
@@ -223,7 +223,7 @@ impl KvMemory {
         match &mut self.device {
             DeviceTier::Ram(device) => Box::new(PagedKvBatch::new(
                 bytemuck::cast_slice_mut(device.as_mut_slice()),
-                self.layout,
+                self.layout.clone(),
                 tables,
             )),
             #[cfg(feature = "cuda")]
@@ -354,13 +354,7 @@ mod tests {
 
     #[test]
     fn demote_then_promote_moves_whole_blocks() {
-        let l = PagedLayout {
-            layers: 1,
-            kv_heads: 1,
-            head_dim: 2,
-            block_size: 2,
-            dtype: crate::ops::KvDtype::F32,
-        };
+        let l = PagedLayout::uniform(1, 1, 2, 2, crate::ops::KvDtype::F32);
         let mut m = KvMemory::new(l, 3, 2);
         // 8 floats a block: block 1 is device[8..16] (RAM tier; refutable in CUDA builds).
         #[allow(irrefutable_let_patterns)]

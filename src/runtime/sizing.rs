@@ -76,13 +76,7 @@ mod tests {
 
     #[test]
     fn fraction_and_explicit_sizes() {
-        let l = PagedLayout {
-            layers: 2,
-            kv_heads: 2,
-            head_dim: 8,
-            block_size: 16,
-            dtype: crate::config::KvDtype::F32,
-        };
+        let l = PagedLayout::uniform(2, 2, 8, 16, crate::config::KvDtype::F32);
         let bb = l.block_bytes(); // 2 * 2 * 16 * 16 * 4 = 4096
         assert_eq!(bb, 4096);
         let s = pool_sizes(&settings(DevicePool::Fraction(0.5), 10 * bb), false, &l, 400 * bb, 1 << 40, 64).unwrap();
