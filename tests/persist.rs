@@ -21,8 +21,12 @@ use hearth::persist::{
 const F32_TOL: f32 = 1e-4;
 
 fn model(dir: &Path) -> (TinyModelSpec, PathBuf) {
-    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::F32);
-    let path = write_tiny(dir, &spec, "llama-f32.gguf");
+    model_of(dir, Family::Llama)
+}
+
+fn model_of(dir: &Path, family: Family) -> (TinyModelSpec, PathBuf) {
+    let spec = TinyModelSpec::tiny(family, WeightType::F32);
+    let path = write_tiny(dir, &spec, &format!("{}-f32.gguf", family.arch()));
     (spec, path)
 }
 
@@ -79,11 +83,19 @@ fn three_turns(e: &mut Engine, conversation: &ConversationId, vocab: usize) -> H
     }
 }
 
+/// Llama's layers all alike (cache files of format 1) and Gemma 4's E model (local and global
+/// layers of different heads, layers sharing K/V: format 2 with its layer table).
 #[test]
 fn a_conversation_stays_warm_across_a_restart() {
+    for family in [Family::Llama, Family::Gemma4] {
+        warm_across_a_restart(family);
+    }
+}
+
+fn warm_across_a_restart(family: Family) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (spec, path) = model(dir.path());
+    let (spec, path) = model_of(dir.path(), family);
     let c = id("chat-1");
 
     let mut first = disk_engine(&path, &data, Faults::none());
@@ -104,6 +116,9 @@ fn a_conversation_stays_warm_across_a_restart() {
     // A new engine: its RAM tiers are empty; turn 4 reads the history from the cache file.
     let mut second = disk_engine(&path, &data, Faults::none());
     assert_eq!(second.stats().disk.unwrap().files, 1);
+    let file = std::fs::read_dir(data.join("cache")).unwrap().next().unwrap().unwrap().path();
+    let version = std::fs::read(&file).unwrap()[8];
+    assert_eq!(version, if family == Family::Gemma4 { 2 } else { 1 }, "{family:?}: {}", file.display());
     let r = turn(&mut second, &c, &h.next, 20, 3);
     let whole_blocks = h.committed_after_turn3 / 16 * 16;
     assert_eq!(r.cached.tokens, whole_blocks, "{:?}", r.cached);

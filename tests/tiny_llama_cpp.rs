@@ -226,6 +226,14 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // Attention sinks, q/k/v and output biases, layer 0 local (8 positions), YaRN ×4 over 16,
         // 4 biased experts (2 per token) weighted by a softmax over the chosen, clamped SwiGLU.
         ("tiny-gpt-oss-q8_0.gguf", TinyModelSpec::tiny(Family::GptOss, WeightType::Q8_0)),
+        // Gemma 4's E models: local and global layers of different heads (one global K/V head
+        // of 128 whose rope turns 16 of its 64 pairs, beside 2 local ones of 64), per-layer
+        // token embeddings, the last two layers reading the K/V of earlier ones with MLPs twice
+        // as wide, V normalized, unscaled scores, layer output scales, soft-capped logits.
+        ("tiny-gemma4-q8_0.gguf", TinyModelSpec::tiny(Family::Gemma4, WeightType::Q8_0)),
+        // Gemma 4 26B-A4B's: K as V in the global layer, a dense MLP beside 4 experts (2 per
+        // token) routed on the scaled, normalized input, each expert's output scaled.
+        ("tiny-gemma4-moe-q8_0.gguf", TinyModelSpec::gemma4_moe(WeightType::Q8_0)),
         // The same with M-RoPE sections (the vision models' text part): NeoX pairs.
         (
             "tiny-glm4-mrope-q8_0.gguf",

@@ -9,7 +9,7 @@ use hearth::model::testkit::{TinyVocab, VocabStyle};
 use hearth::model::tokenizer::Tokenizer;
 use hearth::model::ModelError;
 
-const STYLES: [VocabStyle; 9] = [
+const STYLES: [VocabStyle; 10] = [
     VocabStyle::Gpt2 { pre: "llama-bpe" },
     VocabStyle::Gpt2 { pre: "glm4" },
     VocabStyle::Gpt2 { pre: "qwen2" },
@@ -19,6 +19,7 @@ const STYLES: [VocabStyle; 9] = [
     VocabStyle::Harmony,
     VocabStyle::Gpt2 { pre: "tekken" },
     VocabStyle::LlamaSpm,
+    VocabStyle::Gemma4,
 ];
 
 /// Text every style must tokenize identically both ways.
@@ -67,6 +68,7 @@ fn specials(style: VocabStyle) -> &'static [&'static str] {
         VocabStyle::Gpt2 { .. } => &["<|endoftext|>"],
         VocabStyle::Harmony => &["<|start|>", "<|message|>", "<|end|>", "<|channel|>", "<|return|>"],
         VocabStyle::LlamaSpm => &["<s>", "</s>", "<unk>"],
+        VocabStyle::Gemma4 => &["<|turn>", "<turn|>", "<bos>", "<|channel>", "<channel|>", "<|tool_call>", "<|\"|>"],
     }
 }
 
@@ -183,11 +185,32 @@ fn bos_is_prepended_only_when_asked() {
         assert_eq!(tok.bos_token(), tok.hf().id_to_token(bos).as_deref());
         let expect_add_bos = matches!(
             style,
-            VocabStyle::LlamaSpm | VocabStyle::Gpt2 { pre: "llama-bpe" | "tekken" }
+            VocabStyle::LlamaSpm | VocabStyle::Gemma4 | VocabStyle::Gpt2 { pre: "llama-bpe" | "tekken" }
         );
         assert_eq!(tok.add_bos(), expect_add_bos, "{style:?}");
         assert_eq!(file.add_bos(), expect_add_bos, "{style:?} from tokenizer.json");
     }
+}
+
+/// Gemma 4's tokenizer gives llama.cpp's ids for text (special tokens inside it included) and
+/// llama.cpp's text for those ids (`tests/data/llama-cpp-gemma4-tokens.json`, recorded by
+/// `scripts/record-gemma4-tokens.py` on the same tiny vocabulary); a reply stops at `<turn|>`.
+#[test]
+fn gemma4_matches_llama_cpp() {
+    let data: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/llama-cpp-gemma4-tokens.json")).unwrap(),
+    )
+    .unwrap();
+    let (tok, _file, _d) = both(VocabStyle::Gemma4);
+    for case in data["cases"].as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        let ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+        assert_eq!(tok.encode(text, false).unwrap(), ids, "{text:?}");
+        assert_eq!(tok.decode(&ids).unwrap(), case["detokenized"].as_str().unwrap(), "{text:?}");
+    }
+    let id = |t: &str| tok.token_to_id(t).unwrap();
+    assert!(tok.add_bos());
+    assert_eq!(tok.stop_ids(), [id("<eos>"), id("<turn|>")]);
 }
 
 /// GLM-4: no BOS (its template writes `[gMASK]<sop>`); a reply stops at its EOS, at `<|user|>`

@@ -21,6 +21,7 @@
 //! | GLM-4.5, GLM-4.6 (MoE) | `glm4moe` | NeoX, first half of each head | yes | optional |
 //! | GLM-4 (0414), GLM-Z1 | `glm4` | interleaved, first half of each head (NeoX with M-RoPE sections) | yes | no |
 //! | gpt-oss (20B, 120B) | `gpt-oss` | NeoX (halves) | yes | no |
+//! | Gemma 4 (E2B, E4B, 26B-A4B, 31B) | `gemma4` | NeoX (halves; a quarter of each global head) | no | yes (and V, unweighted) |
 //!
 //! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
 //! (gate rows first); they are split at load. Its 128k-context files carry per-frequency
@@ -117,6 +118,26 @@
 //!   and the activation is the clamped SwiGLU of OpenAI's reference
 //!   ([`crate::ops::glu::Gate::SwigluOai`]).
 //!
+//! Gemma 4 (`gemma4`) is Gemma 3's layer, as llama.cpp's `src/models/gemma4.cpp`, with:
+//! - local and global layers of different heads: `attention.key_length`,
+//!   `rope.dimension_count` and the global entries of `attention.head_count_kv` (one per
+//!   layer) are the global layers', the `_swa` keys and local entries the local layers'
+//!   ([`HParams::attn_shape`]); the global layers' rope covers the whole head, `rope_freqs`
+//!   turning all but its first quarter into no rotation ("proportional" rope), the local
+//!   layers' their own width on `rope.freq_base_swa` without those factors; the pattern is one
+//!   flag per layer (`attention.sliding_window_pattern`, required);
+//! - V normalized per head (RMS, no weights), Q and K by their norms, the scores unscaled
+//!   (`attention_scale` 1); where a global layer has no `attn_v`, V is K's projection;
+//! - the E models' K/V sharing: the last `attention.shared_kv_layers` layers compute no K/V
+//!   and attend over that of the last earlier layer of their kind ([`HParams::kv_layer`]), so
+//!   the cache holds only the others ([`HParams::kv_layers`]); their MLPs may be wider
+//!   (`feed_forward_length` per layer);
+//! - the E models' per-layer token embedding (`embedding_length_per_layer_input`,
+//!   `super::gemma4`), and each layer's output scaled by `layer_output_scale`;
+//! - the 26B-A4B's dense MLP beside experts routed by a softmax (renormalized, each expert's
+//!   output scaled by `ffn_down_exps.scale`);
+//! - logits soft-capped at `final_logit_softcapping`, 30 where the file leaves it out.
+//!
 //! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
 //! have an architecture of their own (`ernie4_5-moe`) and are not supported.
 //!
@@ -136,7 +157,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,11 +194,15 @@ pub enum Family {
     /// gpt-oss: attention sinks, alternating sliding-window layers, biased experts with a
     /// clamped SwiGLU, weighted by a softmax over the chosen ones.
     GptOss,
+    /// Gemma 4: Gemma 3's layer with normalized V, unscaled scores, global layers of fewer and
+    /// wider heads (some with K as V), per-layer token embeddings and K/V shared by the last
+    /// layers (E2B, E4B), and a dense MLP beside routed experts (26B-A4B).
+    Gemma4,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 16] = [
+    pub const ALL: [Family; 17] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -194,6 +219,7 @@ impl Family {
         Self::Glm4,
         Self::Glm4Moe,
         Self::GptOss,
+        Self::Gemma4,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -214,6 +240,7 @@ impl Family {
             "glm4" => Ok(Self::Glm4),
             "glm4moe" => Ok(Self::Glm4Moe),
             "gpt-oss" => Ok(Self::GptOss),
+            "gemma4" => Ok(Self::Gemma4),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -240,6 +267,7 @@ impl Family {
             Self::Glm4 => "glm4",
             Self::Glm4Moe => "glm4moe",
             Self::GptOss => "gpt-oss",
+            Self::Gemma4 => "gemma4",
         }
     }
 
@@ -258,7 +286,8 @@ impl Family {
             | Self::Olmo2
             | Self::Exaone4
             | Self::Glm4Moe
-            | Self::GptOss => RopeStyle::Neox,
+            | Self::GptOss
+            | Self::Gemma4 => RopeStyle::Neox,
         }
     }
 }
@@ -350,8 +379,31 @@ pub struct HParams {
     pub logit_scale: Option<f64>,
     /// Gemma 2: attention scores are soft-capped at this ([`crate::ops::Attend::softcap`]).
     pub attn_softcap: Option<f64>,
-    /// Gemma 2: each logit `z` becomes `c · tanh(z / c)` with this `c`.
+    /// Gemma 2 and 4: each logit `z` becomes `c · tanh(z / c)` with this `c`.
     pub final_softcap: Option<f64>,
+    /// Gemma 4: the global (non-sliding) layers' heads, where they differ from the local
+    /// layers' (`kv_heads`, `head_dim` and `rope_dims` are then the local layers').
+    pub global_attn: Option<AttnShape>,
+    /// The layers that keep K/V: all of them, except Gemma 4's E models, whose last
+    /// `shared_kv_layers` read the K/V of the last earlier layer of their kind
+    /// ([`HParams::kv_layer`]).
+    pub kv_layers: usize,
+    /// Gemma 4's E models: the width of each layer's slice of the per-layer token embedding
+    /// (`embedding_length_per_layer_input`); 0 without one.
+    pub per_layer_input: usize,
+    /// Each layer's dense MLP width where they differ (Gemma 4's E models double it in their
+    /// K/V-sharing layers); empty when every layer's is `ffn`.
+    pub ffn_per_layer: Vec<usize>,
+}
+
+/// One layer's attention heads: how many, how many K/V heads, their width, and how many of
+/// each head's first dimensions rope rotates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttnShape {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub rope_dims: usize,
 }
 
 /// Llama 4's attention temperature (Ministral 3): the query at position `p` is multiplied by
@@ -460,6 +512,16 @@ const GEMMA3_SLIDING: SlidingDefaults = SlidingDefaults {
     rope: LocalRope::Unscaled,
 };
 
+/// Gemma 4's, as llama.cpp's: the file's window and pattern (required: llama.cpp reads the
+/// pattern as an array), local layers on `rope.freq_base_swa` (10 000 when absent), unscaled.
+const GEMMA4_SLIDING: SlidingDefaults = SlidingDefaults {
+    window: None,
+    period: 6,
+    rope_base: 10_000.0,
+    swa_base_key: true,
+    rope: LocalRope::Unscaled,
+};
+
 /// Gemma 2's defaults, as llama.cpp's: a window of 4,096, even layers local, the global rope
 /// base (`rope_base`) and scaling.
 fn gemma2_sliding(rope_base: f64) -> SlidingDefaults {
@@ -528,7 +590,8 @@ fn trunk_layers(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Re
 /// EXAONE 4.0 32B's layer count: llama.cpp gives local layers to such files only.
 const EXAONE4_32B_LAYERS: usize = 64;
 
-/// Gemma 2's soft caps where its GGUFs leave them out (llama.cpp's defaults).
+/// Gemma 2's soft caps where its GGUFs leave them out (llama.cpp's defaults; the final one
+/// Gemma 4's too).
 const GEMMA2_ATTN_SOFTCAP: f64 = 50.0;
 const GEMMA2_FINAL_SOFTCAP: f64 = 30.0;
 
@@ -539,9 +602,51 @@ impl HParams {
         s.local.get(layer).copied().unwrap_or(false).then_some(s.window)
     }
 
-    /// The K/V geometry a store must provide: every layer's heads.
+    /// The K/V geometry a store must provide: the heads of every layer that keeps K/V.
     pub fn kv_shape(&self) -> crate::ops::KvShape {
-        crate::ops::KvShape::uniform(self.layers, self.kv_heads, self.head_dim)
+        crate::ops::KvShape::per_layer(
+            (0..self.kv_layers)
+                .map(|l| {
+                    let a = self.attn_shape(l);
+                    crate::ops::LayerKv {
+                        kv_heads: a.kv_heads,
+                        head_dim: a.head_dim,
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// `layer`'s attention heads: the global ones on Gemma 4's global layers, else the model's.
+    pub fn attn_shape(&self, layer: usize) -> AttnShape {
+        match (&self.global_attn, self.window(layer)) {
+            (Some(g), None) => *g,
+            _ => AttnShape {
+                heads: self.heads,
+                kv_heads: self.kv_heads,
+                head_dim: self.head_dim,
+                rope_dims: self.rope_dims,
+            },
+        }
+    }
+
+    /// The K/V store layer `layer` writes and reads: itself, or for a layer past `kv_layers`
+    /// the last layer before them of its kind (local or global), as llama.cpp's Gemma 4
+    /// `layer_reuse_cb`.
+    pub fn kv_layer(&self, layer: usize) -> usize {
+        if layer < self.kv_layers {
+            return layer;
+        }
+        let local = self.window(layer).is_some();
+        (0..self.kv_layers)
+            .rev()
+            .find(|&l| self.window(l).is_some() == local)
+            .unwrap_or(self.kv_layers - 1)
+    }
+
+    /// `layer`'s dense MLP width.
+    pub fn ffn_of(&self, layer: usize) -> usize {
+        self.ffn_per_layer.get(layer).copied().unwrap_or(self.ffn)
     }
 
     /// Whether `layer` applies rope to its queries and keys.
@@ -564,7 +669,12 @@ impl HParams {
         let heads = md_opt_per_layer_usize(md, &key("attention.head_count"))?.ok_or_else(|| ModelError::MissingMetadata {
             key: key("attention.head_count"),
         })?;
-        let kv_heads = md_opt_per_layer_usize(md, &key("attention.head_count_kv"))?.unwrap_or(heads);
+        // Gemma 4's differ by layer kind: read with its sliding pattern below (`gemma4_attention`).
+        let kv_heads = match family {
+            Family::Gemma4 => None,
+            _ => md_opt_per_layer_usize(md, &key("attention.head_count_kv"))?,
+        }
+        .unwrap_or(heads);
         let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
         if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 {
             return Err(bad(
@@ -572,34 +682,7 @@ impl HParams {
                 format!("{heads} heads cannot share {kv_heads} K/V heads"),
             ));
         }
-        let head_dim = match md_opt_usize(md, &key("attention.key_length"))? {
-            Some(d) => d,
-            None if hidden % heads == 0 => hidden / heads,
-            None => {
-                return Err(bad(
-                    "attention.head_count",
-                    format!("{hidden} is not divisible by {heads} heads"),
-                ))
-            }
-        };
-        if let Some(v) = md_opt_usize(md, &key("attention.value_length"))? {
-            if v != head_dim {
-                return Err(bad(
-                    "attention.value_length",
-                    format!("{v} differs from key_length {head_dim}; not supported"),
-                ));
-            }
-        }
-        if head_dim % 2 != 0 {
-            return Err(bad("attention.key_length", format!("head dimension {head_dim} is odd")));
-        }
-        let rope_dims = md_opt_usize(md, &key("rope.dimension_count"))?.unwrap_or(head_dim);
-        if rope_dims == 0 || rope_dims % 2 != 0 || rope_dims > head_dim {
-            return Err(bad(
-                "rope.dimension_count",
-                format!("{rope_dims} rotated dimensions of a {head_dim}-dimension head"),
-            ));
-        }
+        let (head_dim, rope_dims) = head_dims(md, &key, hidden, heads)?;
         let vocab_size = match md_opt_usize(md, &key("vocab_size"))? {
             Some(v) => v,
             None => match embedding_rows {
@@ -632,25 +715,38 @@ impl HParams {
         };
         let (layers, mtp_layers) = trunk_layers(md, &key)?;
         let moe = moe_params(md, &key, family)?;
-        let ffn = match (&moe, md_opt_per_layer_usize(md, &key("feed_forward_length"))?) {
-            (_, Some(f)) => f,
-            (Some(_), None) => 0,
-            (None, None) => md_usize(md, &key("feed_forward_length"))?,
+        let (ffn, ffn_per_layer) = match family {
+            Family::Gemma4 => gemma4_ffn(md, &key, layers)?,
+            _ => match (&moe, md_opt_per_layer_usize(md, &key("feed_forward_length"))?) {
+                (_, Some(f)) => (f, Vec::new()),
+                (Some(_), None) => (0, Vec::new()),
+                (None, None) => (md_usize(md, &key("feed_forward_length"))?, Vec::new()),
+            },
         };
         let rope_base = md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0);
         let sliding = family_sliding(md, &key, family, layers, rope_base)?;
         let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;
         let scales = Scales::read(md, &key, family, [hidden, heads, head_dim, layers])?;
         let no_rope = no_rope_layers(md, &key, family, layers, sliding.as_ref())?;
+        let global = AttnShape {
+            heads,
+            kv_heads,
+            head_dim,
+            rope_dims,
+        };
+        let (local, global_attn, kv_layers, per_layer_input) = match (family, &sliding) {
+            (Family::Gemma4, Some(s)) => gemma4_attention(md, &key, global, &s.local)?,
+            _ => (global, None, layers, 0),
+        };
         Ok(Self {
             family,
             vocab_size,
             hidden,
             layers,
             heads,
-            kv_heads,
-            head_dim,
-            rope_dims,
+            kv_heads: local.kv_heads,
+            head_dim: local.head_dim,
+            rope_dims: local.rope_dims,
             rope_style: rope_style(md, &key, family)?,
             ffn,
             moe,
@@ -670,7 +766,149 @@ impl HParams {
             logit_scale: scales.logit,
             attn_softcap,
             final_softcap,
+            global_attn,
+            kv_layers,
+            per_layer_input,
+            ffn_per_layer,
         })
+    }
+}
+
+/// The head width (`attention.key_length`, else `hidden / heads`; `attention.value_length`
+/// must match) and how many of its dimensions rope rotates (`rope.dimension_count`, else all).
+fn head_dims(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    hidden: usize,
+    heads: usize,
+) -> Result<(usize, usize), ModelError> {
+    let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+    let head_dim = match md_opt_usize(md, &key("attention.key_length"))? {
+        Some(d) => d,
+        None if hidden.is_multiple_of(heads) => hidden / heads,
+        None => {
+            return Err(bad(
+                "attention.head_count",
+                format!("{hidden} is not divisible by {heads} heads"),
+            ))
+        }
+    };
+    if let Some(v) = md_opt_usize(md, &key("attention.value_length"))? {
+        if v != head_dim {
+            return Err(bad(
+                "attention.value_length",
+                format!("{v} differs from key_length {head_dim}; not supported"),
+            ));
+        }
+    }
+    if head_dim % 2 != 0 {
+        return Err(bad("attention.key_length", format!("head dimension {head_dim} is odd")));
+    }
+    let rope_dims = md_opt_usize(md, &key("rope.dimension_count"))?.unwrap_or(head_dim);
+    if rope_dims == 0 || rope_dims % 2 != 0 || rope_dims > head_dim {
+        return Err(bad(
+            "rope.dimension_count",
+            format!("{rope_dims} rotated dimensions of a {head_dim}-dimension head"),
+        ));
+    }
+    Ok((head_dim, rope_dims))
+}
+
+/// Gemma 4's attention, as llama.cpp reads it: `attention.key_length` and
+/// `rope.dimension_count` are the global layers' (`global`, read as every family's), their
+/// `_swa` keys the local layers' (defaulting to the global ones), `attention.head_count_kv` one
+/// count per layer or one for all; the last `attention.shared_kv_layers` layers keep no K/V
+/// (at least one layer of each kind must); `embedding_length_per_layer_input` the per-layer
+/// embedding's width. Returns the local shape, the global one where it differs, the layers
+/// that keep K/V and that width.
+fn gemma4_attention(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    global: AttnShape,
+    local_layers: &[bool],
+) -> Result<(AttnShape, Option<AttnShape>, usize, usize), ModelError> {
+    let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+    let layers = local_layers.len();
+    let kv_counts = match md_opt_usize_array(md, &key("attention.head_count_kv")) {
+        Ok(Some(v)) if v.len() == layers => v,
+        Ok(Some(v)) => return Err(bad("attention.head_count_kv", format!("{} counts for {layers} layers", v.len()))),
+        Ok(None) => vec![global.heads; layers],
+        // Not an array: one count for every layer.
+        Err(_) => vec![md_usize(md, &key("attention.head_count_kv"))?; layers],
+    };
+    // Every layer of a kind must have the same count; the kind's count is its first layer's.
+    let count_of = |local: bool| -> Result<Option<usize>, ModelError> {
+        let mut of_kind = kv_counts.iter().zip(local_layers).filter(|(_, &l)| l == local).map(|(&c, _)| c);
+        let Some(first) = of_kind.next() else { return Ok(None) };
+        match of_kind.find(|&c| c != first) {
+            Some(other) => Err(bad(
+                "attention.head_count_kv",
+                format!("{} layers with {first} and {other} K/V heads", if local { "local" } else { "global" }),
+            )),
+            None => Ok(Some(first)),
+        }
+    };
+    let head_dim = md_opt_usize(md, &key("attention.key_length_swa"))?.unwrap_or(global.head_dim);
+    if let Some(v) = md_opt_usize(md, &key("attention.value_length_swa"))? {
+        if v != head_dim {
+            return Err(bad("attention.value_length_swa", format!("{v} differs from key_length_swa {head_dim}")));
+        }
+    }
+    let rope_dims = md_opt_usize(md, &key("rope.dimension_count_swa"))?.unwrap_or(global.rope_dims);
+    if head_dim == 0 || head_dim % 2 != 0 || rope_dims == 0 || rope_dims % 2 != 0 || rope_dims > head_dim {
+        return Err(bad(
+            "rope.dimension_count_swa",
+            format!("{rope_dims} rotated dimensions of a {head_dim}-dimension head"),
+        ));
+    }
+    let heads = global.heads;
+    let with_kv = |kv_heads: usize| -> Result<usize, ModelError> {
+        if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+            return Err(bad("attention.head_count_kv", format!("{heads} heads cannot share {kv_heads} K/V heads")));
+        }
+        Ok(kv_heads)
+    };
+    let local = AttnShape {
+        heads,
+        kv_heads: with_kv(count_of(true)?.unwrap_or(global.heads))?,
+        head_dim,
+        rope_dims,
+    };
+    let global = AttnShape {
+        kv_heads: with_kv(count_of(false)?.unwrap_or(local.kv_heads))?,
+        ..global
+    };
+    let shared = md_opt_usize(md, &key("attention.shared_kv_layers"))?.unwrap_or(0);
+    let kv_layers = layers.saturating_sub(shared);
+    // Each sharing layer reads the last earlier layer of its kind that keeps K/V.
+    let kinds_kept: Vec<bool> = local_layers[..kv_layers].to_vec();
+    if let Some(l) = (kv_layers..layers).find(|&l| !kinds_kept.contains(&local_layers[l])) {
+        return Err(bad(
+            "attention.shared_kv_layers",
+            format!("{shared} of {layers} layers share K/V, but no earlier layer of layer {l}'s kind keeps any"),
+        ));
+    }
+    let per_layer_input = md_opt_usize(md, &key("embedding_length_per_layer_input"))?.unwrap_or(0);
+    let global_attn = (global != local).then_some(global);
+    Ok((local, global_attn, kv_layers, per_layer_input))
+}
+
+/// Gemma 4's MLP widths: `feed_forward_length`, one for all layers or one per layer (the E
+/// models double it in their K/V-sharing layers). Returns the first layer's and, where they
+/// differ, every layer's.
+fn gemma4_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize) -> Result<(usize, Vec<usize>), ModelError> {
+    let k = key("feed_forward_length");
+    match md_opt_usize_array(md, &k) {
+        Ok(Some(v)) if v.len() == layers => {
+            let first = v[0];
+            Ok((first, if v.iter().all(|&f| f == first) { Vec::new() } else { v }))
+        }
+        Ok(Some(v)) => Err(ModelError::BadMetadata {
+            key: k,
+            reason: format!("{} widths for {layers} layers", v.len()),
+        }),
+        Ok(None) => Err(ModelError::MissingMetadata { key: k }),
+        Err(_) => Ok((md_usize(md, &k)?, Vec::new())),
     }
 }
 
@@ -722,6 +960,12 @@ impl Scales {
                     ..plain
                 }
             }
+            // Gemma 4: Q and K are normalized per head, the scores taken as they are.
+            Family::Gemma4 => Self {
+                attention: 1.0,
+                embedding: Some((hidden as f64).sqrt()),
+                ..plain
+            },
             Family::Granite => Self {
                 attention: granite_scale(md, key, "attention.scale")?.unwrap_or(plain.attention),
                 embedding: granite_scale(md, key, "embedding_scale")?,
@@ -823,7 +1067,8 @@ fn moe_params(
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let experts = match family {
         Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss => md_usize(md, &key("expert_count"))?,
-        Family::Llama => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
+        // Mixtral; Gemma 4's 26B-A4B.
+        Family::Llama | Family::Gemma4 => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
         Family::Mistral3
         | Family::SmolLM3
         | Family::Granite
@@ -875,8 +1120,10 @@ fn moe_params(
     }
     let gpt_oss = family == Family::GptOss;
     let gating = match md_opt_usize(md, &key("expert_gating_func"))? {
-        // llama.cpp's gpt-oss graph routes so whatever the file says.
+        // llama.cpp's gpt-oss graph routes so whatever the file says; its Gemma 4 graph by a
+        // softmax.
         _ if gpt_oss => MoeGating::SoftmaxWeight,
+        _ if family == Family::Gemma4 => MoeGating::Softmax,
         None | Some(0) if glm => MoeGating::Sigmoid,
         None | Some(0) | Some(1) => MoeGating::Softmax,
         Some(2) => MoeGating::Sigmoid,
@@ -934,6 +1181,13 @@ fn family_sliding(
             Some(sliding_window(md, key, layers, exaone4_sliding(rope_base))?)
         }
         Family::GptOss => Some(sliding_window(md, key, layers, gpt_oss_sliding(rope_base))?),
+        // llama.cpp requires Gemma 4's pattern (one flag per layer).
+        Family::Gemma4 if !md.contains_key(&key("attention.sliding_window_pattern")) => {
+            return Err(ModelError::MissingMetadata {
+                key: key("attention.sliding_window_pattern"),
+            })
+        }
+        Family::Gemma4 => Some(sliding_window(md, key, layers, GEMMA4_SLIDING)?),
         _ => None,
     })
 }
@@ -1002,6 +1256,18 @@ fn sliding_window(
 /// `attn_logit_softcapping` and `final_logit_softcapping`, else llama.cpp's 50 and 30; an
 /// error naming the key when one is not a positive number. None for the other families.
 fn softcaps(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, family: Family) -> Result<[Option<f64>; 2], ModelError> {
+    if family == Family::Gemma4 {
+        // Gemma 4: the logits only; as llama.cpp, 30 where the file says nothing (Gemma 4's
+        // own), none where it says 0.
+        return match md_opt_f64(md, &key("final_logit_softcapping"))?.unwrap_or(GEMMA2_FINAL_SOFTCAP) {
+            0.0 => Ok([None, None]),
+            c if c.is_finite() && c > 0.0 => Ok([None, Some(c)]),
+            c => Err(ModelError::BadMetadata {
+                key: key("final_logit_softcapping"),
+                reason: format!("{c} must be a positive number"),
+            }),
+        };
+    }
     if family != Family::Gemma2 {
         return Ok([None, None]);
     }
@@ -1164,6 +1430,67 @@ mod tests {
         // The window is required, as llama.cpp requires it.
         let no_window: Vec<(&str, Value)> = keys.iter().filter(|(k, _)| *k != "attention.sliding_window").cloned().collect();
         assert!(HParams::from_metadata(&md("gpt-oss", &no_window), Some(100)).is_err());
+    }
+
+    /// Gemma 4's E models as their files write them: local and global layers of different
+    /// heads (K/V heads per layer), the last layers sharing the K/V of the last earlier layer
+    /// of their kind, MLP widths per layer, per-layer input width; the cap on logits 30 when
+    /// absent, none at 0.
+    #[test]
+    fn gemma4_reads_its_layers() {
+        let u = |v: &[u32]| Value::Array(v.iter().map(|&x| Value::U32(x)).collect());
+        let pattern = [true, true, false, true, true, false, true, false];
+        let keys = vec![
+            ("block_count", Value::U32(8)),
+            ("attention.head_count", Value::U32(8)),
+            ("attention.head_count_kv", u(&pattern.map(|l| if l { 2 } else { 1 }))),
+            ("attention.key_length", Value::U32(512)),
+            ("attention.value_length", Value::U32(512)),
+            ("attention.key_length_swa", Value::U32(256)),
+            ("attention.value_length_swa", Value::U32(256)),
+            ("rope.dimension_count", Value::U32(512)),
+            ("rope.dimension_count_swa", Value::U32(256)),
+            ("rope.freq_base", Value::F32(1e6)),
+            ("rope.freq_base_swa", Value::F32(1e4)),
+            ("attention.sliding_window", Value::U32(512)),
+            ("attention.sliding_window_pattern", Value::Array(pattern.iter().map(|&b| Value::Bool(b)).collect())),
+            ("attention.shared_kv_layers", Value::U32(3)),
+            ("embedding_length_per_layer_input", Value::U32(64)),
+            ("feed_forward_length", u(&[512, 512, 512, 512, 512, 1024, 1024, 1024])),
+        ];
+        let hp = HParams::from_metadata(&md("gemma4", &keys), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.attention_scale, hp.final_softcap), (Family::Gemma4, 1.0, Some(30.0)));
+        let local = AttnShape { heads: 8, kv_heads: 2, head_dim: 256, rope_dims: 256 };
+        let global = AttnShape { heads: 8, kv_heads: 1, head_dim: 512, rope_dims: 512 };
+        assert_eq!(hp.attn_shape(0), local);
+        assert_eq!(hp.attn_shape(2), global);
+        // Layers 0..5 keep K/V; 5 (global) reads 2, 6 (local) reads 4, 7 (global) reads 2.
+        assert_eq!(hp.kv_layers, 5);
+        assert_eq!((0..8).map(|l| hp.kv_layer(l)).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 2, 4, 2]);
+        let shape = hp.kv_shape();
+        assert_eq!(shape.layers(), 5);
+        assert_eq!((shape.layer(1).head_dim, shape.layer(2).head_dim, shape.layer(2).kv_heads), (256, 512, 1));
+        assert_eq!((hp.ffn_of(0), hp.ffn_of(6), hp.per_layer_input), (512, 1024, 64));
+        assert_eq!(hp.sliding.as_ref().map(|s| s.rope_base), Some(1e4));
+        let with = |k: &'static str, v: Value| {
+            let mut all = keys.clone();
+            all.retain(|(key, _)| *key != k);
+            all.push((k, v));
+            all
+        };
+        let capped = HParams::from_metadata(&md("gemma4", &with("final_logit_softcapping", Value::F32(0.0))), Some(100));
+        assert_eq!(capped.unwrap().final_softcap, None);
+        // Local layers of two K/V counts; sharing that leaves a kind without a K/V layer.
+        let mixed = u(&[2, 4, 1, 2, 2, 1, 2, 1]);
+        assert_eq!(bad_key(&md("gemma4", &with("attention.head_count_kv", mixed))), "gemma4.attention.head_count_kv");
+        assert_eq!(bad_key(&md("gemma4", &with("attention.shared_kv_layers", Value::U32(6)))), "gemma4.attention.shared_kv_layers");
+        // The pattern is required.
+        let no_pattern: Vec<(&str, Value)> =
+            keys.iter().filter(|(k, _)| *k != "attention.sliding_window_pattern").cloned().collect();
+        assert!(matches!(
+            HParams::from_metadata(&md("gemma4", &no_pattern), Some(100)),
+            Err(ModelError::MissingMetadata { .. })
+        ));
     }
 
     /// GLM-4.5's routing as llama.cpp reads it: sigmoid unless the file says, weights not

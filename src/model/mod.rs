@@ -23,6 +23,7 @@ pub mod chat;
 mod device;
 mod embedding;
 mod error;
+mod gemma4;
 pub mod gguf;
 pub mod grammar;
 pub mod hparams;

@@ -93,6 +93,9 @@ pub struct Routing {
     pub normalize: bool,
     /// Multiplies every weight (1: none).
     pub scale: f32,
+    /// Gemma 4: multiplies each expert's weight (`ffn_down_exps.scale`, one per expert: its
+    /// output's scale, folded into the weight).
+    pub expert_scale: Option<Vec<f32>>,
 }
 
 #[cfg(test)]
@@ -105,6 +108,7 @@ impl Routing {
             selection_bias: None,
             normalize: true,
             scale: 1.0,
+            expert_scale: None,
         }
     }
 }
@@ -158,6 +162,9 @@ pub fn route(logits: &[f32], experts: usize, routing: &Routing) -> Routes {
         if routing.scale != 1.0 {
             w.iter_mut().for_each(|p| *p *= routing.scale);
         }
+        if let Some(s) = &routing.expert_scale {
+            w.iter_mut().zip(chosen).for_each(|(p, &e)| *p *= s[e as usize]);
+        }
         ids.extend_from_slice(chosen);
         weights.extend(w);
     }
@@ -198,8 +205,25 @@ impl MoeMlp {
         let n = |s: &str| format!("blk.{layer}.{s}");
         let router = super::transformer::load_2d(file, &n("ffn_gate_inp.weight"), [p.experts, hidden], device)?;
         let (e, f) = (p.experts, p.expert_ffn);
-        let gates = load_experts(file, &n("ffn_gate_exps.weight"), [e, f, hidden], device)?;
-        let ups = load_experts(file, &n("ffn_up_exps.weight"), [e, f, hidden], device)?;
+        let (gates, ups) = if file.has_tensor(&n("ffn_gate_up_exps.weight")) {
+            // Gemma 4's: each expert's gate rows, then its up rows, split as 2·experts parts.
+            let name = n("ffn_gate_up_exps.weight");
+            if let Some(dims) = file.tensor_shape(&name) {
+                super::transformer::check_shape(&name, &dims, &[e, 2 * f, hidden])?;
+            }
+            let mut parts = file.tensor_row_split(&name, &vec![f; 2 * e], hidden, device)?.into_iter();
+            let (mut gates, mut ups) = (Vec::with_capacity(e), Vec::with_capacity(e));
+            while let (Some(g), Some(u)) = (parts.next(), parts.next()) {
+                gates.push(g);
+                ups.push(u);
+            }
+            (gates, ups)
+        } else {
+            (
+                load_experts(file, &n("ffn_gate_exps.weight"), [e, f, hidden], device)?,
+                load_experts(file, &n("ffn_up_exps.weight"), [e, f, hidden], device)?,
+            )
+        };
         let downs = load_experts(file, &n("ffn_down_exps.weight"), [e, hidden, f], device)?;
         let experts = gates.into_iter().zip(ups).zip(downs).map(|((g, u), d)| [g, u, d]).collect();
         let bias_name = n("exp_probs_b.bias");
@@ -210,12 +234,21 @@ impl MoeMlp {
             }
             None => None,
         };
+        let scale_name = n("ffn_down_exps.scale");
+        let expert_scale = match file.tensor_opt(&scale_name, &Device::Cpu)? {
+            Some(s) => {
+                super::transformer::check_shape(&scale_name, s.shape().dims(), &[e])?;
+                Some(s.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.to_vec1::<f32>()?)
+            }
+            None => None,
+        };
         let routing = Routing {
             k: p.experts_used,
             gating: p.gating,
             selection_bias,
             normalize: p.normalize,
             scale: p.weights_scale,
+            expert_scale,
         };
         let mut moe = Self::new(router, experts, routing, device)?;
         if p.biases {
@@ -275,12 +308,18 @@ impl MoeMlp {
 
     /// `h`: `[tokens, hidden]` (the normed hidden state) → `[tokens, hidden]`.
     pub fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
+        self.forward_routed(h, h, act)
+    }
+
+    /// [`Self::forward`] with the router scoring `router_in` (Gemma 4 routes on its own
+    /// normalization of the layer's input) while the experts run `h`.
+    pub fn forward_routed(&self, h: &Tensor, router_in: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
         let (t, _) = h.dims2()?;
         if t == 0 {
             return Ok(h.clone());
         }
         let n = self.experts.len();
-        let mut logits = self.router.forward(h)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        let mut logits = self.router.forward(router_in)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
         if let Some(b) = &self.router_bias {
             add_to_rows(&mut logits, b);
         }
@@ -571,6 +610,7 @@ mod tests {
             selection_bias: None,
             normalize: false,
             scale: 1.0,
+            expert_scale: None,
         };
         let r = route(&logits, 4, &routing);
         assert_eq!((r.ids.clone(), r.weights.clone()), (vec![0, 1], vec![sig(2.0), sig(1.0)]));
@@ -595,6 +635,7 @@ mod tests {
             selection_bias: None,
             normalize: false,
             scale: 1.0,
+            expert_scale: None,
         };
         let r = route(&[1.0, 3.0, 2.0, -4.0], 4, &routing);
         assert_eq!(r.ids, vec![1, 2]);
@@ -620,6 +661,7 @@ mod tests {
             selection_bias: None,
             normalize: false,
             scale: 1.0,
+            expert_scale: None,
         };
         let plain = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts(), routing.clone(), &Device::Cpu).unwrap();
         let mut moe = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts(), routing.clone(), &Device::Cpu).unwrap();

@@ -24,7 +24,8 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
-use super::hparams::{Family, HParams, LocalRope, RopeScaling};
+use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
+use super::hparams::{AttnShape, Family, HParams, LocalRope, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::moe::MoeMlp;
@@ -46,14 +47,27 @@ pub enum Logits {
 }
 
 struct Attention {
-    /// Q, K and V projections (fused when their weights share a type).
+    /// The layer's heads (Gemma 4's global layers differ from its local ones).
+    shape: AttnShape,
+    /// Q, K and V projections (fused when their weights share a type); Q and K alone where V
+    /// is K's projection (`k_as_v`), Q alone where the layer reads another's K/V.
     qkv: FusedLinear,
+    /// The store layer whose K/V this layer writes and reads ([`HParams::kv_layer`]).
+    kv_layer: usize,
+    /// Whether this layer computes and writes K/V (false: it reads `kv_layer`'s, already
+    /// written by an earlier layer of the same forward).
+    writes_kv: bool,
+    /// Gemma 4's global layers without `attn_v`: V is K's projection, before K's norm.
+    k_as_v: bool,
+    /// Gemma 4: V normalized per head (RMS, weights of 1).
+    v_norm: Option<Tensor>,
     wo: QLinear,
     /// Qwen2: biases of the Q/K/V projections.
     bias: Option<[Tensor; 3]>,
     /// Qwen3: RMSNorm over each head's Q and K before rope; OLMo 2 (`qk_norm_whole`): over all
-    /// of Q and all of K.
-    qk_norm: Option<[Tensor; 2]>,
+    /// of Q and all of K. (Gemma 4's layers that read another's K/V have Q's only.)
+    q_norm: Option<Tensor>,
+    k_norm: Option<Tensor>,
     qk_norm_whole: bool,
     /// gpt-oss: the output projection's bias.
     out_bias: Option<Tensor>,
@@ -61,10 +75,17 @@ struct Attention {
     sinks: Option<Vec<f32>>,
 }
 
-struct Mlp {
+pub(super) struct Mlp {
     /// Gate and up projections (fused when their weights share a type).
     gate_up: FusedLinear,
     down: QLinear,
+}
+
+impl Mlp {
+    pub(super) fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
+        let gu = self.gate_up.forward(h)?;
+        self.down.forward(&glu::gated(&gu[0], &gu[1], act)?)
+    }
 }
 
 /// A layer's feed-forward block.
@@ -72,16 +93,20 @@ enum Ffn {
     Dense(Mlp),
     /// Qwen3 MoE, Mixtral: a router over expert MLPs.
     Moe(MoeMlp),
+    /// Gemma 4 26B-A4B: a dense MLP beside routed experts.
+    DenseAndExperts(DenseAndExperts),
 }
 
 impl Ffn {
-    fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
-        match self {
-            Self::Dense(m) => {
-                let gu = m.gate_up.forward(h)?;
-                m.down.forward(&glu::gated(&gu[0], &gu[1], act)?)
+    /// The block's output for the residual stream `x`, whose input norm is `norm`.
+    fn forward(&self, x: &Tensor, norm: Option<&Tensor>, eps: f64, act: Gate) -> Result<Tensor, ModelError> {
+        match (self, norm) {
+            (Self::Dense(m), _) => m.forward(&pre_norm(x, norm, eps)?, act),
+            (Self::Moe(m), _) => m.forward(&pre_norm(x, norm, eps)?, act),
+            (Self::DenseAndExperts(f), Some(n)) => f.forward(x, n, eps, act),
+            (Self::DenseAndExperts(_), None) => {
+                Err(OpsError::Layout("a dense-and-experts block without its input norm".into()).into())
             }
-            Self::Moe(m) => m.forward(h, act),
         }
     }
 }
@@ -97,6 +122,10 @@ struct Layer {
     ffn: Ffn,
     /// Gemma, OLMo 2, EXAONE 4.0, GLM-4: RMSNorm of the MLP output before the residual add.
     post_ffn_norm: Option<Tensor>,
+    /// Gemma 4's E models: the layer's per-layer input, added after the MLP.
+    per_layer: Option<PerLayerInput>,
+    /// Gemma 4: multiplies the layer's output (`layer_output_scale`).
+    out_scale: Option<f64>,
 }
 
 /// A loaded model: quantized weights and the forward over them.
@@ -107,8 +136,11 @@ pub struct Transformer {
     norm: Tensor,
     output: QLinear,
     rope: RopeTables,
-    /// Gemma: the sliding-window layers' tables (their own base), when they differ from `rope`.
+    /// Gemma: the sliding-window layers' tables (their own base; Gemma 4's their own width
+    /// too), when they differ from `rope`.
     rope_local: Option<RopeTables>,
+    /// Gemma 4's E models: the per-layer token embedding.
+    per_layer_embd: Option<PerLayerEmbedding>,
     activation: Gate,
     device: Device,
     /// Bytes the weights take in the device's memory (quantized tensors as
@@ -153,42 +185,57 @@ impl Transformer {
             _ => file_bytes,
         }
         .saturating_sub(rope_bytes + mtp_bytes);
+        // The global layers' rotated dimensions (Gemma 4's are wider than its local layers').
+        let global_rope_dims = hp.global_attn.map_or(hp.rope_dims, |g| g.rope_dims);
         let freq_factors = match rope_factors_name(file, &hp, max_positions) {
             Some(name) => {
                 let t = file.tensor(name, &Device::Cpu)?;
-                check_shape(name, t.shape().dims(), &[hp.rope_dims / 2])?;
+                check_shape(name, t.shape().dims(), &[global_rope_dims / 2])?;
                 Some(t.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.to_vec1::<f32>()?)
             }
             None => None,
         };
-        let tables = |base: f64, scaling: RopeScaling, attn_factor: f64| {
+        let gemma4 = hp.family == Family::Gemma4;
+        let tables = |base: f64, scaling: RopeScaling, attn_factor: f64, local: bool| {
             let spec = RopeSpec {
                 base,
                 scaling,
                 attn_factor,
                 style: hp.rope_style,
             };
-            RopeTables::new(hp.rope_dims, spec, freq_factors.as_deref(), max_positions, device)
+            // Gemma 4's local layers rotate their own width, without the global layers'
+            // proportional factors (llama.cpp passes `rope_freqs` to global layers only).
+            match (gemma4, local) {
+                (true, true) => RopeTables::new(hp.rope_dims, spec, None, max_positions, device),
+                _ => RopeTables::new(global_rope_dims, spec, freq_factors.as_deref(), max_positions, device),
+            }
         };
-        let rope = tables(hp.rope_base, hp.rope_scaling, hp.rope_attn_factor)?;
+        let rope = tables(hp.rope_base, hp.rope_scaling, hp.rope_attn_factor, false)?;
         // Gemma 3's local layers rotate unscaled: the file's scaling (linear ×8 on 4B and up) is
         // the global layers' (llama.cpp's `rope_freq_scale_train_swa` = 1, HF's
         // `rotary_emb_local`); OLMo 3's without the attention factor too. Gemma 2's take the
         // global scaling, and its base unless the file gives them one of their own: then the
         // global tables serve them.
         let rope_local = match &hp.sliding {
-            Some(s) if s.rope == LocalRope::Scaled && s.rope_base == hp.rope_base => None,
+            Some(s) if s.rope == LocalRope::Scaled && s.rope_base == hp.rope_base && !gemma4 => None,
             Some(s) => Some(match s.rope {
-                LocalRope::Scaled => tables(s.rope_base, hp.rope_scaling, hp.rope_attn_factor)?,
-                LocalRope::Unscaled => tables(s.rope_base, RopeScaling::None, hp.rope_attn_factor)?,
-                LocalRope::Plain => tables(s.rope_base, RopeScaling::None, 1.0)?,
+                LocalRope::Scaled => tables(s.rope_base, hp.rope_scaling, hp.rope_attn_factor, true)?,
+                LocalRope::Unscaled => tables(s.rope_base, RopeScaling::None, hp.rope_attn_factor, true)?,
+                LocalRope::Plain => tables(s.rope_base, RopeScaling::None, 1.0, true)?,
             }),
             None => None,
         };
         let layers = (0..hp.layers)
             .map(|i| load_layer(file, &hp, i, device))
             .collect::<Result<Vec<_>, _>>()?;
+        let per_layer_embd = PerLayerEmbedding::load(file, &hp, device)?;
+        // Its table stays in host memory, as the token embedding's does.
+        let weight_bytes = match (&per_layer_embd, device.is_cpu()) {
+            (Some(p), false) => weight_bytes.saturating_sub(p.table_bytes()),
+            _ => weight_bytes,
+        };
         Ok(Self {
+            per_layer_embd,
             norm: load_vec(file, "output_norm.weight", d, device)?,
             output,
             embedding,
@@ -196,7 +243,7 @@ impl Transformer {
             rope,
             rope_local,
             activation: match hp.family {
-                Family::Gemma2 | Family::Gemma3 => Gate::GeluTanh,
+                Family::Gemma2 | Family::Gemma3 | Family::Gemma4 => Gate::GeluTanh,
                 Family::GptOss => Gate::SwigluOai,
                 _ => Gate::Silu,
             },
@@ -267,9 +314,9 @@ impl Transformer {
             }
             None => None,
         };
-        let global = self.rope.gather(&positions)?;
+        let global = (&self.rope, self.rope.gather(&positions)?);
         let local = match &self.rope_local {
-            Some(r) => Some(r.gather(&positions)?),
+            Some(r) => Some((r, r.gather(&positions)?)),
             None => None,
         };
 
@@ -277,57 +324,20 @@ impl Transformer {
         if let Some(s) = hp.embedding_scale {
             x = x.affine(s, 0.0)?;
         }
+        let per_layer_inputs = match &self.per_layer_embd {
+            Some(p) => Some(p.inputs(tokens, &x, hp.rms_eps)?),
+            None => None,
+        };
         for (li, layer) in self.layers.iter().enumerate() {
             let window = hp.window(li);
-            let (cos, sin) = match (&local, window) {
-                (Some(l), Some(_)) => l,
-                _ => &global,
+            let rope = match (&local, window) {
+                (Some((r, cs)), Some(_)) => (*r, cs),
+                _ => (global.0, &global.1),
             };
             let h = pre_norm(&x, layer.attn_norm.as_ref(), hp.rms_eps)?;
-            let a = &layer.attn;
-            let [mut q, mut k, mut v]: [Tensor; 3] = a.qkv.forward(&h)?.try_into().map_err(|_| {
-                ModelError::from(OpsError::Layout("the QKV projection did not give three outputs".into()))
-            })?;
-            if let Some([bq, bk, bv]) = &a.bias {
-                q = q.broadcast_add(bq)?;
-                k = k.broadcast_add(bk)?;
-                v = v.broadcast_add(bv)?;
-            }
-            if let (Some([qn, kn]), true) = (&a.qk_norm, a.qk_norm_whole) {
-                q = norm::rms_norm(&q.contiguous()?, qn, hp.rms_eps as f32)?;
-                k = norm::rms_norm(&k.contiguous()?, kn, hp.rms_eps as f32)?;
-            }
-            let mut q = q.reshape((t, hp.heads, hp.head_dim))?;
-            let mut k = k.reshape((t, hp.kv_heads, hp.head_dim))?;
-            let v = v.reshape((t, hp.kv_heads, hp.head_dim))?;
-            if let (Some([qn, kn]), false) = (&a.qk_norm, a.qk_norm_whole) {
-                q = norm::rms_norm(&q.contiguous()?, qn, hp.rms_eps as f32)?;
-                k = norm::rms_norm(&k.contiguous()?, kn, hp.rms_eps as f32)?;
-            }
-            // SmolLM3's NoPE layers (and Granite without rope) take Q and K as they are.
-            let rotates = hp.rotates(li);
-            if rotates {
-                q = self.rope.apply(&q, cos, sin)?;
-            }
-            if let Some(s) = &q_scale {
-                q = q.broadcast_mul(s)?;
-            }
-            let k = if rotates { self.rope.apply(&k, cos, sin)? } else { k };
-            let attn = kv.attend(
-                li,
-                &q,
-                &k,
-                &v,
-                batch,
-                Attend {
-                    scale: hp.attention_scale,
-                    window,
-                    softcap: hp.attn_softcap.map(|c| c as f32),
-                    sinks: a.sinks.as_deref(),
-                },
-            )?;
-            let mut attn = a.wo.forward(&attn)?;
-            if let Some(b) = &a.out_bias {
+            let attn = self.attention(li, &layer.attn, &h, rope, q_scale.as_ref(), batch, kv)?;
+            let mut attn = layer.attn.wo.forward(&attn)?;
+            if let Some(b) = &layer.attn.out_bias {
                 attn = attn.broadcast_add(b)?;
             }
             if let Some(n) = &layer.post_attn_norm {
@@ -338,8 +348,7 @@ impl Transformer {
             }
             x = (x + attn)?;
 
-            let h = pre_norm(&x, layer.ffn_norm.as_ref(), hp.rms_eps)?;
-            let mut mlp = layer.ffn.forward(&h, self.activation)?;
+            let mut mlp = layer.ffn.forward(&x, layer.ffn_norm.as_ref(), hp.rms_eps, self.activation)?;
             if let Some(n) = &layer.post_ffn_norm {
                 mlp = norm::rms_norm(&mlp, n, hp.rms_eps as f32)?;
             }
@@ -347,8 +356,87 @@ impl Transformer {
                 mlp = mlp.affine(s, 0.0)?;
             }
             x = (x + mlp)?;
+            if let (Some(p), Some(inputs)) = (&layer.per_layer, &per_layer_inputs) {
+                x = p.forward(&x, &inputs.narrow(1, li, 1)?.squeeze(1)?.contiguous()?, hp.rms_eps)?;
+            }
+            if let Some(s) = layer.out_scale {
+                x = x.affine(s, 0.0)?;
+            }
         }
         self.logits(x, batch, which)
+    }
+
+    /// One layer's attention of the normed rows `h` (`[t, hidden]`), before its output
+    /// projection: Q/K/V, their biases and norms, rope from `rope` (the layer's tables and
+    /// their cos/sin at the batch's positions), then the store (`[t, heads · head_dim]`).
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        li: usize,
+        a: &Attention,
+        h: &Tensor,
+        (rope, (cos, sin)): (&RopeTables, &(Tensor, Tensor)),
+        q_scale: Option<&Tensor>,
+        batch: &BatchLayout,
+        kv: &mut dyn KvStore,
+    ) -> Result<Tensor, ModelError> {
+        let hp = &self.hp;
+        let t = h.dim(0)?;
+        let AttnShape { heads, kv_heads, head_dim, .. } = a.shape;
+        let mut qkv = a.qkv.forward(h)?.into_iter();
+        let mut q = qkv.next().ok_or_else(|| OpsError::Layout("the Q projection gave nothing".into()))?;
+        // K and V where the layer writes them: V is K's projection where the layer has no V.
+        let mut kv_rows = match (a.writes_kv, qkv.next(), qkv.next()) {
+            (false, _, _) => None,
+            (true, Some(k), Some(v)) => Some((k, v)),
+            (true, Some(k), None) if a.k_as_v => Some((k.clone(), k)),
+            (true, _, _) => {
+                return Err(OpsError::Layout("the QKV projection did not give K and V".into()).into());
+            }
+        };
+        if let Some([bq, bk, bv]) = &a.bias {
+            q = q.broadcast_add(bq)?;
+            if let Some((k, v)) = kv_rows.as_mut() {
+                *k = k.broadcast_add(bk)?;
+                *v = v.broadcast_add(bv)?;
+            }
+        }
+        let eps = hp.rms_eps as f32;
+        if a.qk_norm_whole {
+            (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;
+        }
+        let mut q = q.reshape((t, heads, head_dim))?;
+        let mut kv_rows = match kv_rows {
+            Some((k, v)) => Some((k.reshape((t, kv_heads, head_dim))?, v.reshape((t, kv_heads, head_dim))?)),
+            None => None,
+        };
+        if !a.qk_norm_whole {
+            (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;
+        }
+        if let (Some(ones), Some((_, v))) = (&a.v_norm, kv_rows.as_mut()) {
+            *v = norm::rms_norm(&v.contiguous()?, ones, eps)?;
+        }
+        // SmolLM3's NoPE layers (and Granite without rope) take Q and K as they are.
+        let rotates = hp.rotates(li);
+        if rotates {
+            q = rope.apply(&q, cos, sin)?;
+        }
+        if let Some(s) = q_scale {
+            q = q.broadcast_mul(s)?;
+        }
+        let how = Attend {
+            scale: hp.attention_scale,
+            window: hp.window(li),
+            softcap: hp.attn_softcap.map(|c| c as f32),
+            sinks: a.sinks.as_deref(),
+        };
+        Ok(match kv_rows {
+            Some((k, v)) => {
+                let k = if rotates { rope.apply(&k, cos, sin)? } else { k };
+                kv.attend(a.kv_layer, &q, &k, &v, batch, how)?
+            }
+            None => kv.attend_shared(a.kv_layer, &q, batch, how)?,
+        })
     }
 
     /// The logits of the rows of `x` (the last layer's output) that `which` selects.
@@ -376,6 +464,23 @@ impl Transformer {
             None => logits,
         })
     }
+}
+
+/// Q and K (where the layer computes it) through their norms, where the layer has them.
+fn norm_q_k(
+    q: Tensor,
+    mut kv_rows: Option<(Tensor, Tensor)>,
+    a: &Attention,
+    eps: f32,
+) -> Result<(Tensor, Option<(Tensor, Tensor)>), ModelError> {
+    let q = match &a.q_norm {
+        Some(n) => norm::rms_norm(&q.contiguous()?, n, eps)?,
+        None => q,
+    };
+    if let (Some(n), Some((k, _))) = (&a.k_norm, kv_rows.as_mut()) {
+        *k = norm::rms_norm(&k.contiguous()?, n, eps)?;
+    }
+    Ok((q, kv_rows))
 }
 
 /// A block's input: `x` through its RMSNorm `n`, or `x` itself where the family has none
@@ -436,22 +541,8 @@ fn load_embedding_and_output(
 /// Layer `i`'s weights: the tensors `blk.{i}.*`; optional ones by family (biases, q/k
 /// norms, Gemma's post-norms) when the file has them.
 fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Layer, ModelError> {
-    let (d, hd) = (hp.hidden, hp.head_dim);
-    let q_dim = hp.heads * hd;
-    let kv_dim = hp.kv_heads * hd;
+    let d = hp.hidden;
     let n = |s: &str| format!("blk.{i}.{s}");
-    let bias = load_qkv_bias(file, &n, [q_dim, kv_dim], device)?;
-    // OLMo 2 normalizes Q and K whole (over every head), the others per head.
-    let qk_norm_whole = hp.family == Family::Olmo2;
-    let (q_norm_len, k_norm_len) = if qk_norm_whole { (q_dim, kv_dim) } else { (hd, hd) };
-    let qk_norm = if file.has_tensor(&n("attn_q_norm.weight")) {
-        Some([
-            load_vec(file, &n("attn_q_norm.weight"), q_norm_len, device)?,
-            load_vec(file, &n("attn_k_norm.weight"), k_norm_len, device)?,
-        ])
-    } else {
-        None
-    };
     // OLMo 2 and EXAONE 4.0 normalize after each block only; the others before.
     let pre_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
         match hp.family {
@@ -463,7 +554,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     // required there, absent elsewhere.
     let post_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
         match hp.family {
-            Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 | Family::Glm4 => {
+            Family::Gemma2 | Family::Gemma3 | Family::Gemma4 | Family::Olmo2 | Family::Exaone4 | Family::Glm4 => {
                 load_vec(file, &n(name), d, device).map(Some)
             }
             _ => Ok(None),
@@ -472,10 +563,8 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     // Output and MLP biases: no other supported family's files have them (llama.cpp reads them
     // as optional for Granite and Ministral 3, whose files have none) and the forward does not
     // add them, so a file that has one is refused rather than run without it. gpt-oss's output
-    // bias and sinks are required.
+    // bias is required.
     let gpt_oss = hp.family == Family::GptOss;
-    let out_bias = if gpt_oss { Some(load_vec(file, &n("attn_output.bias"), d, device)?) } else { None };
-    let sinks = if gpt_oss { Some(load_vec(file, &n("attn_sinks.weight"), hp.heads, &Device::Cpu)?.to_vec1::<f32>()?) } else { None };
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
         if file.has_tensor(&n(name)) && !(gpt_oss && name == "attn_output.bias") {
             return Err(ModelError::UnsupportedTensor {
@@ -484,17 +573,16 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             });
         }
     }
+    let dense = |file: &mut GgufFile| -> Result<Mlp, ModelError> {
+        let f = hp.ffn_of(i);
+        Ok(Mlp {
+            gate_up: FusedLinear::new(load_gate_up(file, &n, hp, f, device)?, device)?,
+            down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, f], device)?, device)?,
+        })
+    };
     Ok(Layer {
         attn_norm: pre_norm(file, "attn_norm.weight")?,
-        attn: Attention {
-            qkv: FusedLinear::new(load_qkv(file, &n, [q_dim, kv_dim, d], device)?, device)?,
-            wo: QLinear::new(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?, device)?,
-            bias,
-            qk_norm,
-            qk_norm_whole,
-            out_bias,
-            sinks,
-        },
+        attn: load_attention(file, hp, i, device)?,
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
         // GLM-4.5's and gpt-oss's MLP pre-norm is stored under Hugging Face's name for it.
         ffn_norm: pre_norm(
@@ -505,14 +593,77 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             },
         )?,
         ffn: match &hp.moe {
+            // Gemma 4's experts run beside its dense MLP.
+            Some(_) if hp.family == Family::Gemma4 => {
+                let mlp = dense(file)?;
+                Ffn::DenseAndExperts(DenseAndExperts::load(file, hp, i, mlp, device)?)
+            }
             // GLM-4.5's first layers are dense.
             Some(p) if i >= p.dense_leading => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
-            _ => Ffn::Dense(Mlp {
-                gate_up: FusedLinear::new(load_gate_up(file, &n, hp, device)?, device)?,
-                down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, hp.ffn], device)?, device)?,
-            }),
+            _ => Ffn::Dense(dense(file)?),
         },
         post_ffn_norm: post_norm(file, "post_ffw_norm.weight")?,
+        per_layer: PerLayerInput::load(file, hp, i, device)?,
+        out_scale: match file.tensor_opt(&n("layer_output_scale.weight"), &Device::Cpu)? {
+            Some(t) if hp.family == Family::Gemma4 => {
+                check_shape(&n("layer_output_scale.weight"), t.shape().dims(), &[1])?;
+                Some(f64::from(t.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.to_vec1::<f32>()?[0]))
+            }
+            _ => None,
+        },
+    })
+}
+
+/// Layer `i`'s attention: Q/K/V (Q alone where the layer reads another's K/V; Q and K where V
+/// is K's projection), their biases and norms, the output projection, gpt-oss's bias and sinks.
+fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Attention, ModelError> {
+    let d = hp.hidden;
+    let shape = hp.attn_shape(i);
+    let hd = shape.head_dim;
+    let q_dim = shape.heads * hd;
+    let kv_dim = shape.kv_heads * hd;
+    let n = |s: &str| format!("blk.{i}.{s}");
+    let kv_layer = hp.kv_layer(i);
+    let writes_kv = kv_layer == i;
+    let gemma4 = hp.family == Family::Gemma4;
+    let k_as_v = gemma4 && writes_kv && !file.has_tensor(&n("attn_v.weight")) && !file.has_tensor(&n("attn_qkv.weight"));
+    let qkv = match (writes_kv, k_as_v) {
+        (false, _) => vec![load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?],
+        (true, true) => vec![
+            load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?,
+            load_2d(file, &n("attn_k.weight"), [kv_dim, d], device)?,
+        ],
+        (true, false) => load_qkv(file, &n, [q_dim, kv_dim, d], device)?,
+    };
+    let bias = load_qkv_bias(file, &n, [q_dim, kv_dim], device)?;
+    // OLMo 2 normalizes Q and K whole (over every head), the others per head.
+    let qk_norm_whole = hp.family == Family::Olmo2;
+    let (q_norm_len, k_norm_len) = if qk_norm_whole { (q_dim, kv_dim) } else { (hd, hd) };
+    let has_q_norm = file.has_tensor(&n("attn_q_norm.weight"));
+    let q_norm = if has_q_norm { Some(load_vec(file, &n("attn_q_norm.weight"), q_norm_len, device)?) } else { None };
+    let k_norm = match (has_q_norm, writes_kv) {
+        (true, true) => Some(load_vec(file, &n("attn_k_norm.weight"), k_norm_len, device)?),
+        _ => None,
+    };
+    let gpt_oss = hp.family == Family::GptOss;
+    Ok(Attention {
+        shape,
+        qkv: FusedLinear::new(qkv, device)?,
+        kv_layer,
+        writes_kv,
+        k_as_v,
+        v_norm: if gemma4 { Some(Tensor::ones(hd, DType::F32, device)?) } else { None },
+        wo: QLinear::new(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?, device)?,
+        bias,
+        q_norm,
+        k_norm,
+        qk_norm_whole,
+        out_bias: if gpt_oss { Some(load_vec(file, &n("attn_output.bias"), d, device)?) } else { None },
+        sinks: if gpt_oss {
+            Some(load_vec(file, &n("attn_sinks.weight"), shape.heads, &Device::Cpu)?.to_vec1::<f32>()?)
+        } else {
+            None
+        },
     })
 }
 
@@ -563,9 +714,10 @@ fn load_gate_up(
     file: &mut GgufFile,
     n: &dyn Fn(&str) -> String,
     hp: &HParams,
+    f: usize,
     device: &Device,
 ) -> Result<Vec<QTensor>, ModelError> {
-    let (d, f) = (hp.hidden, hp.ffn);
+    let d = hp.hidden;
     if matches!(hp.family, Family::Phi3 | Family::Glm4) {
         return file.tensor_row_split(&n("ffn_up.weight"), &[f, f], d, device);
     }

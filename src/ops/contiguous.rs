@@ -105,6 +105,19 @@ impl ContiguousKv {
     }
 }
 
+impl ContiguousKv {
+    /// Views of `layer`'s rows `0 .. len`, which must be exactly the rows it holds.
+    fn written(&self, layer: usize, len: usize) -> Result<(Tensor, Tensor), OpsError> {
+        match (self.layers.get(layer), self.lens.get(layer)) {
+            (Some(Some((k, v))), Some(&held)) if held == len => Ok((k.narrow(0, 0, len)?, v.narrow(0, 0, len)?)),
+            (_, held) => Err(OpsError::Layout(format!(
+                "layer {layer} holds {} tokens, but the batch reads {len}",
+                held.copied().unwrap_or(0)
+            ))),
+        }
+    }
+}
+
 /// A [`KvStore`] over several sequences' [`ContiguousKv`]: sequence `i` of the
 /// batch is `seqs[i]`.
 pub struct ContiguousBatch<'a> {
@@ -141,6 +154,27 @@ impl KvStore for ContiguousBatch<'_> {
             let q_s = rows(q)?;
             let k_all = k_all.to_dtype(q_s.dtype())?;
             let v_all = v_all.to_dtype(q_s.dtype())?;
+            outs.push(attention::attend(&q_s, &k_all, &v_all, chunk.cached, how)?);
+        }
+        if outs.len() == 1 {
+            return Ok(outs.remove(0));
+        }
+        Ok(Tensor::cat(&outs, 0)?)
+    }
+
+    fn attend_shared(&mut self, layer: usize, q: &Tensor, batch: &BatchLayout, how: Attend<'_>) -> Result<Tensor, OpsError> {
+        if batch.len() != self.seqs.len() {
+            return Err(OpsError::Layout(format!(
+                "batch has {} sequences, store {}",
+                batch.len(),
+                self.seqs.len()
+            )));
+        }
+        let mut outs = Vec::with_capacity(batch.len());
+        for (i, (chunk, store)) in batch.seqs().iter().zip(self.seqs.iter()).enumerate() {
+            let q_s = q.narrow(0, batch.offset(i), chunk.new)?;
+            let (k_all, v_all) = store.written(layer, chunk.cached + chunk.new)?;
+            let (k_all, v_all) = (k_all.to_dtype(q_s.dtype())?, v_all.to_dtype(q_s.dtype())?);
             outs.push(attention::attend(&q_s, &k_all, &v_all, chunk.cached, how)?);
         }
         if outs.len() == 1 {

@@ -140,9 +140,27 @@ impl KvStore for CudaPagedKvBatch<'_> {
         batch: &BatchLayout,
         how: Attend<'_>,
     ) -> Result<Tensor, OpsError> {
+        self.attend_rows(layer, q, Some((k, v)), batch, how)
+    }
+
+    fn attend_shared(&mut self, layer: usize, q: &Tensor, batch: &BatchLayout, how: Attend<'_>) -> Result<Tensor, OpsError> {
+        self.attend_rows(layer, q, None, batch, how)
+    }
+}
+
+impl CudaPagedKvBatch<'_> {
+    /// [`KvStore::attend`], writing `kv`'s rows first where given.
+    fn attend_rows(
+        &mut self,
+        layer: usize,
+        q: &Tensor,
+        kv: Option<(&Tensor, &Tensor)>,
+        batch: &BatchLayout,
+        how: Attend<'_>,
+    ) -> Result<Tensor, OpsError> {
         let scale = how.scale;
         let l = self.pool.layout.clone();
-        let (t, heads, d) = super::paged::check_batch(&l, layer, q, k, batch, &self.tables)?;
+        let (t, heads, d) = super::paged::check_batch(&l, layer, q, kv.map(|(k, _)| k), batch, &self.tables)?;
         // `CudaPool::new` takes uniform layouts only, so every layer is layer 0's shape.
         let kv_heads = l.layer(layer).kv_heads;
         let args = KernelArgs::new(&l, batch, &self.tables, self.pool.blocks(), how.window)?;
@@ -150,8 +168,7 @@ impl KvStore for CudaPagedKvBatch<'_> {
         self.pool.settle()?;
         let dev = self.pool.device.clone();
         let stream = dev.cuda_stream();
-        let (qs, ks, vs) = (slice_of(q)?, slice_of(k)?, slice_of(v)?);
-        let slots = stream.clone_htod(&args.slots).w()?;
+        let qs = slice_of(q)?;
         let tables = stream.clone_htod(&args.tables).w()?;
         let token_seq = stream.clone_htod(&args.token_seq).w()?;
         let token_pos = stream.clone_htod(&args.token_pos).w()?;
@@ -164,26 +181,30 @@ impl KvStore for CudaPagedKvBatch<'_> {
             heads as i32,
         );
 
-        let write = dev.get_or_load_custom_func(&format!("write_kv_{suffix}"), MODULE, PTX)?;
-        let mut b = write.builder();
-        b.arg(&mut self.pool.data);
-        b.arg(&ks);
-        b.arg(&vs);
-        b.arg(&slots);
-        b.arg(&layer_i);
-        b.arg(&layers_i);
-        b.arg(&bs_i);
-        b.arg(&kvh_i);
-        b.arg(&d_i);
-        let cfg = LaunchConfig {
-            grid_dim: (t as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: argument types and order match `write_kv_*` (the pool's bytes are the
-        // kernel's `T *`, in the type its suffix names); every slot
-        // was checked to lie inside the pool.
-        unsafe { b.launch(cfg) }.w()?;
+        if let Some((k, v)) = kv {
+            let (ks, vs) = (slice_of(k)?, slice_of(v)?);
+            let slots = stream.clone_htod(&args.slots).w()?;
+            let write = dev.get_or_load_custom_func(&format!("write_kv_{suffix}"), MODULE, PTX)?;
+            let mut b = write.builder();
+            b.arg(&mut self.pool.data);
+            b.arg(&ks);
+            b.arg(&vs);
+            b.arg(&slots);
+            b.arg(&layer_i);
+            b.arg(&layers_i);
+            b.arg(&bs_i);
+            b.arg(&kvh_i);
+            b.arg(&d_i);
+            let cfg = LaunchConfig {
+                grid_dim: (t as u32, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: argument types and order match `write_kv_*` (the pool's bytes are the
+            // kernel's `T *`, in the type its suffix names); every slot
+            // was checked to lie inside the pool.
+            unsafe { b.launch(cfg) }.w()?;
+        }
 
         let mut out = dev.alloc_zeros::<f32>(t * heads * d)?;
         let attn = dev.get_or_load_custom_func(&format!("paged_attention_{suffix}"), MODULE, PTX)?;

@@ -143,4 +143,14 @@ pub trait KvStore {
         batch: &BatchLayout,
         how: Attend<'_>,
     ) -> Result<Tensor, OpsError>;
+
+    /// [`Self::attend`] over the K/V that `layer` already holds for this batch's tokens (an
+    /// earlier layer of the same forward wrote them: Gemma 4's layers that share K/V), writing
+    /// nothing. A store that cannot says so.
+    fn attend_shared(&mut self, layer: usize, q: &Tensor, batch: &BatchLayout, how: Attend<'_>) -> Result<Tensor, OpsError> {
+        let _ = (q, batch, how);
+        Err(OpsError::Layout(format!(
+            "this K/V store cannot read layer {layer}'s K/V for another layer"
+        )))
+    }
 }

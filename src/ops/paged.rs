@@ -572,26 +572,31 @@ impl<'a> PagedKvBatch<'a> {
     }
 }
 
-/// Checks that `q`/`k` fit the pool and `batch` fits the block tables;
-/// returns `(tokens, heads, head_dim)`. Shared by the CPU and CUDA stores.
+/// Checks that `q`/`k` (none when the layer's K/V is already written) fit the pool and
+/// `batch` fits the block tables; returns `(tokens, heads, head_dim)`. Shared by the CPU and
+/// CUDA stores.
 pub(crate) fn check_batch(
     l: &PagedLayout,
     layer: usize,
     q: &Tensor,
-    k: &Tensor,
+    k: Option<&Tensor>,
     batch: &BatchLayout,
     tables: &[Vec<u32>],
 ) -> Result<(usize, usize, usize), OpsError> {
     let (t, heads, d) = q.dims3()?;
     let fits = layer < l.layers() && {
         let s = l.layer(layer);
-        d == s.head_dim && k.dims3()? == (t, s.kv_heads, d) && heads % s.kv_heads == 0
+        let k_fits = match k {
+            Some(k) => k.dims3()? == (t, s.kv_heads, d),
+            None => true,
+        };
+        d == s.head_dim && k_fits && heads % s.kv_heads == 0
     };
     if !fits {
         return Err(OpsError::Layout(format!(
             "q {:?} / k {:?} at layer {layer} do not fit the pool ({l:?})",
             q.dims(),
-            k.dims()
+            k.map(|k| k.dims())
         )));
     }
     if batch.len() != tables.len() || batch.total_tokens() != t {
@@ -619,12 +624,34 @@ impl KvStore for PagedKvBatch<'_> {
         batch: &BatchLayout,
         how: Attend<'_>,
     ) -> Result<Tensor, OpsError> {
+        self.attend_rows(layer, q, Some((k, v)), batch, how)
+    }
+
+    fn attend_shared(&mut self, layer: usize, q: &Tensor, batch: &BatchLayout, how: Attend<'_>) -> Result<Tensor, OpsError> {
+        self.attend_rows(layer, q, None, batch, how)
+    }
+}
+
+impl PagedKvBatch<'_> {
+    /// [`KvStore::attend`], writing `kv`'s rows first where given.
+    fn attend_rows(
+        &mut self,
+        layer: usize,
+        q: &Tensor,
+        kv: Option<(&Tensor, &Tensor)>,
+        batch: &BatchLayout,
+        how: Attend<'_>,
+    ) -> Result<Tensor, OpsError> {
         let scale = how.scale;
         let l = &self.layout;
-        let (t, heads, d) = check_batch(l, layer, q, k, batch, &self.tables)?;
+        let (t, heads, d) = check_batch(l, layer, q, kv.map(|(k, _)| k), batch, &self.tables)?;
         how.check_sinks(heads)?;
         let blocks_in_pool = self.pool.len() / l.block_len().max(1);
-        let (qv, kv_, vv) = (to_host_vec(q)?, to_host_vec(k)?, to_host_vec(v)?);
+        let qv = to_host_vec(q)?;
+        let new_rows = match kv {
+            Some((k, v)) => Some((to_host_vec(k)?, to_host_vec(v)?)),
+            None => None,
+        };
         let (re, qe) = (l.row_elems(layer), heads * d);
         let mut out = vec![0f32; t * qe];
         // Decode rows of a batch of several sequences are attended together
@@ -650,8 +677,10 @@ impl KvStore for PagedKvBatch<'_> {
                 softcap: how.softcap,
                 sinks: how.sinks,
             };
-            view.write_rows(self.pool, 0, chunk.cached, &kv_[rows.start * re..rows.end * re]);
-            view.write_rows(self.pool, 1, chunk.cached, &vv[rows.start * re..rows.end * re]);
+            if let Some((kv_, vv)) = &new_rows {
+                view.write_rows(self.pool, 0, chunk.cached, &kv_[rows.start * re..rows.end * re]);
+                view.write_rows(self.pool, 1, chunk.cached, &vv[rows.start * re..rows.end * re]);
+            }
             if chunk.new == 1 && decodes_together {
                 decode_rows[o] = Some(i);
             } else if chunk.new == 1 {

@@ -662,3 +662,26 @@ fn gpt_oss_renders_harmony() {
         "{out}"
     );
 }
+
+const GEMMA4: &str = include_str!("fixtures/google-gemma-4-31b-it.jinja");
+
+/// Gemma 4's template (llama.cpp's copy of google/gemma-4-31B-it's): `<|turn>role` …
+/// `<turn|>` turns, the system message in a system turn, the reply opened with an empty
+/// thought channel when thinking is off, and an earlier reply's thinking left out.
+#[test]
+fn gemma4_renders_its_turns() {
+    let t = template(GEMMA4, "<bos>", "<eos>");
+    assert!(t.supports_system());
+    let out = t.render(&msgs(&[("system", "Be brief."), ("user", "Hi")]), true).unwrap();
+    assert_eq!(
+        out,
+        "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
+    );
+    let kept = "<|channel>thought\nA greeting.<channel|>Hello!";
+    let out = t.render(&msgs(&[("user", "Hi"), ("assistant", kept), ("user", "Bye")]), true).unwrap();
+    assert_eq!(
+        out,
+        "<bos><|turn>user\nHi<turn|>\n<|turn>model\nHello!<turn|>\n<|turn>user\nBye<turn|>\n\
+         <|turn>model\n<|channel>thought\n<channel|>"
+    );
+}

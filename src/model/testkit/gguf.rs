@@ -14,6 +14,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use rand::{Rng, SeedableRng};
 
+use super::gemma4::{self, TinyGemma4};
 use super::vocab::{TinyVocab, VocabStyle};
 use crate::model::hparams::Family;
 use crate::model::ModelError;
@@ -120,8 +121,10 @@ pub struct TinyModelSpec {
     /// Gemma: `attention.sliding_window` and `attention.sliding_window_pattern` (a period:
     /// in every run of that many layers the last is global).
     pub sliding_window: Option<(usize, usize)>,
-    /// Expert MLPs instead of the dense one.
+    /// Expert MLPs instead of the dense one (Gemma 4: beside it).
     pub moe: Option<TinyMoe>,
+    /// Gemma 4's layers (required for that family).
+    pub gemma4: Option<TinyGemma4>,
     pub seed: u64,
 }
 
@@ -148,6 +151,7 @@ impl TinyModelSpec {
             // o200k with harmony's tokens and template, as gpt-oss's (`o200k_harmony`, which
             // llama.cpp names "gpt-4o").
             Family::GptOss => VocabStyle::Harmony,
+            Family::Gemma4 => VocabStyle::Gemma4,
         };
         let gpt_oss = family == Family::GptOss;
         let mistral3 = family == Family::Mistral3;
@@ -192,8 +196,8 @@ impl TinyModelSpec {
             // Gemma 2: caps low enough to bend this model's scores and logits (its own, 50 and
             // 30, would barely touch them), so that leaving either out changes the logits.
             softcaps: (family == Family::Gemma2).then_some((1.5, 8.0)),
-            // (SmolLM3 and Granite tie theirs too, but a random tied table makes the last token win
-            // every position: logits of one-hot distributions, nothing to compare.)
+            // (SmolLM3, Granite and Gemma 4 tie theirs too, but a random tied table makes the last
+            // token win every position: logits of one-hot distributions, nothing to compare.)
             tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma2 | Family::Gemma3),
             // Phi-3 writes its fused tensors (`attn_qkv`, `ffn_up` of gate and up) and, like
             // candle-transformers' quantized_phi3 needs, its own output projection.
@@ -205,7 +209,25 @@ impl TinyModelSpec {
                 used: 2,
                 identical: false,
             }),
+            // Gemma 4: the E models' layers (`gemma4_moe` for the 26B's).
+            gemma4: (family == Family::Gemma4).then(TinyGemma4::e_model),
             seed: 7,
+        }
+    }
+
+    /// Gemma 4 26B-A4B's layout: K as V in its global layer, a dense MLP beside 4 experts of
+    /// 128, 2 per token.
+    pub fn gemma4_moe(weight_type: WeightType) -> Self {
+        Self {
+            ffn: 128,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            gemma4: Some(TinyGemma4::moe_model()),
+            seed: 8,
+            ..Self::tiny(Family::Gemma4, weight_type)
         }
     }
 
@@ -236,6 +258,7 @@ impl TinyModelSpec {
             tie_embeddings: false,
             sliding_window: None,
             moe: None,
+            gemma4: None,
             seed: 11,
         }
     }
@@ -269,6 +292,7 @@ impl TinyModelSpec {
             tie_embeddings: true,
             sliding_window: None,
             moe: None,
+            gemma4: None,
             seed: 12,
         }
     }
@@ -306,6 +330,7 @@ impl TinyModelSpec {
                 used: 8,
                 identical: false,
             }),
+            gemma4: None,
             seed: 13,
         }
     }
@@ -364,16 +389,16 @@ impl TinyModelSpec {
     }
 }
 
-struct Rand(rand::rngs::StdRng);
+pub(super) struct Rand(rand::rngs::StdRng);
 
 impl Rand {
     /// `rows x cols`, uniform in `[-a, a]` with `a = gain * sqrt(3 / cols)`.
-    fn matrix(&mut self, rows: usize, cols: usize, gain: f32) -> Vec<f32> {
+    pub(super) fn matrix(&mut self, rows: usize, cols: usize, gain: f32) -> Vec<f32> {
         let a = gain * (3.0 / cols as f32).sqrt();
         (0..rows * cols).map(|_| self.0.random_range(-a..=a)).collect()
     }
 
-    fn around(&mut self, n: usize, center: f32, spread: f32) -> Vec<f32> {
+    pub(super) fn around(&mut self, n: usize, center: f32, spread: f32) -> Vec<f32> {
         (0..n).map(|_| center + self.0.random_range(-spread..=spread)).collect()
     }
 }
@@ -617,7 +642,12 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     // final norm is larger (as a trained Gemma's is): the tied output projection then spreads
     // the logits without the last token's own row winning every position.
     let gemma2 = spec.family == Family::Gemma2;
-    let embd_gain = if gemma2 { 0.4 / 3f32.sqrt() } else { (d as f32 / 3.0).sqrt() };
+    let embd_gain = match spec.family {
+        Family::Gemma2 => 0.4 / 3f32.sqrt(),
+        // Gemma 4 multiplies them by √hidden too: unit scale after it.
+        Family::Gemma4 => 1.0,
+        _ => (d as f32 / 3.0).sqrt(),
+    };
     tensors.push(mat("token_embd.weight".into(), v, d, embd_gain, &mut rng)?);
     if !spec.tie_embeddings {
         tensors.push(mat("output.weight".into(), v, d, 3.0, &mut rng)?);
@@ -630,6 +660,12 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     if let Some(l) = &spec.longrope {
         tensors.push(vector("rope_factors_long.weight".into(), l.long.clone())?);
         tensors.push(vector("rope_factors_short.weight".into(), l.short.clone())?);
+    }
+    if let (Family::Gemma4, Some(g)) = (spec.family, &spec.gemma4) {
+        tensors.extend(gemma4::tensors(spec, g, &mut rng, &mut moe_rng)?);
+        let mut md = gemma4::metadata(spec, g);
+        md.extend(spec.vocab.metadata.iter().cloned());
+        return write_gguf_file(path, &md, &tensors);
     }
     // OLMo 2 and EXAONE 4.0 normalize after each block (post-norms below), not before.
     let pre_norms = !matches!(spec.family, Family::Olmo2 | Family::Exaone4);
@@ -683,8 +719,11 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         tensors.extend(mlp_tensors(spec, i, &mut rng, &mut moe_rng)?);
     }
 
-    let md = metadata(spec);
+    write_gguf_file(path, &metadata(spec), &tensors)
+}
 
+/// Writes `md` and `tensors` as a GGUF file at `path`.
+fn write_gguf_file(path: &Path, md: &[(String, Value)], tensors: &[(String, QTensor)]) -> Result<(), ModelError> {
     let file = File::create(path).map_err(|source| ModelError::Io {
         path: path.into(),
         source,

@@ -2,7 +2,8 @@
 //!
 //! - [`vocab`]: small BPE / SentencePiece vocabularies, as GGUF metadata and as
 //!   an equivalent `tokenizer.json`.
-//! - [`gguf`]: random GGUF models of each family and quantization.
+//! - [`gguf`]: random GGUF models of each family and quantization ([`gemma4`]: Gemma 4's
+//!   layers).
 //! - [`requant`]: those models rewritten in the types candle cannot write (IQ4_NL, IQ4_XS,
 //!   MXFP4).
 //! - `fake_hub`: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path
@@ -13,12 +14,14 @@
 
 #[cfg(any(test, feature = "testkit"))]
 pub mod fake_hub;
+pub mod gemma4;
 pub mod gguf;
 pub mod requant;
 pub mod vocab;
 
 #[cfg(any(test, feature = "testkit"))]
 pub use fake_hub::{FakeHub, SeenRequest};
+pub use gemma4::TinyGemma4;
 pub use gguf::{write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
 pub use requant::{requantize, split_model};
 pub use vocab::{TinyVocab, VocabStyle};

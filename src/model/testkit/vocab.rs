@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use candle_core::quantized::gguf_file::Value;
 
 use self::families::{gpt2_family, Gpt2Family, HARMONY, LLAMA2_TEMPLATE};
-use self::hf_json::{gpt2_json, spm_json};
+use self::hf_json::{gemma4_json, gpt2_json, spm_json};
 pub use self::train::TRAINING_TEXT;
 use self::train::{byte_chars, count_words, gpt2_words, to_byte_level, train_bpe};
 
@@ -49,6 +49,10 @@ pub enum VocabStyle {
     Harmony,
     /// SentencePiece BPE with byte fallback (`tokenizer.ggml.model = "llama"`).
     LlamaSpm,
+    /// Gemma 4's: SentencePiece-style BPE stored with its merges (`tokenizer.ggml.model =
+    /// "gemma4"`): `▁` for spaces, `<0xNN>` byte fallback, Gemma 4's turn, channel and tool
+    /// tokens and its chat template.
+    Gemma4,
 }
 
 /// A tiny vocabulary: GGUF `tokenizer.ggml.*` metadata and an equivalent HF `tokenizer.json`.
@@ -88,6 +92,7 @@ impl TinyVocab {
             VocabStyle::Gpt2 { pre } => gpt2(pre, gpt2_family(pre), style, size),
             VocabStyle::Harmony => gpt2("gpt-4o", HARMONY, style, size),
             VocabStyle::LlamaSpm => spm(size),
+            VocabStyle::Gemma4 => gemma4(size),
         }
     }
 
@@ -221,6 +226,87 @@ fn spm(size: usize) -> TinyVocab {
     let json = spm_json(&tokens, &scores);
     TinyVocab {
         style: VocabStyle::LlamaSpm,
+        metadata,
+        tokenizer_json: json.to_string(),
+        size: tokens.len(),
+    }
+}
+
+// Gemma 4 style
+
+/// Gemma 4's special tokens as its GGUFs type them: control (3), or user-defined (4) for those
+/// the converter leaves visible so that chat parsers can read them.
+const GEMMA4_SPECIALS: [(&str, i32); 18] = [
+    ("<pad>", 3),
+    ("<eos>", 3),
+    ("<bos>", 3),
+    ("<unk>", 2),
+    ("<mask>", 3),
+    ("<|turn>", 3),
+    ("<turn|>", 3),
+    ("<|think|>", 3),
+    ("<|tool>", 3),
+    ("<tool|>", 3),
+    ("<|channel>", 4),
+    ("<channel|>", 4),
+    ("<|tool_call>", 4),
+    ("<tool_call|>", 4),
+    ("<|tool_response>", 4),
+    ("<tool_response|>", 4),
+    ("<|\"|>", 4),
+    ("<|image|>", 3),
+];
+
+fn gemma4(size: usize) -> TinyVocab {
+    let (words, alphabet) = train::spm_words(TRAINING_TEXT, SPM_MIN_CHAR_COUNT);
+    let in_alphabet = |s: &str| {
+        let mut chars = s.chars();
+        match (chars.next(), chars.next()) {
+            (Some(c), None) => alphabet.contains(&c),
+            _ => true,
+        }
+    };
+    let merges = train_bpe(words, SPM_MERGES, in_alphabet);
+
+    let mut tokens: Vec<String> = GEMMA4_SPECIALS.iter().map(|(t, _)| t.to_string()).collect();
+    let mut types: Vec<i32> = GEMMA4_SPECIALS.iter().map(|&(_, t)| t).collect();
+    tokens.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
+    types.extend([6; 256]);
+    // Single characters, then the learned pieces: every merge's halves are tokens.
+    let singles = alphabet.iter().map(|c| c.to_string());
+    let learned = merges.iter().map(|(a, b)| format!("{a}{b}"));
+    for piece in singles.chain(learned) {
+        if !tokens.contains(&piece) {
+            tokens.push(piece);
+            types.push(1);
+        }
+    }
+    for i in 0..size.saturating_sub(tokens.len()) {
+        tokens.push(format!("{FILLER_OPEN}filler{i}{FILLER_CLOSE}"));
+        types.push(1);
+    }
+    let merge_strings: Vec<String> = merges.iter().map(|(a, b)| format!("{a} {b}")).collect();
+    let id = |text: &str| tokens.iter().position(|t| t == text).unwrap_or(0) as u32;
+    let metadata = vec![
+        kv("tokenizer.ggml.model", Value::String("gemma4".into())),
+        kv("tokenizer.ggml.tokens", strings(&tokens)),
+        kv("tokenizer.ggml.scores", Value::Array(vec![Value::F32(0.0); tokens.len()])),
+        kv("tokenizer.ggml.token_type", Value::Array(types.iter().map(|&t| Value::I32(t)).collect())),
+        kv("tokenizer.ggml.merges", strings(&merge_strings)),
+        kv("tokenizer.ggml.bos_token_id", Value::U32(id("<bos>"))),
+        kv("tokenizer.ggml.eos_token_id", Value::U32(id("<eos>"))),
+        kv("tokenizer.ggml.unknown_token_id", Value::U32(id("<unk>"))),
+        kv("tokenizer.ggml.padding_token_id", Value::U32(id("<pad>"))),
+        kv("tokenizer.ggml.add_bos_token", Value::Bool(true)),
+        kv("tokenizer.ggml.add_space_prefix", Value::Bool(false)),
+        kv(
+            "tokenizer.chat_template",
+            Value::String(include_str!("../chat/fixtures/google-gemma-4-31b-it.jinja").into()),
+        ),
+    ];
+    let json = gemma4_json(&tokens, &types, &merge_strings);
+    TinyVocab {
+        style: VocabStyle::Gemma4,
         metadata,
         tokenizer_json: json.to_string(),
         size: tokens.len(),

@@ -38,8 +38,8 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
 }
 
 /// `"left right"` strings into pairs. Byte-level tokens never hold a plain
-/// space (it is `Ġ`), so the first space separates the two halves.
-fn parse_merges(raw: &[String]) -> Result<Merges, ModelError> {
+/// space (it is `Ġ`; in Gemma 4's, `▁`), so the first space separates the two halves.
+pub(super) fn parse_merges(raw: &[String]) -> Result<Merges, ModelError> {
     raw.iter()
         .enumerate()
         .map(|(i, m)| match m.split_once(' ') {

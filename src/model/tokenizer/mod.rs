@@ -5,7 +5,8 @@
 //! - [`Tokenizer::from_gguf_metadata`]: in code, from the GGUF's
 //!   `tokenizer.ggml.*` keys: byte-level BPE for `"gpt2"` (`gguf_bpe`, the
 //!   pre-tokenizer per `tokenizer.ggml.pre` in `pretokenizers`) or
-//!   SentencePiece-style BPE for `"llama"` (`gguf_spm`);
+//!   SentencePiece-style BPE for `"llama"` (`gguf_spm`), and for `"gemma4"` with the
+//!   file's merges (`gguf_gemma4`);
 //! - [`Tokenizer::from_file`]: a Hugging Face `tokenizer.json`.
 //!
 //! Invariants: both constructions of one vocabulary give the same ids and the
@@ -20,6 +21,7 @@
 //! `tokenize`, `token_to_piece`); HF's `convert_slow_tokenizer.py` converters.
 
 mod gguf_bpe;
+mod gguf_gemma4;
 mod gguf_spm;
 mod hf_config;
 mod metadata;
@@ -40,7 +42,7 @@ use super::ModelError;
 pub use self::special::{END_OF_TURN_TOKENS, HARMONY_TOKENS, PRESERVED_TOKENS};
 
 /// The `tokenizer.ggml.model` values hearth can build a tokenizer for.
-pub const SUPPORTED_GGUF_MODELS: &[&str] = &["gpt2", "llama"];
+pub const SUPPORTED_GGUF_MODELS: &[&str] = &["gpt2", "llama", "gemma4"];
 
 /// A model's tokenizer plus the special-token facts generation needs.
 #[derive(Debug, Clone)]
@@ -65,6 +67,9 @@ impl Tokenizer {
         let (inner, default_add_bos) = match v.model.as_str() {
             "gpt2" => (gguf_bpe::build(&v)?, pretokenizers::bpe_adds_bos(v.pre.as_deref())),
             "llama" => (gguf_spm::build(&v)?, true),
+            // llama.cpp adds BOS for Gemma 4 whatever the file says (early converters wrote
+            // `add_bos_token` false): set below.
+            "gemma4" => (gguf_gemma4::build(&v)?, true),
             other => {
                 return Err(ModelError::Tokenizer(format!(
                     "{} is \"{other}\"; hearth supports: {}",
@@ -73,7 +78,10 @@ impl Tokenizer {
                 )))
             }
         };
-        let specials = Specials::from_gguf(&v.special, default_add_bos, &inner);
+        let mut specials = Specials::from_gguf(&v.special, default_add_bos, &inner);
+        if v.model == "gemma4" {
+            specials.add_bos = true;
+        }
         Ok(Self::assemble(inner, specials, v.tokens.len()))
     }
 

@@ -86,6 +86,8 @@ pub const END_OF_TURN_TOKENS: &[&str] = &[
     // GLM-4: a tool call ends with it (its `generation_config.json` lists it beside
     // `<|endoftext|>` and `<|user|>`, which GGUF files carry as EOS and EOT).
     "<|observation|>",
+    // Gemma 4: the end of a turn.
+    "<turn|>",
 ];
 
 /// BOS texts tried, in order, when neither GGUF metadata nor `tokenizer_config.json` names one.

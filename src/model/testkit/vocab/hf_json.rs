@@ -192,6 +192,48 @@ pub(super) fn spm_json(tokens: &[String], scores: &[f32]) -> Json {
     })
 }
 
+/// Gemma 4's `tokenizer.json`: spaces become `▁` (no prefix), the text splits into runs of
+/// newlines and the rest, BPE over each with the merges in order (a run that is a token taken
+/// whole) and byte fallback, every control and user-defined token an added one.
+pub(super) fn gemma4_json(tokens: &[String], types: &[i32], merges: &[String]) -> Json {
+    let vocab: serde_json::Map<String, Json> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
+    let bos = tokens.iter().position(|t| t == "<bos>").unwrap_or(0);
+    let merges: Vec<Json> = merges
+        .iter()
+        .filter_map(|m| m.split_once(' '))
+        .map(|(l, r)| json!([l, r]))
+        .collect();
+    let added: Vec<Json> = tokens
+        .iter()
+        .zip(types)
+        .enumerate()
+        .filter(|(_, (_, &ty))| matches!(ty, 2..=4))
+        .map(|(i, (content, &ty))| {
+            json!({"id": i, "content": content, "single_word": false, "lstrip": false, "rstrip": false,
+                   "normalized": false, "special": ty != 4})
+        })
+        .collect();
+    json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": added,
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+        "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\n+"}, "behavior": "Isolated", "invert": false},
+        "post_processor": {"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "<bos>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "<bos>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"<bos>": {"id": "<bos>", "ids": [bos], "tokens": ["<bos>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+            {"type": "ByteFallback"},
+            {"type": "Fuse"}
+        ]},
+        "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": true,
+                  "vocab": vocab, "merges": merges}
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

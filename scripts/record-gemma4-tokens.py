@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Records how llama.cpp tokenizes text with the tiny Gemma 4 vocabulary (`tokenizer.ggml.model =
+"gemma4"`, written by hearth's testkit) and what it gives back for each id list: the reference
+`tests/tokenizer.rs` holds hearth's Gemma 4 tokenizer to.
+
+    HEARTH_WRITE_TINY_MODELS=DIR cargo test --test tiny_llama_cpp tiny_models_match_llama_cpp
+    scripts/record-gemma4-tokens.py LLAMA_BIN_DIR DIR/tiny-gemma4-q8_0.gguf [--out tests/data]
+
+llama-server's /tokenize (special tokens in the text recognised, nothing added) and /detokenize.
+Writes tests/data/llama-cpp-gemma4-tokens.json. Only the Python standard library is used.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+
+from llama_server import post, start, version
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+TEXTS = [
+    "",
+    "Hello, world!",
+    "The quick brown fox jumps over the lazy dog.",
+    "café naïve résumé Ærøskøbing Größe über mañana",
+    "日本語のテキスト、中文字符、한국어 문장",
+    "emoji 🎉🚀✨ crab 🦀 family 👩‍👩‍👧 flag 🇫🇷 heart ❤️",
+    "12345 3.14159 1,000,000 2024-06-01 0.5e-10 9999999999",
+    "spaces    between\twords\t\ttabs\n\n\nnewlines  trailing   ",
+    "   leading spaces",
+    " ",
+    "\n",
+    "\n\n",
+    "a\n\n\nb",
+    "\r\nwindows\r\nlines\r\n",
+    "I'm sure they've done it; we'll see. DON'T SHOUT, YOU'RE LOUD. it's 'quoted'",
+    "fn main() {\n    let x: Vec<u32> = vec![1, 2, 3];\n    println!(\"{x:?}\");\n}\n",
+    "def f(a, b):\n\treturn a ** b  # power\n",
+    "The model reads the prompt and the answer.",
+    "the the the then there these",
+    "<|turn>user\nHi there!<turn|>\n<|turn>model\n",
+    "<|channel>thought\nsome thinking<channel|>The answer.",
+    "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|><|tool_response>",
+    "text before<bos>text after <eos> and  <|turn>  spaced",
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bin_dir")
+    ap.add_argument("model")
+    ap.add_argument("--out", default=str(ROOT / "tests/data"))
+    a = ap.parse_args()
+    proc, port = start(a.bin_dir, a.model, ["-t", "2", "-c", "512", "-np", "1"])
+    try:
+        cases = []
+        for text in TEXTS:
+            ids = [t["id"] if isinstance(t, dict) else t for t in
+                   post(port, "/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"]]
+            back = post(port, "/detokenize", {"tokens": ids})["content"]
+            cases.append({"text": text, "ids": ids, "detokenized": back})
+    finally:
+        proc.terminate()
+        proc.wait()
+    data = {"llama_cpp": version(a.bin_dir), "recorded_by": "scripts/record-gemma4-tokens.py", "cases": cases}
+    out = os.path.join(a.out, "llama-cpp-gemma4-tokens.json")
+    with open(out, "w") as f:
+        json.dump(data, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
