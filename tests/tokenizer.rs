@@ -210,7 +210,8 @@ fn gemma4_matches_llama_cpp() {
     }
     let id = |t: &str| tok.token_to_id(t).unwrap();
     assert!(tok.add_bos());
-    assert_eq!(tok.stop_ids(), [id("<eos>"), id("<turn|>")]);
+    // After its calls the model waits at `<|tool_response>` (user-defined, yet a stop).
+    assert_eq!(tok.stop_ids(), [id("<eos>"), id("<turn|>"), id("<|tool_response>")]);
 }
 
 /// GLM-4: no BOS (its template writes `[gMASK]<sop>`); a reply stops at its EOS, at `<|user|>`

@@ -47,6 +47,7 @@
 //! (gpt-oss's harmony format: its tool calls, and histories whose assistant turns hold a whole
 //! harmony reply), `tests.rs` with real models' templates in `fixtures/`.
 
+mod gemma4;
 mod harmony;
 mod message;
 mod python;

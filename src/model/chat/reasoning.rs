@@ -7,9 +7,10 @@
 //! piece, for a streamed reply).
 //!
 //! Which models: any whose template mentions `<think>` (Qwen3, QwQ, DeepSeek-R1 and its
-//! distills, SmolLM3, ...) or `[THINK]` (Magistral, Ministral 3 Reasoning: special tokens,
-//! which decoding keeps as text for this, see `tokenizer::PRESERVED_TOKENS`). Two ways a
-//! reply starts:
+//! distills, SmolLM3, ...), `[THINK]` (Magistral, Ministral 3 Reasoning: special tokens,
+//! which decoding keeps as text for this, see `tokenizer::PRESERVED_TOKENS`) or Gemma 4's
+//! `<|channel>thought` … `<channel|>` (tokens its vocabulary marks user-defined, so decoded as
+//! text). Two ways a reply starts:
 //! - the model writes `<think>` itself (Qwen3, SmolLM3 in think mode): the reply is reasoning
 //!   only if, leading whitespace aside, it begins with the tag;
 //! - the prompt ends with `<think>` (QwQ, DeepSeek-R1's later templates): the reply begins
@@ -54,6 +55,8 @@ pub enum ThinkTags {
     Mistral,
     /// Harmony's analysis message, `<|channel|>analysis<|message|>` … `<|end|>` (gpt-oss).
     Harmony,
+    /// Gemma 4's thought channel, `<|channel>thought` … `<channel|>`.
+    Gemma4,
 }
 
 impl ThinkTags {
@@ -62,6 +65,7 @@ impl ThinkTags {
             Self::Think => "<think>",
             Self::Mistral => "[THINK]",
             Self::Harmony => "<|channel|>analysis<|message|>",
+            Self::Gemma4 => "<|channel>thought",
         }
     }
 
@@ -70,6 +74,7 @@ impl ThinkTags {
             Self::Think => "</think>",
             Self::Mistral => "[/THINK]",
             Self::Harmony => "<|end|>",
+            Self::Gemma4 => "<channel|>",
         }
     }
 
@@ -79,7 +84,7 @@ impl ThinkTags {
     fn answer_header(self, content: &str) -> Header {
         match self {
             Self::Harmony => super::harmony::final_header(content),
-            Self::Think | Self::Mistral => Header::Absent,
+            Self::Think | Self::Mistral | Self::Gemma4 => Header::Absent,
         }
     }
 
@@ -88,7 +93,7 @@ impl ThinkTags {
     fn reopen(self, content: &str) -> Header {
         match self {
             Self::Harmony => super::harmony::analysis_header(content),
-            Self::Think | Self::Mistral => Header::Absent,
+            Self::Think | Self::Mistral | Self::Gemma4 => Header::Absent,
         }
     }
 }
@@ -125,7 +130,7 @@ impl Reasoning {
     /// The tags `template` (its Jinja source) writes or expects reasoning in, if any (harmony's
     /// by its open tag alone: Phi-3's templates end messages with `<|end|>` too).
     pub fn tags_in_template(template: &str) -> Option<ThinkTags> {
-        [ThinkTags::Harmony, ThinkTags::Mistral, ThinkTags::Think].into_iter().find(|&t| {
+        [ThinkTags::Harmony, ThinkTags::Gemma4, ThinkTags::Mistral, ThinkTags::Think].into_iter().find(|&t| {
             template.contains(t.open()) || (t != ThinkTags::Harmony && template.contains(t.close()))
         })
     }
@@ -149,7 +154,7 @@ impl Reasoning {
     pub fn answer_tag(self) -> &'static str {
         match self.tags {
             ThinkTags::Harmony => super::harmony::FINAL_CHANNEL,
-            ThinkTags::Think | ThinkTags::Mistral => self.tags.close(),
+            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 => self.tags.close(),
         }
     }
 
@@ -158,7 +163,7 @@ impl Reasoning {
     pub fn answer_tag_end(self) -> Option<&'static str> {
         match self.tags {
             ThinkTags::Harmony => Some(super::harmony::MESSAGE),
-            ThinkTags::Think | ThinkTags::Mistral => None,
+            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 => None,
         }
     }
 
@@ -448,6 +453,30 @@ mod tests {
         // Cut off inside: all reasoning.
         assert_eq!(split(OUTSIDE, "<think>\nstill going"), parts(Some("still going"), ""));
         assert_eq!(split(OUTSIDE, "  plain answer "), parts(None, "  plain answer "));
+    }
+
+    /// Gemma 4: its template writes the thought channel; with thinking off the prompt closes an
+    /// empty one (the reply starts outside), with it on the model opens its own.
+    #[test]
+    fn gemma4_thinks_in_its_thought_channel() {
+        let template = include_str!("fixtures/google-gemma-4-31b-it.jinja");
+        let tags = Reasoning::tags_in_template(template);
+        assert_eq!(tags, Some(ThinkTags::Gemma4));
+        let off = Reasoning::for_prompt(ThinkTags::Gemma4, "<|turn>model\n<|channel>thought\n<channel|>");
+        assert!(!off.starts_open);
+        assert_eq!(split(off, "Hello!"), parts(None, "Hello!"));
+        let on = Reasoning::for_prompt(ThinkTags::Gemma4, "<|turn>model\n");
+        let text = "<|channel>thought\nThe user greets me.<channel|>Hello!";
+        assert_eq!(split(on, text), parts(Some("The user greets me."), "Hello!"));
+        let mut stream = on.stream();
+        let mut got = SplitPiece::default();
+        for piece in ["<|chan", "nel>thought\nThe user", " greets me.<chan", "nel|>Hel", "lo!"] {
+            let p = stream.push(piece);
+            got.reasoning += &p.reasoning;
+            got.content += &p.content;
+        }
+        let p = stream.finish();
+        assert_eq!((got.reasoning + &p.reasoning, got.content + &p.content), ("The user greets me.".into(), "Hello!".into()));
     }
 
     #[test]

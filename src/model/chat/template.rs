@@ -286,12 +286,23 @@ impl ChatTemplate {
         } else {
             minijinja::value::merge_maps([ctx, Value::from_serialize(kwargs)])
         };
-        template.render(ctx).map_err(|e| match raised_message(&e) {
+        let mut out = template.render(ctx).map_err(|e| match raised_message(&e) {
             Some(msg) => ModelError::ChatTemplate(msg.to_owned()),
             None => ModelError::ChatTemplate(format!("the template failed to render: {}", describe(&e))),
-        })
+        })?;
+        // Gemma 4's template opens no turn for the reply after a turn that had calls, their
+        // results and text (it expects the model to go on in the results' turn): open one, as
+        // llama.cpp does, or the model would start a turn of its own.
+        if add_generation_prompt && out.ends_with(GEMMA4_TURN_END) && self.source.contains(GEMMA4_MODEL_TURN.trim_end()) {
+            out.push_str(GEMMA4_MODEL_TURN);
+        }
+        Ok(out)
     }
 }
+
+/// Gemma 4's end of a turn and its reply's turn.
+const GEMMA4_TURN_END: &str = "<turn|>\n";
+const GEMMA4_MODEL_TURN: &str = "<|turn>model\n";
 
 /// `messages` (whose first is a system message) with that message merged into the next: its
 /// text, a newline, the next one's; alone, it becomes a user message.

@@ -685,3 +685,24 @@ fn gemma4_renders_its_turns() {
          <|turn>model\n<|channel>thought\n<channel|>"
     );
 }
+
+/// After a turn of calls, their results and text, Gemma 4's template opens no turn for the
+/// reply; one is opened (as llama.cpp does), and only then.
+#[test]
+fn gemma4_opens_the_reply_turn_after_results_and_text() {
+    let t = template(GEMMA4, "<bos>", "<eos>");
+    let mut call = Message::assistant("It is sunny.");
+    call.tool_calls = vec![ToolCall {
+        id: "c1".into(),
+        name: "weather".into(),
+        arguments: "{\"city\":\"Paris\"}".into(),
+    }];
+    let mut result = Message::new(Role::parse("tool"), "sunny");
+    result.tool_call_id = Some("c1".into());
+    let out = t.render(&[Message::user("Weather?"), call.clone(), result.clone()], true).unwrap();
+    assert!(out.ends_with("<tool_response|>It is sunny.<turn|>\n<|turn>model\n"), "{out}");
+    // Without text the model goes on in the results' turn: nothing is added.
+    call.content = String::new();
+    let out = t.render(&[Message::user("Weather?"), call, result], true).unwrap();
+    assert!(out.ends_with("<tool_response|>"), "{out}");
+}

@@ -34,6 +34,8 @@
 //!   (`chat::qwen_xml`).
 //! - [`ToolFormat::Harmony`]: gpt-oss's harmony messages, a call's header naming
 //!   `to=functions.NAME` (`chat::harmony`).
+//! - [`ToolFormat::Gemma4`]: Gemma 4's `<|tool_call>call:NAME{key:value,…}<tool_call|>`, its
+//!   arguments in Gemma's own notation (strings between `<|"|>` marks; `chat::gemma4`).
 //! - [`ToolFormat::Injected`]: the template renders no tools (or never reads `tools`, as
 //!   DeepSeek-R1's distills' renders earlier calls but not the offered tools); hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
@@ -78,6 +80,8 @@ pub enum ToolFormat {
     /// Qwen3-Coder's: `<tool_call>`, `<function=NAME>`, a `<parameter=KEY>` block per argument
     /// with its raw value, `</function>`, `</tool_call>` (`chat::qwen_xml`).
     QwenXml,
+    /// Gemma 4's: `<|tool_call>call:NAME{key:value,…}<tool_call|>` (`chat::gemma4`).
+    Gemma4,
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -148,6 +152,7 @@ impl ToolFormat {
     fn call_start(self, text: &str) -> Result<usize, usize> {
         match self {
             Self::QwenXml => super::qwen_xml::call_start(text),
+            Self::Gemma4 => super::gemma4::call_start(text),
             _ => super::harmony::call_start(text),
         }
     }
@@ -157,6 +162,8 @@ impl ToolFormat {
         // gpt-oss's writes a call's header as `"<|start|>assistant to=" + "functions." + name`.
         if template.contains("<|channel|>commentary") && template.contains(" to=") {
             Self::Harmony
+        } else if super::gemma4::writes(template) {
+            Self::Gemma4
         } else if super::qwen_xml::writes(template) {
             Self::QwenXml
         } else if template.contains(ARG_KEY.0) && template.contains(OPEN) {
@@ -195,6 +202,7 @@ impl ToolFormat {
             Self::GlmXml => parse_glm_xml(text, &[]),
             Self::Harmony => super::harmony::parse(text),
             Self::QwenXml => super::qwen_xml::parse(text, &[]),
+            Self::Gemma4 => super::gemma4::parse(text),
         }
     }
 
@@ -268,6 +276,7 @@ impl ToolFormat {
             (Self::Glm4, _) => Grammar::Lark(named_call_grammar(tools, "", "\"\\n\" ")),
             (Self::GlmXml, _) => Grammar::Lark(glm_xml_grammar(tools)),
             (Self::QwenXml, _) => Grammar::Lark(super::qwen_xml::forced_call(tools)),
+            (Self::Gemma4, _) => Grammar::Lark(super::gemma4::forced_call(tools)),
             (Self::Harmony, _) => super::harmony::forced_call(tools),
             (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
@@ -345,6 +354,7 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         | ToolFormat::Glm4
         | ToolFormat::GlmXml
         | ToolFormat::QwenXml
+        | ToolFormat::Gemma4
         | ToolFormat::Harmony
         | ToolFormat::Granite => {
             "arguments"
@@ -830,7 +840,7 @@ impl ToolStream {
                     self.text.len()
                 }
             }
-            ToolFormat::QwenXml | ToolFormat::Harmony => match self.format.call_start(&self.text[self.sent..]) {
+            ToolFormat::QwenXml | ToolFormat::Harmony | ToolFormat::Gemma4 => match self.format.call_start(&self.text[self.sent..]) {
                 Ok(at) => {
                     self.holding = true;
                     self.sent + at

@@ -90,6 +90,11 @@ pub const END_OF_TURN_TOKENS: &[&str] = &[
     "<turn|>",
 ];
 
+/// Gemma 4's mark after its tool calls: the model waits there for the results (llama.cpp ends
+/// generation at it). Its vocabulary types it user-defined, not control, so it stops whatever
+/// its type.
+const GEMMA4_CALLS_END: &str = "<|tool_response>";
+
 /// BOS texts tried, in order, when neither GGUF metadata nor `tokenizer_config.json` names one.
 const BOS_NAMES: &[&str] = &["<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"];
 /// EOS texts tried, in order, when neither GGUF metadata nor `tokenizer_config.json` names one.
@@ -176,7 +181,7 @@ fn stop_ids<const N: usize>(explicit: [Option<u32>; N], inner: &tokenizers::Toke
     let mut named: Vec<u32> = inner
         .get_added_tokens_decoder()
         .iter()
-        .filter(|(_, t)| t.special && END_OF_TURN_TOKENS.contains(&t.content.as_str()))
+        .filter(|(_, t)| (t.special && END_OF_TURN_TOKENS.contains(&t.content.as_str())) || t.content == GEMMA4_CALLS_END)
         .map(|(id, _)| *id)
         .collect();
     named.sort_unstable();
