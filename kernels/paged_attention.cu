@@ -17,23 +17,23 @@
 //   slots: [tokens], block * block_size + row for each token
 // grid: tokens; block: any (threads stride over kv_heads * head_dim).
 template <typename T>
-__device__ void write_kv(T *pool, const float *k, const float *v, const uint32_t *slots, int layer, int layers,
-                         int block_size, int kv_heads, int head_dim) {
+__device__ void write_kv(T *pool, const float *k, const float *v, const uint32_t *slots, int layer_offset,
+                         int block_elems, int block_size, int kv_heads, int head_dim) {
     const int t = blockIdx.x;
     const uint32_t slot = slots[t];
     const uint32_t block = slot / block_size;
     const int row = slot % block_size;
     const int row_elems = kv_heads * head_dim;
-    const size_t k_at = plane_offset(block, layer, 0, layers, block_size, kv_heads, head_dim) + (size_t)row * row_elems;
-    const size_t v_at = plane_offset(block, layer, 1, layers, block_size, kv_heads, head_dim) + (size_t)row * row_elems;
+    const size_t k_at = plane_offset(block, 0, layer_offset, block_elems, block_size, kv_heads, head_dim) + (size_t)row * row_elems;
+    const size_t v_at = plane_offset(block, 1, layer_offset, block_elems, block_size, kv_heads, head_dim) + (size_t)row * row_elems;
     for (int i = threadIdx.x; i < row_elems; i += blockDim.x) {
         pool[k_at + i] = from_float<T>(k[(size_t)t * row_elems + i]);
         pool[v_at + i] = from_float<T>(v[(size_t)t * row_elems + i]);
     }
 }
 
-// Most values of a head one lane holds: head_dim <= 32 * MAX_DPL (256: Gemma 3's heads).
-#define MAX_DPL 8
+// Most values of a head one lane holds: head_dim <= 32 * MAX_DPL (512: Gemma 4's global heads).
+#define MAX_DPL 16
 
 __device__ __forceinline__ float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -61,8 +61,8 @@ __device__ __forceinline__ float warp_sum(float x) {
 // shared-memory atomics. The warps' partial results are merged at the end.
 template <typename T>
 __device__ void paged_attention(float *out, const float *q, const T *pool, const uint32_t *tables,
-                                const uint32_t *token_seq, const uint32_t *token_pos, int max_blocks, int layer,
-                                int layers, int block_size, int kv_heads, int head_dim, int heads, float scale,
+                                const uint32_t *token_seq, const uint32_t *token_pos, int max_blocks, int layer_offset,
+                                int block_elems, int block_size, int kv_heads, int head_dim, int heads, float scale,
                                 int window, float softcap, const float *sinks, int has_sinks) {
     extern __shared__ float smem[];
     const int warps = blockDim.x / 32;
@@ -91,8 +91,8 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
     for (int p = first + warp; p < ctx; p += warps) {
         const uint32_t b = table[p / block_size];
         const size_t row = (size_t)(p % block_size) * row_elems + (size_t)kvh * head_dim;
-        const T *kp = pool + plane_offset(b, layer, 0, layers, block_size, kv_heads, head_dim) + row;
-        const T *vp = pool + plane_offset(b, layer, 1, layers, block_size, kv_heads, head_dim) + row;
+        const T *kp = pool + plane_offset(b, 0, layer_offset, block_elems, block_size, kv_heads, head_dim) + row;
+        const T *vp = pool + plane_offset(b, 1, layer_offset, block_elems, block_size, kv_heads, head_dim) + row;
         float s = 0.f;
 #pragma unroll
         for (int j = 0; j < MAX_DPL; ++j) {
@@ -140,16 +140,17 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
 
 #define INSTANTIATE(T, SUFFIX)                                                                                   \
     extern "C" __global__ void write_kv_##SUFFIX(T *pool, const float *k, const float *v, const uint32_t *slots, \
-                                                 int layer, int layers, int block_size, int kv_heads,            \
+                                                 int layer_offset, int block_elems, int block_size, int kv_heads, \
                                                  int head_dim) {                                                 \
-        write_kv<T>(pool, k, v, slots, layer, layers, block_size, kv_heads, head_dim);                          \
+        write_kv<T>(pool, k, v, slots, layer_offset, block_elems, block_size, kv_heads, head_dim);              \
     }                                                                                                            \
     extern "C" __global__ void paged_attention_##SUFFIX(                                                         \
         float *out, const float *q, const T *pool, const uint32_t *tables, const uint32_t *token_seq,                   \
-        const uint32_t *token_pos, int max_blocks, int layer, int layers, int block_size, int kv_heads,          \
-        int head_dim, int heads, float scale, int window, float softcap, const float *sinks, int has_sinks) {    \
-        paged_attention<T>(out, q, pool, tables, token_seq, token_pos, max_blocks, layer, layers, block_size,   \
-                           kv_heads, head_dim, heads, scale, window, softcap, sinks, has_sinks);                 \
+        const uint32_t *token_pos, int max_blocks, int layer_offset, int block_elems, int block_size,            \
+        int kv_heads, int head_dim, int heads, float scale, int window, float softcap, const float *sinks,       \
+        int has_sinks) {                                                                                         \
+        paged_attention<T>(out, q, pool, tables, token_seq, token_pos, max_blocks, layer_offset, block_elems,   \
+                           block_size, kv_heads, head_dim, heads, scale, window, softcap, sinks, has_sinks);     \
     }
 
 INSTANTIATE(float, f32)

@@ -1,12 +1,15 @@
 // Shared helpers for hearth's paged K/V kernels.
 //
 // Pool layout (the same as the CPU pool in src/ops/paged.rs): one block holds
-// `block_size` tokens of every layer, K and V:
+// `block_size` tokens of every layer, K and V, each layer with its own heads
+// (Gemma 4's global layers have fewer, wider ones):
 //
-//   pool[((block * layers + layer) * 2 + kv) * block_size * kv_heads * head_dim
+//   pool[block * block_elems + layer_offset + kv * block_size * kv_heads * head_dim
 //        + row * kv_heads * head_dim + kv_head * head_dim + i]
 //
-// so one block is one contiguous range and moves between tiers in one copy.
+// where block_elems is a block's values and layer_offset where the layer's K plane
+// starts in it (the host's PagedLayout gives both), so one block is one contiguous
+// range and moves between tiers in one copy.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -24,7 +27,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 }
 
 // Offset of the start of one layer's K (kv = 0) or V (kv = 1) plane in `block`.
-__device__ __forceinline__ size_t plane_offset(uint32_t block, int layer, int kv, int layers, int block_size,
-                                               int kv_heads, int head_dim) {
-    return (((size_t)block * layers + layer) * 2 + kv) * (size_t)block_size * kv_heads * head_dim;
+__device__ __forceinline__ size_t plane_offset(uint32_t block, int kv, int layer_offset, int block_elems,
+                                               int block_size, int kv_heads, int head_dim) {
+    return (size_t)block * block_elems + layer_offset + (size_t)kv * block_size * kv_heads * head_dim;
 }

@@ -15,7 +15,7 @@ use hearth::config::KvDtype;
 use hearth::kv::{BlockId, CopyPlan, Tier};
 use hearth::ops::cuda_paged::{CudaPagedKvBatch, CudaPool};
 use hearth::ops::test_util::rand_vec;
-use hearth::ops::{Attend, BatchLayout, KvStore, PagedKvBatch, PagedLayout, SeqChunk};
+use hearth::ops::{Attend, BatchLayout, KvShape, KvStore, LayerKv, PagedKvBatch, PagedLayout, SeqChunk};
 use hearth::runtime::KvMemory;
 
 fn cuda() -> Option<candle_core::CudaDevice> {
@@ -32,18 +32,23 @@ fn cuda() -> Option<candle_core::CudaDevice> {
 fn paged_attention_matches_the_cpu_store() {
     let Some(dev) = cuda() else { return };
     let gpu = Device::Cuda(dev.clone());
+    // (block size, heads, each layer's K/V heads and width): the last two with layers of two
+    // shapes (Gemma 4's: the global layer's heads fewer and wider, up to 512).
+    let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
     let shapes = [
-        (16, 8, 2, 64),
-        (32, 4, 4, 64),
-        (16, 6, 1, 64),
-        (32, 8, 4, 64),
-        (16, 4, 1, 256),
+        (16, 8, [layer(2, 64); 2]),
+        (32, 4, [layer(4, 64); 2]),
+        (16, 6, [layer(1, 64); 2]),
+        (32, 8, [layer(4, 64); 2]),
+        (16, 4, [layer(1, 256); 2]),
+        (16, 8, [layer(4, 256), layer(2, 512)]),
+        (32, 4, [layer(2, 64), layer(1, 128)]),
     ];
-    for ((block_size, heads, kv_heads, head_dim), dtype) in shapes
+    for ((block_size, heads, layers), dtype) in shapes
         .into_iter()
         .flat_map(|s| [KvDtype::F32, KvDtype::F16, KvDtype::Bf16].map(|d| (s, d)))
     {
-        let l = PagedLayout::uniform(2, kv_heads, head_dim, block_size, dtype);
+        let l = PagedLayout::new(KvShape::per_layer(layers.to_vec()), block_size, dtype);
         let blocks = 24;
         let mut cpu_pool = vec![0u8; blocks * l.block_len()];
         let mut gpu_pool = CudaPool::new(&dev, l.clone(), blocks).unwrap();
@@ -70,7 +75,7 @@ fn paged_attention_matches_the_cpu_store() {
         for (s, chunks) in steps.into_iter().enumerate() {
             let batch = BatchLayout::new(chunks).unwrap();
             let t = batch.total_tokens();
-            for layer in 0..2 {
+            for (layer, &LayerKv { kv_heads, head_dim }) in layers.iter().enumerate() {
                 let seed = (s * 10 + layer) as u64;
                 let mk = |n: usize, seed: u64, shape: (usize, usize, usize)| {
                     Tensor::from_vec(rand_vec(n, seed), shape, &Device::Cpu).unwrap()
@@ -113,6 +118,21 @@ fn paged_attention_matches_the_cpu_store() {
                     d < 1e-4,
                     "{dtype} bs {block_size} heads {heads}/{kv_heads}x{head_dim} step {s} layer {layer}: {d}"
                 );
+                if layer == 1 {
+                    // A later layer reading layer 1's K/V without writing (Gemma 4's sharing).
+                    let q = mk(t * heads * head_dim, seed + 300, (t, heads, head_dim));
+                    let how = Attend { sinks: None, ..how };
+                    let expect = PagedKvBatch::new(&mut cpu_pool, l.clone(), tables.clone())
+                        .attend_shared(layer, &q, &batch, how)
+                        .unwrap();
+                    let got = CudaPagedKvBatch::new(&mut gpu_pool, tables.clone())
+                        .attend_shared(layer, &q.to_device(&gpu).unwrap(), &batch, how)
+                        .unwrap()
+                        .to_device(&Device::Cpu)
+                        .unwrap();
+                    let d: f32 = (got - expect).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
+                    assert!(d < 1e-4, "{dtype} bs {block_size} heads {heads}/{kv_heads}x{head_dim} step {s}, shared: {d}");
+                }
             }
         }
         // The pools hold the same K/V bytes afterwards: each value rounded once, the same way.

@@ -4,7 +4,8 @@
 //! barriers, shared memory poisoned with NaN), and given the arguments the CUDA store launches
 //! with (`hearth::ops::kernel_args`). Against the CPU store, the reference, as
 //! `tests/cuda_kernels.rs` does on a GPU: packed prefill chunks over cached prefixes and decode
-//! steps through scattered block tables, GQA, heads of 64 and 256, a sliding-window layer,
+//! steps through scattered block tables, GQA, heads of 64, 256 and 512, layers of different
+//! shapes and a layer reading another's K/V without writing (Gemma 4), a sliding-window layer,
 //! soft-capped scores (Gemma 2), K/V as f32, f16 and bf16; the outputs agree and both pools
 //! hold the same bytes.
 //!
@@ -19,9 +20,9 @@ use std::process::{Child, Command, Stdio};
 
 use candle_core::{Device, Tensor};
 use hearth::config::KvDtype;
-use hearth::ops::kernel_args::{attention_shared_bytes, KernelArgs, THREADS};
+use hearth::ops::kernel_args::{attention_shared_bytes, KernelArgs, LayerGeometry, THREADS};
 use hearth::ops::test_util::rand_vec;
-use hearth::ops::{Attend, BatchLayout, KvStore, PagedKvBatch, PagedLayout, SeqChunk};
+use hearth::ops::{Attend, BatchLayout, KvShape, KvStore, LayerKv, PagedKvBatch, PagedLayout, SeqChunk};
 
 /// Compiles the emulator with the kernels into `dir`; `None` when there is no C++ compiler.
 fn build_emulator(dir: &Path) -> Option<PathBuf> {
@@ -86,11 +87,9 @@ impl Emulator {
             KvDtype::Q8_0 => unreachable!("the CUDA kernels store no q8_0"),
         };
         let mut head = Vec::new();
-        let l = &layout;
-        let s = l.uniform_layer().expect("the CUDA kernels take uniform layouts");
-        let dims = [l.layers(), l.block_size, s.kv_heads, s.head_dim, heads, blocks].map(|x| x as i32);
-        put_i32(&mut head, &[dtype]);
-        put_i32(&mut head, &dims);
+        let block_elems = LayerGeometry::of(&layout, 0).unwrap().block_elems;
+        put_i32(&mut head, &[dtype, block_elems]);
+        put_i32(&mut head, &[layout.block_size, heads, blocks].map(|x| x as i32));
         put_i32(&mut head, &[threads as i32]);
         child.stdin.as_mut().unwrap().write_all(&head).unwrap();
         Self { child, layout, heads }
@@ -106,14 +105,14 @@ impl Emulator {
         buf
     }
 
-    /// `write_kv` then `paged_attention`, as `CudaPagedKvBatch::attend` launches them.
+    /// `write_kv` (where `kv` is given) then `paged_attention`, as `CudaPagedKvBatch::attend`
+    /// (and `attend_shared`) launch them.
     #[allow(clippy::too_many_arguments)]
     fn attend(
         &mut self,
         layer: usize,
         q: &[f32],
-        k: &[f32],
-        v: &[f32],
+        kv: Option<(&[f32], &[f32])>,
         args: &KernelArgs,
         scale: f32,
         softcap: Option<f32>,
@@ -121,20 +120,25 @@ impl Emulator {
     ) -> Vec<f32> {
         let t = args.slots.len();
         let seqs = args.tables.len() / args.max_blocks;
+        let g = LayerGeometry::of(&self.layout, layer).unwrap();
         let mut cmd = Vec::new();
-        put_i32(&mut cmd, &[1, layer as i32, t as i32, seqs as i32, args.max_blocks as i32, args.window]);
+        put_i32(&mut cmd, &[1, g.layer_offset, g.kv_heads, g.head_dim, i32::from(kv.is_some())]);
+        put_i32(&mut cmd, &[t as i32, seqs as i32, args.max_blocks as i32, args.window]);
         put_f32(&mut cmd, &[scale, softcap.unwrap_or(0.0)]);
         put_i32(&mut cmd, &[i32::from(sinks.is_some())]);
         put_f32(&mut cmd, sinks.unwrap_or(&vec![0.0; self.heads]));
-        put_u32(&mut cmd, &[attention_shared_bytes(THREADS, self.layout.layer(0).head_dim)]);
+        let head_dim = self.layout.layer(layer).head_dim;
+        put_u32(&mut cmd, &[attention_shared_bytes(THREADS, head_dim)]);
         for xs in [&args.slots, &args.tables, &args.token_seq, &args.token_pos] {
             put_u32(&mut cmd, xs);
         }
-        for xs in [q, k, v] {
-            put_f32(&mut cmd, xs);
+        put_f32(&mut cmd, q);
+        if let Some((k, v)) = kv {
+            put_f32(&mut cmd, k);
+            put_f32(&mut cmd, v);
         }
         self.child.stdin.as_mut().unwrap().write_all(&cmd).unwrap();
-        let out = self.read(t * self.heads * self.layout.layer(0).head_dim * 4);
+        let out = self.read(t * self.heads * head_dim * 4);
         out.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
     }
 
@@ -153,20 +157,32 @@ impl Drop for Emulator {
     }
 }
 
+/// The emulated kernels' outputs: all finite, each within float rounding of the CPU store's.
+fn same_outputs(got: &[f32], expect: &[f32], what: &str) {
+    let bad = got.iter().filter(|x| !x.is_finite()).count();
+    assert_eq!(bad, 0, "{what}: {bad} outputs not finite (a read of unwritten shared memory?)");
+    let d = got.iter().zip(expect).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(d < 1e-5, "{what}: max |diff| {d}");
+}
+
 #[test]
 fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
     let dir = tempfile::tempdir().unwrap();
     let Some(exe) = build_emulator(dir.path()) else { return };
-    // (block size, heads, kv heads, head dim, K/V type): GQA 4:1, 1:1, 6:1 and 2:1, heads of 64
-    // and 256 (Gemma 3), every type the kernels store.
+    // (block size, heads, each layer's K/V heads and head width, K/V type): GQA 4:1, 1:1, 6:1
+    // and 2:1, heads of 64 and 256 (Gemma 3), every type the kernels store; and layers of
+    // different shapes, the second's heads fewer and wider (Gemma 4's: 512).
+    let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
     let cases = [
-        (4, 8, 2, 64, KvDtype::F16),
-        (8, 4, 4, 64, KvDtype::F32),
-        (4, 6, 1, 64, KvDtype::Bf16),
-        (8, 2, 1, 256, KvDtype::F16),
+        (4, 8, [layer(2, 64); 2], KvDtype::F16),
+        (8, 4, [layer(4, 64); 2], KvDtype::F32),
+        (4, 6, [layer(1, 64); 2], KvDtype::Bf16),
+        (8, 2, [layer(1, 256); 2], KvDtype::F16),
+        (4, 4, [layer(2, 64), layer(1, 512)], KvDtype::F16),
+        (8, 4, [layer(4, 32), layer(1, 128)], KvDtype::F32),
     ];
-    for (block_size, heads, kv_heads, head_dim, dtype) in cases {
-        let l = PagedLayout::uniform(2, kv_heads, head_dim, block_size, dtype);
+    for (block_size, heads, shapes, dtype) in cases {
+        let l = PagedLayout::new(KvShape::per_layer(shapes.to_vec()), block_size, dtype);
         let blocks = 12;
         let mut cpu_pool = vec![0u8; blocks * l.block_len()];
         let mut emu = Emulator::start(&exe, l.clone(), heads, blocks, THREADS);
@@ -182,7 +198,7 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
             let batch =
                 BatchLayout::new(chunks.iter().map(|&(cached, new)| SeqChunk { cached, new }).collect()).unwrap();
             let t = batch.total_tokens();
-            for layer in 0..2 {
+            for (layer, &LayerKv { kv_heads, head_dim }) in shapes.iter().enumerate() {
                 let seed = (s * 10 + layer) as u64;
                 let (q, k, v) = (
                     rand_vec(t * heads * head_dim, seed),
@@ -207,12 +223,24 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
                     .to_vec1()
                     .unwrap();
                 let args = KernelArgs::new(&l, &batch, &tables, blocks, how.window).unwrap();
-                let got = emu.attend(layer, &q, &k, &v, &args, how.scale as f32, how.softcap, how.sinks);
+                let got = emu.attend(layer, &q, Some((&k, &v)), &args, how.scale as f32, how.softcap, how.sinks);
                 let what = format!("{dtype} bs {block_size} heads {heads}/{kv_heads}x{head_dim} step {s} layer {layer}");
-                let bad = got.iter().filter(|x| !x.is_finite()).count();
-                assert_eq!(bad, 0, "{what}: {bad} outputs not finite (a read of unwritten shared memory?)");
-                let d = got.iter().zip(&expect).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-                assert!(d < 1e-5, "{what}: max |diff| {d}");
+                same_outputs(&got, &expect, &what);
+                if layer == 1 {
+                    // A later layer reading layer 1's K/V, just written, without writing (Gemma 4's
+                    // layers that share K/V).
+                    let q = rand_vec(t * heads * head_dim, seed + 300);
+                    let how = Attend { sinks: None, ..how };
+                    let expect: Vec<f32> = PagedKvBatch::new(&mut cpu_pool, l.clone(), tables.clone())
+                        .attend_shared(layer, &tensor(&q, heads), &batch, how)
+                        .unwrap()
+                        .flatten_all()
+                        .unwrap()
+                        .to_vec1()
+                        .unwrap();
+                    let got = emu.attend(layer, &q, None, &args, how.scale as f32, how.softcap, None);
+                    same_outputs(&got, &expect, &format!("{what}, shared"));
+                }
             }
         }
         // The pools hold the same K/V bytes afterwards: each value rounded once, the same way.

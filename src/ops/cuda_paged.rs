@@ -21,7 +21,7 @@ use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::op::BackpropOp;
 use candle_core::{CudaDevice, DType, Storage, Tensor};
 
-use super::kernel_args::{attention_shared_bytes, KernelArgs, MAX_HEAD_DIM, THREADS};
+use super::kernel_args::{attention_shared_bytes, KernelArgs, LayerGeometry, MAX_HEAD_DIM, THREADS};
 use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError, PagedLayout};
 
 const MODULE: &str = "hearth_paged_attention";
@@ -56,18 +56,15 @@ impl CudaPool {
     /// larger than the kernel holds, is an error naming it.
     pub fn new(device: &CudaDevice, layout: PagedLayout, blocks: usize) -> Result<Self, OpsError> {
         kernel_suffix(layout.dtype)?;
-        let Some(shape) = layout.uniform_layer() else {
-            return Err(OpsError::Layout(
-                "this model's layers keep K/V heads of different shapes, which hearth's CUDA \
-                 kernels do not take yet; run it on the CPU (--device cpu)"
-                    .into(),
-            ));
-        };
-        if shape.head_dim > MAX_HEAD_DIM {
+        let widest = layout.shape().max_head_dim();
+        if widest > MAX_HEAD_DIM {
             return Err(OpsError::Layout(format!(
-                "a head of {} values is larger than the CUDA attention kernel holds ({MAX_HEAD_DIM})",
-                shape.head_dim
+                "a head of {widest} values is larger than the CUDA attention kernel holds ({MAX_HEAD_DIM})"
             )));
+        }
+        // Every layer's offset and the block's length must fit the kernels' ints.
+        for layer in 0..layout.layers() {
+            LayerGeometry::of(&layout, layer)?;
         }
         let data = device.alloc_zeros::<u8>(blocks * layout.block_len())?;
         Ok(Self {
@@ -161,8 +158,7 @@ impl CudaPagedKvBatch<'_> {
         let scale = how.scale;
         let l = self.pool.layout.clone();
         let (t, heads, d) = super::paged::check_batch(&l, layer, q, kv.map(|(k, _)| k), batch, &self.tables)?;
-        // `CudaPool::new` takes uniform layouts only, so every layer is layer 0's shape.
-        let kv_heads = l.layer(layer).kv_heads;
+        let g = LayerGeometry::of(&l, layer)?;
         let args = KernelArgs::new(&l, batch, &self.tables, self.pool.blocks(), how.window)?;
         let suffix = kernel_suffix(l.dtype)?;
         self.pool.settle()?;
@@ -172,14 +168,8 @@ impl CudaPagedKvBatch<'_> {
         let tables = stream.clone_htod(&args.tables).w()?;
         let token_seq = stream.clone_htod(&args.token_seq).w()?;
         let token_pos = stream.clone_htod(&args.token_pos).w()?;
-        let (layer_i, layers_i, bs_i, kvh_i, d_i, heads_i) = (
-            layer as i32,
-            l.layers() as i32,
-            l.block_size as i32,
-            kv_heads as i32,
-            d as i32,
-            heads as i32,
-        );
+        let (layer_i, block_i, bs_i, kvh_i, d_i, heads_i) =
+            (g.layer_offset, g.block_elems, l.block_size as i32, g.kv_heads, g.head_dim, heads as i32);
 
         if let Some((k, v)) = kv {
             let (ks, vs) = (slice_of(k)?, slice_of(v)?);
@@ -191,7 +181,7 @@ impl CudaPagedKvBatch<'_> {
             b.arg(&vs);
             b.arg(&slots);
             b.arg(&layer_i);
-            b.arg(&layers_i);
+            b.arg(&block_i);
             b.arg(&bs_i);
             b.arg(&kvh_i);
             b.arg(&d_i);
@@ -223,7 +213,7 @@ impl CudaPagedKvBatch<'_> {
         b.arg(&token_pos);
         b.arg(&max_blocks_i);
         b.arg(&layer_i);
-        b.arg(&layers_i);
+        b.arg(&block_i);
         b.arg(&bs_i);
         b.arg(&kvh_i);
         b.arg(&d_i);

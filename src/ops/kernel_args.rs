@@ -16,8 +16,9 @@ use super::{BatchLayout, OpsError, PagedLayout};
 
 /// Threads per block of both kernels: whole warps (8).
 pub const THREADS: u32 = 256;
-/// The largest head the attention kernel holds in a warp's registers (`MAX_DPL` × 32).
-pub const MAX_HEAD_DIM: usize = 256;
+/// The largest head the attention kernel holds in a warp's registers (`MAX_DPL` × 32: Gemma 4's
+/// global heads).
+pub const MAX_HEAD_DIM: usize = 512;
 
 /// The kernels' arguments for one batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +81,41 @@ impl KernelArgs {
     }
 }
 
+/// Where one layer lies in the pool, in the stored type's values as the kernels count: the
+/// offset of its K plane in a block, a block's length, its K/V heads and their width. The
+/// CUDA pool stores f32, f16 or bf16; q8_0, or a block too long for the kernels' `int`s, is an
+/// error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerGeometry {
+    pub layer_offset: i32,
+    pub block_elems: i32,
+    pub kv_heads: i32,
+    pub head_dim: i32,
+}
+
+impl LayerGeometry {
+    pub fn of(layout: &PagedLayout, layer: usize) -> Result<Self, OpsError> {
+        let value = match layout.dtype {
+            super::KvDtype::F32 => 4,
+            super::KvDtype::F16 | super::KvDtype::Bf16 => 2,
+            super::KvDtype::Q8_0 => return Err(OpsError::Layout("the CUDA kernels store no q8_0".into())),
+        };
+        if layer >= layout.layers() {
+            return Err(OpsError::Layout(format!("layer {layer} of a {}-layer pool", layout.layers())));
+        }
+        let int = |n: usize, what: &str| {
+            i32::try_from(n).map_err(|_| OpsError::Layout(format!("{what} of {n} values is too large for the CUDA kernels")))
+        };
+        let shape = layout.layer(layer);
+        Ok(Self {
+            layer_offset: int(layout.layer_offset(layer) / value, "a layer offset")?,
+            block_elems: int(layout.block_len() / value, "a block")?,
+            kv_heads: int(shape.kv_heads, "a head count")?,
+            head_dim: int(shape.head_dim, "a head")?,
+        })
+    }
+}
+
 /// Dynamic shared memory of the attention kernel with `threads` threads and heads of
 /// `head_dim`: each warp's running max, sum and weighted sum of V.
 pub fn attention_shared_bytes(threads: u32, head_dim: usize) -> u32 {
@@ -93,6 +129,20 @@ mod tests {
 
     fn layout() -> PagedLayout {
         PagedLayout::uniform(1, 1, 4, 4, KvDtype::F32)
+    }
+
+    /// Each layer's offset and a block's length in values: f32 counts 4 bytes a value, f16 2.
+    #[test]
+    fn layer_geometry_counts_values() {
+        use crate::ops::{KvShape, LayerKv};
+        let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
+        let shape = KvShape::per_layer(vec![layer(2, 64), layer(1, 128), layer(2, 64)]);
+        let l = PagedLayout::new(shape.clone(), 4, KvDtype::F16);
+        let g = LayerGeometry::of(&l, 2).unwrap();
+        assert_eq!((g.layer_offset, g.block_elems, g.kv_heads, g.head_dim), (2 * 4 * (128 + 128), 3 * 2 * 4 * 128, 2, 64));
+        assert_eq!(LayerGeometry::of(&PagedLayout::new(shape.clone(), 4, KvDtype::F32), 2).unwrap(), g);
+        assert!(LayerGeometry::of(&l, 3).is_err());
+        assert!(LayerGeometry::of(&PagedLayout::new(shape, 8, KvDtype::Q8_0), 0).is_err());
     }
 
     #[test]

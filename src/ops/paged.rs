@@ -141,9 +141,14 @@ impl PagedLayout {
         self.block_len() / self.block_size.max(1)
     }
 
+    /// Byte offset of `layer`'s K plane inside a block.
+    pub fn layer_offset(&self, layer: usize) -> usize {
+        self.offsets[layer]
+    }
+
     /// Byte offset of the plane (`kv`: 0 = K, 1 = V) of `layer` in `block`.
     pub fn plane_offset(&self, block: u32, layer: usize, kv: usize) -> usize {
-        block as usize * self.block_len() + self.offsets[layer] + kv * self.plane_bytes(layer)
+        block as usize * self.block_len() + self.layer_offset(layer) + kv * self.plane_bytes(layer)
     }
 }
 

@@ -9,16 +9,18 @@
 // filled with NaN before each block, so a read of a value no thread wrote shows in the output.
 //
 // Protocol (little-endian, stdin → stdout), one pool per process:
-//   header: i32 dtype (0 f32, 1 f16, 2 bf16), layers, block_size, kv_heads, head_dim, heads,
-//           blocks, threads
+//   header: i32 dtype (0 f32, 1 f16, 2 bf16), block_elems (values of one block), block_size,
+//           heads, blocks, threads
 //   then commands (i32):
-//     1 attend: i32 layer, tokens, seqs, max_blocks, window; f32 scale, softcap; i32 has_sinks;
-//               f32 sinks[heads]; u32 shared_bytes;
+//     1 attend: i32 layer_offset (values before the layer's K plane in a block), kv_heads,
+//               head_dim, writes, tokens, seqs, max_blocks, window; f32 scale, softcap;
+//               i32 has_sinks; f32 sinks[heads]; u32 shared_bytes;
 //               u32 slots[tokens], tables[seqs * max_blocks], token_seq[tokens],
-//               token_pos[tokens]; f32 q[tokens * heads * head_dim],
+//               token_pos[tokens]; f32 q[tokens * heads * head_dim], and where writes is 1
 //               k[tokens * kv_heads * head_dim], v[same]
-//               → write_kv (grid tokens), then paged_attention (grid tokens × heads, with
-//               the host's shared_bytes); writes f32 out[tokens * heads * head_dim]
+//               → write_kv (grid tokens) where writes is 1, then paged_attention (grid
+//               tokens × heads, with the host's shared_bytes); writes f32
+//               out[tokens * heads * head_dim]
 //     2 pool:   writes the pool's bytes
 //     0 end
 #include <ucontext.h>
@@ -161,10 +163,10 @@ int read_i32() {
 }
 
 template <typename T>
-void attend(std::vector<unsigned char> &pool, int layers, int block_size, int kv_heads, int head_dim, int heads,
-            unsigned threads) {
-    const int layer = read_i32(), tokens = read_i32(), seqs = read_i32(), max_blocks = read_i32(),
-              window = read_i32();
+void attend(std::vector<unsigned char> &pool, int block_elems, int block_size, int heads, unsigned threads) {
+    const int layer_offset = read_i32(), kv_heads = read_i32(), head_dim = read_i32(), writes = read_i32();
+    const int tokens = read_i32(), seqs = read_i32(), max_blocks = read_i32(), window = read_i32();
+    if (layer_offset < 0 || kv_heads <= 0 || head_dim <= 0 || layer_offset >= block_elems) fail("bad layer");
     float scale, softcap;
     read(&scale, 1);
     read(&softcap, 1);
@@ -179,31 +181,32 @@ void attend(std::vector<unsigned char> &pool, int layers, int block_size, int kv
     auto token_seq = read_vec<uint32_t>(t);
     auto token_pos = read_vec<uint32_t>(t);
     auto q = read_vec<float>(t * qrow);
-    auto k = read_vec<float>(t * row);
-    auto v = read_vec<float>(t * row);
     std::vector<float> out(t * qrow, NAN);
     T *p = reinterpret_cast<T *>(pool.data());
-    launch(tokens, 1, threads, 0, [&] {
-        write_kv<T>(p, k.data(), v.data(), slots.data(), layer, layers, block_size, kv_heads, head_dim);
-    });
+    if (writes) {
+        auto k = read_vec<float>(t * row);
+        auto v = read_vec<float>(t * row);
+        launch(tokens, 1, threads, 0, [&] {
+            write_kv<T>(p, k.data(), v.data(), slots.data(), layer_offset, block_elems, block_size, kv_heads, head_dim);
+        });
+    }
     launch(tokens, heads, threads, shared, [&] {
         paged_attention<T>(out.data(), q.data(), p, tables.data(), token_seq.data(), token_pos.data(), max_blocks,
-                           layer, layers, block_size, kv_heads, head_dim, heads, scale, window, softcap, sinks.data(),
-                           has_sinks);
+                           layer_offset, block_elems, block_size, kv_heads, head_dim, heads, scale, window, softcap,
+                           sinks.data(), has_sinks);
     });
     std::fwrite(out.data(), sizeof(float), out.size(), stdout);
     std::fflush(stdout);
 }
 
-template <typename T> int serve(int layers, int block_size, int kv_heads, int head_dim, int heads, int blocks,
-                                unsigned threads) {
-    std::vector<unsigned char> pool((size_t)blocks * layers * 2 * block_size * kv_heads * head_dim * sizeof(T));
+template <typename T> int serve(int block_elems, int block_size, int heads, int blocks, unsigned threads) {
+    std::vector<unsigned char> pool((size_t)blocks * block_elems * sizeof(T));
     for (;;) {
         switch (read_i32()) {
         case 0:
             return 0;
         case 1:
-            attend<T>(pool, layers, block_size, kv_heads, head_dim, heads, threads);
+            attend<T>(pool, block_elems, block_size, heads, threads);
             break;
         case 2:
             std::fwrite(pool.data(), 1, pool.size(), stdout);
@@ -218,17 +221,16 @@ template <typename T> int serve(int layers, int block_size, int kv_heads, int he
 }  // namespace
 
 int main() {
-    const int dtype = read_i32(), layers = read_i32(), block_size = read_i32(), kv_heads = read_i32(),
-              head_dim = read_i32(), heads = read_i32(), blocks = read_i32(), threads = read_i32();
-    if (layers <= 0 || block_size <= 0 || kv_heads <= 0 || head_dim <= 0 || heads <= 0 || blocks <= 0 || threads <= 0)
-        fail("bad header");
+    const int dtype = read_i32(), block_elems = read_i32(), block_size = read_i32(), heads = read_i32(),
+              blocks = read_i32(), threads = read_i32();
+    if (block_elems <= 0 || block_size <= 0 || heads <= 0 || blocks <= 0 || threads <= 0) fail("bad header");
     switch (dtype) {
     case 0:
-        return serve<float>(layers, block_size, kv_heads, head_dim, heads, blocks, threads);
+        return serve<float>(block_elems, block_size, heads, blocks, threads);
     case 1:
-        return serve<__half>(layers, block_size, kv_heads, head_dim, heads, blocks, threads);
+        return serve<__half>(block_elems, block_size, heads, blocks, threads);
     case 2:
-        return serve<__nv_bfloat16>(layers, block_size, kv_heads, head_dim, heads, blocks, threads);
+        return serve<__nv_bfloat16>(block_elems, block_size, heads, blocks, threads);
     default:
         fail("unknown dtype");
     }

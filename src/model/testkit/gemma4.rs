@@ -70,6 +70,53 @@ impl TinyGemma4 {
     }
 }
 
+impl TinyGemma4 {
+    /// Gemma 4 E2B's layer shape (one K/V head of 256 in local layers, of 512 in global ones,
+    /// a quarter of it rotated; per-layer inputs of 256; MLPs of 6,144, twice that in the
+    /// layers sharing K/V) in 10 of its 35 layers: two runs of four local layers and a global
+    /// one, the second run sharing the first's K/V (as its last 20 layers share its 15th's and
+    /// 14th's: llama.cpp reads the last K/V layer as global and the one before as local).
+    pub fn e2b_10_layers() -> Self {
+        let local: Vec<bool> = (0..10).map(|l| l % 5 != 4).collect();
+        Self {
+            local,
+            global_kv_heads: 1,
+            global_head_dim: 512,
+            global_rotated_pairs: 64,
+            k_eq_v: false,
+            shared_kv_layers: 5,
+            per_layer_input: 256,
+            ffn: (0..10).map(|l| if l < 5 { 6144 } else { 12288 }).collect(),
+            final_softcap: Some(30.0),
+        }
+    }
+
+    /// Parameters a file of this layout holds beside the embedding and output tables.
+    pub fn parameter_count(&self, spec: &TinyModelSpec) -> usize {
+        let d = spec.hidden;
+        let kv_layers = self.local.len() - self.shared_kv_layers;
+        let mut n = self.global_head_dim / 2 + self.per_layer_input * self.local.len() * (spec.vocab.size + d);
+        n += self.per_layer_input;
+        for (i, &local) in self.local.iter().enumerate() {
+            let (kvh, hd) = if local { (spec.kv_heads, spec.head_dim) } else { (self.global_kv_heads, self.global_head_dim) };
+            let q = spec.heads * hd;
+            n += 2 * d * q + hd + 4 * d + 1;
+            if i < kv_layers {
+                let v = if local || !self.k_eq_v { kvh * hd * d } else { 0 };
+                n += kvh * hd * d + v + hd;
+            }
+            n += 3 * d * self.ffn[i];
+            if let Some(m) = spec.moe {
+                n += 4 * d + m.experts * (d + 1 + 3 * d * spec.ffn);
+            }
+            if self.per_layer_input > 0 {
+                n += 2 * d * self.per_layer_input + d;
+            }
+        }
+        n
+    }
+}
+
 /// The architecture's metadata (the vocabulary's is added by the caller).
 pub(super) fn metadata(spec: &TinyModelSpec, g: &TinyGemma4) -> Vec<(String, Value)> {
     let u32v = |x: usize| Value::U32(x as u32);

@@ -363,8 +363,33 @@ impl TinyModelSpec {
         }
     }
 
+    /// A random model with Gemma 4 E2B's layer shape (hidden 1,536, 8 heads, per-layer
+    /// inputs, K/V shared by the last layers) in 10 of its 35 layers, a 32,000-token vocabulary
+    /// (E2B's: 262,144), Q8_0 (0.6 GB): the Gemma 4 benchmarks' model.
+    pub fn bench_gemma4() -> Self {
+        Self {
+            vocab: TinyVocab::with_size(VocabStyle::Gemma4, 32_000),
+            hidden: 1536,
+            layers: 10,
+            heads: 8,
+            kv_heads: 1,
+            head_dim: 256,
+            ffn: 6144,
+            context_length: 8192,
+            rope_base: 1_000_000.0,
+            sliding_window: Some((512, 5)),
+            gemma4: Some(TinyGemma4::e2b_10_layers()),
+            seed: 15,
+            ..Self::tiny(Family::Gemma4, WeightType::Q8_0)
+        }
+    }
+
     /// Parameters the file will hold.
     pub fn parameter_count(&self) -> usize {
+        if let Some(g) = &self.gemma4 {
+            let out = if self.tie_embeddings { 0 } else { self.vocab.size * self.hidden };
+            return self.vocab.size * self.hidden + out + self.hidden + g.parameter_count(self);
+        }
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
         let norms = match self.family {
             Family::Gemma2 => 4 * d,
