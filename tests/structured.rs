@@ -914,10 +914,33 @@ async fn a_qwen3_coder_forced_call_is_written_in_its_xml_and_comes_back() {
     let template = include_str!("../src/model/chat/fixtures/qwen3-coder-30b-a3b-instruct.jinja");
     let spec = TinyModelSpec::tiny(Family::Qwen3Moe, WeightType::Q8_0);
     let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::QwenXml).await;
-    let (engine, tools) = (s.state.engine(), weather_tools());
     assert!(reply.text.starts_with("<tool_call>\n<function=get_weather>\n<parameter=city>\n"), "{:?}", reply.text);
     assert!(reply.text.ends_with("\n</parameter>\n</function>\n</tool_call>"), "{:?}", reply.text);
+    forced_call_round_trip(&s, &reply).await;
+}
 
+/// Gemma 4's template (llama.cpp's copy) on the tiny Gemma 4 file: a forced call is
+/// `<|tool_call>call:get_weather{…}<tool_call|>` in Gemma's notation (strings between `<|"|>`
+/// marks, the arguments sorted as the template writes them) and comes back through the API as
+/// the call, whole and streamed; the agent's next request renders the call back as written (the
+/// cache holds) with the result in the same turn, and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gemma4_forced_call_is_written_in_its_notation_and_comes_back() {
+    let template = include_str!("../src/model/chat/builtin/gemma-4-it.jinja");
+    let spec = TinyModelSpec::tiny(Family::Gemma4, WeightType::Q8_0);
+    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::Gemma4).await;
+    let written = s.state.engine().model().tokenizer.decode(&reply.tokens).unwrap();
+    assert!(written.starts_with("<|tool_call>call:get_weather{city:<|\"|>"), "{written:?}");
+    assert!(written.ends_with("<|\"|>}<tool_call|>"), "{written:?}");
+    forced_call_round_trip(&s, &reply).await;
+}
+
+/// The API's side of a forced weather call whose greedy reply was `reply`: the same request
+/// comes back as the call (a city and a unit of the tool's enums), streamed with no text chunk
+/// showing its markup; the agent's next request, with the call and its result, renders the
+/// call back as the model wrote it (the cache holds) and answers.
+async fn forced_call_round_trip(s: &TestServer, reply: &GenerationReport) {
+    let (engine, tools) = (s.state.engine(), weather_tools());
     let user = json!({"role": "user", "content": "What is the weather in Paris?"});
     let mut body = forced_call_request(&user, &json!([weather_tool()]));
     body["max_tokens"] = json!(300);
@@ -952,61 +975,6 @@ async fn a_qwen3_coder_forced_call_is_written_in_its_xml_and_comes_back() {
                 m
             }],
             &tools,
-        )
-        .unwrap();
-    let rendered = engine.model().tokenizer.decode(&rendered).unwrap();
-    assert!(rendered.contains(&written), "the call renders back as written: {written:?} in {rendered:?}");
-    assert!(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{v}");
-}
-
-/// Gemma 4's template (llama.cpp's copy) on the tiny Gemma 4 file: a forced call is
-/// `<|tool_call>call:get_weather{…}<tool_call|>` in Gemma's notation (strings between `<|"|>`
-/// marks, the arguments sorted as the template writes them) and comes back through the API as
-/// the call, whole and streamed; the agent's next request renders the call back as written (the
-/// cache holds) with the result in the same turn, and answers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gemma4_forced_call_is_written_in_its_notation_and_comes_back() {
-    let template = include_str!("../src/model/chat/fixtures/google-gemma-4-31b-it.jinja");
-    let spec = TinyModelSpec::tiny(Family::Gemma4, WeightType::Q8_0);
-    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::Gemma4).await;
-    let engine = s.state.engine();
-    let written = engine.model().tokenizer.decode(&reply.tokens).unwrap();
-    assert!(written.starts_with("<|tool_call>call:get_weather{city:<|\"|>"), "{written:?}");
-    assert!(written.ends_with("<|\"|>}<tool_call|>"), "{written:?}");
-
-    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
-    let mut body = forced_call_request(&user, &json!([weather_tool()]));
-    body["max_tokens"] = json!(300);
-    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
-    let call = message(&v)["tool_calls"][0].clone();
-    assert_eq!(call["function"]["name"], "get_weather", "{v}");
-    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
-    assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{v}");
-    assert!(["C", "F"].contains(&args["unit"].as_str().unwrap()), "{v}");
-
-    let mut streamed = body.clone();
-    streamed["stream"] = json!(true);
-    let (status, bytes) = post(&s.app, "/v1/chat/completions", &streamed).await;
-    assert_eq!(status, StatusCode::OK);
-    let (_, text) = streamed_parts(&bytes);
-    assert_eq!(text, "", "no text chunk shows the call's markup: {:?}", sse_chunks(&bytes));
-
-    let (status, v) = post_json(&s.app, "/v1/chat/completions", &next_turn(&user, &call, "sunny", &json!([weather_tool()]))).await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    let rendered = engine
-        .tokenize_chat_with_tools(
-            &[Message::user("What is the weather in Paris?"), {
-                let mut m = Message::assistant(String::new());
-                m.tool_calls = vec![hearth::engine::ToolCall {
-                    id: "c1".into(),
-                    name: "get_weather".into(),
-                    arguments: call["function"]["arguments"].as_str().unwrap().to_owned(),
-                }];
-                m
-            }],
-            &weather_tools(),
         )
         .unwrap();
     let rendered = engine.model().tokenizer.decode(&rendered).unwrap();

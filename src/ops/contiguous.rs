@@ -118,6 +118,14 @@ impl ContiguousKv {
     }
 }
 
+/// The sequences' outputs in batch order, as one tensor.
+fn joined(mut outs: Vec<Tensor>) -> Result<Tensor, OpsError> {
+    if outs.len() == 1 {
+        return Ok(outs.remove(0));
+    }
+    Ok(Tensor::cat(&outs, 0)?)
+}
+
 /// A [`KvStore`] over several sequences' [`ContiguousKv`]: sequence `i` of the
 /// batch is `seqs[i]`.
 pub struct ContiguousBatch<'a> {
@@ -127,6 +135,18 @@ pub struct ContiguousBatch<'a> {
 impl<'a> ContiguousBatch<'a> {
     pub fn new(seqs: Vec<&'a mut ContiguousKv>) -> Self {
         Self { seqs }
+    }
+
+    /// Whether `batch` has one sequence per store.
+    fn check_len(&self, batch: &BatchLayout) -> Result<(), OpsError> {
+        if batch.len() != self.seqs.len() {
+            return Err(OpsError::Layout(format!(
+                "batch has {} sequences, store {}",
+                batch.len(),
+                self.seqs.len()
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -140,13 +160,7 @@ impl KvStore for ContiguousBatch<'_> {
         batch: &BatchLayout,
         how: Attend<'_>,
     ) -> Result<Tensor, OpsError> {
-        if batch.len() != self.seqs.len() {
-            return Err(OpsError::Layout(format!(
-                "batch has {} sequences, store {}",
-                batch.len(),
-                self.seqs.len()
-            )));
-        }
+        self.check_len(batch)?;
         let mut outs = Vec::with_capacity(batch.len());
         for (i, (chunk, store)) in batch.seqs().iter().zip(self.seqs.iter_mut()).enumerate() {
             let rows = |t: &Tensor| t.narrow(0, batch.offset(i), chunk.new);
@@ -156,20 +170,11 @@ impl KvStore for ContiguousBatch<'_> {
             let v_all = v_all.to_dtype(q_s.dtype())?;
             outs.push(attention::attend(&q_s, &k_all, &v_all, chunk.cached, how)?);
         }
-        if outs.len() == 1 {
-            return Ok(outs.remove(0));
-        }
-        Ok(Tensor::cat(&outs, 0)?)
+        joined(outs)
     }
 
     fn attend_shared(&mut self, layer: usize, q: &Tensor, batch: &BatchLayout, how: Attend<'_>) -> Result<Tensor, OpsError> {
-        if batch.len() != self.seqs.len() {
-            return Err(OpsError::Layout(format!(
-                "batch has {} sequences, store {}",
-                batch.len(),
-                self.seqs.len()
-            )));
-        }
+        self.check_len(batch)?;
         let mut outs = Vec::with_capacity(batch.len());
         for (i, (chunk, store)) in batch.seqs().iter().zip(self.seqs.iter()).enumerate() {
             let q_s = q.narrow(0, batch.offset(i), chunk.new)?;
@@ -177,10 +182,7 @@ impl KvStore for ContiguousBatch<'_> {
             let (k_all, v_all) = (k_all.to_dtype(q_s.dtype())?, v_all.to_dtype(q_s.dtype())?);
             outs.push(attention::attend(&q_s, &k_all, &v_all, chunk.cached, how)?);
         }
-        if outs.len() == 1 {
-            return Ok(outs.remove(0));
-        }
-        Ok(Tensor::cat(&outs, 0)?)
+        joined(outs)
     }
 }
 

@@ -421,19 +421,24 @@ mod tests {
         }
     }
 
+    /// `b`, `h` encoded, decodes and reads back as `h`, and with any one byte flipped fails.
+    fn reads_back_and_catches_every_flip(h: &CacheHeader, b: &[u8]) {
+        let p = Path::new("x.hkv");
+        assert_eq!(&CacheHeader::decode(b, p).unwrap(), h);
+        assert_eq!(&CacheHeader::read(&mut &b[..], h.file_len(), p).unwrap(), h);
+        for i in 0..b.len() {
+            let mut bad = b.to_vec();
+            bad[i] ^= 0x10;
+            assert!(CacheHeader::decode(&bad, p).is_err(), "byte {i}");
+        }
+    }
+
     #[test]
     fn encode_decode_round_trip_and_every_flipped_byte_is_caught() {
         let h = sample();
         let b = h.encode();
         assert_eq!(b.len() as u64, header_bytes(37, 2, 0));
-        let p = Path::new("x.hkv");
-        assert_eq!(CacheHeader::decode(&b, p).unwrap(), h);
-        assert_eq!(CacheHeader::read(&mut b.as_slice(), h.file_len(), p).unwrap(), h);
-        for i in 0..b.len() {
-            let mut bad = b.clone();
-            bad[i] ^= 0x10;
-            assert!(CacheHeader::decode(&bad, p).is_err(), "byte {i}");
-        }
+        reads_back_and_catches_every_flip(&h, &b);
         assert_eq!(h.blocks_present(h.file_len()), 2);
         assert_eq!(h.blocks_present(h.file_len() - 1), 1);
         assert_eq!(h.blocks_present(10), 0);
@@ -453,14 +458,7 @@ mod tests {
         assert_eq!(b[8], 2);
         assert_eq!(b.len() as u64, header_bytes(37, 2, 3));
         assert_eq!(h.block_bytes(), 2 * 16 * (8 + 8 + 8) * 4);
-        let p = Path::new("x.hkv");
-        assert_eq!(CacheHeader::decode(&b, p).unwrap(), h);
-        assert_eq!(CacheHeader::read(&mut b.as_slice(), h.file_len(), p).unwrap(), h);
-        for i in 0..b.len() {
-            let mut bad = b.clone();
-            bad[i] ^= 0x10;
-            assert!(CacheHeader::decode(&bad, p).is_err(), "byte {i}");
-        }
+        reads_back_and_catches_every_flip(&h, &b);
         // A version 2 header of alike layers is not one this hearth writes.
         h.layout.shape = KvShape::per_layer(vec![layer(2, 4); 3]);
         let mut b = h.encode();
@@ -469,7 +467,7 @@ mod tests {
         let n = b.len();
         let sum = xxhash_rust::xxh3::xxh3_64(&b[..n - 8]);
         b[n - 8..].copy_from_slice(&sum.to_le_bytes());
-        assert!(CacheHeader::decode(&b, p).is_err());
+        assert!(CacheHeader::decode(&b, Path::new("x.hkv")).is_err());
     }
 
     #[test]

@@ -229,7 +229,7 @@ mod tests {
     use crate::model::chat::tools::{ToolFormat, ToolStream};
     use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
 
-    const TEMPLATE: &str = include_str!("fixtures/google-gemma-4-31b-it.jinja");
+    const TEMPLATE: &str = crate::model::chat::template::GEMMA4_TEMPLATE;
 
     fn weather() -> Tool {
         Tool {

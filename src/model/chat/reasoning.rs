@@ -459,7 +459,7 @@ mod tests {
     /// empty one (the reply starts outside), with it on the model opens its own.
     #[test]
     fn gemma4_thinks_in_its_thought_channel() {
-        let template = include_str!("fixtures/google-gemma-4-31b-it.jinja");
+        let template = super::super::template::GEMMA4_TEMPLATE;
         let tags = Reasoning::tags_in_template(template);
         assert_eq!(tags, Some(ThinkTags::Gemma4));
         let off = Reasoning::for_prompt(ThinkTags::Gemma4, "<|turn>model\n<|channel>thought\n<channel|>");

@@ -35,6 +35,10 @@ pub(super) const CHATML_TEMPLATE: &str = r#"{%- for message in messages -%}
 /// alternate. (llama.cpp would fall back to ChatML there, which Gemma was not trained on.)
 pub(super) const GEMMA3_TEMPLATE: &str = include_str!("builtin/gemma-3-it.jinja");
 
+/// google/gemma-4-31B-it's `chat_template` (llama.cpp's `models/templates/` copy), verbatim: for
+/// a Gemma 4 file that carries none, and the real template the tests render.
+pub(super) const GEMMA4_TEMPLATE: &str = include_str!("builtin/gemma-4-it.jinja");
+
 /// A compiled chat template and the special-token text it may print.
 #[derive(Clone)]
 pub struct ChatTemplate {
@@ -180,7 +184,7 @@ impl ChatTemplate {
     }
 
     /// The template for a model that carries none: its family's own where hearth knows it
-    /// (Gemma 3's, for Gemma 2 and 3), else ChatML.
+    /// (Gemma 3's, for Gemma 2 and 3; Gemma 4's), else ChatML.
     pub fn fallback(family: crate::model::hparams::Family, tok: &Tokenizer) -> Self {
         let (bos, eos) = (tok.bos_token().map(str::to_owned), tok.eos_token().map(str::to_owned));
         match family {
@@ -189,6 +193,9 @@ impl ChatTemplate {
             crate::model::hparams::Family::Gemma2 | crate::model::hparams::Family::Gemma3 => {
                 // A constant covered by a test, like ChatML.
                 Self::new(GEMMA3_TEMPLATE.to_owned(), bos, eos).expect("the built-in Gemma 3 template parses")
+            }
+            crate::model::hparams::Family::Gemma4 => {
+                Self::new(GEMMA4_TEMPLATE.to_owned(), bos, eos).expect("the built-in Gemma 4 template parses")
             }
             _ => Self::chatml_with_tokens(bos, eos),
         }

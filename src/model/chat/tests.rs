@@ -663,7 +663,7 @@ fn gpt_oss_renders_harmony() {
     );
 }
 
-const GEMMA4: &str = include_str!("fixtures/google-gemma-4-31b-it.jinja");
+const GEMMA4: &str = super::template::GEMMA4_TEMPLATE;
 
 /// Gemma 4's template (llama.cpp's copy of google/gemma-4-31B-it's): `<|turn>role` …
 /// `<turn|>` turns, the system message in a system turn, the reply opened with an empty

@@ -171,7 +171,9 @@ fn gpt2(pre: &'static str, family: Gpt2Family, style: VocabStyle, size: usize) -
 
 // SentencePiece style
 
-fn spm(size: usize) -> TinyVocab {
+/// The SentencePiece-like training: its merges, in order, and its alphabet (characters common
+/// enough to be pieces; rarer ones fall back to bytes).
+fn spm_pieces() -> (Vec<(String, String)>, Vec<char>) {
     let (words, alphabet) = train::spm_words(TRAINING_TEXT, SPM_MIN_CHAR_COUNT);
     let in_alphabet = |s: &str| {
         let mut chars = s.chars();
@@ -181,6 +183,11 @@ fn spm(size: usize) -> TinyVocab {
         }
     };
     let merges = train_bpe(words, SPM_MERGES, in_alphabet);
+    (merges, alphabet)
+}
+
+fn spm(size: usize) -> TinyVocab {
+    let (merges, alphabet) = spm_pieces();
 
     let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
     tokens.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
@@ -258,15 +265,7 @@ const GEMMA4_SPECIALS: [(&str, i32); 18] = [
 ];
 
 fn gemma4(size: usize) -> TinyVocab {
-    let (words, alphabet) = train::spm_words(TRAINING_TEXT, SPM_MIN_CHAR_COUNT);
-    let in_alphabet = |s: &str| {
-        let mut chars = s.chars();
-        match (chars.next(), chars.next()) {
-            (Some(c), None) => alphabet.contains(&c),
-            _ => true,
-        }
-    };
-    let merges = train_bpe(words, SPM_MERGES, in_alphabet);
+    let (merges, alphabet) = spm_pieces();
 
     let mut tokens: Vec<String> = GEMMA4_SPECIALS.iter().map(|(t, _)| t.to_string()).collect();
     let mut types: Vec<i32> = GEMMA4_SPECIALS.iter().map(|&(_, t)| t).collect();
@@ -301,7 +300,7 @@ fn gemma4(size: usize) -> TinyVocab {
         kv("tokenizer.ggml.add_space_prefix", Value::Bool(false)),
         kv(
             "tokenizer.chat_template",
-            Value::String(include_str!("../chat/fixtures/google-gemma-4-31b-it.jinja").into()),
+            Value::String(include_str!("../chat/builtin/gemma-4-it.jinja").into()),
         ),
     ];
     let json = gemma4_json(&tokens, &types, &merge_strings);
