@@ -5,7 +5,7 @@
 //! Each load has a number; the app only takes deliveries of the load it is waiting for, so a
 //! load that was cancelled or replaced by a newer one can never attach its engine.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
@@ -90,22 +90,26 @@ impl LaunchProgress for ToWindow {
     /// The weights' reading as figures of their own, sent from the loading thread at most every
     /// [`PROGRESS_EVERY`] (and at the end).
     fn load_meter(&mut self, total: u64) -> Option<LoadMeter> {
-        let (tx, repaint, load) = (self.tx.clone(), self.repaint.clone(), self.load);
-        let file = self.loading.clone().unwrap_or_default();
-        let sent: Cell<Option<Instant>> = Cell::new(None);
+        // A sender of its own (the meter lives on the loading thread), throttled as downloads are.
+        let meter = RefCell::new(ToWindow {
+            load: self.load,
+            tx: self.tx.clone(),
+            repaint: self.repaint.clone(),
+            figures: Some(DownloadFigures {
+                file: self.loading.clone().unwrap_or_default(),
+                reading: true,
+                done: 0,
+                total,
+            }),
+            sent: None,
+            loading: None,
+        });
         Some(Box::new(move |done| {
-            let due = sent.get().is_none_or(|t| t.elapsed() >= PROGRESS_EVERY);
-            if due || done >= total {
-                let figures = DownloadFigures {
-                    file: file.clone(),
-                    reading: true,
-                    done: done.min(total),
-                    total,
-                };
-                let _ = tx.send(Delivery::Progress { load, figures });
-                repaint();
-                sent.set(Some(Instant::now()));
+            let mut w = meter.borrow_mut();
+            if let Some(f) = w.figures.as_mut() {
+                f.done = done.min(total);
             }
+            w.send(done >= total);
         }))
     }
 }

@@ -16,14 +16,14 @@
 //!
 //! Counterpart: llama.cpp's `src/models/gemma4.cpp`; Hugging Face's `Gemma4TextModel`.
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{Device, Tensor};
 
 use super::embedding::TokenEmbedding;
 use super::gguf::GgufFile;
 use super::hparams::HParams;
 use super::linear::QLinear;
 use super::moe::MoeMlp;
-use super::transformer::{check_shape, load_2d};
+use super::transformer::{load_2d, load_vec};
 use super::ModelError;
 use crate::ops::glu::{self, Gate};
 use crate::ops::norm;
@@ -50,7 +50,7 @@ impl PerLayerEmbedding {
         Ok(Some(Self {
             table: TokenEmbedding::new(&table)?,
             proj: QLinear::new(proj, device)?,
-            norm: load_norm(file, "per_layer_proj_norm.weight", width, device)?,
+            norm: load_vec(file, "per_layer_proj_norm.weight", width, device)?,
             layers,
             width,
         }))
@@ -96,7 +96,7 @@ impl PerLayerInput {
         Ok(Some(Self {
             gate: QLinear::new(load_2d(file, &n("inp_gate.weight"), [w, d], device)?, device)?,
             proj: QLinear::new(load_2d(file, &n("proj.weight"), [d, w], device)?, device)?,
-            post_norm: load_norm(file, &n("post_norm.weight"), d, device)?,
+            post_norm: load_vec(file, &n("post_norm.weight"), d, device)?,
         }))
     }
 
@@ -137,11 +137,11 @@ impl DenseAndExperts {
             dense,
             experts: MoeMlp::load(file, i, d, p, device)?,
             post_norms: [
-                load_norm(file, &n("post_ffw_norm_1.weight"), d, device)?,
-                load_norm(file, &n("post_ffw_norm_2.weight"), d, device)?,
+                load_vec(file, &n("post_ffw_norm_1.weight"), d, device)?,
+                load_vec(file, &n("post_ffw_norm_2.weight"), d, device)?,
             ],
-            pre_norm: load_norm(file, &n("pre_ffw_norm_2.weight"), d, device)?,
-            router_scale: load_norm(file, &n("ffn_gate_inp.scale"), d, device)?,
+            pre_norm: load_vec(file, &n("pre_ffw_norm_2.weight"), d, device)?,
+            router_scale: load_vec(file, &n("ffn_gate_inp.scale"), d, device)?,
         })
     }
 
@@ -157,11 +157,4 @@ impl DenseAndExperts {
         let routed = self.experts.forward_routed(&h, &router_in, act)?;
         Ok((dense + norm::rms_norm(&routed, &self.post_norms[1], eps32)?)?)
     }
-}
-
-/// An f32 vector of `len` values (norm weights, scales).
-pub(super) fn load_norm(file: &mut GgufFile, name: &str, len: usize, device: &Device) -> Result<Tensor, ModelError> {
-    let t = file.tensor(name, device)?;
-    check_shape(name, t.shape().dims(), &[len])?;
-    Ok(t.dequantize(device)?.to_dtype(DType::F32)?)
 }

@@ -150,7 +150,8 @@ use std::collections::HashMap;
 use candle_core::quantized::gguf_file::Value;
 
 use super::gguf::{
-    md_opt_bool, md_opt_f64, md_opt_per_layer_usize, md_opt_str, md_opt_usize, md_opt_usize_array, md_str, md_usize,
+    md_opt_bool, md_opt_f64, md_opt_per_layer_usize, md_opt_str, md_opt_usize, md_opt_usize_array, md_opt_usize_per_layer,
+    md_str, md_usize,
 };
 use super::ModelError;
 
@@ -829,13 +830,8 @@ fn gemma4_attention(
 ) -> Result<(AttnShape, Option<AttnShape>, usize, usize), ModelError> {
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let layers = local_layers.len();
-    let kv_counts = match md_opt_usize_array(md, &key("attention.head_count_kv")) {
-        Ok(Some(v)) if v.len() == layers => v,
-        Ok(Some(v)) => return Err(bad("attention.head_count_kv", format!("{} counts for {layers} layers", v.len()))),
-        Ok(None) => vec![global.heads; layers],
-        // Not an array: one count for every layer.
-        Err(_) => vec![md_usize(md, &key("attention.head_count_kv"))?; layers],
-    };
+    let kv_counts =
+        md_opt_usize_per_layer(md, &key("attention.head_count_kv"), layers)?.unwrap_or_else(|| vec![global.heads; layers]);
     // Every layer of a kind must have the same count; the kind's count is its first layer's.
     let count_of = |local: bool| -> Result<Option<usize>, ModelError> {
         let mut of_kind = kv_counts.iter().zip(local_layers).filter(|(_, &l)| l == local).map(|(&c, _)| c);
@@ -898,18 +894,9 @@ fn gemma4_attention(
 /// differ, every layer's.
 fn gemma4_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize) -> Result<(usize, Vec<usize>), ModelError> {
     let k = key("feed_forward_length");
-    match md_opt_usize_array(md, &k) {
-        Ok(Some(v)) if v.len() == layers => {
-            let first = v[0];
-            Ok((first, if v.iter().all(|&f| f == first) { Vec::new() } else { v }))
-        }
-        Ok(Some(v)) => Err(ModelError::BadMetadata {
-            key: k,
-            reason: format!("{} widths for {layers} layers", v.len()),
-        }),
-        Ok(None) => Err(ModelError::MissingMetadata { key: k }),
-        Err(_) => Ok((md_usize(md, &k)?, Vec::new())),
-    }
+    let widths = md_opt_usize_per_layer(md, &k, layers)?.ok_or(ModelError::MissingMetadata { key: k })?;
+    let first = widths.first().copied().unwrap_or(0);
+    Ok((first, if widths.iter().all(|&f| f == first) { Vec::new() } else { widths }))
 }
 
 /// The file's rope pairing: the family's, except that a GLM-4 file with M-RoPE sections

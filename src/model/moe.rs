@@ -226,36 +226,18 @@ impl MoeMlp {
         };
         let downs = load_experts(file, &n("ffn_down_exps.weight"), [e, hidden, f], device)?;
         let experts = gates.into_iter().zip(ups).zip(downs).map(|((g, u), d)| [g, u, d]).collect();
-        let bias_name = n("exp_probs_b.bias");
-        let selection_bias = match file.tensor_opt(&bias_name, &Device::Cpu)? {
-            Some(b) => {
-                super::transformer::check_shape(&bias_name, b.shape().dims(), &[e])?;
-                Some(b.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.to_vec1::<f32>()?)
-            }
-            None => None,
-        };
-        let scale_name = n("ffn_down_exps.scale");
-        let expert_scale = match file.tensor_opt(&scale_name, &Device::Cpu)? {
-            Some(s) => {
-                super::transformer::check_shape(&scale_name, s.shape().dims(), &[e])?;
-                Some(s.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.to_vec1::<f32>()?)
-            }
-            None => None,
-        };
         let routing = Routing {
             k: p.experts_used,
             gating: p.gating,
-            selection_bias,
+            selection_bias: host_vec(file, &n("exp_probs_b.bias"), &[e])?,
             normalize: p.normalize,
             scale: p.weights_scale,
-            expert_scale,
+            expert_scale: host_vec(file, &n("ffn_down_exps.scale"), &[e])?,
         };
         let mut moe = Self::new(router, experts, routing, device)?;
         if p.biases {
             let cpu_vec = |file: &mut GgufFile, name: &str, shape: &[usize]| -> Result<Vec<f32>, ModelError> {
-                let t = file.tensor(&n(name), &Device::Cpu)?;
-                super::transformer::check_shape(&n(name), t.shape().dims(), shape)?;
-                Ok(t.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+                host_vec(file, &n(name), shape)?.ok_or_else(|| ModelError::MissingTensor { name: n(name) })
             };
             moe.router_bias = Some(cpu_vec(file, "ffn_gate_inp.bias", &[e])?);
             let gate = cpu_vec(file, "ffn_gate_exps.bias", &[e, f])?;
@@ -478,6 +460,13 @@ impl MoeMlp {
         }
         Ok(sum.reshape((t, d))?)
     }
+}
+
+/// `name` (of `shape`) as f32 values on the host, when the file has it.
+fn host_vec(file: &mut GgufFile, name: &str, shape: &[usize]) -> Result<Option<Vec<f32>>, ModelError> {
+    let Some(t) = file.tensor_opt(name, &Device::Cpu)? else { return Ok(None) };
+    super::transformer::check_shape(name, t.shape().dims(), shape)?;
+    Ok(Some(t.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?))
 }
 
 /// `bias` added to each row of `rows` (`[n, bias.len()]`, row-major).

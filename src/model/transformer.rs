@@ -50,15 +50,12 @@ struct Attention {
     /// The layer's heads (Gemma 4's global layers differ from its local ones).
     shape: AttnShape,
     /// Q, K and V projections (fused when their weights share a type); Q and K alone where V
-    /// is K's projection (`k_as_v`), Q alone where the layer reads another's K/V.
+    /// is K's projection (Gemma 4's global layers without `attn_v`: V is K before K's norm),
+    /// Q alone where the layer reads another's K/V.
     qkv: FusedLinear,
-    /// The store layer whose K/V this layer writes and reads ([`HParams::kv_layer`]).
+    /// The store layer whose K/V this layer writes and reads ([`HParams::kv_layer`]): its own,
+    /// or an earlier one's, already written by the same forward, which it only reads.
     kv_layer: usize,
-    /// Whether this layer computes and writes K/V (false: it reads `kv_layer`'s, already
-    /// written by an earlier layer of the same forward).
-    writes_kv: bool,
-    /// Gemma 4's global layers without `attn_v`: V is K's projection, before K's norm.
-    k_as_v: bool,
     /// Gemma 4: V normalized per head (RMS, weights of 1).
     v_norm: Option<Tensor>,
     wo: QLinear,
@@ -386,12 +383,12 @@ impl Transformer {
         let mut qkv = a.qkv.forward(h)?.into_iter();
         let mut q = qkv.next().ok_or_else(|| OpsError::Layout("the Q projection gave nothing".into()))?;
         // K and V where the layer writes them: V is K's projection where the layer has no V.
-        let mut kv_rows = match (a.writes_kv, qkv.next(), qkv.next()) {
+        let mut kv_rows = match (a.kv_layer == li, qkv.next(), qkv.next()) {
             (false, _, _) => None,
             (true, Some(k), Some(v)) => Some((k, v)),
-            (true, Some(k), None) if a.k_as_v => Some((k.clone(), k)),
-            (true, _, _) => {
-                return Err(OpsError::Layout("the QKV projection did not give K and V".into()).into());
+            (true, Some(k), None) => Some((k.clone(), k)),
+            (true, None, _) => {
+                return Err(OpsError::Layout("the QKV projection did not give K".into()).into());
             }
         };
         if let Some([bq, bk, bv]) = &a.bias {
@@ -650,8 +647,6 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         shape,
         qkv: FusedLinear::new(qkv, device)?,
         kv_layer,
-        writes_kv,
-        k_as_v,
         v_norm: if gemma4 { Some(Tensor::ones(hd, DType::F32, device)?) } else { None },
         wo: QLinear::new(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?, device)?,
         bias,
@@ -744,7 +739,8 @@ pub(super) fn load_2d(file: &mut GgufFile, name: &str, shape: [usize; 2], device
     Ok(t)
 }
 
-fn load_vec(file: &mut GgufFile, name: &str, len: usize, device: &Device) -> Result<Tensor, ModelError> {
+/// An f32 vector of `len` values (norm weights, biases, scales).
+pub(super) fn load_vec(file: &mut GgufFile, name: &str, len: usize, device: &Device) -> Result<Tensor, ModelError> {
     let t = file.tensor(name, device)?;
     check_shape(name, t.shape().dims(), &[len])?;
     Ok(t.dequantize(device)?.to_dtype(DType::F32)?)

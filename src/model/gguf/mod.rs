@@ -469,6 +469,22 @@ pub fn md_opt_per_layer_usize(md: &HashMap<String, Value>, key: &str) -> Result<
     }
 }
 
+/// One value per layer of `layers`: the key's array of exactly that many, or its one value for
+/// every layer (llama.cpp's `get_key_or_arr`); `None` when absent.
+pub fn md_opt_usize_per_layer(md: &HashMap<String, Value>, key: &str, layers: usize) -> Result<Option<Vec<usize>>, ModelError> {
+    match md.get(key) {
+        None => Ok(None),
+        Some(Value::Array(_)) => match md_opt_usize_array(md, key)? {
+            Some(v) if v.len() != layers => Err(ModelError::BadMetadata {
+                key: key.to_string(),
+                reason: format!("{} values for {layers} layers", v.len()),
+            }),
+            v => Ok(v),
+        },
+        Some(_) => Ok(Some(vec![md_usize(md, key)?; layers])),
+    }
+}
+
 /// An optional array of unsigned integers of any width (`rope.dimension_sections`).
 pub fn md_opt_usize_array(md: &HashMap<String, Value>, key: &str) -> Result<Option<Vec<usize>>, ModelError> {
     match md.get(key) {

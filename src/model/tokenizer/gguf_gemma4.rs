@@ -33,11 +33,7 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
     })?;
     let merges = super::gguf_bpe::parse_merges(raw)?;
     let vocab = token_vocab(&v.tokens);
-    if let Some(b) = (0..=255u8).find(|b| !vocab.contains_key(&format!("<0x{b:02X}>"))) {
-        return Err(ModelError::Tokenizer(format!(
-            "gemma4 vocabulary has no byte token <0x{b:02X}>; byte fallback needs all 256 of <0x00>..<0xFF>"
-        )));
-    }
+    super::gguf_spm::check_byte_tokens(&vocab, "gemma4")?;
     let mut builder = BPE::builder()
         .vocab_and_merges(vocab, merges)
         .byte_fallback(true)

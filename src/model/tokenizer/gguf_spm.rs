@@ -39,11 +39,7 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         key: metadata::SCORES.to_string(),
     })?;
     let vocab = token_vocab(&v.tokens);
-    if let Some(b) = (0..=255u8).find(|b| !vocab.contains_key(&format!("<0x{b:02X}>"))) {
-        return Err(ModelError::Tokenizer(format!(
-            "llama vocabulary has no byte token <0x{b:02X}>; byte fallback needs all 256 of <0x00>..<0xFF>"
-        )));
-    }
+    check_byte_tokens(&vocab, "llama")?;
     let merges = merges_from_scores(&v.tokens, scores, &vocab);
     let mut builder = BPE::builder()
         .vocab_and_merges(vocab, merges)
@@ -80,6 +76,17 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
     tok.with_decoder(Some(DecoderSequence::new(decoders)));
     tok.add_tokens(&special::added_tokens(&v.tokens, &v.types));
     Ok(tok)
+}
+
+/// Byte fallback needs every `<0xNN>` token: an error naming the first missing one in `kind`'s
+/// vocabulary.
+pub(super) fn check_byte_tokens(vocab: &Vocab, kind: &str) -> Result<(), ModelError> {
+    match (0..=255u8).find(|b| !vocab.contains_key(&format!("<0x{b:02X}>"))) {
+        Some(b) => Err(ModelError::Tokenizer(format!(
+            "{kind} vocabulary has no byte token <0x{b:02X}>; byte fallback needs all 256 of <0x00>..<0xFF>"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// HF's `generate_merges(vocab, vocab_scores)` for a SentencePiece BPE model.
