@@ -13,7 +13,9 @@ with soft caps on attention scores and logits and a local first layer; an ERNIE 
 OLMo 2 files, one with OLMo 3's local layer and YaRN; EXAONE 4.0 files, one with the 32B's 64
 layers; GLM-4 files, one with M-RoPE sections; a GLM-4.5 file: a dense layer, then sigmoid-routed
 experts with a selection bias and a shared expert; a gpt-oss file: attention sinks, biases, a
-local first layer, biased experts with a clamped SwiGLU; and, rewritten by the testkit's
+local first layer, biased experts with a clamped SwiGLU; Gemma 4 files (the E models' and the
+26B-A4B's layouts); DeepSeek-V2 files (latent attention in GLM-4.7-Flash's, V2-Lite's and the
+older one-`attn_kv_b` layouts, in Q8_0 and in f32); and, rewritten by the testkit's
 `requantize` in types candle cannot write, a Llama file all IQ4_NL, a Qwen3 file all IQ4_XS, a
 Qwen3 MoE and a gpt-oss file with MXFP4 experts, a Llama file with each of the IQ1, IQ2, IQ3
 and TQ types; Llama files all Q3_K and all Q2_K),
@@ -48,7 +50,10 @@ MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf", "tiny-qwen3-yarn-
           "tiny-glm4-q8_0.gguf", "tiny-glm4moe-q8_0.gguf", "tiny-glm4-mrope-q8_0.gguf",
           "tiny-llama-iq4_nl.gguf", "tiny-qwen3-iq4_xs.gguf", "tiny-qwen3moe-mxfp4.gguf",
           "tiny-llama-q3_k.gguf", "tiny-llama-q2_k.gguf", "tiny-gpt-oss-q8_0.gguf",
-          "tiny-gpt-oss-mxfp4.gguf", "tiny-llama-iq1-iq2-iq3-tq.gguf"]
+          "tiny-gpt-oss-mxfp4.gguf", "tiny-llama-iq1-iq2-iq3-tq.gguf",
+          "tiny-gemma4-q8_0.gguf", "tiny-gemma4-moe-q8_0.gguf",
+          "tiny-deepseek2-q8_0.gguf", "tiny-deepseek2-lite-q8_0.gguf", "tiny-deepseek2-kv-b-q8_0.gguf",
+          "tiny-deepseek2-f32.gguf", "tiny-deepseek2-lite-f32.gguf", "tiny-deepseek2-kv-b-f32.gguf"]
 
 
 def prompts():

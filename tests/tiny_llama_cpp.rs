@@ -10,7 +10,10 @@
 //! and OLMo 3's layout, a local layer and YaRN) and EXAONE 4.0 (`exaone4`, and the 32B's layout:
 //! 64 layers, local ones and global ones without rope) and GLM-4 (`glm4`: norms before and
 //! after each block, biases, fused gate/up, half of each head rotated in adjacent pairs; and
-//! with M-RoPE sections, NeoX pairs), all Q8_0; and, in the types candle cannot write
+//! with M-RoPE sections, NeoX pairs) and DeepSeek-V2 (`deepseek2`: latent attention in
+//! GLM-4.7-Flash's and V3's layout, in V2-Lite's with YaRN, and in the older one-`attn_kv_b`
+//! layout; sigmoid- and softmax-routed experts beside a shared one), all Q8_0 (the DeepSeek-V2
+//! files in f32 too); and, in the types candle cannot write
 //! (`requantize` rewrites them), a Llama file all IQ4_NL, a Qwen3 file all IQ4_XS and a Qwen3
 //! MoE file whose experts are MXFP4 (as llama.cpp's `MXFP4_MOE` files are), and a Llama file
 //! with every type under 4 bits (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0,
@@ -79,10 +82,26 @@ const DEEP_LOGPROB_TOL: f64 = 0.35;
 /// for IQ2_XXS, IQ3_S and IQ1_S.
 const Q8_K_LOGPROB_TOL: f64 = 0.3;
 
+/// [`LOGPROB_TOL`] for the f32 files: nothing is quantized on either side. When recorded, the
+/// three DeepSeek-V2 files' largest difference was below 0.0005.
+const F32_LOGPROB_TOL: f64 = 0.01;
+
+/// [`LOGPROB_TOL`] for the DeepSeek-V2 file in the older layout (one `attn_kv_b`): llama.cpp
+/// runs such files as plain multi-head attention, K and V decompressed from the latent by a
+/// Q8_0 matmul (its activations quantized to 8 bits), where hearth takes `attn_kv_b` into Q
+/// and out of the latent in f32; a different computation of the same function, whose largest
+/// difference when recorded was 0.301 (0.000 on the f32 file of the same spec; the same
+/// model in the split layout, run the same way on both sides, 0.113).
+const KV_B_LOGPROB_TOL: f64 = 0.35;
+
 /// The tolerance for file `name`.
 fn logprob_tol(name: &str) -> f64 {
     if name.contains("iq4_xs") || name.contains("-iq1-iq2-iq3-tq") {
         Q8_K_LOGPROB_TOL
+    } else if name.ends_with("-f32.gguf") {
+        F32_LOGPROB_TOL
+    } else if name.contains("deepseek2-kv-b") {
+        KV_B_LOGPROB_TOL
     } else if name.contains("32b-layout") {
         DEEP_LOGPROB_TOL
     } else {
@@ -234,6 +253,21 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // Gemma 4 26B-A4B's: K as V in the global layer, a dense MLP beside 4 experts (2 per
         // token) routed on the scaled, normalized input, each expert's output scaled.
         ("tiny-gemma4-moe-q8_0.gguf", TinyModelSpec::gemma4_moe(WeightType::Q8_0)),
+        // DeepSeek-V2's latent attention in GLM-4.7-Flash's and DeepSeek-V3's layout: Q through a
+        // low-rank pair, one latent K/V head of 64 + 32 rotated values (adjacent pairs) that 4
+        // heads attend over, `attn_k_b`/`attn_v_b`; a dense layer, then 4 experts (2 per token)
+        // routed by sigmoid with a selection bias beside a shared one.
+        ("tiny-deepseek2-q8_0.gguf", TinyModelSpec::tiny(Family::DeepSeek2, WeightType::Q8_0)),
+        // DeepSeek-V2-Lite's: one Q projection, softmax routing, YaRN ×4 over 16 with
+        // `mscale_all_dim` (the scores' scale); and the same as older files write it, one
+        // `attn_kv_b` (llama.cpp runs those as plain multi-head attention).
+        ("tiny-deepseek2-lite-q8_0.gguf", TinyModelSpec::deepseek2_lite(WeightType::Q8_0, false)),
+        ("tiny-deepseek2-kv-b-q8_0.gguf", TinyModelSpec::deepseek2_lite(WeightType::Q8_0, true)),
+        // The three in f32: no activation is quantized on either side, so the two must agree
+        // to rounding ([`F32_LOGPROB_TOL`]).
+        ("tiny-deepseek2-f32.gguf", TinyModelSpec::tiny(Family::DeepSeek2, WeightType::F32)),
+        ("tiny-deepseek2-lite-f32.gguf", TinyModelSpec::deepseek2_lite(WeightType::F32, false)),
+        ("tiny-deepseek2-kv-b-f32.gguf", TinyModelSpec::deepseek2_lite(WeightType::F32, true)),
         // The same with M-RoPE sections (the vision models' text part): NeoX pairs.
         (
             "tiny-glm4-mrope-q8_0.gguf",

@@ -158,7 +158,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,11 +199,15 @@ pub enum Family {
     /// wider heads (some with K as V), per-layer token embeddings and K/V shared by the last
     /// layers (E2B, E4B), and a dense MLP beside routed experts (26B-A4B).
     Gemma4,
+    /// DeepSeek-V2/V3's layer (`deepseek2`: DeepSeek-V2-Lite, GLM-4.7-Flash, Moonlight, Kimi
+    /// K2): multi-head latent attention ([`MlaParams`]), experts with shared ones after the
+    /// leading dense layers.
+    DeepSeek2,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 17] = [
+    pub const ALL: [Family; 18] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -221,6 +225,7 @@ impl Family {
         Self::Glm4Moe,
         Self::GptOss,
         Self::Gemma4,
+        Self::DeepSeek2,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -242,6 +247,7 @@ impl Family {
             "glm4moe" => Ok(Self::Glm4Moe),
             "gpt-oss" => Ok(Self::GptOss),
             "gemma4" => Ok(Self::Gemma4),
+            "deepseek2" => Ok(Self::DeepSeek2),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -269,15 +275,20 @@ impl Family {
             Self::Glm4Moe => "glm4moe",
             Self::GptOss => "gpt-oss",
             Self::Gemma4 => "gemma4",
+            Self::DeepSeek2 => "deepseek2",
         }
     }
 
     /// The family's rope pairing; a file may differ ([`HParams::rope_style`]).
     pub fn rope_style(self) -> RopeStyle {
         match self {
-            Self::Llama | Self::Mistral3 | Self::SmolLM3 | Self::Granite | Self::Ernie45 | Self::Glm4 => {
-                RopeStyle::Interleaved
-            }
+            Self::Llama
+            | Self::Mistral3
+            | Self::SmolLM3
+            | Self::Granite
+            | Self::Ernie45
+            | Self::Glm4
+            | Self::DeepSeek2 => RopeStyle::Interleaved,
             Self::Qwen2
             | Self::Qwen3
             | Self::Qwen3Moe
@@ -395,6 +406,10 @@ pub struct HParams {
     /// Each layer's dense MLP width where they differ (Gemma 4's E models double it in their
     /// K/V-sharing layers); empty when every layer's is `ffn`.
     pub ffn_per_layer: Vec<usize>,
+    /// DeepSeek-V2/V3: multi-head latent attention. The cache then keeps one K/V head per layer
+    /// (`kv_heads` 1) of the latent and its rotated part (`head_dim` = `kv_lora_rank +
+    /// qk_rope`, `rope_dims` = `qk_rope`), which every query head attends over.
+    pub mla: Option<MlaParams>,
 }
 
 /// One layer's attention heads: how many, how many K/V heads, their width, and how many of
@@ -405,6 +420,95 @@ pub struct AttnShape {
     pub kv_heads: usize,
     pub head_dim: usize,
     pub rope_dims: usize,
+}
+
+/// DeepSeek-V2's multi-head latent attention (llama.cpp's `deepseek2` graph with its "absorbed"
+/// MLA): each token's K and V come from one latent of `kv_lora_rank` values (normalized) and
+/// `qk_rope` values rope rotates, shared by every head; each head's Q is its `qk_nope` values
+/// taken into the latent's space by `attn_k_b`, then its `qk_rope` rotated ones, and its
+/// output is taken out of the latent's space by `attn_v_b` into `v_head` values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MlaParams {
+    /// `attention.q_lora_rank`: the width of Q's low-rank pair (`attn_q_a`, `attn_q_b`); 0
+    /// where Q is one projection (`attn_q`: DeepSeek-V2-Lite).
+    pub q_lora_rank: usize,
+    /// `attention.kv_lora_rank`: the latent's width.
+    pub kv_lora_rank: usize,
+    /// Each head's Q/K values without rope (`attention.key_length_mla` less `qk_rope`).
+    pub qk_nope: usize,
+    /// Each head's Q/K values rope rotates (`rope.dimension_count`).
+    pub qk_rope: usize,
+    /// Each head's V width (`attention.value_length_mla`).
+    pub v_head: usize,
+    /// `rope.scaling.yarn_log_multiplier` over 0.1, as llama.cpp takes it for this
+    /// architecture (the converter multiplied DeepSeek's `mscale_all_dim` by 0.1); 0 when absent.
+    pub mscale_all_dims: f64,
+}
+
+impl MlaParams {
+    /// The width of what the cache keeps per token and layer: the latent, then its rotated part.
+    pub fn latent_width(&self) -> usize {
+        self.kv_lora_rank + self.qk_rope
+    }
+
+    /// What multiplies `q · k`, as llama.cpp's `deepseek2` graph: `mscale² / √(qk_nope +
+    /// qk_rope)`, where `mscale` is the rope's attention factor (with YaRN's `1 + 0.1·ln f`
+    /// where the file gives no multiplier, without it where it does) times `1 + 0.1 ·
+    /// mscale_all_dims · ln f`.
+    pub fn score_scale(&self, scaling: RopeScaling, rope_attn_factor: f64) -> f64 {
+        let (ln_f, yarn) = match scaling {
+            RopeScaling::None => (0.0, false),
+            RopeScaling::Linear { factor } => (factor.ln(), false),
+            RopeScaling::Yarn { factor, .. } => (factor.ln(), true),
+        };
+        let attn_factor = if yarn && self.mscale_all_dims != 0.0 {
+            rope_attn_factor
+        } else {
+            rope_attn_factor * (1.0 + 0.1 * ln_f)
+        };
+        let mscale = attn_factor * (1.0 + 0.1 * self.mscale_all_dims * ln_f);
+        mscale * mscale / ((self.qk_nope + self.qk_rope) as f64).sqrt()
+    }
+
+    /// Reads them (`key` prefixes the architecture). The head widths are the `_mla` keys where
+    /// the file has them (files whose K/B and V/B are split, `attn_k_b`/`attn_v_b`: their
+    /// `key_length`/`value_length` are the latent's), else `key_length`/`value_length` (older
+    /// files with one `attn_kv_b`).
+    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<Self, ModelError> {
+        let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+        let kv_lora_rank = md_usize(md, &key("attention.kv_lora_rank"))?;
+        let q_lora_rank = md_opt_usize(md, &key("attention.q_lora_rank"))?.unwrap_or(0);
+        let qk_rope = md_usize(md, &key("rope.dimension_count"))?;
+        let width = |mla: &'static str, plain: &'static str| -> Result<(&'static str, usize), ModelError> {
+            match md_opt_usize(md, &key(mla))? {
+                Some(w) => Ok((mla, w)),
+                None => Ok((plain, md_usize(md, &key(plain))?)),
+            }
+        };
+        let (k_key, qk) = width("attention.key_length_mla", "attention.key_length")?;
+        let (v_key, v_head) = width("attention.value_length_mla", "attention.value_length")?;
+        if kv_lora_rank == 0 {
+            return Err(bad("attention.kv_lora_rank", "a latent of width 0".into()));
+        }
+        if qk_rope == 0 || qk_rope % 2 != 0 || qk_rope >= qk {
+            return Err(bad(k_key, format!("{qk}-value heads, {qk_rope} of them rotated (rope.dimension_count)")));
+        }
+        if v_head == 0 {
+            return Err(bad(v_key, "heads of width 0".into()));
+        }
+        let log_mul = md_opt_f64(md, &key("rope.scaling.yarn_log_multiplier"))?.unwrap_or(0.0);
+        if !log_mul.is_finite() {
+            return Err(bad("rope.scaling.yarn_log_multiplier", format!("{log_mul} is not a number")));
+        }
+        Ok(Self {
+            q_lora_rank,
+            kv_lora_rank,
+            qk_nope: qk - qk_rope,
+            qk_rope,
+            v_head,
+            mscale_all_dims: log_mul / 0.1,
+        })
+    }
 }
 
 /// Llama 4's attention temperature (Ministral 3): the query at position `p` is multiplied by
@@ -588,6 +692,10 @@ fn trunk_layers(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Re
     Ok((blocks - mtp, mtp))
 }
 
+/// GLM-4.7-Flash's vocabulary (a `deepseek2` file): llama.cpp routes its experts by sigmoid when
+/// the file does not say.
+const GLM47_FLASH_VOCAB: usize = 154_880;
+
 /// EXAONE 4.0 32B's layer count: llama.cpp gives local layers to such files only.
 const EXAONE4_32B_LAYERS: usize = 64;
 
@@ -683,7 +791,18 @@ impl HParams {
                 format!("{heads} heads cannot share {kv_heads} K/V heads"),
             ));
         }
-        let (head_dim, rope_dims) = head_dims(md, &key, hidden, heads)?;
+        // DeepSeek-V2's heads attend over one latent K/V head.
+        let mla = match family {
+            Family::DeepSeek2 => Some(MlaParams::read(md, &key)?),
+            _ => None,
+        };
+        let (kv_heads, head_dim, rope_dims) = match &mla {
+            Some(m) => (1, m.latent_width(), m.qk_rope),
+            None => {
+                let (head_dim, rope_dims) = head_dims(md, &key, hidden, heads)?;
+                (kv_heads, head_dim, rope_dims)
+            }
+        };
         let vocab_size = match md_opt_usize(md, &key("vocab_size"))? {
             Some(v) => v,
             None => match embedding_rows {
@@ -712,10 +831,20 @@ impl HParams {
                     floor: rope_original_context,
                 })
             }
+            // Mistral Large 3's (a `deepseek2` file): steps of `attention.temperature_length`.
+            (Family::DeepSeek2, Some(scale)) if scale != 0.0 => match md_opt_usize(md, &key("attention.temperature_length"))? {
+                Some(floor) if floor > 0 => Some(AttnTemperature { scale, floor }),
+                _ => {
+                    return Err(bad(
+                        "attention.temperature_length",
+                        "absent or 0, but attention temperature steps by it".into(),
+                    ))
+                }
+            },
             _ => None,
         };
         let (layers, mtp_layers) = trunk_layers(md, &key)?;
-        let moe = moe_params(md, &key, family)?;
+        let moe = moe_params(md, &key, family, [layers, vocab_size])?;
         let (ffn, ffn_per_layer) = match family {
             Family::Gemma4 => gemma4_ffn(md, &key, layers)?,
             _ => match (&moe, md_opt_per_layer_usize(md, &key("feed_forward_length"))?) {
@@ -725,6 +854,7 @@ impl HParams {
             },
         };
         let rope_base = md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0);
+        let rope_attn_factor = md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0);
         let sliding = family_sliding(md, &key, family, layers, rope_base)?;
         let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;
         let scales = Scales::read(md, &key, family, [hidden, heads, head_dim, layers])?;
@@ -757,8 +887,11 @@ impl HParams {
             rms_eps: md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
             rope_base,
             rope_scaling,
-            rope_attn_factor: md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0),
-            attention_scale: scales.attention,
+            rope_attn_factor,
+            attention_scale: match &mla {
+                Some(m) => m.score_scale(rope_scaling, rope_attn_factor),
+                None => scales.attention,
+            },
             embedding_scale: scales.embedding,
             sliding,
             attn_temperature,
@@ -771,6 +904,7 @@ impl HParams {
             kv_layers,
             per_layer_input,
             ffn_per_layer,
+            mla,
         })
     }
 }
@@ -1032,7 +1166,14 @@ fn rope_scaling(
                 original_context,
                 beta_fast: own("rope.scaling.yarn_beta_fast", 32.0)?,
                 beta_slow: own("rope.scaling.yarn_beta_slow", 1.0)?,
-                log_multiplier: own("rope.scaling.yarn_log_multiplier", 0.0)?,
+                log_multiplier: match family {
+                    // llama.cpp's `deepseek2` takes the multiplier as the rope's own
+                    // `mscale` too: the tables' magnitude `get_mscale(f, m) / get_mscale(f, m)`
+                    // is 1, which a multiplier of 1 gives here; the file's goes to the scores
+                    // (`MlaParams::score_scale`).
+                    Family::DeepSeek2 if md_opt_f64(md, &key("rope.scaling.yarn_log_multiplier"))?.unwrap_or(0.0) != 0.0 => 1.0,
+                    _ => own("rope.scaling.yarn_log_multiplier", 0.0)?,
+                },
             }
         }
         (Some(other), _) => {
@@ -1050,10 +1191,11 @@ fn moe_params(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
     family: Family,
+    [layers, vocab]: [usize; 2],
 ) -> Result<Option<MoeParams>, ModelError> {
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let experts = match family {
-        Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss => md_usize(md, &key("expert_count"))?,
+        Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B.
         Family::Llama | Family::Gemma4 => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
         Family::Mistral3
@@ -1075,7 +1217,7 @@ fn moe_params(
     };
     if experts == 0 {
         return match family {
-            Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss => {
+            Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => {
                 Err(bad("expert_count", "a MoE model with 0 experts".into()))
             }
             _ => Ok(None),
@@ -1102,7 +1244,9 @@ fn moe_params(
         return Err(bad("expert_feed_forward_length", "experts of width 0".into()));
     }
     let glm = family == Family::Glm4Moe;
-    if md_opt_usize(md, &key("expert_group_count"))?.unwrap_or(0) > 1 {
+    let deepseek = family == Family::DeepSeek2;
+    // llama.cpp's `deepseek2` graph routes over all experts whatever groups the file gives.
+    if !deepseek && md_opt_usize(md, &key("expert_group_count"))?.unwrap_or(0) > 1 {
         return Err(bad("expert_group_count", "routing over expert groups is not supported".into()));
     }
     let gpt_oss = family == Family::GptOss;
@@ -1112,6 +1256,9 @@ fn moe_params(
         _ if gpt_oss => MoeGating::SoftmaxWeight,
         _ if family == Family::Gemma4 => MoeGating::Softmax,
         None | Some(0) if glm => MoeGating::Sigmoid,
+        // llama.cpp's default for `deepseek2` files without the key: sigmoid for GLM-4.7-Flash
+        // (47 layers and a 154,880-token vocabulary), softmax (DeepSeek-V2's) for the others.
+        None | Some(0) if deepseek && matches!(layers, 47 | 48) && vocab == GLM47_FLASH_VOCAB => MoeGating::Sigmoid,
         None | Some(0) | Some(1) => MoeGating::Softmax,
         Some(2) => MoeGating::Sigmoid,
         Some(3) => MoeGating::SoftmaxWeight,
@@ -1127,8 +1274,8 @@ fn moe_params(
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
         Some(s) => return Err(bad("expert_weights_scale", format!("{s} must be a positive number"))),
     };
-    // llama.cpp requires the shared expert count of glm4moe files.
-    let shared = if glm { md_usize(md, &key("expert_shared_count"))? } else { 0 };
+    // llama.cpp requires the shared expert count of glm4moe and deepseek2 files.
+    let shared = if glm || deepseek { md_usize(md, &key("expert_shared_count"))? } else { 0 };
     Ok(Some(MoeParams {
         experts,
         experts_used,
@@ -1137,13 +1284,13 @@ fn moe_params(
         // llama.cpp passes `true` for Qwen3 MoE and Mixtral, the file's flag for GLM-4.5, `false`
         // for gpt-oss (its softmax over the chosen already sums to 1).
         normalize: match family {
-            Family::Glm4Moe => md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false),
+            Family::Glm4Moe | Family::DeepSeek2 => md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false),
             Family::GptOss => false,
             _ => true,
         },
         weights_scale,
         shared_ffn: shared * expert_ffn,
-        dense_leading: if glm { md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0) } else { 0 },
+        dense_leading: if glm || deepseek { md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0) } else { 0 },
         biases: gpt_oss,
     }))
 }

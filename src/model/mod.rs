@@ -29,6 +29,7 @@ pub mod grammar;
 pub mod hparams;
 mod linear;
 mod loaded;
+mod mla;
 mod moe;
 mod rope;
 pub mod sampling;

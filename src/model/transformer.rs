@@ -28,6 +28,7 @@ use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
 use super::hparams::{AttnShape, Family, HParams, LocalRope, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
+use super::mla::LatentAttention;
 use super::moe::MoeMlp;
 use super::rope::{positions_tensor, RopeSpec, RopeTables};
 use super::ModelError;
@@ -108,10 +109,18 @@ impl Ffn {
     }
 }
 
+/// A layer's attention block.
+enum SelfAttention {
+    /// Heads with their own K/V (every family but DeepSeek-V2's).
+    Heads(Attention),
+    /// DeepSeek-V2's multi-head latent attention.
+    Latent(LatentAttention),
+}
+
 struct Layer {
     /// RMSNorm before attention (none in OLMo 2 and EXAONE 4.0, which normalize after).
     attn_norm: Option<Tensor>,
-    attn: Attention,
+    attn: SelfAttention,
     /// Gemma, OLMo 2, EXAONE 4.0, GLM-4: RMSNorm of the attention output before the residual add.
     post_attn_norm: Option<Tensor>,
     /// RMSNorm before the MLP (none in OLMo 2 and EXAONE 4.0).
@@ -225,6 +234,15 @@ impl Transformer {
         let layers = (0..hp.layers)
             .map(|i| load_layer(file, &hp, i, device))
             .collect::<Result<Vec<_>, _>>()?;
+        // DeepSeek-V2's per-head latent maps are held as f32, wider than the file's.
+        let weight_bytes = weight_bytes
+            + layers
+                .iter()
+                .map(|l| match &l.attn {
+                    SelfAttention::Latent(m) => m.extra_bytes(),
+                    SelfAttention::Heads(_) => 0,
+                })
+                .sum::<u64>();
         let per_layer_embd = PerLayerEmbedding::load(file, &hp, device)?;
         // Its table stays in host memory, as the token embedding's does.
         let weight_bytes = match (&per_layer_embd, device.is_cpu()) {
@@ -332,11 +350,20 @@ impl Transformer {
                 _ => (global.0, &global.1),
             };
             let h = pre_norm(&x, layer.attn_norm.as_ref(), hp.rms_eps)?;
-            let attn = self.attention(li, &layer.attn, &h, rope, q_scale.as_ref(), batch, kv)?;
-            let mut attn = layer.attn.wo.forward(&attn)?;
-            if let Some(b) = &layer.attn.out_bias {
-                attn = attn.broadcast_add(b)?;
-            }
+            let mut attn = match &layer.attn {
+                SelfAttention::Heads(a) => {
+                    let attn = self.attention(li, a, &h, rope, q_scale.as_ref(), batch, kv)?;
+                    let attn = a.wo.forward(&attn)?;
+                    match &a.out_bias {
+                        Some(b) => attn.broadcast_add(b)?,
+                        None => attn,
+                    }
+                }
+                SelfAttention::Latent(m) => {
+                    let how = Attend::causal(hp.attention_scale);
+                    m.forward(li, &h, rope, q_scale.as_ref(), how, batch, kv, hp.rms_eps as f32)?
+                }
+            };
             if let Some(n) = &layer.post_attn_norm {
                 attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
             }
@@ -579,7 +606,10 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     };
     Ok(Layer {
         attn_norm: pre_norm(file, "attn_norm.weight")?,
-        attn: load_attention(file, hp, i, device)?,
+        attn: match hp.mla {
+            Some(_) => SelfAttention::Latent(LatentAttention::load(file, hp, i, device)?),
+            None => SelfAttention::Heads(load_attention(file, hp, i, device)?),
+        },
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
         // GLM-4.5's and gpt-oss's MLP pre-norm is stored under Hugging Face's name for it.
         ffn_norm: pre_norm(

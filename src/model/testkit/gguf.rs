@@ -14,6 +14,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use rand::{Rng, SeedableRng};
 
+use super::deepseek2::{self, TinyMla};
 use super::gemma4::{self, TinyGemma4};
 use super::vocab::{TinyVocab, VocabStyle};
 use crate::model::hparams::Family;
@@ -125,6 +126,8 @@ pub struct TinyModelSpec {
     pub moe: Option<TinyMoe>,
     /// Gemma 4's layers (required for that family).
     pub gemma4: Option<TinyGemma4>,
+    /// DeepSeek-V2's latent attention (required for `deepseek2`).
+    pub mla: Option<TinyMla>,
     pub seed: u64,
 }
 
@@ -147,7 +150,8 @@ impl TinyModelSpec {
             // OLMo's GPT-2-like pre-tokenizer.
             Family::Olmo2 => VocabStyle::Gpt2 { pre: "olmo" },
             Family::Exaone4 => VocabStyle::Gpt2 { pre: "exaone4" },
-            Family::Glm4 | Family::Glm4Moe => VocabStyle::Gpt2 { pre: "glm4" },
+            // GLM-4.7-Flash is a `deepseek2` file with GLM's tokenizer.
+            Family::Glm4 | Family::Glm4Moe | Family::DeepSeek2 => VocabStyle::Gpt2 { pre: "glm4" },
             // o200k with harmony's tokens and template, as gpt-oss's (`o200k_harmony`, which
             // llama.cpp names "gpt-4o").
             Family::GptOss => VocabStyle::Harmony,
@@ -164,7 +168,7 @@ impl TinyModelSpec {
             // experts.
             layers: match family {
                 Family::SmolLM3 => 4,
-                Family::Glm4Moe => 3,
+                Family::Glm4Moe | Family::DeepSeek2 => 3,
                 _ => 2,
             },
             heads: 4,
@@ -204,13 +208,15 @@ impl TinyModelSpec {
             // Gemma, gpt-oss: layer 0 local with an 8-token window, layer 1 global.
             sliding_window: matches!(family, Family::Gemma2 | Family::Gemma3 | Family::GptOss).then_some((8, 2)),
             // Qwen3 MoE, GLM-4.5, gpt-oss: 4 experts, 2 per token.
-            moe: matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss).then_some(TinyMoe {
+            moe: matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2).then_some(TinyMoe {
                 experts: 4,
                 used: 2,
                 identical: false,
             }),
             // Gemma 4: the E models' layers (`gemma4_moe` for the 26B's).
             gemma4: (family == Family::Gemma4).then(TinyGemma4::e_model),
+            // DeepSeek2: GLM-4.7-Flash's and DeepSeek-V3's layout (`deepseek2_lite` for V2-Lite's).
+            mla: (family == Family::DeepSeek2).then(TinyMla::v3),
             seed: 7,
         }
     }
@@ -228,6 +234,19 @@ impl TinyModelSpec {
             gemma4: Some(TinyGemma4::moe_model()),
             seed: 8,
             ..Self::tiny(Family::Gemma4, weight_type)
+        }
+    }
+
+    /// DeepSeek-V2-Lite's layout: one Q projection, softmax routing, YaRN with
+    /// `mscale_all_dim`; `kv_b`: one `attn_kv_b` per layer, as older files have.
+    pub fn deepseek2_lite(weight_type: WeightType, kv_b: bool) -> Self {
+        Self {
+            mla: Some(TinyMla {
+                kv_b,
+                ..TinyMla::v2_lite()
+            }),
+            seed: 9,
+            ..Self::tiny(Family::DeepSeek2, weight_type)
         }
     }
 
@@ -259,6 +278,7 @@ impl TinyModelSpec {
             sliding_window: None,
             moe: None,
             gemma4: None,
+            mla: None,
             seed: 11,
         }
     }
@@ -293,6 +313,7 @@ impl TinyModelSpec {
             sliding_window: None,
             moe: None,
             gemma4: None,
+            mla: None,
             seed: 12,
         }
     }
@@ -331,6 +352,7 @@ impl TinyModelSpec {
                 identical: false,
             }),
             gemma4: None,
+            mla: None,
             seed: 13,
         }
     }
@@ -386,9 +408,12 @@ impl TinyModelSpec {
 
     /// Parameters the file will hold.
     pub fn parameter_count(&self) -> usize {
+        let out = if self.tie_embeddings { 0 } else { self.vocab.size * self.hidden };
         if let Some(g) = &self.gemma4 {
-            let out = if self.tie_embeddings { 0 } else { self.vocab.size * self.hidden };
             return self.vocab.size * self.hidden + out + self.hidden + g.parameter_count(self);
+        }
+        if let Some(m) = &self.mla {
+            return self.vocab.size * self.hidden + out + self.hidden + m.parameter_count(self);
         }
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
         let norms = match self.family {
@@ -409,7 +434,6 @@ impl TinyModelSpec {
             None => 3 * d * self.ffn,
         };
         let per_layer = d * q * 2 + d * kv * 2 + mlp + norms;
-        let out = if self.tie_embeddings { 0 } else { self.vocab.size * d };
         self.vocab.size * d + out + self.layers * per_layer + d
     }
 }
@@ -689,6 +713,12 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     if let (Family::Gemma4, Some(g)) = (spec.family, &spec.gemma4) {
         tensors.extend(gemma4::tensors(spec, g, &mut rng, &mut moe_rng)?);
         let mut md = gemma4::metadata(spec, g);
+        md.extend(spec.vocab.metadata.iter().cloned());
+        return write_gguf_file(path, &md, &tensors);
+    }
+    if let (Family::DeepSeek2, Some(m)) = (spec.family, &spec.mla) {
+        tensors.extend(deepseek2::tensors(spec, m, &mut rng, &mut moe_rng)?);
+        let mut md = deepseek2::metadata(spec, m);
         md.extend(spec.vocab.metadata.iter().cloned());
         return write_gguf_file(path, &md, &tensors);
     }

@@ -3,7 +3,7 @@
 //! - [`vocab`]: small BPE / SentencePiece vocabularies, as GGUF metadata and as
 //!   an equivalent `tokenizer.json`.
 //! - [`gguf`]: random GGUF models of each family and quantization ([`gemma4`]: Gemma 4's
-//!   layers).
+//!   layers; [`deepseek2`]: DeepSeek-V2's latent attention).
 //! - [`requant`]: those models rewritten in the types candle cannot write (IQ4_NL, IQ4_XS,
 //!   MXFP4).
 //! - `fake_hub`: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path
@@ -14,6 +14,7 @@
 
 #[cfg(any(test, feature = "testkit"))]
 pub mod fake_hub;
+pub mod deepseek2;
 pub mod gemma4;
 pub mod gguf;
 pub mod requant;
@@ -21,6 +22,7 @@ pub mod vocab;
 
 #[cfg(any(test, feature = "testkit"))]
 pub use fake_hub::{FakeHub, SeenRequest};
+pub use deepseek2::TinyMla;
 pub use gemma4::TinyGemma4;
 pub use gguf::{write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
 pub use requant::{requantize, split_model};
