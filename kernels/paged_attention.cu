@@ -32,8 +32,9 @@ __device__ void write_kv(T *pool, const float *k, const float *v, const uint32_t
     }
 }
 
-// Most values of a head one lane holds: head_dim <= 32 * MAX_DPL (512: Gemma 4's global heads).
-#define MAX_DPL 16
+// Most values of a head one lane holds: head_dim <= 32 * MAX_DPL (576: DeepSeek-V2's latent of
+// 512 values and 64 rotated ones; Gemma 4's global heads are 512).
+#define MAX_DPL 18
 
 __device__ __forceinline__ float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);

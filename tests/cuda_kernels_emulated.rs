@@ -171,7 +171,8 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
     let Some(exe) = build_emulator(dir.path()) else { return };
     // (block size, heads, each layer's K/V heads and head width, K/V type): GQA 4:1, 1:1, 6:1
     // and 2:1, heads of 64 and 256 (Gemma 3), every type the kernels store; and layers of
-    // different shapes, the second's heads fewer and wider (Gemma 4's: 512).
+    // different shapes, the second's heads fewer and wider (Gemma 4's: 512); and DeepSeek-V2's
+    // latent, one K/V head of 576 for every query head.
     let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
     let cases = [
         (4, 8, [layer(2, 64); 2], KvDtype::F16),
@@ -180,6 +181,7 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
         (8, 2, [layer(1, 256); 2], KvDtype::F16),
         (4, 4, [layer(2, 64), layer(1, 512)], KvDtype::F16),
         (8, 4, [layer(4, 32), layer(1, 128)], KvDtype::F32),
+        (4, 8, [layer(1, 576); 2], KvDtype::F16),
     ];
     for (block_size, heads, shapes, dtype) in cases {
         let l = PagedLayout::new(KvShape::per_layer(shapes.to_vec()), block_size, dtype);

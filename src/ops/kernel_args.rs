@@ -16,9 +16,9 @@ use super::{BatchLayout, OpsError, PagedLayout};
 
 /// Threads per block of both kernels: whole warps (8).
 pub const THREADS: u32 = 256;
-/// The largest head the attention kernel holds in a warp's registers (`MAX_DPL` × 32: Gemma 4's
-/// global heads).
-pub const MAX_HEAD_DIM: usize = 512;
+/// The largest head the attention kernel holds in a warp's registers (`MAX_DPL` × 32:
+/// DeepSeek-V2's latent, 512 values and 64 rotated ones).
+pub const MAX_HEAD_DIM: usize = 576;
 
 /// The kernels' arguments for one batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
