@@ -214,6 +214,44 @@ fn gemma4_matches_llama_cpp() {
     assert_eq!(tok.stop_ids(), [id("<eos>"), id("<turn|>"), id("<|tool_response>")]);
 }
 
+/// DeepSeek-V3's and DeepSeek LLM's (V2's) splits give llama.cpp's ids and text on tiny
+/// vocabularies of those `tokenizer.ggml.pre` values (`tests/data/llama-cpp-pre-tokens.json`,
+/// recorded by `scripts/record-pre-tokens.py`; `HEARTH_WRITE_TINY_MODELS=DIR` writes the
+/// files it reads).
+#[test]
+fn deepseek_pre_tokenizers_match_llama_cpp() {
+    let pres = ["deepseek-v3", "deepseek-llm"];
+    if let Ok(dir) = std::env::var("HEARTH_WRITE_TINY_MODELS") {
+        std::fs::create_dir_all(&dir).unwrap();
+        for pre in pres {
+            let spec = hearth::model::testkit::TinyModelSpec {
+                vocab: TinyVocab::new(VocabStyle::Gpt2 { pre }),
+                ..hearth::model::testkit::TinyModelSpec::tiny(
+                    hearth::model::hparams::Family::Llama,
+                    hearth::model::testkit::WeightType::Q8_0,
+                )
+            };
+            hearth::model::testkit::write_model(&spec, &std::path::Path::new(&dir).join(format!("tiny-pre-{pre}.gguf"))).unwrap();
+        }
+        return;
+    }
+    let data: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/llama-cpp-pre-tokens.json")).unwrap(),
+    )
+    .unwrap();
+    for pre in pres {
+        let tok = Tokenizer::from_gguf_metadata(&TinyVocab::new(VocabStyle::Gpt2 { pre }).metadata_map()).unwrap();
+        let cases = data["vocabularies"][pre].as_array().unwrap();
+        assert!(cases.len() > 15, "{pre}");
+        for case in cases {
+            let text = case["text"].as_str().unwrap();
+            let ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+            assert_eq!(tok.encode(text, false).unwrap(), ids, "{pre}: {text:?}");
+            assert_eq!(tok.decode(&ids).unwrap(), case["detokenized"].as_str().unwrap(), "{pre}: {text:?}");
+        }
+    }
+}
+
 /// GLM-4: no BOS (its template writes `[gMASK]<sop>`); a reply stops at its EOS, at `<|user|>`
 /// (its EOT) and at `<|observation|>` (after a call).
 #[test]

@@ -1477,6 +1477,79 @@ mod tests {
         }
     }
 
+    /// DeepSeek-V2's latent attention: one K/V head of the latent and its rotated part, the
+    /// heads' widths from the `_mla` keys (else the plain ones, in older files), the score scale
+    /// with YaRN's `mscale_all_dim` (the file's multiplier over 0.1) and the rope tables'
+    /// magnitude cancelled; experts required, GLM-4.7-Flash's sigmoid default.
+    #[test]
+    fn deepseek2_reads_its_latent_attention() {
+        let u = |x: u32| Value::U32(x);
+        let base = [
+            ("expert_count", u(64)),
+            ("expert_used_count", u(4)),
+            ("expert_shared_count", u(1)),
+            ("expert_feed_forward_length", u(128)),
+            ("leading_dense_block_count", u(1)),
+            ("attention.kv_lora_rank", u(512)),
+            ("attention.key_length", u(576)),
+            ("attention.value_length", u(512)),
+            ("attention.key_length_mla", u(192)),
+            ("attention.value_length_mla", u(128)),
+            ("attention.head_count_kv", u(1)),
+            ("rope.dimension_count", u(64)),
+        ];
+        let hp = HParams::from_metadata(&md("deepseek2", &base), Some(100)).unwrap();
+        let m = hp.mla.unwrap();
+        assert_eq!((m.q_lora_rank, m.kv_lora_rank, m.qk_nope, m.qk_rope, m.v_head), (0, 512, 128, 64, 128));
+        assert_eq!((hp.kv_heads, hp.head_dim, hp.rope_dims), (1, 576, 64));
+        assert_eq!(hp.kv_shape(), crate::ops::KvShape::uniform(2, 1, 576));
+        assert_eq!(hp.rope_style, RopeStyle::Interleaved);
+        assert!((hp.attention_scale - 1.0 / 192f64.sqrt()).abs() < 1e-12);
+        let moe = hp.moe.as_ref().unwrap();
+        assert_eq!((moe.gating, moe.shared_ffn, moe.dense_leading, moe.normalize), (MoeGating::Softmax, 128, 1, false));
+
+        // V2-Lite's YaRN: ×40, mscale_all_dim 0.707 (the file's 0.0707).
+        let mut yarn = base.to_vec();
+        yarn.extend([
+            ("rope.scaling.type", Value::String("yarn".into())),
+            ("rope.scaling.factor", Value::F32(40.0)),
+            ("rope.scaling.original_context_length", u(4096)),
+            ("rope.scaling.yarn_log_multiplier", Value::F32(0.0707)),
+        ]);
+        let hp = HParams::from_metadata(&md("deepseek2", &yarn), Some(100)).unwrap();
+        let mscale = 1.0 + 0.1 * 0.707 * 40f64.ln();
+        assert!((hp.attention_scale - mscale * mscale / 192f64.sqrt()).abs() < 1e-6, "{}", hp.attention_scale);
+        assert!(matches!(hp.rope_scaling, RopeScaling::Yarn { log_multiplier, .. } if log_multiplier == 1.0));
+
+        // An older file: the heads' widths under the plain keys.
+        let old: Vec<_> = base
+            .iter()
+            .filter(|(k, _)| !k.ends_with("_mla"))
+            .map(|(k, v)| match *k {
+                "attention.key_length" => (*k, u(192)),
+                "attention.value_length" => (*k, u(128)),
+                _ => (*k, v.clone()),
+            })
+            .collect();
+        let hp = HParams::from_metadata(&md("deepseek2", &old), Some(100)).unwrap();
+        assert_eq!(hp.mla, Some(m));
+
+        // GLM-4.7-Flash without a gating key: 47 layers and its vocabulary route by sigmoid.
+        let mut glm = base.to_vec();
+        glm.extend([("block_count", u(48)), ("nextn_predict_layers", u(1))]);
+        let hp = HParams::from_metadata(&md("deepseek2", &glm), Some(GLM47_FLASH_VOCAB)).unwrap();
+        assert_eq!((hp.layers, hp.moe.unwrap().gating), (47, MoeGating::Sigmoid));
+
+        let without = |key: &str| -> Vec<(&str, Value)> { base.iter().filter(|(k, _)| *k != key).cloned().collect() };
+        for key in ["attention.kv_lora_rank", "expert_count", "expert_shared_count", "rope.dimension_count"] {
+            assert!(HParams::from_metadata(&md("deepseek2", &without(key)), Some(100)).is_err(), "{key}");
+        }
+        let mut bad = base.to_vec();
+        bad.push(("rope.dimension_count", u(192)));
+        let err = HParams::from_metadata(&md("deepseek2", &bad), Some(100)).unwrap_err().to_string();
+        assert!(err.contains("key_length_mla"), "{err}");
+    }
+
     #[test]
     fn mistral3_reads_its_yarn_parameters_and_attention_temperature() {
         let yarn = |arch: &str| {

@@ -38,6 +38,29 @@ pub(crate) const GPT4O_REGEX: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{L
 /// written in the models' `tokenizer.json`.
 pub(crate) const TEKKEN_REGEX: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// DeepSeek-V3's splits, applied in turn (llama.cpp `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK3_LLM`;
+/// DeepSeek-V3, R1 and V3.1, as their `tokenizer.json` writes them): digits in groups of up to
+/// three, runs of CJK ideographs and kana, then words, punctuation and spaces.
+pub(crate) const DEEPSEEK3_REGEXES: [&str; 3] = [
+    "\\p{N}{1,3}",
+    "[\u{4e00}-\u{9fa5}\u{3040}-\u{309f}\u{30a0}-\u{30ff}]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+];
+
+/// DeepSeek LLM's and DeepSeek-V2's splits, applied in turn (llama.cpp
+/// `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM`): newlines, words of Latin, Greek, Cyrillic and other
+/// cased scripts with a leading space, ASCII and full-width punctuation, trailing spaces, CJK
+/// runs, digit runs. (Written with escapes: a copy of the characters could be normalized on its
+/// way, which turns some of the ranges around.)
+pub(crate) const DEEPSEEK_LLM_REGEXES: [&str; 6] = [
+    "[\r\n]",
+    "\\s?[A-Za-z\u{b5}\u{c0}-\u{d6}\u{d8}-\u{f6}\u{f8}-\u{1ba}\u{1bc}-\u{1bf}\u{1c4}-\u{293}\u{295}-\u{2af}\u{370}-\u{373}\u{376}\u{377}\u{37b}-\u{37d}\u{37f}\u{386}\u{388}-\u{38a}\u{38c}\u{38e}-\u{3a1}\u{3a3}-\u{3f5}\u{3f7}-\u{481}\u{48a}-\u{52f}\u{531}-\u{556}\u{10a0}-\u{10c5}\u{13a0}-\u{13f5}\u{13f8}-\u{13fd}\u{1c90}-\u{1cba}\u{1cbd}-\u{1cbf}\u{1d00}-\u{1d2b}\u{1d6b}-\u{1d77}\u{1d79}-\u{1d9a}\u{1e00}-\u{1f15}\u{1f18}-\u{1f1d}\u{1f20}-\u{1f45}\u{1f48}-\u{1f4d}\u{1f50}-\u{1f57}\u{1f59}\u{1f5b}\u{1f5d}\u{1f5f}-\u{1f7d}\u{1f80}-\u{1fb4}\u{1fb6}-\u{1fbc}\u{1fbe}\u{1fc2}-\u{1fc4}\u{1fc6}-\u{1fcc}\u{1fd0}-\u{1fd3}\u{1fd6}-\u{1fdb}\u{1fe0}-\u{1fec}\u{1ff2}-\u{1ff4}\u{1ff6}-\u{1ffc}\u{2102}\u{2107}\u{210a}-\u{2113}\u{2115}\u{2119}-\u{211d}\u{2124}\u{2126}\u{2128}\u{212a}-\u{212d}\u{212f}-\u{2134}\u{2139}\u{213c}-\u{213f}\u{2145}-\u{2149}\u{214e}\u{2183}\u{2184}\u{2c00}-\u{2c7b}\u{2c7e}-\u{2ce4}\u{2ceb}-\u{2cee}\u{2cf2}\u{2cf3}\u{a640}-\u{a66d}\u{a680}-\u{a69b}\u{a722}-\u{a76f}\u{a771}-\u{a787}\u{a78b}-\u{a78e}\u{ab70}-\u{abbf}\u{fb00}-\u{fb06}\u{fb13}-\u{fb17}\u{ff21}-\u{ff3a}\u{ff41}-\u{ff5a}\u{10400}-\u{1044f}\u{104b0}-\u{104d3}\u{104d8}-\u{104fb}\u{10c80}-\u{10cb2}\u{10cc0}-\u{10cf2}\u{118a0}-\u{118df}\u{1e900}-\u{1e943}]+",
+    "\\s?[!-/:-~\u{ff01}-\u{ff0f}\u{ff1a}-\u{ff5e}\u{2018}-\u{201f}\u{3000}-\u{3002}]+",
+    "\\s+$",
+    "[\u{4e00}-\u{9fa5}\u{800}-\u{4e00}\u{ac00}-\u{d7ff}]+",
+    "\\p{N}+",
+];
+
 /// The pre-tokenization families hearth implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PreKind {
@@ -55,6 +78,10 @@ pub(crate) enum PreKind {
     Cl100k,
     /// [`GPT4O_REGEX`] (tiktoken's `o200k`: Phi-4-mini, Llama 4).
     Gpt4o,
+    /// [`DEEPSEEK3_REGEXES`] (DeepSeek-V3, R1).
+    DeepSeek3,
+    /// [`DEEPSEEK_LLM_REGEXES`] (DeepSeek LLM, DeepSeek-V2 and V2-Lite).
+    DeepSeekLlm,
     /// [`TEKKEN_REGEX`], and BPE with `ignore_merges` (Mistral's Tekken).
     Tekken,
 }
@@ -84,6 +111,8 @@ impl PreKind {
             // GLM-4-9B-chat's (`chatglm-bpe`): the same regex without ignore_merges.
             "dbrx" | "smaug-bpe" | "chatglm-bpe" => Self::Cl100k,
             "tekken" => Self::Tekken,
+            "deepseek-v3" => Self::DeepSeek3,
+            "deepseek-llm" => Self::DeepSeekLlm,
             "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => Self::Gpt4o,
             _ => return None,
         })
@@ -100,20 +129,27 @@ impl PreKind {
 
     pub fn pre_tokenizer(self) -> Result<PreTokenizerWrapper, ModelError> {
         let gpt2 = || ByteLevel::new(false, true, true);
-        let split_then_bytes = |regex: &str| -> Result<PreTokenizerWrapper, ModelError> {
-            let split = Split::new(
-                SplitPattern::Regex(regex.to_string()),
-                SplitDelimiterBehavior::Isolated,
-                false,
-            )
-            .map_err(|e| ModelError::Tokenizer(format!("pre-tokenizer regex does not compile: {e}")))?;
-            Ok(Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()]).into())
+        // Each regex splits the pieces the one before left, then the bytes are mapped.
+        let splits_then_bytes = |regexes: &[&str]| -> Result<PreTokenizerWrapper, ModelError> {
+            let mut steps = regexes
+                .iter()
+                .map(|regex| {
+                    let split = Split::new(SplitPattern::Regex(regex.to_string()), SplitDelimiterBehavior::Isolated, false)
+                        .map_err(|e| ModelError::Tokenizer(format!("pre-tokenizer regex does not compile: {e}")))?;
+                    Ok(split.into())
+                })
+                .collect::<Result<Vec<PreTokenizerWrapper>, ModelError>>()?;
+            steps.push(ByteLevel::new(false, true, false).into());
+            Ok(Sequence::new(steps).into())
         };
+        let split_then_bytes = |regex: &str| splits_then_bytes(&[regex]);
         match self {
             Self::Gpt2 => Ok(gpt2().into()),
             Self::Llama3 | Self::Cl100k => split_then_bytes(LLAMA3_REGEX),
             Self::Gpt4o => split_then_bytes(GPT4O_REGEX),
             Self::Tekken => split_then_bytes(TEKKEN_REGEX),
+            Self::DeepSeek3 => splits_then_bytes(&DEEPSEEK3_REGEXES),
+            Self::DeepSeekLlm => splits_then_bytes(&DEEPSEEK_LLM_REGEXES),
             Self::Qwen2 | Self::StableLm2 => split_then_bytes(QWEN2_REGEX),
             Self::DigitsGpt2 => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into()),
         }
@@ -164,6 +200,16 @@ mod tests {
         assert_eq!(PreKind::from_gguf(Some("chatglm-bpe")), PreKind::Cl100k);
         assert!(!bpe_adds_bos(Some("glm4")) && !bpe_adds_bos(Some("chatglm-bpe")));
         assert!(!bpe_adds_bos(None));
+    }
+
+    /// DeepSeek-V3: digits by three, CJK runs apart, a punctuation mark joins the word after it;
+    /// DeepSeek LLM: digit runs whole, a space joins the word after it, trailing spaces apart.
+    #[test]
+    fn deepseek_splits() {
+        assert_eq!(PreKind::from_gguf(Some("deepseek-v3")), PreKind::DeepSeek3);
+        assert_eq!(PreKind::from_gguf(Some("deepseek-llm")), PreKind::DeepSeekLlm);
+        assert_eq!(split(PreKind::DeepSeek3, "12345 ab.cd 日本語x"), ["123", "45", "Ġab", ".cd", "Ġ", "æĹ¥æľ¬èªŀ", "x"]);
+        assert_eq!(split(PreKind::DeepSeekLlm, "12345 ab.cd  "), ["12345", "Ġab", ".", "cd", "ĠĠ"]);
     }
 
     #[test]

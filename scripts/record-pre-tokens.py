@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Records how llama.cpp tokenizes text with tiny byte-level BPE vocabularies whose
+`tokenizer.ggml.pre` is one of the DeepSeek splits (written by hearth's testkit): the reference
+`tests/tokenizer.rs` holds hearth's pre-tokenizers for them to.
+
+    HEARTH_WRITE_TINY_MODELS=DIR cargo test --test tokenizer deepseek_pre_tokenizers_match_llama_cpp
+    scripts/record-pre-tokens.py LLAMA_BIN_DIR DIR [--out tests/data]
+
+For each `DIR/tiny-pre-NAME.gguf` (NAME: deepseek-v3, deepseek-llm), llama-server's /tokenize
+(nothing added) and /detokenize of each text. Writes tests/data/llama-cpp-pre-tokens.json.
+Only the Python standard library is used.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+
+from llama_server import post, start, version
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NAMES = ["deepseek-v3", "deepseek-llm"]
+
+TEXTS = [
+    "",
+    "Hello, world!",
+    "The quick brown fox jumps over the lazy dog.",
+    "café naïve résumé Ærøskøbing Größe über mañana",
+    "Ελληνικά κείμενα, кириллица и ΐ ΰ µ ǅ K Ω ℭ",
+    "日本語のテキスト、中文字符、한국어 문장",
+    "全角：ＡＢＣ１２３！？「引用」…‘quotes’ “double”",
+    "emoji 🎉🚀✨ crab 🦀 family 👩‍👩‍👧 flag 🇫🇷 heart ❤️",
+    "12345 3.14159 1,000,000 2024-06-01 0.5e-10 9999999999",
+    "spaces    between\twords\t\ttabs\n\n\nnewlines  trailing   ",
+    "   leading spaces",
+    " ",
+    "\n",
+    "\n\n",
+    "a\n\n\nb",
+    "\r\nwindows\r\nlines\r\n",
+    "I'm sure they've done it; we'll see. DON'T SHOUT, YOU'RE LOUD. it's 'quoted'",
+    "fn main() {\n    let x: Vec<u32> = vec![1, 2, 3];\n    println!(\"{x:?}\");\n}\n",
+    "def f(a, b):\n\treturn a ** b  # power\n",
+    "path/to/file.rs:12:5 -> x.y_z(), #tag @user $var %mod ^caret ~tilde `tick`",
+    "the the the then there these",
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bin_dir")
+    ap.add_argument("models_dir")
+    ap.add_argument("--out", default=str(ROOT / "tests/data"))
+    a = ap.parse_args()
+    vocabs = {}
+    for name in NAMES:
+        model = os.path.join(a.models_dir, f"tiny-pre-{name}.gguf")
+        proc, port = start(a.bin_dir, model, ["-t", "2", "-c", "512", "-np", "1"])
+        try:
+            cases = []
+            for text in TEXTS:
+                ids = [t["id"] if isinstance(t, dict) else t for t in
+                       post(port, "/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"]]
+                back = post(port, "/detokenize", {"tokens": ids})["content"]
+                cases.append({"text": text, "ids": ids, "detokenized": back})
+        finally:
+            proc.terminate()
+            proc.wait()
+        vocabs[name] = cases
+        print(f"{name}: {len(cases)} texts")
+    data = {"llama_cpp": version(a.bin_dir), "recorded_by": "scripts/record-pre-tokens.py", "vocabularies": vocabs}
+    out = os.path.join(a.out, "llama-cpp-pre-tokens.json")
+    with open(out, "w") as f:
+        json.dump(data, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
