@@ -1540,6 +1540,16 @@ mod tests {
         let hp = HParams::from_metadata(&md("deepseek2", &glm), Some(GLM47_FLASH_VOCAB)).unwrap();
         assert_eq!((hp.layers, hp.moe.unwrap().gating), (47, MoeGating::Sigmoid));
 
+        // Mistral Large 3's attention temperature: steps of `attention.temperature_length`,
+        // which it then requires.
+        let mut temp = base.to_vec();
+        temp.push(("attention.temperature_scale", Value::F32(0.1)));
+        assert!(HParams::from_metadata(&md("deepseek2", &temp), Some(100)).is_err());
+        temp.push(("attention.temperature_length", u(8192)));
+        let t = HParams::from_metadata(&md("deepseek2", &temp), Some(100)).unwrap().attn_temperature.unwrap();
+        assert_eq!(t.floor, 8192);
+        assert!((t.at(8192) - (1.0 + 0.1 * 2f32.ln())).abs() < 1e-6);
+
         let without = |key: &str| -> Vec<(&str, Value)> { base.iter().filter(|(k, _)| *k != key).cloned().collect() };
         for key in ["attention.kv_lora_rank", "expert_count", "expert_shared_count", "rope.dimension_count"] {
             assert!(HParams::from_metadata(&md("deepseek2", &without(key)), Some(100)).is_err(), "{key}");

@@ -406,6 +406,40 @@ impl TinyModelSpec {
         }
     }
 
+    /// A random model with GLM-4.7-Flash's layer shape (a `deepseek2` file: hidden 2,048, 20
+    /// heads over a latent of 512 and 64 rotated values, Q through a rank-768 pair, heads of
+    /// 192 + 64 and V of 256; a dense first layer of 10,240, then 64 experts of 1,536 with 4 per
+    /// token beside a shared one; a 154,880-token vocabulary) in 4 of its 47 layers, Q4_K (the
+    /// latent's maps Q8_0 where K-quant blocks do not fit, as its published files): the
+    /// DeepSeek-V2 benchmarks' model.
+    pub fn bench_glm47_flash() -> Self {
+        Self {
+            vocab: TinyVocab::with_size(VocabStyle::Gpt2 { pre: "glm4" }, 154_880),
+            hidden: 2048,
+            layers: 4,
+            heads: 20,
+            ffn: 1536,
+            context_length: 8192,
+            rope_base: 1_000_000.0,
+            moe: Some(TinyMoe {
+                experts: 64,
+                used: 4,
+                identical: false,
+            }),
+            mla: Some(TinyMla {
+                q_lora_rank: 768,
+                kv_lora_rank: 512,
+                qk_nope: 192,
+                qk_rope: 64,
+                v_head: 256,
+                dense_ffn: 10_240,
+                ..TinyMla::v3()
+            }),
+            seed: 16,
+            ..Self::tiny(Family::DeepSeek2, WeightType::Q4K)
+        }
+    }
+
     /// Parameters the file will hold.
     pub fn parameter_count(&self) -> usize {
         let out = if self.tie_embeddings { 0 } else { self.vocab.size * self.hidden };
