@@ -884,7 +884,7 @@ async fn a_glm4_call_comes_back_and_its_history_renders_as_glm_writes_it() {
 async fn a_glm45_forced_call_is_written_in_its_xml_format_and_comes_back() {
     let template = include_str!("../src/model/chat/fixtures/glm-4.6.jinja");
     let spec = TinyModelSpec::tiny(Family::Glm4Moe, WeightType::Q8_0);
-    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::GlmXml).await;
+    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::GlmXml { compact: false }).await;
     assert!(reply.text.starts_with("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>"), "{:?}", reply.text);
     assert!(reply.text.ends_with("</arg_value>\n</tool_call>"), "{:?}", reply.text);
 
@@ -902,6 +902,44 @@ async fn a_glm45_forced_call_is_written_in_its_xml_format_and_comes_back() {
     let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
     assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{v}");
     assert!(["C", "F"].contains(&args["unit"].as_str().unwrap()), "{v}");
+}
+
+/// GLM-4.7-Flash's template (llama.cpp's copy) on a tiny `deepseek2` file in its layout: a
+/// forced call is GLM's format with nothing between its parts, as that template writes calls,
+/// and comes back through the API as the call; the agent's next request renders the call back
+/// as the model wrote it, so the cache holds past the first prompt. (Through the API with
+/// thinking off: its prompt otherwise opens the reasoning and the call waits for `</think>`,
+/// which this random model never writes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_glm47_flash_forced_call_is_written_compactly_and_comes_back() {
+    let template = include_str!("../src/model/chat/fixtures/glm-4.7-flash.jinja");
+    let spec = TinyModelSpec::tiny(Family::DeepSeek2, WeightType::Q8_0);
+    let format = hearth::engine::ToolFormat::GlmXml { compact: true };
+    let (s, reply) = forced_weather_call(spec, template, format).await;
+    assert!(reply.text.starts_with("<tool_call>get_weather<arg_key>city</arg_key><arg_value>"), "{:?}", reply.text);
+    assert!(reply.text.ends_with("</arg_value></tool_call>"), "{:?}", reply.text);
+
+    let tools = json!([weather_tool()]);
+    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
+    let no_thinking = json!({"enable_thinking": false});
+    let mut body = forced_call_request(&user, &tools);
+    body["max_tokens"] = json!(300);
+    body["chat_template_kwargs"] = no_thinking.clone();
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    let call = message(&v)["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{v}");
+    let first_prompt = v["usage"]["prompt_tokens"].as_u64().unwrap();
+
+    let mut second = next_turn(&user, &call, "sunny", &tools);
+    second["chat_template_kwargs"] = no_thinking;
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &second).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    assert!(cached > first_prompt, "the cache holds into the call as written ({cached} of {first_prompt}): {v}");
 }
 
 /// Qwen3-Coder's template (llama.cpp's copy) on a tiny Qwen3 MoE file: a forced call is its

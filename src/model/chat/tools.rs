@@ -26,9 +26,10 @@
 //!   arguments' JSON (GLM-4-0414's and GLM-Z1's templates: `<|assistant|>{{ metadata }}\n{{
 //!   content }}`); earlier calls go back as such turns and results as `observation` turns
 //!   ([`ToolFormat::prepare`]), which is all those templates render.
-//! - [`ToolFormat::GlmXml`]: GLM-4.5's and 4.6's `<tool_call>name` then `<arg_key>k</arg_key>`
-//!   `<arg_value>v</arg_value>` pairs, `</tool_call>`; a value is raw text where the tool's
-//!   schema says the argument is a string, else JSON ([`ToolFormat::parse_for`]).
+//! - [`ToolFormat::GlmXml { compact: false }`]: GLM-4.5's and 4.6's `<tool_call>name` then `<arg_key>k</arg_key>`
+//!   `<arg_value>v</arg_value>` pairs, `</tool_call>`, each part on its own line (GLM-4.7's:
+//!   `compact`, all on one); a value is raw text where the tool's schema says the argument is a
+//!   string, else JSON ([`ToolFormat::parse_for`]).
 //! - [`ToolFormat::QwenXml`]: Qwen3-Coder's (and Qwen3.5's, Nemotron 3 Nano's) `<tool_call>`
 //!   `<function=name>` then a `<parameter=k>` block per argument, its value raw text
 //!   (`chat::qwen_xml`).
@@ -73,8 +74,9 @@ pub enum ToolFormat {
     Glm4,
     /// Granite 3.x's: `<|tool_call|>` then a JSON list of calls.
     Granite,
-    /// GLM-4.5's: `<tool_call>name`, `<arg_key>`/`<arg_value>` pairs, `</tool_call>`.
-    GlmXml,
+    /// GLM-4.5's: `<tool_call>name`, `<arg_key>`/`<arg_value>` pairs, `</tool_call>`, each on
+    /// its own line; `compact` (GLM-4.7's): with nothing between them.
+    GlmXml { compact: bool },
     /// gpt-oss's harmony: a commentary message to `functions.NAME` whose body is the arguments.
     Harmony,
     /// Qwen3-Coder's: `<tool_call>`, `<function=NAME>`, a `<parameter=KEY>` block per argument
@@ -167,7 +169,10 @@ impl ToolFormat {
         } else if super::qwen_xml::writes(template) {
             Self::QwenXml
         } else if template.contains(ARG_KEY.0) && template.contains(OPEN) {
-            Self::GlmXml
+            // GLM-4.5's and 4.6's write each `<arg_key>` on a line of its own.
+            Self::GlmXml {
+                compact: !template.contains(&format!("\n{}", ARG_KEY.0)),
+            }
         } else if template.contains(GRANITE_CALL) {
             Self::Granite
         } else if template.contains(OBSERVATION) && template.contains("metadata") && !template.contains(OPEN) {
@@ -199,7 +204,7 @@ impl ToolFormat {
             Self::Json { .. } | Self::Mistral { named: false } | Self::Granite => parse_json(text),
             Self::Mistral { named: true } => parse_named(text),
             Self::Glm4 => parse_glm4(text),
-            Self::GlmXml => parse_glm_xml(text, &[]),
+            Self::GlmXml { .. } => parse_glm_xml(text, &[]),
             Self::Harmony => super::harmony::parse(text),
             Self::QwenXml => super::qwen_xml::parse(text, &[]),
             Self::Gemma4 => super::gemma4::parse(text),
@@ -211,7 +216,7 @@ impl ToolFormat {
     /// otherwise (as llama.cpp and vLLM read them); without the tool, JSON where it parses.
     pub fn parse_for(self, text: &str, tools: &[Tool]) -> Option<ParsedReply> {
         match self {
-            Self::GlmXml => parse_glm_xml(text, tools),
+            Self::GlmXml { .. } => parse_glm_xml(text, tools),
             Self::QwenXml => super::qwen_xml::parse(text, tools),
             _ => self.parse(text),
         }
@@ -274,7 +279,7 @@ impl ToolFormat {
                 Grammar::Lark(named_call_grammar(tools, &token(markers.calls), &token(markers.args)))
             }
             (Self::Glm4, _) => Grammar::Lark(named_call_grammar(tools, "", "\"\\n\" ")),
-            (Self::GlmXml, _) => Grammar::Lark(glm_xml_grammar(tools)),
+            (Self::GlmXml { compact }, _) => Grammar::Lark(glm_xml_grammar(tools, compact)),
             (Self::QwenXml, _) => Grammar::Lark(super::qwen_xml::forced_call(tools)),
             (Self::Gemma4, _) => Grammar::Lark(super::gemma4::forced_call(tools)),
             (Self::Harmony, _) => super::harmony::forced_call(tools),
@@ -352,7 +357,7 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         | ToolFormat::Injected
         | ToolFormat::Mistral { .. }
         | ToolFormat::Glm4
-        | ToolFormat::GlmXml
+        | ToolFormat::GlmXml { .. }
         | ToolFormat::QwenXml
         | ToolFormat::Gemma4
         | ToolFormat::Harmony
@@ -592,16 +597,18 @@ fn parse_named(text: &str) -> Option<ParsedReply> {
 
 /// The grammar of one GLM-4.5 call of one of `tools`: `<tool_call>name`, then each required
 /// argument of its schema in the schema's order as `<arg_key>k</arg_key>` and
-/// `<arg_value>v</arg_value>` (a line each, as its template writes them), `</tool_call>`; a
+/// `<arg_value>v</arg_value>` (a line each, as GLM-4.5's template writes them; all on one line
+/// when `compact`, as GLM-4.7's), `</tool_call>`; a
 /// string argument's value is text without `<`, any other its JSON under its schema. A rule per
 /// tool.
-fn glm_xml_grammar(tools: &[Tool]) -> String {
+fn glm_xml_grammar(tools: &[Tool], compact: bool) -> String {
+    let nl = if compact { "" } else { "\n" };
     let mut rules = Vec::new();
     let mut alternatives = Vec::new();
     for (i, t) in tools.iter().enumerate() {
         let mut body = format!("\"{OPEN}{}\" ", t.name);
         for (k, schema) in required_args(t) {
-            let key = dumps(&Value::String(format!("\n{}{k}{}\n{}", ARG_KEY.0, ARG_KEY.1, ARG_VALUE.0)));
+            let key = dumps(&Value::String(format!("{nl}{}{k}{}{nl}{}", ARG_KEY.0, ARG_KEY.1, ARG_VALUE.0)));
             let value = if is_string_schema(schema) {
                 string_value_rule(schema)
             } else {
@@ -609,7 +616,7 @@ fn glm_xml_grammar(tools: &[Tool]) -> String {
             };
             body.push_str(&format!("{key} {value} \"{}\" ", ARG_VALUE.1));
         }
-        body.push_str(&format!("\"\\n{CLOSE}\""));
+        body.push_str(&dumps(&Value::String(format!("{nl}{CLOSE}"))));
         alternatives.push(format!("c{i}"));
         rules.push(format!("c{i}: {body}"));
     }
@@ -820,7 +827,7 @@ impl ToolStream {
             return String::new();
         }
         let safe = match self.format {
-            ToolFormat::Hermes | ToolFormat::Injected | ToolFormat::GlmXml => match self.text[self.sent..].find(OPEN) {
+            ToolFormat::Hermes | ToolFormat::Injected | ToolFormat::GlmXml { .. } => match self.text[self.sent..].find(OPEN) {
                 Some(at) => {
                     self.holding = true;
                     self.sent + at
@@ -1399,7 +1406,7 @@ mod tests {
     #[test]
     fn glm46_template_renders_calls_and_results_in_its_own_format() {
         let src = include_str!("fixtures/glm-4.6.jinja");
-        assert_eq!(ToolFormat::of_template(src), ToolFormat::GlmXml);
+        assert_eq!(ToolFormat::of_template(src), ToolFormat::GlmXml { compact: false });
         let t = super::super::ChatTemplate::new(src.to_owned(), None, Some("<|endoftext|>".into())).unwrap();
         let history = [Message::user("Weather in Paris?"), call("c1"), result("c1")];
         let out = t.render_with_tools(&history, &[tool("weather").to_json()], true).unwrap();
@@ -1411,8 +1418,31 @@ mod tests {
         assert!(out.ends_with("<|observation|>\n<tool_response>\nsunny\n</tool_response><|assistant|>"), "{out}");
         assert_eq!(ToolFormat::Hermes.parse("<tool_call>weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"), None);
         let written = "<tool_call>weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>";
-        let p = ToolFormat::GlmXml.parse_for(written, &[tool("weather")]).unwrap();
+        let p = ToolFormat::GlmXml { compact: false }.parse_for(written, &[tool("weather")]).unwrap();
         assert_eq!(p.calls, vec![ParsedCall { name: "weather".into(), arguments: "{\"city\":\"Paris\"}".into() }]);
+    }
+
+    /// GLM-4.7-Flash's template as llama.cpp keeps it (`models/templates/GLM-4.7-Flash.jinja`,
+    /// verbatim): the same format with nothing between its parts, which renders, parses back and
+    /// is what a forced call writes; the prompt ends inside the reasoning.
+    #[test]
+    fn glm47_template_writes_calls_compactly() {
+        let src = include_str!("fixtures/glm-4.7-flash.jinja");
+        let f = ToolFormat::of_template(src);
+        assert_eq!(f, ToolFormat::GlmXml { compact: true });
+        let t = super::super::ChatTemplate::new(src.to_owned(), None, Some("<|endoftext|>".into())).unwrap();
+        let history = [Message::user("Weather in Paris?"), call("c1"), result("c1")];
+        let out = t.render_with_tools(&history, &[tool("weather").to_json()], true).unwrap();
+        let written = "<tool_call>weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>";
+        assert!(out.contains(&format!("<|assistant|></think>{written}")), "{out}");
+        assert!(out.ends_with("<|observation|><tool_response>sunny</tool_response><|assistant|><think>"), "{out}");
+        let p = f.parse_for(written, &[tool("weather")]).unwrap();
+        assert_eq!(p.calls, vec![ParsedCall { name: "weather".into(), arguments: "{\"city\":\"Paris\"}".into() }]);
+        let mut w = tool("weather");
+        w.parameters = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let Grammar::Lark(g) = f.forced_call(&[w], CallMarkers::default()) else { panic!("not a Lark grammar") };
+        assert!(g.contains("\"<tool_call>weather\" \"<arg_key>city</arg_key><arg_value>\""), "{g}");
+        assert!(g.ends_with("\"</arg_value>\" \"</tool_call>\""), "{g}");
     }
 
     /// GLM-4.5's values: raw text for a string argument (even one that reads as JSON), JSON
@@ -1430,20 +1460,20 @@ mod tests {
                     <arg_key>content</arg_key>\n<arg_value>{\"a\": 1}</arg_value>\n<arg_key>mode</arg_key>\n<arg_value>w</arg_value>\n\
                     <arg_key>lines</arg_key>\n<arg_value>42</arg_value>\n<arg_key>opts</arg_key>\n<arg_value>{\"x\": true}</arg_value>\n\
                     </tool_call>\n<tool_call>write\n</tool_call>";
-        let p = ToolFormat::GlmXml.parse_for(text, std::slice::from_ref(&t)).unwrap();
+        let p = ToolFormat::GlmXml { compact: false }.parse_for(text, std::slice::from_ref(&t)).unwrap();
         assert_eq!(p.content, "Writing.");
         let args: Value = serde_json::from_str(&p.calls[0].arguments).unwrap();
         assert_eq!(args, json!({"path": "123", "content": "{\"a\": 1}", "mode": "w", "lines": 42, "opts": {"x": true}}));
         assert_eq!(p.calls[1].arguments, "{}");
         // Without the schemas, JSON where it parses.
-        let p = ToolFormat::GlmXml.parse(text).unwrap();
+        let p = ToolFormat::GlmXml { compact: false }.parse(text).unwrap();
         let args: Value = serde_json::from_str(&p.calls[0].arguments).unwrap();
         assert_eq!((&args["path"], &args["mode"]), (&json!(123), &json!("w")));
         for bad in ["<tool_call>two words\n</tool_call>", "<tool_call>f\n<arg_key>a</arg_key>stray</tool_call>", "<tool_call>f\n<arg_key>a</arg_key>\n</tool_call>"] {
-            assert_eq!(ToolFormat::GlmXml.parse(bad), None, "{bad:?}");
+            assert_eq!(ToolFormat::GlmXml { compact: false }.parse(bad), None, "{bad:?}");
         }
         // Streamed: held from `<tool_call>`, read with the schemas at the end.
-        let mut s = ToolStream::with_tools(ToolFormat::GlmXml, vec![t]);
+        let mut s = ToolStream::with_tools(ToolFormat::GlmXml { compact: false }, vec![t]);
         assert_eq!(s.push("Writing.\n<tool"), "Writing.\n");
         assert_eq!(s.push("_call>write\n<arg_key>path</arg_key><arg_value>7</arg_value></tool_call>"), "");
         let done = s.finish();
@@ -1455,7 +1485,7 @@ mod tests {
     fn glm_xml_forced_call_writes_each_required_argument() {
         let mut t = tool("weather");
         t.parameters = json!({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}, "note": {"type": "string"}}, "required": ["city", "days"]});
-        let Grammar::Lark(g) = ToolFormat::GlmXml.forced_call(&[t], CallMarkers::default()) else {
+        let Grammar::Lark(g) = ToolFormat::GlmXml { compact: false }.forced_call(&[t], CallMarkers::default()) else {
             panic!("not a Lark grammar")
         };
         assert!(g.starts_with("start: c0\nc0: \"<tool_call>weather\" \"\\n<arg_key>city</arg_key>\\n<arg_value>\" /[^<]*/ \"</arg_value>\" "), "{g}");
