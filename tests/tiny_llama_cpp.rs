@@ -12,8 +12,9 @@
 //! after each block, biases, fused gate/up, half of each head rotated in adjacent pairs; and
 //! with M-RoPE sections, NeoX pairs) and DeepSeek-V2 (`deepseek2`: latent attention in
 //! GLM-4.7-Flash's and V3's layout, in V2-Lite's with YaRN, and in the older one-`attn_kv_b`
-//! layout; sigmoid- and softmax-routed experts beside a shared one), all Q8_0 (the DeepSeek-V2
-//! files in f32 too); and, in the types candle cannot write
+//! layout; sigmoid- and softmax-routed experts beside a shared one) and Qwen3-VL's language
+//! models (`qwen3vl`, `qwen3vlmoe`: M-RoPE sections, a deepstack layer), all Q8_0 (the
+//! DeepSeek-V2 files and the dense Qwen3-VL one in f32 too); and, in the types candle cannot write
 //! (`requantize` rewrites them), a Llama file all IQ4_NL, a Qwen3 file all IQ4_XS and a Qwen3
 //! MoE file whose experts are MXFP4 (as llama.cpp's `MXFP4_MOE` files are), and a Llama file
 //! with every type under 4 bits (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0,
@@ -83,7 +84,7 @@ const DEEP_LOGPROB_TOL: f64 = 0.35;
 const Q8_K_LOGPROB_TOL: f64 = 0.3;
 
 /// [`LOGPROB_TOL`] for the f32 files: nothing is quantized on either side. When recorded, the
-/// three DeepSeek-V2 files' largest difference was below 0.0005.
+/// three DeepSeek-V2 files' largest difference was below 0.0005, the Qwen3-VL file's 0.004.
 const F32_LOGPROB_TOL: f64 = 0.01;
 
 /// [`LOGPROB_TOL`] for the DeepSeek-V2 file in the older layout (one `attn_kv_b`): llama.cpp
@@ -268,6 +269,13 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-deepseek2-f32.gguf", TinyModelSpec::tiny(Family::DeepSeek2, WeightType::F32)),
         ("tiny-deepseek2-lite-f32.gguf", TinyModelSpec::deepseek2_lite(WeightType::F32, false)),
         ("tiny-deepseek2-kv-b-f32.gguf", TinyModelSpec::deepseek2_lite(WeightType::F32, true)),
+        // Qwen3-VL's language models (`qwen3vl`, `qwen3vlmoe`): Qwen3's and Qwen3 MoE's layers
+        // under their own names, with interleaved M-RoPE sections and deepstack layers, which
+        // leave a text token as Qwen3 runs it.
+        ("tiny-qwen3vl-q8_0.gguf", TinyModelSpec::qwen3vl(false, WeightType::Q8_0)),
+        ("tiny-qwen3vlmoe-q8_0.gguf", TinyModelSpec::qwen3vl(true, WeightType::Q8_0)),
+        // In f32, where the rotation must agree to rounding.
+        ("tiny-qwen3vl-f32.gguf", TinyModelSpec::qwen3vl(false, WeightType::F32)),
         // The same with M-RoPE sections (the vision models' text part): NeoX pairs.
         (
             "tiny-glm4-mrope-q8_0.gguf",

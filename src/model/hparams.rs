@@ -158,15 +158,18 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "qwen3vl", "qwen3vlmoe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Llama,
     Qwen2,
+    /// Qwen3 (dense), and Qwen3-VL's language model (`qwen3vl`: its M-RoPE sections rotate a
+    /// text token as plain NeoX rope does, its deepstack adds only to image tokens).
     Qwen3,
-    /// Qwen3's attention with mixture-of-experts MLPs (Qwen3-30B-A3B, 235B-A22B).
+    /// Qwen3's attention with mixture-of-experts MLPs (Qwen3-30B-A3B, 235B-A22B; Qwen3-VL's MoE
+    /// language models, `qwen3vlmoe`).
     Qwen3Moe,
     /// Gemma 2: Gemma 3's layer without q/k norms; soft-capped attention scores and logits.
     Gemma2,
@@ -232,8 +235,9 @@ impl Family {
         match arch {
             "llama" => Ok(Self::Llama),
             "qwen2" => Ok(Self::Qwen2),
-            "qwen3" => Ok(Self::Qwen3),
-            "qwen3moe" => Ok(Self::Qwen3Moe),
+            // Qwen3-VL's language model: Qwen3's layer, its M-RoPE the same rotation for text.
+            "qwen3" | "qwen3vl" => Ok(Self::Qwen3),
+            "qwen3moe" | "qwen3vlmoe" => Ok(Self::Qwen3Moe),
             "gemma2" => Ok(Self::Gemma2),
             "gemma3" => Ok(Self::Gemma3),
             "phi3" => Ok(Self::Phi3),
@@ -255,7 +259,8 @@ impl Family {
         }
     }
 
-    /// The `general.architecture` string (and metadata key prefix).
+    /// The family's own `general.architecture` string (the metadata key prefix of its files;
+    /// a file may name another that maps to it, [`Family::from_arch`]).
     pub fn arch(self) -> &'static str {
         match self {
             Self::Llama => "llama",
@@ -771,8 +776,9 @@ impl HParams {
     /// Reads the hyper-parameters; `vocab_size` comes from the embedding tensor
     /// when the metadata does not say.
     pub fn from_metadata(md: &HashMap<String, Value>, embedding_rows: Option<usize>) -> Result<Self, ModelError> {
-        let family = Family::from_arch(md_str(md, "general.architecture")?)?;
-        let a = family.arch();
+        // The keys are under the file's architecture (`qwen3vl.*` for a Qwen3 family file).
+        let a = md_str(md, "general.architecture")?;
+        let family = Family::from_arch(a)?;
         let key = |k: &str| format!("{a}.{k}");
         let hidden = md_usize(md, &key("embedding_length"))?;
         let heads = md_opt_per_layer_usize(md, &key("attention.head_count"))?.ok_or_else(|| ModelError::MissingMetadata {
@@ -1750,13 +1756,18 @@ mod tests {
         ));
     }
 
+    /// Each family's own architecture comes first in the list, in `Family::ALL`'s order; the
+    /// others (Qwen3-VL's) name a family too.
     #[test]
     fn every_family_is_one_supported_architecture() {
         let arches: Vec<&str> = Family::ALL.iter().map(|f| f.arch()).collect();
-        assert_eq!(arches, SUPPORTED_ARCHITECTURES);
+        assert_eq!(arches, SUPPORTED_ARCHITECTURES[..Family::ALL.len()]);
         for f in Family::ALL {
             assert_eq!(Family::from_arch(f.arch()).unwrap(), f);
         }
+        assert_eq!(Family::from_arch("qwen3vl").unwrap(), Family::Qwen3);
+        assert_eq!(Family::from_arch("qwen3vlmoe").unwrap(), Family::Qwen3Moe);
+        assert!(SUPPORTED_ARCHITECTURES.iter().all(|a| Family::from_arch(a).is_ok()));
     }
 
     /// Gemma 2 as llama.cpp reads it: without the sliding-window keys, a window of 4,096 with

@@ -127,7 +127,7 @@ impl LoadedModel {
             name: md_opt_str(&md, "general.name")?
                 .map(str::to_string)
                 .unwrap_or_else(|| file_name(&resolved.gguf)),
-            architecture: hp.family.arch().to_string(),
+            architecture: md_opt_str(&md, "general.architecture")?.unwrap_or(hp.family.arch()).to_string(),
             quantization: file.dominant_dtype(),
             parameters: file.parameter_count(),
             trained_context: hp.context_length,

@@ -86,6 +86,10 @@ pub struct TinyGranite {
 #[derive(Debug, Clone)]
 pub struct TinyModelSpec {
     pub family: Family,
+    /// The file's `general.architecture` (and key prefix) where it is not the family's own:
+    /// `qwen3vl`, `qwen3vlmoe` (Qwen3-VL's language models, which also get M-RoPE sections and
+    /// a deepstack layer count).
+    pub arch: Option<&'static str>,
     pub weight_type: WeightType,
     pub vocab: TinyVocab,
     pub hidden: usize,
@@ -161,6 +165,7 @@ impl TinyModelSpec {
         let mistral3 = family == Family::Mistral3;
         Self {
             family,
+            arch: None,
             weight_type,
             vocab: TinyVocab::new(style),
             hidden: 256,
@@ -237,6 +242,19 @@ impl TinyModelSpec {
         }
     }
 
+    /// Qwen3-VL's language model (`qwen3vl`, with `moe` `qwen3vlmoe`): Qwen3's (or Qwen3 MoE's)
+    /// layer under its own architecture, with M-RoPE sections (12, 10 and 10 of the head's 32
+    /// pairs) and a deepstack layer, which a text token does not feel.
+    pub fn qwen3vl(moe: bool, weight_type: WeightType) -> Self {
+        let family = if moe { Family::Qwen3Moe } else { Family::Qwen3 };
+        Self {
+            arch: Some(if moe { "qwen3vlmoe" } else { "qwen3vl" }),
+            rope_sections: Some([12, 10, 10, 0]),
+            seed: 10,
+            ..Self::tiny(family, weight_type)
+        }
+    }
+
     /// DeepSeek-V2-Lite's layout: one Q projection, softmax routing, YaRN with
     /// `mscale_all_dim`; `kv_b`: one `attn_kv_b` per layer, as older files have.
     pub fn deepseek2_lite(weight_type: WeightType, kv_b: bool) -> Self {
@@ -254,6 +272,7 @@ impl TinyModelSpec {
     pub fn bench_50m() -> Self {
         Self {
             family: Family::Llama,
+            arch: None,
             weight_type: WeightType::Q8_0,
             vocab: TinyVocab::with_size(VocabStyle::Gpt2 { pre: "llama-bpe" }, 32_000),
             hidden: 512,
@@ -289,6 +308,7 @@ impl TinyModelSpec {
     pub fn bench_1b() -> Self {
         Self {
             family: Family::Llama,
+            arch: None,
             weight_type: WeightType::Q4K,
             vocab: TinyVocab::with_size(VocabStyle::Gpt2 { pre: "llama-bpe" }, 128_256),
             hidden: 2048,
@@ -324,6 +344,7 @@ impl TinyModelSpec {
     pub fn bench_moe() -> Self {
         Self {
             family: Family::Qwen3Moe,
+            arch: None,
             weight_type: WeightType::Q4K,
             vocab: TinyVocab::with_size(VocabStyle::Gpt2 { pre: "qwen2" }, 151_936),
             hidden: 2048,
@@ -612,7 +633,7 @@ fn moe_tensors(
 /// The file's metadata: `general.*`, the architecture's keys, the vocabulary.
 fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     let (d, hd, v) = (spec.hidden, spec.head_dim, spec.vocab.size);
-    let arch = spec.family.arch();
+    let arch = spec.arch.unwrap_or(spec.family.arch());
     let u32v = |x: usize| Value::U32(x as u32);
     let mut md: Vec<(String, Value)> = vec![
         ("general.architecture".into(), Value::String(arch.into())),
@@ -653,6 +674,11 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
             md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
             md.push((format!("{arch}.expert_gating_func"), u32v(2)));
         }
+    }
+    if arch.starts_with("qwen3vl") {
+        // Its first layers' (3 of 28 and more; here the first of 2: llama.cpp adds them before
+        // the last layer's row selection only).
+        md.push((format!("{arch}.n_deepstack_layers"), u32v(1)));
     }
     if let Some(sections) = spec.rope_sections {
         let v = sections.iter().map(|&n| Value::I32(n as i32)).collect();
