@@ -13,7 +13,8 @@
 //! with M-RoPE sections, NeoX pairs) and DeepSeek-V2 (`deepseek2`: latent attention in
 //! GLM-4.7-Flash's and V3's layout, in V2-Lite's with YaRN, and in the older one-`attn_kv_b`
 //! layout; sigmoid- and softmax-routed experts beside a shared one) and Qwen3-VL's language
-//! models (`qwen3vl`, `qwen3vlmoe`: M-RoPE sections, a deepstack layer), all Q8_0 (the
+//! models (`qwen3vl`, `qwen3vlmoe`: M-RoPE sections, a deepstack layer) and Qwen2-VL's
+//! (`qwen2vl`), all Q8_0 (the
 //! DeepSeek-V2 files and the dense Qwen3-VL one in f32 too); and, in the types candle cannot write
 //! (`requantize` rewrites them), a Llama file all IQ4_NL, a Qwen3 file all IQ4_XS and a Qwen3
 //! MoE file whose experts are MXFP4 (as llama.cpp's `MXFP4_MOE` files are), and a Llama file
@@ -274,6 +275,8 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // leave a text token as Qwen3 runs it.
         ("tiny-qwen3vl-q8_0.gguf", TinyModelSpec::qwen3vl(false, WeightType::Q8_0)),
         ("tiny-qwen3vlmoe-q8_0.gguf", TinyModelSpec::qwen3vl(true, WeightType::Q8_0)),
+        // Qwen2-VL's and Qwen2.5-VL's (`qwen2vl`): Qwen2's layer with M-RoPE sections.
+        ("tiny-qwen2vl-q8_0.gguf", TinyModelSpec::qwen2vl(WeightType::Q8_0)),
         // In f32, where the rotation must agree to rounding.
         ("tiny-qwen3vl-f32.gguf", TinyModelSpec::qwen3vl(false, WeightType::F32)),
         // The same with M-RoPE sections (the vision models' text part): NeoX pairs.

@@ -158,7 +158,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "qwen3vl", "qwen3vlmoe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "qwen3vl", "qwen3vlmoe", "qwen2vl",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,7 +234,8 @@ impl Family {
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
         match arch {
             "llama" => Ok(Self::Llama),
-            "qwen2" => Ok(Self::Qwen2),
+            // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
+            "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen3-VL's language model: Qwen3's layer, its M-RoPE the same rotation for text.
             "qwen3" | "qwen3vl" => Ok(Self::Qwen3),
             "qwen3moe" | "qwen3vlmoe" => Ok(Self::Qwen3Moe),
@@ -1767,6 +1768,7 @@ mod tests {
         }
         assert_eq!(Family::from_arch("qwen3vl").unwrap(), Family::Qwen3);
         assert_eq!(Family::from_arch("qwen3vlmoe").unwrap(), Family::Qwen3Moe);
+        assert_eq!(Family::from_arch("qwen2vl").unwrap(), Family::Qwen2);
         assert!(SUPPORTED_ARCHITECTURES.iter().all(|a| Family::from_arch(a).is_ok()));
     }
 

@@ -87,8 +87,8 @@ pub struct TinyGranite {
 pub struct TinyModelSpec {
     pub family: Family,
     /// The file's `general.architecture` (and key prefix) where it is not the family's own:
-    /// `qwen3vl`, `qwen3vlmoe` (Qwen3-VL's language models, which also get M-RoPE sections and
-    /// a deepstack layer count).
+    /// `qwen3vl`, `qwen3vlmoe`, `qwen2vl` (the VL models' language models, which also get M-RoPE
+    /// sections, and Qwen3-VL's a deepstack layer count).
     pub arch: Option<&'static str>,
     pub weight_type: WeightType,
     pub vocab: TinyVocab,
@@ -252,6 +252,19 @@ impl TinyModelSpec {
             rope_sections: Some([12, 10, 10, 0]),
             seed: 10,
             ..Self::tiny(family, weight_type)
+        }
+    }
+
+    /// Qwen2-VL's and Qwen2.5-VL's language model (`qwen2vl`): Qwen2's layer under its own
+    /// architecture, with M-RoPE sections (8, 12 and 12 of the head's 32 pairs).
+    pub fn qwen2vl(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("qwen2vl"),
+            rope_sections: Some([8, 12, 12, 0]),
+            // Its own output projection: a random tied table gives one-hot distributions.
+            tie_embeddings: false,
+            seed: 10,
+            ..Self::tiny(Family::Qwen2, weight_type)
         }
     }
 
