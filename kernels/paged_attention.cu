@@ -15,20 +15,21 @@
 //   pool:  the device pool (layout above)
 //   k, v:  [tokens, kv_heads, head_dim], contiguous f32
 //   slots: [tokens], block * block_size + row for each token
+//   v_plane: 1, or 0 where the layer keeps K only and V is read from it (v is then not written)
 // grid: tokens; block: any (threads stride over kv_heads * head_dim).
 template <typename T>
 __device__ void write_kv(T *pool, const float *k, const float *v, const uint32_t *slots, int layer_offset,
-                         int block_elems, int block_size, int kv_heads, int head_dim) {
+                         int block_elems, int block_size, int kv_heads, int head_dim, int v_plane) {
     const int t = blockIdx.x;
     const uint32_t slot = slots[t];
     const uint32_t block = slot / block_size;
     const int row = slot % block_size;
     const int row_elems = kv_heads * head_dim;
     const size_t k_at = plane_offset(block, 0, layer_offset, block_elems, block_size, kv_heads, head_dim) + (size_t)row * row_elems;
-    const size_t v_at = plane_offset(block, 1, layer_offset, block_elems, block_size, kv_heads, head_dim) + (size_t)row * row_elems;
+    const size_t v_at = plane_offset(block, v_plane, layer_offset, block_elems, block_size, kv_heads, head_dim) + (size_t)row * row_elems;
     for (int i = threadIdx.x; i < row_elems; i += blockDim.x) {
         pool[k_at + i] = from_float<T>(k[(size_t)t * row_elems + i]);
-        pool[v_at + i] = from_float<T>(v[(size_t)t * row_elems + i]);
+        if (v_plane) pool[v_at + i] = from_float<T>(v[(size_t)t * row_elems + i]);
     }
 }
 
@@ -52,6 +53,7 @@ __device__ __forceinline__ float warp_sum(float x) {
 //   softcap:    0, or a soft cap c: each scaled score s becomes c * tanh(s / c) (Gemma 2)
 //   sinks:      [heads] sink logits, read when has_sinks is 1 (gpt-oss): the softmax counts
 //               one more score, sinks[h], whose value is 0 (its maximum taken over it too)
+//   v_plane:    1, or 0 where the layer keeps K only and V is read from K's rows
 // grid: (tokens, heads); block: whole warps (e.g. 256 threads), head_dim <= 32 * MAX_DPL.
 // dynamic shared memory: warps * (2 + head_dim) floats.
 //
@@ -64,7 +66,7 @@ template <typename T>
 __device__ void paged_attention(float *out, const float *q, const T *pool, const uint32_t *tables,
                                 const uint32_t *token_seq, const uint32_t *token_pos, int max_blocks, int layer_offset,
                                 int block_elems, int block_size, int kv_heads, int head_dim, int heads, float scale,
-                                int window, float softcap, const float *sinks, int has_sinks) {
+                                int window, float softcap, const float *sinks, int has_sinks, int v_plane) {
     extern __shared__ float smem[];
     const int warps = blockDim.x / 32;
     const int warp = threadIdx.x / 32;
@@ -93,7 +95,7 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
         const uint32_t b = table[p / block_size];
         const size_t row = (size_t)(p % block_size) * row_elems + (size_t)kvh * head_dim;
         const T *kp = pool + plane_offset(b, 0, layer_offset, block_elems, block_size, kv_heads, head_dim) + row;
-        const T *vp = pool + plane_offset(b, 1, layer_offset, block_elems, block_size, kv_heads, head_dim) + row;
+        const T *vp = pool + plane_offset(b, v_plane, layer_offset, block_elems, block_size, kv_heads, head_dim) + row;
         float s = 0.f;
 #pragma unroll
         for (int j = 0; j < MAX_DPL; ++j) {
@@ -142,16 +144,17 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
 #define INSTANTIATE(T, SUFFIX)                                                                                   \
     extern "C" __global__ void write_kv_##SUFFIX(T *pool, const float *k, const float *v, const uint32_t *slots, \
                                                  int layer_offset, int block_elems, int block_size, int kv_heads, \
-                                                 int head_dim) {                                                 \
-        write_kv<T>(pool, k, v, slots, layer_offset, block_elems, block_size, kv_heads, head_dim);              \
+                                                 int head_dim, int v_plane) {                                    \
+        write_kv<T>(pool, k, v, slots, layer_offset, block_elems, block_size, kv_heads, head_dim, v_plane);     \
     }                                                                                                            \
     extern "C" __global__ void paged_attention_##SUFFIX(                                                         \
         float *out, const float *q, const T *pool, const uint32_t *tables, const uint32_t *token_seq,                   \
         const uint32_t *token_pos, int max_blocks, int layer_offset, int block_elems, int block_size,            \
         int kv_heads, int head_dim, int heads, float scale, int window, float softcap, const float *sinks,       \
-        int has_sinks) {                                                                                         \
+        int has_sinks, int v_plane) {                                                                            \
         paged_attention<T>(out, q, pool, tables, token_seq, token_pos, max_blocks, layer_offset, block_elems,   \
-                           block_size, kv_heads, head_dim, heads, scale, window, softcap, sinks, has_sinks);     \
+                           block_size, kv_heads, head_dim, heads, scale, window, softcap, sinks, has_sinks,      \
+                           v_plane);                                                                             \
     }
 
 INSTANTIATE(float, f32)

@@ -32,23 +32,26 @@ fn cuda() -> Option<candle_core::CudaDevice> {
 fn paged_attention_matches_the_cpu_store() {
     let Some(dev) = cuda() else { return };
     let gpu = Device::Cuda(dev.clone());
-    // (block size, heads, each layer's K/V heads and width): the last two with layers of two
-    // shapes (Gemma 4's: the global layer's heads fewer and wider, up to 512).
+    // (block size, heads, each layer's K/V heads and width, V read from K): two with layers of
+    // two shapes (Gemma 4's: the global layer's heads fewer and wider, up to 512); the last
+    // DeepSeek-V2's latent, one head of 576 kept as K only.
     let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
     let shapes = [
-        (16, 8, [layer(2, 64); 2]),
-        (32, 4, [layer(4, 64); 2]),
-        (16, 6, [layer(1, 64); 2]),
-        (32, 8, [layer(4, 64); 2]),
-        (16, 4, [layer(1, 256); 2]),
-        (16, 8, [layer(4, 256), layer(2, 512)]),
-        (32, 4, [layer(2, 64), layer(1, 128)]),
+        (16, 8, [layer(2, 64); 2], false),
+        (32, 4, [layer(4, 64); 2], false),
+        (16, 6, [layer(1, 64); 2], false),
+        (32, 8, [layer(4, 64); 2], false),
+        (16, 4, [layer(1, 256); 2], false),
+        (16, 8, [layer(4, 256), layer(2, 512)], false),
+        (32, 4, [layer(2, 64), layer(1, 128)], false),
+        (16, 16, [layer(1, 576); 2], true),
     ];
-    for ((block_size, heads, layers), dtype) in shapes
+    for ((block_size, heads, layers, v_from_k), dtype) in shapes
         .into_iter()
         .flat_map(|s| [KvDtype::F32, KvDtype::F16, KvDtype::Bf16].map(|d| (s, d)))
     {
-        let l = PagedLayout::new(KvShape::per_layer(layers.to_vec()), block_size, dtype);
+        let shape = KvShape::per_layer(layers.to_vec());
+        let l = PagedLayout::new(if v_from_k { shape.with_v_from_k() } else { shape }, block_size, dtype);
         let blocks = 24;
         let mut cpu_pool = vec![0u8; blocks * l.block_len()];
         let mut gpu_pool = CudaPool::new(&dev, l.clone(), blocks).unwrap();
@@ -82,7 +85,8 @@ fn paged_attention_matches_the_cpu_store() {
                 };
                 let q = mk(t * heads * head_dim, seed, (t, heads, head_dim));
                 let k = mk(t * kv_heads * head_dim, seed + 100, (t, kv_heads, head_dim));
-                let v = mk(t * kv_heads * head_dim, seed + 200, (t, kv_heads, head_dim));
+                // Where V is read from K, the caller passes K as V.
+                let v = if v_from_k { k.clone() } else { mk(t * kv_heads * head_dim, seed + 200, (t, kv_heads, head_dim)) };
                 // Layer 0 is a sliding-window layer (Gemma's local layers), layer 1 global; from
                 // the second step on, scores are soft-capped (Gemma 2) at a cap that bends them;
                 // in the first and last steps layer 1 has attention sinks (gpt-oss).

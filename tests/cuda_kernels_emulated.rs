@@ -122,7 +122,7 @@ impl Emulator {
         let seqs = args.tables.len() / args.max_blocks;
         let g = LayerGeometry::of(&self.layout, layer).unwrap();
         let mut cmd = Vec::new();
-        put_i32(&mut cmd, &[1, g.layer_offset, g.kv_heads, g.head_dim, i32::from(kv.is_some())]);
+        put_i32(&mut cmd, &[1, g.layer_offset, g.kv_heads, g.head_dim, g.v_plane, i32::from(kv.is_some())]);
         put_i32(&mut cmd, &[t as i32, seqs as i32, args.max_blocks as i32, args.window]);
         put_f32(&mut cmd, &[scale, softcap.unwrap_or(0.0)]);
         put_i32(&mut cmd, &[i32::from(sinks.is_some())]);
@@ -172,19 +172,22 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
     // (block size, heads, each layer's K/V heads and head width, K/V type): GQA 4:1, 1:1, 6:1
     // and 2:1, heads of 64 and 256 (Gemma 3), every type the kernels store; and layers of
     // different shapes, the second's heads fewer and wider (Gemma 4's: 512); and DeepSeek-V2's
-    // latent, one K/V head of 576 for every query head.
+    // latent, one K/V head of 576 for every query head, kept as K only (V read from it: the
+    // last flag).
     let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
     let cases = [
-        (4, 8, [layer(2, 64); 2], KvDtype::F16),
-        (8, 4, [layer(4, 64); 2], KvDtype::F32),
-        (4, 6, [layer(1, 64); 2], KvDtype::Bf16),
-        (8, 2, [layer(1, 256); 2], KvDtype::F16),
-        (4, 4, [layer(2, 64), layer(1, 512)], KvDtype::F16),
-        (8, 4, [layer(4, 32), layer(1, 128)], KvDtype::F32),
-        (4, 8, [layer(1, 576); 2], KvDtype::F16),
+        (4, 8, [layer(2, 64); 2], KvDtype::F16, false),
+        (8, 4, [layer(4, 64); 2], KvDtype::F32, false),
+        (4, 6, [layer(1, 64); 2], KvDtype::Bf16, false),
+        (8, 2, [layer(1, 256); 2], KvDtype::F16, false),
+        (4, 4, [layer(2, 64), layer(1, 512)], KvDtype::F16, false),
+        (8, 4, [layer(4, 32), layer(1, 128)], KvDtype::F32, false),
+        (4, 8, [layer(1, 576); 2], KvDtype::F16, true),
     ];
-    for (block_size, heads, shapes, dtype) in cases {
-        let l = PagedLayout::new(KvShape::per_layer(shapes.to_vec()), block_size, dtype);
+    for (block_size, heads, shapes, dtype, v_from_k) in cases {
+        let shape = KvShape::per_layer(shapes.to_vec());
+        let shape = if v_from_k { shape.with_v_from_k() } else { shape };
+        let l = PagedLayout::new(shape, block_size, dtype);
         let blocks = 12;
         let mut cpu_pool = vec![0u8; blocks * l.block_len()];
         let mut emu = Emulator::start(&exe, l.clone(), heads, blocks, THREADS);
@@ -202,11 +205,9 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
             let t = batch.total_tokens();
             for (layer, &LayerKv { kv_heads, head_dim }) in shapes.iter().enumerate() {
                 let seed = (s * 10 + layer) as u64;
-                let (q, k, v) = (
-                    rand_vec(t * heads * head_dim, seed),
-                    rand_vec(t * kv_heads * head_dim, seed + 100),
-                    rand_vec(t * kv_heads * head_dim, seed + 200),
-                );
+                let (q, k) = (rand_vec(t * heads * head_dim, seed), rand_vec(t * kv_heads * head_dim, seed + 100));
+                // Where V is read from K, the caller passes K as V.
+                let v = if v_from_k { k.clone() } else { rand_vec(t * kv_heads * head_dim, seed + 200) };
                 let tensor = |x: &[f32], h: usize| Tensor::from_vec(x.to_vec(), (t, h, head_dim), &Device::Cpu).unwrap();
                 // Layer 0 is a sliding-window layer (Gemma's local layers), layer 1 global; from
                 // the second step on, scores are soft-capped (Gemma 2) at a cap that bends them;

@@ -83,11 +83,12 @@ fn three_turns(e: &mut Engine, conversation: &ConversationId, vocab: usize) -> H
     }
 }
 
-/// Llama's layers all alike (cache files of format 1) and Gemma 4's E model (local and global
-/// layers of different heads, layers sharing K/V: format 2 with its layer table).
+/// Llama's layers all alike (cache files of format 1), Gemma 4's E model (local and global
+/// layers of different heads, layers sharing K/V: format 2 with its layer table) and
+/// DeepSeek-V2's latent attention (K kept alone: format 3).
 #[test]
 fn a_conversation_stays_warm_across_a_restart() {
-    for family in [Family::Llama, Family::Gemma4] {
+    for family in [Family::Llama, Family::Gemma4, Family::DeepSeek2] {
         warm_across_a_restart(family);
     }
 }
@@ -118,7 +119,12 @@ fn warm_across_a_restart(family: Family) {
     assert_eq!(second.stats().disk.unwrap().files, 1);
     let file = std::fs::read_dir(data.join("cache")).unwrap().next().unwrap().unwrap().path();
     let version = std::fs::read(&file).unwrap()[8];
-    assert_eq!(version, if family == Family::Gemma4 { 2 } else { 1 }, "{family:?}: {}", file.display());
+    let expected = match family {
+        Family::Gemma4 => 2,
+        Family::DeepSeek2 => 3,
+        _ => 1,
+    };
+    assert_eq!(version, expected, "{family:?}: {}", file.display());
     let r = turn(&mut second, &c, &h.next, 20, 3);
     let whole_blocks = h.committed_after_turn3 / 16 * 16;
     assert_eq!(r.cached.tokens, whole_blocks, "{:?}", r.cached);

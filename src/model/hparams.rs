@@ -717,9 +717,10 @@ impl HParams {
         s.local.get(layer).copied().unwrap_or(false).then_some(s.window)
     }
 
-    /// The K/V geometry a store must provide: the heads of every layer that keeps K/V.
+    /// The K/V geometry a store must provide: the heads of every layer that keeps K/V (with
+    /// latent attention, K alone: V is the latent K holds).
     pub fn kv_shape(&self) -> crate::ops::KvShape {
-        crate::ops::KvShape::per_layer(
+        let shape = crate::ops::KvShape::per_layer(
             (0..self.kv_layers)
                 .map(|l| {
                     let a = self.attn_shape(l);
@@ -729,7 +730,11 @@ impl HParams {
                     }
                 })
                 .collect(),
-        )
+        );
+        match self.mla {
+            Some(_) => shape.with_v_from_k(),
+            None => shape,
+        }
     }
 
     /// `layer`'s attention heads: the global ones on Gemma 4's global layers, else the model's.
@@ -1509,7 +1514,7 @@ mod tests {
         let m = hp.mla.unwrap();
         assert_eq!((m.q_lora_rank, m.kv_lora_rank, m.qk_nope, m.qk_rope, m.v_head), (0, 512, 128, 64, 128));
         assert_eq!((hp.kv_heads, hp.head_dim, hp.rope_dims), (1, 576, 64));
-        assert_eq!(hp.kv_shape(), crate::ops::KvShape::uniform(2, 1, 576));
+        assert_eq!(hp.kv_shape(), crate::ops::KvShape::uniform(2, 1, 576).with_v_from_k());
         assert_eq!(hp.rope_style, RopeStyle::Interleaved);
         assert!((hp.attention_scale - 1.0 / 192f64.sqrt()).abs() < 1e-12);
         let moe = hp.moe.as_ref().unwrap();

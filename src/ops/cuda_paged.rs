@@ -168,8 +168,8 @@ impl CudaPagedKvBatch<'_> {
         let tables = stream.clone_htod(&args.tables).w()?;
         let token_seq = stream.clone_htod(&args.token_seq).w()?;
         let token_pos = stream.clone_htod(&args.token_pos).w()?;
-        let (layer_i, block_i, bs_i, kvh_i, d_i, heads_i) =
-            (g.layer_offset, g.block_elems, l.block_size as i32, g.kv_heads, g.head_dim, heads as i32);
+        let (layer_i, block_i, bs_i, kvh_i, d_i, heads_i, v_plane_i) =
+            (g.layer_offset, g.block_elems, l.block_size as i32, g.kv_heads, g.head_dim, heads as i32, g.v_plane);
 
         if let Some((k, v)) = kv {
             let (ks, vs) = (slice_of(k)?, slice_of(v)?);
@@ -185,6 +185,7 @@ impl CudaPagedKvBatch<'_> {
             b.arg(&bs_i);
             b.arg(&kvh_i);
             b.arg(&d_i);
+            b.arg(&v_plane_i);
             let cfg = LaunchConfig {
                 grid_dim: (t as u32, 1, 1),
                 block_dim: (THREADS, 1, 1),
@@ -223,6 +224,7 @@ impl CudaPagedKvBatch<'_> {
         b.arg(&softcap_f);
         b.arg(&sinks);
         b.arg(&has_sinks_i);
+        b.arg(&v_plane_i);
         let cfg = LaunchConfig {
             grid_dim: (t as u32, heads as u32, 1),
             block_dim: (THREADS, 1, 1),

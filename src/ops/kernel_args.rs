@@ -91,6 +91,8 @@ pub struct LayerGeometry {
     pub block_elems: i32,
     pub kv_heads: i32,
     pub head_dim: i32,
+    /// The plane V is read from: 1, or 0 where V is read from K ([`super::KvShape::v_from_k`]).
+    pub v_plane: i32,
 }
 
 impl LayerGeometry {
@@ -112,6 +114,7 @@ impl LayerGeometry {
             block_elems: int(layout.block_len() / value, "a block")?,
             kv_heads: int(shape.kv_heads, "a head count")?,
             head_dim: int(shape.head_dim, "a head")?,
+            v_plane: i32::from(!layout.shape().v_from_k()),
         })
     }
 }
@@ -139,7 +142,7 @@ mod tests {
         let shape = KvShape::per_layer(vec![layer(2, 64), layer(1, 128), layer(2, 64)]);
         let l = PagedLayout::new(shape.clone(), 4, KvDtype::F16);
         let g = LayerGeometry::of(&l, 2).unwrap();
-        assert_eq!((g.layer_offset, g.block_elems, g.kv_heads, g.head_dim), (2 * 4 * (128 + 128), 3 * 2 * 4 * 128, 2, 64));
+        assert_eq!((g.layer_offset, g.block_elems, g.kv_heads, g.head_dim, g.v_plane), (2 * 4 * (128 + 128), 3 * 2 * 4 * 128, 2, 64, 1));
         assert_eq!(LayerGeometry::of(&PagedLayout::new(shape.clone(), 4, KvDtype::F32), 2).unwrap(), g);
         assert!(LayerGeometry::of(&l, 3).is_err());
         assert!(LayerGeometry::of(&PagedLayout::new(shape, 8, KvDtype::Q8_0), 0).is_err());

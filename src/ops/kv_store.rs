@@ -22,10 +22,14 @@ impl LayerKv {
 /// that keeps K/V. Most models give every layer the same; Gemma 4's global layers have fewer,
 /// wider heads than its local ones.
 ///
+/// Where `v_from_k` (DeepSeek-V2's latent attention: V is the latent K already holds), a
+/// store keeps each layer's K only and reads V from it; the caller then passes V equal to K.
+///
 /// Invariant: at least one layer, and no layer without heads or values.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvShape {
     layers: Vec<LayerKv>,
+    v_from_k: bool,
 }
 
 impl KvShape {
@@ -33,12 +37,32 @@ impl KvShape {
     pub fn uniform(layers: usize, kv_heads: usize, head_dim: usize) -> Self {
         Self {
             layers: vec![LayerKv { kv_heads, head_dim }; layers],
+            v_from_k: false,
         }
     }
 
     /// One entry per layer, in order.
     pub fn per_layer(layers: Vec<LayerKv>) -> Self {
-        Self { layers }
+        Self { layers, v_from_k: false }
+    }
+
+    /// The same layers, each keeping K only: V is read from K's rows.
+    pub fn with_v_from_k(self) -> Self {
+        Self { v_from_k: true, ..self }
+    }
+
+    /// Whether V is read from K's rows (one plane per layer, not two).
+    pub fn v_from_k(&self) -> bool {
+        self.v_from_k
+    }
+
+    /// Planes each layer keeps per block: K and V, or K alone.
+    pub fn planes(&self) -> usize {
+        if self.v_from_k {
+            1
+        } else {
+            2
+        }
     }
 
     /// How many layers keep K/V.

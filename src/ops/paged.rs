@@ -64,7 +64,7 @@ impl PagedLayout {
         let mut at = 0;
         for l in shape.iter() {
             offsets.push(at);
-            at += 2 * block_size * l.kv_heads * dtype.row_bytes(l.head_dim);
+            at += shape.planes() * block_size * l.kv_heads * dtype.row_bytes(l.head_dim);
         }
         offsets.push(at);
         Self {
@@ -146,8 +146,10 @@ impl PagedLayout {
         self.offsets[layer]
     }
 
-    /// Byte offset of the plane (`kv`: 0 = K, 1 = V) of `layer` in `block`.
+    /// Byte offset of the plane (`kv`: 0 = K, 1 = V) of `layer` in `block`; V's is K's where V
+    /// is read from K ([`KvShape::v_from_k`]).
     pub fn plane_offset(&self, block: u32, layer: usize, kv: usize) -> usize {
+        let kv = if self.shape.v_from_k() { 0 } else { kv };
         block as usize * self.block_len() + self.layer_offset(layer) + kv * self.plane_bytes(layer)
     }
 }
@@ -684,7 +686,10 @@ impl PagedKvBatch<'_> {
             };
             if let Some((kv_, vv)) = &new_rows {
                 view.write_rows(self.pool, 0, chunk.cached, &kv_[rows.start * re..rows.end * re]);
-                view.write_rows(self.pool, 1, chunk.cached, &vv[rows.start * re..rows.end * re]);
+                // Where V is read from K, K's rows are its rows.
+                if !l.shape().v_from_k() {
+                    view.write_rows(self.pool, 1, chunk.cached, &vv[rows.start * re..rows.end * re]);
+                }
             }
             if chunk.new == 1 && decodes_together {
                 decode_rows[o] = Some(i);
@@ -745,8 +750,8 @@ mod tests {
     /// non-monotonic block tables) and through the contiguous store, for every
     /// stored type: exact for f32, within the type's rounding otherwise; with and
     /// without a sliding window (layer 0 local, layer 1 global), a soft cap and sinks;
-    /// with both layers alike, and with the global layer's heads fewer and twice as wide
-    /// (Gemma 4's).
+    /// with both layers alike, with the global layer's heads fewer and twice as wide
+    /// (Gemma 4's), and with K kept alone and V read from it (DeepSeek-V2's latent).
     #[test]
     fn paged_equals_contiguous_for_prefill_then_decode() {
         for (dtype, d, tol) in [
@@ -757,12 +762,24 @@ mod tests {
         ] {
             for window in [None, Some(1), Some(3), Some(5)] {
                 for softcap in [None, Some(0.3)] {
-                    paged_against_contiguous(dtype, d, tol, window, softcap, None, false);
+                    paged_against_contiguous(dtype, d, tol, window, softcap, None, Layers::Alike);
                 }
-                paged_against_contiguous(dtype, d, tol, window, None, Some(&[0.5, -1.0, 2.5, 0.0]), false);
-                paged_against_contiguous(dtype, d, tol, window, None, None, true);
+                paged_against_contiguous(dtype, d, tol, window, None, Some(&[0.5, -1.0, 2.5, 0.0]), Layers::Alike);
+                paged_against_contiguous(dtype, d, tol, window, None, None, Layers::Mixed);
+                paged_against_contiguous(dtype, d, tol, window, None, None, Layers::VFromK);
             }
         }
+    }
+
+    /// The layers of [`paged_against_contiguous`]'s model.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Layers {
+        /// Two alike.
+        Alike,
+        /// The second's heads fewer and twice as wide.
+        Mixed,
+        /// Two alike, K kept alone and V read from it (the caller passes K as V).
+        VFromK,
     }
 
     fn paged_against_contiguous(
@@ -772,13 +789,13 @@ mod tests {
         window: Option<usize>,
         softcap: Option<f32>,
         sinks: Option<&[f32]>,
-        mixed: bool,
+        layers: Layers,
     ) {
-        let shape = if mixed {
-            let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
-            KvShape::per_layer(vec![layer(2, d), layer(1, 2 * d)])
-        } else {
-            KvShape::uniform(2, 2, d)
+        let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
+        let shape = match layers {
+            Layers::Alike => KvShape::uniform(2, 2, d),
+            Layers::Mixed => KvShape::per_layer(vec![layer(2, d), layer(1, 2 * d)]),
+            Layers::VFromK => KvShape::uniform(2, 2, d).with_v_from_k(),
         };
         let l = PagedLayout::new(shape.clone(), 4, dtype);
         let heads = 4;
@@ -800,7 +817,10 @@ mod tests {
                 let LayerKv { kv_heads: kvh, head_dim: d } = shape.layer(layer);
                 let q = Tensor::from_vec(rand_vec(t * heads * d, seed), (t, heads, d), &Device::Cpu).unwrap();
                 let k = Tensor::from_vec(rand_vec(t * kvh * d, seed + 100), (t, kvh, d), &Device::Cpu).unwrap();
-                let v = Tensor::from_vec(rand_vec(t * kvh * d, seed + 200), (t, kvh, d), &Device::Cpu).unwrap();
+                let v = match layers {
+                    Layers::VFromK => k.clone(),
+                    _ => Tensor::from_vec(rand_vec(t * kvh * d, seed + 200), (t, kvh, d), &Device::Cpu).unwrap(),
+                };
                 let how = Attend {
                     scale: 0.35,
                     window: if layer == 0 { window } else { None },
@@ -816,7 +836,7 @@ mod tests {
                 let diff: f32 = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
                 assert!(
                     diff < tol,
-                    "{dtype} window {window:?} softcap {softcap:?} sinks {sinks:?} mixed {mixed} step {s} layer {layer}: {diff}"
+                    "{dtype} window {window:?} softcap {softcap:?} sinks {sinks:?} {layers:?} step {s} layer {layer}: {diff}"
                 );
             }
         }
@@ -838,6 +858,11 @@ mod tests {
         assert_eq!(u.block_len(), 3 * 2 * 16 * 2 * 8 * 2);
         assert_eq!(u.plane_offset(1, 2, 1), u.block_len() + 5 * u.plane_bytes(2));
         assert_eq!(u.uniform_layer(), Some(layer(2, 8)));
+        // K alone: one plane per layer, V's offset K's, half the bytes.
+        let k = PagedLayout::new(KvShape::uniform(3, 2, 8).with_v_from_k(), 16, KvDtype::F16);
+        assert_eq!(k.block_len() * 2, u.block_len());
+        assert_eq!(k.plane_offset(1, 2, 1), k.plane_offset(1, 2, 0));
+        assert_eq!(k.plane_offset(1, 2, 0), k.block_len() + 2 * k.plane_bytes(2));
     }
 
     /// Prompt rows, attended in tiles of several rows on the thread pool,

@@ -75,6 +75,10 @@ pub fn fingerprint(
         parts.push(head_dim.to_le_bytes().to_vec());
     }
     parts.push(layout.dtype.code().to_le_bytes().to_vec());
+    // Only for a layout that keeps K alone, so that every other fingerprint stays as it was.
+    if layout.shape.v_from_k() {
+        parts.push(b"v from k".to_vec());
+    }
     let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
     Ok(Fingerprint::of(&refs))
 }
@@ -124,5 +128,6 @@ mod tests {
         let mixed = fp(KvShape::per_layer(vec![layer(2, 64), layer(1, 128), layer(2, 64)]));
         assert_ne!(mixed, fp(KvShape::uniform(3, 2, 64)));
         assert_ne!(mixed, fp(KvShape::per_layer(vec![layer(2, 64), layer(2, 64), layer(1, 128)])));
+        assert_ne!(fp(KvShape::uniform(3, 2, 64).with_v_from_k()), fp(KvShape::uniform(3, 2, 64)));
     }
 }

@@ -6,7 +6,9 @@
 //! ```text
 //! offset  size            field
 //! 0       8               magic "HEARTHKV"
-//! 8       4               format version: 1 when every layer has the same heads, else 2
+//! 8       4               format version: 1 when every layer has the same heads, 2 when
+//!                         they differ, 3 when they are alike and keep K only (V read from
+//!                         K: DeepSeek-V2's latent)
 //! 12      4               header_bytes: bytes 0..header_bytes are the header, checksum included
 //! 16      16              fingerprint (see `Fingerprint`)
 //! 32      4 × 5           layout: block_size, layers, kv_heads, head_dim, dtype (0 = f32,
@@ -20,14 +22,16 @@
 //! ...     16 × n_blocks   per block: its chain hash (kv::hash_block), xxh3-64 of its payload
 //! ...     8               xxh3-64 of bytes 0..header_bytes-8
 //! payload_offset + k × block_bytes: block k, in `runtime::KvMemory`'s block layout
-//!     ([layer][K, V][block_size][kv_heads][head_dim], dtype, each layer with its own heads),
-//!     block_bytes = the sum over layers of 2 × block_size × kv_heads × (bytes of head_dim
-//!     values: 4, 2, 2 per value; q8_0 34 per 32)
+//!     ([layer][K, V][block_size][kv_heads][head_dim], dtype, each layer with its own heads;
+//!     version 3: [layer][K]...), block_bytes = the sum over layers of planes (2, or 1 in
+//!     version 3) × block_size × kv_heads × (bytes of head_dim values: 4, 2, 2 per value; q8_0
+//!     34 per 32)
 //! ```
 //!
 //! Version 2 exists for models whose layers differ (Gemma 4's global layers have fewer, wider
-//! heads than its local ones); every other model's files are written, and read, as version 1
-//! was, so the files of earlier hearths stay valid.
+//! heads than its local ones), version 3 for models whose V is read from K (DeepSeek-V2's
+//! latent attention: its header is version 1's); every other model's files are written, and
+//! read, as version 1 was, so the files of earlier hearths stay valid.
 //!
 //! Invariants a decoded header satisfies: the magic, the version and the header checksum
 //! match; sizes are bounded ([`MAX_TOKENS`]) and consistent with each other and the file's
@@ -46,8 +50,8 @@ use crate::kv::BlockHash;
 use crate::ops::{KvShape, LayerKv};
 
 pub const MAGIC: [u8; 8] = *b"HEARTHKV";
-/// The newest format this hearth reads and writes (it writes 1 where 2 is not needed).
-pub const FORMAT_VERSION: u32 = 2;
+/// The newest format this hearth reads and writes (it writes 1 where 2 or 3 is not needed).
+pub const FORMAT_VERSION: u32 = 3;
 /// Payloads start on a 4 KiB boundary (page-aligned reads).
 pub const PAYLOAD_ALIGN: u64 = 4096;
 /// Most tokens a cache file may hold (a 16M-token history is far past any context).
@@ -74,25 +78,28 @@ impl KvLayout {
     pub fn block_bytes(&self) -> u64 {
         self.shape
             .iter()
-            .map(|l| 2 * u64::from(self.block_size) * l.kv_heads as u64 * self.dtype.row_bytes(l.head_dim) as u64)
+            .map(|l| {
+                self.shape.planes() as u64 * u64::from(self.block_size) * l.kv_heads as u64 * self.dtype.row_bytes(l.head_dim) as u64
+            })
             .sum()
     }
 
-    /// The format version its files are written in: 1 when every layer is alike.
+    /// The format version its files are written in: 1 when every layer is alike, 3 when they
+    /// are and keep K only, else 2.
     pub fn version(&self) -> u32 {
-        if self.shape.uniform_layer().is_some() {
-            1
-        } else {
-            2
+        match (self.shape.uniform_layer().is_some(), self.shape.v_from_k()) {
+            (true, false) => 1,
+            (true, true) => 3,
+            (false, _) => 2,
         }
     }
 
-    /// Entries of the layer table its header carries (none in version 1).
+    /// Entries of the layer table its header carries (none in versions 1 and 3).
     fn table_layers(&self) -> usize {
-        if self.version() == 1 {
-            0
-        } else {
+        if self.version() == 2 {
             self.shape.layers()
+        } else {
+            0
         }
     }
 
@@ -108,6 +115,9 @@ impl KvLayout {
             if !(1..=MAX_KV_HEADS as usize).contains(&l.kv_heads) || !(1..=MAX_HEAD_DIM as usize).contains(&l.head_dim) {
                 return Err(format!("layer {i}: {} heads × {}", l.kv_heads, l.head_dim));
             }
+        }
+        if self.shape.v_from_k() && self.shape.uniform_layer().is_none() {
+            return Err("layers of different shapes that keep K only".into());
         }
         self.shape.check_dtype(self.dtype)
     }
@@ -227,7 +237,7 @@ impl CacheHeader {
         b.extend_from_slice(&l.version().to_le_bytes());
         b.extend_from_slice(&(n as u32).to_le_bytes());
         b.extend_from_slice(&self.fingerprint.0);
-        // Version 1: the one shape; version 2: zeros here, the table below.
+        // Versions 1 and 3: the one shape; version 2: zeros here, the table below.
         let one = l.shape.uniform_layer().map_or((0, 0), |s| (s.kv_heads as u32, s.head_dim as u32));
         let layers = l.shape.layers() as u32;
         for v in [l.block_size, layers, one.0, one.1, l.dtype.code()] {
@@ -356,7 +366,7 @@ impl CacheHeader {
 }
 
 /// The layout fields of header `b` (checksummed, at least the fixed part long): version 1's
-/// one shape, or version 2's layer table, which must lie inside `b`.
+/// (and 3's) one shape, or version 2's layer table, which must lie inside `b`.
 fn decode_layout(b: &[u8], dtype: KvDtype) -> Result<KvLayout, String> {
     let (version, layers) = (u32_at(b, 8), u32_at(b, 36));
     let (kv_heads, head_dim) = (u32_at(b, 40) as usize, u32_at(b, 44) as usize);
@@ -368,6 +378,8 @@ fn decode_layout(b: &[u8], dtype: KvDtype) -> Result<KvLayout, String> {
     }
     let shape = if version == 1 {
         KvShape::uniform(layers as usize, kv_heads, head_dim)
+    } else if version == 3 {
+        KvShape::uniform(layers as usize, kv_heads, head_dim).with_v_from_k()
     } else {
         if (kv_heads, head_dim) != (0, 0) {
             return Err(format!("a version {version} header with one shape ({kv_heads} heads × {head_dim})"));
@@ -470,12 +482,29 @@ mod tests {
         assert!(CacheHeader::decode(&b, Path::new("x.hkv")).is_err());
     }
 
+    /// A layout that keeps K only is written as version 3 (version 1's header), its blocks
+    /// half as long, read back whole, and every flipped byte caught.
+    #[test]
+    fn k_only_layers_write_version_3() {
+        let mut h = sample();
+        let full = h.block_bytes();
+        h.layout.shape = h.layout.shape.clone().with_v_from_k();
+        h.payload_offset = payload_offset_for(&h.layout, 37, 2);
+        let b = h.encode();
+        assert_eq!((b[8], b.len() as u64), (3, header_bytes(37, 2, 0)));
+        assert_eq!(h.block_bytes() * 2, full);
+        reads_back_and_catches_every_flip(&h, &b);
+        let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
+        let mixed = KvShape::per_layer(vec![layer(2, 4), layer(1, 8)]).with_v_from_k();
+        assert!(KvLayout { shape: mixed, ..h.layout.clone() }.check().is_err());
+    }
+
     #[test]
     fn versions_and_magic() {
         let mut b = sample().encode();
-        b[8] = 3;
+        b[8] = 4;
         let e = CacheHeader::read(&mut b.as_slice(), 1 << 20, Path::new("x")).unwrap_err();
-        assert!(matches!(e, PersistError::UnsupportedVersion { found: 3, .. }), "{e}");
+        assert!(matches!(e, PersistError::UnsupportedVersion { found: 4, .. }), "{e}");
         assert!(e.to_string().contains("newer hearth"), "{e}");
         b[0] = b'X';
         let e = CacheHeader::read(&mut b.as_slice(), 1 << 20, Path::new("x")).unwrap_err();

@@ -13,7 +13,8 @@
 //           heads, blocks, threads
 //   then commands (i32):
 //     1 attend: i32 layer_offset (values before the layer's K plane in a block), kv_heads,
-//               head_dim, writes, tokens, seqs, max_blocks, window; f32 scale, softcap;
+//               head_dim, v_plane (0: V read from K), writes, tokens, seqs, max_blocks, window;
+//               f32 scale, softcap;
 //               i32 has_sinks; f32 sinks[heads]; u32 shared_bytes;
 //               u32 slots[tokens], tables[seqs * max_blocks], token_seq[tokens],
 //               token_pos[tokens]; f32 q[tokens * heads * head_dim], and where writes is 1
@@ -164,9 +165,11 @@ int read_i32() {
 
 template <typename T>
 void attend(std::vector<unsigned char> &pool, int block_elems, int block_size, int heads, unsigned threads) {
-    const int layer_offset = read_i32(), kv_heads = read_i32(), head_dim = read_i32(), writes = read_i32();
+    const int layer_offset = read_i32(), kv_heads = read_i32(), head_dim = read_i32(), v_plane = read_i32();
+    const int writes = read_i32();
     const int tokens = read_i32(), seqs = read_i32(), max_blocks = read_i32(), window = read_i32();
-    if (layer_offset < 0 || kv_heads <= 0 || head_dim <= 0 || layer_offset >= block_elems) fail("bad layer");
+    if (layer_offset < 0 || kv_heads <= 0 || head_dim <= 0 || layer_offset >= block_elems || (v_plane & ~1))
+        fail("bad layer");
     float scale, softcap;
     read(&scale, 1);
     read(&softcap, 1);
@@ -187,13 +190,14 @@ void attend(std::vector<unsigned char> &pool, int block_elems, int block_size, i
         auto k = read_vec<float>(t * row);
         auto v = read_vec<float>(t * row);
         launch(tokens, 1, threads, 0, [&] {
-            write_kv<T>(p, k.data(), v.data(), slots.data(), layer_offset, block_elems, block_size, kv_heads, head_dim);
+            write_kv<T>(p, k.data(), v.data(), slots.data(), layer_offset, block_elems, block_size, kv_heads, head_dim,
+                        v_plane);
         });
     }
     launch(tokens, heads, threads, shared, [&] {
         paged_attention<T>(out.data(), q.data(), p, tables.data(), token_seq.data(), token_pos.data(), max_blocks,
                            layer_offset, block_elems, block_size, kv_heads, head_dim, heads, scale, window, softcap,
-                           sinks.data(), has_sinks);
+                           sinks.data(), has_sinks, v_plane);
     });
     std::fwrite(out.data(), sizeof(float), out.size(), stdout);
     std::fflush(stdout);
