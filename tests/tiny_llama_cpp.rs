@@ -265,6 +265,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // `attn_kv_b` (llama.cpp runs those as plain multi-head attention).
         ("tiny-deepseek2-lite-q8_0.gguf", TinyModelSpec::deepseek2_lite(WeightType::Q8_0, false)),
         ("tiny-deepseek2-kv-b-q8_0.gguf", TinyModelSpec::deepseek2_lite(WeightType::Q8_0, true)),
+        // Mistral 4's files (`mistral4`): V2-Lite's layout under that name, whose YaRN tables
+        // keep their magnitude (`mscale` 1 where `deepseek2` takes `mscale_all_dim`).
+        ("tiny-mistral4-q8_0.gguf", mistral4(WeightType::Q8_0)),
+        ("tiny-mistral4-f32.gguf", mistral4(WeightType::F32)),
         // The three in f32: no activation is quantized on either side, so the two must agree
         // to rounding ([`F32_LOGPROB_TOL`]).
         ("tiny-deepseek2-f32.gguf", TinyModelSpec::tiny(Family::DeepSeek2, WeightType::F32)),
@@ -288,6 +292,14 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
             },
         ),
     ]
+}
+
+/// A `mistral4` file: DeepSeek-V2-Lite's layout (YaRN with `mscale_all_dim`) under that name.
+fn mistral4(weights: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        arch: Some("mistral4"),
+        ..TinyModelSpec::deepseek2_lite(weights, false)
+    }
 }
 
 /// EXAONE 4.0 with the 32B's 64 layers (llama.cpp gives local layers by that count), narrow:

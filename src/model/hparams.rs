@@ -158,7 +158,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "qwen3vl", "qwen3vlmoe", "qwen2vl",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,7 +252,9 @@ impl Family {
             "glm4moe" => Ok(Self::Glm4Moe),
             "gpt-oss" => Ok(Self::GptOss),
             "gemma4" => Ok(Self::Gemma4),
-            "deepseek2" => Ok(Self::DeepSeek2),
+            // Mistral 4's files are `deepseek2`'s under another name (llama.cpp runs them so),
+            // YaRN's magnitude aside.
+            "deepseek2" | "mistral4" => Ok(Self::DeepSeek2),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -458,20 +460,17 @@ impl MlaParams {
     }
 
     /// What multiplies `q · k`, as llama.cpp's `deepseek2` graph: `mscale² / √(qk_nope +
-    /// qk_rope)`, where `mscale` is the rope's attention factor (with YaRN's `1 + 0.1·ln f`
-    /// where the file gives no multiplier, without it where it does) times `1 + 0.1 ·
-    /// mscale_all_dims · ln f`.
+    /// qk_rope)`, where `mscale` is `1 + 0.1 · mscale_all_dims · ln f` times the rope's
+    /// attention factor with YaRN's own magnitude undone: with YaRN, the tables' magnitude
+    /// (`rope_attn_factor · (1 + 0.1·ln f) / (1 + 0.1·log_multiplier·ln f)`), else
+    /// `rope_attn_factor · (1 + 0.1·ln f)`.
     pub fn score_scale(&self, scaling: RopeScaling, rope_attn_factor: f64) -> f64 {
-        let (ln_f, yarn) = match scaling {
-            RopeScaling::None => (0.0, false),
-            RopeScaling::Linear { factor } => (factor.ln(), false),
-            RopeScaling::Yarn { factor, .. } => (factor.ln(), true),
+        let (ln_f, tables) = match scaling {
+            RopeScaling::None => (0.0, 1.0),
+            RopeScaling::Linear { factor } => (factor.ln(), 1.0),
+            RopeScaling::Yarn { factor, log_multiplier, .. } => (factor.ln(), 1.0 / (1.0 + 0.1 * log_multiplier * factor.ln())),
         };
-        let attn_factor = if yarn && self.mscale_all_dims != 0.0 {
-            rope_attn_factor
-        } else {
-            rope_attn_factor * (1.0 + 0.1 * ln_f)
-        };
+        let attn_factor = rope_attn_factor * (1.0 + 0.1 * ln_f) * tables;
         let mscale = attn_factor * (1.0 + 0.1 * self.mscale_all_dims * ln_f);
         mscale * mscale / ((self.qk_nope + self.qk_rope) as f64).sqrt()
     }
@@ -830,31 +829,7 @@ impl HParams {
         let rope_original_context =
             md_opt_usize(md, &key("rope.scaling.original_context_length"))?.unwrap_or(context_length);
         let rope_scaling = rope_scaling(md, &key, rope_original_context, family)?;
-        let attn_temperature = match (family, md_opt_f64(md, &key("attention.temperature_scale"))?) {
-            (Family::Mistral3, Some(scale)) if scale != 0.0 => {
-                if rope_original_context == 0 {
-                    return Err(bad(
-                        "rope.scaling.original_context_length",
-                        "0, but attention temperature steps by it".into(),
-                    ));
-                }
-                Some(AttnTemperature {
-                    scale,
-                    floor: rope_original_context,
-                })
-            }
-            // Mistral Large 3's (a `deepseek2` file): steps of `attention.temperature_length`.
-            (Family::DeepSeek2, Some(scale)) if scale != 0.0 => match md_opt_usize(md, &key("attention.temperature_length"))? {
-                Some(floor) if floor > 0 => Some(AttnTemperature { scale, floor }),
-                _ => {
-                    return Err(bad(
-                        "attention.temperature_length",
-                        "absent or 0, but attention temperature steps by it".into(),
-                    ))
-                }
-            },
-            _ => None,
-        };
+        let attn_temperature = attn_temperature(md, &key, family, rope_original_context)?;
         let (layers, mtp_layers) = trunk_layers(md, &key)?;
         let moe = moe_params(md, &key, family, [layers, vocab_size])?;
         let (ffn, ffn_per_layer) = match family {
@@ -919,6 +894,43 @@ impl HParams {
             mla,
         })
     }
+}
+
+/// Llama 4's attention temperature, where the file asks for it: Ministral 3's, stepping by
+/// `rope.scaling.original_context_length`; Mistral Large 3's (a `deepseek2` file), by
+/// `attention.temperature_length`.
+fn attn_temperature(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    family: Family,
+    rope_original_context: usize,
+) -> Result<Option<AttnTemperature>, ModelError> {
+    let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+    Ok(match (family, md_opt_f64(md, &key("attention.temperature_scale"))?) {
+        (Family::Mistral3, Some(scale)) if scale != 0.0 => {
+            if rope_original_context == 0 {
+                return Err(bad(
+                    "rope.scaling.original_context_length",
+                    "0, but attention temperature steps by it".into(),
+                ));
+            }
+            Some(AttnTemperature {
+                scale,
+                floor: rope_original_context,
+            })
+        }
+        // Mistral Large 3's (a `deepseek2` file): steps of `attention.temperature_length`.
+        (Family::DeepSeek2, Some(scale)) if scale != 0.0 => match md_opt_usize(md, &key("attention.temperature_length"))? {
+            Some(floor) if floor > 0 => Some(AttnTemperature { scale, floor }),
+            _ => {
+                return Err(bad(
+                    "attention.temperature_length",
+                    "absent or 0, but attention temperature steps by it".into(),
+                ))
+            }
+        },
+        _ => None,
+    })
 }
 
 /// The head width (`attention.key_length`, else `hidden / heads`; `attention.value_length`
@@ -1179,11 +1191,7 @@ fn rope_scaling(
                 beta_fast: own("rope.scaling.yarn_beta_fast", 32.0)?,
                 beta_slow: own("rope.scaling.yarn_beta_slow", 1.0)?,
                 log_multiplier: match family {
-                    // llama.cpp's `deepseek2` takes the multiplier as the rope's own
-                    // `mscale` too: the tables' magnitude `get_mscale(f, m) / get_mscale(f, m)`
-                    // is 1, which a multiplier of 1 gives here; the file's goes to the scores
-                    // (`MlaParams::score_scale`).
-                    Family::DeepSeek2 if md_opt_f64(md, &key("rope.scaling.yarn_log_multiplier"))?.unwrap_or(0.0) != 0.0 => 1.0,
+                    Family::DeepSeek2 => deepseek2_log_multiplier(md, key)?,
                     _ => own("rope.scaling.yarn_log_multiplier", 0.0)?,
                 },
             }
@@ -1194,6 +1202,20 @@ fn rope_scaling(
                 format!("\"{other}\" is not supported (none, linear, yarn)"),
             ))
         }
+    })
+}
+
+/// The YaRN log multiplier of a `deepseek2` or `mistral4` file's rope tables. Both take the
+/// file's `yarn_log_multiplier` over 0.1 as `mscale_all_dim` (the converter multiplied it by
+/// 0.1); llama.cpp's `deepseek2` takes it as the rope's own `mscale` too, so that the tables'
+/// magnitude `get_mscale(f, m) / get_mscale(f, m)` is 1, which a multiplier of 1 gives here,
+/// while `mistral4`'s own `mscale` is 1: `mscale_all_dim` itself. 0 where the file has none.
+fn deepseek2_log_multiplier(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<f64, ModelError> {
+    let file = md_opt_f64(md, &key("rope.scaling.yarn_log_multiplier"))?.unwrap_or(0.0);
+    Ok(match (file, md_str(md, "general.architecture")?) {
+        (0.0, _) => 0.0,
+        (_, "deepseek2") => 1.0,
+        (m, _) => m / 0.1,
     })
 }
 
@@ -1532,6 +1554,14 @@ mod tests {
         let mscale = 1.0 + 0.1 * 0.707 * 40f64.ln();
         assert!((hp.attention_scale - mscale * mscale / 192f64.sqrt()).abs() < 1e-6, "{}", hp.attention_scale);
         assert!(matches!(hp.rope_scaling, RopeScaling::Yarn { log_multiplier, .. } if log_multiplier == 1.0));
+        // The same as a `mistral4` file: its tables keep their magnitude (multiplier 0.707), the
+        // scores then the rope's factor undone.
+        let hp = HParams::from_metadata(&md("mistral4", &yarn), Some(100)).unwrap();
+        assert_eq!(hp.family, Family::DeepSeek2);
+        assert!(matches!(hp.rope_scaling, RopeScaling::Yarn { log_multiplier, .. } if (log_multiplier - 0.707).abs() < 1e-6));
+        let tables = (1.0 + 0.1 * 40f64.ln()) / mscale;
+        let expected = (tables * mscale).powi(2) / 192f64.sqrt();
+        assert!((hp.attention_scale - expected).abs() < 1e-6, "{}", hp.attention_scale);
 
         // An older file: the heads' widths under the plain keys.
         let old: Vec<_> = base

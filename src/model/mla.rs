@@ -22,8 +22,9 @@
 //! llama.cpp runs them (its activations quantized as for every other matmul of their type: f32
 //! maps would drift from it by more than the other families' tolerance on Q8_0 files); on a
 //! GPU, and from an older file's `attn_kv_b`, they are held as f32 and applied as one batched
-//! matmul each. The store's V is the whole latent (the same values as K), so the cache holds
-//! each token's latent twice.
+//! matmul each. The store's V is the whole latent, the values K holds: the K/V shape is
+//! [`KvShape::with_v_from_k`](crate::ops::KvShape::with_v_from_k), so the cache holds each
+//! token's latent once, as llama.cpp's MLA cache does.
 //!
 //! Counterpart: llama.cpp's `src/models/deepseek2.cpp` (its `is_mla` branch); vLLM's
 //! `MLAAttention`, SGLang's `DeepseekV2AttentionMLA` (`forward_absorb`).
@@ -51,7 +52,7 @@ pub struct LatentAttention {
     latent_norm: Tensor,
     maps: HeadMaps,
     wo: QLinear,
-    /// Bytes `k_b` and `v_b` take beyond what the file stores them in.
+    /// Bytes the per-head maps take beyond what the file stores them in (held as f32).
     extra_bytes: u64,
 }
 
@@ -84,7 +85,7 @@ impl LatentAttention {
         })
     }
 
-    /// Bytes this layer's weights take in memory beyond the file's (the f32 `k_b`, `v_b`).
+    /// Bytes this layer's weights take in memory beyond the file's (per-head maps held as f32).
     pub fn extra_bytes(&self) -> u64 {
         self.extra_bytes
     }

@@ -86,11 +86,13 @@ impl TinyMla {
 /// The architecture's metadata (the vocabulary's is added by the caller).
 pub(super) fn metadata(spec: &TinyModelSpec, m: &TinyMla) -> Vec<(String, Value)> {
     let u32v = |x: usize| Value::U32(x as u32);
-    let k = |s: &str| format!("deepseek2.{s}");
+    // `mistral4` files are the same under another name.
+    let arch = spec.arch.unwrap_or("deepseek2");
+    let k = |s: &str| format!("{arch}.{s}");
     let (k_len, v_len) = (m.qk_nope + m.qk_rope, m.v_head);
     let mut md = vec![
-        ("general.architecture".into(), Value::String("deepseek2".into())),
-        ("general.name".into(), Value::String("hearth-tiny-deepseek2".into())),
+        ("general.architecture".into(), Value::String(arch.into())),
+        ("general.name".into(), Value::String(format!("hearth-tiny-{arch}"))),
         (k("context_length"), u32v(spec.context_length)),
         (k("embedding_length"), u32v(spec.hidden)),
         (k("block_count"), u32v(spec.layers)),

@@ -88,7 +88,7 @@ pub struct TinyModelSpec {
     pub family: Family,
     /// The file's `general.architecture` (and key prefix) where it is not the family's own:
     /// `qwen3vl`, `qwen3vlmoe`, `qwen2vl` (the VL models' language models, which also get M-RoPE
-    /// sections, and Qwen3-VL's a deepstack layer count).
+    /// sections, and Qwen3-VL's a deepstack layer count); `mistral4` (a DeepSeek2 file).
     pub arch: Option<&'static str>,
     pub weight_type: WeightType,
     pub vocab: TinyVocab,
