@@ -1,6 +1,7 @@
 """A llama-server child process for the measuring scripts (llama-kv-error.py,
-record-llama-references.py): start one on a free loopback port, wait for /health, POST JSON.
-Only the Python standard library is used."""
+record-llama-references.py, the tokenizer recorders): start one on a free loopback port, wait
+for /health, POST JSON; and what the tokenizer recorders share. Only the Python standard library
+is used."""
 
 import json
 import socket
@@ -47,3 +48,40 @@ def start(bin_dir, model, args, cwd=None):
         time.sleep(0.5)
     proc.kill()
     sys.exit(f"llama-server did not start: {' '.join(cmd)}")
+
+
+# Text of many kinds for the tokenizer references: accents, CJK, emoji, digits, runs of spaces,
+# tabs and line breaks, contractions, code.
+TOKENIZER_TEXTS = [
+    "",
+    "Hello, world!",
+    "The quick brown fox jumps over the lazy dog.",
+    "café naïve résumé Ærøskøbing Größe über mañana",
+    "日本語のテキスト、中文字符、한국어 문장",
+    "emoji 🎉🚀✨ crab 🦀 family 👩\u200d👩\u200d👧 flag 🇫🇷 heart ❤️",
+    "12345 3.14159 1,000,000 2024-06-01 0.5e-10 9999999999",
+    "spaces    between\twords\t\ttabs\n\n\nnewlines  trailing   ",
+    "   leading spaces",
+    " ",
+    "\n",
+    "\n\n",
+    "a\n\n\nb",
+    "\r\nwindows\r\nlines\r\n",
+    "I'm sure they've done it; we'll see. DON'T SHOUT, YOU'RE LOUD. it's 'quoted'",
+    "fn main() {\n    let x: Vec<u32> = vec![1, 2, 3];\n    println!(\"{x:?}\");\n}\n",
+    "def f(a, b):\n\treturn a ** b  # power\n",
+    "The model reads the prompt and the answer.",
+    "the the the then there these",
+]
+
+
+def tokenize_cases(port, texts):
+    """For each text, llama-server's /tokenize (special tokens in the text recognised, nothing
+    added) and /detokenize of those ids: [{text, ids, detokenized}]."""
+    cases = []
+    for text in texts:
+        ids = [t["id"] if isinstance(t, dict) else t for t in
+               post(port, "/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"]]
+        back = post(port, "/detokenize", {"tokens": ids})["content"]
+        cases.append({"text": text, "ids": ids, "detokenized": back})
+    return cases

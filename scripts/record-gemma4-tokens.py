@@ -15,30 +15,11 @@ import json
 import os
 import pathlib
 
-from llama_server import post, start, version
+from llama_server import TOKENIZER_TEXTS, start, tokenize_cases, version
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-TEXTS = [
-    "",
-    "Hello, world!",
-    "The quick brown fox jumps over the lazy dog.",
-    "café naïve résumé Ærøskøbing Größe über mañana",
-    "日本語のテキスト、中文字符、한국어 문장",
-    "emoji 🎉🚀✨ crab 🦀 family 👩‍👩‍👧 flag 🇫🇷 heart ❤️",
-    "12345 3.14159 1,000,000 2024-06-01 0.5e-10 9999999999",
-    "spaces    between\twords\t\ttabs\n\n\nnewlines  trailing   ",
-    "   leading spaces",
-    " ",
-    "\n",
-    "\n\n",
-    "a\n\n\nb",
-    "\r\nwindows\r\nlines\r\n",
-    "I'm sure they've done it; we'll see. DON'T SHOUT, YOU'RE LOUD. it's 'quoted'",
-    "fn main() {\n    let x: Vec<u32> = vec![1, 2, 3];\n    println!(\"{x:?}\");\n}\n",
-    "def f(a, b):\n\treturn a ** b  # power\n",
-    "The model reads the prompt and the answer.",
-    "the the the then there these",
+TEXTS = TOKENIZER_TEXTS + [
     "<|turn>user\nHi there!<turn|>\n<|turn>model\n",
     "<|channel>thought\nsome thinking<channel|>The answer.",
     "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|><|tool_response>",
@@ -54,12 +35,7 @@ def main():
     a = ap.parse_args()
     proc, port = start(a.bin_dir, a.model, ["-t", "2", "-c", "512", "-np", "1"])
     try:
-        cases = []
-        for text in TEXTS:
-            ids = [t["id"] if isinstance(t, dict) else t for t in
-                   post(port, "/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"]]
-            back = post(port, "/detokenize", {"tokens": ids})["content"]
-            cases.append({"text": text, "ids": ids, "detokenized": back})
+        cases = tokenize_cases(port, TEXTS)
     finally:
         proc.terminate()
         proc.wait()

@@ -16,33 +16,16 @@ import json
 import os
 import pathlib
 
-from llama_server import post, start, version
+from llama_server import TOKENIZER_TEXTS, start, tokenize_cases, version
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NAMES = ["deepseek-v3", "deepseek-llm"]
 
-TEXTS = [
-    "",
-    "Hello, world!",
-    "The quick brown fox jumps over the lazy dog.",
-    "café naïve résumé Ærøskøbing Größe über mañana",
+# Beside the shared texts: the scripts and punctuation DeepSeek LLM's splits single out.
+TEXTS = TOKENIZER_TEXTS + [
     "Ελληνικά κείμενα, кириллица и ΐ ΰ µ ǅ K Ω ℭ",
-    "日本語のテキスト、中文字符、한국어 문장",
     "全角：ＡＢＣ１２３！？「引用」…‘quotes’ “double”",
-    "emoji 🎉🚀✨ crab 🦀 family 👩‍👩‍👧 flag 🇫🇷 heart ❤️",
-    "12345 3.14159 1,000,000 2024-06-01 0.5e-10 9999999999",
-    "spaces    between\twords\t\ttabs\n\n\nnewlines  trailing   ",
-    "   leading spaces",
-    " ",
-    "\n",
-    "\n\n",
-    "a\n\n\nb",
-    "\r\nwindows\r\nlines\r\n",
-    "I'm sure they've done it; we'll see. DON'T SHOUT, YOU'RE LOUD. it's 'quoted'",
-    "fn main() {\n    let x: Vec<u32> = vec![1, 2, 3];\n    println!(\"{x:?}\");\n}\n",
-    "def f(a, b):\n\treturn a ** b  # power\n",
     "path/to/file.rs:12:5 -> x.y_z(), #tag @user $var %mod ^caret ~tilde `tick`",
-    "the the the then there these",
 ]
 
 
@@ -57,12 +40,7 @@ def main():
         model = os.path.join(a.models_dir, f"tiny-pre-{name}.gguf")
         proc, port = start(a.bin_dir, model, ["-t", "2", "-c", "512", "-np", "1"])
         try:
-            cases = []
-            for text in TEXTS:
-                ids = [t["id"] if isinstance(t, dict) else t for t in
-                       post(port, "/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"]]
-                back = post(port, "/detokenize", {"tokens": ids})["content"]
-                cases.append({"text": text, "ids": ids, "detokenized": back})
+            cases = tokenize_cases(port, TEXTS)
         finally:
             proc.terminate()
             proc.wait()

@@ -919,22 +919,12 @@ async fn a_glm47_flash_forced_call_is_written_compactly_and_comes_back() {
     assert!(reply.text.starts_with("<tool_call>get_weather<arg_key>city</arg_key><arg_value>"), "{:?}", reply.text);
     assert!(reply.text.ends_with("</arg_value></tool_call>"), "{:?}", reply.text);
 
-    let tools = json!([weather_tool()]);
-    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
     let no_thinking = json!({"enable_thinking": false});
-    let mut body = forced_call_request(&user, &tools);
-    body["max_tokens"] = json!(300);
-    body["chat_template_kwargs"] = no_thinking.clone();
-    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
-    let call = message(&v)["tool_calls"][0].clone();
-    assert_eq!(call["function"]["name"], "get_weather", "{v}");
-    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
-    assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{v}");
+    let (_, v, call) = forced_call_over_api(&s, Some(&no_thinking)).await;
     let first_prompt = v["usage"]["prompt_tokens"].as_u64().unwrap();
 
-    let mut second = next_turn(&user, &call, "sunny", &tools);
+    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
+    let mut second = next_turn(&user, &call, "sunny", &json!([weather_tool()]));
     second["chat_template_kwargs"] = no_thinking;
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &second).await;
     assert_eq!(status, StatusCode::OK, "{v}");
@@ -980,16 +970,7 @@ async fn a_gemma4_forced_call_is_written_in_its_notation_and_comes_back() {
 async fn forced_call_round_trip(s: &TestServer, reply: &GenerationReport) {
     let (engine, tools) = (s.state.engine(), weather_tools());
     let user = json!({"role": "user", "content": "What is the weather in Paris?"});
-    let mut body = forced_call_request(&user, &json!([weather_tool()]));
-    body["max_tokens"] = json!(300);
-    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
-    let call = message(&v)["tool_calls"][0].clone();
-    assert_eq!(call["function"]["name"], "get_weather", "{v}");
-    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
-    assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{v}");
-    assert!(["C", "F"].contains(&args["unit"].as_str().unwrap()), "{v}");
+    let (body, _, call) = forced_call_over_api(s, None).await;
 
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
@@ -1018,6 +999,27 @@ async fn forced_call_round_trip(s: &TestServer, reply: &GenerationReport) {
     let rendered = engine.model().tokenizer.decode(&rendered).unwrap();
     assert!(rendered.contains(&written), "the call renders back as written: {written:?} in {rendered:?}");
     assert!(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{v}");
+}
+
+/// The API's forced weather call (greedy, room for it; `kwargs` as `chat_template_kwargs`
+/// where given): the request, the response, and the call, which must be `get_weather` with a
+/// city and a unit of the tool's enums.
+async fn forced_call_over_api(s: &TestServer, kwargs: Option<&Value>) -> (Value, Value, Value) {
+    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
+    let mut body = forced_call_request(&user, &json!([weather_tool()]));
+    body["max_tokens"] = json!(300);
+    if let Some(k) = kwargs {
+        body["chat_template_kwargs"] = k.clone();
+    }
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    let call = message(&v)["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{v}");
+    assert!(["C", "F"].contains(&args["unit"].as_str().unwrap()), "{v}");
+    (body, v, call)
 }
 
 /// Granite 3.3's template (llama.cpp's copy): a forced call is `<|tool_call|>` and a list of one
