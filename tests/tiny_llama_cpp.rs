@@ -265,6 +265,9 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // `attn_kv_b` (llama.cpp runs those as plain multi-head attention).
         ("tiny-deepseek2-lite-q8_0.gguf", TinyModelSpec::deepseek2_lite(WeightType::Q8_0, false)),
         ("tiny-deepseek2-kv-b-q8_0.gguf", TinyModelSpec::deepseek2_lite(WeightType::Q8_0, true)),
+        // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)
+        // routed by softmax with a selection bias, beside a shared expert.
+        ("tiny-ernie4_5-moe-q8_0.gguf", TinyModelSpec::ernie45_moe(WeightType::Q8_0)),
         // Mistral 4's files (`mistral4`): V2-Lite's layout under that name, whose YaRN tables
         // keep their magnitude (`mscale` 1 where `deepseek2` takes `mscale_all_dim`).
         ("tiny-mistral4-q8_0.gguf", mistral4(WeightType::Q8_0)),

@@ -158,7 +158,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +184,8 @@ pub enum Family {
     /// Granite 3.x (dense): Llama's layer with embedding, attention, residual and logit
     /// multipliers.
     Granite,
-    /// ERNIE 4.5 (dense): Llama's layer.
+    /// ERNIE 4.5: Llama's layer; its MoE files (`ernie4_5-moe`: 21B-A3B, 300B-A47B) with
+    /// softmax-routed experts beside a shared one after a dense first layer.
     Ernie45,
     /// OLMo 2 and 3: norms after each block, not before; Q and K normalized whole.
     Olmo2,
@@ -245,7 +246,8 @@ impl Family {
             "mistral3" => Ok(Self::Mistral3),
             "smollm3" => Ok(Self::SmolLM3),
             "granite" => Ok(Self::Granite),
-            "ernie4_5" => Ok(Self::Ernie45),
+            // ERNIE 4.5's MoE files: the same layer with experts (`HParams::moe`).
+            "ernie4_5" | "ernie4_5-moe" => Ok(Self::Ernie45),
             "olmo2" => Ok(Self::Olmo2),
             "exaone4" => Ok(Self::Exaone4),
             "glm4" => Ok(Self::Glm4),
@@ -555,6 +557,9 @@ pub struct MoeParams {
     pub shared_ffn: usize,
     /// The first this-many layers have a dense MLP (`leading_dense_block_count`).
     pub dense_leading: usize,
+    /// After those, every this-many-th layer has experts, the others a dense MLP (ERNIE 4.5's
+    /// `interleave_moe_layer_step`; 1 elsewhere).
+    pub layer_step: usize,
     /// gpt-oss: the router and every expert have biases (required).
     pub biases: bool,
 }
@@ -1230,12 +1235,11 @@ fn moe_params(
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let experts = match family {
         Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => md_usize(md, &key("expert_count"))?,
-        // Mixtral; Gemma 4's 26B-A4B.
-        Family::Llama | Family::Gemma4 => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
+        // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's MoE files.
+        Family::Llama | Family::Gemma4 | Family::Ernie45 => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
         Family::Mistral3
         | Family::SmolLM3
         | Family::Granite
-        | Family::Ernie45
         | Family::Olmo2
         | Family::Exaone4
         | Family::Glm4 => match md_opt_usize(md, &key("expert_count"))? {
@@ -1288,7 +1292,7 @@ fn moe_params(
         // llama.cpp's gpt-oss graph routes so whatever the file says; its Gemma 4 graph by a
         // softmax.
         _ if gpt_oss => MoeGating::SoftmaxWeight,
-        _ if family == Family::Gemma4 => MoeGating::Softmax,
+        _ if matches!(family, Family::Gemma4 | Family::Ernie45) => MoeGating::Softmax,
         None | Some(0) if glm => MoeGating::Sigmoid,
         // llama.cpp's default for `deepseek2` files without the key: sigmoid for GLM-4.7-Flash
         // (47 layers and a 154,880-token vocabulary), softmax (DeepSeek-V2's) for the others.
@@ -1308,8 +1312,7 @@ fn moe_params(
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
         Some(s) => return Err(bad("expert_weights_scale", format!("{s} must be a positive number"))),
     };
-    // llama.cpp requires the shared expert count of glm4moe and deepseek2 files.
-    let shared = if glm || deepseek { md_usize(md, &key("expert_shared_count"))? } else { 0 };
+    let (shared_ffn, dense_leading, layer_step) = moe_layers(md, key, family, expert_ffn)?;
     Ok(Some(MoeParams {
         experts,
         experts_used,
@@ -1323,10 +1326,40 @@ fn moe_params(
             _ => true,
         },
         weights_scale,
-        shared_ffn: shared * expert_ffn,
-        dense_leading: if glm || deepseek { md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0) } else { 0 },
+        shared_ffn,
+        dense_leading,
+        layer_step,
         biases: gpt_oss,
     }))
+}
+
+/// A MoE model's shared expert width, leading dense layers and MoE layer step: GLM-4.5's and
+/// DeepSeek-V2's `expert_shared_count` shared experts of `expert_ffn` (required, as llama.cpp
+/// does) and `leading_dense_block_count`; ERNIE 4.5's `expert_shared_feed_forward_length`,
+/// `leading_dense_block_count` and `interleave_moe_layer_step` (required); none, none and 1
+/// for the others.
+fn moe_layers(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    family: Family,
+    expert_ffn: usize,
+) -> Result<(usize, usize, usize), ModelError> {
+    let leading = || -> Result<usize, ModelError> { Ok(md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0)) };
+    Ok(match family {
+        Family::Glm4Moe | Family::DeepSeek2 => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
+        Family::Ernie45 => {
+            let step = md_usize(md, &key("interleave_moe_layer_step"))?;
+            if step == 0 {
+                return Err(ModelError::BadMetadata {
+                    key: key("interleave_moe_layer_step"),
+                    reason: "0: no layer would have experts".into(),
+                });
+            }
+            let shared = md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.unwrap_or(0);
+            (shared, leading()?, step)
+        }
+        _ => (0, 0, 1),
+    })
 }
 
 /// The family's sliding-window layers, if it has them (`rope_base`: the global layers').
@@ -1600,6 +1633,33 @@ mod tests {
         bad.push(("rope.dimension_count", u(192)));
         let err = HParams::from_metadata(&md("deepseek2", &bad), Some(100)).unwrap_err().to_string();
         assert!(err.contains("key_length_mla"), "{err}");
+    }
+
+    /// ERNIE 4.5's MoE files: softmax routing whatever the file says, renormalized; a shared
+    /// expert of its own width, leading dense layers, the MoE layer step required.
+    #[test]
+    fn ernie45_moe_reads_its_layout() {
+        let u = |x: u32| Value::U32(x);
+        let base = [
+            ("expert_count", u(64)),
+            ("expert_used_count", u(6)),
+            ("expert_feed_forward_length", u(1536)),
+            ("expert_shared_feed_forward_length", u(3072)),
+            ("leading_dense_block_count", u(1)),
+            ("interleave_moe_layer_step", u(1)),
+            ("expert_gating_func", u(2)),
+        ];
+        let hp = HParams::from_metadata(&md("ernie4_5-moe", &base), Some(100)).unwrap();
+        assert_eq!(hp.family, Family::Ernie45);
+        let m = hp.moe.unwrap();
+        assert_eq!((m.gating, m.normalize, m.shared_ffn, m.dense_leading, m.layer_step), (MoeGating::Softmax, true, 3072, 1, 1));
+        let without_step: Vec<_> = base.iter().filter(|(k, _)| *k != "interleave_moe_layer_step").cloned().collect();
+        assert!(HParams::from_metadata(&md("ernie4_5-moe", &without_step), Some(100)).is_err());
+        let mut zero = base.to_vec();
+        zero.push(("interleave_moe_layer_step", u(0)));
+        assert!(HParams::from_metadata(&md("ernie4_5-moe", &zero), Some(100)).is_err());
+        // A dense ERNIE file has none.
+        assert_eq!(HParams::from_metadata(&md("ernie4_5", &[]), Some(100)).unwrap().moe, None);
     }
 
     #[test]

@@ -625,8 +625,9 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
                 let mlp = dense(file)?;
                 Ffn::DenseAndExperts(DenseAndExperts::load(file, hp, i, mlp, device)?)
             }
-            // GLM-4.5's first layers are dense.
-            Some(p) if i >= p.dense_leading => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
+            // GLM-4.5's first layers are dense; ERNIE 4.5's every `layer_step`-th after them has
+            // experts (llama.cpp's `(il + 1) % n_moe_layer_step == 0`).
+            Some(p) if i >= p.dense_leading && (i + 1).is_multiple_of(p.layer_step) => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
             _ => Ffn::Dense(dense(file)?),
         },
         post_ffn_norm: post_norm(file, "post_ffw_norm.weight")?,

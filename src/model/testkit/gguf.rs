@@ -88,7 +88,8 @@ pub struct TinyModelSpec {
     pub family: Family,
     /// The file's `general.architecture` (and key prefix) where it is not the family's own:
     /// `qwen3vl`, `qwen3vlmoe`, `qwen2vl` (the VL models' language models, which also get M-RoPE
-    /// sections, and Qwen3-VL's a deepstack layer count); `mistral4` (a DeepSeek2 file).
+    /// sections, and Qwen3-VL's a deepstack layer count); `mistral4` (a DeepSeek2 file);
+    /// `ernie4_5-moe`.
     pub arch: Option<&'static str>,
     pub weight_type: WeightType,
     pub vocab: TinyVocab,
@@ -265,6 +266,22 @@ impl TinyModelSpec {
             tie_embeddings: false,
             seed: 10,
             ..Self::tiny(Family::Qwen2, weight_type)
+        }
+    }
+
+    /// ERNIE 4.5's MoE layout (`ernie4_5-moe`, as the 21B-A3B): a dense first layer, then 4
+    /// experts (2 per token) routed by softmax with a selection bias beside a shared one.
+    pub fn ernie45_moe(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("ernie4_5-moe"),
+            layers: 3,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            seed: 17,
+            ..Self::tiny(Family::Ernie45, weight_type)
         }
     }
 
@@ -533,10 +550,10 @@ fn mlp_tensors(
     let dense: Vec<Vec<f32>> = shapes.iter().map(|&(rows, cols)| rng.matrix(rows, cols, 1.0)).collect();
     match spec.moe {
         // GLM-4.5's first layer is dense.
-        Some(_) if spec.family == Family::Glm4Moe && layer < GLM4MOE_DENSE_LEADING => {}
+        Some(_) if leads_dense(spec) && layer < MOE_DENSE_LEADING => {}
         Some(m) => {
             let mut t = moe_tensors(layer, d, f, m, dense, wt, moe_rng)?;
-            if spec.family == Family::Glm4Moe {
+            if leads_dense(spec) {
                 t.extend(glm4moe_extras(layer, d, f, m.experts, wt, moe_rng)?);
             }
             if spec.family == Family::GptOss {
@@ -565,8 +582,14 @@ fn mlp_tensors(
         .collect()
 }
 
-/// GLM-4.5's tiny files: the first this-many layers dense.
-const GLM4MOE_DENSE_LEADING: usize = 1;
+/// GLM-4.5's and ERNIE 4.5 MoE's tiny files: the first this-many layers dense.
+const MOE_DENSE_LEADING: usize = 1;
+
+/// Whether `spec`'s first layers are dense, the others' experts beside a shared one with a
+/// selection bias: GLM-4.5's layout, and ERNIE 4.5's MoE files'.
+fn leads_dense(spec: &TinyModelSpec) -> bool {
+    spec.family == Family::Glm4Moe || (spec.family == Family::Ernie45 && spec.moe.is_some())
+}
 
 /// GLM-4.5's per-layer extras beside the experts: the router's selection bias (f32, spread so
 /// that it changes some choices) and a shared expert of one expert's width.
@@ -682,10 +705,17 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         if spec.family == Family::Glm4Moe {
             // GLM-4.5's routing: sigmoid, renormalized, scaled; one shared expert.
             md.push((format!("{arch}.expert_shared_count"), u32v(1)));
-            md.push((format!("{arch}.leading_dense_block_count"), u32v(GLM4MOE_DENSE_LEADING)));
+            md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
             md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
             md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
             md.push((format!("{arch}.expert_gating_func"), u32v(2)));
+        }
+        if spec.family == Family::Ernie45 {
+            // ERNIE 4.5's: softmax with a selection bias, renormalized; a shared expert of its
+            // own width (here an expert's); every layer after the first with experts.
+            md.push((format!("{arch}.expert_shared_feed_forward_length"), u32v(spec.ffn)));
+            md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
+            md.push((format!("{arch}.interleave_moe_layer_step"), u32v(1)));
         }
     }
     if arch.starts_with("qwen3vl") {
