@@ -24,7 +24,8 @@
 //! (`chat_template_kwargs`, e.g. `enable_thinking`; they cannot replace
 //! those); the functions `raise_exception(msg)` and `strftime_now(fmt)`;
 //! a `tojson` filter that writes what Python's `json.dumps` writes (no HTML
-//! escaping, `", "` and `": "` separators); and Python string/dict methods
+//! escaping, `", "` and `": "` separators); Jinja2's `iterable` test (`none`
+//! is not iterable, as templates testing `tools is iterable` expect); and Python string/dict methods
 //! (`.strip()`, `.startswith()`, `.items()` ...) through minijinja-contrib's
 //! pycompat. `{% generation %}` blocks (transformers' `AssistantTracker`) are
 //! rendered as plain blocks.
@@ -42,7 +43,7 @@
 //! Files: `message.rs` (the message type), `template.rs` (finding and
 //! rendering the template), `python.rs` (what transformers' Python
 //! environment gives templates: generation tags, `raise_exception`,
-//! `strftime_now`, `tojson`), `tools.rs` (tool-call formats: parsing, forcing, templates
+//! `strftime_now`, `tojson`, `iterable`), `tools.rs` (tool-call formats: parsing, forcing, templates
 //! without tools), `reasoning.rs` (a reply's `<think>` part split from its answer), `harmony.rs`
 //! (gpt-oss's harmony format: its tool calls, and histories whose assistant turns hold a whole
 //! harmony reply), `tests.rs` with real models' templates in `fixtures/`.

@@ -1,6 +1,6 @@
 //! What transformers' Python environment gives chat templates, rebuilt for minijinja:
-//! `{% generation %}` tags, `raise_exception`, `strftime_now` (Python's `strftime` codes) and a
-//! `tojson` filter that writes what Python's `json.dumps` writes.
+//! `{% generation %}` tags, `raise_exception`, `strftime_now` (Python's `strftime` codes), a
+//! `tojson` filter that writes what Python's `json.dumps` writes, and Jinja2's `iterable` test.
 
 use std::fmt;
 
@@ -228,6 +228,13 @@ struct JsonStyle {
 /// `tojson` as transformers defines it: `json.dumps(x, ensure_ascii=False,
 /// indent=None, separators=None, sort_keys=False)`; all four are accepted as
 /// keyword arguments. Unlike minijinja's built-in, nothing is HTML-escaped.
+/// Jinja2's `iterable` test, as the templates were written for it: `none` and undefined are not
+/// iterable. (minijinja's own says they are, so `tools is iterable and tools | length > 0` fails
+/// on a request without tools, whose `tools` is `none`: Qwen3-Coder's template, Nemotron 3's.)
+pub(super) fn python_iterable(v: &Value) -> bool {
+    !v.is_none() && !v.is_undefined() && v.try_iter().is_ok()
+}
+
 pub(super) fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, JinjaError> {
     let indent = match kwargs.get::<Option<Value>>("indent")? {
         None => None,

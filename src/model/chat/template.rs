@@ -9,7 +9,7 @@ use std::path::Path;
 use candle_core::quantized::gguf_file::Value as GgufValue;
 use minijinja::{AutoEscape, Environment, Error as JinjaError, Value};
 
-use super::python::{raise_exception, raised_message, strftime_now, strip_generation_tags, tojson};
+use super::python::{python_iterable, raise_exception, raised_message, strftime_now, strip_generation_tags, tojson};
 use super::{Message, Role};
 use crate::model::{tokenizer::Tokenizer, ModelError};
 
@@ -78,6 +78,7 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_filter("tojson", tojson);
+        env.add_test("iterable", python_iterable);
         env.add_template_owned(TEMPLATE_NAME, strip_generation_tags(&source))
             .map_err(|e| ModelError::ChatTemplate(format!("the template does not parse: {}", describe(&e))))?;
         let mut t = Self {

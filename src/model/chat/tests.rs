@@ -706,3 +706,25 @@ fn gemma4_opens_the_reply_turn_after_results_and_text() {
     let out = t.render(&[Message::user("Weather?"), call, result], true).unwrap();
     assert!(out.ends_with("<tool_response|>"), "{out}");
 }
+
+/// `none is iterable` is false, as in Jinja2: Qwen3-Coder's template (and Nemotron 3's) test
+/// `tools is iterable and tools | length > 0`, which a request without tools (`tools` none) must
+/// pass without a system turn, not fail on the length of none.
+#[test]
+fn a_template_testing_tools_is_iterable_renders_without_tools() {
+    let t = template(include_str!("fixtures/qwen3-coder-30b-a3b-instruct.jinja"), "", "<|im_end|>");
+    let out = t.render(&msgs(&[("user", "hi")]), true).unwrap();
+    assert_eq!(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    let env = {
+        let mut e = minijinja::Environment::new();
+        e.add_test("iterable", super::python::python_iterable);
+        e
+    };
+    let is = |expr: &str| env.render_str(&format!("{{{{ {expr} }}}}"), minijinja::context! {}).unwrap();
+    assert_eq!(is("none is iterable"), "False");
+    assert_eq!(is("undefined_name is iterable"), "False");
+    assert_eq!(is("[1] is iterable"), "True");
+    assert_eq!(is("'ab' is iterable"), "True");
+    assert_eq!(is("{} is iterable"), "True");
+    assert_eq!(is("3 is iterable"), "False");
+}
