@@ -38,6 +38,11 @@ pub(crate) const GPT4O_REGEX: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{L
 /// written in the models' `tokenizer.json`.
 pub(crate) const TEKKEN_REGEX: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// Seed-Coder's and Seed-OSS's split (llama.cpp `LLAMA_VOCAB_PRE_TYPE_SEED_CODER`, its
+/// `tokenizer.json`'s with the contractions spelled case by case): Llama 3's with single
+/// digits, and a run of punctuation never takes a line break.
+pub(crate) const SEED_CODER_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+";
+
 /// DeepSeek-V3's splits, applied in turn (llama.cpp `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK3_LLM`;
 /// DeepSeek-V3, R1 and V3.1, as their `tokenizer.json` writes them): digits in groups of up to
 /// three, runs of CJK ideographs and kana, then words, punctuation and spaces.
@@ -78,6 +83,8 @@ pub(crate) enum PreKind {
     Cl100k,
     /// [`GPT4O_REGEX`] (tiktoken's `o200k`: Phi-4-mini, Llama 4).
     Gpt4o,
+    /// [`SEED_CODER_REGEX`] (Seed-Coder, Seed-OSS).
+    SeedCoder,
     /// [`DEEPSEEK3_REGEXES`] (DeepSeek-V3, R1).
     DeepSeek3,
     /// [`DEEPSEEK_LLM_REGEXES`] (DeepSeek LLM, DeepSeek-V2 and V2-Lite).
@@ -112,6 +119,7 @@ impl PreKind {
             "dbrx" | "smaug-bpe" | "chatglm-bpe" => Self::Cl100k,
             "tekken" => Self::Tekken,
             "deepseek-v3" => Self::DeepSeek3,
+            "seed-coder" => Self::SeedCoder,
             "deepseek-llm" => Self::DeepSeekLlm,
             "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => Self::Gpt4o,
             _ => return None,
@@ -148,6 +156,7 @@ impl PreKind {
             Self::Llama3 | Self::Cl100k => split_then_bytes(LLAMA3_REGEX),
             Self::Gpt4o => split_then_bytes(GPT4O_REGEX),
             Self::Tekken => split_then_bytes(TEKKEN_REGEX),
+            Self::SeedCoder => split_then_bytes(SEED_CODER_REGEX),
             Self::DeepSeek3 => splits_then_bytes(&DEEPSEEK3_REGEXES),
             Self::DeepSeekLlm => splits_then_bytes(&DEEPSEEK_LLM_REGEXES),
             Self::Qwen2 | Self::StableLm2 => split_then_bytes(QWEN2_REGEX),
@@ -203,13 +212,17 @@ mod tests {
     }
 
     /// DeepSeek-V3: digits by three, CJK runs apart, a punctuation mark joins the word after it;
-    /// DeepSeek LLM: digit runs whole, a space joins the word after it, trailing spaces apart.
+    /// DeepSeek LLM: digit runs whole, a space joins the word after it, trailing spaces apart;
+    /// Seed-Coder: single digits, contractions apart, punctuation without its line break.
     #[test]
-    fn deepseek_splits() {
+    fn deepseek_and_seed_coder_splits() {
         assert_eq!(PreKind::from_gguf(Some("deepseek-v3")), PreKind::DeepSeek3);
         assert_eq!(PreKind::from_gguf(Some("deepseek-llm")), PreKind::DeepSeekLlm);
         assert_eq!(split(PreKind::DeepSeek3, "12345 ab.cd 日本語x"), ["123", "45", "Ġab", ".cd", "Ġ", "æĹ¥æľ¬èªŀ", "x"]);
         assert_eq!(split(PreKind::DeepSeekLlm, "12345 ab.cd  "), ["12345", "Ġab", ".", "cd", "ĠĠ"]);
+        // Seed-Coder: single digits, contractions, punctuation without its line break.
+        assert_eq!(PreKind::from_gguf(Some("seed-coder")), PreKind::SeedCoder);
+        assert_eq!(split(PreKind::SeedCoder, "I'M 123;\n"), ["I", "'M", "Ġ", "1", "2", "3", ";", "Ċ"]);
     }
 
     #[test]
