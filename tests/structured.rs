@@ -932,6 +932,22 @@ async fn a_glm47_flash_forced_call_is_written_compactly_and_comes_back() {
     assert!(cached > first_prompt, "the cache holds into the call as written ({cached} of {first_prompt}): {v}");
 }
 
+/// Seed-OSS's template (llama.cpp's copy, the tiny vocabulary's own) on a tiny Seed-OSS file: a
+/// forced call is Qwen3-Coder's XML inside `<seed:tool_call>` (its special tokens kept as text),
+/// and comes back through the API as the call, whole and streamed; the agent's next request
+/// renders it back as written (the cache holds) and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_oss_forced_call_is_written_in_its_wrapper_and_comes_back() {
+    let template = include_str!("../src/model/chat/fixtures/bytedance-seed-oss.jinja");
+    let spec = TinyModelSpec::tiny(Family::SeedOss, WeightType::Q8_0);
+    let format = hearth::engine::ToolFormat::QwenXml { seed: true };
+    let (s, reply) = forced_weather_call(spec, template, format).await;
+    let written = s.state.engine().model().tokenizer.decode(&reply.tokens).unwrap();
+    assert!(written.starts_with("<seed:tool_call>\n<function=get_weather>\n<parameter=city>"), "{written:?}");
+    assert!(written.ends_with("</parameter>\n</function>\n</seed:tool_call>"), "{written:?}");
+    forced_call_round_trip(&s, &reply).await;
+}
+
 /// Qwen3-Coder's template (llama.cpp's copy) on a tiny Qwen3 MoE file: a forced call is its
 /// XML, `<function=get_weather>` and a `<parameter=…>` block per required argument, and comes
 /// back through the API as the call, whole and streamed; the agent's next request, with the
@@ -941,7 +957,7 @@ async fn a_glm47_flash_forced_call_is_written_compactly_and_comes_back() {
 async fn a_qwen3_coder_forced_call_is_written_in_its_xml_and_comes_back() {
     let template = include_str!("../src/model/chat/fixtures/qwen3-coder-30b-a3b-instruct.jinja");
     let spec = TinyModelSpec::tiny(Family::Qwen3Moe, WeightType::Q8_0);
-    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::QwenXml).await;
+    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::QwenXml { seed: false }).await;
     assert!(reply.text.starts_with("<tool_call>\n<function=get_weather>\n<parameter=city>\n"), "{:?}", reply.text);
     assert!(reply.text.ends_with("\n</parameter>\n</function>\n</tool_call>"), "{:?}", reply.text);
     forced_call_round_trip(&s, &reply).await;

@@ -265,6 +265,9 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // `attn_kv_b` (llama.cpp runs those as plain multi-head attention).
         ("tiny-deepseek2-lite-q8_0.gguf", TinyModelSpec::deepseek2_lite(WeightType::Q8_0, false)),
         ("tiny-deepseek2-kv-b-q8_0.gguf", TinyModelSpec::deepseek2_lite(WeightType::Q8_0, true)),
+        // Seed-OSS: Llama's layer with q/k/v biases, NeoX rope, its MLP norm under
+        // `post_attention_norm`; Seed-Coder's split.
+        ("tiny-seed_oss-q8_0.gguf", TinyModelSpec::tiny(Family::SeedOss, WeightType::Q8_0)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)
         // routed by softmax with a selection bias, beside a shared expert.
         ("tiny-ernie4_5-moe-q8_0.gguf", TinyModelSpec::ernie45_moe(WeightType::Q8_0)),

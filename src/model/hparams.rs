@@ -158,7 +158,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,11 +207,14 @@ pub enum Family {
     /// K2): multi-head latent attention ([`MlaParams`]), experts with shared ones after the
     /// leading dense layers.
     DeepSeek2,
+    /// Seed-OSS (36B): Llama's layer with q/k/v biases, NeoX rope; the MLP's norm stored under
+    /// Hugging Face's name for it (`post_attention_norm`).
+    SeedOss,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 18] = [
+    pub const ALL: [Family; 19] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -230,6 +233,7 @@ impl Family {
         Self::GptOss,
         Self::Gemma4,
         Self::DeepSeek2,
+        Self::SeedOss,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -257,6 +261,7 @@ impl Family {
             // Mistral 4's files are `deepseek2`'s under another name (llama.cpp runs them so),
             // YaRN's magnitude aside.
             "deepseek2" | "mistral4" => Ok(Self::DeepSeek2),
+            "seed_oss" => Ok(Self::SeedOss),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -286,6 +291,7 @@ impl Family {
             Self::GptOss => "gpt-oss",
             Self::Gemma4 => "gemma4",
             Self::DeepSeek2 => "deepseek2",
+            Self::SeedOss => "seed_oss",
         }
     }
 
@@ -309,7 +315,8 @@ impl Family {
             | Self::Exaone4
             | Self::Glm4Moe
             | Self::GptOss
-            | Self::Gemma4 => RopeStyle::Neox,
+            | Self::Gemma4
+            | Self::SeedOss => RopeStyle::Neox,
         }
     }
 }

@@ -611,11 +611,12 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             None => SelfAttention::Heads(load_attention(file, hp, i, device)?),
         },
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
-        // GLM-4.5's and gpt-oss's MLP pre-norm is stored under Hugging Face's name for it.
+        // GLM-4.5's, gpt-oss's and Seed-OSS's MLP pre-norm is stored under Hugging Face's name
+        // for it.
         ffn_norm: pre_norm(
             file,
             match hp.family {
-                Family::Glm4Moe | Family::GptOss => "post_attention_norm.weight",
+                Family::Glm4Moe | Family::GptOss | Family::SeedOss => "post_attention_norm.weight",
                 _ => "ffn_norm.weight",
             },
         )?,

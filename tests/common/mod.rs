@@ -65,7 +65,7 @@ impl Reference {
             // None has a quantized candle-transformers model (NoPE layers; Granite's
             // multipliers; Gemma 2's soft caps; ERNIE 4.5; OLMo 2's, EXAONE 4.0's and GLM-4's norms; GLM-4.5's routing;
             // gpt-oss's sinks and biased experts; Gemma 4's layers; DeepSeek-V2's latent
-            // attention); llama.cpp is their reference (tests/tiny_llama_cpp.rs).
+            // attention; Seed-OSS); llama.cpp is their reference (tests/tiny_llama_cpp.rs).
             Family::SmolLM3
             | Family::Granite
             | Family::Gemma2
@@ -76,7 +76,8 @@ impl Reference {
             | Family::Glm4Moe
             | Family::GptOss
             | Family::Gemma4
-            | Family::DeepSeek2 => {
+            | Family::DeepSeek2
+            | Family::SeedOss => {
                 panic!("no candle-transformers reference for {}", family.arch())
             }
         }

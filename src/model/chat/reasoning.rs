@@ -8,7 +8,8 @@
 //!
 //! Which models: any whose template mentions `<think>` (Qwen3, QwQ, DeepSeek-R1 and its
 //! distills, SmolLM3, ...), `[THINK]` (Magistral, Ministral 3 Reasoning: special tokens,
-//! which decoding keeps as text for this, see `tokenizer::PRESERVED_TOKENS`) or Gemma 4's
+//! which decoding keeps as text for this, see `tokenizer::PRESERVED_TOKENS`), Seed-OSS's
+//! `<seed:think>` … `</seed:think>` (special tokens kept the same way) or Gemma 4's
 //! `<|channel>thought` … `<channel|>` (tokens its vocabulary marks user-defined, so decoded as
 //! text). Two ways a reply starts:
 //! - the model writes `<think>` itself (Qwen3, SmolLM3 in think mode): the reply is reasoning
@@ -57,6 +58,8 @@ pub enum ThinkTags {
     Harmony,
     /// Gemma 4's thought channel, `<|channel>thought` … `<channel|>`.
     Gemma4,
+    /// Seed-OSS's `<seed:think>` … `</seed:think>`.
+    Seed,
 }
 
 impl ThinkTags {
@@ -66,6 +69,7 @@ impl ThinkTags {
             Self::Mistral => "[THINK]",
             Self::Harmony => "<|channel|>analysis<|message|>",
             Self::Gemma4 => "<|channel>thought",
+            Self::Seed => "<seed:think>",
         }
     }
 
@@ -75,6 +79,7 @@ impl ThinkTags {
             Self::Mistral => "[/THINK]",
             Self::Harmony => "<|end|>",
             Self::Gemma4 => "<channel|>",
+            Self::Seed => "</seed:think>",
         }
     }
 
@@ -84,7 +89,7 @@ impl ThinkTags {
     fn answer_header(self, content: &str) -> Header {
         match self {
             Self::Harmony => super::harmony::final_header(content),
-            Self::Think | Self::Mistral | Self::Gemma4 => Header::Absent,
+            Self::Think | Self::Mistral | Self::Gemma4 | Self::Seed => Header::Absent,
         }
     }
 
@@ -93,7 +98,7 @@ impl ThinkTags {
     fn reopen(self, content: &str) -> Header {
         match self {
             Self::Harmony => super::harmony::analysis_header(content),
-            Self::Think | Self::Mistral | Self::Gemma4 => Header::Absent,
+            Self::Think | Self::Mistral | Self::Gemma4 | Self::Seed => Header::Absent,
         }
     }
 }
@@ -130,7 +135,9 @@ impl Reasoning {
     /// The tags `template` (its Jinja source) writes or expects reasoning in, if any (harmony's
     /// by its open tag alone: Phi-3's templates end messages with `<|end|>` too).
     pub fn tags_in_template(template: &str) -> Option<ThinkTags> {
-        [ThinkTags::Harmony, ThinkTags::Gemma4, ThinkTags::Mistral, ThinkTags::Think].into_iter().find(|&t| {
+        // Seed's tags before `<think>`'s: `</seed:think>` does not contain `</think>`, but the
+        // order keeps the more specific first.
+        [ThinkTags::Harmony, ThinkTags::Gemma4, ThinkTags::Mistral, ThinkTags::Seed, ThinkTags::Think].into_iter().find(|&t| {
             template.contains(t.open()) || (t != ThinkTags::Harmony && template.contains(t.close()))
         })
     }
@@ -154,7 +161,7 @@ impl Reasoning {
     pub fn answer_tag(self) -> &'static str {
         match self.tags {
             ThinkTags::Harmony => super::harmony::FINAL_CHANNEL,
-            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 => self.tags.close(),
+            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 | ThinkTags::Seed => self.tags.close(),
         }
     }
 
@@ -163,7 +170,7 @@ impl Reasoning {
     pub fn answer_tag_end(self) -> Option<&'static str> {
         match self.tags {
             ThinkTags::Harmony => Some(super::harmony::MESSAGE),
-            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 => None,
+            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 | ThinkTags::Seed => None,
         }
     }
 

@@ -30,7 +30,8 @@
 //!   `<arg_value>v</arg_value>` pairs, `</tool_call>`, each part on its own line (GLM-4.7's:
 //!   `compact`, all on one); a value is raw text where the tool's schema says the argument is a
 //!   string, else JSON ([`ToolFormat::parse_for`]).
-//! - [`ToolFormat::QwenXml`]: Qwen3-Coder's (and Qwen3.5's, Nemotron 3 Nano's) `<tool_call>`
+//! - [`ToolFormat::QwenXml { seed: false }`]: Qwen3-Coder's (and Qwen3.5's, Nemotron 3 Nano's; Seed-OSS's in
+//!   `<seed:tool_call>`, each value on its parameter's line: `seed`) `<tool_call>`
 //!   `<function=name>` then a `<parameter=k>` block per argument, its value raw text
 //!   (`chat::qwen_xml`).
 //! - [`ToolFormat::Harmony`]: gpt-oss's harmony messages, a call's header naming
@@ -81,7 +82,7 @@ pub enum ToolFormat {
     Harmony,
     /// Qwen3-Coder's: `<tool_call>`, `<function=NAME>`, a `<parameter=KEY>` block per argument
     /// with its raw value, `</function>`, `</tool_call>` (`chat::qwen_xml`).
-    QwenXml,
+    QwenXml { seed: bool },
     /// Gemma 4's: `<|tool_call>call:NAME{key:value,…}<tool_call|>` (`chat::gemma4`).
     Gemma4,
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
@@ -142,10 +143,12 @@ const ARG_VALUE: (&str, &str) = ("<arg_value>", "</arg_value>");
 /// The ids of the special tokens a format writes calls with (none: the text alone).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CallMarkers {
-    /// `[TOOL_CALLS]`, before each call.
+    /// `[TOOL_CALLS]` (`<|tool_call|>`, `<seed:tool_call>`), before each call.
     pub calls: Option<u32>,
     /// `[ARGS]`, between a named call's name and its arguments.
     pub args: Option<u32>,
+    /// `</seed:tool_call>`, after each call.
+    pub end: Option<u32>,
 }
 
 impl ToolFormat {
@@ -153,7 +156,7 @@ impl ToolFormat {
     /// begun (`Err(held)`: none yet, the last `held` bytes must wait): harmony's, Qwen3-Coder's.
     fn call_start(self, text: &str) -> Result<usize, usize> {
         match self {
-            Self::QwenXml => super::qwen_xml::call_start(text),
+            Self::QwenXml { seed } => super::qwen_xml::call_start(text, super::qwen_xml::Dialect::of(seed)),
             Self::Gemma4 => super::gemma4::call_start(text),
             _ => super::harmony::call_start(text),
         }
@@ -167,7 +170,9 @@ impl ToolFormat {
         } else if super::gemma4::writes(template) {
             Self::Gemma4
         } else if super::qwen_xml::writes(template) {
-            Self::QwenXml
+            Self::QwenXml {
+                seed: super::qwen_xml::seed_writes(template),
+            }
         } else if template.contains(ARG_KEY.0) && template.contains(OPEN) {
             // GLM-4.5's and 4.6's write each `<arg_key>` on a line of its own.
             Self::GlmXml {
@@ -206,7 +211,7 @@ impl ToolFormat {
             Self::Glm4 => parse_glm4(text),
             Self::GlmXml { .. } => parse_glm_xml(text, &[]),
             Self::Harmony => super::harmony::parse(text),
-            Self::QwenXml => super::qwen_xml::parse(text, &[]),
+            Self::QwenXml { seed } => super::qwen_xml::parse(text, &[], super::qwen_xml::Dialect::of(seed)),
             Self::Gemma4 => super::gemma4::parse(text),
         }
     }
@@ -217,7 +222,7 @@ impl ToolFormat {
     pub fn parse_for(self, text: &str, tools: &[Tool]) -> Option<ParsedReply> {
         match self {
             Self::GlmXml { .. } => parse_glm_xml(text, tools),
-            Self::QwenXml => super::qwen_xml::parse(text, tools),
+            Self::QwenXml { seed } => super::qwen_xml::parse(text, tools, super::qwen_xml::Dialect::of(seed)),
             _ => self.parse(text),
         }
     }
@@ -238,17 +243,20 @@ impl ToolFormat {
     }
 
     /// The special tokens this format's calls are written with, where `special_id` (the
-    /// vocabulary's special tokens by text) has them: Mistral's `[TOOL_CALLS]` and `[ARGS]`.
+    /// vocabulary's special tokens by text) has them: Mistral's `[TOOL_CALLS]` and `[ARGS]`,
+    /// Granite's `<|tool_call|>`, Seed-OSS's `<seed:tool_call>` and `</seed:tool_call>`.
     pub fn markers(self, special_id: impl Fn(&str) -> Option<u32>) -> CallMarkers {
         match self {
             Self::Mistral { named } => CallMarkers {
                 calls: special_id(TOOL_CALLS),
                 args: if named { special_id(ARGS) } else { None },
+                end: None,
             },
             Self::Granite => CallMarkers {
                 calls: special_id(GRANITE_CALL),
-                args: None,
+                ..CallMarkers::default()
             },
+            Self::QwenXml { seed: true } => super::qwen_xml::seed_markers(special_id),
             _ => CallMarkers::default(),
         }
     }
@@ -280,7 +288,9 @@ impl ToolFormat {
             }
             (Self::Glm4, _) => Grammar::Lark(named_call_grammar(tools, "", "\"\\n\" ")),
             (Self::GlmXml { compact }, _) => Grammar::Lark(glm_xml_grammar(tools, compact)),
-            (Self::QwenXml, _) => Grammar::Lark(super::qwen_xml::forced_call(tools)),
+            (Self::QwenXml { seed }, _) => {
+                Grammar::Lark(super::qwen_xml::forced_call(tools, super::qwen_xml::Dialect::of(seed), markers))
+            }
             (Self::Gemma4, _) => Grammar::Lark(super::gemma4::forced_call(tools)),
             (Self::Harmony, _) => super::harmony::forced_call(tools),
             (Self::Hermes | Self::Injected, _) => {
@@ -358,7 +368,7 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         | ToolFormat::Mistral { .. }
         | ToolFormat::Glm4
         | ToolFormat::GlmXml { .. }
-        | ToolFormat::QwenXml
+        | ToolFormat::QwenXml { .. }
         | ToolFormat::Gemma4
         | ToolFormat::Harmony
         | ToolFormat::Granite => {
@@ -847,7 +857,7 @@ impl ToolStream {
                     self.text.len()
                 }
             }
-            ToolFormat::QwenXml | ToolFormat::Harmony | ToolFormat::Gemma4 => match self.format.call_start(&self.text[self.sent..]) {
+            ToolFormat::QwenXml { .. } | ToolFormat::Harmony | ToolFormat::Gemma4 => match self.format.call_start(&self.text[self.sent..]) {
                 Ok(at) => {
                     self.holding = true;
                     self.sent + at
@@ -1305,12 +1315,12 @@ mod tests {
             _ => None,
         };
         let markers = named.markers(ids);
-        assert_eq!(markers, CallMarkers { calls: Some(9), args: Some(32) });
+        assert_eq!(markers, CallMarkers { calls: Some(9), args: Some(32), end: None });
         let Grammar::Lark(g) = named.forced_call(&tools, markers) else {
             panic!("not a Lark grammar")
         };
         assert!(g.contains("c0: <[9]> \"weather\" <[32]> %json {"), "{g}");
-        assert_eq!(list.markers(ids), CallMarkers { calls: Some(9), args: None });
+        assert_eq!(list.markers(ids), CallMarkers { calls: Some(9), args: None, end: None });
         let Grammar::Lark(g) = list.forced_call(&tools[..1], list.markers(ids)) else {
             panic!("not a Lark grammar")
         };
@@ -1445,6 +1455,31 @@ mod tests {
         assert!(g.ends_with("\"</arg_value>\" \"</tool_call>\""), "{g}");
     }
 
+    /// Seed-OSS's template as llama.cpp keeps it (`models/templates/ByteDance-Seed-OSS.jinja`,
+    /// verbatim): Qwen3-Coder's XML inside `<seed:tool_call>`, each value on its parameter's
+    /// line, which renders, parses back and is what a forced call writes; its reasoning tags.
+    #[test]
+    fn seed_oss_template_writes_calls_in_its_wrapper() {
+        let src = include_str!("fixtures/bytedance-seed-oss.jinja");
+        let f = ToolFormat::of_template(src);
+        assert_eq!(f, ToolFormat::QwenXml { seed: true });
+        assert_eq!(super::super::reasoning::Reasoning::tags_in_template(src), Some(super::super::reasoning::ThinkTags::Seed));
+        let t = super::super::ChatTemplate::new(src.to_owned(), None, Some("<seed:eos>".into())).unwrap();
+        let history = [Message::user("Weather in Paris?"), call("c1"), result("c1")];
+        let out = t.render_with_tools(&history, &[tool("weather").to_json()], true).unwrap();
+        let written = "<seed:tool_call>\n<function=weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>";
+        assert!(out.contains(&format!("<seed:bos>assistant\n{written}<seed:eos>")), "{out}");
+        assert!(out.ends_with("<seed:bos>tool\nsunny<seed:eos><seed:bos>assistant\n"), "{out}");
+        let p = f.parse_for(&format!("Checking.\n{written}"), &[tool("weather")]).unwrap();
+        assert_eq!(p.content, "Checking.");
+        assert_eq!(p.calls, vec![ParsedCall { name: "weather".into(), arguments: "{\"city\":\"Paris\"}".into() }]);
+        let mut w = tool("weather");
+        w.parameters = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let Grammar::Lark(g) = f.forced_call(&[w], CallMarkers::default()) else { panic!("not a Lark grammar") };
+        assert!(g.contains("\"<seed:tool_call>\" \"\\n<function=weather>\\n\" \"<parameter=city>\""), "{g}");
+        assert!(g.ends_with("\"</parameter>\\n\" \"</function>\\n\" \"</seed:tool_call>\""), "{g}");
+    }
+
     /// GLM-4.5's values: raw text for a string argument (even one that reads as JSON), JSON
     /// for the others; several calls with text around them; anything malformed stays text.
     #[test]
@@ -1499,7 +1534,7 @@ mod tests {
     fn granite_forced_call_and_stream() {
         let f = ToolFormat::Granite;
         let ids = |t: &str| (t == "<|tool_call|>").then_some(49_154);
-        assert_eq!(f.markers(ids), CallMarkers { calls: Some(49_154), args: None });
+        assert_eq!(f.markers(ids), CallMarkers { calls: Some(49_154), args: None, end: None });
         let Grammar::Lark(g) = f.forced_call(&[tool("weather")], f.markers(ids)) else {
             panic!("not a Lark grammar")
         };

@@ -160,6 +160,7 @@ impl TinyModelSpec {
             // o200k with harmony's tokens and template, as gpt-oss's (`o200k_harmony`, which
             // llama.cpp names "gpt-4o").
             Family::GptOss => VocabStyle::Harmony,
+            Family::SeedOss => VocabStyle::Gpt2 { pre: "seed-coder" },
             Family::Gemma4 => VocabStyle::Gemma4,
         };
         let gpt_oss = family == Family::GptOss;
@@ -510,6 +511,7 @@ impl TinyModelSpec {
             Family::Qwen3 | Family::Qwen3Moe | Family::Glm4Moe => 2 * d + 2 * self.head_dim,
             // Q/K/V and output biases, sinks.
             Family::GptOss => 2 * d + q + 2 * kv + d + self.heads,
+            Family::SeedOss => 2 * d + q + 2 * kv,
             _ => 2 * d,
         };
         let mlp = match self.moe {
@@ -843,7 +845,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(quantize(n("attn_v.weight"), v, kv_dim, d)?);
         }
         tensors.push(mat(n("attn_output.weight"), d, q_dim, 1.0, &mut rng)?);
-        if matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss) {
+        if matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) {
             tensors.push(vector(n("attn_q.bias"), rng.around(q_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
@@ -869,7 +871,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         if pre_norms {
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name.
             let name = match spec.family {
-                Family::Glm4Moe | Family::GptOss => "post_attention_norm.weight",
+                Family::Glm4Moe | Family::GptOss | Family::SeedOss => "post_attention_norm.weight",
                 _ => "ffn_norm.weight",
             };
             tensors.push(vector(n(name), rng.around(d, 1.0, 0.1))?);

@@ -45,9 +45,17 @@ impl TokenType {
 
 /// Texts of special tokens that a reply's text keeps (decoding leaves every other special
 /// token out): the reasoning markers of Mistral's thinking models (Magistral, Ministral 3
-/// Reasoning), which are special tokens in their vocabularies, as llama.cpp's
-/// `preserved_tokens` keep them.
-pub const PRESERVED_TOKENS: &[&str] = &["[THINK]", "[/THINK]"];
+/// Reasoning) and Seed-OSS's reasoning and call markers, which are special tokens in their
+/// vocabularies, as llama.cpp's `preserved_tokens` keep them.
+pub const PRESERVED_TOKENS: &[&str] = &[
+    "[THINK]",
+    "[/THINK]",
+    // Seed-OSS's reasoning and call markers.
+    "<seed:think>",
+    "</seed:think>",
+    "<seed:tool_call>",
+    "</seed:tool_call>",
+];
 
 /// The special tokens of OpenAI's harmony format (gpt-oss) that a reply's text keeps, in a
 /// vocabulary that is harmony's (`is_harmony`): a reply is a sequence of messages whose

@@ -34,6 +34,10 @@ const PHI4_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + me
 const GLM4_TEMPLATE: &str = "[gMASK]<sop>{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
 
 /// Phi-3's and Phi-4-mini's template (`<|role|>` tags, `<|end|>` after each message).
+/// Seed-OSS's own template (llama.cpp's copy): `<seed:bos>role\n…<seed:eos>` turns, reasoning in
+/// `<seed:think>`, calls in `<seed:tool_call>`.
+const SEED_OSS_TEMPLATE: &str = include_str!("../../chat/fixtures/bytedance-seed-oss.jinja");
+
 const PHI3_TEMPLATE: &str = "{% for message in messages %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
 
 /// gpt-oss's (o200k_harmony): harmony's special tokens, `<|return|>` as EOS, its own template.
@@ -55,6 +59,27 @@ pub(super) const HARMONY: Gpt2Family = Gpt2Family {
     pad: "<|endoftext|>",
     add_bos: false,
     chat_template: include_str!("../../chat/fixtures/openai-gpt-oss-120b.jinja"),
+};
+
+/// Seed-OSS's vocabulary (Seed-Coder's split): its turn, reasoning and call tokens, all special.
+const SEED_CODER: Gpt2Family = Gpt2Family {
+    added: &[
+        ("<seed:bos>", true),
+        ("<seed:eos>", true),
+        ("<seed:pad>", true),
+        ("<seed:think>", true),
+        ("</seed:think>", true),
+        ("<seed:tool_call>", true),
+        ("</seed:tool_call>", true),
+        ("<seed:cot_budget_reflect>", true),
+        ("</seed:cot_budget_reflect>", true),
+    ],
+    bos: "<seed:bos>",
+    eos: "<seed:eos>",
+    eot: None,
+    pad: "<seed:pad>",
+    add_bos: false,
+    chat_template: SEED_OSS_TEMPLATE,
 };
 
 pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
@@ -149,6 +174,7 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
             add_bos: false,
             chat_template: GLM4_TEMPLATE,
         },
+        "seed-coder" => SEED_CODER,
         "qwen2" => Gpt2Family {
             added: &[
                 ("<|endoftext|>", true),
