@@ -355,6 +355,25 @@ pub enum RopeScaling {
     },
 }
 
+impl RopeScaling {
+    /// The magnitude YaRN gives every rope cos and sin (before `rope.scaling.attn_factor`):
+    /// `1 + 0.1·ln(factor)`, divided by `1 + 0.1·log_multiplier·ln(factor)` where the file sets
+    /// a multiplier, for a factor above 1; else 1 (and 1 for the other scalings).
+    pub fn yarn_magnitude(self) -> f64 {
+        match self {
+            Self::Yarn { factor, log_multiplier, .. } if factor > 1.0 => {
+                let m = 1.0 + 0.1 * factor.ln();
+                if log_multiplier != 0.0 {
+                    m / (1.0 + 0.1 * log_multiplier * factor.ln())
+                } else {
+                    m
+                }
+            }
+            _ => 1.0,
+        }
+    }
+}
+
 /// Hyper-parameters of one model, as the forward needs them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HParams {
@@ -460,6 +479,12 @@ pub struct MlaParams {
     /// `rope.scaling.yarn_log_multiplier` over 0.1, as llama.cpp takes it for this
     /// architecture (the converter multiplied DeepSeek's `mscale_all_dim` by 0.1); 0 when absent.
     pub mscale_all_dims: f64,
+    /// The YaRN log multiplier of the rope tables (`RopeScaling::Yarn::log_multiplier`):
+    /// llama.cpp's `deepseek2` takes `mscale_all_dims` as the rope's own `mscale` too, so that
+    /// the tables' magnitude `get_mscale(f, m) / get_mscale(f, m)` is 1, which a multiplier of 1
+    /// gives; `mistral4`'s own `mscale` is 1, its multiplier `mscale_all_dims` itself. 0 where
+    /// the file has none.
+    pub tables_log_multiplier: f64,
 }
 
 impl MlaParams {
@@ -471,15 +496,14 @@ impl MlaParams {
     /// What multiplies `q · k`, as llama.cpp's `deepseek2` graph: `mscale² / √(qk_nope +
     /// qk_rope)`, where `mscale` is `1 + 0.1 · mscale_all_dims · ln f` times the rope's
     /// attention factor with YaRN's own magnitude undone: with YaRN, the tables' magnitude
-    /// (`rope_attn_factor · (1 + 0.1·ln f) / (1 + 0.1·log_multiplier·ln f)`), else
+    /// (`rope_attn_factor ·` [`RopeScaling::yarn_magnitude`]), else
     /// `rope_attn_factor · (1 + 0.1·ln f)`.
     pub fn score_scale(&self, scaling: RopeScaling, rope_attn_factor: f64) -> f64 {
-        let (ln_f, tables) = match scaling {
-            RopeScaling::None => (0.0, 1.0),
-            RopeScaling::Linear { factor } => (factor.ln(), 1.0),
-            RopeScaling::Yarn { factor, log_multiplier, .. } => (factor.ln(), 1.0 / (1.0 + 0.1 * log_multiplier * factor.ln())),
+        let (ln_f, attn_factor) = match scaling {
+            RopeScaling::None => (0.0, rope_attn_factor),
+            RopeScaling::Linear { factor } => (factor.ln(), rope_attn_factor * (1.0 + 0.1 * factor.ln())),
+            RopeScaling::Yarn { factor, .. } => (factor.ln(), rope_attn_factor * scaling.yarn_magnitude()),
         };
-        let attn_factor = rope_attn_factor * (1.0 + 0.1 * ln_f) * tables;
         let mscale = attn_factor * (1.0 + 0.1 * self.mscale_all_dims * ln_f);
         mscale * mscale / ((self.qk_nope + self.qk_rope) as f64).sqrt()
     }
@@ -514,13 +538,19 @@ impl MlaParams {
         if !log_mul.is_finite() {
             return Err(bad("rope.scaling.yarn_log_multiplier", format!("{log_mul} is not a number")));
         }
+        let mscale_all_dims = log_mul / 0.1;
         Ok(Self {
             q_lora_rank,
             kv_lora_rank,
             qk_nope: qk - qk_rope,
             qk_rope,
             v_head,
-            mscale_all_dims: log_mul / 0.1,
+            mscale_all_dims,
+            tables_log_multiplier: match (log_mul, md_str(md, "general.architecture")?) {
+                (0.0, _) => 0.0,
+                (_, "deepseek2") => 1.0,
+                _ => mscale_all_dims,
+            },
         })
     }
 }
@@ -840,7 +870,7 @@ impl HParams {
         let context_length = md_opt_usize(md, &key("context_length"))?.unwrap_or(4096);
         let rope_original_context =
             md_opt_usize(md, &key("rope.scaling.original_context_length"))?.unwrap_or(context_length);
-        let rope_scaling = rope_scaling(md, &key, rope_original_context, family)?;
+        let rope_scaling = rope_scaling(md, &key, rope_original_context, family, mla.as_ref())?;
         let attn_temperature = attn_temperature(md, &key, family, rope_original_context)?;
         let (layers, mtp_layers) = trunk_layers(md, &key)?;
         let moe = moe_params(md, &key, family, [layers, vocab_size])?;
@@ -1179,6 +1209,7 @@ fn rope_scaling(
     key: &dyn Fn(&str) -> String,
     original_context: usize,
     family: Family,
+    mla: Option<&MlaParams>,
 ) -> Result<RopeScaling, ModelError> {
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let factor = md_opt_f64(md, &key("rope.scaling.factor"))?;
@@ -1202,9 +1233,9 @@ fn rope_scaling(
                 original_context,
                 beta_fast: own("rope.scaling.yarn_beta_fast", 32.0)?,
                 beta_slow: own("rope.scaling.yarn_beta_slow", 1.0)?,
-                log_multiplier: match family {
-                    Family::DeepSeek2 => deepseek2_log_multiplier(md, key)?,
-                    _ => own("rope.scaling.yarn_log_multiplier", 0.0)?,
+                log_multiplier: match mla {
+                    Some(m) => m.tables_log_multiplier,
+                    None => own("rope.scaling.yarn_log_multiplier", 0.0)?,
                 },
             }
         }
@@ -1214,20 +1245,6 @@ fn rope_scaling(
                 format!("\"{other}\" is not supported (none, linear, yarn)"),
             ))
         }
-    })
-}
-
-/// The YaRN log multiplier of a `deepseek2` or `mistral4` file's rope tables. Both take the
-/// file's `yarn_log_multiplier` over 0.1 as `mscale_all_dim` (the converter multiplied it by
-/// 0.1); llama.cpp's `deepseek2` takes it as the rope's own `mscale` too, so that the tables'
-/// magnitude `get_mscale(f, m) / get_mscale(f, m)` is 1, which a multiplier of 1 gives here,
-/// while `mistral4`'s own `mscale` is 1: `mscale_all_dim` itself. 0 where the file has none.
-fn deepseek2_log_multiplier(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<f64, ModelError> {
-    let file = md_opt_f64(md, &key("rope.scaling.yarn_log_multiplier"))?.unwrap_or(0.0);
-    Ok(match (file, md_str(md, "general.architecture")?) {
-        (0.0, _) => 0.0,
-        (_, "deepseek2") => 1.0,
-        (m, _) => m / 0.1,
     })
 }
 

@@ -73,9 +73,9 @@ impl RopeTables {
                 });
             }
         }
-        let (pos_scale, mut mscale) = match scaling {
-            RopeScaling::None | RopeScaling::Yarn { .. } => (1.0, 1.0),
-            RopeScaling::Linear { factor } => (1.0 / factor, 1.0),
+        let pos_scale = match scaling {
+            RopeScaling::None | RopeScaling::Yarn { .. } => 1.0,
+            RopeScaling::Linear { factor } => 1.0 / factor,
         };
         let mut inv_freq: Vec<f64> = (0..half)
             .map(|i| {
@@ -91,7 +91,7 @@ impl RopeTables {
             original_context,
             beta_fast,
             beta_slow,
-            log_multiplier,
+            ..
         } = scaling
         {
             let (low, high) = yarn_ramp_pairs(dims, original_context, base, (beta_fast, beta_slow));
@@ -100,16 +100,10 @@ impl RopeTables {
                 let ramp = 1.0 - ((i as f64 - low) / (high - low).max(0.001)).clamp(0.0, 1.0);
                 *f *= (1.0 - ramp) / factor + ramp;
             }
-            if factor > 1.0 {
-                // llama.cpp: ggml's `1 + 0.1·ln f`, times `get_mscale(f, 1) / get_mscale(f, m)`
-                // over its own `1 + 0.1·ln f` when the file sets a log multiplier `m`.
-                mscale = 1.0 + 0.1 * factor.ln();
-                if log_multiplier != 0.0 {
-                    mscale /= 1.0 + 0.1 * log_multiplier * factor.ln();
-                }
-            }
         }
-        let mscale = (mscale * attn_factor) as f32;
+        // llama.cpp: ggml's `1 + 0.1·ln f`, times `get_mscale(f, 1) / get_mscale(f, m)` over
+        // its own `1 + 0.1·ln f` when the file sets a log multiplier `m`.
+        let mscale = (scaling.yarn_magnitude() * attn_factor) as f32;
         let mut cos = Vec::with_capacity(max_positions * half);
         let mut sin = Vec::with_capacity(max_positions * half);
         for p in 0..max_positions {
