@@ -14,8 +14,9 @@
 //! GLM-4.7-Flash's and V3's layout, in V2-Lite's with YaRN, and in the older one-`attn_kv_b`
 //! layout; sigmoid- and softmax-routed experts beside a shared one) and Qwen3-VL's language
 //! models (`qwen3vl`, `qwen3vlmoe`: M-RoPE sections, a deepstack layer) and Qwen2-VL's
-//! (`qwen2vl`), all Q8_0 (the
-//! DeepSeek-V2 files and the dense Qwen3-VL one in f32 too); and, in the types candle cannot write
+//! (`qwen2vl`), Seed-OSS (`seed_oss`) and Qwen3.5 (`qwen35`: gated delta net layers beside
+//! gated attention), all Q8_0 (the DeepSeek-V2 files, the dense Qwen3-VL one and the Qwen3.5
+//! one in f32 too); and, in the types candle cannot write
 //! (`requantize` rewrites them), a Llama file all IQ4_NL, a Qwen3 file all IQ4_XS and a Qwen3
 //! MoE file whose experts are MXFP4 (as llama.cpp's `MXFP4_MOE` files are), and a Llama file
 //! with every type under 4 bits (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0,
@@ -268,6 +269,11 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // Seed-OSS: Llama's layer with q/k/v biases, NeoX rope, its MLP norm under
         // `post_attention_norm`; Seed-Coder's split.
         ("tiny-seed_oss-q8_0.gguf", TinyModelSpec::tiny(Family::SeedOss, WeightType::Q8_0)),
+        // Qwen3.5 (`qwen35`): gated delta net layers (a 4-tap convolution, 2 Q/K heads shared by
+        // 4 V heads, each with its state) beside gated attention with a quarter of each head
+        // rotated in M-RoPE sections; and in f32, where the recurrence must agree to rounding.
+        ("tiny-qwen35-q8_0.gguf", TinyModelSpec::tiny(Family::Qwen35, WeightType::Q8_0)),
+        ("tiny-qwen35-f32.gguf", TinyModelSpec::tiny(Family::Qwen35, WeightType::F32)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)
         // routed by softmax with a selection bias, beside a shared expert.
         ("tiny-ernie4_5-moe-q8_0.gguf", TinyModelSpec::ernie45_moe(WeightType::Q8_0)),

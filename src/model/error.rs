@@ -73,6 +73,9 @@ pub enum ModelError {
     /// The prompt (plus at least one generated token) does not fit the context.
     #[error("prompt is {tokens} tokens but the context holds {context} (at most {max_prompt} prompt tokens)", max_prompt = context.saturating_sub(1))]
     PromptTooLong { tokens: usize, context: usize },
+    /// A model with recurrent layers was asked to continue a sequence without its state.
+    #[error("a sequence {cached} tokens in needs its recurrent state, which was not given")]
+    MissingState { cached: usize },
     /// A token id outside the vocabulary.
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange { id: u32, vocab: usize },

@@ -158,7 +158,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,11 +210,15 @@ pub enum Family {
     /// Seed-OSS (36B): Llama's layer with q/k/v biases, NeoX rope; the MLP's norm stored under
     /// Hugging Face's name for it (`post_attention_norm`).
     SeedOss,
+    /// Qwen3.5 and Qwen3.6 (dense: 0.8B to 27B): three of every four layers a gated delta net
+    /// ([`DeltaNetParams`]: linear attention whose state the cache keeps per sequence), the
+    /// fourth Qwen3's attention with an output gate and a quarter of each head rotated.
+    Qwen35,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 19] = [
+    pub const ALL: [Family; 20] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -234,6 +238,7 @@ impl Family {
         Self::Gemma4,
         Self::DeepSeek2,
         Self::SeedOss,
+        Self::Qwen35,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -262,6 +267,7 @@ impl Family {
             // YaRN's magnitude aside.
             "deepseek2" | "mistral4" => Ok(Self::DeepSeek2),
             "seed_oss" => Ok(Self::SeedOss),
+            "qwen35" => Ok(Self::Qwen35),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -292,6 +298,7 @@ impl Family {
             Self::Gemma4 => "gemma4",
             Self::DeepSeek2 => "deepseek2",
             Self::SeedOss => "seed_oss",
+            Self::Qwen35 => "qwen35",
         }
     }
 
@@ -316,7 +323,8 @@ impl Family {
             | Self::Glm4Moe
             | Self::GptOss
             | Self::Gemma4
-            | Self::SeedOss => RopeStyle::Neox,
+            | Self::SeedOss
+            | Self::Qwen35 => RopeStyle::Neox,
         }
     }
 }
@@ -446,6 +454,108 @@ pub struct HParams {
     /// (`kv_heads` 1) of the latent and its rotated part (`head_dim` = `kv_lora_rank +
     /// qk_rope`, `rope_dims` = `qk_rope`), which every query head attends over.
     pub mla: Option<MlaParams>,
+    /// Qwen3.5: the gated delta net of its recurrent layers and which layers those are; the
+    /// others attend, and only they keep K/V (`kv_layers` counts them, [`HParams::kv_layer`]).
+    pub recurrent: Option<DeltaNetParams>,
+}
+
+/// Qwen3.5's gated delta net (llama.cpp's `ssm.*` keys): each token's Q, K and V come from
+/// one projection through a short causal convolution (`conv_kernel` taps over the token and
+/// those before it); each V head keeps a `head_k × head_v` state that decays by a per-token
+/// gate and learns each token's V at its K by the delta rule, and is read at its Q. What a
+/// sequence carries from token to token is that state and the convolution's last inputs
+/// ([`Self::state_floats`]), not K/V per token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeltaNetParams {
+    /// `ssm.conv_kernel`: the convolution's taps.
+    pub conv_kernel: usize,
+    /// `ssm.group_count`: Q/K heads (shared by V heads as K/V heads are by query heads).
+    pub k_heads: usize,
+    /// `ssm.time_step_rank`: V heads, each with its own state, gate and beta.
+    pub v_heads: usize,
+    /// `ssm.state_size`: each Q/K head's width.
+    pub head_k: usize,
+    /// `ssm.inner_size / v_heads`: each V head's width.
+    pub head_v: usize,
+    /// One flag per layer: `true` for a gated delta net, `false` for attention
+    /// (`attention.recurrent_layers`, else every `full_attention_interval`-th layer attends).
+    pub layers: Vec<bool>,
+}
+
+impl DeltaNetParams {
+    /// The convolution's channels: Q, K and V.
+    pub fn conv_channels(&self) -> usize {
+        2 * self.k_heads * self.head_k + self.v_heads * self.head_v
+    }
+
+    /// The floats one recurrent layer carries per sequence: the convolution's last
+    /// `conv_kernel - 1` inputs and every V head's state.
+    pub fn state_floats(&self) -> [usize; 2] {
+        [
+            (self.conv_kernel - 1) * self.conv_channels(),
+            self.v_heads * self.head_v * self.head_k,
+        ]
+    }
+
+    /// How many layers are recurrent.
+    pub fn recurrent_layers(&self) -> usize {
+        self.layers.iter().filter(|&&r| r).count()
+    }
+
+    /// Reads them (`key` prefixes the architecture) for a model of `layers` layers.
+    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize) -> Result<Self, ModelError> {
+        let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+        let conv_kernel = md_usize(md, &key("ssm.conv_kernel"))?;
+        let inner = md_usize(md, &key("ssm.inner_size"))?;
+        let head_k = md_usize(md, &key("ssm.state_size"))?;
+        let v_heads = md_usize(md, &key("ssm.time_step_rank"))?;
+        let k_heads = md_usize(md, &key("ssm.group_count"))?;
+        if conv_kernel == 0 {
+            return Err(bad("ssm.conv_kernel", "a convolution of 0 taps".into()));
+        }
+        if head_k == 0 || k_heads == 0 || v_heads == 0 || !v_heads.is_multiple_of(k_heads) {
+            return Err(bad(
+                "ssm.time_step_rank",
+                format!("{v_heads} V heads cannot share {k_heads} Q/K heads of {head_k}"),
+            ));
+        }
+        if inner == 0 || !inner.is_multiple_of(v_heads) {
+            return Err(bad("ssm.inner_size", format!("{inner} values in {v_heads} V heads")));
+        }
+        let flags = match md.get(&key("attention.recurrent_layers")) {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::Bool(b) => Ok(*b),
+                    other => Err(bad("attention.recurrent_layers", format!("{:?} is not a flag", other.value_type()))),
+                })
+                .collect::<Result<Vec<bool>, _>>()?,
+            Some(_) => return Err(bad("attention.recurrent_layers", "not an array of flags".into())),
+            None => {
+                let every = md_opt_usize(md, &key("full_attention_interval"))?.unwrap_or(4);
+                if every == 0 {
+                    return Err(bad("full_attention_interval", "0".into()));
+                }
+                (0..layers).map(|i| !(i + 1).is_multiple_of(every)).collect()
+            }
+        };
+        // The file's flags may cover its multi-token-prediction blocks too (never recurrent).
+        if flags.len() < layers {
+            return Err(bad("attention.recurrent_layers", format!("{} flags for {layers} layers", flags.len())));
+        }
+        let flags = flags[..layers].to_vec();
+        if flags.iter().all(|&r| r) {
+            return Err(bad("attention.recurrent_layers", "no layer attends".into()));
+        }
+        Ok(Self {
+            conv_kernel,
+            k_heads,
+            v_heads,
+            head_k,
+            head_v: inner / v_heads,
+            layers: flags,
+        })
+    }
 }
 
 /// One layer's attention heads: how many, how many K/V heads, their width, and how many of
@@ -795,6 +905,10 @@ impl HParams {
     /// the last layer before them of its kind (local or global), as llama.cpp's Gemma 4
     /// `layer_reuse_cb`.
     pub fn kv_layer(&self, layer: usize) -> usize {
+        // Qwen3.5: the attention layers' store layers, in order.
+        if let Some(r) = &self.recurrent {
+            return r.layers[..layer.min(r.layers.len())].iter().filter(|&&rec| !rec).count();
+        }
         if layer < self.kv_layers {
             return layer;
         }
@@ -803,6 +917,11 @@ impl HParams {
             .rev()
             .find(|&l| self.window(l).is_some() == local)
             .unwrap_or(self.kv_layers - 1)
+    }
+
+    /// Whether `layer` is a gated delta net (Qwen3.5's recurrent layers) rather than attention.
+    pub fn is_recurrent(&self, layer: usize) -> bool {
+        self.recurrent.as_ref().is_some_and(|r| r.layers.get(layer).copied().unwrap_or(false))
     }
 
     /// `layer`'s dense MLP width.
@@ -894,8 +1013,13 @@ impl HParams {
             head_dim,
             rope_dims,
         };
-        let (local, global_attn, kv_layers, per_layer_input) = match (family, &sliding) {
-            (Family::Gemma4, Some(s)) => gemma4_attention(md, &key, global, &s.local)?,
+        let recurrent = match family {
+            Family::Qwen35 => Some(DeltaNetParams::read(md, &key, layers)?),
+            _ => None,
+        };
+        let (local, global_attn, kv_layers, per_layer_input) = match (family, &sliding, &recurrent) {
+            (Family::Gemma4, Some(s), _) => gemma4_attention(md, &key, global, &s.local)?,
+            (_, _, Some(r)) => (global, None, layers - r.recurrent_layers(), 0),
             _ => (global, None, layers, 0),
         };
         Ok(Self {
@@ -934,6 +1058,7 @@ impl HParams {
             per_layer_input,
             ffn_per_layer,
             mla,
+            recurrent,
         })
     }
 }

@@ -20,6 +20,7 @@
 //! layout), vLLM's `model_executor/models/llama.py` (forward over a packed batch).
 
 pub mod chat;
+mod delta_net;
 mod device;
 mod embedding;
 mod error;
@@ -38,6 +39,7 @@ pub mod testkit;
 pub mod tokenizer;
 mod transformer;
 
+pub use delta_net::{RecurrentSeq, RecurrentState};
 pub use device::select_device;
 pub use error::ModelError;
 pub use loaded::{device_name, kv_shape_of, kv_variant_of, ChatPrompt, LoadedModel, ModelInfo, DEFAULT_CONTEXT_CAP};

@@ -24,6 +24,7 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
+use super::delta_net::{DeltaNet, RecurrentSeq, RecurrentState};
 use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
 use super::hparams::{AttnShape, Family, HParams, LocalRope, RopeScaling};
 use super::embedding::TokenEmbedding;
@@ -57,6 +58,11 @@ struct Attention {
     /// The store layer whose K/V this layer writes and reads ([`HParams::kv_layer`]): its own,
     /// or an earlier one's, already written by the same forward, which it only reads.
     kv_layer: usize,
+    /// Whether it writes K/V (else it reads `kv_layer`'s).
+    writes_kv: bool,
+    /// Qwen3.5: each head's Q projection is followed by as many gate values; the attention
+    /// output is multiplied by their sigmoid before the output projection.
+    q_gate: bool,
     /// Gemma 4: V normalized per head (RMS, weights of 1).
     v_norm: Option<Tensor>,
     wo: QLinear,
@@ -115,6 +121,8 @@ enum SelfAttention {
     Heads(Attention),
     /// DeepSeek-V2's multi-head latent attention.
     Latent(LatentAttention),
+    /// Qwen3.5's gated delta net (linear attention with a state per sequence).
+    Recurrent(DeltaNet),
 }
 
 struct Layer {
@@ -240,7 +248,7 @@ impl Transformer {
                 .iter()
                 .map(|l| match &l.attn {
                     SelfAttention::Latent(m) => m.extra_bytes(),
-                    SelfAttention::Heads(_) => 0,
+                    SelfAttention::Heads(_) | SelfAttention::Recurrent(_) => 0,
                 })
                 .sum::<u64>();
         let per_layer_embd = PerLayerEmbedding::load(file, &hp, device)?;
@@ -293,11 +301,36 @@ impl Transformer {
 
     /// Runs `tokens` (packed per `batch`) through the model, appending their
     /// K/V to `kv`, and returns f32 logits for the rows `which` selects.
-    pub fn forward(
+    ///
+    /// A model with recurrent layers ([`Self::recurrent_state`]) needs each sequence's state
+    /// ([`Self::forward_with`]); here every sequence must start at its first token, from the
+    /// state before any.
+    pub fn forward(&self, tokens: &[u32], batch: &BatchLayout, kv: &mut dyn KvStore, which: Logits) -> Result<Tensor, ModelError> {
+        let mut states: Vec<RecurrentSeq> = match self.recurrent_state() {
+            Some(fresh) => {
+                if let Some(s) = batch.seqs().iter().find(|s| s.cached > 0) {
+                    return Err(ModelError::MissingState { cached: s.cached });
+                }
+                batch.seqs().iter().map(|_| RecurrentSeq::new(fresh.clone())).collect()
+            }
+            None => Vec::new(),
+        };
+        self.forward_with(tokens, batch, kv, &mut states, which)
+    }
+
+    /// The state a sequence starts from in the recurrent layers, for a model that has them.
+    pub fn recurrent_state(&self) -> Option<RecurrentState> {
+        self.hp.recurrent.as_ref().map(RecurrentState::new)
+    }
+
+    /// [`Self::forward`] with each sequence's recurrent state (one per sequence of `batch`, in
+    /// order; none for a model without recurrent layers), advanced over its new tokens.
+    pub fn forward_with(
         &self,
         tokens: &[u32],
         batch: &BatchLayout,
         kv: &mut dyn KvStore,
+        states: &mut [RecurrentSeq],
         which: Logits,
     ) -> Result<Tensor, ModelError> {
         if tokens.len() != batch.total_tokens() {
@@ -352,7 +385,11 @@ impl Transformer {
             let h = pre_norm(&x, layer.attn_norm.as_ref(), hp.rms_eps)?;
             let mut attn = match &layer.attn {
                 SelfAttention::Heads(a) => {
-                    let attn = self.attention(li, a, &h, rope, q_scale.as_ref(), batch, kv)?;
+                    let (attn, gate) = self.attention(li, a, &h, rope, q_scale.as_ref(), batch, kv)?;
+                    let attn = match gate {
+                        Some(g) => (attn * candle_nn::ops::sigmoid(&g)?)?,
+                        None => attn,
+                    };
                     let attn = a.wo.forward(&attn)?;
                     match &a.out_bias {
                         Some(b) => attn.broadcast_add(b)?,
@@ -363,6 +400,7 @@ impl Transformer {
                     let how = Attend::causal(hp.attention_scale);
                     m.forward(li, &h, rope, q_scale.as_ref(), how, batch, kv, hp.rms_eps as f32)?
                 }
+                SelfAttention::Recurrent(net) => net.forward(&h, batch, states)?,
             };
             if let Some(n) = &layer.post_attn_norm {
                 attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
@@ -392,7 +430,8 @@ impl Transformer {
 
     /// One layer's attention of the normed rows `h` (`[t, hidden]`), before its output
     /// projection: Q/K/V, their biases and norms, rope from `rope` (the layer's tables and
-    /// their cos/sin at the batch's positions), then the store (`[t, heads · head_dim]`).
+    /// their cos/sin at the batch's positions), then the store (`[t, heads · head_dim]`); and
+    /// Qwen3.5's output gate (`[t, heads · head_dim]`, before its sigmoid).
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
@@ -403,14 +442,22 @@ impl Transformer {
         q_scale: Option<&Tensor>,
         batch: &BatchLayout,
         kv: &mut dyn KvStore,
-    ) -> Result<Tensor, ModelError> {
+    ) -> Result<(Tensor, Option<Tensor>), ModelError> {
         let hp = &self.hp;
         let t = h.dim(0)?;
         let AttnShape { heads, kv_heads, head_dim, .. } = a.shape;
         let mut qkv = a.qkv.forward(h)?.into_iter();
         let mut q = qkv.next().ok_or_else(|| OpsError::Layout("the Q projection gave nothing".into()))?;
+        // Qwen3.5: each head's Q, then its gate.
+        let gate = if a.q_gate {
+            let qg = q.reshape((t, heads, 2 * head_dim))?;
+            q = qg.narrow(2, 0, head_dim)?.contiguous()?.reshape((t, heads * head_dim))?;
+            Some(qg.narrow(2, head_dim, head_dim)?.contiguous()?.reshape((t, heads * head_dim))?)
+        } else {
+            None
+        };
         // K and V where the layer writes them: V is K's projection where the layer has no V.
-        let mut kv_rows = match (a.kv_layer == li, qkv.next(), qkv.next()) {
+        let mut kv_rows = match (a.writes_kv, qkv.next(), qkv.next()) {
             (false, _, _) => None,
             (true, Some(k), Some(v)) => Some((k, v)),
             (true, Some(k), None) => Some((k.clone(), k)),
@@ -454,13 +501,14 @@ impl Transformer {
             softcap: hp.attn_softcap.map(|c| c as f32),
             sinks: a.sinks.as_deref(),
         };
-        Ok(match kv_rows {
+        let out = match kv_rows {
             Some((k, v)) => {
                 let k = if rotates { rope.apply(&k, cos, sin)? } else { k };
                 kv.attend(a.kv_layer, &q, &k, &v, batch, how)?
             }
             None => kv.attend_shared(a.kv_layer, &q, batch, how)?,
-        })
+        };
+        Ok((out, gate))
     }
 
     /// The logits of the rows of `x` (the last layer's output) that `which` selects.
@@ -608,6 +656,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         attn_norm: pre_norm(file, "attn_norm.weight")?,
         attn: match hp.mla {
             Some(_) => SelfAttention::Latent(LatentAttention::load(file, hp, i, device)?),
+            None if hp.is_recurrent(i) => SelfAttention::Recurrent(DeltaNet::load(file, hp, i, device)?),
             None => SelfAttention::Heads(load_attention(file, hp, i, device)?),
         },
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
@@ -616,7 +665,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         ffn_norm: pre_norm(
             file,
             match hp.family {
-                Family::Glm4Moe | Family::GptOss | Family::SeedOss => "post_attention_norm.weight",
+                Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35 => "post_attention_norm.weight",
                 _ => "ffn_norm.weight",
             },
         )?,
@@ -653,11 +702,17 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
     let kv_dim = shape.kv_heads * hd;
     let n = |s: &str| format!("blk.{i}.{s}");
     let kv_layer = hp.kv_layer(i);
-    let writes_kv = kv_layer == i;
+    // Qwen3.5's attention layers are the store's layers in order; Gemma 4's that share read
+    // an earlier one's.
+    let writes_kv = kv_layer == i || hp.recurrent.is_some();
+    let q_gate = hp.family == Family::Qwen35;
+    // Its gate's rows follow each head's Q rows in the one projection.
+    let q_rows = if q_gate { 2 * q_dim } else { q_dim };
     let gemma4 = hp.family == Family::Gemma4;
     let k_as_v = gemma4 && writes_kv && !file.has_tensor(&n("attn_v.weight")) && !file.has_tensor(&n("attn_qkv.weight"));
     let qkv = match (writes_kv, k_as_v) {
         (false, _) => vec![load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?],
+        (true, false) if q_gate => load_qkv(file, &n, [q_rows, kv_dim, d], device)?,
         (true, true) => vec![
             load_2d(file, &n("attn_q.weight"), [q_dim, d], device)?,
             load_2d(file, &n("attn_k.weight"), [kv_dim, d], device)?,
@@ -679,6 +734,8 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         shape,
         qkv: FusedLinear::new(qkv, device)?,
         kv_layer,
+        writes_kv,
+        q_gate,
         v_norm: if gemma4 { Some(Tensor::ones(hd, DType::F32, device)?) } else { None },
         wo: QLinear::new(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?, device)?,
         bias,

@@ -65,7 +65,8 @@ impl Reference {
             // None has a quantized candle-transformers model (NoPE layers; Granite's
             // multipliers; Gemma 2's soft caps; ERNIE 4.5; OLMo 2's, EXAONE 4.0's and GLM-4's norms; GLM-4.5's routing;
             // gpt-oss's sinks and biased experts; Gemma 4's layers; DeepSeek-V2's latent
-            // attention; Seed-OSS); llama.cpp is their reference (tests/tiny_llama_cpp.rs).
+            // attention; Seed-OSS; Qwen3.5's delta net); llama.cpp is their reference
+            // (tests/tiny_llama_cpp.rs).
             Family::SmolLM3
             | Family::Granite
             | Family::Gemma2
@@ -77,7 +78,8 @@ impl Reference {
             | Family::GptOss
             | Family::Gemma4
             | Family::DeepSeek2
-            | Family::SeedOss => {
+            | Family::SeedOss
+            | Family::Qwen35 => {
                 panic!("no candle-transformers reference for {}", family.arch())
             }
         }

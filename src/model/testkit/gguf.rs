@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng};
 
 use super::deepseek2::{self, TinyMla};
 use super::gemma4::{self, TinyGemma4};
+use super::qwen35::{self, TinyDeltaNet};
 use super::vocab::{TinyVocab, VocabStyle};
 use crate::model::hparams::Family;
 use crate::model::ModelError;
@@ -133,6 +134,8 @@ pub struct TinyModelSpec {
     pub gemma4: Option<TinyGemma4>,
     /// DeepSeek-V2's latent attention (required for `deepseek2`).
     pub mla: Option<TinyMla>,
+    /// Qwen3.5: its gated delta net layers (`qwen35`).
+    pub delta_net: Option<TinyDeltaNet>,
     pub seed: u64,
 }
 
@@ -161,6 +164,7 @@ impl TinyModelSpec {
             // llama.cpp names "gpt-4o").
             Family::GptOss => VocabStyle::Harmony,
             Family::SeedOss => VocabStyle::Gpt2 { pre: "seed-coder" },
+            Family::Qwen35 => VocabStyle::Gpt2 { pre: "qwen35" },
             Family::Gemma4 => VocabStyle::Gemma4,
         };
         let gpt_oss = family == Family::GptOss;
@@ -174,7 +178,8 @@ impl TinyModelSpec {
             // SmolLM3: four layers, so that the last skips rope; GLM-4.5: a dense layer, then two of
             // experts.
             layers: match family {
-                Family::SmolLM3 => 4,
+                // Qwen3.5: recurrent, attention, recurrent, attention.
+                Family::SmolLM3 | Family::Qwen35 => 4,
                 Family::Glm4Moe | Family::DeepSeek2 => 3,
                 _ => 2,
             },
@@ -191,8 +196,13 @@ impl TinyModelSpec {
             // over 16 with the default betas (its files: ×32 over 4,096).
             rope_yarn: (mistral3 || gpt_oss).then_some((4.0, 16)),
             // GLM-4 rotates half of each head, as its files say.
-            rope_dims: matches!(family, Family::Glm4 | Family::Glm4Moe).then_some(32),
-            rope_sections: None,
+            // Qwen3.5 rotates a quarter of each head, in M-RoPE sections.
+            rope_dims: match family {
+                Family::Glm4 | Family::Glm4Moe => Some(32),
+                Family::Qwen35 => Some(16),
+                _ => None,
+            },
+            rope_sections: (family == Family::Qwen35).then_some([3, 3, 2, 0]),
             longrope: None,
             yarn_extra: mistral3.then_some((16.0, 2.0, 1.0)),
             attn_temperature_scale: mistral3.then_some(0.1),
@@ -224,6 +234,7 @@ impl TinyModelSpec {
             gemma4: (family == Family::Gemma4).then(TinyGemma4::e_model),
             // DeepSeek2: GLM-4.7-Flash's and DeepSeek-V3's layout (`deepseek2_lite` for V2-Lite's).
             mla: (family == Family::DeepSeek2).then(TinyMla::v3),
+            delta_net: (family == Family::Qwen35).then(TinyDeltaNet::tiny),
             seed: 7,
         }
     }
@@ -329,6 +340,7 @@ impl TinyModelSpec {
             moe: None,
             gemma4: None,
             mla: None,
+            delta_net: None,
             seed: 11,
         }
     }
@@ -365,6 +377,7 @@ impl TinyModelSpec {
             moe: None,
             gemma4: None,
             mla: None,
+            delta_net: None,
             seed: 12,
         }
     }
@@ -405,6 +418,7 @@ impl TinyModelSpec {
             }),
             gemma4: None,
             mla: None,
+            delta_net: None,
             seed: 13,
         }
     }
@@ -500,6 +514,17 @@ impl TinyModelSpec {
         }
         if let Some(m) = &self.mla {
             return self.vocab.size * self.hidden + out + self.hidden + m.parameter_count(self);
+        }
+        if let Some(t) = &self.delta_net {
+            let (d, hd) = (self.hidden, self.head_dim);
+            let attn = d * self.heads * hd * 3 + 2 * d * self.kv_heads * hd + 2 * hd;
+            let layers: usize = (0..self.layers)
+                .map(|i| {
+                    let mixer = if (i + 1) % t.attention_every == 0 { attn } else { t.parameter_count(d) };
+                    mixer + 2 * d + 3 * d * self.ffn
+                })
+                .sum();
+            return self.vocab.size * d + out + d + layers;
         }
         let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
         let norms = match self.family {
@@ -818,6 +843,12 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     if let (Family::Gemma4, Some(g)) = (spec.family, &spec.gemma4) {
         tensors.extend(gemma4::tensors(spec, g, &mut rng, &mut moe_rng)?);
         let mut md = gemma4::metadata(spec, g);
+        md.extend(spec.vocab.metadata.iter().cloned());
+        return write_gguf_file(path, &md, &tensors);
+    }
+    if let (Family::Qwen35, Some(t)) = (spec.family, &spec.delta_net) {
+        tensors.extend(qwen35::tensors(spec, t, &mut rng)?);
+        let mut md = qwen35::metadata(spec, t);
         md.extend(spec.vocab.metadata.iter().cloned());
         return write_gguf_file(path, &md, &tensors);
     }

@@ -3,7 +3,7 @@
 //! - [`vocab`]: small BPE / SentencePiece vocabularies, as GGUF metadata and as
 //!   an equivalent `tokenizer.json`.
 //! - [`gguf`]: random GGUF models of each family and quantization ([`gemma4`]: Gemma 4's
-//!   layers; [`deepseek2`]: DeepSeek-V2's latent attention).
+//!   layers; [`deepseek2`]: DeepSeek-V2's latent attention; [`qwen35`]: Qwen3.5's gated delta net).
 //! - [`requant`]: those models rewritten in the types candle cannot write (IQ4_NL, IQ4_XS,
 //!   MXFP4).
 //! - `fake_hub`: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path
@@ -17,6 +17,7 @@ pub mod fake_hub;
 pub mod deepseek2;
 pub mod gemma4;
 pub mod gguf;
+pub mod qwen35;
 pub mod requant;
 pub mod vocab;
 
@@ -24,6 +25,7 @@ pub mod vocab;
 pub use fake_hub::{FakeHub, SeenRequest};
 pub use deepseek2::TinyMla;
 pub use gemma4::TinyGemma4;
+pub use qwen35::TinyDeltaNet;
 pub use gguf::{write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
 pub use requant::{requantize, split_model};
 pub use vocab::{TinyVocab, VocabStyle};

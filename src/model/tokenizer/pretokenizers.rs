@@ -27,6 +27,9 @@ pub(crate) const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}
 /// Qwen2's split (llama.cpp `LLAMA_VOCAB_PRE_TYPE_QWEN2`): the Llama 3 one with single digits.
 pub(crate) const QWEN2_REGEX: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen3.5's split (llama.cpp `LLAMA_VOCAB_PRE_TYPE_QWEN35`): Qwen2's with combining marks
+/// (`\p{M}`) kept in words, as its `tokenizer.json` writes it.
+pub(crate) const QWEN35_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// GPT-4o's split (`o200k`, llama.cpp `LLAMA_VOCAB_PRE_TYPE_GPT4O`; Phi-4-mini, Llama 4): a
 /// word is split before each run of capitals, contractions stay on their word, and `/` joins a
@@ -75,6 +78,8 @@ pub(crate) enum PreKind {
     Llama3,
     /// [`QWEN2_REGEX`] after an NFC normalizer.
     Qwen2,
+    /// [`QWEN35_REGEX`] after an NFC normalizer (Qwen3.5, Qwen3.6).
+    Qwen35,
     /// [`QWEN2_REGEX`] without a normalizer (StableLM 2).
     StableLm2,
     /// Every digit split off, then GPT-2's regex (SmolLM, StarCoder).
@@ -113,6 +118,7 @@ impl PreKind {
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2" | "glm4"
             | "glm5" => Self::Llama3,
             "qwen2" | "deepseek-r1-qwen" | "megrez" | "kormo" => Self::Qwen2,
+            "qwen35" => Self::Qwen35,
             "stablelm2" => Self::StableLm2,
             "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" => Self::DigitsGpt2,
             // GLM-4-9B-chat's (`chatglm-bpe`): the same regex without ignore_merges.
@@ -132,7 +138,7 @@ impl PreKind {
     }
 
     pub fn normalizer(self) -> Option<NormalizerWrapper> {
-        (self == Self::Qwen2).then(|| NFC.into())
+        matches!(self, Self::Qwen2 | Self::Qwen35).then(|| NFC.into())
     }
 
     pub fn pre_tokenizer(self) -> Result<PreTokenizerWrapper, ModelError> {
@@ -160,6 +166,7 @@ impl PreKind {
             Self::DeepSeek3 => splits_then_bytes(&DEEPSEEK3_REGEXES),
             Self::DeepSeekLlm => splits_then_bytes(&DEEPSEEK_LLM_REGEXES),
             Self::Qwen2 | Self::StableLm2 => split_then_bytes(QWEN2_REGEX),
+            Self::Qwen35 => split_then_bytes(QWEN35_REGEX),
             Self::DigitsGpt2 => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into()),
         }
     }

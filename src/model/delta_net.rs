@@ -1,0 +1,315 @@
+//! Qwen3.5's gated delta net: the linear attention of three in four of its layers, and the
+//! state a sequence carries through them.
+//!
+//! Owns: [`RecurrentState`] (per recurrent layer, the convolution's last inputs and every V
+//! head's `head_v × head_k` state), [`RecurrentSeq`] (one sequence's state for one forward, and
+//! where to take a copy of it), and the layer itself (`DeltaNet`), as llama.cpp's
+//! `qwen35.cpp` builds it: one projection gives each token's Q, K and V (through a short causal
+//! convolution and SiLU; Q and K L2-normalized per head), another its output gate `z`, two
+//! more its per-head `beta` (sigmoid) and decay (`exp(softplus(alpha + dt) · a)`). Each V head
+//! `h` (Q/K head `h mod k_heads`, as ggml's fused kernel) then runs the delta rule, token after
+//! token: `S ← S · decay; S ← S + k ⊗ beta (v − Sᵀk); o = Sᵀq / √head_k`. The output is
+//! RMS-normalized per head, multiplied by `SiLU(z)` and projected back.
+//!
+//! Invariants: a sequence's state after `n` tokens depends on those `n` tokens only, so a
+//! state taken at a block boundary stands for the whole prefix up to it: the prefix cache
+//! keeps such copies beside the attention layers' K/V blocks (`engine::states`). The
+//! projections run on the model's device; the convolution and the recurrence run on the host
+//! in f32, across the CPU threads by V head (state in host memory on every device).
+//!
+//! Counterpart: llama.cpp's `llm_build_delta_net_base` and `ggml_gated_delta_net`; vLLM's and
+//! SGLang's `GatedDeltaNet` with their `MambaCacheManager` / mamba radix cache for the state.
+
+use candle_core::{DType, Device, Tensor};
+
+use super::gguf::GgufFile;
+use super::hparams::{DeltaNetParams, HParams};
+use super::linear::{FusedLinear, QLinear};
+use super::transformer::{check_shape, load_2d, load_vec};
+use super::ModelError;
+use crate::ops::par::{for_ranges, for_rows, SharedMut};
+use crate::ops::{BatchLayout, OpsError};
+
+/// What a sequence carries through the recurrent layers after some tokens: per recurrent
+/// layer, in order, the convolution's last `conv_kernel - 1` inputs (oldest first, each
+/// `conv_channels` wide) and every V head's state (`[v_heads][head_v][head_k]`). Zeros before
+/// the first token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecurrentState {
+    layers: Vec<[Vec<f32>; 2]>,
+}
+
+impl RecurrentState {
+    /// The state before any token.
+    pub fn new(p: &DeltaNetParams) -> Self {
+        let [conv, ssm] = p.state_floats();
+        Self {
+            layers: (0..p.recurrent_layers()).map(|_| [vec![0.0; conv], vec![0.0; ssm]]).collect(),
+        }
+    }
+
+    /// Bytes it holds.
+    pub fn bytes(&self) -> usize {
+        self.layers.iter().map(|[c, s]| (c.len() + s.len()) * 4).sum()
+    }
+
+    /// Every layer's two buffers, in order (what a cache file stores).
+    pub fn buffers(&self) -> impl Iterator<Item = &[f32]> {
+        self.layers.iter().flat_map(|[c, s]| [c.as_slice(), s.as_slice()])
+    }
+
+    /// Rebuilds one from `floats` written as [`Self::buffers`] gives them, for a model of
+    /// `p`'s shape; `None` when the count differs.
+    pub fn from_floats(p: &DeltaNetParams, floats: &[f32]) -> Option<Self> {
+        let [conv, ssm] = p.state_floats();
+        let per_layer = conv + ssm;
+        if floats.len() != per_layer * p.recurrent_layers() {
+            return None;
+        }
+        Some(Self {
+            layers: floats.chunks_exact(per_layer).map(|l| [l[..conv].to_vec(), l[conv..].to_vec()]).collect(),
+        })
+    }
+}
+
+/// One sequence of a batch in one forward: its state (advanced in place over its new tokens),
+/// and, where `capture_after` says, a copy of the state after that many of them.
+#[derive(Debug)]
+pub struct RecurrentSeq {
+    pub state: RecurrentState,
+    /// Take a copy after this many of the sequence's new tokens (1 to `new`).
+    pub capture_after: Option<usize>,
+    /// That copy, once the forward has run.
+    pub captured: Option<RecurrentState>,
+}
+
+impl RecurrentSeq {
+    pub fn new(state: RecurrentState) -> Self {
+        Self {
+            state,
+            capture_after: None,
+            captured: None,
+        }
+    }
+}
+
+/// One gated delta net layer.
+pub(super) struct DeltaNet {
+    /// Its index among the recurrent layers (its buffers in a [`RecurrentState`]).
+    slot: usize,
+    p: DeltaNetParams,
+    /// `attn_qkv` (the convolution's input), `attn_gate` (`z`), `ssm_beta`, `ssm_alpha`.
+    proj: FusedLinear,
+    /// `ssm_conv1d`: `[channels][taps]`, host f32.
+    conv: Vec<f32>,
+    /// `ssm_dt.bias` and `ssm_a` (`-exp(A_log)`, as the converter stores it), per V head.
+    dt_bias: Vec<f32>,
+    a: Vec<f32>,
+    /// `ssm_norm`: the output's RMSNorm weights, one head's width.
+    norm: Vec<f32>,
+    out: QLinear,
+    eps: f32,
+}
+
+/// A host f32 vector of `t`'s values.
+fn host(t: &Tensor) -> Result<Vec<f32>, ModelError> {
+    Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+}
+
+impl DeltaNet {
+    /// Layer `i`'s tensors; `slot` is its index among the recurrent layers.
+    pub(super) fn load(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Self, ModelError> {
+        let p = hp
+            .recurrent
+            .clone()
+            .ok_or_else(|| OpsError::Layout(format!("layer {i} is recurrent in a model without a delta net")))?;
+        let slot = p.layers[..i].iter().filter(|&&r| r).count();
+        let d = hp.hidden;
+        let n = |s: &str| format!("blk.{i}.{s}");
+        let channels = p.conv_channels();
+        let values = p.v_heads * p.head_v;
+        let proj = FusedLinear::new(
+            vec![
+                load_2d(file, &n("attn_qkv.weight"), [channels, d], device)?,
+                load_2d(file, &n("attn_gate.weight"), [values, d], device)?,
+                load_2d(file, &n("ssm_beta.weight"), [p.v_heads, d], device)?,
+                load_2d(file, &n("ssm_alpha.weight"), [p.v_heads, d], device)?,
+            ],
+            device,
+        )?;
+        let cpu = Device::Cpu;
+        let conv_name = n("ssm_conv1d.weight");
+        let conv = file.tensor(&conv_name, &cpu)?;
+        check_shape(&conv_name, conv.shape().dims(), &[channels, p.conv_kernel])?;
+        let conv = host(&conv.dequantize(&cpu)?)?;
+        Ok(Self {
+            slot,
+            proj,
+            conv,
+            dt_bias: host(&load_vec(file, &n("ssm_dt.bias"), p.v_heads, &cpu)?)?,
+            a: host(&load_vec(file, &n("ssm_a"), p.v_heads, &cpu)?)?,
+            norm: host(&load_vec(file, &n("ssm_norm.weight"), p.head_v, &cpu)?)?,
+            out: QLinear::new(load_2d(file, &n("ssm_out.weight"), [d, values], device)?, device)?,
+            eps: hp.rms_eps as f32,
+            p,
+        })
+    }
+
+    /// The layer's output for the normed rows `h` (`[t, hidden]`, packed per `batch`), each
+    /// sequence's state advanced over its rows: `[t, hidden]`.
+    pub(super) fn forward(&self, h: &Tensor, batch: &BatchLayout, seqs: &mut [RecurrentSeq]) -> Result<Tensor, ModelError> {
+        if seqs.len() != batch.len() {
+            return Err(OpsError::Layout(format!("{} recurrent states for a batch of {}", seqs.len(), batch.len())).into());
+        }
+        let t = h.dim(0)?;
+        let parts = self.proj.forward(h)?;
+        let [qkv, z, beta, alpha] = parts.as_slice() else {
+            return Err(OpsError::Layout("the delta net's projection did not give four parts".into()).into());
+        };
+        let (qkv, z, beta, alpha) = (host(qkv)?, host(z)?, host(beta)?, host(alpha)?);
+        let (channels, values, vh) = (self.p.conv_channels(), self.p.v_heads * self.p.head_v, self.p.v_heads);
+        let mut out = vec![0f32; t * values];
+        let mut row = 0;
+        for (s, chunk) in seqs.iter_mut().zip(batch.seqs()) {
+            let r = row..row + chunk.new;
+            let rows = Rows {
+                qkv: &qkv[r.start * channels..r.end * channels],
+                z: &z[r.start * values..r.end * values],
+                beta: &beta[r.start * vh..r.end * vh],
+                alpha: &alpha[r.start * vh..r.end * vh],
+            };
+            self.run(rows, s, &mut out[r.start * values..r.end * values])?;
+            row = r.end;
+        }
+        let o = Tensor::from_vec(out, (t, values), h.device())?;
+        self.out.forward(&o)
+    }
+
+    /// One sequence's rows through the layer: the convolution, the delta rule and the gated
+    /// norm, into `out` (`[n, v_heads · head_v]`).
+    fn run(&self, rows: Rows<'_>, s: &mut RecurrentSeq, out: &mut [f32]) -> Result<(), ModelError> {
+        let p = &self.p;
+        let (channels, taps) = (p.conv_channels(), p.conv_kernel);
+        let n = rows.qkv.len() / channels;
+        if n == 0 {
+            return Ok(());
+        }
+        let capture = match s.capture_after {
+            Some(m) if (1..=n).contains(&m) => Some(m),
+            _ => None,
+        };
+        let [conv_state, ssm] = s
+            .state
+            .layers
+            .get_mut(self.slot)
+            .ok_or_else(|| OpsError::Layout(format!("a recurrent state without layer slot {}", self.slot)))?;
+        // The convolution's input: the carried rows, then this chunk's.
+        let mut input = Vec::with_capacity((taps - 1 + n) * channels);
+        input.extend_from_slice(conv_state);
+        input.extend_from_slice(rows.qkv);
+        let mut x = vec![0f32; n * channels];
+        let conv = &self.conv;
+        for_rows(&mut x, channels, 1 << 14, |i, xr| {
+            for (c, y) in xr.iter_mut().enumerate() {
+                let w = &conv[c * taps..(c + 1) * taps];
+                let acc: f32 = (0..taps).map(|j| input[(i + j) * channels + c] * w[j]).sum();
+                *y = acc / (1.0 + (-acc).exp());
+            }
+        });
+        if let Some(m) = capture {
+            let taken = s.captured.get_or_insert_with(|| RecurrentState::new(p));
+            if let Some(l) = taken.layers.get_mut(self.slot) {
+                l[0].copy_from_slice(&input[m * channels..(m + taps - 1) * channels]);
+            }
+        }
+        conv_state.copy_from_slice(&input[n * channels..]);
+        // Q and K L2-normalized per head; Q scaled.
+        let (hk, hv, kh) = (p.head_k, p.head_v, p.k_heads);
+        let q_scale = 1.0 / (hk as f32).sqrt();
+        for xr in x.chunks_exact_mut(channels) {
+            for (head, v) in xr[..2 * kh * hk].chunks_exact_mut(hk).enumerate() {
+                let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(self.eps);
+                let scale = if head < kh { q_scale / norm } else { 1.0 / norm };
+                v.iter_mut().for_each(|a| *a *= scale);
+            }
+        }
+        let vh = p.v_heads;
+        let decay: Vec<f32> = rows
+            .alpha
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| (softplus(a + self.dt_bias[i % vh]) * self.a[i % vh]).exp())
+            .collect();
+        let beta: Vec<f32> = rows.beta.iter().map(|&b| 1.0 / (1.0 + (-b).exp())).collect();
+        let values = vh * hv;
+        let mut captured_ssm = match capture {
+            Some(_) => s.captured.as_mut().and_then(|c| c.layers.get_mut(self.slot)).map(|l| &mut l[1]),
+            None => None,
+        };
+        let shared_out = SharedMut::new(out);
+        let shared_ssm = SharedMut::new(ssm);
+        let shared_cap = captured_ssm.as_mut().map(|v| SharedMut::new(v.as_mut_slice()));
+        let (x, decay, beta) = (&x, &decay, &beta);
+        for_ranges(vh, |heads| {
+            for h in heads {
+                // SAFETY: each V head's state, captured state and output segments are its own.
+                let st = unsafe { shared_ssm.part(h * hv * hk, hv * hk) };
+                let kh_i = h % kh;
+                for i in 0..n {
+                    let xr = &x[i * channels..(i + 1) * channels];
+                    let q = &xr[kh_i * hk..(kh_i + 1) * hk];
+                    let k = &xr[(kh + kh_i) * hk..(kh + kh_i + 1) * hk];
+                    let v = &xr[2 * kh * hk + h * hv..2 * kh * hk + (h + 1) * hv];
+                    let (g, b) = (decay[i * vh + h], beta[i * vh + h]);
+                    let o = unsafe { shared_out.part(i * values + h * hv, hv) };
+                    for (j, sr) in st.chunks_exact_mut(hk).enumerate() {
+                        let mut kv = 0f32;
+                        for (a, &kk) in sr.iter_mut().zip(k) {
+                            *a *= g;
+                            kv += *a * kk;
+                        }
+                        let d = (v[j] - kv) * b;
+                        let mut acc = 0f32;
+                        for ((a, &kk), &qq) in sr.iter_mut().zip(k).zip(q) {
+                            *a += d * kk;
+                            acc += *a * qq;
+                        }
+                        o[j] = acc;
+                    }
+                    if capture == Some(i + 1) {
+                        if let Some(c) = &shared_cap {
+                            unsafe { c.part(h * hv * hk, hv * hk) }.copy_from_slice(st);
+                        }
+                    }
+                }
+            }
+        });
+        drop((shared_out, shared_cap));
+        // RMSNorm per head, times SiLU(z).
+        for (o, z) in out.chunks_exact_mut(hv).zip(rows.z.chunks_exact(hv)) {
+            let ms = o.iter().map(|a| a * a).sum::<f32>() / hv as f32;
+            let r = 1.0 / (ms + self.eps).sqrt();
+            for ((a, &w), &g) in o.iter_mut().zip(&self.norm).zip(z) {
+                *a = *a * r * w * (g / (1.0 + (-g).exp()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One sequence's projected rows.
+struct Rows<'a> {
+    qkv: &'a [f32],
+    z: &'a [f32],
+    beta: &'a [f32],
+    alpha: &'a [f32],
+}
+
+/// `ln(1 + eˣ)`, as ggml's: `x` itself above 20.
+fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
+}
