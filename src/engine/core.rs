@@ -18,12 +18,13 @@ use std::time::{Duration, Instant};
 use super::disk::{DiskSettings, DiskTier};
 use super::scheduler::{Ending, Scheduler};
 use super::sequence::{LastEvent, Sampled, Sequence};
+use super::states::{capture_point, StateCache};
 use super::stats::{EngineStats, RequestCounters};
 use super::{EngineError, Event, GenerateParams, GenerateRequest, GenerationReport, Histogram, RequestId, Submission};
 use crate::config::{CacheSettings, EngineSettings};
 use crate::kv::{CacheStats, KvCacheConfig, KvCacheManager, PrefixMatch};
 use crate::model::grammar::Constraint;
-use crate::model::{LoadedModel, Logits, ModelError};
+use crate::model::{LoadedModel, Logits, ModelError, RecurrentSeq};
 use crate::ops::{BatchLayout, PagedLayout, SeqChunk};
 use crate::persist::{fingerprint, kv_layout, CacheJob, ConversationId, ConversationStore, TurnText};
 use crate::runtime::{memory_split, size_pools, KvMemory, MemorySplit, PoolSizes};
@@ -95,6 +96,8 @@ pub struct Engine {
     published: Option<Arc<Mutex<EngineStats>>>,
     /// Conversations and cache files; `None` until [`Engine::with_disk`].
     disk: Option<DiskTier>,
+    /// A model with recurrent layers: copies of its state where cached prefixes may end.
+    states: Option<StateCache>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -152,7 +155,14 @@ impl Engine {
             cache.block_size,
             layout.block_bytes() / 1024
         );
+        // Copies of a recurrent model's state: a quarter of the host tier's bytes, and room for
+        // at least 16.
+        let states = model.transformer.recurrent_state().map(|fresh| {
+            let budget = (sizes.host_blocks as u64 * layout.block_bytes() / 4).max(16 * fresh.bytes() as u64) as usize;
+            StateCache::new(budget)
+        });
         Ok(Self {
+            states,
             model: Arc::new(model),
             kv,
             memory,
@@ -329,9 +339,39 @@ impl Engine {
         found
     }
 
+    /// A recurrent model's request `id`, just admitted: its state where its cached prefix ends
+    /// (the state before any token, or the copy kept at that block).
+    fn restore_state(&mut self, id: RequestId) -> Result<(), EngineError> {
+        let Some(cache) = self.states.as_mut() else {
+            return Ok(());
+        };
+        let Some(s) = self.scheduler.running_mut(id) else {
+            return Ok(());
+        };
+        s.captured.clear();
+        s.snapshot = None;
+        s.recurrent = if s.computed == 0 {
+            self.model.transformer.recurrent_state()
+        } else {
+            let end = s.seq.and_then(|seq| self.kv.chain_end(seq));
+            match end {
+                Some((n, hash)) if n == s.computed => cache.get(hash),
+                _ => None,
+            }
+        };
+        if s.recurrent.is_none() {
+            return Err(EngineError::Step(format!("{id}: no recurrent state where its cached prefix ends ({} tokens)", s.computed)));
+        }
+        Ok(())
+    }
+
     /// Ends a request that left the scheduler (its blocks already freed);
     /// its last event waits in the outbox for [`Self::flush`].
-    fn end(&mut self, s: Sequence, how: Ending) {
+    fn end(&mut self, mut s: Sequence, how: Ending) {
+        // Its last copy of the recurrent state, for the next turn.
+        if let (Some(cache), Some((hash, state))) = (self.states.as_mut(), s.snapshot.take()) {
+            cache.insert(hash, state);
+        }
         let c = &mut self.counters;
         let last = match how {
             Ending::Stop(stop) => {
@@ -412,8 +452,18 @@ impl Engine {
                 s.disk_tokens = s.disk_tokens.max(read);
             }
         }
-        let mut out = self.scheduler.schedule(&mut self.kv);
+        let states = &self.states;
+        let ends = |h| states.as_ref().is_none_or(|c| c.contains(h));
+        let mut out = self.scheduler.schedule(&mut self.kv, &ends);
         self.counters.requests.preemptions += out.preempted.len() as u64;
+        for id in out.admitted.clone() {
+            if let Err(e) = self.restore_state(id) {
+                out.drop_request(id);
+                if let Some(s) = self.scheduler.remove(id, &mut self.kv) {
+                    self.end(s, Ending::Error(e));
+                }
+            }
+        }
         for (s, how) in std::mem::take(&mut out.ended) {
             self.end(s, how);
         }
@@ -516,6 +566,19 @@ impl Engine {
             return Some(Ending::Error(e));
         }
         s.computed += n;
+        // The copies of the recurrent state the forward took, where their blocks are now in the
+        // trie: the latest is kept; when the prompt is done, each goes to the cache (the one
+        // before its last token for a request that sends it again, the one at its end for one
+        // that extends it).
+        let prompt_done = s.remaining() == 0 && s.ttft().is_none();
+        for (at, state) in std::mem::take(&mut s.captured) {
+            if let Some(hash) = self.kv.block_hash_at(seq, at) {
+                if let (true, Some(cache)) = (prompt_done, self.states.as_mut()) {
+                    cache.insert(hash, state.clone());
+                }
+                s.snapshot = Some((hash, state));
+            }
+        }
         if s.remaining() > 0 {
             return None; // a prompt chunk; the prompt goes on next step
         }
@@ -555,6 +618,18 @@ impl Engine {
     /// One forward over `chunks` of the running requests; per chunk, in chunk order, the logits
     /// of its last token, or of every token of a chunk whose prompt is being scored.
     fn forward(&mut self, chunks: &[(RequestId, usize)]) -> Result<Vec<Vec<Vec<f32>>>, EngineError> {
+        let mut states = self.take_states(chunks)?;
+        let out = self.forward_chunks(chunks, &mut states);
+        self.put_states(chunks, states);
+        out
+    }
+
+    /// [`Self::forward`] with the recurrent states taken out.
+    fn forward_chunks(
+        &mut self,
+        chunks: &[(RequestId, usize)],
+        states: &mut [RecurrentSeq],
+    ) -> Result<Vec<Vec<Vec<f32>>>, EngineError> {
         let mut tokens = Vec::new();
         let mut layout = Vec::with_capacity(chunks.len());
         let mut tables = Vec::with_capacity(chunks.len());
@@ -587,9 +662,58 @@ impl Engine {
         } else {
             Logits::Rows(rows)
         };
-        let logits = self.model.transformer.forward(&tokens, &batch, store.as_mut(), which)?;
+        let logits = self.model.transformer.forward_with(&tokens, &batch, store.as_mut(), states, which)?;
         let mut all = logits.to_vec2::<f32>().map_err(ModelError::from)?.into_iter();
         Ok(per_chunk.into_iter().map(|k| all.by_ref().take(k).collect()).collect())
+    }
+
+    /// A recurrent model's states for the forward over `chunks`, taken out of their requests,
+    /// each to copy at the chunk's last block boundary; none for other models.
+    fn take_states(&mut self, chunks: &[(RequestId, usize)]) -> Result<Vec<RecurrentSeq>, EngineError> {
+        if self.states.is_none() {
+            return Ok(Vec::new());
+        }
+        let bs = self.kv.config().block_size;
+        let mut out = Vec::with_capacity(chunks.len());
+        for &(id, n) in chunks {
+            let Some(state) = self.scheduler.running_mut(id).and_then(|s| s.recurrent.take()) else {
+                self.put_states(&chunks[..out.len()], out);
+                return Err(EngineError::Step(format!("{id} runs without its recurrent state")));
+            };
+            // The last chunk of a first prompt copies before its last token: a request that
+            // sends the same prompt again recomputes that one (a cached prefix leaves at least
+            // one token to run), so its prefix ends a block earlier where the prompt's length
+            // is a multiple of the block.
+            let (computed, upto) = match self.scheduler.running(id) {
+                Some(s) if s.remaining() == n && s.ttft().is_none() => (s.computed, n - 1),
+                Some(s) => (s.computed, n),
+                None => (0, n),
+            };
+            let mut r = RecurrentSeq::new(state);
+            // (A boundary at the chunk's end is the state after it: `put_states` keeps that.)
+            r.capture_after = capture_point(computed, upto, bs).filter(|&m| m < n);
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    /// Puts the states of [`Self::take_states`] back, with the copies the forward took and,
+    /// where a chunk ends a block, the state after it.
+    fn put_states(&mut self, chunks: &[(RequestId, usize)], states: Vec<RecurrentSeq>) {
+        let bs = self.kv.config().block_size;
+        for (&(id, n), r) in chunks.iter().zip(states) {
+            if let Some(s) = self.scheduler.running_mut(id) {
+                s.captured.clear();
+                if let (Some(m), Some(c)) = (r.capture_after, r.captured) {
+                    s.captured.push((s.computed + m, c));
+                }
+                let end = s.computed + n;
+                if end.is_multiple_of(bs) {
+                    s.captured.push((end, r.state.clone()));
+                }
+                s.recurrent = Some(r.state);
+            }
+        }
     }
 
     /// Runs one request to completion on this thread, streaming its text to

@@ -36,6 +36,7 @@ mod launch;
 mod request;
 mod scheduler;
 mod sequence;
+mod states;
 mod stats;
 mod stop;
 
@@ -49,6 +50,7 @@ pub use request::{
     MAX_TOP_LOGPROBS,
 };
 pub use scheduler::Scheduler;
+pub use states::StateCache;
 pub use stats::{EngineStats, Histogram, RequestCounters, TOKENS_PER_SECOND_BUCKETS, TTFT_BUCKETS};
 
 // The data front-ends show and send, re-exported so that `gui` and `server` need nothing but

@@ -34,7 +34,7 @@ use std::time::Instant;
 use super::sequence::Sequence;
 use super::{EngineError, RequestId, StopReason};
 use crate::config::EngineSettings;
-use crate::kv::{CopyPlan, KvCacheManager, KvError, SeqId};
+use crate::kv::{BlockHash, CopyPlan, KvCacheManager, KvError, SeqId};
 
 /// How a request left the scheduler without finishing a step.
 #[derive(Debug)]
@@ -154,7 +154,9 @@ impl Scheduler {
 
     /// Decides the next step (see the module docs), making the cache manager's allocations; the
     /// copies they need come back in [`SchedulerOutput::plans`] for the engine to run.
-    pub(crate) fn schedule(&mut self, kv: &mut KvCacheManager) -> SchedulerOutput {
+    /// A cached prefix may end only at blocks `ends` accepts (every block, unless the model has
+    /// recurrent layers: `engine::states`).
+    pub(crate) fn schedule(&mut self, kv: &mut KvCacheManager, ends: &dyn Fn(BlockHash) -> bool) -> SchedulerOutput {
         let mut out = SchedulerOutput::default();
         self.reap_abandoned(kv, &mut out);
         let mut budget = self.cfg.max_batch_tokens;
@@ -184,7 +186,7 @@ impl Scheduler {
             }
         }
         if out.preempted.is_empty() {
-            self.admit(&mut budget, kv, &mut out);
+            self.admit(&mut budget, kv, ends, &mut out);
         }
         out
     }
@@ -261,7 +263,7 @@ impl Scheduler {
     }
 
     /// Admits waiting requests while there is budget, room and blocks.
-    fn admit(&mut self, budget: &mut usize, kv: &mut KvCacheManager, out: &mut SchedulerOutput) {
+    fn admit(&mut self, budget: &mut usize, kv: &mut KvCacheManager, ends: &dyn Fn(BlockHash) -> bool, out: &mut SchedulerOutput) {
         let bs = kv.config().block_size;
         let capacity = kv.config().device_blocks;
         while *budget > 0 && self.running.len() < self.cfg.max_running {
@@ -281,7 +283,7 @@ impl Scheduler {
             }
             let seq = SeqId(self.next_seq);
             let t = Instant::now();
-            let started = kv.start_reusing(seq, &front.tokens, front.params.prompt_logprobs.is_none());
+            let started = kv.start_at(seq, &front.tokens, front.params.prompt_logprobs.is_none(), ends);
             front.bookkeeping += t.elapsed();
             let mut start = match started {
                 Ok(start) => start,

@@ -19,7 +19,8 @@ use super::{
     EngineError, Event, GenerateParams, GenerationReport, GrammarDelay, RequestId, StopReason, Submission, TokenLogprob,
     MAX_TOP_LOGPROBS,
 };
-use crate::kv::{PrefixMatch, SeqId};
+use crate::kv::{BlockHash, PrefixMatch, SeqId};
+use crate::model::RecurrentState;
 use crate::model::sampling::Sampler;
 use crate::model::grammar::Constraint;
 use crate::model::tokenizer::{Detokenizer, Tokenizer};
@@ -67,6 +68,15 @@ pub(crate) struct Sequence {
     pub(crate) save: Option<super::SaveTo>,
     /// Prompt tokens the engine read from the disk tier for this request's admission.
     pub(crate) disk_tokens: usize,
+    /// A model with recurrent layers: the state after `computed` tokens (set at each
+    /// admission, advanced by each forward).
+    pub(crate) recurrent: Option<RecurrentState>,
+    /// The copies of that state the last forward took at block boundaries, by the tokens each
+    /// covers, until their blocks are committed.
+    pub(crate) captured: Vec<(usize, RecurrentState)>,
+    /// The latest copy at a committed block boundary, by that block's hash: kept for later
+    /// requests when the prompt is done and when the request ends (`engine::states`).
+    pub(crate) snapshot: Option<(BlockHash, RecurrentState)>,
 }
 
 /// A request's last event, held until the engine has published the stats
@@ -108,6 +118,9 @@ impl Sequence {
             prompt_len: request.prompt.len(),
             tokens: request.prompt,
             computed: 0,
+            recurrent: None,
+            captured: Vec::new(),
+            snapshot: None,
             sampler: Sampler::new(request.params.sampling.clone()),
             grammar_waits: request
                 .params

@@ -30,7 +30,7 @@ use super::seq::{Chain, SeqState};
 use super::stats::Counters;
 use super::trie::{Lookup, NodeId, PrefixTrie};
 use super::{
-    hash_block, BlockHasher, BlockId, BlockPool, CacheStats, CopyPlan, KvCacheConfig, KvError, PrefixMatch, SeqId,
+    hash_block, BlockHash, BlockHasher, BlockId, BlockPool, CacheStats, CopyPlan, KvCacheConfig, KvError, PrefixMatch, SeqId,
     SeqStart, Tier, TierStats,
 };
 
@@ -126,6 +126,19 @@ impl KvCacheManager {
     /// fresh and every token is computed), though the blocks enter the trie as usual when
     /// committed: a request that needs the logits of every prompt position.
     pub fn start_reusing(&mut self, seq: SeqId, prompt: &[u32], reuse: bool) -> Result<SeqStart, KvError> {
+        self.start_at(seq, prompt, reuse, &|_| true)
+    }
+
+    /// [`Self::start_reusing`], where the cached prefix may end only at a block whose hash
+    /// `ends` accepts (the longest such; none: no prefix): a model with recurrent layers takes
+    /// a prefix only where a copy of its state was kept (`engine::states`).
+    pub fn start_at(
+        &mut self,
+        seq: SeqId,
+        prompt: &[u32],
+        reuse: bool,
+        ends: &dyn Fn(BlockHash) -> bool,
+    ) -> Result<SeqStart, KvError> {
         if self.seqs.contains_key(&seq) {
             return Err(KvError::DuplicateSeq(seq));
         }
@@ -134,13 +147,18 @@ impl KvCacheManager {
         }
         let bs = self.cfg.block_size;
         let matched = if reuse { self.match_path(prompt) } else { Vec::new() };
-        let path: Vec<(NodeId, Option<BlockId>, Option<BlockId>)> = matched
+        let mut path: Vec<(NodeId, Option<BlockId>, Option<BlockId>)> = matched
             .into_iter()
             .map_while(|id| {
                 let n = self.trie.get(id)?;
                 (n.device.is_some() || n.host.is_some()).then_some((id, n.device, n.host))
             })
             .collect();
+        let usable = path
+            .iter()
+            .rposition(|&(id, _, _)| self.trie.get(id).is_some_and(|n| ends(n.hash)))
+            .map_or(0, |i| i + 1);
+        path.truncate(usable);
         let host_hits = path.iter().filter(|p| p.1.is_none()).count();
         let unreferenced_device_hits = path
             .iter()
@@ -221,6 +239,33 @@ impl KvCacheManager {
             hit,
             plan,
         })
+    }
+
+    /// Where `seq`'s cached chain ends: the tokens up to the end of its last full block in the
+    /// trie, and that block's hash; `None` before its first full block, without prefix caching,
+    /// or once its chain has left the trie.
+    pub fn chain_end(&self, seq: SeqId) -> Option<(usize, BlockHash)> {
+        let st = self.seqs.get(&seq)?;
+        match st.chain {
+            Chain::Node(id) => self.trie.get(id).map(|n| (st.committed - st.partial.len(), n.hash)),
+            Chain::Root | Chain::Broken => None,
+        }
+    }
+
+    /// The hash of `seq`'s cached block that ends after `tokens` tokens (a multiple of the
+    /// block size, within its chain); `None` where its chain does not reach that far.
+    pub fn block_hash_at(&self, seq: SeqId, tokens: usize) -> Option<BlockHash> {
+        let st = self.seqs.get(&seq)?;
+        let Chain::Node(mut id) = st.chain else {
+            return None;
+        };
+        let bs = self.cfg.block_size;
+        let mut end = st.committed - st.partial.len();
+        while end > tokens {
+            id = self.trie.get(id)?.parent?;
+            end -= bs;
+        }
+        (end == tokens).then(|| self.trie.get(id).map(|n| n.hash)).flatten()
     }
 
     /// Makes room for `n` more tokens of `seq` beyond those already reserved (e.g. each decode
