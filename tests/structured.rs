@@ -932,6 +932,30 @@ async fn a_glm47_flash_forced_call_is_written_compactly_and_comes_back() {
     assert!(cached > first_prompt, "the cache holds into the call as written ({cached} of {first_prompt}): {v}");
 }
 
+/// Qwen3.5's template (llama.cpp's copy) on a tiny `qwen35` file (gated delta net layers): a
+/// forced call is Qwen3-Coder's XML and comes back through the API as the call; the agent's next
+/// request renders the call back as the model wrote it, and the cache holds past the first
+/// prompt: the recurrent layers' state was kept at a block boundary inside the call. (Through
+/// the API with thinking off, as GLM-4.7-Flash's: its prompt otherwise opens the reasoning.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_qwen35_forced_call_comes_back_and_the_next_request_holds_the_cache() {
+    let template = include_str!("../src/model/chat/fixtures/qwen3.5-4b.jinja");
+    let spec = TinyModelSpec::tiny(Family::Qwen35, WeightType::Q8_0);
+    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::QwenXml { seed: false }).await;
+    assert!(reply.text.starts_with("<tool_call>\n<function=get_weather>\n<parameter=city>\n"), "{:?}", reply.text);
+
+    let no_thinking = json!({"enable_thinking": false});
+    let (_, v, call) = forced_call_over_api(&s, Some(&no_thinking)).await;
+    let first_prompt = v["usage"]["prompt_tokens"].as_u64().unwrap();
+    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
+    let mut second = next_turn(&user, &call, "sunny", &json!([weather_tool()]));
+    second["chat_template_kwargs"] = no_thinking;
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &second).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    assert!(cached > first_prompt, "the cache holds into the call as written ({cached} of {first_prompt}): {v}");
+}
+
 /// Seed-OSS's template (llama.cpp's copy, the tiny vocabulary's own) on a tiny Seed-OSS file: a
 /// forced call is Qwen3-Coder's XML inside `<seed:tool_call>` (its special tokens kept as text),
 /// and comes back through the API as the call, whole and streamed; the agent's next request

@@ -284,7 +284,6 @@ impl DeltaNet {
                 }
             }
         });
-        drop((shared_out, shared_cap));
         // RMSNorm per head, times SiLU(z).
         for (o, z) in out.chunks_exact_mut(hv).zip(rows.z.chunks_exact(hv)) {
             let ms = o.iter().map(|a| a * a).sum::<f32>() / hv as f32;

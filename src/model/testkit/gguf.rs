@@ -848,9 +848,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     }
     if let (Family::Qwen35, Some(t)) = (spec.family, &spec.delta_net) {
         tensors.extend(qwen35::tensors(spec, t, &mut rng)?);
-        let mut md = qwen35::metadata(spec, t);
-        md.extend(spec.vocab.metadata.iter().cloned());
-        return write_gguf_file(path, &md, &tensors);
+        return write_gguf_file(path, &[qwen35::metadata(spec, t), spec.vocab.metadata.clone()].concat(), &tensors);
     }
     if let (Family::DeepSeek2, Some(m)) = (spec.family, &spec.mla) {
         tensors.extend(deepseek2::tensors(spec, m, &mut rng, &mut moe_rng)?);

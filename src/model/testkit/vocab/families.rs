@@ -175,7 +175,7 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
             chat_template: GLM4_TEMPLATE,
         },
         "seed-coder" => SEED_CODER,
-        "qwen2" => Gpt2Family {
+        "qwen2" | "qwen35" => Gpt2Family {
             added: &[
                 ("<|endoftext|>", true),
                 ("<|im_start|>", true),
