@@ -27,6 +27,7 @@ pub(crate) const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}
 /// Qwen2's split (llama.cpp `LLAMA_VOCAB_PRE_TYPE_QWEN2`): the Llama 3 one with single digits.
 pub(crate) const QWEN2_REGEX: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
 /// Qwen3.5's split (llama.cpp `LLAMA_VOCAB_PRE_TYPE_QWEN35`): Qwen2's with combining marks
 /// (`\p{M}`) kept in words, as its `tokenizer.json` writes it.
 pub(crate) const QWEN35_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -230,6 +231,16 @@ mod tests {
         // Seed-Coder: single digits, contractions, punctuation without its line break.
         assert_eq!(PreKind::from_gguf(Some("seed-coder")), PreKind::SeedCoder);
         assert_eq!(split(PreKind::SeedCoder, "I'M 123;\n"), ["I", "'M", "Ġ", "1", "2", "3", ";", "Ċ"]);
+    }
+
+    /// Qwen3.5 keeps a word's combining marks in it (Devanagari's vowel signs and virama, which
+    /// no normalization composes); Qwen2's split leaves them apart.
+    #[test]
+    fn qwen35_keeps_combining_marks_in_words() {
+        assert_eq!(PreKind::from_gguf(Some("qwen35")), PreKind::Qwen35);
+        assert_eq!(split(PreKind::Qwen35, "हिन्दी ok").len(), 2);
+        assert!(split(PreKind::Qwen2, "हिन्दी ok").len() > 2);
+        assert_eq!(split(PreKind::Qwen35, "12 x"), ["1", "2", "Ġx"]);
     }
 
     #[test]
