@@ -98,12 +98,15 @@ fn models(dir: &std::path::Path) -> Vec<(String, TinyModelSpec, std::path::PathB
 /// A tiny model of every family with `weights`, written into `dir`. Gemma 3's layer 0 has an
 /// 8-token sliding window, so every prompt here crosses it (cached prefixes included).
 fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyModelSpec, std::path::PathBuf)> {
-    Family::ALL
+    // Every family, and Qwen3.5's MoE files (recurrent layers with experts).
+    let specs = Family::ALL
         .into_iter()
-        .map(|family| {
-            let spec = TinyModelSpec::tiny(family, weights);
-            let path = write_tiny(dir, &spec, &format!("{family:?}-{weights:?}.gguf"));
-            (format!("{family:?} {weights:?}"), spec, path)
+        .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
+        .chain([("Qwen35Moe".to_string(), TinyModelSpec::qwen35_moe(weights))]);
+    specs
+        .map(|(name, spec)| {
+            let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));
+            (format!("{name} {weights:?}"), spec, path)
         })
         .collect()
 }

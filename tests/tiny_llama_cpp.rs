@@ -274,6 +274,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // rotated in M-RoPE sections; and in f32, where the recurrence must agree to rounding.
         ("tiny-qwen35-q8_0.gguf", TinyModelSpec::tiny(Family::Qwen35, WeightType::Q8_0)),
         ("tiny-qwen35-f32.gguf", TinyModelSpec::tiny(Family::Qwen35, WeightType::F32)),
+        // Its MoE files (`qwen35moe`): 4 experts (2 per token, softmax, renormalized) beside a
+        // shared expert whose output a sigmoid gates.
+        ("tiny-qwen35moe-q8_0.gguf", TinyModelSpec::qwen35_moe(WeightType::Q8_0)),
+        ("tiny-qwen35moe-f32.gguf", TinyModelSpec::qwen35_moe(WeightType::F32)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)
         // routed by softmax with a selection bias, beside a shared expert.
         ("tiny-ernie4_5-moe-q8_0.gguf", TinyModelSpec::ernie45_moe(WeightType::Q8_0)),

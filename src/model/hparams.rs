@@ -158,7 +158,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "qwen35moe", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,9 +210,11 @@ pub enum Family {
     /// Seed-OSS (36B): Llama's layer with q/k/v biases, NeoX rope; the MLP's norm stored under
     /// Hugging Face's name for it (`post_attention_norm`).
     SeedOss,
-    /// Qwen3.5 and Qwen3.6 (dense: 0.8B to 27B): three of every four layers a gated delta net
-    /// ([`DeltaNetParams`]: linear attention whose state the cache keeps per sequence), the
-    /// fourth Qwen3's attention with an output gate and a quarter of each head rotated.
+    /// Qwen3.5 and Qwen3.6 (dense: 0.8B to 27B; `qwen35moe`: 35B-A3B to 397B-A17B): three of
+    /// every four layers a gated delta net ([`DeltaNetParams`]: linear attention whose state the
+    /// cache keeps per sequence), the fourth Qwen3's attention with an output gate and a quarter
+    /// of each head rotated; the MoE files' experts beside a shared expert whose output a
+    /// sigmoid gates.
     Qwen35,
 }
 
@@ -267,7 +269,7 @@ impl Family {
             // YaRN's magnitude aside.
             "deepseek2" | "mistral4" => Ok(Self::DeepSeek2),
             "seed_oss" => Ok(Self::SeedOss),
-            "qwen35" => Ok(Self::Qwen35),
+            "qwen35" | "qwen35moe" => Ok(Self::Qwen35),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -709,6 +711,9 @@ pub struct MoeParams {
     pub layer_step: usize,
     /// gpt-oss: the router and every expert have biases (required).
     pub biases: bool,
+    /// Qwen3.5: the shared expert's output is multiplied by the sigmoid of one score per token
+    /// (`ffn_gate_inp_shexp`, required).
+    pub shared_gate: bool,
 }
 
 /// A router's gating function (llama.cpp's `llama_expert_gating_func_type`).
@@ -1384,8 +1389,8 @@ fn moe_params(
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let experts = match family {
         Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => md_usize(md, &key("expert_count"))?,
-        // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's MoE files.
-        Family::Llama | Family::Gemma4 | Family::Ernie45 => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
+        // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's and Qwen3.5's MoE files.
+        Family::Llama | Family::Gemma4 | Family::Ernie45 | Family::Qwen35 => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
         Family::Mistral3
         | Family::SmolLM3
         | Family::Granite
@@ -1422,7 +1427,7 @@ fn moe_params(
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
-                Family::Qwen3Moe | Family::Glm4Moe => ffn / experts_used,
+                Family::Qwen3Moe | Family::Glm4Moe | Family::Qwen35 => ffn / experts_used,
                 _ => ffn,
             }
         }
@@ -1479,6 +1484,7 @@ fn moe_params(
         dense_leading,
         layer_step,
         biases: gpt_oss,
+        shared_gate: family == Family::Qwen35,
     }))
 }
 
@@ -1496,6 +1502,15 @@ fn moe_layers(
     let leading = || -> Result<usize, ModelError> { Ok(md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0)) };
     Ok(match family {
         Family::Glm4Moe | Family::DeepSeek2 => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
+        // Qwen3.5's MoE files: a shared expert of `expert_shared_feed_forward_length`, else of
+        // `feed_forward_length` (llama.cpp's fallback), in every layer.
+        Family::Qwen35 => {
+            let shared = match md_opt_usize(md, &key("expert_shared_feed_forward_length"))? {
+                Some(f) => f,
+                None => md_usize(md, &key("feed_forward_length"))?,
+            };
+            (shared, 0, 1)
+        }
         Family::Ernie45 => {
             let step = md_usize(md, &key("interleave_moe_layer_step"))?;
             if step == 0 {

@@ -80,6 +80,8 @@ pub struct MoeMlp {
     routing: Routing,
     /// GLM-4.5: an MLP every token runs, added to the routed experts' sum.
     shared: Option<Expert>,
+    /// Qwen3.5: `[hidden, 1]`, the score whose sigmoid multiplies the shared expert's output.
+    shared_gate: Option<Tensor>,
 }
 
 /// How router scores become each token's experts and weights (see the module docs).
@@ -264,6 +266,10 @@ impl MoeMlp {
                 bias: None,
             });
         }
+        if p.shared_gate {
+            let w = super::transformer::load_vec(file, &n("ffn_gate_inp_shexp.weight"), hidden, device)?;
+            moe.shared_gate = Some(w.reshape((hidden, 1))?);
+        }
         Ok(moe)
     }
 
@@ -285,6 +291,7 @@ impl MoeMlp {
             experts,
             routing,
             shared: None,
+            shared_gate: None,
         })
     }
 
@@ -314,7 +321,12 @@ impl MoeMlp {
         match &self.shared {
             Some(e) => {
                 let gu = e.gate_up.forward(h)?;
-                Ok((routed + e.down.forward(&glu::gated(&gu[0], &gu[1], act)?)?)?)
+                let out = e.down.forward(&glu::gated(&gu[0], &gu[1], act)?)?;
+                let out = match &self.shared_gate {
+                    Some(w) => out.broadcast_mul(&candle_nn::ops::sigmoid(&h.matmul(w)?)?)?,
+                    None => out,
+                };
+                Ok((routed + out)?)
             }
             None => Ok(routed),
         }

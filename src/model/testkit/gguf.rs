@@ -268,6 +268,22 @@ impl TinyModelSpec {
         }
     }
 
+    /// Qwen3.5's MoE files (`qwen35moe`): the tiny Qwen3.5's layers with 4 experts (2 per
+    /// token) beside a gated shared expert of their width.
+    pub fn qwen35_moe(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("qwen35moe"),
+            ffn: 128,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            seed: 12,
+            ..Self::tiny(Family::Qwen35, weight_type)
+        }
+    }
+
     /// Qwen2-VL's and Qwen2.5-VL's language model (`qwen2vl`): Qwen2's layer under its own
     /// architecture, with M-RoPE sections (8, 12 and 12 of the head's 32 pairs).
     pub fn qwen2vl(weight_type: WeightType) -> Self {
@@ -518,10 +534,15 @@ impl TinyModelSpec {
         if let Some(t) = &self.delta_net {
             let (d, hd) = (self.hidden, self.head_dim);
             let attn = d * self.heads * hd * 3 + 2 * d * self.kv_heads * hd + 2 * hd;
+            // The MoE files: router and experts, a shared expert and its gate.
+            let mlp = match self.moe {
+                Some(m) => m.experts * (3 * d * self.ffn + d) + 3 * d * self.ffn + d,
+                None => 3 * d * self.ffn,
+            };
             let layers: usize = (0..self.layers)
                 .map(|i| {
                     let mixer = if (i + 1) % t.attention_every == 0 { attn } else { t.parameter_count(d) };
-                    mixer + 2 * d + 3 * d * self.ffn
+                    mixer + 2 * d + mlp
                 })
                 .sum();
             return self.vocab.size * d + out + d + layers;
@@ -663,7 +684,7 @@ fn gpt_oss_expert_biases(
 
 /// Layer `layer`'s router (f32, as real files store it) and stacked experts: expert 0 is
 /// `dense` (gate, up, down), the others new or copies of it.
-fn moe_tensors(
+pub(super) fn moe_tensors(
     layer: usize,
     d: usize,
     f: usize,
@@ -847,7 +868,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         return write_gguf_file(path, &md, &tensors);
     }
     if let (Family::Qwen35, Some(t)) = (spec.family, &spec.delta_net) {
-        tensors.extend(qwen35::tensors(spec, t, &mut rng)?);
+        tensors.extend(qwen35::tensors(spec, t, &mut rng, &mut moe_rng)?);
         return write_gguf_file(path, &[qwen35::metadata(spec, t), spec.vocab.metadata.clone()].concat(), &tensors);
     }
     if let (Family::DeepSeek2, Some(m)) = (spec.family, &spec.mla) {

@@ -11,7 +11,7 @@ use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
-use super::gguf::{Rand, TinyModelSpec};
+use super::gguf::{moe_tensors, Rand, TinyModelSpec};
 use crate::model::ModelError;
 
 /// What a `qwen35` file has beyond the spec's common fields.
@@ -57,11 +57,12 @@ impl TinyDeltaNet {
 /// The file's metadata (the vocabulary's aside).
 pub(super) fn metadata(spec: &TinyModelSpec, t: &TinyDeltaNet) -> Vec<(String, Value)> {
     let u32v = |x: usize| Value::U32(x as u32);
-    let k = |s: &str| format!("qwen35.{s}");
+    let arch = spec.arch.unwrap_or("qwen35");
+    let k = |s: &str| format!("{arch}.{s}");
     let rope_dims = spec.rope_dims.unwrap_or(spec.head_dim);
     let mut md = vec![
-        ("general.architecture".into(), Value::String("qwen35".into())),
-        ("general.name".into(), Value::String("hearth-tiny-qwen35".into())),
+        ("general.architecture".into(), Value::String(arch.into())),
+        ("general.name".into(), Value::String(format!("hearth-tiny-{arch}"))),
         (k("context_length"), u32v(spec.context_length)),
         (k("embedding_length"), u32v(spec.hidden)),
         (k("block_count"), u32v(spec.layers)),
@@ -81,6 +82,12 @@ pub(super) fn metadata(spec: &TinyModelSpec, t: &TinyDeltaNet) -> Vec<(String, V
         (k("ssm.group_count"), u32v(t.k_heads)),
         (k("vocab_size"), u32v(spec.vocab.size)),
     ];
+    if let Some(m) = spec.moe {
+        md.push((k("expert_count"), u32v(m.experts)));
+        md.push((k("expert_used_count"), u32v(m.used)));
+        md.push((k("expert_feed_forward_length"), u32v(spec.ffn)));
+        md.push((k("expert_shared_feed_forward_length"), u32v(spec.ffn)));
+    }
     if let Some(sections) = spec.rope_sections {
         let v = sections.iter().map(|&n| Value::I32(n as i32)).collect();
         md.push((k("rope.dimension_sections"), Value::Array(v)));
@@ -89,7 +96,12 @@ pub(super) fn metadata(spec: &TinyModelSpec, t: &TinyDeltaNet) -> Vec<(String, V
 }
 
 /// Every layer's tensors (the embedding, output and final norm aside).
-pub(super) fn tensors(spec: &TinyModelSpec, t: &TinyDeltaNet, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+pub(super) fn tensors(
+    spec: &TinyModelSpec,
+    t: &TinyDeltaNet,
+    rng: &mut Rand,
+    moe_rng: &mut Rand,
+) -> Result<Vec<(String, QTensor)>, ModelError> {
     let cpu = Device::Cpu;
     let wt = spec.weight_type.ggml();
     let (d, hd) = (spec.hidden, spec.head_dim);
@@ -128,8 +140,24 @@ pub(super) fn tensors(spec: &TinyModelSpec, t: &TinyDeltaNet, rng: &mut Rand) ->
             out.push(f32s(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1), &[hd])?);
         }
         out.push(f32s(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1), &[d])?);
-        for (name, rows, cols) in [("ffn_gate", spec.ffn, d), ("ffn_up", spec.ffn, d), ("ffn_down", d, spec.ffn)] {
-            out.push(mat(n(&format!("{name}.weight")), rows, cols, 1.0, rng)?);
+        let f = spec.ffn;
+        let shapes = [("ffn_gate", f, d), ("ffn_up", f, d), ("ffn_down", d, f)];
+        match spec.moe {
+            // The MoE files: a router and experts (the first is the dense MLP the same stream
+            // gives), a shared expert and its gate's scores.
+            Some(m) => {
+                let dense = shapes.iter().map(|&(_, rows, cols)| rng.matrix(rows, cols, 1.0)).collect();
+                out.extend(moe_tensors(i, d, f, m, dense, wt, moe_rng)?);
+                for (name, rows, cols) in shapes {
+                    out.push(mat(n(&format!("{name}_shexp.weight")), rows, cols, 1.0, moe_rng)?);
+                }
+                out.push(f32s(n("ffn_gate_inp_shexp.weight"), moe_rng.matrix(1, d, 1.0), &[d])?);
+            }
+            None => {
+                for (name, rows, cols) in shapes {
+                    out.push(mat(n(&format!("{name}.weight")), rows, cols, 1.0, rng)?);
+                }
+            }
         }
     }
     Ok(out)
