@@ -221,21 +221,24 @@ fn run_ours(
         BatchLayout::new(vec![crate::ops::SeqChunk { cached, new }; batch]).map_err(ModelError::from)
     };
     let ids: Vec<u32> = prompt.iter().copied().cycle().take(prompt.len() * batch).collect();
+    let mut states = super::fresh_states(tf, batch);
     let t0 = Instant::now();
-    let logits = tf.forward(
+    let logits = tf.forward_with(
         &ids,
         &layout(0, prompt.len())?,
         memory.store(&tables).as_mut(),
+        &mut states,
         Logits::LastPerSequence,
     )?;
     let mut next = argmax_rows(&logits)?;
     let prefill = t0.elapsed();
     let t1 = Instant::now();
     for i in 0..decode {
-        let logits = tf.forward(
+        let logits = tf.forward_with(
             &next,
             &layout(prompt.len() + i, 1)?,
             memory.store(&tables).as_mut(),
+            &mut states,
             Logits::LastPerSequence,
         )?;
         next = argmax_rows(&logits)?;

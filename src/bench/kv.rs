@@ -171,17 +171,20 @@ fn rows(t: &Tensor) -> Result<Vec<Vec<f32>>, BenchError> {
 pub(super) fn greedy(tf: &Transformer, prompt: &[u32], n: usize, dtype: KvDtype) -> Result<Vec<u32>, BenchError> {
     let (mut memory, table) = super::one_sequence(tf, dtype, prompt.len() + n + 1)?;
     let batch = BatchLayout::single(0, prompt.len()).map_err(ModelError::from)?;
-    let logits = tf.forward(
+    let mut states = super::fresh_states(tf, 1);
+    let logits = tf.forward_with(
         prompt,
         &batch,
         memory.store(&[&table]).as_mut(),
+        &mut states,
         Logits::LastPerSequence,
     )?;
     let mut out = vec![argmax(&rows(&logits)?[0])];
     while out.len() < n {
         let batch = BatchLayout::single(prompt.len() + out.len() - 1, 1).map_err(ModelError::from)?;
         let last = [out[out.len() - 1]];
-        let logits = tf.forward(&last, &batch, memory.store(&[&table]).as_mut(), Logits::LastPerSequence)?;
+        let mut store = memory.store(&[&table]);
+        let logits = tf.forward_with(&last, &batch, store.as_mut(), &mut states, Logits::LastPerSequence)?;
         out.push(argmax(&rows(&logits)?[0]));
     }
     Ok(out)

@@ -58,13 +58,22 @@ pub use serve::{run_serve_bench, ServeBenchOptions, ServeBenchReport, ServeRun};
 
 use crate::config::KvDtype;
 use crate::kv::BlockId;
-use crate::model::Transformer;
+use crate::model::{RecurrentSeq, Transformer};
 use crate::ops::PagedLayout;
 use crate::runtime::KvMemory;
 
 /// `tf`'s K/V in blocks of 16 tokens (as `hearth run` uses), stored as `dtype`.
 fn paged_layout(tf: &Transformer, dtype: KvDtype) -> PagedLayout {
     PagedLayout::new(tf.kv_shape(), 16, dtype)
+}
+
+/// The recurrent states of `n` sequences before their first token (none for a model without
+/// recurrent layers): what `Transformer::forward_with` advances from one call to the next.
+fn fresh_states(tf: &Transformer, n: usize) -> Vec<RecurrentSeq> {
+    match tf.recurrent_state() {
+        Some(s) => (0..n).map(|_| RecurrentSeq::new(s.clone())).collect(),
+        None => Vec::new(),
+    }
 }
 
 /// K/V memory on `tf`'s device (VRAM on CUDA) for one sequence of up to `tokens` tokens and

@@ -100,7 +100,8 @@ pub(super) struct DeltaNet {
     p: DeltaNetParams,
     /// `attn_qkv` (the convolution's input), `attn_gate` (`z`), `ssm_beta`, `ssm_alpha`.
     proj: FusedLinear,
-    /// `ssm_conv1d`: `[channels][taps]`, host f32.
+    /// `ssm_conv1d` transposed: `[taps][channels]`, host f32 (each tap a row the convolution
+    /// runs along).
     conv: Vec<f32>,
     /// `ssm_dt.bias` and `ssm_a` (`-exp(A_log)`, as the converter stores it), per V head.
     dt_bias: Vec<f32>,
@@ -141,7 +142,9 @@ impl DeltaNet {
         let conv_name = n("ssm_conv1d.weight");
         let conv = file.tensor(&conv_name, &cpu)?;
         check_shape(&conv_name, conv.shape().dims(), &[channels, p.conv_kernel])?;
-        let conv = host(&conv.dequantize(&cpu)?)?;
+        let by_channel = host(&conv.dequantize(&cpu)?)?;
+        let taps = p.conv_kernel;
+        let conv = (0..taps * channels).map(|i| by_channel[(i % channels) * taps + i / channels]).collect();
         Ok(Self {
             slot,
             proj,
@@ -210,10 +213,14 @@ impl DeltaNet {
         let mut x = vec![0f32; n * channels];
         let conv = &self.conv;
         for_rows(&mut x, channels, 1 << 14, |i, xr| {
-            for (c, y) in xr.iter_mut().enumerate() {
-                let w = &conv[c * taps..(c + 1) * taps];
-                let acc: f32 = (0..taps).map(|j| input[(i + j) * channels + c] * w[j]).sum();
-                *y = acc / (1.0 + (-acc).exp());
+            for j in 0..taps {
+                let (row, w) = (&input[(i + j) * channels..][..channels], &conv[j * channels..][..channels]);
+                for ((y, a), b) in xr.iter_mut().zip(row).zip(w) {
+                    *y += a * b;
+                }
+            }
+            for y in xr.iter_mut() {
+                *y /= 1.0 + (-*y).exp();
             }
         });
         if let Some(m) = capture {
@@ -262,19 +269,11 @@ impl DeltaNet {
                     let v = &xr[2 * kh * hk + h * hv..2 * kh * hk + (h + 1) * hv];
                     let (g, b) = (decay[i * vh + h], beta[i * vh + h]);
                     let o = unsafe { shared_out.part(i * values + h * hv, hv) };
+                    // Row j of the state: decayed, it predicts v[j] at k; the error times beta
+                    // is learnt at k; the row is then read at q. (`(S·g)·k = g·(S·k)`.)
                     for (j, sr) in st.chunks_exact_mut(hk).enumerate() {
-                        let mut kv = 0f32;
-                        for (a, &kk) in sr.iter_mut().zip(k) {
-                            *a *= g;
-                            kv += *a * kk;
-                        }
-                        let d = (v[j] - kv) * b;
-                        let mut acc = 0f32;
-                        for ((a, &kk), &qq) in sr.iter_mut().zip(k).zip(q) {
-                            *a += d * kk;
-                            acc += *a * qq;
-                        }
-                        o[j] = acc;
+                        let d = (v[j] - g * dot(sr, k)) * b;
+                        o[j] = decay_learn_read(sr, g, d, k, q);
                     }
                     if capture == Some(i + 1) {
                         if let Some(c) = &shared_cap {
@@ -294,6 +293,29 @@ impl DeltaNet {
         }
         Ok(())
     }
+}
+
+/// Lanes of the accumulators below: independent sums the compiler keeps in vector registers.
+const LANES: usize = 8;
+
+/// `a · b` over 8 running sums (a float sum in one accumulator waits on each add).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let ((ac, at), (bc, bt)) = (a.as_chunks::<LANES>(), b.as_chunks::<LANES>());
+    let mut acc = [0f32; LANES];
+    for (x, y) in ac.iter().zip(bc) {
+        for l in 0..LANES {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    acc.iter().sum::<f32>() + at.iter().zip(bt).map(|(x, y)| x * y).sum::<f32>()
+}
+
+/// `s ← s·g + d·k`, then `s · q` (two passes over a row in L1: each vectorizes).
+fn decay_learn_read(s: &mut [f32], g: f32, d: f32, k: &[f32], q: &[f32]) -> f32 {
+    for (x, kk) in s.iter_mut().zip(k) {
+        *x = *x * g + d * kk;
+    }
+    dot(s, q)
 }
 
 /// One sequence's projected rows.

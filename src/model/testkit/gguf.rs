@@ -522,6 +522,35 @@ impl TinyModelSpec {
         }
     }
 
+    /// A random model of Qwen3.5 0.8B's shape (hidden 1,024, 24 layers: 18 gated delta nets of
+    /// 16 Q/K and 16 V heads of 128 with a 4-tap convolution, 6 attention layers of 8 heads over
+    /// 2 K/V heads of 256 with a quarter rotated; MLPs of 3,584), a 32,000-token vocabulary
+    /// (its own: 248,320), Q8_0: the Qwen3.5 benchmarks' model.
+    pub fn bench_qwen35() -> Self {
+        Self {
+            vocab: TinyVocab::with_size(VocabStyle::Gpt2 { pre: "qwen35" }, 32_000),
+            hidden: 1024,
+            layers: 24,
+            heads: 8,
+            kv_heads: 2,
+            head_dim: 256,
+            ffn: 3584,
+            context_length: 8192,
+            rope_base: 10_000_000.0,
+            rope_dims: Some(64),
+            rope_sections: Some([11, 11, 10, 0]),
+            delta_net: Some(TinyDeltaNet {
+                conv_kernel: 4,
+                k_heads: 16,
+                v_heads: 16,
+                head: 128,
+                attention_every: 4,
+            }),
+            seed: 17,
+            ..Self::tiny(Family::Qwen35, WeightType::Q8_0)
+        }
+    }
+
     /// Parameters the file will hold.
     pub fn parameter_count(&self) -> usize {
         let out = if self.tie_embeddings { 0 } else { self.vocab.size * self.hidden };
