@@ -27,7 +27,7 @@ use super::hparams::{DeltaNetParams, HParams};
 use super::linear::{FusedLinear, QLinear};
 use super::transformer::{check_shape, load_2d, load_vec};
 use super::ModelError;
-use crate::ops::par::{for_ranges, for_rows, SharedMut};
+use crate::ops::par::{for_ranges, for_rows, with_scratch, SharedMut};
 use crate::ops::{BatchLayout, OpsError};
 
 /// What a sequence carries through the recurrent layers after some tokens: per recurrent
@@ -165,25 +165,24 @@ impl DeltaNet {
             return Err(OpsError::Layout(format!("{} recurrent states for a batch of {}", seqs.len(), batch.len())).into());
         }
         let t = h.dim(0)?;
-        let parts = self.proj.forward(h)?;
-        let [qkv, z, beta, alpha] = parts.as_slice() else {
-            return Err(OpsError::Layout("the delta net's projection did not give four parts".into()).into());
-        };
-        let (qkv, z, beta, alpha) = (host(qkv)?, host(z)?, host(beta)?, host(alpha)?);
-        let (channels, values, vh) = (self.p.conv_channels(), self.p.v_heads * self.p.head_v, self.p.v_heads);
+        // Each row: the convolution's input, z, beta, alpha (read in place on the CPU).
+        let joined = self.proj.forward_joined(h)?.to_dtype(DType::F32)?;
+        let values = self.p.v_heads * self.p.head_v;
         let mut out = vec![0f32; t * values];
-        let mut row = 0;
-        for (s, chunk) in seqs.iter_mut().zip(batch.seqs()) {
-            let r = row..row + chunk.new;
-            let rows = Rows {
-                qkv: &qkv[r.start * channels..r.end * channels],
-                z: &z[r.start * values..r.end * values],
-                beta: &beta[r.start * vh..r.end * vh],
-                alpha: &alpha[r.start * vh..r.end * vh],
-            };
-            self.run(rows, s, &mut out[r.start * values..r.end * values])?;
-            row = r.end;
-        }
+        with_f32(&joined, |all| {
+            let width = all.len() / t.max(1);
+            let mut row = 0;
+            for (s, chunk) in seqs.iter_mut().zip(batch.seqs()) {
+                let r = row..row + chunk.new;
+                let rows = Rows {
+                    all: &all[r.start * width..r.end * width],
+                    width,
+                };
+                self.run(rows, s, &mut out[r.start * values..r.end * values])?;
+                row = r.end;
+            }
+            Ok(())
+        })?;
         let o = Tensor::from_vec(out, (t, values), h.device())?;
         self.out.forward(&o)
     }
@@ -191,12 +190,29 @@ impl DeltaNet {
     /// One sequence's rows through the layer: the convolution, the delta rule and the gated
     /// norm, into `out` (`[n, v_heads · head_v]`).
     fn run(&self, rows: Rows<'_>, s: &mut RecurrentSeq, out: &mut [f32]) -> Result<(), ModelError> {
-        let p = &self.p;
-        let (channels, taps) = (p.conv_channels(), p.conv_kernel);
-        let n = rows.qkv.len() / channels;
-        if n == 0 {
+        if rows.len() == 0 {
             return Ok(());
         }
+        // The convolution's input: the carried rows, then this chunk's (buffers reused from call
+        // to call: a long prompt's are tens of MB).
+        with_scratch(&INPUT, |input| {
+            with_scratch(&CONVOLVED, |x| self.run_in(&rows, s, out, input, x))
+        })
+    }
+
+    /// [`Self::run`] with its buffers.
+    fn run_in(
+        &self,
+        rows: &Rows<'_>,
+        s: &mut RecurrentSeq,
+        out: &mut [f32],
+        input: &mut Vec<f32>,
+        x: &mut Vec<f32>,
+    ) -> Result<(), ModelError> {
+        let p = &self.p;
+        let (channels, taps) = (p.conv_channels(), p.conv_kernel);
+        let (values, vh) = (p.v_heads * p.head_v, p.v_heads);
+        let n = rows.len();
         let capture = match s.capture_after {
             Some(m) if (1..=n).contains(&m) => Some(m),
             _ => None,
@@ -206,13 +222,16 @@ impl DeltaNet {
             .layers
             .get_mut(self.slot)
             .ok_or_else(|| OpsError::Layout(format!("a recurrent state without layer slot {}", self.slot)))?;
-        // The convolution's input: the carried rows, then this chunk's.
-        let mut input = Vec::with_capacity((taps - 1 + n) * channels);
+        input.clear();
         input.extend_from_slice(conv_state);
-        input.extend_from_slice(rows.qkv);
-        let mut x = vec![0f32; n * channels];
+        for i in 0..n {
+            input.extend_from_slice(rows.part(i, 0, channels));
+        }
+        x.clear();
+        x.resize(n * channels, 0.0);
         let conv = &self.conv;
-        for_rows(&mut x, channels, 1 << 14, |i, xr| {
+        let input = &*input;
+        for_rows(x, channels, 1 << 14, |i, xr| {
             for j in 0..taps {
                 let (row, w) = (&input[(i + j) * channels..][..channels], &conv[j * channels..][..channels]);
                 for ((y, a), b) in xr.iter_mut().zip(row).zip(w) {
@@ -240,15 +259,15 @@ impl DeltaNet {
                 v.iter_mut().for_each(|a| *a *= scale);
             }
         }
-        let vh = p.v_heads;
-        let decay: Vec<f32> = rows
-            .alpha
-            .iter()
-            .enumerate()
-            .map(|(i, &a)| (softplus(a + self.dt_bias[i % vh]) * self.a[i % vh]).exp())
+        let (beta_at, alpha_at) = (channels + values, channels + values + vh);
+        let decay: Vec<f32> = (0..n)
+            .flat_map(|i| rows.part(i, alpha_at, vh).iter().enumerate())
+            .map(|(h, &a)| (softplus(a + self.dt_bias[h]) * self.a[h]).exp())
             .collect();
-        let beta: Vec<f32> = rows.beta.iter().map(|&b| 1.0 / (1.0 + (-b).exp())).collect();
-        let values = vh * hv;
+        let beta: Vec<f32> = (0..n)
+            .flat_map(|i| rows.part(i, beta_at, vh).iter())
+            .map(|&b| 1.0 / (1.0 + (-b).exp()))
+            .collect();
         let mut captured_ssm = match capture {
             Some(_) => s.captured.as_mut().and_then(|c| c.layers.get_mut(self.slot)).map(|l| &mut l[1]),
             None => None,
@@ -256,7 +275,7 @@ impl DeltaNet {
         let shared_out = SharedMut::new(out);
         let shared_ssm = SharedMut::new(ssm);
         let shared_cap = captured_ssm.as_mut().map(|v| SharedMut::new(v.as_mut_slice()));
-        let (x, decay, beta) = (&x, &decay, &beta);
+        let (x, decay, beta) = (&*x, &decay, &beta);
         for_ranges(vh, |heads| {
             for h in heads {
                 // SAFETY: each V head's state, captured state and output segments are its own.
@@ -284,7 +303,8 @@ impl DeltaNet {
             }
         });
         // RMSNorm per head, times SiLU(z).
-        for (o, z) in out.chunks_exact_mut(hv).zip(rows.z.chunks_exact(hv)) {
+        let zs = (0..n).flat_map(|i| rows.part(i, channels, values).chunks_exact(hv));
+        for (o, z) in out.chunks_exact_mut(hv).zip(zs) {
             let ms = o.iter().map(|a| a * a).sum::<f32>() / hv as f32;
             let r = 1.0 / (ms + self.eps).sqrt();
             for ((a, &w), &g) in o.iter_mut().zip(&self.norm).zip(z) {
@@ -293,6 +313,12 @@ impl DeltaNet {
         }
         Ok(())
     }
+}
+
+thread_local! {
+    /// The convolution's input rows and its output, per thread, reused from call to call.
+    static INPUT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static CONVOLVED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Lanes of the accumulators below: independent sums the compiler keeps in vector registers.
@@ -318,12 +344,36 @@ fn decay_learn_read(s: &mut [f32], g: f32, d: f32, k: &[f32], q: &[f32]) -> f32 
     dot(s, q)
 }
 
-/// One sequence's projected rows.
+/// `t`'s values as f32, borrowed where they already are (a contiguous f32 tensor in host
+/// memory), else copied out (a GPU's).
+fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<R, ModelError>) -> Result<R, ModelError> {
+    {
+        let (storage, layout) = t.storage_and_layout();
+        if let (candle_core::Storage::Cpu(cpu), Some((a, b))) = (&*storage, layout.contiguous_offsets()) {
+            if let Ok(all) = cpu.as_slice::<f32>() {
+                return f(&all[a..b]);
+            }
+        }
+    }
+    f(&host(t)?)
+}
+
+/// One sequence's projected rows, each `width` values: the convolution's input (`conv_channels`),
+/// `z` (`v_heads · head_v`), beta and alpha (`v_heads` each).
 struct Rows<'a> {
-    qkv: &'a [f32],
-    z: &'a [f32],
-    beta: &'a [f32],
-    alpha: &'a [f32],
+    all: &'a [f32],
+    width: usize,
+}
+
+impl Rows<'_> {
+    fn len(&self) -> usize {
+        self.all.len() / self.width.max(1)
+    }
+
+    /// Row `i`'s values `at..at + n`.
+    fn part(&self, i: usize, at: usize, n: usize) -> &[f32] {
+        &self.all[i * self.width + at..][..n]
+    }
 }
 
 /// `ln(1 + eˣ)`, as ggml's: `x` itself above 20.

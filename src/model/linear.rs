@@ -205,6 +205,18 @@ impl FusedLinear {
         }
     }
 
+    /// `x`: `[tokens, in]` → `[tokens, Σ out_i]`, the projections' columns side by side (one
+    /// matmul's output when fused).
+    pub fn forward_joined(&self, x: &Tensor) -> Result<Tensor, ModelError> {
+        match &self.parts {
+            Parts::Fused(m) => m.forward(x),
+            Parts::Separate(ms) => {
+                let parts = ms.iter().map(|m| m.forward(x)).collect::<Result<Vec<_>, _>>()?;
+                Ok(Tensor::cat(&parts, 1)?)
+            }
+        }
+    }
+
     /// The one repacked weight of a fused projection our kernels run (its output columns
     /// are the parts' in order).
     pub fn packed(&self) -> Option<&PackedMatrix> {
