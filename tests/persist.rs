@@ -84,11 +84,12 @@ fn three_turns(e: &mut Engine, conversation: &ConversationId, vocab: usize) -> H
 }
 
 /// Llama's layers all alike (cache files of format 1), Gemma 4's E model (local and global
-/// layers of different heads, layers sharing K/V: format 2 with its layer table) and
-/// DeepSeek-V2's latent attention (K kept alone: format 3).
+/// layers of different heads, layers sharing K/V: format 2 with its layer table),
+/// DeepSeek-V2's latent attention (K kept alone: format 3) and Qwen3.5's recurrent layers
+/// (their state after the last whole block stored after the blocks: format 4).
 #[test]
 fn a_conversation_stays_warm_across_a_restart() {
-    for family in [Family::Llama, Family::Gemma4, Family::DeepSeek2] {
+    for family in [Family::Llama, Family::Gemma4, Family::DeepSeek2, Family::Qwen35] {
         warm_across_a_restart(family);
     }
 }
@@ -122,6 +123,7 @@ fn warm_across_a_restart(family: Family) {
     let expected = match family {
         Family::Gemma4 => 2,
         Family::DeepSeek2 => 3,
+        Family::Qwen35 => 4,
         _ => 1,
     };
     assert_eq!(version, expected, "{family:?}: {}", file.display());
@@ -145,6 +147,29 @@ fn warm_across_a_restart(family: Family) {
     assert_eq!(conv.messages[0].content, "turn 3");
     assert_eq!(conv.messages[1].role, Role::Assistant);
     assert_eq!(conv.messages[1].content, r.text);
+    if family == Family::Qwen35 {
+        a_damaged_state_is_not_used(&path, &data, &file, &h, &cold);
+    }
+}
+
+/// Qwen3.5's cache file with a byte of its stored state flipped (the blocks intact): the
+/// state fails its checksum, so no prefix is taken (a recurrent model's prefix needs its
+/// state) and turn 4 is computed whole, the same as without a cache.
+fn a_damaged_state_is_not_used(model: &Path, data: &Path, file: &Path, h: &History, cold: &GenerationReport) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let header = CacheHeader::read(&mut bytes.as_slice(), bytes.len() as u64, file).unwrap();
+    let st = header.state.expect("a version 4 file has a state");
+    // (The file is turn 4's now: its state after that turn's last whole block.)
+    assert!(st.blocks as usize > h.committed_after_turn3 / 16, "{st:?}");
+    assert_eq!(header.file_len(), bytes.len() as u64);
+    let at = header.state_offset() as usize + 4 * (st.floats as usize / 2);
+    bytes[at] ^= 0x01;
+    std::fs::write(file, &bytes).unwrap();
+    let mut e = disk_engine(model, data, Faults::none());
+    let r = e.generate(&h.next, &greedy_exactly(20), |_| Ok(())).unwrap();
+    assert_eq!(r.cached.tokens, 0, "{:?}", r.cached);
+    assert_same_run(&r, cold, "a damaged state", F32_TOL);
+    assert_blocks_released(&e.cache_stats(), "after a damaged state");
 }
 
 /// A saved conversation (three turns) and what turn 4 needs.
@@ -310,6 +335,7 @@ fn write_file(path: &Path, blocks: usize, fill: u8, faults: &Faults) -> Result<(
             hashes: &hashes[..blocks],
             reuse: None,
             fresh: &fresh,
+            state: None,
         },
         faults,
     )

@@ -24,7 +24,7 @@ use super::{EngineError, Event, GenerateParams, GenerateRequest, GenerationRepor
 use crate::config::{CacheSettings, EngineSettings};
 use crate::kv::{CacheStats, KvCacheConfig, KvCacheManager, PrefixMatch};
 use crate::model::grammar::Constraint;
-use crate::model::{LoadedModel, Logits, ModelError, RecurrentSeq};
+use crate::model::{LoadedModel, Logits, ModelError, RecurrentSeq, RecurrentState};
 use crate::ops::{BatchLayout, PagedLayout, SeqChunk};
 use crate::persist::{fingerprint, kv_layout, CacheJob, ConversationId, ConversationStore, TurnText};
 use crate::runtime::{memory_split, size_pools, KvMemory, MemorySplit, PoolSizes};
@@ -448,8 +448,16 @@ impl Engine {
         // Saved blocks that extend the cached prefix of the requests about to be admitted.
         if let Some(disk) = &self.disk {
             for s in self.scheduler.admission_candidates() {
-                let read = disk.prefetch(&mut self.kv, &mut self.memory, &s.tokens);
+                let (read, state) = disk.prefetch(&mut self.kv, &mut self.memory, &s.tokens);
                 s.disk_tokens = s.disk_tokens.max(read);
+                // A recurrent model's state saved with those blocks.
+                let params = self.model.transformer.hparams().recurrent.as_ref();
+                if let (Some(cache), Some(p), Some((hash, floats))) = (self.states.as_mut(), params, state) {
+                    match RecurrentState::from_floats(p, &floats) {
+                        Some(st) => cache.insert(hash, st),
+                        None => tracing::warn!("a cache file's recurrent state has {} values, not this model's", floats.len()),
+                    }
+                }
             }
         }
         let states = &self.states;
@@ -609,7 +617,8 @@ impl Engine {
             return;
         };
         if let Some(table) = self.kv.block_table(seq) {
-            if let Some(job) = disk.cache_job(&save.conversation, &s.tokens[..s.computed], table, &self.memory) {
+            let state = s.snapshot.as_ref().map(|(h, st)| (*h, st));
+            if let Some(job) = disk.cache_job(&save.conversation, &s.tokens[..s.computed], table, &self.memory, state) {
                 self.cache_jobs.push(job);
             }
         }

@@ -22,7 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::EngineError;
-use crate::kv::{hash_chain, BlockId, ImportPlan, KvCacheManager};
+use crate::kv::{hash_chain, BlockHash, BlockId, ImportPlan, KvCacheManager};
+use crate::model::RecurrentState;
 use crate::persist::{
     cache_dir, common_blocks, conversations_dir, remove_stale_temps, AfterSave, CacheFile, CacheJob, ConversationId,
     ConversationStore, DiskIndex, DiskStats, Faults, Fingerprint, KvLayout, PersistError, PersistWorker, TurnText,
@@ -169,16 +170,23 @@ impl DiskTier {
     }
 
     /// Reads the saved blocks that extend `prompt`'s cached prefix into the cache (see the
-    /// module docs); returns the prompt tokens read.
-    pub(crate) fn prefetch(&self, kv: &mut KvCacheManager, memory: &mut KvMemory, prompt: &[u32]) -> usize {
+    /// module docs); returns the prompt tokens read, and the file's recurrent state (a model
+    /// with recurrent layers) where it follows blocks the prompt now has cached: the hash of
+    /// the block it follows, its values.
+    pub(crate) fn prefetch(
+        &self,
+        kv: &mut KvCacheManager,
+        memory: &mut KvMemory,
+        prompt: &[u32],
+    ) -> (usize, Option<(BlockHash, Vec<f32>)>) {
         let bs = kv.config().block_size;
         let max_blocks = prompt.len().saturating_sub(1) / bs;
         let from = kv.cached_blocks(prompt);
         if from >= max_blocks || !kv.config().prefix_caching {
-            return 0;
+            return (0, None);
         }
         let Some(hit) = lock(&self.index).lookup(prompt, from, max_blocks) else {
-            return 0;
+            return (0, None);
         };
         let mut file = match CacheFile::open(&hit.path).and_then(|f| {
             f.check_compatible(lock(&self.index).fingerprint(), &self.layout)?;
@@ -188,12 +196,12 @@ impl DiskTier {
             Err(e) => {
                 tracing::warn!("not using cache file: {e}");
                 lock(&self.index).remove(&hit.conversation);
-                return 0;
+                return (0, None);
             }
         };
         let end = hit.blocks.end * bs;
         if file.header().tokens.get(..end) != prompt.get(..end) {
-            return 0; // replaced since it was indexed; the index catches up after the write
+            return (0, None); // replaced since it was indexed; the index catches up after the write
         }
         let import = kv.import(prompt, hit.blocks.start, hit.blocks.end);
         if let Err(e) = memory.execute(&import.plan) {
@@ -201,7 +209,7 @@ impl DiskTier {
             if let Some(&(tier, b)) = import.blocks.first() {
                 kv.discard(tier, b);
             }
-            return 0;
+            return (0, None);
         }
         let (read, damaged) = read_into(&mut file, memory, &import);
         if read < import.blocks.len() {
@@ -235,7 +243,27 @@ impl DiskTier {
         stats.hit_tokens += (read * bs) as u64;
         stats.blocks_read += read as u64;
         stats.bytes_read += read as u64 * self.layout.block_bytes();
-        read * bs
+        drop(stats);
+        (read * bs, self.read_state(&mut file, hit.blocks.start + read))
+    }
+
+    /// `file`'s recurrent state, where it follows at most `cached` blocks (those the prompt has
+    /// cached, whose tokens the file shares): the hash of the block it follows and its values.
+    /// A state that fails its checks is not used (a warning says why).
+    fn read_state(&self, file: &mut CacheFile, cached: usize) -> Option<(BlockHash, Vec<f32>)> {
+        let k = file.header().state?.blocks as usize;
+        if k == 0 || k > cached {
+            return None;
+        }
+        let hash = file.header().blocks.get(k - 1)?.hash;
+        match file.read_state() {
+            Ok(Some((_, floats))) => Some((hash, floats)),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("not using the recurrent state of a cache file: {e}");
+                None
+            }
+        }
     }
 
     /// The cache file job of `tokens` (whose K/V is in the device blocks `table`) for
@@ -247,6 +275,7 @@ impl DiskTier {
         tokens: &[u32],
         table: &[BlockId],
         memory: &KvMemory,
+        state: Option<(BlockHash, &RecurrentState)>,
     ) -> Option<CacheJob> {
         if self.budget_bytes == 0 {
             return None;
@@ -262,12 +291,18 @@ impl DiskTier {
             tracing::warn!("cannot save the cache of conversation {id}: {e}");
             return None;
         }
+        // A recurrent model's latest state copy, where its block is one of these.
+        let state = state.and_then(|(hash, st)| {
+            let k = hashes.iter().position(|&h| h == hash)?;
+            Some((k + 1, st.buffers().flatten().copied().collect()))
+        });
         Some(CacheJob {
             id: id.clone(),
             tokens: tokens.to_vec(),
             hashes,
             reuse_blocks: reuse,
             fresh,
+            state,
         })
     }
 

@@ -12,7 +12,9 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use super::format::{block_checksum, payload_offset_for, BlockEntry, CacheHeader, Fingerprint, KvLayout};
+use super::format::{
+    block_checksum, payload_offset_for, state_checksum, BlockEntry, CacheHeader, Fingerprint, KvLayout, StateEntry,
+};
 use super::{AtomicFile, Faults, PersistError};
 use crate::kv::BlockHash;
 
@@ -193,6 +195,32 @@ impl CacheFile {
 
     /// Reads every block present and checks it; `on_block` is called after each (progress).
     /// Returns the number of good leading blocks, or the first error.
+    /// The stored recurrent state (version 4): the blocks it follows and its values, checked
+    /// against its checksum; `None` in a file without one.
+    pub fn read_state(&mut self) -> Result<Option<(usize, Vec<f32>)>, PersistError> {
+        let Some(st) = self.header.state else {
+            return Ok(None);
+        };
+        let at = self.header.state_offset();
+        let n = 4 * u64::from(st.floats);
+        if at + n > self.len {
+            return Err(PersistError::corrupt(
+                &self.path,
+                format!("its state ends at byte {} of {} (truncated)", at + n, self.len),
+            ));
+        }
+        // n is bounded by the file's length: safe to allocate.
+        let mut bytes = vec![0u8; n as usize];
+        self.file.seek(SeekFrom::Start(at)).map_err(|e| PersistError::io(&self.path, e))?;
+        self.file.read_exact(&mut bytes).map_err(|e| PersistError::io(&self.path, e))?;
+        self.pos = at + n;
+        if state_checksum(&bytes) != st.checksum {
+            return Err(PersistError::corrupt(&self.path, "its recurrent state fails its checksum".to_string()));
+        }
+        let floats = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok(Some((st.blocks as usize, floats)))
+    }
+
     pub fn verify(&mut self, mut on_block: impl FnMut(u64)) -> Result<usize, PersistError> {
         let bb = self.header.block_bytes();
         let mut buf = vec![0u8; bb as usize];
@@ -218,6 +246,9 @@ pub struct CacheWrite<'a> {
     pub reuse: Option<(&'a mut CacheFile, usize)>,
     /// Payloads of blocks `reuse ..`, contiguous.
     pub fresh: &'a [u8],
+    /// A model with recurrent layers: its state after this many of the blocks (1 ..= their
+    /// count; a state past the blocks a damaged previous file leaves is not written).
+    pub state: Option<(usize, &'a [f32])>,
 }
 
 /// What was written.
@@ -246,7 +277,15 @@ pub fn write_cache_file(dest: &Path, w: CacheWrite<'_>, faults: &Faults) -> Resu
             ),
         ));
     }
-    let payload_offset = payload_offset_for(&w.layout, w.tokens.len(), n);
+    if let Some((k, floats)) = w.state {
+        if k == 0 || k > n || floats.is_empty() || floats.len() > super::format::MAX_STATE_FLOATS as usize || w.layout.version() != 1 {
+            return Err(PersistError::corrupt(
+                dest,
+                format!("internal: a state of {} floats after {k} of {n} blocks", floats.len()),
+            ));
+        }
+    }
+    let payload_offset = payload_offset_for(&w.layout, w.tokens.len(), n, w.state.is_some());
     let mut out = AtomicFile::create(dest, faults)?;
     out.seek(payload_offset)?;
     let mut blocks: Vec<BlockEntry> = Vec::with_capacity(n);
@@ -275,12 +314,27 @@ pub fn write_cache_file(dest: &Path, w: CacheWrite<'_>, faults: &Faults) -> Resu
         // One write for all fresh blocks.
         out.write_all(w.fresh)?;
     }
+    // The state, where the blocks it follows were all written. (The header keeps the offset
+    // its entry was counted for: a state left out leaves 16 bytes of the header's padding.)
+    let state = match w.state {
+        Some((k, floats)) if k <= blocks.len() => {
+            let bytes: Vec<u8> = floats.iter().flat_map(|f| f.to_le_bytes()).collect();
+            out.write_all(&bytes)?;
+            Some(StateEntry {
+                blocks: k as u32,
+                floats: floats.len() as u32,
+                checksum: state_checksum(&bytes),
+            })
+        }
+        _ => None,
+    };
     let header = CacheHeader {
         fingerprint: w.fingerprint,
         layout: w.layout,
         tokens: w.tokens.to_vec(),
         blocks,
         payload_offset,
+        state,
     };
     let len = header.file_len();
     out.set_len(len)?;

@@ -8,7 +8,8 @@
 //! 0       8               magic "HEARTHKV"
 //! 8       4               format version: 1 when every layer has the same heads, 2 when
 //!                         they differ, 3 when they are alike and keep K only (V read from
-//!                         K: DeepSeek-V2's latent)
+//!                         K: DeepSeek-V2's latent), 4 when they are alike and a recurrent
+//!                         state follows the blocks (Qwen3.5's delta nets)
 //! 12      4               header_bytes: bytes 0..header_bytes are the header, checksum included
 //! 16      16              fingerprint (see `Fingerprint`)
 //! 32      4 × 5           layout: block_size, layers, kv_heads, head_dim, dtype (0 = f32,
@@ -18,6 +19,9 @@
 //! 56      4               n_blocks: full blocks stored (<= n_tokens / block_size)
 //! 60      8               payload_offset: where block 0 starts (a multiple of 4096)
 //! 68      8 × layers      version 2 only, the layer table: each layer's kv_heads, head_dim
+//! 68      16              version 4 only, the state: state_blocks (u32: it is the state after
+//!                         that many blocks, 1..=n_blocks), state_floats (u32), xxh3-64 of its
+//!                         bytes
 //! ...     4 × n_tokens    token ids
 //! ...     16 × n_blocks   per block: its chain hash (kv::hash_block), xxh3-64 of its payload
 //! ...     8               xxh3-64 of bytes 0..header_bytes-8
@@ -26,12 +30,17 @@
 //!     version 3: [layer][K]...), block_bytes = the sum over layers of planes (2, or 1 in
 //!     version 3) × block_size × kv_heads × (bytes of head_dim values: 4, 2, 2 per value; q8_0
 //!     34 per 32)
+//! payload_offset + n_blocks × block_bytes: version 4 only, the state: state_floats f32
+//!     (hearth's `RecurrentState` buffers in order: per recurrent layer its convolution's last
+//!     inputs, then its heads' states)
 //! ```
 //!
 //! Version 2 exists for models whose layers differ (Gemma 4's global layers have fewer, wider
 //! heads than its local ones), version 3 for models whose V is read from K (DeepSeek-V2's
-//! latent attention: its header is version 1's); every other model's files are written, and
-//! read, as version 1 was, so the files of earlier hearths stay valid.
+//! latent attention: its header is version 1's), version 4 for models with recurrent layers
+//! (their state after a block cannot be rebuilt from K/V blocks; version 1's header with the
+//! state's entry); every other model's files are written, and read, as version 1 was, so the
+//! files of earlier hearths stay valid.
 //!
 //! Invariants a decoded header satisfies: the magic, the version and the header checksum
 //! match; sizes are bounded ([`MAX_TOKENS`]) and consistent with each other and the file's
@@ -51,13 +60,17 @@ use crate::ops::{KvShape, LayerKv};
 
 pub const MAGIC: [u8; 8] = *b"HEARTHKV";
 /// The newest format this hearth reads and writes (it writes 1 where 2 or 3 is not needed).
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// Payloads start on a 4 KiB boundary (page-aligned reads).
 pub const PAYLOAD_ALIGN: u64 = 4096;
 /// Most tokens a cache file may hold (a 16M-token history is far past any context).
 pub const MAX_TOKENS: u32 = 1 << 24;
 /// Bytes of the fixed part of the header, before the token ids.
 pub const FIXED_HEADER_BYTES: usize = 68;
+/// Most floats a stored recurrent state may hold (1 GiB).
+pub const MAX_STATE_FLOATS: u32 = 1 << 28;
+/// Bytes of version 4's state entry.
+const STATE_ENTRY_BYTES: usize = 16;
 /// Sanity bounds on the layout fields.
 const MAX_LAYERS: u32 = 1024;
 const MAX_KV_HEADS: u32 = 1024;
@@ -158,6 +171,14 @@ pub struct BlockEntry {
     pub checksum: u64,
 }
 
+/// A stored recurrent state: the state after `blocks` blocks, `floats` values, their checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateEntry {
+    pub blocks: u32,
+    pub floats: u32,
+    pub checksum: u64,
+}
+
 /// A decoded (or to-be-written) cache file header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheHeader {
@@ -166,6 +187,13 @@ pub struct CacheHeader {
     pub tokens: Vec<u32>,
     pub blocks: Vec<BlockEntry>,
     pub payload_offset: u64,
+    /// Version 4: the recurrent state stored after the blocks.
+    pub state: Option<StateEntry>,
+}
+
+/// The checksum of a stored state's bytes.
+pub fn state_checksum(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
 /// The checksum of a block's payload.
@@ -174,19 +202,21 @@ pub fn block_checksum(payload: &[u8]) -> u64 {
 }
 
 /// Bytes of a header with these counts and a layer table of `table_layers` entries (0 in
-/// version 1).
-pub fn header_bytes(n_tokens: usize, n_blocks: usize, table_layers: usize) -> u64 {
-    FIXED_HEADER_BYTES as u64 + 8 * table_layers as u64 + 4 * n_tokens as u64 + 16 * n_blocks as u64 + 8
+/// versions 1, 3 and 4), with version 4's state entry where `state`.
+pub fn header_bytes(n_tokens: usize, n_blocks: usize, table_layers: usize, state: bool) -> u64 {
+    let entry = if state { STATE_ENTRY_BYTES as u64 } else { 0 };
+    FIXED_HEADER_BYTES as u64 + 8 * table_layers as u64 + entry + 4 * n_tokens as u64 + 16 * n_blocks as u64 + 8
 }
 
-/// The header's bytes for `layout`, rounded up to [`PAYLOAD_ALIGN`].
-pub fn payload_offset_for(layout: &KvLayout, n_tokens: usize, n_blocks: usize) -> u64 {
-    header_bytes(n_tokens, n_blocks, layout.table_layers()).div_ceil(PAYLOAD_ALIGN) * PAYLOAD_ALIGN
+/// The header's bytes for `layout` (with a state entry where `state`), rounded up to
+/// [`PAYLOAD_ALIGN`].
+pub fn payload_offset_for(layout: &KvLayout, n_tokens: usize, n_blocks: usize, state: bool) -> u64 {
+    header_bytes(n_tokens, n_blocks, layout.table_layers(), state).div_ceil(PAYLOAD_ALIGN) * PAYLOAD_ALIGN
 }
 
 /// The largest header any valid file can have.
 fn max_header_bytes() -> u64 {
-    header_bytes(MAX_TOKENS as usize, MAX_TOKENS as usize / 8, MAX_LAYERS as usize)
+    header_bytes(MAX_TOKENS as usize, MAX_TOKENS as usize / 8, MAX_LAYERS as usize, true)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -208,12 +238,26 @@ impl CacheHeader {
 
     /// Bytes of the header, checksum included.
     pub fn header_len(&self) -> u64 {
-        header_bytes(self.tokens.len(), self.blocks.len(), self.layout.table_layers())
+        header_bytes(self.tokens.len(), self.blocks.len(), self.layout.table_layers(), self.state.is_some())
+    }
+
+    /// The format version the header is written in: its layout's, or 4 with a state.
+    pub fn version(&self) -> u32 {
+        if self.state.is_some() {
+            4
+        } else {
+            self.layout.version()
+        }
+    }
+
+    /// Where the stored state starts: after the last block.
+    pub fn state_offset(&self) -> u64 {
+        self.payload_offset + self.blocks.len() as u64 * self.block_bytes()
     }
 
     /// The file's full length.
     pub fn file_len(&self) -> u64 {
-        self.payload_offset + self.blocks.len() as u64 * self.block_bytes()
+        self.state_offset() + self.state.map_or(0, |s| 4 * u64::from(s.floats))
     }
 
     /// Offset of block `k`'s payload.
@@ -234,7 +278,7 @@ impl CacheHeader {
         let mut b = Vec::with_capacity(n);
         b.extend_from_slice(&MAGIC);
         let l = &self.layout;
-        b.extend_from_slice(&l.version().to_le_bytes());
+        b.extend_from_slice(&self.version().to_le_bytes());
         b.extend_from_slice(&(n as u32).to_le_bytes());
         b.extend_from_slice(&self.fingerprint.0);
         // Versions 1 and 3: the one shape; version 2: zeros here, the table below.
@@ -251,6 +295,11 @@ impl CacheHeader {
                 b.extend_from_slice(&(s.kv_heads as u32).to_le_bytes());
                 b.extend_from_slice(&(s.head_dim as u32).to_le_bytes());
             }
+        }
+        if let Some(st) = &self.state {
+            b.extend_from_slice(&st.blocks.to_le_bytes());
+            b.extend_from_slice(&st.floats.to_le_bytes());
+            b.extend_from_slice(&st.checksum.to_le_bytes());
         }
         for t in &self.tokens {
             b.extend_from_slice(&t.to_le_bytes());
@@ -289,7 +338,7 @@ impl CacheHeader {
             });
         }
         let n = u64::from(u32_at(&head, 12));
-        if n < header_bytes(0, 0, 0) || n > max_header_bytes() {
+        if n < header_bytes(0, 0, 0, false) || n > max_header_bytes() {
             return Err(corrupt(format!("header size {n}")));
         }
         if n > file_len {
@@ -308,7 +357,7 @@ impl CacheHeader {
     pub fn decode(b: &[u8], path: &Path) -> Result<Self, PersistError> {
         let corrupt = |r: String| PersistError::corrupt(path, r);
         let n = b.len();
-        if n < header_bytes(0, 0, 0) as usize {
+        if n < header_bytes(0, 0, 0, false) as usize {
             return Err(corrupt(format!("header size {n}")));
         }
         if b[..8] != MAGIC {
@@ -324,6 +373,7 @@ impl CacheHeader {
         let dtype = KvDtype::from_code(dtype_code).ok_or_else(|| corrupt(format!("K/V dtype {dtype_code}")))?;
         let layout = decode_layout(b, dtype).map_err(corrupt)?;
         layout.check().map_err(corrupt)?;
+        let with_state = u32_at(b, 8) == 4;
         let table_end = FIXED_HEADER_BYTES + 8 * layout.table_layers();
         let n_tokens = u32_at(b, 52);
         let n_blocks = u32_at(b, 56);
@@ -334,7 +384,7 @@ impl CacheHeader {
         if u64::from(n_blocks) * u64::from(layout.block_size) > u64::from(n_tokens) {
             return Err(corrupt(format!("{n_blocks} blocks for {n_tokens} tokens")));
         }
-        if header_bytes(n_tokens as usize, n_blocks as usize, layout.table_layers()) != n as u64 {
+        if header_bytes(n_tokens as usize, n_blocks as usize, layout.table_layers(), with_state) != n as u64 {
             return Err(corrupt(format!("header size {n} does not match its counts")));
         }
         if !payload_offset.is_multiple_of(PAYLOAD_ALIGN)
@@ -343,8 +393,25 @@ impl CacheHeader {
         {
             return Err(corrupt(format!("payload offset {payload_offset}")));
         }
-        let tok_end = table_end + 4 * n_tokens as usize;
-        let tokens = b[table_end..tok_end]
+        let state = if with_state {
+            let st = StateEntry {
+                blocks: u32_at(b, table_end),
+                floats: u32_at(b, table_end + 4),
+                checksum: u64_at(b, table_end + 8),
+            };
+            if st.blocks == 0 || st.blocks > n_blocks || st.floats == 0 || st.floats > MAX_STATE_FLOATS {
+                return Err(corrupt(format!(
+                    "a state of {} floats after {} of {n_blocks} blocks",
+                    st.floats, st.blocks
+                )));
+            }
+            Some(st)
+        } else {
+            None
+        };
+        let tok_start = table_end + if with_state { STATE_ENTRY_BYTES } else { 0 };
+        let tok_end = tok_start + 4 * n_tokens as usize;
+        let tokens = b[tok_start..tok_end]
             .chunks_exact(4)
             .map(|c| u32_at(c, 0))
             .collect();
@@ -361,6 +428,7 @@ impl CacheHeader {
             tokens,
             blocks,
             payload_offset,
+            state,
         })
     }
 }
@@ -376,7 +444,7 @@ fn decode_layout(b: &[u8], dtype: KvDtype) -> Result<KvLayout, String> {
     if !(1..=FORMAT_VERSION).contains(&version) {
         return Err(format!("format version {version}"));
     }
-    let shape = if version == 1 {
+    let shape = if version == 1 || version == 4 {
         KvShape::uniform(layers as usize, kv_heads, head_dim)
     } else if version == 3 {
         KvShape::uniform(layers as usize, kv_heads, head_dim).with_v_from_k()
@@ -430,6 +498,7 @@ mod tests {
                 .collect(),
             payload_offset: 4096,
             tokens,
+            state: None,
         }
     }
 
@@ -449,7 +518,7 @@ mod tests {
     fn encode_decode_round_trip_and_every_flipped_byte_is_caught() {
         let h = sample();
         let b = h.encode();
-        assert_eq!(b.len() as u64, header_bytes(37, 2, 0));
+        assert_eq!(b.len() as u64, header_bytes(37, 2, 0, false));
         reads_back_and_catches_every_flip(&h, &b);
         assert_eq!(h.blocks_present(h.file_len()), 2);
         assert_eq!(h.blocks_present(h.file_len() - 1), 1);
@@ -465,10 +534,10 @@ mod tests {
         assert_eq!(h.encode()[8], 1);
         let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
         h.layout.shape = KvShape::per_layer(vec![layer(2, 4), layer(1, 8), layer(2, 4)]);
-        h.payload_offset = payload_offset_for(&h.layout, 37, 2);
+        h.payload_offset = payload_offset_for(&h.layout, 37, 2, false);
         let b = h.encode();
         assert_eq!(b[8], 2);
-        assert_eq!(b.len() as u64, header_bytes(37, 2, 3));
+        assert_eq!(b.len() as u64, header_bytes(37, 2, 3, false));
         assert_eq!(h.block_bytes(), 2 * 16 * (8 + 8 + 8) * 4);
         reads_back_and_catches_every_flip(&h, &b);
         // A version 2 header of alike layers is not one this hearth writes.
@@ -482,6 +551,35 @@ mod tests {
         assert!(CacheHeader::decode(&b, Path::new("x.hkv")).is_err());
     }
 
+    /// A header with a recurrent state is written as version 4 (version 1's with the state's
+    /// entry), read back whole, and every flipped byte caught; the state follows the blocks and
+    /// counts in the file's length; a state past the blocks, or of no values, is refused.
+    #[test]
+    fn a_recurrent_state_writes_version_4() {
+        let mut h = sample();
+        h.state = Some(StateEntry {
+            blocks: 2,
+            floats: 100,
+            checksum: 42,
+        });
+        h.payload_offset = payload_offset_for(&h.layout, 37, 2, true);
+        let b = h.encode();
+        assert_eq!(b[8], 4);
+        assert_eq!(b.len() as u64, header_bytes(37, 2, 0, true));
+        reads_back_and_catches_every_flip(&h, &b);
+        assert_eq!(h.state_offset(), 4096 + 2 * h.block_bytes());
+        assert_eq!(h.file_len(), h.state_offset() + 400);
+        for bad in [(3, 100), (0, 100), (1, 0)] {
+            let mut h2 = h.clone();
+            h2.state = Some(StateEntry {
+                blocks: bad.0,
+                floats: bad.1,
+                checksum: 42,
+            });
+            assert!(CacheHeader::decode(&h2.encode(), Path::new("x.hkv")).is_err(), "{bad:?}");
+        }
+    }
+
     /// A layout that keeps K only is written as version 3 (version 1's header), its blocks
     /// half as long, read back whole, and every flipped byte caught.
     #[test]
@@ -489,9 +587,9 @@ mod tests {
         let mut h = sample();
         let full = h.block_bytes();
         h.layout.shape = h.layout.shape.clone().with_v_from_k();
-        h.payload_offset = payload_offset_for(&h.layout, 37, 2);
+        h.payload_offset = payload_offset_for(&h.layout, 37, 2, false);
         let b = h.encode();
-        assert_eq!((b[8], b.len() as u64), (3, header_bytes(37, 2, 0)));
+        assert_eq!((b[8], b.len() as u64), (3, header_bytes(37, 2, 0, false)));
         assert_eq!(h.block_bytes() * 2, full);
         reads_back_and_catches_every_flip(&h, &b);
         let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
@@ -502,9 +600,9 @@ mod tests {
     #[test]
     fn versions_and_magic() {
         let mut b = sample().encode();
-        b[8] = 4;
+        b[8] = 5;
         let e = CacheHeader::read(&mut b.as_slice(), 1 << 20, Path::new("x")).unwrap_err();
-        assert!(matches!(e, PersistError::UnsupportedVersion { found: 4, .. }), "{e}");
+        assert!(matches!(e, PersistError::UnsupportedVersion { found: 5, .. }), "{e}");
         assert!(e.to_string().contains("newer hearth"), "{e}");
         b[0] = b'X';
         let e = CacheHeader::read(&mut b.as_slice(), 1 << 20, Path::new("x")).unwrap_err();

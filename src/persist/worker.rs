@@ -62,6 +62,9 @@ pub struct CacheJob {
     /// match); `fresh` holds the rest.
     pub reuse_blocks: usize,
     pub fresh: Vec<u8>,
+    /// A model with recurrent layers: its state after this many of the blocks, to store with
+    /// them (format version 4).
+    pub state: Option<(usize, Vec<f32>)>,
 }
 
 /// What a finished turn adds to a conversation's text.
@@ -283,6 +286,8 @@ fn write_cache(ctx: &WorkerContext, job: CacheJob) -> Result<(), PersistError> {
             hashes: &job.hashes[..n],
             reuse: old.as_mut().map(|f| (f, reuse)),
             fresh,
+            // Not past the blocks this file can hold.
+            state: job.state.as_ref().filter(|(k, _)| (1..=n).contains(k)).map(|(k, f)| (*k, f.as_slice())),
         },
         &ctx.faults,
     )?;
