@@ -954,6 +954,16 @@ async fn a_qwen35_forced_call_comes_back_and_the_next_request_holds_the_cache() 
     assert_eq!(status, StatusCode::OK, "{v}");
     let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
     assert!(cached > first_prompt, "the cache holds into the call as written ({cached} of {first_prompt}): {v}");
+    // The state copies that made it so, in the stats and on /metrics.
+    let stats = s.state.engine().stats();
+    let r = stats.recurrent_states.expect("a recurrent model's stats count its state copies");
+    assert!(r.copies >= 1 && r.bytes > 0 && r.bytes <= r.budget_bytes.max(r.bytes), "{r:?}");
+    let req = Request::builder().method(Method::GET).uri("/metrics").body(Body::empty()).unwrap();
+    let res = s.app.clone().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let text = String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    assert!(text.contains("hearth_recurrent_state_copies "), "{text}");
+    assert!(text.contains("hearth_recurrent_state_bytes "), "{text}");
 }
 
 /// Seed-OSS's template (llama.cpp's copy, the tiny vocabulary's own) on a tiny Seed-OSS file: a

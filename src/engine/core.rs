@@ -285,6 +285,7 @@ impl Engine {
             decode_tokens_per_second: c.decode_rate.clone(),
             busy: c.busy,
             disk: self.disk.as_ref().map(DiskTier::stats),
+            recurrent_states: self.states.as_ref().map(StateCache::stats),
             ..EngineStats::new(
                 self.kv.stats(),
                 self.memory.layout().dtype,

@@ -51,7 +51,7 @@ pub use request::{
 };
 pub use scheduler::Scheduler;
 pub use states::StateCache;
-pub use stats::{EngineStats, Histogram, RequestCounters, TOKENS_PER_SECOND_BUCKETS, TTFT_BUCKETS};
+pub use stats::{EngineStats, Histogram, StateCacheStats, RequestCounters, TOKENS_PER_SECOND_BUCKETS, TTFT_BUCKETS};
 
 // The data front-ends show and send, re-exported so that `gui` and `server` need nothing but
 // `engine` and `config` (tests/code_rules.rs checks it).

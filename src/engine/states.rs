@@ -84,6 +84,15 @@ impl StateCache {
     pub fn usage(&self) -> (usize, usize) {
         (self.entries.len(), self.bytes)
     }
+
+    /// Its figures for the engine's stats.
+    pub fn stats(&self) -> super::stats::StateCacheStats {
+        super::stats::StateCacheStats {
+            copies: self.entries.len(),
+            bytes: self.bytes as u64,
+            budget_bytes: self.budget as u64,
+        }
+    }
 }
 
 /// Where to take a copy in a chunk of `n` tokens after `computed`: after the last of them that

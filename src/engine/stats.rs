@@ -114,6 +114,17 @@ pub struct EngineStats {
     pub kv_dtype: crate::config::KvDtype,
     /// Bytes one cached token takes (every layer's K and V).
     pub kv_bytes_per_token: u64,
+    /// A model with recurrent layers: the copies of its state kept for cached prefixes
+    /// (`engine::states`); `None` for other models.
+    pub recurrent_states: Option<StateCacheStats>,
+}
+
+/// The state copies a recurrent model keeps: how many, their bytes, the budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StateCacheStats {
+    pub copies: usize,
+    pub bytes: u64,
+    pub budget_bytes: u64,
 }
 
 impl EngineStats {
@@ -135,6 +146,7 @@ impl EngineStats {
             kv_bytes_per_token,
             memory: None,
             disk: None,
+            recurrent_states: None,
             waiting: 0,
             running: 0,
             requests: RequestCounters::default(),

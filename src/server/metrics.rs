@@ -103,6 +103,18 @@ pub fn render(stats: &EngineStats, model_id: &str, info: &ModelInfo) -> String {
         &[("dtype", stats.kv_dtype.name())],
         stats.kv_bytes_per_token,
     );
+    if let Some(r) = &stats.recurrent_states {
+        m.gauge(
+            "hearth_recurrent_state_copies",
+            "Copies of a recurrent model's state kept where cached prefixes may end.",
+            r.copies,
+        );
+        m.gauge(
+            "hearth_recurrent_state_bytes",
+            "Bytes those copies take in RAM.",
+            r.bytes,
+        );
+    }
     m.family(
         "hearth_kv_blocks",
         "gauge",

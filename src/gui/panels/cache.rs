@@ -123,6 +123,14 @@ pub fn show(ui: &mut egui::Ui, m: &AppModel) {
                     stats.kv_bytes_per_token as f64 / 1024.0,
                     stats.tokens_per_gib()
                 ));
+                if let Some(r) = &stats.recurrent_states {
+                    ui.label(format!(
+                        "Recurrent state: {} copies kept, {:.1} of {:.1} MiB",
+                        r.copies,
+                        r.bytes as f64 / (1 << 20) as f64,
+                        r.budget_bytes as f64 / (1 << 20) as f64
+                    ));
+                }
                 if let Some(mem) = &stats.memory {
                     let title = if cuda { "VRAM" } else { "RAM" };
                     let mut parts = vec![("weights", mem.weights, egui::Color32::from_rgb(70, 110, 200))];
