@@ -98,11 +98,15 @@ fn models(dir: &std::path::Path) -> Vec<(String, TinyModelSpec, std::path::PathB
 /// A tiny model of every family with `weights`, written into `dir`. Gemma 3's layer 0 has an
 /// 8-token sliding window, so every prompt here crosses it (cached prefixes included).
 fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyModelSpec, std::path::PathBuf)> {
-    // Every family, and Qwen3.5's MoE files (recurrent layers with experts).
+    // Every family, Qwen3.5's MoE files (recurrent layers with experts) and Qwen3-Next's (V
+    // heads grouped by Q/K head, the older `ssm_in`).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
-        .chain([("Qwen35Moe".to_string(), TinyModelSpec::qwen35_moe(weights))]);
+        .chain([
+            ("Qwen35Moe".to_string(), TinyModelSpec::qwen35_moe(weights)),
+            ("Qwen3Next".to_string(), TinyModelSpec::qwen3next(true, weights)),
+        ]);
     specs
         .map(|(name, spec)| {
             let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));

@@ -278,6 +278,11 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // shared expert whose output a sigmoid gates.
         ("tiny-qwen35moe-q8_0.gguf", TinyModelSpec::qwen35_moe(WeightType::Q8_0)),
         ("tiny-qwen35moe-f32.gguf", TinyModelSpec::qwen35_moe(WeightType::F32)),
+        // Qwen3-Next (`qwen3next`): the MoE layers with V heads grouped by Q/K head and one
+        // `ssm_ba`; its older files' `ssm_in` (Q, K, V and z per Q/K head) too.
+        ("tiny-qwen3next-q8_0.gguf", TinyModelSpec::qwen3next(false, WeightType::Q8_0)),
+        ("tiny-qwen3next-f32.gguf", TinyModelSpec::qwen3next(false, WeightType::F32)),
+        ("tiny-qwen3next-ssm-in-f32.gguf", TinyModelSpec::qwen3next(true, WeightType::F32)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)
         // routed by softmax with a selection bias, beside a shared expert.
         ("tiny-ernie4_5-moe-q8_0.gguf", TinyModelSpec::ernie45_moe(WeightType::Q8_0)),

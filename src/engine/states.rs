@@ -118,6 +118,7 @@ mod tests {
             head_k: 2,
             head_v: 2,
             layers: vec![true, false],
+            grouped: false,
         };
         let [c, s] = p.state_floats();
         RecurrentState::from_floats(&p, &vec![fill; c + s]).unwrap()

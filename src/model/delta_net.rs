@@ -20,6 +20,7 @@
 //! Counterpart: llama.cpp's `llm_build_delta_net_base` and `ggml_gated_delta_net`; vLLM's and
 //! SGLang's `GatedDeltaNet` with their `MambaCacheManager` / mamba radix cache for the state.
 
+use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
@@ -98,8 +99,9 @@ pub(super) struct DeltaNet {
     /// Its index among the recurrent layers (its buffers in a [`RecurrentState`]).
     slot: usize,
     p: DeltaNetParams,
-    /// `attn_qkv` (the convolution's input), `attn_gate` (`z`), `ssm_beta`, `ssm_alpha`.
-    proj: FusedLinear,
+    /// `attn_qkv` (the convolution's input), `attn_gate` (`z`), `ssm_beta`, `ssm_alpha`: one
+    /// matmul where their types agree, else one for the first two and one for the others.
+    proj: Vec<FusedLinear>,
     /// `ssm_conv1d` transposed: `[taps][channels]`, host f32 (each tap a row the convolution
     /// runs along).
     conv: Vec<f32>,
@@ -110,6 +112,47 @@ pub(super) struct DeltaNet {
     norm: Vec<f32>,
     out: QLinear,
     eps: f32,
+}
+
+/// Layer `i`'s projections, whose output columns are each token's convolution input (Q, K and
+/// V), `z`, beta and alpha, each in V-head order: `attn_qkv`, `attn_gate`, `ssm_beta` and
+/// `ssm_alpha`; Qwen3-Next's `ssm_ba` (per Q/K head: its V heads' betas, then their alphas), and
+/// its older files' `ssm_in` (per Q/K head: its Q, K, V and z rows) in place of the first two,
+/// their rows taken apart by head and put back in that order.
+fn projections(
+    file: &mut GgufFile,
+    p: &DeltaNetParams,
+    i: usize,
+    d: usize,
+    device: &Device,
+) -> Result<(Vec<QTensor>, Vec<QTensor>), ModelError> {
+    let n = |s: &str| format!("blk.{i}.{s}");
+    let (channels, values) = (p.conv_channels(), p.v_heads * p.head_v);
+    let (kh, r) = (p.k_heads, p.v_heads / p.k_heads);
+    // Every Q/K head's `widths` rows of `name`, regrouped: each width's rows of every head.
+    let regroup = |file: &mut GgufFile, name: &str, widths: &[usize]| -> Result<Vec<QTensor>, ModelError> {
+        let per_head: Vec<usize> = (0..kh).flat_map(|_| widths.iter().copied()).collect();
+        let mut parts: Vec<Option<QTensor>> = file.tensor_row_split(&n(name), &per_head, d, device)?.into_iter().map(Some).collect();
+        let w = widths.len();
+        Ok((0..w).flat_map(|j| (0..kh).map(move |g| g * w + j)).filter_map(|k| parts.get_mut(k).and_then(Option::take)).collect())
+    };
+    let main = if file.has_tensor(&n("attn_qkv.weight")) || !p.grouped {
+        vec![
+            load_2d(file, &n("attn_qkv.weight"), [channels, d], device)?,
+            load_2d(file, &n("attn_gate.weight"), [values, d], device)?,
+        ]
+    } else {
+        regroup(file, "ssm_in.weight", &[p.head_k, p.head_k, r * p.head_v, r * p.head_v])?
+    };
+    let gates = if p.grouped {
+        regroup(file, "ssm_ba.weight", &[r, r])?
+    } else {
+        vec![
+            load_2d(file, &n("ssm_beta.weight"), [p.v_heads, d], device)?,
+            load_2d(file, &n("ssm_alpha.weight"), [p.v_heads, d], device)?,
+        ]
+    };
+    Ok((main, gates))
 }
 
 /// A host f32 vector of `t`'s values.
@@ -129,15 +172,12 @@ impl DeltaNet {
         let n = |s: &str| format!("blk.{i}.{s}");
         let channels = p.conv_channels();
         let values = p.v_heads * p.head_v;
-        let proj = FusedLinear::new(
-            vec![
-                load_2d(file, &n("attn_qkv.weight"), [channels, d], device)?,
-                load_2d(file, &n("attn_gate.weight"), [values, d], device)?,
-                load_2d(file, &n("ssm_beta.weight"), [p.v_heads, d], device)?,
-                load_2d(file, &n("ssm_alpha.weight"), [p.v_heads, d], device)?,
-            ],
-            device,
-        )?;
+        let (main, gates) = projections(file, &p, i, d, device)?;
+        let proj = if main.iter().chain(&gates).all(|t| t.dtype() == main[0].dtype()) {
+            vec![FusedLinear::new(main.into_iter().chain(gates).collect(), device)?]
+        } else {
+            vec![FusedLinear::new(main, device)?, FusedLinear::new(gates, device)?]
+        };
         let cpu = Device::Cpu;
         let conv_name = n("ssm_conv1d.weight");
         let conv = file.tensor(&conv_name, &cpu)?;
@@ -166,7 +206,11 @@ impl DeltaNet {
         }
         let t = h.dim(0)?;
         // Each row: the convolution's input, z, beta, alpha (read in place on the CPU).
-        let joined = self.proj.forward_joined(h)?.to_dtype(DType::F32)?;
+        let joined = match self.proj.as_slice() {
+            [one] => one.forward_joined(h)?,
+            all => Tensor::cat(&all.iter().map(|p| p.forward_joined(h)).collect::<Result<Vec<_>, _>>()?, 1)?,
+        }
+        .to_dtype(DType::F32)?;
         let values = self.p.v_heads * self.p.head_v;
         let mut out = vec![0f32; t * values];
         with_f32(&joined, |all| {
@@ -280,7 +324,7 @@ impl DeltaNet {
             for h in heads {
                 // SAFETY: each V head's state, captured state and output segments are its own.
                 let st = unsafe { shared_ssm.part(h * hv * hk, hv * hk) };
-                let kh_i = h % kh;
+                let kh_i = if p.grouped { h / (vh / kh) } else { h % kh };
                 for i in 0..n {
                     let xr = &x[i * channels..(i + 1) * channels];
                     let q = &xr[kh_i * hk..(kh_i + 1) * hk];

@@ -158,7 +158,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "qwen35moe", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,7 +269,9 @@ impl Family {
             // YaRN's magnitude aside.
             "deepseek2" | "mistral4" => Ok(Self::DeepSeek2),
             "seed_oss" => Ok(Self::SeedOss),
-            "qwen35" | "qwen35moe" => Ok(Self::Qwen35),
+            // Qwen3-Next (80B-A3B, Qwen3-Coder-Next): the same layers, its V heads grouped by
+            // Q/K head (`DeltaNetParams::grouped`).
+            "qwen35" | "qwen35moe" | "qwen3next" => Ok(Self::Qwen35),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -482,6 +484,10 @@ pub struct DeltaNetParams {
     /// One flag per layer: `true` for a gated delta net, `false` for attention
     /// (`attention.recurrent_layers`, else every `full_attention_interval`-th layer attends).
     pub layers: Vec<bool>,
+    /// Qwen3-Next (`qwen3next`): V head `h` reads Q/K head `h / (v_heads / k_heads)` (each Q/K
+    /// head's V heads side by side), and a layer's projections may be stored grouped by Q/K
+    /// head (`ssm_in`, `ssm_ba`). Qwen3.5: head `h mod k_heads`.
+    pub grouped: bool,
 }
 
 impl DeltaNetParams {
@@ -556,6 +562,7 @@ impl DeltaNetParams {
             head_k,
             head_v: inner / v_heads,
             layers: flags,
+            grouped: md_str(md, "general.architecture")? == "qwen3next",
         })
     }
 }

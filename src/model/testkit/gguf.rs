@@ -284,6 +284,22 @@ impl TinyModelSpec {
         }
     }
 
+    /// Qwen3-Next (`qwen3next`): the tiny Qwen3.5 MoE layers with V heads grouped by Q/K head,
+    /// `ssm_ba`, and (`ssm_in`) its older files' one `ssm_in`; NeoX rope without sections.
+    pub fn qwen3next(ssm_in: bool, weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("qwen3next"),
+            rope_sections: None,
+            delta_net: Some(TinyDeltaNet {
+                grouped: true,
+                ssm_in,
+                ..TinyDeltaNet::tiny()
+            }),
+            seed: 13,
+            ..Self::qwen35_moe(weight_type)
+        }
+    }
+
     /// Qwen2-VL's and Qwen2.5-VL's language model (`qwen2vl`): Qwen2's layer under its own
     /// architecture, with M-RoPE sections (8, 12 and 12 of the head's 32 pairs).
     pub fn qwen2vl(weight_type: WeightType) -> Self {
@@ -545,6 +561,8 @@ impl TinyModelSpec {
                 v_heads: 16,
                 head: 128,
                 attention_every: 4,
+                grouped: false,
+                ssm_in: false,
             }),
             seed: 17,
             ..Self::tiny(Family::Qwen35, WeightType::Q8_0)

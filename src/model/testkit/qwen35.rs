@@ -24,6 +24,12 @@ pub struct TinyDeltaNet {
     pub head: usize,
     /// Every this-many-th layer attends (`full_attention_interval`).
     pub attention_every: usize,
+    /// Qwen3-Next's layout (`qwen3next`): V heads grouped by Q/K head, betas and alphas in one
+    /// `ssm_ba` grouped so.
+    pub grouped: bool,
+    /// With `grouped`, its older files' one `ssm_in` (per Q/K head: Q, K, V, z) in place of
+    /// `attn_qkv` and `attn_gate`.
+    pub ssm_in: bool,
 }
 
 impl TinyDeltaNet {
@@ -36,6 +42,8 @@ impl TinyDeltaNet {
             v_heads: 4,
             head: 32,
             attention_every: 2,
+            grouped: false,
+            ssm_in: false,
         }
     }
 
@@ -119,16 +127,24 @@ pub(super) fn tensors(
         let n = |s: &str| format!("blk.{i}.{s}");
         out.push(f32s(n("attn_norm.weight"), rng.around(d, 1.0, 0.1), &[d])?);
         if (i + 1) % t.attention_every != 0 {
-            out.push(mat(n("attn_qkv.weight"), t.channels(), d, 1.0, rng)?);
-            out.push(mat(n("attn_gate.weight"), values, d, 1.0, rng)?);
+            if t.ssm_in {
+                out.push(mat(n("ssm_in.weight"), t.channels() + values, d, 1.0, rng)?);
+            } else {
+                out.push(mat(n("attn_qkv.weight"), t.channels(), d, 1.0, rng)?);
+                out.push(mat(n("attn_gate.weight"), values, d, 1.0, rng)?);
+            }
             // A convolution that mixes the taps without cancelling them.
             out.push(f32s(n("ssm_conv1d.weight"), rng.around(t.channels() * t.conv_kernel, 0.3, 0.4), &[t.channels(), t.conv_kernel])?);
             out.push(f32s(n("ssm_dt.bias"), rng.around(t.v_heads, 0.0, 1.0), &[t.v_heads])?);
             // `-exp(A_log)`: decays between about 0.3 and 0.95 a token.
             let a: Vec<f32> = rng.around(t.v_heads, -0.5, 0.4).into_iter().map(|x| -x.exp()).collect();
             out.push(f32s(n("ssm_a"), a, &[t.v_heads])?);
-            out.push(mat(n("ssm_beta.weight"), t.v_heads, d, 1.0, rng)?);
-            out.push(mat(n("ssm_alpha.weight"), t.v_heads, d, 1.0, rng)?);
+            if t.grouped {
+                out.push(mat(n("ssm_ba.weight"), 2 * t.v_heads, d, 1.0, rng)?);
+            } else {
+                out.push(mat(n("ssm_beta.weight"), t.v_heads, d, 1.0, rng)?);
+                out.push(mat(n("ssm_alpha.weight"), t.v_heads, d, 1.0, rng)?);
+            }
             out.push(f32s(n("ssm_norm.weight"), rng.around(t.head, 1.0, 0.1), &[t.head])?);
             out.push(mat(n("ssm_out.weight"), d, values, 1.0, rng)?);
         } else {
