@@ -138,6 +138,15 @@
 //!   output scaled by `ffn_down_exps.scale`);
 //! - logits soft-capped at `final_logit_softcapping`, 30 where the file leaves it out.
 //!
+//! Qwen3.5 (`qwen35`, `qwen35moe`) and Qwen3-Next (`qwen3next`), as llama.cpp's
+//! `src/models/qwen35.cpp` and `qwen3next.cpp`: three of every four layers (`full_attention_interval`,
+//! or one flag per layer in `attention.recurrent_layers`) are gated delta nets
+//! ([`DeltaNetParams`], `super::delta_net`) that keep no K/V, the others Qwen3's attention
+//! whose Q projection gives each head a gate beside its Q, rotating a quarter of each head
+//! (M-RoPE sections, one rotation for text); the MLP's pre-norm is `post_attention_norm`; the
+//! MoE files' shared expert is gated by the sigmoid of `ffn_gate_inp_shexp`. Only the
+//! attention layers are store layers ([`HParams::kv_layer`]).
+//!
 //! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
 //! have an architecture of their own (`ernie4_5-moe`) and are not supported.
 //!
