@@ -283,6 +283,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-qwen3next-q8_0.gguf", TinyModelSpec::qwen3next(false, WeightType::Q8_0)),
         ("tiny-qwen3next-f32.gguf", TinyModelSpec::qwen3next(false, WeightType::F32)),
         ("tiny-qwen3next-ssm-in-f32.gguf", TinyModelSpec::qwen3next(true, WeightType::F32)),
+        // LFM2 (`lfm2`): gated short convolutions of 3 taps beside an attention layer with q/k
+        // norms; its final norm as `token_embd_norm`.
+        ("tiny-lfm2-q8_0.gguf", TinyModelSpec::tiny(Family::Lfm2, WeightType::Q8_0)),
+        ("tiny-lfm2-f32.gguf", TinyModelSpec::tiny(Family::Lfm2, WeightType::F32)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)
         // routed by softmax with a selection bias, beside a shared expert.
         ("tiny-ernie4_5-moe-q8_0.gguf", TinyModelSpec::ernie45_moe(WeightType::Q8_0)),

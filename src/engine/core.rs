@@ -452,9 +452,9 @@ impl Engine {
                 let (read, state) = disk.prefetch(&mut self.kv, &mut self.memory, &s.tokens);
                 s.disk_tokens = s.disk_tokens.max(read);
                 // A recurrent model's state saved with those blocks.
-                let params = self.model.transformer.hparams().recurrent.as_ref();
-                if let (Some(cache), Some(p), Some((hash, floats))) = (self.states.as_mut(), params, state) {
-                    match RecurrentState::from_floats(p, &floats) {
+                let shape = self.model.transformer.hparams().state_shape();
+                if let (Some(cache), Some(shape), Some((hash, floats))) = (self.states.as_mut(), shape, state) {
+                    match RecurrentState::from_floats(&shape, &floats) {
                         Some(st) => cache.insert(hash, st),
                         None => tracing::warn!("a cache file's recurrent state has {} values, not this model's", floats.len()),
                     }

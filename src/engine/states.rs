@@ -108,20 +108,9 @@ pub fn capture_point(computed: usize, n: usize, block_size: usize) -> Option<usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::hparams::DeltaNetParams;
 
     fn state(fill: f32) -> RecurrentState {
-        let p = DeltaNetParams {
-            conv_kernel: 2,
-            k_heads: 1,
-            v_heads: 1,
-            head_k: 2,
-            head_v: 2,
-            layers: vec![true, false],
-            grouped: false,
-        };
-        let [c, s] = p.state_floats();
-        RecurrentState::from_floats(&p, &vec![fill; c + s]).unwrap()
+        RecurrentState::from_floats(&[[2, 4]], &[fill; 6]).unwrap()
     }
 
     #[test]

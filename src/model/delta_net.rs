@@ -41,11 +41,11 @@ pub struct RecurrentState {
 }
 
 impl RecurrentState {
-    /// The state before any token.
-    pub fn new(p: &DeltaNetParams) -> Self {
-        let [conv, ssm] = p.state_floats();
+    /// The state before any token, for recurrent layers of these two buffer sizes each
+    /// (`HParams::state_shape`).
+    pub fn new(shape: &[[usize; 2]]) -> Self {
         Self {
-            layers: (0..p.recurrent_layers()).map(|_| [vec![0.0; conv], vec![0.0; ssm]]).collect(),
+            layers: shape.iter().map(|&[a, b]| [vec![0.0; a], vec![0.0; b]]).collect(),
         }
     }
 
@@ -59,17 +59,26 @@ impl RecurrentState {
         self.layers.iter().flat_map(|[c, s]| [c.as_slice(), s.as_slice()])
     }
 
-    /// Rebuilds one from `floats` written as [`Self::buffers`] gives them, for a model of
-    /// `p`'s shape; `None` when the count differs.
-    pub fn from_floats(p: &DeltaNetParams, floats: &[f32]) -> Option<Self> {
-        let [conv, ssm] = p.state_floats();
-        let per_layer = conv + ssm;
-        if floats.len() != per_layer * p.recurrent_layers() {
+    /// Rebuilds one from `floats` written as [`Self::buffers`] gives them, for layers of
+    /// `shape`; `None` when the count differs.
+    pub fn from_floats(shape: &[[usize; 2]], floats: &[f32]) -> Option<Self> {
+        if floats.len() != shape.iter().map(|[a, b]| a + b).sum::<usize>() {
             return None;
         }
+        let mut at = 0;
+        let mut take = |n: usize| {
+            let v = floats[at..at + n].to_vec();
+            at += n;
+            v
+        };
         Some(Self {
-            layers: floats.chunks_exact(per_layer).map(|l| [l[..conv].to_vec(), l[conv..].to_vec()]).collect(),
+            layers: shape.iter().map(|&[a, b]| [take(a), take(b)]).collect(),
         })
+    }
+
+    /// Layer slot `slot`'s two buffers.
+    pub(super) fn layer_mut(&mut self, slot: usize) -> Option<&mut [Vec<f32>; 2]> {
+        self.layers.get_mut(slot)
     }
 }
 
@@ -98,6 +107,8 @@ impl RecurrentSeq {
 pub(super) struct DeltaNet {
     /// Its index among the recurrent layers (its buffers in a [`RecurrentState`]).
     slot: usize,
+    /// Every recurrent layer's state sizes (for a copy of the whole state).
+    shape: Vec<[usize; 2]>,
     p: DeltaNetParams,
     /// `attn_qkv` (the convolution's input), `attn_gate` (`z`), `ssm_beta`, `ssm_alpha`: one
     /// matmul where their types agree, else one for the first two and one for the others.
@@ -187,6 +198,7 @@ impl DeltaNet {
         let conv = (0..taps * channels).map(|i| by_channel[(i % channels) * taps + i / channels]).collect();
         Ok(Self {
             slot,
+            shape: hp.state_shape().unwrap_or_default(),
             proj,
             conv,
             dt_bias: host(&load_vec(file, &n("ssm_dt.bias"), p.v_heads, &cpu)?)?,
@@ -287,7 +299,7 @@ impl DeltaNet {
             }
         });
         if let Some(m) = capture {
-            let taken = s.captured.get_or_insert_with(|| RecurrentState::new(p));
+            let taken = s.captured.get_or_insert_with(|| RecurrentState::new(&self.shape));
             if let Some(l) = taken.layers.get_mut(self.slot) {
                 l[0].copy_from_slice(&input[m * channels..(m + taps - 1) * channels]);
             }
@@ -390,7 +402,7 @@ fn decay_learn_read(s: &mut [f32], g: f32, d: f32, k: &[f32], q: &[f32]) -> f32 
 
 /// `t`'s values as f32, borrowed where they already are (a contiguous f32 tensor in host
 /// memory), else copied out (a GPU's).
-fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<R, ModelError>) -> Result<R, ModelError> {
+pub(super) fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<R, ModelError>) -> Result<R, ModelError> {
     {
         let (storage, layout) = t.storage_and_layout();
         if let (candle_core::Storage::Cpu(cpu), Some((a, b))) = (&*storage, layout.contiguous_offsets()) {

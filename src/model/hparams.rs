@@ -147,6 +147,11 @@
 //! MoE files' shared expert is gated by the sigmoid of `ffn_gate_inp_shexp`. Only the
 //! attention layers are store layers ([`HParams::kv_layer`]).
 //!
+//! LFM2 (`lfm2`), as llama.cpp's `src/models/lfm2.cpp`: the layers whose
+//! `attention.head_count_kv` entry is 0 are gated short convolutions ([`ShortConvParams`],
+//! `super::short_conv`), the others attention with per-head q/k norms and NeoX rope; its final
+//! norm is stored as `token_embd_norm`.
+//!
 //! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
 //! have an architecture of their own (`ernie4_5-moe`) and are not supported.
 //!
@@ -167,7 +172,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,11 +230,15 @@ pub enum Family {
     /// of each head rotated; the MoE files' experts beside a shared expert whose output a
     /// sigmoid gates.
     Qwen35,
+    /// LFM2 (Liquid: 350M to 2.6B): most layers a gated short convolution over the last few
+    /// tokens ([`ShortConvParams`]: its last inputs are the state the cache keeps), the others
+    /// attention with q/k norms; NeoX rope.
+    Lfm2,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 20] = [
+    pub const ALL: [Family; 21] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -250,6 +259,7 @@ impl Family {
         Self::DeepSeek2,
         Self::SeedOss,
         Self::Qwen35,
+        Self::Lfm2,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -281,6 +291,7 @@ impl Family {
             // Qwen3-Next (80B-A3B, Qwen3-Coder-Next): the same layers, its V heads grouped by
             // Q/K head (`DeltaNetParams::grouped`).
             "qwen35" | "qwen35moe" | "qwen3next" => Ok(Self::Qwen35),
+            "lfm2" => Ok(Self::Lfm2),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -312,6 +323,7 @@ impl Family {
             Self::DeepSeek2 => "deepseek2",
             Self::SeedOss => "seed_oss",
             Self::Qwen35 => "qwen35",
+            Self::Lfm2 => "lfm2",
         }
     }
 
@@ -337,7 +349,8 @@ impl Family {
             | Self::GptOss
             | Self::Gemma4
             | Self::SeedOss
-            | Self::Qwen35 => RopeStyle::Neox,
+            | Self::Qwen35
+            | Self::Lfm2 => RopeStyle::Neox,
         }
     }
 }
@@ -470,6 +483,19 @@ pub struct HParams {
     /// Qwen3.5: the gated delta net of its recurrent layers and which layers those are; the
     /// others attend, and only they keep K/V (`kv_layers` counts them, [`HParams::kv_layer`]).
     pub recurrent: Option<DeltaNetParams>,
+    /// LFM2: its short convolution layers (the others attend, and only they keep K/V).
+    pub short_conv: Option<ShortConvParams>,
+}
+
+/// LFM2's gated short convolution (llama.cpp's `shortconv`): each token's `B`, `C` and `x`
+/// from one projection; `B·x` through a causal convolution of `l_cache` taps per channel, times
+/// `C`, projected back. A sequence carries the last `l_cache - 1` values of `B·x`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShortConvParams {
+    /// `shortconv.l_cache`: the convolution's taps (at least 2).
+    pub l_cache: usize,
+    /// One flag per layer: `true` for a convolution (`attention.head_count_kv` 0 there).
+    pub layers: Vec<bool>,
 }
 
 /// Qwen3.5's gated delta net (llama.cpp's `ssm.*` keys): each token's Q, K and V come from
@@ -926,9 +952,9 @@ impl HParams {
     /// the last layer before them of its kind (local or global), as llama.cpp's Gemma 4
     /// `layer_reuse_cb`.
     pub fn kv_layer(&self, layer: usize) -> usize {
-        // Qwen3.5: the attention layers' store layers, in order.
-        if let Some(r) = &self.recurrent {
-            return r.layers[..layer.min(r.layers.len())].iter().filter(|&&rec| !rec).count();
+        // Qwen3.5, LFM2: the attention layers' store layers, in order.
+        if let Some(flags) = self.recurrent_flags() {
+            return flags[..layer.min(flags.len())].iter().filter(|&&rec| !rec).count();
         }
         if layer < self.kv_layers {
             return layer;
@@ -940,9 +966,31 @@ impl HParams {
             .unwrap_or(self.kv_layers - 1)
     }
 
-    /// Whether `layer` is a gated delta net (Qwen3.5's recurrent layers) rather than attention.
+    /// Whether `layer` is recurrent (Qwen3.5's gated delta nets, LFM2's short convolutions)
+    /// rather than attention.
     pub fn is_recurrent(&self, layer: usize) -> bool {
-        self.recurrent.as_ref().is_some_and(|r| r.layers.get(layer).copied().unwrap_or(false))
+        self.recurrent_flags().is_some_and(|f| f.get(layer).copied().unwrap_or(false))
+    }
+
+    /// One flag per layer, `true` where it is recurrent; `None` for a model without such layers.
+    pub fn recurrent_flags(&self) -> Option<&[bool]> {
+        match (&self.recurrent, &self.short_conv) {
+            (Some(r), _) => Some(&r.layers),
+            (None, Some(c)) => Some(&c.layers),
+            (None, None) => None,
+        }
+    }
+
+    /// The floats each recurrent layer carries per sequence, in layer order (two buffers each:
+    /// see `RecurrentState`); `None` for a model without recurrent layers.
+    pub fn state_shape(&self) -> Option<Vec<[usize; 2]>> {
+        let flags = self.recurrent_flags()?;
+        let per_layer = match (&self.recurrent, &self.short_conv) {
+            (Some(r), _) => r.state_floats(),
+            (None, Some(c)) => [(c.l_cache - 1) * self.hidden, 0],
+            (None, None) => return None,
+        };
+        Some(flags.iter().filter(|&&r| r).map(|_| per_layer).collect())
     }
 
     /// `layer`'s dense MLP width.
@@ -971,19 +1019,7 @@ impl HParams {
         let heads = md_opt_per_layer_usize(md, &key("attention.head_count"))?.ok_or_else(|| ModelError::MissingMetadata {
             key: key("attention.head_count"),
         })?;
-        // Gemma 4's differ by layer kind: read with its sliding pattern below (`gemma4_attention`).
-        let kv_heads = match family {
-            Family::Gemma4 => None,
-            _ => md_opt_per_layer_usize(md, &key("attention.head_count_kv"))?,
-        }
-        .unwrap_or(heads);
-        let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
-        if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 {
-            return Err(bad(
-                "attention.head_count_kv",
-                format!("{heads} heads cannot share {kv_heads} K/V heads"),
-            ));
-        }
+        let (kv_heads, short_conv) = kv_heads_of(md, &key, family, heads)?;
         // DeepSeek-V2's heads attend over one latent K/V head.
         let mla = match family {
             Family::DeepSeek2 => Some(MlaParams::read(md, &key)?),
@@ -1041,6 +1077,10 @@ impl HParams {
         let (local, global_attn, kv_layers, per_layer_input) = match (family, &sliding, &recurrent) {
             (Family::Gemma4, Some(s), _) => gemma4_attention(md, &key, global, &s.local)?,
             (_, _, Some(r)) => (global, None, layers - r.recurrent_layers(), 0),
+            _ if short_conv.is_some() => {
+                let convs = short_conv.as_ref().map_or(0, |c| c.layers.iter().filter(|&&r| r).count());
+                (global, None, layers - convs, 0)
+            }
             _ => (global, None, layers, 0),
         };
         Ok(Self {
@@ -1080,8 +1120,67 @@ impl HParams {
             ffn_per_layer,
             mla,
             recurrent,
+            short_conv,
         })
     }
+}
+
+/// The K/V heads (one count for every attending layer) and LFM2's short convolution: LFM2's
+/// counts are 0 in its convolution layers; Gemma 4's differ by layer kind and are read with
+/// its sliding pattern (`gemma4_attention`: here the query heads').
+fn kv_heads_of(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    family: Family,
+    heads: usize,
+) -> Result<(usize, Option<ShortConvParams>), ModelError> {
+    let (kv_heads, short_conv) = match family {
+        Family::Lfm2 => {
+            let (p, kv) = short_conv_params(md, key)?;
+            (Some(kv), Some(p))
+        }
+        Family::Gemma4 => (None, None),
+        _ => (md_opt_per_layer_usize(md, &key("attention.head_count_kv"))?, None),
+    };
+    let kv_heads = kv_heads.unwrap_or(heads);
+    if heads == 0 || kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        return Err(ModelError::BadMetadata {
+            key: key("attention.head_count_kv"),
+            reason: format!("{heads} heads cannot share {kv_heads} K/V heads"),
+        });
+    }
+    Ok((kv_heads, short_conv))
+}
+
+/// LFM2's short convolution and its attention layers' K/V heads: `shortconv.l_cache`, and
+/// `attention.head_count_kv` one per layer, 0 for a convolution layer (every attention layer's
+/// the same). Its sliding-window files are refused.
+fn short_conv_params(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<(ShortConvParams, usize), ModelError> {
+    let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+    let layers = md_usize(md, &key("block_count"))?;
+    let kv = md_opt_usize_per_layer(md, &key("attention.head_count_kv"), layers)?
+        .ok_or_else(|| ModelError::MissingMetadata { key: key("attention.head_count_kv") })?;
+    let mut attending = kv.iter().copied().filter(|&k| k > 0);
+    let kv_heads = attending
+        .next()
+        .ok_or_else(|| bad("attention.head_count_kv", "no layer attends".into()))?;
+    if let Some(other) = attending.find(|&k| k != kv_heads) {
+        return Err(bad("attention.head_count_kv", format!("attention layers with {kv_heads} and {other} K/V heads")));
+    }
+    let l_cache = md_usize(md, &key("shortconv.l_cache"))?;
+    if l_cache < 2 {
+        return Err(bad("shortconv.l_cache", format!("{l_cache} taps")));
+    }
+    if md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(0) > 0 {
+        return Err(bad("attention.sliding_window", "LFM2 files with sliding-window layers are not supported".into()));
+    }
+    Ok((
+        ShortConvParams {
+            l_cache,
+            layers: kv.iter().map(|&k| k == 0).collect(),
+        },
+        kv_heads,
+    ))
 }
 
 /// Llama 4's attention temperature, where the file asks for it: Ministral 3's, stepping by

@@ -33,6 +33,7 @@ mod loaded;
 mod mla;
 mod moe;
 mod rope;
+mod short_conv;
 pub mod sampling;
 pub mod source;
 pub mod testkit;

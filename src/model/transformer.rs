@@ -30,6 +30,7 @@ use super::hparams::{AttnShape, Family, HParams, LocalRope, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::mla::LatentAttention;
+use super::short_conv::ShortConv;
 use super::moe::MoeMlp;
 use super::rope::{positions_tensor, RopeSpec, RopeTables};
 use super::ModelError;
@@ -123,6 +124,8 @@ enum SelfAttention {
     Latent(LatentAttention),
     /// Qwen3.5's gated delta net (linear attention with a state per sequence).
     Recurrent(DeltaNet),
+    /// LFM2's gated short convolution (a state of its last few inputs per sequence).
+    ShortConv(ShortConv),
 }
 
 struct Layer {
@@ -248,7 +251,7 @@ impl Transformer {
                 .iter()
                 .map(|l| match &l.attn {
                     SelfAttention::Latent(m) => m.extra_bytes(),
-                    SelfAttention::Heads(_) | SelfAttention::Recurrent(_) => 0,
+                    SelfAttention::Heads(_) | SelfAttention::Recurrent(_) | SelfAttention::ShortConv(_) => 0,
                 })
                 .sum::<u64>();
         let per_layer_embd = PerLayerEmbedding::load(file, &hp, device)?;
@@ -259,7 +262,13 @@ impl Transformer {
         };
         Ok(Self {
             per_layer_embd,
-            norm: load_vec(file, "output_norm.weight", d, device)?,
+            // LFM2's final norm is stored as `token_embd_norm` (llama.cpp reads it so).
+            norm: load_vec(
+                file,
+                if hp.family == Family::Lfm2 { "token_embd_norm.weight" } else { "output_norm.weight" },
+                d,
+                device,
+            )?,
             output,
             embedding,
             layers,
@@ -320,7 +329,7 @@ impl Transformer {
 
     /// The state a sequence starts from in the recurrent layers, for a model that has them.
     pub fn recurrent_state(&self) -> Option<RecurrentState> {
-        self.hp.recurrent.as_ref().map(RecurrentState::new)
+        self.hp.state_shape().map(|s| RecurrentState::new(&s))
     }
 
     /// [`Self::forward`] with each sequence's recurrent state (one per sequence of `batch`, in
@@ -401,6 +410,7 @@ impl Transformer {
                     m.forward(li, &h, rope, q_scale.as_ref(), how, batch, kv, hp.rms_eps as f32)?
                 }
                 SelfAttention::Recurrent(net) => net.forward(&h, batch, states)?,
+                SelfAttention::ShortConv(c) => c.forward(&h, batch, states)?,
             };
             if let Some(n) = &layer.post_attn_norm {
                 attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
@@ -656,6 +666,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         attn_norm: pre_norm(file, "attn_norm.weight")?,
         attn: match hp.mla {
             Some(_) => SelfAttention::Latent(LatentAttention::load(file, hp, i, device)?),
+            None if hp.is_recurrent(i) && hp.short_conv.is_some() => SelfAttention::ShortConv(ShortConv::load(file, hp, i, device)?),
             None if hp.is_recurrent(i) => SelfAttention::Recurrent(DeltaNet::load(file, hp, i, device)?),
             None => SelfAttention::Heads(load_attention(file, hp, i, device)?),
         },
@@ -704,7 +715,7 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
     let kv_layer = hp.kv_layer(i);
     // Qwen3.5's attention layers are the store's layers in order; Gemma 4's that share read
     // an earlier one's.
-    let writes_kv = kv_layer == i || hp.recurrent.is_some();
+    let writes_kv = kv_layer == i || hp.recurrent_flags().is_some();
     let q_gate = hp.family == Family::Qwen35;
     // Its gate's rows follow each head's Q rows in the one projection.
     let q_rows = if q_gate { 2 * q_dim } else { q_dim };

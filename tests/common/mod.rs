@@ -79,7 +79,8 @@ impl Reference {
             | Family::Gemma4
             | Family::DeepSeek2
             | Family::SeedOss
-            | Family::Qwen35 => {
+            | Family::Qwen35
+            | Family::Lfm2 => {
                 panic!("no candle-transformers reference for {}", family.arch())
             }
         }

@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng};
 
 use super::deepseek2::{self, TinyMla};
 use super::gemma4::{self, TinyGemma4};
+use super::lfm2;
 use super::qwen35::{self, TinyDeltaNet};
 use super::vocab::{TinyVocab, VocabStyle};
 use crate::model::hparams::Family;
@@ -165,6 +166,7 @@ impl TinyModelSpec {
             Family::GptOss => VocabStyle::Harmony,
             Family::SeedOss => VocabStyle::Gpt2 { pre: "seed-coder" },
             Family::Qwen35 => VocabStyle::Gpt2 { pre: "qwen35" },
+            Family::Lfm2 => VocabStyle::Gpt2 { pre: "lfm2" },
             Family::Gemma4 => VocabStyle::Gemma4,
         };
         let gpt_oss = family == Family::GptOss;
@@ -179,7 +181,8 @@ impl TinyModelSpec {
             // experts.
             layers: match family {
                 // Qwen3.5: recurrent, attention, recurrent, attention.
-                Family::SmolLM3 | Family::Qwen35 => 4,
+                // LFM2: convolution, convolution, attention, convolution.
+                Family::SmolLM3 | Family::Qwen35 | Family::Lfm2 => 4,
                 Family::Glm4Moe | Family::DeepSeek2 => 3,
                 _ => 2,
             },
@@ -900,7 +903,10 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         tensors.push(mat("output.weight".into(), v, d, 3.0, &mut rng)?);
     }
     let final_norm = if gemma2 { 6.0 } else { 1.0 };
-    tensors.push(vector("output_norm.weight".into(), rng.around(d, final_norm, 0.1))?);
+    // (LFM2's is `token_embd_norm`, written with its layers.)
+    if spec.family != Family::Lfm2 {
+        tensors.push(vector("output_norm.weight".into(), rng.around(d, final_norm, 0.1))?);
+    }
     if let Some(f) = &spec.rope_freqs {
         tensors.push(vector("rope_freqs.weight".into(), f.clone())?);
     }
@@ -908,21 +914,9 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         tensors.push(vector("rope_factors_long.weight".into(), l.long.clone())?);
         tensors.push(vector("rope_factors_short.weight".into(), l.short.clone())?);
     }
-    if let (Family::Gemma4, Some(g)) = (spec.family, &spec.gemma4) {
-        tensors.extend(gemma4::tensors(spec, g, &mut rng, &mut moe_rng)?);
-        let mut md = gemma4::metadata(spec, g);
-        md.extend(spec.vocab.metadata.iter().cloned());
-        return write_gguf_file(path, &md, &tensors);
-    }
-    if let (Family::Qwen35, Some(t)) = (spec.family, &spec.delta_net) {
-        tensors.extend(qwen35::tensors(spec, t, &mut rng, &mut moe_rng)?);
-        return write_gguf_file(path, &[qwen35::metadata(spec, t), spec.vocab.metadata.clone()].concat(), &tensors);
-    }
-    if let (Family::DeepSeek2, Some(m)) = (spec.family, &spec.mla) {
-        tensors.extend(deepseek2::tensors(spec, m, &mut rng, &mut moe_rng)?);
-        let mut md = deepseek2::metadata(spec, m);
-        md.extend(spec.vocab.metadata.iter().cloned());
-        return write_gguf_file(path, &md, &tensors);
+    // The families with modules of their own write their layers and metadata there.
+    if let Some(md) = family_layers(spec, &mut tensors, &mut rng, &mut moe_rng)? {
+        return write_gguf_file(path, &[md, spec.vocab.metadata.clone()].concat(), &tensors);
     }
     // OLMo 2 and EXAONE 4.0 normalize after each block (post-norms below), not before.
     let pre_norms = !matches!(spec.family, Family::Olmo2 | Family::Exaone4);
@@ -977,6 +971,35 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     }
 
     write_gguf_file(path, &metadata(spec), &tensors)
+}
+
+/// Gemma 4's, LFM2's, Qwen3.5's and DeepSeek-V2's layers (into `tensors`) and metadata (the
+/// vocabulary's aside), from their modules; `None` for the other families.
+fn family_layers(
+    spec: &TinyModelSpec,
+    tensors: &mut Vec<(String, QTensor)>,
+    rng: &mut Rand,
+    moe_rng: &mut Rand,
+) -> Result<Option<Vec<(String, Value)>>, ModelError> {
+    Ok(match (spec.family, &spec.gemma4, &spec.delta_net, &spec.mla) {
+        (Family::Gemma4, Some(g), _, _) => {
+            tensors.extend(gemma4::tensors(spec, g, rng, moe_rng)?);
+            Some(gemma4::metadata(spec, g))
+        }
+        (Family::Lfm2, _, _, _) => {
+            tensors.extend(lfm2::tensors(spec, rng)?);
+            Some(lfm2::metadata(spec))
+        }
+        (Family::Qwen35, _, Some(t), _) => {
+            tensors.extend(qwen35::tensors(spec, t, rng, moe_rng)?);
+            Some(qwen35::metadata(spec, t))
+        }
+        (Family::DeepSeek2, _, _, Some(m)) => {
+            tensors.extend(deepseek2::tensors(spec, m, rng, moe_rng)?);
+            Some(deepseek2::metadata(spec, m))
+        }
+        _ => None,
+    })
 }
 
 /// Writes `md` and `tensors` as a GGUF file at `path`.

@@ -17,6 +17,7 @@ pub mod fake_hub;
 pub mod deepseek2;
 pub mod gemma4;
 pub mod gguf;
+pub mod lfm2;
 pub mod qwen35;
 pub mod requant;
 pub mod vocab;
