@@ -23,12 +23,13 @@
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
+use super::causal_conv::{missing_slot, per_sequence, CausalConv};
 use super::gguf::GgufFile;
 use super::hparams::{DeltaNetParams, HParams};
 use super::linear::{FusedLinear, QLinear};
-use super::transformer::{check_shape, load_2d, load_vec};
+use super::transformer::{load_2d, load_vec};
 use super::ModelError;
-use crate::ops::par::{for_ranges, for_rows, with_scratch, SharedMut};
+use crate::ops::par::{for_ranges, with_scratch, SharedMut};
 use crate::ops::{BatchLayout, OpsError};
 
 /// What a sequence carries through the recurrent layers after some tokens: per recurrent
@@ -46,6 +47,13 @@ impl RecurrentState {
     pub fn new(shape: &[[usize; 2]]) -> Self {
         Self {
             layers: shape.iter().map(|&[a, b]| [vec![0.0; a], vec![0.0; b]]).collect(),
+        }
+    }
+
+    /// A state of the same shape, all zeros (where a copy is taken).
+    pub fn zeros_like(other: &Self) -> Self {
+        Self {
+            layers: other.layers.iter().map(|[a, b]| [vec![0.0; a.len()], vec![0.0; b.len()]]).collect(),
         }
     }
 
@@ -107,15 +115,12 @@ impl RecurrentSeq {
 pub(super) struct DeltaNet {
     /// Its index among the recurrent layers (its buffers in a [`RecurrentState`]).
     slot: usize,
-    /// Every recurrent layer's state sizes (for a copy of the whole state).
-    shape: Vec<[usize; 2]>,
     p: DeltaNetParams,
     /// `attn_qkv` (the convolution's input), `attn_gate` (`z`), `ssm_beta`, `ssm_alpha`: one
     /// matmul where their types agree, else one for the first two and one for the others.
     proj: Vec<FusedLinear>,
-    /// `ssm_conv1d` transposed: `[taps][channels]`, host f32 (each tap a row the convolution
-    /// runs along).
-    conv: Vec<f32>,
+    /// `ssm_conv1d`.
+    conv: CausalConv,
     /// `ssm_dt.bias` and `ssm_a` (`-exp(A_log)`, as the converter stores it), per V head.
     dt_bias: Vec<f32>,
     a: Vec<f32>,
@@ -190,17 +195,10 @@ impl DeltaNet {
             vec![FusedLinear::new(main, device)?, FusedLinear::new(gates, device)?]
         };
         let cpu = Device::Cpu;
-        let conv_name = n("ssm_conv1d.weight");
-        let conv = file.tensor(&conv_name, &cpu)?;
-        check_shape(&conv_name, conv.shape().dims(), &[channels, p.conv_kernel])?;
-        let by_channel = host(&conv.dequantize(&cpu)?)?;
-        let taps = p.conv_kernel;
-        let conv = (0..taps * channels).map(|i| by_channel[(i % channels) * taps + i / channels]).collect();
         Ok(Self {
             slot,
-            shape: hp.state_shape().unwrap_or_default(),
             proj,
-            conv,
+            conv: CausalConv::load(file, &n("ssm_conv1d.weight"), channels, p.conv_kernel)?,
             dt_bias: host(&load_vec(file, &n("ssm_dt.bias"), p.v_heads, &cpu)?)?,
             a: host(&load_vec(file, &n("ssm_a"), p.v_heads, &cpu)?)?,
             norm: host(&load_vec(file, &n("ssm_norm.weight"), p.head_v, &cpu)?)?,
@@ -213,33 +211,15 @@ impl DeltaNet {
     /// The layer's output for the normed rows `h` (`[t, hidden]`, packed per `batch`), each
     /// sequence's state advanced over its rows: `[t, hidden]`.
     pub(super) fn forward(&self, h: &Tensor, batch: &BatchLayout, seqs: &mut [RecurrentSeq]) -> Result<Tensor, ModelError> {
-        if seqs.len() != batch.len() {
-            return Err(OpsError::Layout(format!("{} recurrent states for a batch of {}", seqs.len(), batch.len())).into());
-        }
-        let t = h.dim(0)?;
-        // Each row: the convolution's input, z, beta, alpha (read in place on the CPU).
+        // Each row: the convolution's input, z, beta, alpha.
         let joined = match self.proj.as_slice() {
             [one] => one.forward_joined(h)?,
             all => Tensor::cat(&all.iter().map(|p| p.forward_joined(h)).collect::<Result<Vec<_>, _>>()?, 1)?,
-        }
-        .to_dtype(DType::F32)?;
+        };
         let values = self.p.v_heads * self.p.head_v;
-        let mut out = vec![0f32; t * values];
-        with_f32(&joined, |all| {
-            let width = all.len() / t.max(1);
-            let mut row = 0;
-            for (s, chunk) in seqs.iter_mut().zip(batch.seqs()) {
-                let r = row..row + chunk.new;
-                let rows = Rows {
-                    all: &all[r.start * width..r.end * width],
-                    width,
-                };
-                self.run(rows, s, &mut out[r.start * values..r.end * values])?;
-                row = r.end;
-            }
-            Ok(())
+        let o = per_sequence(&joined, batch, seqs, values, h.device(), |all, width, s, out| {
+            self.run(Rows { all, width }, s, out)
         })?;
-        let o = Tensor::from_vec(out, (t, values), h.device())?;
         self.out.forward(&o)
     }
 
@@ -266,45 +246,24 @@ impl DeltaNet {
         x: &mut Vec<f32>,
     ) -> Result<(), ModelError> {
         let p = &self.p;
-        let (channels, taps) = (p.conv_channels(), p.conv_kernel);
+        let channels = p.conv_channels();
         let (values, vh) = (p.v_heads * p.head_v, p.v_heads);
         let n = rows.len();
         let capture = match s.capture_after {
             Some(m) if (1..=n).contains(&m) => Some(m),
             _ => None,
         };
-        let [conv_state, ssm] = s
-            .state
-            .layers
-            .get_mut(self.slot)
-            .ok_or_else(|| OpsError::Layout(format!("a recurrent state without layer slot {}", self.slot)))?;
         input.clear();
-        input.extend_from_slice(conv_state);
+        input.extend_from_slice(&s.state.layer_mut(self.slot).ok_or_else(|| missing_slot(self.slot))?[0]);
         for i in 0..n {
             input.extend_from_slice(rows.part(i, 0, channels));
         }
         x.clear();
         x.resize(n * channels, 0.0);
-        let conv = &self.conv;
-        let input = &*input;
-        for_rows(x, channels, 1 << 14, |i, xr| {
-            for j in 0..taps {
-                let (row, w) = (&input[(i + j) * channels..][..channels], &conv[j * channels..][..channels]);
-                for ((y, a), b) in xr.iter_mut().zip(row).zip(w) {
-                    *y += a * b;
-                }
-            }
-            for y in xr.iter_mut() {
-                *y /= 1.0 + (-*y).exp();
-            }
-        });
-        if let Some(m) = capture {
-            let taken = s.captured.get_or_insert_with(|| RecurrentState::new(&self.shape));
-            if let Some(l) = taken.layers.get_mut(self.slot) {
-                l[0].copy_from_slice(&input[m * channels..(m + taps - 1) * channels]);
-            }
-        }
-        conv_state.copy_from_slice(&input[n * channels..]);
+        // Then SiLU.
+        self.conv.run(input, x, |_, xr| xr.iter_mut().for_each(|y| *y /= 1.0 + (-*y).exp()));
+        self.conv.carry(input, n, s, self.slot)?;
+        let ssm = &mut s.state.layer_mut(self.slot).ok_or_else(|| missing_slot(self.slot))?[1];
         // Q and K L2-normalized per head; Q scaled.
         let (hk, hv, kh) = (p.head_k, p.head_v, p.k_heads);
         let q_scale = 1.0 / (hk as f32).sqrt();

@@ -21,6 +21,7 @@
 
 pub mod chat;
 mod delta_net;
+mod causal_conv;
 mod device;
 mod embedding;
 mod error;

@@ -13,27 +13,24 @@
 //! Counterpart: llama.cpp's `build_shortconv_block`; vLLM's `ShortConv` (LFM2) with its conv
 //! state in the mamba cache.
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{Device, Tensor};
 
-use super::delta_net::{with_f32, RecurrentSeq, RecurrentState};
+use super::causal_conv::{missing_slot, per_sequence, CausalConv};
+use super::delta_net::RecurrentSeq;
 use super::gguf::GgufFile;
 use super::hparams::HParams;
 use super::linear::QLinear;
-use super::transformer::{check_shape, load_2d};
+use super::transformer::load_2d;
 use super::ModelError;
-use crate::ops::par::for_rows;
 use crate::ops::{BatchLayout, OpsError};
 
 /// One short convolution layer.
 pub(super) struct ShortConv {
     /// Its index among the recurrent layers.
     slot: usize,
-    /// Every recurrent layer's state sizes (for a copy of the whole state).
-    shape: Vec<[usize; 2]>,
-    taps: usize,
     in_proj: QLinear,
-    /// `shortconv.conv` transposed: `[taps][hidden]`, host f32.
-    conv: Vec<f32>,
+    /// `shortconv.conv`.
+    conv: CausalConv,
     out_proj: QLinear,
 }
 
@@ -46,18 +43,10 @@ impl ShortConv {
             .ok_or_else(|| OpsError::Layout(format!("layer {i} is a short convolution in a model without them")))?;
         let d = hp.hidden;
         let n = |s: &str| format!("blk.{i}.{s}");
-        let taps = p.l_cache;
-        let cpu = Device::Cpu;
-        let name = n("shortconv.conv.weight");
-        let conv = file.tensor(&name, &cpu)?;
-        check_shape(&name, conv.shape().dims(), &[d, taps])?;
-        let by_channel = conv.dequantize(&cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
         Ok(Self {
             slot: p.layers[..i].iter().filter(|&&r| r).count(),
-            shape: hp.state_shape().unwrap_or_default(),
-            taps,
             in_proj: QLinear::new(load_2d(file, &n("shortconv.in_proj.weight"), [3 * d, d], device)?, device)?,
-            conv: (0..taps * d).map(|k| by_channel[(k % d) * taps + k / d]).collect(),
+            conv: CausalConv::load(file, &n("shortconv.conv.weight"), d, p.l_cache)?,
             out_proj: QLinear::new(load_2d(file, &n("shortconv.out_proj.weight"), [d, d], device)?, device)?,
         })
     }
@@ -65,58 +54,24 @@ impl ShortConv {
     /// The layer's output for the normed rows `h` (`[t, hidden]`, packed per `batch`), each
     /// sequence's state advanced over its rows: `[t, hidden]`.
     pub(super) fn forward(&self, h: &Tensor, batch: &BatchLayout, seqs: &mut [RecurrentSeq]) -> Result<Tensor, ModelError> {
-        if seqs.len() != batch.len() {
-            return Err(OpsError::Layout(format!("{} recurrent states for a batch of {}", seqs.len(), batch.len())).into());
-        }
-        let (t, d) = h.dims2()?;
-        let bcx = self.in_proj.forward(h)?.to_dtype(DType::F32)?;
-        let mut out = vec![0f32; t * d];
-        with_f32(&bcx, |all| {
-            let mut row = 0;
-            for (s, chunk) in seqs.iter_mut().zip(batch.seqs()) {
-                let r = row..row + chunk.new;
-                self.run(&all[r.start * 3 * d..r.end * 3 * d], d, s, &mut out[r.start * d..r.end * d])?;
-                row = r.end;
-            }
-            Ok(())
-        })?;
-        self.out_proj.forward(&Tensor::from_vec(out, (t, d), h.device())?)
+        let d = h.dim(1)?;
+        let bcx = self.in_proj.forward(h)?;
+        let y = per_sequence(&bcx, batch, seqs, d, h.device(), |rows, _, s, out| self.run(rows, d, s, out))?;
+        self.out_proj.forward(&y)
     }
 
     /// One sequence's rows (`B`, `C`, `x` each `d` wide) through the convolution into `out`.
     fn run(&self, bcx: &[f32], d: usize, s: &mut RecurrentSeq, out: &mut [f32]) -> Result<(), ModelError> {
         let n = bcx.len() / (3 * d);
-        let keep = self.taps - 1;
-        let slot = self.slot;
-        let state = &mut s
-            .state
-            .layer_mut(slot)
-            .ok_or_else(|| OpsError::Layout(format!("a recurrent state without layer slot {slot}")))?[0];
         // The carried values of B·x, then this chunk's.
-        let mut input = Vec::with_capacity((keep + n) * d);
-        input.extend_from_slice(state);
+        let mut input = s.state.layer_mut(self.slot).ok_or_else(|| missing_slot(self.slot))?[0].clone();
         for row in bcx.chunks_exact(3 * d) {
             input.extend(row[..d].iter().zip(&row[2 * d..]).map(|(b, x)| b * x));
         }
-        let (conv, taps) = (&self.conv, self.taps);
-        let input_ref = &input;
-        for_rows(out, d, 1 << 14, |i, y| {
-            for j in 0..taps {
-                let (a, w) = (&input_ref[(i + j) * d..][..d], &conv[j * d..][..d]);
-                for ((o, a), w) in y.iter_mut().zip(a).zip(w) {
-                    *o += a * w;
-                }
-            }
-            let c = &bcx[i * 3 * d + d..][..d];
-            y.iter_mut().zip(c).for_each(|(o, c)| *o *= c);
+        // Then times C.
+        self.conv.run(&input, out, |i, y| {
+            y.iter_mut().zip(&bcx[i * 3 * d + d..][..d]).for_each(|(o, c)| *o *= c);
         });
-        if let Some(m) = s.capture_after.filter(|m| (1..=n).contains(m)) {
-            let taken = s.captured.get_or_insert_with(|| RecurrentState::new(&self.shape));
-            if let Some(l) = taken.layer_mut(slot) {
-                l[0].copy_from_slice(&input[m * d..(m + keep) * d]);
-            }
-        }
-        state.copy_from_slice(&input[n * d..]);
-        Ok(())
+        self.conv.carry(&input, n, s, self.slot)
     }
 }
