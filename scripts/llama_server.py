@@ -31,11 +31,24 @@ def free_port():
         return s.getsockname()[1]
 
 
+def amx():
+    """Whether this CPU has AMX's int8 tiles."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "amx_int8" in f.read()
+    except OSError:
+        return False
+
+
 def start(bin_dir, model, args, cwd=None):
     """Starts `llama-server -m model args…` on a free port; (process, port) once /health answers.
     Exits the script with the command line if the server dies or never answers."""
     port = free_port()
     cmd = [f"{bin_dir}/llama-server", "-m", model, "--port", str(port), "--no-webui", *args]
+    # On a CPU with AMX, llama.cpp (0.3.36's, built native) repacks Q8_0 weights for its AMX
+    # kernels, which crash on these tiny files: keep them as stored (its AVX2 kernels).
+    if amx():
+        cmd.append("--no-repack")
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(600):
         try:

@@ -98,14 +98,16 @@ fn models(dir: &std::path::Path) -> Vec<(String, TinyModelSpec, std::path::PathB
 /// A tiny model of every family with `weights`, written into `dir`. Gemma 3's layer 0 has an
 /// 8-token sliding window, so every prompt here crosses it (cached prefixes included).
 fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyModelSpec, std::path::PathBuf)> {
-    // Every family, Qwen3.5's MoE files (recurrent layers with experts) and Qwen3-Next's (V
-    // heads grouped by Q/K head, the older `ssm_in`).
+    // Every family, Qwen3.5's MoE files (recurrent layers with experts), Qwen3-Next's (V
+    // heads grouped by Q/K head, the older `ssm_in`) and Granite 4.0 H-Tiny's (Mamba-2 layers
+    // with experts, rope).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
         .chain([
             ("Qwen35Moe".to_string(), TinyModelSpec::qwen35_moe(weights)),
             ("Qwen3Next".to_string(), TinyModelSpec::qwen3next(true, weights)),
+            ("GraniteHybridMoe".to_string(), TinyModelSpec::granite_hybrid_moe(weights)),
         ]);
     specs
         .map(|(name, spec)| {

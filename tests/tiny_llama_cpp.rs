@@ -287,6 +287,17 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // norms; its final norm as `token_embd_norm`.
         ("tiny-lfm2-q8_0.gguf", TinyModelSpec::tiny(Family::Lfm2, WeightType::Q8_0)),
         ("tiny-lfm2-f32.gguf", TinyModelSpec::tiny(Family::Lfm2, WeightType::F32)),
+        // Granite 4.0's hybrids (`granitehybrid`): Mamba-2 layers (16 heads of 32 in 2 groups, a
+        // state of 16, a 4-tap convolution with its bias, grouped norm) beside an attention
+        // layer without rope, Granite's multipliers; and H-Tiny's layout, 4 experts (2 per
+        // token) beside a shared expert, with rope. In f32 too, where the scan must agree to
+        // rounding.
+        ("tiny-granitehybrid-q8_0.gguf", TinyModelSpec::tiny(Family::GraniteHybrid, WeightType::Q8_0)),
+        ("tiny-granitehybrid-f32.gguf", TinyModelSpec::tiny(Family::GraniteHybrid, WeightType::F32)),
+        ("tiny-granitehybrid-moe-q8_0.gguf", TinyModelSpec::granite_hybrid_moe(WeightType::Q8_0)),
+        ("tiny-granitehybrid-moe-f32.gguf", TinyModelSpec::granite_hybrid_moe(WeightType::F32)),
+        // Granite 3's MoE files (`granitemoe`): Granite's layer with 4 experts (2 per token).
+        ("tiny-granitemoe-q8_0.gguf", granite_moe(WeightType::Q8_0)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)
         // routed by softmax with a selection bias, beside a shared expert.
         ("tiny-ernie4_5-moe-q8_0.gguf", TinyModelSpec::ernie45_moe(WeightType::Q8_0)),
@@ -317,6 +328,20 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
             },
         ),
     ]
+}
+
+/// A `granitemoe` file: the tiny Granite with 4 experts of its MLP's width, 2 per token.
+fn granite_moe(weights: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        arch: Some("granitemoe"),
+        moe: Some(TinyMoe {
+            experts: 4,
+            used: 2,
+            identical: false,
+        }),
+        seed: 20,
+        ..TinyModelSpec::tiny(Family::Granite, weights)
+    }
 }
 
 /// A `mistral4` file: DeepSeek-V2-Lite's layout (YaRN with `mscale_all_dim`) under that name.

@@ -340,7 +340,7 @@ thread_local! {
 const LANES: usize = 8;
 
 /// `a · b` over 8 running sums (a float sum in one accumulator waits on each add).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let ((ac, at), (bc, bt)) = (a.as_chunks::<LANES>(), b.as_chunks::<LANES>());
     let mut acc = [0f32; LANES];
     for (x, y) in ac.iter().zip(bc) {
@@ -392,7 +392,7 @@ impl Rows<'_> {
 }
 
 /// `ln(1 + eˣ)`, as ggml's: `x` itself above 20.
-fn softplus(x: f32) -> f32 {
+pub(super) fn softplus(x: f32) -> f32 {
     if x > 20.0 {
         x
     } else {

@@ -172,7 +172,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,8 +195,9 @@ pub enum Family {
     Mistral3,
     /// SmolLM3: Llama's layer; every fourth layer skips rope.
     SmolLM3,
-    /// Granite 3.x (dense): Llama's layer with embedding, attention, residual and logit
-    /// multipliers.
+    /// Granite 3.x: Llama's layer with embedding, attention, residual and logit multipliers;
+    /// its MoE files (`granitemoe`: 1B-A400M, 3B-A800M) with softmax-routed experts, and a
+    /// shared expert where the file gives one.
     Granite,
     /// ERNIE 4.5: Llama's layer; its MoE files (`ernie4_5-moe`: 21B-A3B, 300B-A47B) with
     /// softmax-routed experts beside a shared one after a dense first layer.
@@ -234,11 +235,16 @@ pub enum Family {
     /// tokens ([`ShortConvParams`]: its last inputs are the state the cache keeps), the others
     /// attention with q/k norms; NeoX rope.
     Lfm2,
+    /// Granite 4.0's hybrids (`granitehybrid`: H-350M to H-Small 32B-A9B): most layers a
+    /// Mamba-2 selective state space mixer ([`Mamba2Params`]: its state the cache keeps per
+    /// sequence), the others Granite's attention (without rope in IBM's files); Granite's
+    /// multipliers; dense MLPs, or softmax-routed experts beside a shared expert.
+    GraniteHybrid,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 21] = [
+    pub const ALL: [Family; 22] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -260,6 +266,7 @@ impl Family {
         Self::SeedOss,
         Self::Qwen35,
         Self::Lfm2,
+        Self::GraniteHybrid,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -275,7 +282,8 @@ impl Family {
             "phi3" => Ok(Self::Phi3),
             "mistral3" => Ok(Self::Mistral3),
             "smollm3" => Ok(Self::SmolLM3),
-            "granite" => Ok(Self::Granite),
+            // Granite 3.x's MoE files: the same layer with experts (`HParams::moe`).
+            "granite" | "granitemoe" => Ok(Self::Granite),
             // ERNIE 4.5's MoE files: the same layer with experts (`HParams::moe`).
             "ernie4_5" | "ernie4_5-moe" => Ok(Self::Ernie45),
             "olmo2" => Ok(Self::Olmo2),
@@ -292,6 +300,7 @@ impl Family {
             // Q/K head (`DeltaNetParams::grouped`).
             "qwen35" | "qwen35moe" | "qwen3next" => Ok(Self::Qwen35),
             "lfm2" => Ok(Self::Lfm2),
+            "granitehybrid" => Ok(Self::GraniteHybrid),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -324,6 +333,7 @@ impl Family {
             Self::SeedOss => "seed_oss",
             Self::Qwen35 => "qwen35",
             Self::Lfm2 => "lfm2",
+            Self::GraniteHybrid => "granitehybrid",
         }
     }
 
@@ -334,6 +344,7 @@ impl Family {
             | Self::Mistral3
             | Self::SmolLM3
             | Self::Granite
+            | Self::GraniteHybrid
             | Self::Ernie45
             | Self::Glm4
             | Self::DeepSeek2 => RopeStyle::Interleaved,
@@ -485,6 +496,84 @@ pub struct HParams {
     pub recurrent: Option<DeltaNetParams>,
     /// LFM2: its short convolution layers (the others attend, and only they keep K/V).
     pub short_conv: Option<ShortConvParams>,
+    /// Granite 4.0's hybrids: their Mamba-2 layers (the others attend, and only they keep K/V).
+    pub mamba2: Option<Mamba2Params>,
+}
+
+/// Mamba-2's selective state space mixer (llama.cpp's `ssm.*` keys, its `build_mamba2_layer`):
+/// one projection gives each token's gate `z`, the convolution's input (`x`, then `B` and `C`
+/// of `state` values per group) and one step size per head; `x`, `B` and `C` run through a
+/// causal convolution of `conv_kernel` taps and SiLU; each head then keeps a
+/// `head_dim × state` state that decays by `exp(softplus(dt) · A)` and takes `B ⊗ x · dt`,
+/// read at `C`. What a sequence carries is that state and the convolution's last inputs
+/// ([`Self::state_floats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mamba2Params {
+    /// `ssm.conv_kernel`: the convolution's taps.
+    pub conv_kernel: usize,
+    /// `ssm.inner_size`: the width of `x` (and `z`): every head's values.
+    pub inner: usize,
+    /// `ssm.state_size`: the width of `B` and `C` in each group.
+    pub state: usize,
+    /// `ssm.time_step_rank`: heads, each with its own step size, decay and skip.
+    pub heads: usize,
+    /// `ssm.group_count`: groups of heads sharing one `B` and `C` (and one norm).
+    pub groups: usize,
+    /// One flag per layer: `true` for a Mamba-2 layer (`attention.head_count_kv` 0 there).
+    pub layers: Vec<bool>,
+}
+
+impl Mamba2Params {
+    /// Each head's width.
+    pub fn head_dim(&self) -> usize {
+        self.inner / self.heads
+    }
+
+    /// The convolution's channels: `x`, `B` and `C`.
+    pub fn conv_channels(&self) -> usize {
+        self.inner + 2 * self.groups * self.state
+    }
+
+    /// The input projection's width: `z`, the convolution's input, a step size per head.
+    pub fn proj_width(&self) -> usize {
+        self.inner + self.conv_channels() + self.heads
+    }
+
+    /// The floats one layer carries per sequence: the convolution's last `conv_kernel - 1`
+    /// inputs and every head's state.
+    pub fn state_floats(&self) -> [usize; 2] {
+        [(self.conv_kernel - 1) * self.conv_channels(), self.inner * self.state]
+    }
+
+    /// Reads them (`key` prefixes the architecture) for the Mamba-2 layers `layers`.
+    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: Vec<bool>) -> Result<Self, ModelError> {
+        let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+        let conv_kernel = md_usize(md, &key("ssm.conv_kernel"))?;
+        let inner = md_usize(md, &key("ssm.inner_size"))?;
+        let state = md_usize(md, &key("ssm.state_size"))?;
+        let heads = md_usize(md, &key("ssm.time_step_rank"))?;
+        let groups = md_usize(md, &key("ssm.group_count"))?;
+        if conv_kernel == 0 {
+            return Err(bad("ssm.conv_kernel", "a convolution of 0 taps".into()));
+        }
+        if state == 0 {
+            return Err(bad("ssm.state_size", "a state of width 0".into()));
+        }
+        if heads == 0 || inner == 0 || !inner.is_multiple_of(heads) {
+            return Err(bad("ssm.time_step_rank", format!("{inner} values in {heads} heads")));
+        }
+        if groups == 0 || !heads.is_multiple_of(groups) {
+            return Err(bad("ssm.group_count", format!("{heads} heads in {groups} groups")));
+        }
+        Ok(Self {
+            conv_kernel,
+            inner,
+            state,
+            heads,
+            groups,
+            layers,
+        })
+    }
 }
 
 /// LFM2's gated short convolution (llama.cpp's `shortconv`): each token's `B`, `C` and `x`
@@ -974,10 +1063,11 @@ impl HParams {
 
     /// One flag per layer, `true` where it is recurrent; `None` for a model without such layers.
     pub fn recurrent_flags(&self) -> Option<&[bool]> {
-        match (&self.recurrent, &self.short_conv) {
-            (Some(r), _) => Some(&r.layers),
-            (None, Some(c)) => Some(&c.layers),
-            (None, None) => None,
+        match (&self.recurrent, &self.short_conv, &self.mamba2) {
+            (Some(r), _, _) => Some(&r.layers),
+            (None, Some(c), _) => Some(&c.layers),
+            (None, None, Some(m)) => Some(&m.layers),
+            (None, None, None) => None,
         }
     }
 
@@ -985,10 +1075,11 @@ impl HParams {
     /// see `RecurrentState`); `None` for a model without recurrent layers.
     pub fn state_shape(&self) -> Option<Vec<[usize; 2]>> {
         let flags = self.recurrent_flags()?;
-        let per_layer = match (&self.recurrent, &self.short_conv) {
-            (Some(r), _) => r.state_floats(),
-            (None, Some(c)) => [(c.l_cache - 1) * self.hidden, 0],
-            (None, None) => return None,
+        let per_layer = match (&self.recurrent, &self.short_conv, &self.mamba2) {
+            (Some(r), _, _) => r.state_floats(),
+            (None, Some(c), _) => [(c.l_cache - 1) * self.hidden, 0],
+            (None, None, Some(m)) => m.state_floats(),
+            (None, None, None) => return None,
         };
         Some(flags.iter().filter(|&&r| r).map(|_| per_layer).collect())
     }
@@ -1019,7 +1110,12 @@ impl HParams {
         let heads = md_opt_per_layer_usize(md, &key("attention.head_count"))?.ok_or_else(|| ModelError::MissingMetadata {
             key: key("attention.head_count"),
         })?;
-        let (kv_heads, short_conv) = kv_heads_of(md, &key, family, heads)?;
+        let (kv_heads, by_kv) = kv_heads_of(md, &key, family, heads)?;
+        let (short_conv, mamba2) = match (family, by_kv) {
+            (Family::Lfm2, Some(l)) => (Some(ShortConvParams::read(md, &key, l)?), None),
+            (Family::GraniteHybrid, Some(l)) => (None, Some(Mamba2Params::read(md, &key, l)?)),
+            _ => (None, None),
+        };
         // DeepSeek-V2's heads attend over one latent K/V head.
         let mla = match family {
             Family::DeepSeek2 => Some(MlaParams::read(md, &key)?),
@@ -1077,11 +1173,10 @@ impl HParams {
         let (local, global_attn, kv_layers, per_layer_input) = match (family, &sliding, &recurrent) {
             (Family::Gemma4, Some(s), _) => gemma4_attention(md, &key, global, &s.local)?,
             (_, _, Some(r)) => (global, None, layers - r.recurrent_layers(), 0),
-            _ if short_conv.is_some() => {
-                let convs = short_conv.as_ref().map_or(0, |c| c.layers.iter().filter(|&&r| r).count());
-                (global, None, layers - convs, 0)
+            _ => {
+                let flags = short_conv.as_ref().map(|c| &c.layers).or(mamba2.as_ref().map(|m| &m.layers));
+                (global, None, layers - flags.map_or(0, |f| f.iter().filter(|&&r| r).count()), 0)
             }
-            _ => (global, None, layers, 0),
         };
         Ok(Self {
             family,
@@ -1121,23 +1216,25 @@ impl HParams {
             mla,
             recurrent,
             short_conv,
+            mamba2,
         })
     }
 }
 
-/// The K/V heads (one count for every attending layer) and LFM2's short convolution: LFM2's
-/// counts are 0 in its convolution layers; Gemma 4's differ by layer kind and are read with
-/// its sliding pattern (`gemma4_attention`: here the query heads').
+/// The K/V heads (one count for every attending layer) and, for LFM2 and Granite 4.0's hybrids,
+/// which layers are recurrent (their `attention.head_count_kv` entries are 0); Gemma 4's
+/// counts differ by layer kind and are read with its sliding pattern (`gemma4_attention`: here
+/// the query heads').
 fn kv_heads_of(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
     family: Family,
     heads: usize,
-) -> Result<(usize, Option<ShortConvParams>), ModelError> {
-    let (kv_heads, short_conv) = match family {
-        Family::Lfm2 => {
-            let (p, kv) = short_conv_params(md, key)?;
-            (Some(kv), Some(p))
+) -> Result<(usize, Option<Vec<bool>>), ModelError> {
+    let (kv_heads, recurrent) = match family {
+        Family::Lfm2 | Family::GraniteHybrid => {
+            let (flags, kv) = recurrent_by_kv(md, key)?;
+            (Some(kv), Some(flags))
         }
         Family::Gemma4 => (None, None),
         _ => (md_opt_per_layer_usize(md, &key("attention.head_count_kv"))?, None),
@@ -1149,38 +1246,42 @@ fn kv_heads_of(
             reason: format!("{heads} heads cannot share {kv_heads} K/V heads"),
         });
     }
-    Ok((kv_heads, short_conv))
+    Ok((kv_heads, recurrent))
 }
 
-/// LFM2's short convolution and its attention layers' K/V heads: `shortconv.l_cache`, and
-/// `attention.head_count_kv` one per layer, 0 for a convolution layer (every attention layer's
-/// the same). Its sliding-window files are refused.
-fn short_conv_params(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<(ShortConvParams, usize), ModelError> {
-    let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+/// `attention.head_count_kv`, one per layer, 0 for a recurrent layer (llama.cpp's
+/// `is_recr_impl` for LFM2 and Granite's hybrids): one flag per layer, `true` where it is
+/// recurrent, and the attention layers' count (every one's the same).
+fn recurrent_by_kv(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<(Vec<bool>, usize), ModelError> {
+    let bad = |reason: String| ModelError::BadMetadata {
+        key: key("attention.head_count_kv"),
+        reason,
+    };
     let layers = md_usize(md, &key("block_count"))?;
     let kv = md_opt_usize_per_layer(md, &key("attention.head_count_kv"), layers)?
         .ok_or_else(|| ModelError::MissingMetadata { key: key("attention.head_count_kv") })?;
     let mut attending = kv.iter().copied().filter(|&k| k > 0);
-    let kv_heads = attending
-        .next()
-        .ok_or_else(|| bad("attention.head_count_kv", "no layer attends".into()))?;
+    let kv_heads = attending.next().ok_or_else(|| bad("no layer attends".into()))?;
     if let Some(other) = attending.find(|&k| k != kv_heads) {
-        return Err(bad("attention.head_count_kv", format!("attention layers with {kv_heads} and {other} K/V heads")));
+        return Err(bad(format!("attention layers with {kv_heads} and {other} K/V heads")));
     }
-    let l_cache = md_usize(md, &key("shortconv.l_cache"))?;
-    if l_cache < 2 {
-        return Err(bad("shortconv.l_cache", format!("{l_cache} taps")));
+    Ok((kv.iter().map(|&k| k == 0).collect(), kv_heads))
+}
+
+impl ShortConvParams {
+    /// LFM2's short convolution (`shortconv.l_cache`) in the layers `layers`. Its
+    /// sliding-window files are refused.
+    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: Vec<bool>) -> Result<Self, ModelError> {
+        let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+        let l_cache = md_usize(md, &key("shortconv.l_cache"))?;
+        if l_cache < 2 {
+            return Err(bad("shortconv.l_cache", format!("{l_cache} taps")));
+        }
+        if md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(0) > 0 {
+            return Err(bad("attention.sliding_window", "LFM2 files with sliding-window layers are not supported".into()));
+        }
+        Ok(Self { l_cache, layers })
     }
-    if md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(0) > 0 {
-        return Err(bad("attention.sliding_window", "LFM2 files with sliding-window layers are not supported".into()));
-    }
-    Ok((
-        ShortConvParams {
-            l_cache,
-            layers: kv.iter().map(|&k| k == 0).collect(),
-        },
-        kv_heads,
-    ))
 }
 
 /// Llama 4's attention temperature, where the file asks for it: Ministral 3's, stepping by
@@ -1398,14 +1499,20 @@ impl Scales {
                 embedding: Some((hidden as f64).sqrt()),
                 ..plain
             },
-            Family::Granite => Self {
+            // llama.cpp requires Granite 3's logit scale; the hybrids' is optional.
+            Family::Granite | Family::GraniteHybrid => Self {
                 attention: granite_scale(md, key, "attention.scale")?.unwrap_or(plain.attention),
                 embedding: granite_scale(md, key, "embedding_scale")?,
                 residual: granite_scale(md, key, "residual_scale")?,
-                logit: Some(granite_scale(md, key, "logit_scale")?.ok_or_else(|| ModelError::BadMetadata {
-                    key: key("logit_scale"),
-                    reason: "absent or 0, but Granite's logits are divided by it".into(),
-                })?),
+                logit: match granite_scale(md, key, "logit_scale")? {
+                    None if family == Family::Granite => {
+                        return Err(ModelError::BadMetadata {
+                            key: key("logit_scale"),
+                            reason: "absent or 0, but Granite's logits are divided by it".into(),
+                        })
+                    }
+                    l => l,
+                },
             },
             _ => plain,
         })
@@ -1426,7 +1533,7 @@ fn no_rope_layers(
     Ok(match (family, sliding) {
         (Family::Exaone4, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
-        (Family::Granite, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
+        (Family::Granite | Family::GraniteHybrid, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
         _ => Vec::new(),
     })
 }
@@ -1505,10 +1612,12 @@ fn moe_params(
     let experts = match family {
         Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's and Qwen3.5's MoE files.
-        Family::Llama | Family::Gemma4 | Family::Ernie45 | Family::Qwen35 => md_opt_usize(md, &key("expert_count"))?.unwrap_or(0),
+        // Mixtral; Granite 3's and 4's MoE files.
+        Family::Llama | Family::Gemma4 | Family::Ernie45 | Family::Qwen35 | Family::Granite | Family::GraniteHybrid => {
+            md_opt_usize(md, &key("expert_count"))?.unwrap_or(0)
+        }
         Family::Mistral3
         | Family::SmolLM3
-        | Family::Granite
         | Family::Olmo2
         | Family::Exaone4
         | Family::Glm4 => match md_opt_usize(md, &key("expert_count"))? {
@@ -1626,6 +1735,8 @@ fn moe_layers(
             };
             (shared, 0, 1)
         }
+        // Granite's: a shared expert where `expert_shared_feed_forward_length` gives one.
+        Family::Granite | Family::GraniteHybrid => (md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.unwrap_or(0), 0, 1),
         Family::Ernie45 => {
             let step = md_usize(md, &key("interleave_moe_layer_step"))?;
             if step == 0 {

@@ -34,6 +34,7 @@ mod loaded;
 mod mla;
 mod moe;
 mod rope;
+mod mamba2;
 mod short_conv;
 pub mod sampling;
 pub mod source;

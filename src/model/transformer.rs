@@ -30,6 +30,7 @@ use super::hparams::{AttnShape, Family, HParams, LocalRope, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::mla::LatentAttention;
+use super::mamba2::Mamba2;
 use super::short_conv::ShortConv;
 use super::moe::MoeMlp;
 use super::rope::{positions_tensor, RopeSpec, RopeTables};
@@ -126,6 +127,8 @@ enum SelfAttention {
     Recurrent(DeltaNet),
     /// LFM2's gated short convolution (a state of its last few inputs per sequence).
     ShortConv(ShortConv),
+    /// Granite 4.0's Mamba-2 mixer (a state per head per sequence).
+    Mamba2(Mamba2),
 }
 
 struct Layer {
@@ -251,7 +254,7 @@ impl Transformer {
                 .iter()
                 .map(|l| match &l.attn {
                     SelfAttention::Latent(m) => m.extra_bytes(),
-                    SelfAttention::Heads(_) | SelfAttention::Recurrent(_) | SelfAttention::ShortConv(_) => 0,
+                    SelfAttention::Heads(_) | SelfAttention::Recurrent(_) | SelfAttention::ShortConv(_) | SelfAttention::Mamba2(_) => 0,
                 })
                 .sum::<u64>();
         let per_layer_embd = PerLayerEmbedding::load(file, &hp, device)?;
@@ -411,6 +414,7 @@ impl Transformer {
                 }
                 SelfAttention::Recurrent(net) => net.forward(&h, batch, states)?,
                 SelfAttention::ShortConv(c) => c.forward(&h, batch, states)?,
+                SelfAttention::Mamba2(m) => m.forward(&h, batch, states)?,
             };
             if let Some(n) = &layer.post_attn_norm {
                 attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
@@ -667,6 +671,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         attn: match hp.mla {
             Some(_) => SelfAttention::Latent(LatentAttention::load(file, hp, i, device)?),
             None if hp.is_recurrent(i) && hp.short_conv.is_some() => SelfAttention::ShortConv(ShortConv::load(file, hp, i, device)?),
+            None if hp.is_recurrent(i) && hp.mamba2.is_some() => SelfAttention::Mamba2(Mamba2::load(file, hp, i, device)?),
             None if hp.is_recurrent(i) => SelfAttention::Recurrent(DeltaNet::load(file, hp, i, device)?),
             None => SelfAttention::Heads(load_attention(file, hp, i, device)?),
         },

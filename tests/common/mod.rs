@@ -80,7 +80,8 @@ impl Reference {
             | Family::DeepSeek2
             | Family::SeedOss
             | Family::Qwen35
-            | Family::Lfm2 => {
+            | Family::Lfm2
+            | Family::GraniteHybrid => {
                 panic!("no candle-transformers reference for {}", family.arch())
             }
         }

@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng};
 
 use super::deepseek2::{self, TinyMla};
 use super::gemma4::{self, TinyGemma4};
+use super::granite_hybrid::{self, TinyMamba2};
 use super::lfm2;
 use super::qwen35::{self, TinyDeltaNet};
 use super::vocab::{TinyVocab, VocabStyle};
@@ -137,6 +138,8 @@ pub struct TinyModelSpec {
     pub mla: Option<TinyMla>,
     /// Qwen3.5: its gated delta net layers (`qwen35`).
     pub delta_net: Option<TinyDeltaNet>,
+    /// Granite 4.0's hybrids: the Mamba-2 mixer of their recurrent layers.
+    pub mamba2: Option<TinyMamba2>,
     pub seed: u64,
 }
 
@@ -153,7 +156,7 @@ impl TinyModelSpec {
             Family::Mistral3 => VocabStyle::Gpt2 { pre: "tekken" },
             // Llama 3's tokenizer, as SmolLM3's; Granite 3's StarCoder-like one.
             Family::SmolLM3 => VocabStyle::Gpt2 { pre: "llama-bpe" },
-            Family::Granite => VocabStyle::Gpt2 { pre: "refact" },
+            Family::Granite | Family::GraniteHybrid => VocabStyle::Gpt2 { pre: "refact" },
             // ERNIE 4.5's is SentencePiece.
             Family::Ernie45 => VocabStyle::LlamaSpm,
             // OLMo's GPT-2-like pre-tokenizer.
@@ -182,7 +185,8 @@ impl TinyModelSpec {
             layers: match family {
                 // Qwen3.5: recurrent, attention, recurrent, attention.
                 // LFM2: convolution, convolution, attention, convolution.
-                Family::SmolLM3 | Family::Qwen35 | Family::Lfm2 => 4,
+                // Granite 4.0's hybrids: Mamba-2, Mamba-2, attention, Mamba-2.
+                Family::SmolLM3 | Family::Qwen35 | Family::Lfm2 | Family::GraniteHybrid => 4,
                 Family::Glm4Moe | Family::DeepSeek2 => 3,
                 _ => 2,
             },
@@ -211,7 +215,7 @@ impl TinyModelSpec {
             attn_temperature_scale: mistral3.then_some(0.1),
             // Granite: each multiplier away from 1 and from the value it replaces (1/√64 for
             // the attention scale), so that leaving any one out changes the logits.
-            granite: (family == Family::Granite).then_some(TinyGranite {
+            granite: matches!(family, Family::Granite | Family::GraniteHybrid).then_some(TinyGranite {
                 embedding: 2.0,
                 attention: 0.02,
                 residual: 0.5,
@@ -238,6 +242,7 @@ impl TinyModelSpec {
             // DeepSeek2: GLM-4.7-Flash's and DeepSeek-V3's layout (`deepseek2_lite` for V2-Lite's).
             mla: (family == Family::DeepSeek2).then(TinyMla::v3),
             delta_net: (family == Family::Qwen35).then(TinyDeltaNet::tiny),
+            mamba2: (family == Family::GraniteHybrid).then(|| TinyMamba2::tiny(256)),
             seed: 7,
         }
     }
@@ -300,6 +305,26 @@ impl TinyModelSpec {
             }),
             seed: 13,
             ..Self::qwen35_moe(weight_type)
+        }
+    }
+
+    /// Granite 4.0 H-Tiny's and H-Small's layout (`granitehybrid` with experts): the tiny
+    /// hybrid's layers with 4 experts of 128 (2 per token) beside a shared expert of their
+    /// width; with rope (`rope.scaling.finetuned` true), which IBM's files leave off.
+    pub fn granite_hybrid_moe(weight_type: WeightType) -> Self {
+        Self {
+            ffn: 128,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            mamba2: Some(TinyMamba2 {
+                no_rope: false,
+                ..TinyMamba2::tiny(256)
+            }),
+            seed: 19,
+            ..Self::tiny(Family::GraniteHybrid, weight_type)
         }
     }
 
@@ -376,6 +401,7 @@ impl TinyModelSpec {
             gemma4: None,
             mla: None,
             delta_net: None,
+            mamba2: None,
             seed: 11,
         }
     }
@@ -413,6 +439,7 @@ impl TinyModelSpec {
             gemma4: None,
             mla: None,
             delta_net: None,
+            mamba2: None,
             seed: 12,
         }
     }
@@ -454,6 +481,7 @@ impl TinyModelSpec {
             gemma4: None,
             mla: None,
             delta_net: None,
+            mamba2: None,
             seed: 13,
         }
     }
@@ -985,6 +1013,11 @@ fn family_layers(
         (Family::Gemma4, Some(g), _, _) => {
             tensors.extend(gemma4::tensors(spec, g, rng, moe_rng)?);
             Some(gemma4::metadata(spec, g))
+        }
+        (Family::GraniteHybrid, _, _, _) => {
+            let t = spec.mamba2.unwrap_or_else(|| TinyMamba2::tiny(spec.hidden));
+            tensors.extend(granite_hybrid::tensors(spec, &t, rng, moe_rng)?);
+            Some(granite_hybrid::metadata(spec, &t))
         }
         (Family::Lfm2, _, _, _) => {
             tensors.extend(lfm2::tensors(spec, rng)?);
