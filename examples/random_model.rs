@@ -11,7 +11,8 @@
 //! 3.6 GB: the gpt-oss benchmarks'), `gemma4-e2b-10l` (Gemma 4 E2B's layer shape with 10 layers and
 //! a 32k vocabulary, Q8_0, 0.6 GB: the Gemma 4 benchmarks'), `glm47-flash-4l` (GLM-4.7-Flash's
 //! `deepseek2` layer shape with 4 layers, Q4_K: the DeepSeek-V2 benchmarks'), `qwen35-0.8b` (Qwen3.5
-//! 0.8B's shape with a 32k vocabulary, Q8_0: the Qwen3.5 benchmarks'). The weights are random: the files are for speed, and for
+//! 0.8B's shape with a 32k vocabulary, Q8_0: the Qwen3.5 benchmarks'), `granite-h-350m` (Granite 4.0
+//! H-350M's shape with a 32k vocabulary, Q8_0: the Granite 4.0 hybrid benchmarks'). The weights are random: the files are for speed, and for
 //! comparisons teacher-forced on the same tokens, not for text.
 
 use std::path::Path;
@@ -29,13 +30,14 @@ fn main() -> ExitCode {
         Some("gemma4-e2b-10l") => TinyModelSpec::bench_gemma4(),
         Some("glm47-flash-4l") => TinyModelSpec::bench_glm47_flash(),
         Some("qwen35-0.8b") => TinyModelSpec::bench_qwen35(),
+        Some("granite-h-350m") => TinyModelSpec::bench_granite_hybrid(),
         _ => {
-            eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l|gemma4-e2b-10l|glm47-flash-4l|qwen35-0.8b PATH");
+            eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l|gemma4-e2b-10l|glm47-flash-4l|qwen35-0.8b|granite-h-350m PATH");
             return ExitCode::FAILURE;
         }
     };
     let Some(path) = args.get(1) else {
-        eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l|gemma4-e2b-10l|glm47-flash-4l|qwen35-0.8b PATH");
+        eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l|gemma4-e2b-10l|glm47-flash-4l|qwen35-0.8b|granite-h-350m PATH");
         return ExitCode::FAILURE;
     };
     match write_model(&spec, Path::new(path)) {

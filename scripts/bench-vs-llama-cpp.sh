@@ -17,9 +17,14 @@ ours() { # prompt decode field
   "$hearth" bench decode --gguf "$model" --prompt-tokens "$1" --decode-tokens "$2" \
     --no-reference --threads "$threads" 2>/dev/null | awk -F'|' -v f="$3" '$2 ~ /hearth/ {gsub(/ /, "", $(f+2)); print $(f+2)}'
 }
+# On a CPU with AMX, llama.cpp 0.3.36 (built native) repacks Q8_0 weights for its AMX kernels,
+# which crash (SIGSEGV) on these files: there it runs them as stored (`--repack 0`, its
+# AVX-512 kernels).
+repack=()
+if grep -q amx_int8 /proc/cpuinfo 2>/dev/null; then repack=(--repack 0); fi
 # llama-bench's mean t/s for one test.
 theirs() { # llama-bench args...
-  "$bin/llama-bench" -m "$model" -t "$threads" -r 3 "$@" 2>/dev/null \
+  "$bin/llama-bench" -m "$model" -t "$threads" -r 3 "${repack[@]}" "$@" 2>/dev/null \
     | awk -F'|' '/(pp|tg)[0-9]/ {split($(NF-1), a, "±"); gsub(/ /, "", a[1]); print a[1]}'
 }
 row() { # name ours theirs

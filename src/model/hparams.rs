@@ -2407,11 +2407,87 @@ mod tests {
         )
         .unwrap();
         assert!((0..2).all(|l| !hp.rotates(l)));
-        // Granite's mixture-of-experts files have an architecture of their own.
-        assert_eq!(
-            bad_key(&md("granite", &[("logit_scale", Value::F32(8.0)), ("expert_count", Value::U32(4))])),
-            "granite.expert_count"
-        );
+        // Granite 3's mixture-of-experts files (`granitemoe`): experts of `feed_forward_length`
+        // routed by a softmax, renormalized; a shared expert where the file gives its width.
+        let moe = [
+            ("logit_scale", Value::F32(8.0)),
+            ("expert_count", Value::U32(4)),
+            ("expert_used_count", Value::U32(2)),
+            ("expert_shared_feed_forward_length", Value::U32(64)),
+        ];
+        let hp = HParams::from_metadata(&md("granitemoe", &moe), Some(100)).unwrap();
+        assert_eq!(hp.family, Family::Granite);
+        let m = hp.moe.unwrap();
+        assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.shared_ffn), (4, 2, 512, 64));
+        assert_eq!((m.gating, m.normalize, m.shared_gate), (MoeGating::Softmax, true, false));
+        let too_many = [&moe[..2], &[("expert_used_count", Value::U32(5))]].concat();
+        assert_eq!(bad_key(&md("granitemoe", &too_many)), "granitemoe.expert_used_count");
+    }
+
+    /// Granite 4.0's hybrids: the layers whose K/V head count is 0 are Mamba-2 layers of the
+    /// `ssm.*` keys; only the others keep K/V; the logit scale is optional; rope off where the
+    /// file says.
+    #[test]
+    fn granite_hybrid_reads_its_mamba2_layers() {
+        let per_layer = |v: &[u32]| Value::Array(v.iter().map(|&x| Value::U32(x)).collect());
+        let with = |extra: &[(&str, Value)]| {
+            let mut all = vec![
+                ("block_count", Value::U32(4)),
+                ("attention.head_count_kv", per_layer(&[0, 0, 2, 0])),
+                ("ssm.conv_kernel", Value::U32(4)),
+                ("ssm.inner_size", Value::U32(512)),
+                ("ssm.state_size", Value::U32(16)),
+                ("ssm.time_step_rank", Value::U32(8)),
+                ("ssm.group_count", Value::U32(2)),
+                ("rope.scaling.finetuned", Value::Bool(false)),
+            ];
+            for (k, v) in extra {
+                all.retain(|(a, _)| a != k);
+                all.push((k, v.clone()));
+            }
+            md("granitehybrid", &all)
+        };
+        let hp = HParams::from_metadata(&with(&[]), Some(100)).unwrap();
+        assert_eq!(hp.family, Family::GraniteHybrid);
+        assert_eq!((hp.kv_heads, hp.kv_layers, hp.logit_scale), (2, 1, None));
+        let m = hp.mamba2.clone().unwrap();
+        assert_eq!(m.layers, [true, true, false, true]);
+        assert_eq!((m.head_dim(), m.conv_channels(), m.proj_width()), (64, 576, 1096));
+        assert_eq!(hp.recurrent_flags(), Some(&[true, true, false, true][..]));
+        assert_eq!(hp.kv_layer(2), 0);
+        assert_eq!(hp.state_shape(), Some(vec![[3 * 576, 512 * 16]; 3]));
+        assert!((0..4).all(|l| !hp.rotates(l)));
+        assert!(hp.moe.is_none());
+        // H-Tiny's and H-Small's experts beside a shared one.
+        let hp = HParams::from_metadata(
+            &with(&[
+                ("expert_count", Value::U32(4)),
+                ("expert_used_count", Value::U32(2)),
+                ("expert_shared_feed_forward_length", Value::U32(128)),
+                ("rope.scaling.finetuned", Value::Bool(true)),
+            ]),
+            Some(100),
+        )
+        .unwrap();
+        assert_eq!(hp.moe.as_ref().map(|m| (m.experts, m.shared_ffn, m.shared_gate)), Some((4, 128, false)));
+        assert!((0..4).all(|l| hp.rotates(l)));
+        for (extra, key) in [
+            (("ssm.time_step_rank", Value::U32(7)), "granitehybrid.ssm.time_step_rank"),
+            (("ssm.group_count", Value::U32(3)), "granitehybrid.ssm.group_count"),
+            (("ssm.conv_kernel", Value::U32(0)), "granitehybrid.ssm.conv_kernel"),
+            (("ssm.state_size", Value::U32(0)), "granitehybrid.ssm.state_size"),
+            (("attention.head_count_kv", per_layer(&[0, 0, 0, 0])), "granitehybrid.attention.head_count_kv"),
+            (("attention.head_count_kv", per_layer(&[0, 2, 1, 0])), "granitehybrid.attention.head_count_kv"),
+            (("attention.head_count_kv", per_layer(&[0, 2, 0])), "granitehybrid.attention.head_count_kv"),
+        ] {
+            assert_eq!(bad_key(&with(&[extra])), key);
+        }
+        let mut missing = with(&[]);
+        missing.remove("granitehybrid.ssm.state_size");
+        assert!(matches!(
+            HParams::from_metadata(&missing, Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "granitehybrid.ssm.state_size"
+        ));
     }
     #[test]
     fn head_counts_may_be_written_per_layer_when_every_layer_has_the_same() {

@@ -188,7 +188,7 @@ fn host_vec(file: &mut GgufFile, name: &str, shapes: &[&[usize]]) -> Result<Vec<
     let cpu = Device::Cpu;
     let t = file.tensor(name, &cpu)?;
     let dims = t.shape().dims().to_vec();
-    if !shapes.iter().any(|s| *s == dims.as_slice()) {
+    if !shapes.contains(&dims.as_slice()) {
         check_shape(name, &dims, shapes.first().copied().unwrap_or_default())?;
     }
     Ok(t.dequantize(&cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)

@@ -600,6 +600,34 @@ impl TinyModelSpec {
         }
     }
 
+    /// A random model of Granite 4.0 H-350M's shape (hidden 768, 32 layers: 28 Mamba-2 layers of
+    /// 48 heads of 32 with a state of 128 in one group and a 4-tap convolution, 4 attention
+    /// layers of 12 heads over 4 K/V heads of 64 without rope; MLPs of 2,048), a 32,000-token
+    /// vocabulary (its own: 100,352), Q8_0: the Granite 4.0 hybrid benchmarks' model.
+    pub fn bench_granite_hybrid() -> Self {
+        Self {
+            vocab: TinyVocab::with_size(VocabStyle::Gpt2 { pre: "dbrx" }, 32_000),
+            hidden: 768,
+            layers: 32,
+            heads: 12,
+            kv_heads: 4,
+            head_dim: 64,
+            ffn: 2048,
+            context_length: 8192,
+            mamba2: Some(TinyMamba2 {
+                conv_kernel: 4,
+                inner: 1536,
+                state: 128,
+                heads: 48,
+                groups: 1,
+                no_rope: true,
+                attention_every: 8,
+            }),
+            seed: 21,
+            ..Self::tiny(Family::GraniteHybrid, WeightType::Q8_0)
+        }
+    }
+
     /// Parameters the file will hold.
     pub fn parameter_count(&self) -> usize {
         let out = if self.tie_embeddings { 0 } else { self.vocab.size * self.hidden };

@@ -5,7 +5,7 @@
 //!
 //! [`super::gguf::write_model`] writes a [`TinyModelSpec`] whose family is GraniteHybrid with
 //! the tensors and metadata here: every layer a Mamba-2 mixer ([`TinyMamba2`]) except each
-//! fourth from the third ([`attends`]), which attends with the spec's heads; dense MLPs, or
+//! `attention_every`-th ([`TinyMamba2::attends`]), which attends with the spec's heads; dense MLPs, or
 //! with `spec.moe` experts beside a shared expert (H-Tiny's and H-Small's layout).
 
 use candle_core::quantized::gguf_file::Value;
@@ -26,6 +26,8 @@ pub struct TinyMamba2 {
     pub groups: usize,
     /// Without rope (`rope.scaling.finetuned` false), as IBM's files.
     pub no_rope: bool,
+    /// Layer `i` attends where `i % attention_every == attention_every / 2` ([`Self::attends`]).
+    pub attention_every: usize,
 }
 
 impl TinyMamba2 {
@@ -40,7 +42,14 @@ impl TinyMamba2 {
             heads: 16,
             groups: 2,
             no_rope: true,
+            attention_every: 4,
         }
+    }
+
+    /// Whether layer `i` attends (H-350M's 4 of 32, H-Tiny's 4 of 40; here every
+    /// `attention_every`-th from the middle of the first run: the tiny's 2, 6, …).
+    pub fn attends(&self, i: usize) -> bool {
+        i % self.attention_every == self.attention_every / 2
     }
 
     fn channels(&self) -> usize {
@@ -48,16 +57,11 @@ impl TinyMamba2 {
     }
 }
 
-/// Whether layer `i` attends (H-Tiny's: one in ten; here layers 2, 6, …).
-pub fn attends(i: usize) -> bool {
-    i % 4 == 2
-}
-
 /// The file's metadata (the vocabulary's aside).
 pub(super) fn metadata(spec: &TinyModelSpec, t: &TinyMamba2) -> Vec<(String, Value)> {
     let u32v = |x: usize| Value::U32(x as u32);
     let k = |s: &str| format!("granitehybrid.{s}");
-    let kv: Vec<Value> = (0..spec.layers).map(|i| u32v(if attends(i) { spec.kv_heads } else { 0 })).collect();
+    let kv: Vec<Value> = (0..spec.layers).map(|i| u32v(if t.attends(i) { spec.kv_heads } else { 0 })).collect();
     let mut md = vec![
         ("general.architecture".into(), Value::String("granitehybrid".into())),
         ("general.name".into(), Value::String("hearth-tiny-granitehybrid".into())),
@@ -114,7 +118,7 @@ pub(super) fn tensors(
     for i in 0..spec.layers {
         let n = |s: &str| format!("blk.{i}.{s}");
         out.push(f32s(n("attn_norm.weight"), rng.around(d, 1.0, 0.1), &[d])?);
-        if attends(i) {
+        if t.attends(i) {
             out.push(mat(n("attn_q.weight"), q_dim, d, rng)?);
             out.push(mat(n("attn_k.weight"), kv_dim, d, rng)?);
             out.push(mat(n("attn_v.weight"), kv_dim, d, rng)?);
