@@ -85,11 +85,11 @@ fn three_turns(e: &mut Engine, conversation: &ConversationId, vocab: usize) -> H
 
 /// Llama's layers all alike (cache files of format 1), Gemma 4's E model (local and global
 /// layers of different heads, layers sharing K/V: format 2 with its layer table),
-/// DeepSeek-V2's latent attention (K kept alone: format 3) and Qwen3.5's, LFM2's and Granite 4.0's recurrent
+/// DeepSeek-V2's latent attention (K kept alone: format 3) and Qwen3.5's, LFM2's, Granite 4.0's and Nemotron-H's recurrent
 /// layers (their state after the last whole block stored after the blocks: format 4).
 #[test]
 fn a_conversation_stays_warm_across_a_restart() {
-    for family in [Family::Llama, Family::Gemma4, Family::DeepSeek2, Family::Qwen35, Family::Lfm2, Family::GraniteHybrid] {
+    for family in [Family::Llama, Family::Gemma4, Family::DeepSeek2, Family::Qwen35, Family::Lfm2, Family::GraniteHybrid, Family::NemotronH] {
         warm_across_a_restart(family);
     }
 }
@@ -123,7 +123,7 @@ fn warm_across_a_restart(family: Family) {
     let expected = match family {
         Family::Gemma4 => 2,
         Family::DeepSeek2 => 3,
-        Family::Qwen35 | Family::Lfm2 | Family::GraniteHybrid => 4,
+        Family::Qwen35 | Family::Lfm2 | Family::GraniteHybrid | Family::NemotronH => 4,
         _ => 1,
     };
     assert_eq!(version, expected, "{family:?}: {}", file.display());

@@ -296,6 +296,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-granitehybrid-f32.gguf", TinyModelSpec::tiny(Family::GraniteHybrid, WeightType::F32)),
         ("tiny-granitehybrid-moe-q8_0.gguf", TinyModelSpec::granite_hybrid_moe(WeightType::Q8_0)),
         ("tiny-granitehybrid-moe-f32.gguf", TinyModelSpec::granite_hybrid_moe(WeightType::F32)),
+        // Nemotron-H (`nemotron_h`): layers of one block each, Mamba-2 (as Granite's), attention
+        // without rope, or an MLP alone (up, squared ReLU, down); in f32 too.
+        ("tiny-nemotron_h-q8_0.gguf", TinyModelSpec::tiny(Family::NemotronH, WeightType::Q8_0)),
+        ("tiny-nemotron_h-f32.gguf", TinyModelSpec::tiny(Family::NemotronH, WeightType::F32)),
         // Granite 3's MoE files (`granitemoe`): Granite's layer with 4 experts (2 per token).
         ("tiny-granitemoe-q8_0.gguf", granite_moe(WeightType::Q8_0)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)

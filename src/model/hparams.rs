@@ -172,7 +172,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,11 +240,15 @@ pub enum Family {
     /// sequence), the others Granite's attention (without rope in IBM's files); Granite's
     /// multipliers; dense MLPs, or softmax-routed experts beside a shared expert.
     GraniteHybrid,
+    /// NVIDIA's Nemotron-H (`nemotron_h`: Nemotron Nano 9B v2 and 12B v2): each layer one
+    /// block of one kind, Mamba-2 ([`Mamba2Params`]), attention without rope, or an MLP alone
+    /// (up, squared ReLU, down; [`HParams::mlp_only`]).
+    NemotronH,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 22] = [
+    pub const ALL: [Family; 23] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -267,6 +271,7 @@ impl Family {
         Self::Qwen35,
         Self::Lfm2,
         Self::GraniteHybrid,
+        Self::NemotronH,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -301,6 +306,7 @@ impl Family {
             "qwen35" | "qwen35moe" | "qwen3next" => Ok(Self::Qwen35),
             "lfm2" => Ok(Self::Lfm2),
             "granitehybrid" => Ok(Self::GraniteHybrid),
+            "nemotron_h" => Ok(Self::NemotronH),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -334,6 +340,7 @@ impl Family {
             Self::Qwen35 => "qwen35",
             Self::Lfm2 => "lfm2",
             Self::GraniteHybrid => "granitehybrid",
+            Self::NemotronH => "nemotron_h",
         }
     }
 
@@ -345,6 +352,7 @@ impl Family {
             | Self::SmolLM3
             | Self::Granite
             | Self::GraniteHybrid
+            | Self::NemotronH
             | Self::Ernie45
             | Self::Glm4
             | Self::DeepSeek2 => RopeStyle::Interleaved,
@@ -496,8 +504,13 @@ pub struct HParams {
     pub recurrent: Option<DeltaNetParams>,
     /// LFM2: its short convolution layers (the others attend, and only they keep K/V).
     pub short_conv: Option<ShortConvParams>,
-    /// Granite 4.0's hybrids: their Mamba-2 layers (the others attend, and only they keep K/V).
+    /// Granite 4.0's hybrids, Nemotron-H: their Mamba-2 layers (the others attend, and only
+    /// they keep K/V; Nemotron-H's MLP layers aside).
     pub mamba2: Option<Mamba2Params>,
+    /// Nemotron-H: one flag per layer, `true` where the layer is an MLP alone (no mixer, no
+    /// K/V; its `attn_norm` the MLP's); empty for the other families, whose every layer has a
+    /// mixer, and whose every layer but Nemotron-H's has an MLP too.
+    pub mlp_only: Vec<bool>,
 }
 
 /// Mamba-2's selective state space mixer (llama.cpp's `ssm.*` keys, its `build_mamba2_layer`):
@@ -1041,9 +1054,9 @@ impl HParams {
     /// the last layer before them of its kind (local or global), as llama.cpp's Gemma 4
     /// `layer_reuse_cb`.
     pub fn kv_layer(&self, layer: usize) -> usize {
-        // Qwen3.5, LFM2: the attention layers' store layers, in order.
-        if let Some(flags) = self.recurrent_flags() {
-            return flags[..layer.min(flags.len())].iter().filter(|&&rec| !rec).count();
+        // Qwen3.5, LFM2, the Mamba-2 hybrids: the attention layers' store layers, in order.
+        if self.recurrent_flags().is_some() {
+            return (0..layer).filter(|&l| self.attends(l)).count();
         }
         if layer < self.kv_layers {
             return layer;
@@ -1053,6 +1066,21 @@ impl HParams {
             .rev()
             .find(|&l| self.window(l).is_some() == local)
             .unwrap_or(self.kv_layers - 1)
+    }
+
+    /// Whether `layer` has attention (none in recurrent layers and Nemotron-H's MLP layers).
+    pub fn attends(&self, layer: usize) -> bool {
+        !self.is_recurrent(layer) && !self.is_mlp_only(layer)
+    }
+
+    /// Whether `layer` is an MLP alone (Nemotron-H's).
+    pub fn is_mlp_only(&self, layer: usize) -> bool {
+        self.mlp_only.get(layer).copied().unwrap_or(false)
+    }
+
+    /// Whether `layer` has an MLP (all but Nemotron-H's mixer layers).
+    pub fn has_mlp(&self, layer: usize) -> bool {
+        self.family != Family::NemotronH || self.is_mlp_only(layer)
     }
 
     /// Whether `layer` is recurrent (Qwen3.5's gated delta nets, LFM2's short convolutions)
@@ -1111,11 +1139,14 @@ impl HParams {
             key: key("attention.head_count"),
         })?;
         let (kv_heads, by_kv) = kv_heads_of(md, &key, family, heads)?;
-        let (short_conv, mamba2) = match (family, by_kv) {
-            (Family::Lfm2, Some(l)) => (Some(ShortConvParams::read(md, &key, l)?), None),
-            (Family::GraniteHybrid, Some(l)) => (None, Some(Mamba2Params::read(md, &key, l)?)),
-            _ => (None, None),
-        };
+        let (layers, mtp_layers) = trunk_layers(md, &key)?;
+        let LayerKinds {
+            ffn,
+            ffn_per_layer,
+            mlp_only,
+            short_conv,
+            mamba2,
+        } = LayerKinds::read(md, &key, family, layers, by_kv)?;
         // DeepSeek-V2's heads attend over one latent K/V head.
         let mla = match family {
             Family::DeepSeek2 => Some(MlaParams::read(md, &key)?),
@@ -1144,16 +1175,7 @@ impl HParams {
             md_opt_usize(md, &key("rope.scaling.original_context_length"))?.unwrap_or(context_length);
         let rope_scaling = rope_scaling(md, &key, rope_original_context, family, mla.as_ref())?;
         let attn_temperature = attn_temperature(md, &key, family, rope_original_context)?;
-        let (layers, mtp_layers) = trunk_layers(md, &key)?;
         let moe = moe_params(md, &key, family, [layers, vocab_size])?;
-        let (ffn, ffn_per_layer) = match family {
-            Family::Gemma4 => gemma4_ffn(md, &key, layers)?,
-            _ => match (&moe, md_opt_per_layer_usize(md, &key("feed_forward_length"))?) {
-                (_, Some(f)) => (f, Vec::new()),
-                (Some(_), None) => (0, Vec::new()),
-                (None, None) => (md_usize(md, &key("feed_forward_length"))?, Vec::new()),
-            },
-        };
         let rope_base = md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0);
         let rope_attn_factor = md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0);
         let sliding = family_sliding(md, &key, family, layers, rope_base)?;
@@ -1175,7 +1197,8 @@ impl HParams {
             (_, _, Some(r)) => (global, None, layers - r.recurrent_layers(), 0),
             _ => {
                 let flags = short_conv.as_ref().map(|c| &c.layers).or(mamba2.as_ref().map(|m| &m.layers));
-                (global, None, layers - flags.map_or(0, |f| f.iter().filter(|&&r| r).count()), 0)
+                let mixer_free = flags.map_or(0, |f| f.iter().filter(|&&r| r).count()) + mlp_only.iter().filter(|&&m| m).count();
+                (global, None, layers - mixer_free, 0)
             }
         };
         Ok(Self {
@@ -1193,7 +1216,11 @@ impl HParams {
             mtp_layers,
             context_length,
             rope_original_context,
-            rms_eps: md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
+            // Nemotron-H's files may give only `layer_norm_epsilon` (llama.cpp's fallback).
+            rms_eps: match md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))? {
+                Some(e) => e,
+                None => md_opt_f64(md, &key("attention.layer_norm_epsilon"))?.unwrap_or(1e-5),
+            },
             rope_base,
             rope_scaling,
             rope_attn_factor,
@@ -1217,6 +1244,7 @@ impl HParams {
             recurrent,
             short_conv,
             mamba2,
+            mlp_only,
         })
     }
 }
@@ -1232,7 +1260,7 @@ fn kv_heads_of(
     heads: usize,
 ) -> Result<(usize, Option<Vec<bool>>), ModelError> {
     let (kv_heads, recurrent) = match family {
-        Family::Lfm2 | Family::GraniteHybrid => {
+        Family::Lfm2 | Family::GraniteHybrid | Family::NemotronH => {
             let (flags, kv) = recurrent_by_kv(md, key)?;
             (Some(kv), Some(flags))
         }
@@ -1445,6 +1473,66 @@ fn gemma4_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers:
     Ok((first, if widths.iter().all(|&f| f == first) { Vec::new() } else { widths }))
 }
 
+/// What each layer holds beyond attention: its MLP's width, and the recurrent mixers of LFM2,
+/// Granite 4.0's hybrids and Nemotron-H (whose layers without K/V heads, `by_kv`, are the
+/// recurrent ones, or Nemotron-H's MLPs).
+struct LayerKinds {
+    ffn: usize,
+    ffn_per_layer: Vec<usize>,
+    mlp_only: Vec<bool>,
+    short_conv: Option<ShortConvParams>,
+    mamba2: Option<Mamba2Params>,
+}
+
+impl LayerKinds {
+    fn read(
+        md: &HashMap<String, Value>,
+        key: &dyn Fn(&str) -> String,
+        family: Family,
+        layers: usize,
+        by_kv: Option<Vec<bool>>,
+    ) -> Result<Self, ModelError> {
+        let (ffn, ffn_per_layer) = match family {
+            Family::Gemma4 => gemma4_ffn(md, key, layers)?,
+            Family::NemotronH => nemotron_h_ffn(md, key, layers)?,
+            _ => match (md_opt_usize(md, &key("expert_count"))?.unwrap_or(0) > 0, md_opt_per_layer_usize(md, &key("feed_forward_length"))?) {
+                (_, Some(f)) => (f, Vec::new()),
+                (true, None) => (0, Vec::new()),
+                (false, None) => (md_usize(md, &key("feed_forward_length"))?, Vec::new()),
+            },
+        };
+        // Nemotron-H: a layer without K/V heads is an MLP where it has a width, else Mamba-2.
+        let mlp_only: Vec<bool> = match family {
+            Family::NemotronH => ffn_per_layer.iter().map(|&f| f > 0).collect(),
+            _ => Vec::new(),
+        };
+        let (short_conv, mamba2) = match (family, by_kv) {
+            (Family::Lfm2, Some(l)) => (Some(ShortConvParams::read(md, key, l)?), None),
+            (Family::GraniteHybrid, Some(l)) => (None, Some(Mamba2Params::read(md, key, l)?)),
+            (Family::NemotronH, Some(l)) => {
+                let l = l.iter().zip(&mlp_only).map(|(&no_kv, &mlp)| no_kv && !mlp).collect();
+                (None, Some(Mamba2Params::read(md, key, l)?))
+            }
+            _ => (None, None),
+        };
+        Ok(Self {
+            ffn,
+            ffn_per_layer,
+            mlp_only,
+            short_conv,
+            mamba2,
+        })
+    }
+}
+
+/// Nemotron-H's MLP widths, one per layer (`feed_forward_length`, 0 where a layer has no
+/// MLP): the widest, and the widths.
+fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize) -> Result<(usize, Vec<usize>), ModelError> {
+    let k = key("feed_forward_length");
+    let widths = md_opt_usize_per_layer(md, &k, layers)?.ok_or(ModelError::MissingMetadata { key: k })?;
+    Ok((widths.iter().copied().max().unwrap_or(0), widths))
+}
+
 /// The file's rope pairing: the family's, except that a GLM-4 file with M-RoPE sections
 /// (`rope.dimension_sections`, not all 0) rotates NeoX pairs, as llama.cpp's
 /// `llama_model_rope_type` decides (`LLAMA_ROPE_TYPE_MROPE`; its converter permuted Q and K
@@ -1533,6 +1621,8 @@ fn no_rope_layers(
     Ok(match (family, sliding) {
         (Family::Exaone4, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
+        // Nemotron-H's attention never rotates (llama.cpp's graph has no rope).
+        (Family::NemotronH, _) => vec![true; layers],
         (Family::Granite | Family::GraniteHybrid, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
         _ => Vec::new(),
     })
@@ -2489,6 +2579,37 @@ mod tests {
             Err(ModelError::MissingMetadata { key }) if key == "granitehybrid.ssm.state_size"
         ));
     }
+    /// Nemotron-H: a layer without K/V heads is an MLP where its width is not 0, else Mamba-2;
+    /// only attention layers keep K/V, none rotates; the epsilon may be `layer_norm_epsilon`.
+    #[test]
+    fn nemotron_h_reads_its_three_kinds_of_layer() {
+        let per_layer = |v: &[u32]| Value::Array(v.iter().map(|&x| Value::U32(x)).collect());
+        let keys = [
+            ("block_count", Value::U32(6)),
+            ("attention.head_count_kv", per_layer(&[0, 0, 2, 0, 0, 0])),
+            ("feed_forward_length", per_layer(&[0, 512, 0, 384, 0, 512])),
+            ("attention.layer_norm_epsilon", Value::F32(1e-6)),
+            ("ssm.conv_kernel", Value::U32(4)),
+            ("ssm.inner_size", Value::U32(512)),
+            ("ssm.state_size", Value::U32(16)),
+            ("ssm.time_step_rank", Value::U32(8)),
+            ("ssm.group_count", Value::U32(2)),
+        ];
+        let hp = HParams::from_metadata(&md("nemotron_h", &keys), Some(100)).unwrap();
+        assert_eq!(hp.family, Family::NemotronH);
+        assert_eq!(hp.mamba2.as_ref().map(|m| m.layers.clone()), Some(vec![true, false, false, false, true, false]));
+        assert_eq!(hp.mlp_only, [false, true, false, true, false, true]);
+        assert_eq!((hp.kv_heads, hp.kv_layers, hp.ffn, hp.ffn_of(3)), (2, 1, 512, 384));
+        assert_eq!(((0..6).filter(|&l| hp.attends(l)).collect::<Vec<_>>(), hp.kv_layer(2)), (vec![2], 0));
+        assert_eq!((0..6).filter(|&l| hp.has_mlp(l)).collect::<Vec<_>>(), [1, 3, 5]);
+        assert!((0..6).all(|l| !hp.rotates(l)));
+        assert!((hp.rms_eps - 1e-6).abs() < 1e-12);
+        assert_eq!(hp.state_shape().map(|s| s.len()), Some(2));
+        // The other families' layers all have an MLP.
+        let llama = HParams::from_metadata(&md("llama", &[]), Some(100)).unwrap();
+        assert!((0..2).all(|l| llama.has_mlp(l) && llama.attends(l)));
+    }
+
     #[test]
     fn head_counts_may_be_written_per_layer_when_every_layer_has_the_same() {
         let per_layer = |v: &[u32]| Value::Array(v.iter().map(|&x| Value::U32(x)).collect());

@@ -90,7 +90,12 @@ pub(super) struct Mlp {
 impl Mlp {
     pub(super) fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
         let gu = self.gate_up.forward(h)?;
-        self.down.forward(&glu::gated(&gu[0], &gu[1], act)?)
+        match gu.as_slice() {
+            // Nemotron-H's: no gate; a squared ReLU of up.
+            [up] => self.down.forward(&up.relu()?.sqr()?),
+            [gate, up] => self.down.forward(&glu::gated(gate, up, act)?),
+            _ => Err(OpsError::Layout(format!("an MLP of {} projections before its down", gu.len())).into()),
+        }
     }
 }
 
@@ -101,6 +106,8 @@ enum Ffn {
     Moe(MoeMlp),
     /// Gemma 4 26B-A4B: a dense MLP beside routed experts.
     DenseAndExperts(DenseAndExperts),
+    /// None: Nemotron-H's mixer layers.
+    None,
 }
 
 impl Ffn {
@@ -113,6 +120,7 @@ impl Ffn {
             (Self::DenseAndExperts(_), None) => {
                 Err(OpsError::Layout("a dense-and-experts block without its input norm".into()).into())
             }
+            (Self::None, _) => Err(OpsError::Layout("the MLP of a layer without one".into()).into()),
         }
     }
 }
@@ -127,8 +135,10 @@ enum SelfAttention {
     Recurrent(DeltaNet),
     /// LFM2's gated short convolution (a state of its last few inputs per sequence).
     ShortConv(ShortConv),
-    /// Granite 4.0's Mamba-2 mixer (a state per head per sequence).
+    /// Granite 4.0's and Nemotron-H's Mamba-2 mixer (a state per head per sequence).
     Mamba2(Mamba2),
+    /// None: Nemotron-H's MLP layers.
+    None,
 }
 
 struct Layer {
@@ -254,7 +264,11 @@ impl Transformer {
                 .iter()
                 .map(|l| match &l.attn {
                     SelfAttention::Latent(m) => m.extra_bytes(),
-                    SelfAttention::Heads(_) | SelfAttention::Recurrent(_) | SelfAttention::ShortConv(_) | SelfAttention::Mamba2(_) => 0,
+                    SelfAttention::Heads(_)
+                    | SelfAttention::Recurrent(_)
+                    | SelfAttention::ShortConv(_)
+                    | SelfAttention::Mamba2(_)
+                    | SelfAttention::None => 0,
                 })
                 .sum::<u64>();
         let per_layer_embd = PerLayerEmbedding::load(file, &hp, device)?;
@@ -394,44 +408,26 @@ impl Transformer {
                 (Some((r, cs)), Some(_)) => (*r, cs),
                 _ => (global.0, &global.1),
             };
-            let h = pre_norm(&x, layer.attn_norm.as_ref(), hp.rms_eps)?;
-            let mut attn = match &layer.attn {
-                SelfAttention::Heads(a) => {
-                    let (attn, gate) = self.attention(li, a, &h, rope, q_scale.as_ref(), batch, kv)?;
-                    let attn = match gate {
-                        Some(g) => (attn * candle_nn::ops::sigmoid(&g)?)?,
-                        None => attn,
-                    };
-                    let attn = a.wo.forward(&attn)?;
-                    match &a.out_bias {
-                        Some(b) => attn.broadcast_add(b)?,
-                        None => attn,
-                    }
+            if let Some(mut attn) = self.mixer(li, layer, &x, rope, q_scale.as_ref(), batch, kv, states)? {
+                if let Some(n) = &layer.post_attn_norm {
+                    attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
                 }
-                SelfAttention::Latent(m) => {
-                    let how = Attend::causal(hp.attention_scale);
-                    m.forward(li, &h, rope, q_scale.as_ref(), how, batch, kv, hp.rms_eps as f32)?
+                if let Some(s) = hp.residual_scale {
+                    attn = attn.affine(s, 0.0)?;
                 }
-                SelfAttention::Recurrent(net) => net.forward(&h, batch, states)?,
-                SelfAttention::ShortConv(c) => c.forward(&h, batch, states)?,
-                SelfAttention::Mamba2(m) => m.forward(&h, batch, states)?,
-            };
-            if let Some(n) = &layer.post_attn_norm {
-                attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
+                x = (x + attn)?;
             }
-            if let Some(s) = hp.residual_scale {
-                attn = attn.affine(s, 0.0)?;
+            // (Nemotron-H's mixer layers have no MLP.)
+            if !matches!(layer.ffn, Ffn::None) {
+                let mut mlp = layer.ffn.forward(&x, layer.ffn_norm.as_ref(), hp.rms_eps, self.activation)?;
+                if let Some(n) = &layer.post_ffn_norm {
+                    mlp = norm::rms_norm(&mlp, n, hp.rms_eps as f32)?;
+                }
+                if let Some(s) = hp.residual_scale {
+                    mlp = mlp.affine(s, 0.0)?;
+                }
+                x = (x + mlp)?;
             }
-            x = (x + attn)?;
-
-            let mut mlp = layer.ffn.forward(&x, layer.ffn_norm.as_ref(), hp.rms_eps, self.activation)?;
-            if let Some(n) = &layer.post_ffn_norm {
-                mlp = norm::rms_norm(&mlp, n, hp.rms_eps as f32)?;
-            }
-            if let Some(s) = hp.residual_scale {
-                mlp = mlp.affine(s, 0.0)?;
-            }
-            x = (x + mlp)?;
             if let (Some(p), Some(inputs)) = (&layer.per_layer, &per_layer_inputs) {
                 x = p.forward(&x, &inputs.narrow(1, li, 1)?.squeeze(1)?.contiguous()?, hp.rms_eps)?;
             }
@@ -440,6 +436,50 @@ impl Transformer {
             }
         }
         self.logits(x, batch, which)
+    }
+
+    /// Layer `li`'s mixer (attention or a recurrent layer) over the residual stream `x`, after
+    /// its norm: its output, before any post-norm and residual scale; `None` for a layer without
+    /// one (Nemotron-H's MLP layers).
+    #[allow(clippy::too_many_arguments)]
+    fn mixer(
+        &self,
+        li: usize,
+        layer: &Layer,
+        x: &Tensor,
+        rope: (&RopeTables, &(Tensor, Tensor)),
+        q_scale: Option<&Tensor>,
+        batch: &BatchLayout,
+        kv: &mut dyn KvStore,
+        states: &mut [RecurrentSeq],
+    ) -> Result<Option<Tensor>, ModelError> {
+        let hp = &self.hp;
+        if matches!(layer.attn, SelfAttention::None) {
+            return Ok(None);
+        }
+        let h = pre_norm(x, layer.attn_norm.as_ref(), hp.rms_eps)?;
+        Ok(Some(match &layer.attn {
+            SelfAttention::Heads(a) => {
+                let (attn, gate) = self.attention(li, a, &h, rope, q_scale, batch, kv)?;
+                let attn = match gate {
+                    Some(g) => (attn * candle_nn::ops::sigmoid(&g)?)?,
+                    None => attn,
+                };
+                let attn = a.wo.forward(&attn)?;
+                match &a.out_bias {
+                    Some(b) => attn.broadcast_add(b)?,
+                    None => attn,
+                }
+            }
+            SelfAttention::Latent(m) => {
+                let how = Attend::causal(hp.attention_scale);
+                m.forward(li, &h, rope, q_scale, how, batch, kv, hp.rms_eps as f32)?
+            }
+            SelfAttention::Recurrent(net) => net.forward(&h, batch, states)?,
+            SelfAttention::ShortConv(c) => c.forward(&h, batch, states)?,
+            SelfAttention::Mamba2(m) => m.forward(&h, batch, states)?,
+            SelfAttention::None => return Ok(None),
+        }))
     }
 
     /// One layer's attention of the normed rows `h` (`[t, hidden]`), before its output
@@ -666,6 +706,9 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, f], device)?, device)?,
         })
     };
+    if hp.family == Family::NemotronH {
+        return nemotron_h_layer(file, hp, i, dense, device);
+    }
     Ok(Layer {
         attn_norm: pre_norm(file, "attn_norm.weight")?,
         attn: match hp.mla {
@@ -705,6 +748,33 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             }
             _ => None,
         },
+    })
+}
+
+/// Nemotron-H's layer `i`: one block (Mamba-2, attention, or the MLP `dense` loads) after its
+/// one norm (`attn_norm`, whichever the block).
+fn nemotron_h_layer(
+    file: &mut GgufFile,
+    hp: &HParams,
+    i: usize,
+    dense: impl FnOnce(&mut GgufFile) -> Result<Mlp, ModelError>,
+    device: &Device,
+) -> Result<Layer, ModelError> {
+    let norm = load_vec(file, &format!("blk.{i}.attn_norm.weight"), hp.hidden, device)?;
+    let mlp = hp.is_mlp_only(i);
+    Ok(Layer {
+        attn_norm: (!mlp).then(|| norm.clone()),
+        attn: match (mlp, hp.is_recurrent(i)) {
+            (true, _) => SelfAttention::None,
+            (false, true) => SelfAttention::Mamba2(Mamba2::load(file, hp, i, device)?),
+            (false, false) => SelfAttention::Heads(load_attention(file, hp, i, device)?),
+        },
+        post_attn_norm: None,
+        ffn_norm: mlp.then_some(norm),
+        ffn: if mlp { Ffn::Dense(dense(file)?) } else { Ffn::None },
+        post_ffn_norm: None,
+        per_layer: None,
+        out_scale: None,
     })
 }
 
@@ -820,6 +890,9 @@ fn load_gate_up(
     let d = hp.hidden;
     if matches!(hp.family, Family::Phi3 | Family::Glm4) {
         return file.tensor_row_split(&n("ffn_up.weight"), &[f, f], d, device);
+    }
+    if hp.family == Family::NemotronH {
+        return Ok(vec![load_2d(file, &n("ffn_up.weight"), [f, d], device)?]);
     }
     Ok(vec![
         load_2d(file, &n("ffn_gate.weight"), [f, d], device)?,

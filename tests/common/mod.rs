@@ -81,7 +81,8 @@ impl Reference {
             | Family::SeedOss
             | Family::Qwen35
             | Family::Lfm2
-            | Family::GraniteHybrid => {
+            | Family::GraniteHybrid
+            | Family::NemotronH => {
                 panic!("no candle-transformers reference for {}", family.arch())
             }
         }

@@ -18,6 +18,7 @@ use super::deepseek2::{self, TinyMla};
 use super::gemma4::{self, TinyGemma4};
 use super::granite_hybrid::{self, TinyMamba2};
 use super::lfm2;
+use super::nemotron_h;
 use super::qwen35::{self, TinyDeltaNet};
 use super::vocab::{TinyVocab, VocabStyle};
 use crate::model::hparams::Family;
@@ -157,6 +158,7 @@ impl TinyModelSpec {
             // Llama 3's tokenizer, as SmolLM3's; Granite 3's StarCoder-like one.
             Family::SmolLM3 => VocabStyle::Gpt2 { pre: "llama-bpe" },
             Family::Granite | Family::GraniteHybrid => VocabStyle::Gpt2 { pre: "refact" },
+            Family::NemotronH => VocabStyle::Gpt2 { pre: "llama-bpe" },
             // ERNIE 4.5's is SentencePiece.
             Family::Ernie45 => VocabStyle::LlamaSpm,
             // OLMo's GPT-2-like pre-tokenizer.
@@ -187,6 +189,8 @@ impl TinyModelSpec {
                 // LFM2: convolution, convolution, attention, convolution.
                 // Granite 4.0's hybrids: Mamba-2, Mamba-2, attention, Mamba-2.
                 Family::SmolLM3 | Family::Qwen35 | Family::Lfm2 | Family::GraniteHybrid => 4,
+                // Nemotron-H: Mamba-2, MLP, attention, MLP, Mamba-2, MLP.
+                Family::NemotronH => 6,
                 Family::Glm4Moe | Family::DeepSeek2 => 3,
                 _ => 2,
             },
@@ -242,7 +246,7 @@ impl TinyModelSpec {
             // DeepSeek2: GLM-4.7-Flash's and DeepSeek-V3's layout (`deepseek2_lite` for V2-Lite's).
             mla: (family == Family::DeepSeek2).then(TinyMla::v3),
             delta_net: (family == Family::Qwen35).then(TinyDeltaNet::tiny),
-            mamba2: (family == Family::GraniteHybrid).then(|| TinyMamba2::tiny(256)),
+            mamba2: matches!(family, Family::GraniteHybrid | Family::NemotronH).then(|| TinyMamba2::tiny(256)),
             seed: 7,
         }
     }
@@ -1046,6 +1050,11 @@ fn family_layers(
             let t = spec.mamba2.unwrap_or_else(|| TinyMamba2::tiny(spec.hidden));
             tensors.extend(granite_hybrid::tensors(spec, &t, rng, moe_rng)?);
             Some(granite_hybrid::metadata(spec, &t))
+        }
+        (Family::NemotronH, _, _, _) => {
+            let t = spec.mamba2.unwrap_or_else(|| TinyMamba2::tiny(spec.hidden));
+            tensors.extend(nemotron_h::tensors(spec, &t, rng)?);
+            Some(nemotron_h::metadata(spec, &t))
         }
         (Family::Lfm2, _, _, _) => {
             tensors.extend(lfm2::tensors(spec, rng)?);

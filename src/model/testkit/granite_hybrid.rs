@@ -113,7 +113,6 @@ pub(super) fn tensors(
     let f32s = |name: String, data: Vec<f32>, dims: &[usize]| -> Result<(String, QTensor), ModelError> {
         Ok((name, QTensor::quantize(&Tensor::from_vec(data, dims, &cpu)?, GgmlDType::F32)?))
     };
-    let (ch, heads) = (t.channels(), t.heads);
     let mut out = Vec::new();
     for i in 0..spec.layers {
         let n = |s: &str| format!("blk.{i}.{s}");
@@ -124,17 +123,7 @@ pub(super) fn tensors(
             out.push(mat(n("attn_v.weight"), kv_dim, d, rng)?);
             out.push(mat(n("attn_output.weight"), d, q_dim, rng)?);
         } else {
-            out.push(mat(n("ssm_in.weight"), t.inner + ch + heads, d, rng)?);
-            // Taps that mix the tokens without cancelling them.
-            out.push(f32s(n("ssm_conv1d.weight"), rng.around(ch * t.conv_kernel, 0.3, 0.4), &[ch, t.conv_kernel])?);
-            out.push(f32s(n("ssm_conv1d.bias"), rng.around(ch, 0.0, 0.2), &[ch])?);
-            out.push(f32s(n("ssm_dt.bias"), rng.around(heads, 0.0, 1.0), &[heads])?);
-            // `-exp(A_log)`: with steps about 0.3 to 1.3, decays of about 0.3 to 0.9 a token.
-            let a: Vec<f32> = rng.around(heads, -0.5, 0.4).into_iter().map(|x| -x.exp()).collect();
-            out.push(f32s(n("ssm_a"), a, &[heads, 1])?);
-            out.push(f32s(n("ssm_d"), rng.around(heads, 1.0, 0.5), &[heads, 1])?);
-            out.push(f32s(n("ssm_norm.weight"), rng.around(t.inner, 1.0, 0.1), &[t.groups, t.inner / t.groups])?);
-            out.push(mat(n("ssm_out.weight"), d, t.inner, rng)?);
+            out.extend(mamba2_tensors(i, d, t, wt, rng)?);
         }
         out.push(f32s(n("ffn_norm.weight"), rng.around(d, 1.0, 0.1), &[d])?);
         let f = spec.ffn;
@@ -156,5 +145,31 @@ pub(super) fn tensors(
             }
         }
     }
+    Ok(out)
+}
+
+/// Layer `i`'s Mamba-2 tensors (`ssm_*`), its input projection and output of type `wt`.
+pub(super) fn mamba2_tensors(i: usize, d: usize, t: &TinyMamba2, wt: GgmlDType, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+    let cpu = Device::Cpu;
+    let n = |s: &str| format!("blk.{i}.{s}");
+    let mat = |name: String, rows: usize, cols: usize, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
+        let w = Tensor::from_vec(rng.matrix(rows, cols, 1.0), (rows, cols), &cpu)?;
+        Ok((name, QTensor::quantize(&w, wt)?))
+    };
+    let f32s = |name: String, data: Vec<f32>, dims: &[usize]| -> Result<(String, QTensor), ModelError> {
+        Ok((name, QTensor::quantize(&Tensor::from_vec(data, dims, &cpu)?, GgmlDType::F32)?))
+    };
+    let (ch, heads) = (t.channels(), t.heads);
+    let mut out = vec![mat(n("ssm_in.weight"), t.inner + ch + heads, d, rng)?];
+    // Taps that mix the tokens without cancelling them.
+    out.push(f32s(n("ssm_conv1d.weight"), rng.around(ch * t.conv_kernel, 0.3, 0.4), &[ch, t.conv_kernel])?);
+    out.push(f32s(n("ssm_conv1d.bias"), rng.around(ch, 0.0, 0.2), &[ch])?);
+    out.push(f32s(n("ssm_dt.bias"), rng.around(heads, 0.0, 1.0), &[heads])?);
+    // `-exp(A_log)`: with steps about 0.3 to 1.3, decays of about 0.3 to 0.9 a token.
+    let a: Vec<f32> = rng.around(heads, -0.5, 0.4).into_iter().map(|x| -x.exp()).collect();
+    out.push(f32s(n("ssm_a"), a, &[heads, 1])?);
+    out.push(f32s(n("ssm_d"), rng.around(heads, 1.0, 0.5), &[heads, 1])?);
+    out.push(f32s(n("ssm_norm.weight"), rng.around(t.inner, 1.0, 0.1), &[t.groups, t.inner / t.groups])?);
+    out.push(mat(n("ssm_out.weight"), d, t.inner, rng)?);
     Ok(out)
 }

@@ -19,6 +19,7 @@ pub mod gemma4;
 pub mod gguf;
 pub mod granite_hybrid;
 pub mod lfm2;
+pub mod nemotron_h;
 pub mod qwen35;
 pub mod requant;
 pub mod vocab;
