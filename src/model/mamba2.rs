@@ -26,7 +26,7 @@ use super::hparams::{HParams, Mamba2Params};
 use super::linear::QLinear;
 use super::transformer::{check_shape, load_2d};
 use super::ModelError;
-use crate::ops::par::{for_ranges, SharedMut};
+use crate::ops::par::{for_ranges, with_scratch, SharedMut};
 use crate::ops::{BatchLayout, OpsError};
 
 /// One Mamba-2 layer.
@@ -90,31 +90,48 @@ impl Mamba2 {
     /// One sequence's projected rows (each `width` wide: `z`, the convolution's input, the step
     /// sizes) through the convolution, the scan and the gated norm, into `out` (`[n, inner]`).
     fn run(&self, rows: &[f32], width: usize, s: &mut RecurrentSeq, out: &mut [f32]) -> Result<(), ModelError> {
-        let p = &self.p;
-        let n = rows.len() / width.max(1);
-        if n == 0 {
+        if rows.len() < width.max(1) {
             return Ok(());
         }
+        // The convolution's input and output (buffers reused from call to call: a long prompt's
+        // are tens of MB a layer).
+        with_scratch(&INPUT, |input| with_scratch(&CONVOLVED, |x| self.run_in(rows, width, s, out, input, x)))
+    }
+
+    /// [`Self::run`] with its buffers.
+    fn run_in(
+        &self,
+        rows: &[f32],
+        width: usize,
+        s: &mut RecurrentSeq,
+        out: &mut [f32],
+        input: &mut Vec<f32>,
+        x: &mut Vec<f32>,
+    ) -> Result<(), ModelError> {
+        let p = &self.p;
+        let n = rows.len() / width.max(1);
         let (inner, ch, heads) = (p.inner, p.conv_channels(), p.heads);
         // The carried inputs, then this chunk's.
-        let mut input = s.state.layer_mut(self.slot).ok_or_else(|| missing_slot(self.slot))?[0].clone();
+        input.clear();
+        input.extend_from_slice(&s.state.layer_mut(self.slot).ok_or_else(|| missing_slot(self.slot))?[0]);
         for row in rows.chunks_exact(width) {
             input.extend_from_slice(&row[inner..inner + ch]);
         }
-        let mut x = vec![0f32; n * ch];
-        self.conv.run(&input, &mut x, |_, xr| {
+        x.clear();
+        x.resize(n * ch, 0.0);
+        self.conv.run(input, x, |_, xr| {
             for (v, b) in xr.iter_mut().zip(&self.conv_bias) {
                 *v = silu(*v + b);
             }
         });
-        self.conv.carry(&input, n, s, self.slot)?;
+        self.conv.carry(input, n, s, self.slot)?;
         // Each token's step size per head, and its decay.
         let dt: Vec<f32> = rows
             .chunks_exact(width)
             .flat_map(|row| row[inner + ch..].iter().zip(&self.dt_bias).map(|(t, b)| softplus(t + b)))
             .collect();
         let decay: Vec<f32> = dt.iter().enumerate().map(|(k, t)| (t * self.a[k % heads]).exp()).collect();
-        self.scan(&x, &dt, &decay, s, out)?;
+        self.scan(x, &dt, &decay, s, out)?;
         // Times SiLU(z), then RMSNorm per group.
         let group = inner / p.groups;
         for (o, row) in out.chunks_exact_mut(inner).zip(rows.chunks_exact(width)) {
@@ -169,6 +186,12 @@ impl Mamba2 {
         });
         Ok(())
     }
+}
+
+thread_local! {
+    /// The convolution's input rows and its output, per thread, reused from call to call.
+    static INPUT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static CONVOLVED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// `s ← s·a + u·b`, then `s · c` (ggml's `ssm_scan` for one row of a head's state).
