@@ -17,7 +17,7 @@ use super::delta_net::{with_f32, RecurrentSeq, RecurrentState};
 use super::gguf::GgufFile;
 use super::transformer::check_shape;
 use super::ModelError;
-use crate::ops::par::for_rows;
+use crate::ops::par::{for_rows, with_scratch};
 use crate::ops::{BatchLayout, OpsError};
 
 /// One layer's convolution weights.
@@ -56,6 +56,35 @@ impl CausalConv {
         });
     }
 
+    /// One sequence's chunk of `n` rows through the convolution: its carried inputs (layer slot
+    /// `slot` of `s`), then each row's `input_of(i)`, convolved into a buffer reused from call to
+    /// call (a long prompt's are tens of MB a layer), each output row through `finish`; the
+    /// carried inputs advanced ([`Self::carry`]); then `then(the output rows, s)`.
+    pub(super) fn run_chunk<'a, R>(
+        &self,
+        s: &mut RecurrentSeq,
+        slot: usize,
+        n: usize,
+        input_of: impl Fn(usize) -> &'a [f32],
+        finish: impl Fn(usize, &mut [f32]) + Sync,
+        then: impl FnOnce(&mut [f32], &mut RecurrentSeq) -> Result<R, ModelError>,
+    ) -> Result<R, ModelError> {
+        with_scratch(&INPUT, |input| {
+            with_scratch(&CONVOLVED, |x| {
+                input.clear();
+                input.extend_from_slice(&s.state.layer_mut(slot).ok_or_else(|| missing_slot(slot))?[0]);
+                for i in 0..n {
+                    input.extend_from_slice(input_of(i));
+                }
+                x.clear();
+                x.resize(n * self.channels, 0.0);
+                self.run(input, x, finish);
+                self.carry(input, n, s, slot)?;
+                then(x, s)
+            })
+        })
+    }
+
     /// After a chunk of `n` rows over `input`: `s`'s carried rows in layer slot `slot` become
     /// the chunk's last inputs, and where `s` asks for a copy after `m` of them, the copy's
     /// carried rows are the inputs before that point.
@@ -71,6 +100,12 @@ impl CausalConv {
         state.copy_from_slice(&input[n * ch..]);
         Ok(())
     }
+}
+
+thread_local! {
+    /// The convolution's input rows and its output, per thread, reused from call to call.
+    static INPUT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static CONVOLVED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The error of a state without the layer's slot.

@@ -29,7 +29,7 @@ use super::hparams::{DeltaNetParams, HParams};
 use super::linear::{FusedLinear, QLinear};
 use super::transformer::{load_2d, load_vec};
 use super::ModelError;
-use crate::ops::par::{for_ranges, with_scratch, SharedMut};
+use crate::ops::par::{for_ranges, SharedMut};
 use crate::ops::{BatchLayout, OpsError};
 
 /// What a sequence carries through the recurrent layers after some tokens: per recurrent
@@ -229,22 +229,15 @@ impl DeltaNet {
         if rows.len() == 0 {
             return Ok(());
         }
-        // The convolution's input: the carried rows, then this chunk's (buffers reused from call
-        // to call: a long prompt's are tens of MB).
-        with_scratch(&INPUT, |input| {
-            with_scratch(&CONVOLVED, |x| self.run_in(&rows, s, out, input, x))
-        })
+        // The convolution's input: Q, K and V; then SiLU.
+        let channels = self.p.conv_channels();
+        let silu = |_: usize, xr: &mut [f32]| xr.iter_mut().for_each(|y| *y /= 1.0 + (-*y).exp());
+        let part = |i| rows.part(i, 0, channels);
+        self.conv.run_chunk(s, self.slot, rows.len(), part, silu, |x, s| self.run_in(&rows, s, out, x))
     }
 
-    /// [`Self::run`] with its buffers.
-    fn run_in(
-        &self,
-        rows: &Rows<'_>,
-        s: &mut RecurrentSeq,
-        out: &mut [f32],
-        input: &mut Vec<f32>,
-        x: &mut Vec<f32>,
-    ) -> Result<(), ModelError> {
+    /// [`Self::run`] after the convolution, whose output rows are `x`.
+    fn run_in(&self, rows: &Rows<'_>, s: &mut RecurrentSeq, out: &mut [f32], x: &mut [f32]) -> Result<(), ModelError> {
         let p = &self.p;
         let channels = p.conv_channels();
         let (values, vh) = (p.v_heads * p.head_v, p.v_heads);
@@ -253,16 +246,6 @@ impl DeltaNet {
             Some(m) if (1..=n).contains(&m) => Some(m),
             _ => None,
         };
-        input.clear();
-        input.extend_from_slice(&s.state.layer_mut(self.slot).ok_or_else(|| missing_slot(self.slot))?[0]);
-        for i in 0..n {
-            input.extend_from_slice(rows.part(i, 0, channels));
-        }
-        x.clear();
-        x.resize(n * channels, 0.0);
-        // Then SiLU.
-        self.conv.run(input, x, |_, xr| xr.iter_mut().for_each(|y| *y /= 1.0 + (-*y).exp()));
-        self.conv.carry(input, n, s, self.slot)?;
         let ssm = &mut s.state.layer_mut(self.slot).ok_or_else(|| missing_slot(self.slot))?[1];
         // Q and K L2-normalized per head; Q scaled.
         let (hk, hv, kh) = (p.head_k, p.head_v, p.k_heads);
@@ -328,12 +311,6 @@ impl DeltaNet {
         }
         Ok(())
     }
-}
-
-thread_local! {
-    /// The convolution's input rows and its output, per thread, reused from call to call.
-    static INPUT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-    static CONVOLVED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Lanes of the accumulators below: independent sums the compiler keeps in vector registers.

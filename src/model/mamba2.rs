@@ -26,7 +26,7 @@ use super::hparams::{HParams, Mamba2Params};
 use super::linear::QLinear;
 use super::transformer::{check_shape, load_2d};
 use super::ModelError;
-use crate::ops::par::{for_ranges, with_scratch, SharedMut};
+use crate::ops::par::{for_ranges, SharedMut};
 use crate::ops::{BatchLayout, OpsError};
 
 /// One Mamba-2 layer.
@@ -93,38 +93,21 @@ impl Mamba2 {
         if rows.len() < width.max(1) {
             return Ok(());
         }
-        // The convolution's input and output (buffers reused from call to call: a long prompt's
-        // are tens of MB a layer).
-        with_scratch(&INPUT, |input| with_scratch(&CONVOLVED, |x| self.run_in(rows, width, s, out, input, x)))
-    }
-
-    /// [`Self::run`] with its buffers.
-    fn run_in(
-        &self,
-        rows: &[f32],
-        width: usize,
-        s: &mut RecurrentSeq,
-        out: &mut [f32],
-        input: &mut Vec<f32>,
-        x: &mut Vec<f32>,
-    ) -> Result<(), ModelError> {
-        let p = &self.p;
-        let n = rows.len() / width.max(1);
-        let (inner, ch, heads) = (p.inner, p.conv_channels(), p.heads);
-        // The carried inputs, then this chunk's.
-        input.clear();
-        input.extend_from_slice(&s.state.layer_mut(self.slot).ok_or_else(|| missing_slot(self.slot))?[0]);
-        for row in rows.chunks_exact(width) {
-            input.extend_from_slice(&row[inner..inner + ch]);
-        }
-        x.clear();
-        x.resize(n * ch, 0.0);
-        self.conv.run(input, x, |_, xr| {
+        // The convolution's input: x, B and C; then its bias and SiLU.
+        let (inner, ch) = (self.p.inner, self.p.conv_channels());
+        let part = |i: usize| &rows[i * width + inner..][..ch];
+        let finish = |_: usize, xr: &mut [f32]| {
             for (v, b) in xr.iter_mut().zip(&self.conv_bias) {
                 *v = silu(*v + b);
             }
-        });
-        self.conv.carry(input, n, s, self.slot)?;
+        };
+        self.conv.run_chunk(s, self.slot, rows.len() / width, part, finish, |x, s| self.run_in(rows, width, s, out, x))
+    }
+
+    /// [`Self::run`] after the convolution, whose output rows are `x`.
+    fn run_in(&self, rows: &[f32], width: usize, s: &mut RecurrentSeq, out: &mut [f32], x: &[f32]) -> Result<(), ModelError> {
+        let p = &self.p;
+        let (inner, ch, heads) = (p.inner, p.conv_channels(), p.heads);
         // Each token's step size per head, and its decay.
         let dt: Vec<f32> = rows
             .chunks_exact(width)
@@ -186,12 +169,6 @@ impl Mamba2 {
         });
         Ok(())
     }
-}
-
-thread_local! {
-    /// The convolution's input rows and its output, per thread, reused from call to call.
-    static INPUT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-    static CONVOLVED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// `s ← s·a + u·b`, then `s · c` (ggml's `ssm_scan` for one row of a head's state).
