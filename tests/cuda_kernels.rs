@@ -18,10 +18,18 @@ use hearth::ops::test_util::rand_vec;
 use hearth::ops::{Attend, BatchLayout, KvShape, KvStore, LayerKv, PagedKvBatch, PagedLayout, SeqChunk};
 use hearth::runtime::KvMemory;
 
+/// The CUDA device, or `None` (the test then skips) where there is none; with
+/// `HEARTH_REQUIRE_CUDA` set (as `scripts/gpu-run.sh` does on the GPU machine), no device
+/// fails the test instead, so a missing library cannot pass as a skipped run.
 fn cuda() -> Option<candle_core::CudaDevice> {
     match Device::new_cuda(0) {
         Ok(Device::Cuda(d)) => Some(d),
-        _ => {
+        other => {
+            assert!(
+                std::env::var_os("HEARTH_REQUIRE_CUDA").is_none(),
+                "HEARTH_REQUIRE_CUDA is set but there is no CUDA device: {:?}",
+                other.err()
+            );
             eprintln!("no CUDA device: skipping");
             None
         }
