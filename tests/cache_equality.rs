@@ -108,6 +108,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("Qwen35Moe".to_string(), TinyModelSpec::qwen35_moe(weights)),
             ("Qwen3Next".to_string(), TinyModelSpec::qwen3next(true, weights)),
             ("GraniteHybridMoe".to_string(), TinyModelSpec::granite_hybrid_moe(weights)),
+            ("NemotronHMoeLatent".to_string(), TinyModelSpec::nemotron_h_moe(weights, Some(128))),
         ]);
     specs
         .map(|(name, spec)| {

@@ -300,6 +300,13 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // without rope, or an MLP alone (up, squared ReLU, down); in f32 too.
         ("tiny-nemotron_h-q8_0.gguf", TinyModelSpec::tiny(Family::NemotronH, WeightType::Q8_0)),
         ("tiny-nemotron_h-f32.gguf", TinyModelSpec::tiny(Family::NemotronH, WeightType::F32)),
+        // Nemotron 3's MoE files (`nemotron_h_moe`): each MLP 4 ungated experts (2 per token)
+        // routed by sigmoid with a selection bias, renormalized and scaled, beside a shared
+        // expert; and Nemotron 3 Super's latent projections around the experts.
+        ("tiny-nemotron_h_moe-q8_0.gguf", TinyModelSpec::nemotron_h_moe(WeightType::Q8_0, None)),
+        ("tiny-nemotron_h_moe-f32.gguf", TinyModelSpec::nemotron_h_moe(WeightType::F32, None)),
+        ("tiny-nemotron_h_moe-latent-q8_0.gguf", TinyModelSpec::nemotron_h_moe(WeightType::Q8_0, Some(128))),
+        ("tiny-nemotron_h_moe-latent-f32.gguf", TinyModelSpec::nemotron_h_moe(WeightType::F32, Some(128))),
         // Granite 3's MoE files (`granitemoe`): Granite's layer with 4 experts (2 per token).
         ("tiny-granitemoe-q8_0.gguf", granite_moe(WeightType::Q8_0)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)

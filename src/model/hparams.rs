@@ -47,7 +47,8 @@
 //! `residual_scale` before its residual add, and the logits are divided by `logit_scale`
 //! (required, as llama.cpp requires it). `rope.scaling.finetuned = false` turns rope off in
 //! every layer, as in llama.cpp. Granite's mixture-of-experts and hybrid files have
-//! architectures of their own (`granitemoe`, `granitehybrid`) and are not supported.
+//! architectures of their own (`granitemoe`: Granite's layer with experts; `granitehybrid`:
+//! below).
 //!
 //! Mixture-of-experts layers (Qwen3 MoE, and Mixtral, which llama.cpp writes as `llama`
 //! with `llama.expert_count`) replace the MLP with a router and `expert_count` expert MLPs,
@@ -172,7 +173,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,9 +241,12 @@ pub enum Family {
     /// sequence), the others Granite's attention (without rope in IBM's files); Granite's
     /// multipliers; dense MLPs, or softmax-routed experts beside a shared expert.
     GraniteHybrid,
-    /// NVIDIA's Nemotron-H (`nemotron_h`: Nemotron Nano 9B v2 and 12B v2): each layer one
-    /// block of one kind, Mamba-2 ([`Mamba2Params`]), attention without rope, or an MLP alone
-    /// (up, squared ReLU, down; [`HParams::mlp_only`]).
+    /// NVIDIA's Nemotron-H (`nemotron_h`: Nemotron Nano 9B v2 and 12B v2; `nemotron_h_moe`:
+    /// Nemotron 3 Nano 30B-A3B, Super): each layer one block of one kind, Mamba-2
+    /// ([`Mamba2Params`]), attention without rope, or an MLP alone (up, squared ReLU, down;
+    /// [`HParams::mlp_only`]), in the MoE files experts of that MLP routed by sigmoid with a
+    /// selection bias, beside a shared one, optionally through a latent projection
+    /// ([`MoeParams::latent`]).
     NemotronH,
 }
 
@@ -306,7 +310,7 @@ impl Family {
             "qwen35" | "qwen35moe" | "qwen3next" => Ok(Self::Qwen35),
             "lfm2" => Ok(Self::Lfm2),
             "granitehybrid" => Ok(Self::GraniteHybrid),
-            "nemotron_h" => Ok(Self::NemotronH),
+            "nemotron_h" | "nemotron_h_moe" => Ok(Self::NemotronH),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -858,6 +862,12 @@ pub struct MoeParams {
     /// Qwen3.5: the shared expert's output is multiplied by the sigmoid of one score per token
     /// (`ffn_gate_inp_shexp`, required).
     pub shared_gate: bool,
+    /// Nemotron-H: the experts and the shared expert have no gate: up, squared ReLU, down.
+    pub ungated: bool,
+    /// Nemotron 3 Super: the experts work in a narrower space (`moe_latent_size`): the token
+    /// goes down to it (`ffn_latent_down`) before them and their weighted sum back up
+    /// (`ffn_latent_up`) after; the router and the shared expert see the token itself.
+    pub latent: Option<usize>,
 }
 
 /// A router's gating function (llama.cpp's `llama_expert_gating_func_type`).
@@ -1703,7 +1713,13 @@ fn moe_params(
         Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's and Qwen3.5's MoE files.
         // Mixtral; Granite 3's and 4's MoE files.
-        Family::Llama | Family::Gemma4 | Family::Ernie45 | Family::Qwen35 | Family::Granite | Family::GraniteHybrid => {
+        Family::Llama
+        | Family::Gemma4
+        | Family::Ernie45
+        | Family::Qwen35
+        | Family::Granite
+        | Family::GraniteHybrid
+        | Family::NemotronH => {
             md_opt_usize(md, &key("expert_count"))?.unwrap_or(0)
         }
         Family::Mistral3
@@ -1738,6 +1754,9 @@ fn moe_params(
     }
     let expert_ffn = match md_opt_usize(md, &key("expert_feed_forward_length"))? {
         Some(f) => f,
+        // llama.cpp's fallback: a MoE layer's `feed_forward_length` (one per layer) over
+        // `expert_used_count`.
+        None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -1749,32 +1768,13 @@ fn moe_params(
     if expert_ffn == 0 {
         return Err(bad("expert_feed_forward_length", "experts of width 0".into()));
     }
-    let glm = family == Family::Glm4Moe;
     let deepseek = family == Family::DeepSeek2;
     // llama.cpp's `deepseek2` graph routes over all experts whatever groups the file gives.
     if !deepseek && md_opt_usize(md, &key("expert_group_count"))?.unwrap_or(0) > 1 {
         return Err(bad("expert_group_count", "routing over expert groups is not supported".into()));
     }
     let gpt_oss = family == Family::GptOss;
-    let gating = match md_opt_usize(md, &key("expert_gating_func"))? {
-        // llama.cpp's gpt-oss graph routes so whatever the file says; its Gemma 4 graph by a
-        // softmax.
-        _ if gpt_oss => MoeGating::SoftmaxWeight,
-        _ if matches!(family, Family::Gemma4 | Family::Ernie45) => MoeGating::Softmax,
-        None | Some(0) if glm => MoeGating::Sigmoid,
-        // llama.cpp's default for `deepseek2` files without the key: sigmoid for GLM-4.7-Flash
-        // (47 layers and a 154,880-token vocabulary), softmax (DeepSeek-V2's) for the others.
-        None | Some(0) if deepseek && matches!(layers, 47 | 48) && vocab == GLM47_FLASH_VOCAB => MoeGating::Sigmoid,
-        None | Some(0) | Some(1) => MoeGating::Softmax,
-        Some(2) => MoeGating::Sigmoid,
-        Some(3) => MoeGating::SoftmaxWeight,
-        Some(other) => {
-            return Err(bad(
-                "expert_gating_func",
-                format!("{other} is not supported (1 softmax, 2 sigmoid, 3 softmax over the chosen)"),
-            ))
-        }
-    };
+    let gating = moe_gating(md, key, family, [layers, vocab])?;
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
         None | Some(0.0) => 1.0,
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
@@ -1789,7 +1789,9 @@ fn moe_params(
         // llama.cpp passes `true` for Qwen3 MoE and Mixtral, the file's flag for GLM-4.5, `false`
         // for gpt-oss (its softmax over the chosen already sums to 1).
         normalize: match family {
-            Family::Glm4Moe | Family::DeepSeek2 => md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false),
+            Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH => {
+                md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false)
+            }
             Family::GptOss => false,
             _ => true,
         },
@@ -1799,7 +1801,46 @@ fn moe_params(
         layer_step,
         biases: gpt_oss,
         shared_gate: family == Family::Qwen35,
+        ungated: family == Family::NemotronH,
+        latent: match md_opt_usize(md, &key("moe_latent_size"))? {
+            None | Some(0) => None,
+            Some(l) => Some(l),
+        },
     }))
+}
+
+/// A MoE file's router gating (`expert_gating_func`, with the families' own rules where
+/// llama.cpp's graphs override or default it).
+fn moe_gating(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    family: Family,
+    [layers, vocab]: [usize; 2],
+) -> Result<MoeGating, ModelError> {
+    let gpt_oss = family == Family::GptOss;
+    let glm = family == Family::Glm4Moe;
+    let deepseek = family == Family::DeepSeek2;
+    Ok(match md_opt_usize(md, &key("expert_gating_func"))? {
+        // llama.cpp's gpt-oss graph routes so whatever the file says; its Gemma 4 graph by a
+        // softmax.
+        _ if gpt_oss => MoeGating::SoftmaxWeight,
+        _ if matches!(family, Family::Gemma4 | Family::Ernie45) => MoeGating::Softmax,
+        // llama.cpp's Nemotron-H graph routes by sigmoid whatever the file says.
+        _ if family == Family::NemotronH => MoeGating::Sigmoid,
+        None | Some(0) if glm => MoeGating::Sigmoid,
+        // llama.cpp's default for `deepseek2` files without the key: sigmoid for GLM-4.7-Flash
+        // (47 layers and a 154,880-token vocabulary), softmax (DeepSeek-V2's) for the others.
+        None | Some(0) if deepseek && matches!(layers, 47 | 48) && vocab == GLM47_FLASH_VOCAB => MoeGating::Sigmoid,
+        None | Some(0) | Some(1) => MoeGating::Softmax,
+        Some(2) => MoeGating::Sigmoid,
+        Some(3) => MoeGating::SoftmaxWeight,
+        Some(other) => {
+            return Err(ModelError::BadMetadata {
+                key: key("expert_gating_func"),
+                reason: format!("{other} is not supported (1 softmax, 2 sigmoid, 3 softmax over the chosen)"),
+            })
+        }
+    })
 }
 
 /// A MoE model's shared expert width, leading dense layers and MoE layer step: GLM-4.5's and
@@ -1825,6 +1866,8 @@ fn moe_layers(
             };
             (shared, 0, 1)
         }
+        // Nemotron-H's MoE files: a shared expert of `expert_shared_feed_forward_length` (required).
+        Family::NemotronH => (md_usize(md, &key("expert_shared_feed_forward_length"))?, 0, 1),
         // Granite's: a shared expert where `expert_shared_feed_forward_length` gives one.
         Family::Granite | Family::GraniteHybrid => (md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.unwrap_or(0), 0, 1),
         Family::Ernie45 => {
@@ -2608,6 +2651,49 @@ mod tests {
         // The other families' layers all have an MLP.
         let llama = HParams::from_metadata(&md("llama", &[]), Some(100)).unwrap();
         assert!((0..2).all(|l| llama.has_mlp(l) && llama.attends(l)));
+    }
+
+    #[test]
+    fn nemotron_h_moe_reads_ungated_sigmoid_routed_experts() {
+        fn keys(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
+            let per_layer = |v: &[u32]| Value::Array(v.iter().map(|&x| Value::U32(x)).collect());
+            let mut k = vec![
+                ("block_count", Value::U32(3)),
+                ("attention.head_count_kv", per_layer(&[0, 2, 0])),
+                ("feed_forward_length", per_layer(&[0, 0, 3712])),
+                ("attention.layer_norm_epsilon", Value::F32(1e-5)),
+                ("ssm.conv_kernel", Value::U32(4)),
+                ("ssm.inner_size", Value::U32(512)),
+                ("ssm.state_size", Value::U32(16)),
+                ("ssm.time_step_rank", Value::U32(8)),
+                ("ssm.group_count", Value::U32(2)),
+                ("expert_count", Value::U32(128)),
+                ("expert_used_count", Value::U32(6)),
+                ("expert_shared_feed_forward_length", Value::U32(3712)),
+                ("expert_weights_norm", Value::Bool(true)),
+                ("expert_weights_scale", Value::F32(2.5)),
+            ];
+            k.extend(extra.iter().cloned());
+            k
+        }
+        let hp = HParams::from_metadata(&md("nemotron_h_moe", &keys(&[("expert_feed_forward_length", Value::U32(1856))])), Some(100)).unwrap();
+        assert_eq!(hp.family, Family::NemotronH);
+        let m = hp.moe.clone().unwrap();
+        assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.shared_ffn), (128, 6, 1856, 3712));
+        assert_eq!((m.gating, m.normalize, m.weights_scale, m.ungated, m.latent), (MoeGating::Sigmoid, true, 2.5, true, None));
+        assert_eq!(hp.mlp_only, [false, false, true]);
+        // Without an expert width, a MoE layer's width over the experts per token (llama.cpp's
+        // fallback); Super's latent size.
+        let hp = HParams::from_metadata(&md("nemotron_h_moe", &keys(&[("moe_latent_size", Value::U32(1024))])), Some(100)).unwrap();
+        let m = hp.moe.unwrap();
+        assert_eq!((m.expert_ffn, m.latent), (3712 / 6, Some(1024)));
+        // The shared expert is required.
+        let mut no_shared = keys(&[]);
+        no_shared.retain(|(k, _)| *k != "expert_shared_feed_forward_length");
+        assert!(matches!(
+            HParams::from_metadata(&md("nemotron_h_moe", &no_shared), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "nemotron_h_moe.expert_shared_feed_forward_length"
+        ));
     }
 
     #[test]

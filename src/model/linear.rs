@@ -217,13 +217,19 @@ impl FusedLinear {
         }
     }
 
-    /// The one repacked weight of a fused projection our kernels run (its output columns
-    /// are the parts' in order).
+    /// The one repacked weight our kernels run, of a fused projection (its output columns
+    /// are the parts' in order) or of a single one.
     pub fn packed(&self) -> Option<&PackedMatrix> {
         match &self.parts {
             Parts::Fused(l) => l.packed(),
+            Parts::Separate(ms) if ms.len() == 1 => ms[0].packed(),
             Parts::Separate(_) => None,
         }
+    }
+
+    /// How many projections it computes.
+    pub fn parts(&self) -> usize {
+        self.widths.len()
     }
 
     #[cfg(test)]

@@ -17,7 +17,9 @@
 //! weight multiplies it, as llama.cpp's `ggml_add_id`.
 //! The expert outputs are scaled by their weights and summed per token in the order of the
 //! choice, best first; a shared expert (`ffn_*_shexp`, GLM-4.5's) runs on every token and is
-//! added after.
+//! added after. Nemotron-H's experts (and its shared expert) have no gate: up, squared ReLU,
+//! down; Nemotron 3 Super's run in a narrower latent space, the token projected down to it
+//! (`ffn_latent_down`) before them and their weighted sum back up (`ffn_latent_up`) after.
 //!
 //! Invariants: every token's output is its own `k` experts' and nothing else's: tokens are
 //! grouped by expert only to batch the matmuls, which work row by row, so a token's output
@@ -35,12 +37,14 @@ use super::hparams::{MoeGating, MoeParams};
 use super::linear::{FusedLinear, QLinear};
 use super::ModelError;
 use crate::ops::glu::{self, Gate};
+use crate::ops::OpsError;
 use crate::ops::qmatmul::{matmul_many, MatmulJob, PackedMatrix};
 
 /// llama.cpp clamps the sum of the chosen weights at f16's smallest normal before dividing.
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
 
 struct Expert {
+    /// Gate and up (fused), or up alone (Nemotron-H's ungated experts).
     gate_up: FusedLinear,
     down: QLinear,
     /// gpt-oss: the expert's biases.
@@ -82,6 +86,8 @@ pub struct MoeMlp {
     shared: Option<Expert>,
     /// Qwen3.5: `[hidden, 1]`, the score whose sigmoid multiplies the shared expert's output.
     shared_gate: Option<Tensor>,
+    /// Nemotron 3 Super: `[latent, hidden]` before the experts and `[hidden, latent]` after.
+    latent: Option<[QLinear; 2]>,
 }
 
 /// How router scores become each token's experts and weights (see the module docs).
@@ -207,6 +213,33 @@ impl MoeMlp {
         let n = |s: &str| format!("blk.{layer}.{s}");
         let router = super::transformer::load_2d(file, &n("ffn_gate_inp.weight"), [p.experts, hidden], device)?;
         let (e, f) = (p.experts, p.expert_ffn);
+        // The experts' own width: the latent space's where the file has one.
+        let m = p.latent.unwrap_or(hidden);
+        let downs = load_experts(file, &n("ffn_down_exps.weight"), [e, m, f], device)?;
+        if p.ungated {
+            let ups = load_experts(file, &n("ffn_up_exps.weight"), [e, f, m], device)?;
+            let experts = ups.into_iter().zip(downs).map(|(u, d)| vec![u, d]).collect();
+            let mut moe = Self::new(router, experts, Self::routing(file, layer, p)?, device)?;
+            if let Some(l) = p.latent {
+                let load = |file: &mut GgufFile, name: &str, shape| super::transformer::load_2d(file, &n(name), shape, device);
+                moe.latent = Some([
+                    QLinear::new(load(file, "ffn_latent_down.weight", [l, hidden])?, device)?,
+                    QLinear::new(load(file, "ffn_latent_up.weight", [hidden, l])?, device)?,
+                ]);
+            }
+            moe.shared = Some(Expert {
+                gate_up: FusedLinear::new(
+                    vec![super::transformer::load_2d(file, &n("ffn_up_shexp.weight"), [p.shared_ffn, hidden], device)?],
+                    device,
+                )?,
+                down: QLinear::new(
+                    super::transformer::load_2d(file, &n("ffn_down_shexp.weight"), [hidden, p.shared_ffn], device)?,
+                    device,
+                )?,
+                bias: None,
+            });
+            return Ok(moe);
+        }
         let (gates, ups) = if file.has_tensor(&n("ffn_gate_up_exps.weight")) {
             // Gemma 4's: each expert's gate rows, then its up rows, split as 2·experts parts.
             let name = n("ffn_gate_up_exps.weight");
@@ -226,17 +259,8 @@ impl MoeMlp {
                 load_experts(file, &n("ffn_up_exps.weight"), [e, f, hidden], device)?,
             )
         };
-        let downs = load_experts(file, &n("ffn_down_exps.weight"), [e, hidden, f], device)?;
-        let experts = gates.into_iter().zip(ups).zip(downs).map(|((g, u), d)| [g, u, d]).collect();
-        let routing = Routing {
-            k: p.experts_used,
-            gating: p.gating,
-            selection_bias: host_vec(file, &n("exp_probs_b.bias"), &[e])?,
-            normalize: p.normalize,
-            scale: p.weights_scale,
-            expert_scale: host_vec(file, &n("ffn_down_exps.scale"), &[e])?,
-        };
-        let mut moe = Self::new(router, experts, routing, device)?;
+        let experts = gates.into_iter().zip(ups).zip(downs).map(|((g, u), d)| vec![g, u, d]).collect();
+        let mut moe = Self::new(router, experts, Self::routing(file, layer, p)?, device)?;
         if p.biases {
             let cpu_vec = |file: &mut GgufFile, name: &str, shape: &[usize]| -> Result<Vec<f32>, ModelError> {
                 host_vec(file, &n(name), shape)?.ok_or_else(|| ModelError::MissingTensor { name: n(name) })
@@ -273,14 +297,30 @@ impl MoeMlp {
         Ok(moe)
     }
 
-    /// A router `[experts, hidden]` and each expert's `[gate, up, down]` weights.
-    fn new(router: QTensor, experts: Vec<[QTensor; 3]>, routing: Routing, device: &Device) -> Result<Self, ModelError> {
+    /// Layer `layer`'s routing: `p`'s, with the file's selection bias (`exp_probs_b`) and
+    /// per-expert output scales (`ffn_down_exps.scale`) where it has them.
+    fn routing(file: &mut GgufFile, layer: usize, p: &MoeParams) -> Result<Routing, ModelError> {
+        let n = |s: &str| format!("blk.{layer}.{s}");
+        Ok(Routing {
+            k: p.experts_used,
+            gating: p.gating,
+            selection_bias: host_vec(file, &n("exp_probs_b.bias"), &[p.experts])?,
+            normalize: p.normalize,
+            scale: p.weights_scale,
+            expert_scale: host_vec(file, &n("ffn_down_exps.scale"), &[p.experts])?,
+        })
+    }
+
+    /// A router `[experts, hidden]` and each expert's `[gate, up, down]` weights, or
+    /// `[up, down]` for an ungated expert.
+    fn new(router: QTensor, experts: Vec<Vec<QTensor>>, routing: Routing, device: &Device) -> Result<Self, ModelError> {
         let experts = experts
             .into_iter()
-            .map(|[g, u, d]| {
+            .map(|mut w| {
+                let down = w.pop().ok_or_else(|| OpsError::Layout("an expert without weights".into()))?;
                 Ok(Expert {
-                    gate_up: FusedLinear::new(vec![g, u], device)?,
-                    down: QLinear::new(d, device)?,
+                    gate_up: FusedLinear::new(w, device)?,
+                    down: QLinear::new(down, device)?,
                     bias: None,
                 })
             })
@@ -292,6 +332,7 @@ impl MoeMlp {
             routing,
             shared: None,
             shared_gate: None,
+            latent: None,
         })
     }
 
@@ -314,14 +355,21 @@ impl MoeMlp {
         }
         let routes = route(&logits, n, &self.routing);
         let rows_of = routes.by_expert(n);
+        let x = match &self.latent {
+            Some([down, _]) => down.forward(h)?,
+            None => h.clone(),
+        };
         let routed = match self.packed_experts() {
-            Some(packed) if h.device().is_cpu() => self.forward_packed(h, &packed, &routes, &rows_of, act)?,
-            _ => self.forward_tensors(h, &routes, &rows_of, act)?,
+            Some(packed) if h.device().is_cpu() => self.forward_packed(&x, &packed, &routes, &rows_of, act)?,
+            _ => self.forward_tensors(&x, &routes, &rows_of, act)?,
+        };
+        let routed = match &self.latent {
+            Some([_, up]) => up.forward(&routed)?,
+            None => routed,
         };
         match &self.shared {
             Some(e) => {
-                let gu = e.gate_up.forward(h)?;
-                let out = e.down.forward(&glu::gated(&gu[0], &gu[1], act)?)?;
+                let out = e.down.forward(&activated(&e.gate_up.forward(h)?, act)?)?;
                 let out = match &self.shared_gate {
                     Some(w) => out.broadcast_mul(&candle_nn::ops::sigmoid(&h.matmul(w)?)?)?,
                     None => out,
@@ -384,11 +432,16 @@ impl MoeMlp {
                 add_to_rows(gu, &b.gate_up);
             }
         }
-        // act(gate) · up per row: the fused output's first half of columns is the gate.
+        // act(gate) · up per row: the fused output's first half of columns is the gate; an
+        // ungated expert's squared ReLU of up, in place.
         let gated: Vec<Vec<f32>> = active
             .iter()
-            .zip(&gate_ups)
-            .map(|(&e, gu)| {
+            .zip(gate_ups)
+            .map(|(&e, mut gu)| {
+                if self.experts[e].gate_up.parts() == 1 {
+                    gu.iter_mut().for_each(|x| *x = relu_squared(*x));
+                    return gu;
+                }
                 let f = packed[e].0.rows() / 2;
                 let mut a = vec![0f32; gu.len() / 2];
                 for (row, out) in gu.chunks_exact(2 * f).zip(a.chunks_exact_mut(f)) {
@@ -453,7 +506,7 @@ impl MoeMlp {
                     let (g, u) = (gu[0].broadcast_add(&b.gate_t)?, gu[1].broadcast_add(&b.up_t)?);
                     expert.down.forward(&glu::gated(&g, &u, act)?)?.broadcast_add(&b.down_t)?
                 }
-                None => expert.down.forward(&glu::gated(&gu[0], &gu[1], act)?)?,
+                None => expert.down.forward(&activated(&gu, act)?)?,
             };
             let w = Tensor::from_vec(w, (rows.len(), 1), h.device())?;
             outs.push(y.broadcast_mul(&w)?);
@@ -472,6 +525,22 @@ impl MoeMlp {
         }
         Ok(sum.reshape((t, d))?)
     }
+}
+
+/// An MLP's activation from its gate and up outputs: `act(gate) · up`, or with up alone
+/// (Nemotron-H's ungated MLPs and experts) its squared ReLU.
+pub(super) fn activated(gate_up: &[Tensor], act: Gate) -> Result<Tensor, ModelError> {
+    match gate_up {
+        [up] => Ok(up.relu()?.sqr()?),
+        [gate, up] => Ok(glu::gated(gate, up, act)?),
+        _ => Err(OpsError::Layout(format!("an MLP of {} projections before its down", gate_up.len())).into()),
+    }
+}
+
+/// `relu(x)²`, as candle's `relu().sqr()` computes it.
+fn relu_squared(x: f32) -> f32 {
+    let r = x.max(0.0);
+    r * r
 }
 
 /// `name` (of `shape`) as f32 values on the host, when the file has it.
@@ -527,7 +596,7 @@ mod tests {
                 .map(|e| [weight(f, d, 10 + e, q8, 1.7), weight(f, d, 20 + e, q8, 1.7), weight(d, f, 30 + e, q8, 1.7)])
                 .collect()
         };
-        let moe = MoeMlp::new(weight(n, d, 1, GgmlDType::F32, 6.0), experts(), Routing::softmax(k), &Device::Cpu).unwrap();
+        let moe = MoeMlp::new(weight(n, d, 1, GgmlDType::F32, 6.0), experts().into_iter().map(Vec::from).collect(), Routing::softmax(k), &Device::Cpu).unwrap();
         let experts: Vec<[QMatMul; 3]> = experts()
             .into_iter()
             .map(|ws| ws.map(|w| QMatMul::from_qtensor(w).unwrap()))
@@ -572,6 +641,71 @@ mod tests {
             let diff = max_diff(&alone, &ours.narrow(0, row, 1).unwrap());
             assert!(diff < 1e-5, "token {row} alone: {diff}");
         }
+    }
+
+    /// Nemotron-H's ungated experts (up, squared ReLU, down) through a latent space, sigmoid
+    /// routing with a selection bias, and an ungated shared expert: each token's output is its
+    /// own experts' (token by token with candle's ops), and our CPU kernels' path gives the
+    /// bits of candle's ops per expert.
+    #[test]
+    fn ungated_experts_in_a_latent_space_beside_a_shared_expert() {
+        let (d, l, f, n, k) = (96, 64, 160, 6, 2);
+        let q8 = GgmlDType::Q8_0;
+        let experts = || -> Vec<Vec<QTensor>> {
+            (0..n as u64).map(|e| vec![weight(f, l, 10 + e, q8, 1.7), weight(l, f, 30 + e, q8, 1.7)]).collect()
+        };
+        let routing = Routing {
+            k,
+            gating: MoeGating::Sigmoid,
+            selection_bias: Some(crate::ops::test_util::rand_vec(n, 3).iter().map(|b| b * 0.3).collect()),
+            normalize: true,
+            scale: 2.5,
+            expert_scale: None,
+        };
+        let cpu = Device::Cpu;
+        let mut moe = MoeMlp::new(weight(n, d, 1, GgmlDType::F32, 6.0), experts(), routing.clone(), &cpu).unwrap();
+        moe.latent = Some([
+            QLinear::new(weight(l, d, 40, q8, 1.0), &cpu).unwrap(),
+            QLinear::new(weight(d, l, 41, q8, 1.0), &cpu).unwrap(),
+        ]);
+        moe.shared = Some(Expert {
+            gate_up: FusedLinear::new(vec![weight(f, d, 42, q8, 1.7)], &cpu).unwrap(),
+            down: QLinear::new(weight(d, f, 43, q8, 1.7), &cpu).unwrap(),
+            bias: None,
+        });
+        let t = 9;
+        let h = (Tensor::from_vec(crate::ops::test_util::rand_vec(t * d, 5), (t, d), &cpu).unwrap() * 1.7).unwrap();
+        let ours = moe.forward(&h, Gate::Silu).unwrap();
+
+        let mm = |w: QTensor, x: &Tensor| QMatMul::from_qtensor(w).unwrap().forward(x).unwrap();
+        let relu2 = |x: Tensor| x.relu().unwrap().sqr().unwrap();
+        let router = weight(n, d, 1, GgmlDType::F32, 6.0).dequantize(&cpu).unwrap();
+        for row in 0..t {
+            let x = h.narrow(0, row, 1).unwrap();
+            let logits = x.matmul(&router.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let r = route(&logits, n, &routing);
+            let z = mm(weight(l, d, 40, q8, 1.0), &x);
+            let mut sum = Tensor::zeros((1, l), DType::F32, &cpu).unwrap();
+            for (&e, &w) in r.ids.iter().zip(&r.weights) {
+                let e = e as u64;
+                let y = mm(weight(l, f, 30 + e, q8, 1.7), &relu2(mm(weight(f, l, 10 + e, q8, 1.7), &z)));
+                sum = (sum + (y * w as f64).unwrap()).unwrap();
+            }
+            let shared = mm(weight(d, f, 43, q8, 1.7), &relu2(mm(weight(f, d, 42, q8, 1.7), &x)));
+            let expect = (mm(weight(d, l, 41, q8, 1.0), &sum) + shared).unwrap();
+            let got = ours.narrow(0, row, 1).unwrap();
+            let scale: f32 = expect.abs().unwrap().max_all().unwrap().to_scalar().unwrap();
+            let diff = max_diff(&got, &expect);
+            assert!(diff < 2e-2 * scale, "token {row}: max |diff| {diff}, max |y| {scale}");
+        }
+        let z = moe.latent.as_ref().unwrap()[0].forward(&h).unwrap();
+        let logits = moe.router.forward(&h).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let routes = route(&logits, n, &routing);
+        let rows_of = routes.by_expert(n);
+        let packed = moe.packed_experts().expect("Q8_0 ungated experts run on our kernels");
+        let a = moe.forward_packed(&z, &packed, &routes, &rows_of, Gate::Silu).unwrap();
+        let b = moe.forward_tensors(&z, &routes, &rows_of, Gate::Silu).unwrap();
+        assert_eq!(max_diff(&a, &b), 0.0);
     }
 
     #[test]
@@ -664,8 +798,8 @@ mod tests {
             scale: 1.0,
             expert_scale: None,
         };
-        let plain = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts(), routing.clone(), &Device::Cpu).unwrap();
-        let mut moe = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts(), routing.clone(), &Device::Cpu).unwrap();
+        let plain = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts().into_iter().map(Vec::from).collect(), routing.clone(), &Device::Cpu).unwrap();
+        let mut moe = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts().into_iter().map(Vec::from).collect(), routing.clone(), &Device::Cpu).unwrap();
         let bias = |len: usize, seed: u64, gain: f32| -> Vec<f32> {
             crate::ops::test_util::rand_vec(len, seed).iter().map(|x| x * gain).collect()
         };

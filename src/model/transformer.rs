@@ -35,7 +35,7 @@ use super::short_conv::ShortConv;
 use super::moe::MoeMlp;
 use super::rope::{positions_tensor, RopeSpec, RopeTables};
 use super::ModelError;
-use crate::ops::glu::{self, Gate};
+use crate::ops::glu::Gate;
 use crate::ops::norm;
 use crate::ops::{Attend, BatchLayout, KvShape, KvStore, OpsError};
 
@@ -89,13 +89,8 @@ pub(super) struct Mlp {
 
 impl Mlp {
     pub(super) fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
-        let gu = self.gate_up.forward(h)?;
-        match gu.as_slice() {
-            // Nemotron-H's: no gate; a squared ReLU of up.
-            [up] => self.down.forward(&up.relu()?.sqr()?),
-            [gate, up] => self.down.forward(&glu::gated(gate, up, act)?),
-            _ => Err(OpsError::Layout(format!("an MLP of {} projections before its down", gu.len())).into()),
-        }
+        // Nemotron-H's has no gate: a squared ReLU of up.
+        self.down.forward(&super::moe::activated(&self.gate_up.forward(h)?, act)?)
     }
 }
 
@@ -751,8 +746,8 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     })
 }
 
-/// Nemotron-H's layer `i`: one block (Mamba-2, attention, or the MLP `dense` loads) after its
-/// one norm (`attn_norm`, whichever the block).
+/// Nemotron-H's layer `i`: one block (Mamba-2, attention, or the MLP `dense` loads, or in
+/// its MoE files experts) after its one norm (`attn_norm`, whichever the block).
 fn nemotron_h_layer(
     file: &mut GgufFile,
     hp: &HParams,
@@ -771,7 +766,12 @@ fn nemotron_h_layer(
         },
         post_attn_norm: None,
         ffn_norm: mlp.then_some(norm),
-        ffn: if mlp { Ffn::Dense(dense(file)?) } else { Ffn::None },
+        ffn: match &hp.moe {
+            // Nemotron 3's MoE files: every MLP layer's experts.
+            Some(p) if mlp => Ffn::Moe(MoeMlp::load(file, i, hp.hidden, p, device)?),
+            None if mlp => Ffn::Dense(dense(file)?),
+            _ => Ffn::None,
+        },
         post_ffn_norm: None,
         per_layer: None,
         out_scale: None,

@@ -332,6 +332,31 @@ impl TinyModelSpec {
         }
     }
 
+    /// Nemotron 3 Nano's layout (`nemotron_h_moe`): the tiny Nemotron-H's layers with each
+    /// MLP 4 ungated experts of 128 (2 per token, sigmoid-routed) beside a shared expert of
+    /// their width; with `latent`, Nemotron 3 Super's latent projections of that width.
+    /// (Routing decides by thresholds, so a Q8_0 file compared with llama.cpp needs choices
+    /// clear of its rounding: seed 21's latent file had a routing near-tie (selection scores
+    /// 0.0006 apart) that the two programs broke differently; 22's has none they break so.)
+    pub fn nemotron_h_moe(weight_type: WeightType, latent: Option<usize>) -> Self {
+        let tiny = Self::tiny(Family::NemotronH, weight_type);
+        Self {
+            arch: Some("nemotron_h_moe"),
+            ffn: 128,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            mamba2: Some(TinyMamba2 {
+                moe_latent: latent,
+                ..TinyMamba2::tiny(tiny.hidden)
+            }),
+            seed: if latent.is_some() { 22 } else { 20 },
+            ..tiny
+        }
+    }
+
     /// Qwen2-VL's and Qwen2.5-VL's language model (`qwen2vl`): Qwen2's layer under its own
     /// architecture, with M-RoPE sections (8, 12 and 12 of the head's 32 pairs).
     pub fn qwen2vl(weight_type: WeightType) -> Self {
@@ -626,6 +651,7 @@ impl TinyModelSpec {
                 groups: 1,
                 no_rope: true,
                 attention_every: 8,
+                moe_latent: None,
             }),
             seed: 21,
             ..Self::tiny(Family::GraniteHybrid, WeightType::Q8_0)
@@ -1053,7 +1079,7 @@ fn family_layers(
         }
         (Family::NemotronH, _, _, _) => {
             let t = spec.mamba2.unwrap_or_else(|| TinyMamba2::tiny(spec.hidden));
-            tensors.extend(nemotron_h::tensors(spec, &t, rng)?);
+            tensors.extend(nemotron_h::tensors(spec, &t, rng, moe_rng)?);
             Some(nemotron_h::metadata(spec, &t))
         }
         (Family::Lfm2, _, _, _) => {

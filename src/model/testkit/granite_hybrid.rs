@@ -28,6 +28,9 @@ pub struct TinyMamba2 {
     pub no_rope: bool,
     /// Layer `i` attends where `i % attention_every == attention_every / 2` ([`Self::attends`]).
     pub attention_every: usize,
+    /// Nemotron 3 Super's layout (`nemotron_h_moe` with experts): the experts' latent width
+    /// (`moe_latent_size`).
+    pub moe_latent: Option<usize>,
 }
 
 impl TinyMamba2 {
@@ -43,6 +46,7 @@ impl TinyMamba2 {
             groups: 2,
             no_rope: true,
             attention_every: 4,
+            moe_latent: None,
         }
     }
 

@@ -7,12 +7,18 @@
 //! tensors and metadata here: the layers follow [`PATTERN`] (Nemotron-H's hybrid override
 //! pattern: `M` Mamba-2, `*` attention, `-` MLP) over the spec's `layers`; the Mamba-2 layers'
 //! sizes are the spec's [`TinyMamba2`].
+//!
+//! With `spec.moe` (and `spec.arch` `nemotron_h_moe`), Nemotron 3's layout: each MLP layer is
+//! experts without a gate (up, squared ReLU, down) routed by sigmoid with a selection bias
+//! (`exp_probs_b`), their weights renormalized and scaled, beside a shared expert of the same
+//! kind; with [`TinyMamba2::moe_latent`], Nemotron 3 Super's latent projections around the
+//! experts.
 
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
-use super::gguf::{Rand, TinyModelSpec};
+use super::gguf::{Rand, TinyModelSpec, TinyMoe};
 use super::granite_hybrid::{mamba2_tensors, TinyMamba2};
 use crate::model::ModelError;
 
@@ -28,11 +34,12 @@ pub fn kind(i: usize) -> u8 {
 /// The file's metadata (the vocabulary's aside).
 pub(super) fn metadata(spec: &TinyModelSpec, t: &TinyMamba2) -> Vec<(String, Value)> {
     let u32v = |x: usize| Value::U32(x as u32);
-    let k = |s: &str| format!("nemotron_h.{s}");
+    let arch = spec.arch.unwrap_or("nemotron_h");
+    let k = |s: &str| format!("{arch}.{s}");
     let per_layer = |f: &dyn Fn(u8) -> usize| Value::Array((0..spec.layers).map(|i| u32v(f(kind(i)))).collect());
-    vec![
-        ("general.architecture".into(), Value::String("nemotron_h".into())),
-        ("general.name".into(), Value::String("hearth-tiny-nemotron_h".into())),
+    let mut md = vec![
+        ("general.architecture".into(), Value::String(arch.into())),
+        ("general.name".into(), Value::String(format!("hearth-tiny-{arch}"))),
         (k("context_length"), u32v(spec.context_length)),
         (k("embedding_length"), u32v(spec.hidden)),
         (k("block_count"), u32v(spec.layers)),
@@ -49,11 +56,29 @@ pub(super) fn metadata(spec: &TinyModelSpec, t: &TinyMamba2) -> Vec<(String, Val
         (k("ssm.time_step_rank"), u32v(t.heads)),
         (k("ssm.group_count"), u32v(t.groups)),
         (k("vocab_size"), u32v(spec.vocab.size)),
-    ]
+    ];
+    if let Some(m) = spec.moe {
+        md.push((k("expert_count"), u32v(m.experts)));
+        md.push((k("expert_used_count"), u32v(m.used)));
+        md.push((k("expert_feed_forward_length"), u32v(spec.ffn)));
+        md.push((k("expert_shared_feed_forward_length"), u32v(spec.ffn)));
+        md.push((k("expert_weights_norm"), Value::Bool(true)));
+        md.push((k("expert_weights_scale"), Value::F32(2.5)));
+        md.push((k("expert_gating_func"), u32v(2)));
+        if let Some(l) = t.moe_latent {
+            md.push((k("moe_latent_size"), u32v(l)));
+        }
+    }
+    md
 }
 
 /// Every layer's tensors (the embedding, output and final norm aside).
-pub(super) fn tensors(spec: &TinyModelSpec, t: &TinyMamba2, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+pub(super) fn tensors(
+    spec: &TinyModelSpec,
+    t: &TinyMamba2,
+    rng: &mut Rand,
+    moe_rng: &mut Rand,
+) -> Result<Vec<(String, QTensor)>, ModelError> {
     let cpu = Device::Cpu;
     let wt = spec.weight_type.ggml();
     let (d, hd) = (spec.hidden, spec.head_dim);
@@ -75,11 +100,49 @@ pub(super) fn tensors(spec: &TinyModelSpec, t: &TinyMamba2, rng: &mut Rand) -> R
                 out.push(mat(n("attn_v.weight"), kv_dim, d, rng)?);
                 out.push(mat(n("attn_output.weight"), d, q_dim, rng)?);
             }
-            _ => {
-                out.push(mat(n("ffn_up.weight"), spec.ffn, d, rng)?);
-                out.push(mat(n("ffn_down.weight"), d, spec.ffn, rng)?);
-            }
+            _ => match spec.moe {
+                Some(m) => out.extend(experts(i, spec, m, t.moe_latent, moe_rng)?),
+                None => {
+                    out.push(mat(n("ffn_up.weight"), spec.ffn, d, rng)?);
+                    out.push(mat(n("ffn_down.weight"), d, spec.ffn, rng)?);
+                }
+            },
         }
+    }
+    Ok(out)
+}
+
+/// Layer `i`'s router (`ffn_gate_inp`, f32, with its selection bias `exp_probs_b`), ungated
+/// experts (`ffn_{up,down}_exps`, in the latent width where there is one, with
+/// `ffn_latent_{down,up}`) and shared expert (`ffn_{up,down}_shexp`).
+fn experts(
+    i: usize,
+    spec: &TinyModelSpec,
+    m: TinyMoe,
+    latent: Option<usize>,
+    rng: &mut Rand,
+) -> Result<Vec<(String, QTensor)>, ModelError> {
+    let cpu = Device::Cpu;
+    let wt = spec.weight_type.ggml();
+    let (d, f, e) = (spec.hidden, spec.ffn, m.experts);
+    let w = latent.unwrap_or(d);
+    let n = |s: &str| format!("blk.{i}.{s}");
+    let q = |name: String, dims: &[usize], data: Vec<f32>, dtype: GgmlDType| -> Result<(String, QTensor), ModelError> {
+        Ok((name, QTensor::quantize(&Tensor::from_vec(data, dims, &cpu)?, dtype)?))
+    };
+    // Router logits of a few units and biases of a few tenths: clear choices.
+    let mut out = vec![
+        q(n("ffn_gate_inp.weight"), &[e, d], rng.matrix(e, d, 3.0), GgmlDType::F32)?,
+        q(n("exp_probs_b.bias"), &[e], rng.around(e, 0.0, 0.3), GgmlDType::F32)?,
+    ];
+    let stacked = |rows: usize, cols: usize, rng: &mut Rand| (0..e).flat_map(|_| rng.matrix(rows, cols, 1.0)).collect();
+    out.push(q(n("ffn_up_exps.weight"), &[e, f, w], stacked(f, w, rng), wt)?);
+    out.push(q(n("ffn_down_exps.weight"), &[e, w, f], stacked(w, f, rng), wt)?);
+    out.push(q(n("ffn_up_shexp.weight"), &[f, d], rng.matrix(f, d, 1.0), wt)?);
+    out.push(q(n("ffn_down_shexp.weight"), &[d, f], rng.matrix(d, f, 1.0), wt)?);
+    if let Some(l) = latent {
+        out.push(q(n("ffn_latent_down.weight"), &[l, d], rng.matrix(l, d, 1.0), wt)?);
+        out.push(q(n("ffn_latent_up.weight"), &[d, l], rng.matrix(d, l, 1.0), wt)?);
     }
     Ok(out)
 }
