@@ -216,51 +216,39 @@ impl MoeMlp {
         // The experts' own width: the latent space's where the file has one.
         let m = p.latent.unwrap_or(hidden);
         let downs = load_experts(file, &n("ffn_down_exps.weight"), [e, m, f], device)?;
-        if p.ungated {
+        let experts: Vec<Vec<QTensor>> = if p.ungated {
             let ups = load_experts(file, &n("ffn_up_exps.weight"), [e, f, m], device)?;
-            let experts = ups.into_iter().zip(downs).map(|(u, d)| vec![u, d]).collect();
-            let mut moe = Self::new(router, experts, Self::routing(file, layer, p)?, device)?;
-            if let Some(l) = p.latent {
-                let load = |file: &mut GgufFile, name: &str, shape| super::transformer::load_2d(file, &n(name), shape, device);
-                moe.latent = Some([
-                    QLinear::new(load(file, "ffn_latent_down.weight", [l, hidden])?, device)?,
-                    QLinear::new(load(file, "ffn_latent_up.weight", [hidden, l])?, device)?,
-                ]);
-            }
-            moe.shared = Some(Expert {
-                gate_up: FusedLinear::new(
-                    vec![super::transformer::load_2d(file, &n("ffn_up_shexp.weight"), [p.shared_ffn, hidden], device)?],
-                    device,
-                )?,
-                down: QLinear::new(
-                    super::transformer::load_2d(file, &n("ffn_down_shexp.weight"), [hidden, p.shared_ffn], device)?,
-                    device,
-                )?,
-                bias: None,
-            });
-            return Ok(moe);
-        }
-        let (gates, ups) = if file.has_tensor(&n("ffn_gate_up_exps.weight")) {
-            // Gemma 4's: each expert's gate rows, then its up rows, split as 2·experts parts.
-            let name = n("ffn_gate_up_exps.weight");
-            if let Some(dims) = file.tensor_shape(&name) {
-                super::transformer::check_shape(&name, &dims, &[e, 2 * f, hidden])?;
-            }
-            let mut parts = file.tensor_row_split(&name, &vec![f; 2 * e], hidden, device)?.into_iter();
-            let (mut gates, mut ups) = (Vec::with_capacity(e), Vec::with_capacity(e));
-            while let (Some(g), Some(u)) = (parts.next(), parts.next()) {
-                gates.push(g);
-                ups.push(u);
-            }
-            (gates, ups)
+            ups.into_iter().zip(downs).map(|(u, d)| vec![u, d]).collect()
         } else {
-            (
-                load_experts(file, &n("ffn_gate_exps.weight"), [e, f, hidden], device)?,
-                load_experts(file, &n("ffn_up_exps.weight"), [e, f, hidden], device)?,
-            )
+            let (gates, ups) = if file.has_tensor(&n("ffn_gate_up_exps.weight")) {
+                // Gemma 4's: each expert's gate rows, then its up rows, split as 2·experts parts.
+                let name = n("ffn_gate_up_exps.weight");
+                if let Some(dims) = file.tensor_shape(&name) {
+                    super::transformer::check_shape(&name, &dims, &[e, 2 * f, m])?;
+                }
+                let mut parts = file.tensor_row_split(&name, &vec![f; 2 * e], m, device)?.into_iter();
+                let (mut gates, mut ups) = (Vec::with_capacity(e), Vec::with_capacity(e));
+                while let (Some(g), Some(u)) = (parts.next(), parts.next()) {
+                    gates.push(g);
+                    ups.push(u);
+                }
+                (gates, ups)
+            } else {
+                (
+                    load_experts(file, &n("ffn_gate_exps.weight"), [e, f, m], device)?,
+                    load_experts(file, &n("ffn_up_exps.weight"), [e, f, m], device)?,
+                )
+            };
+            gates.into_iter().zip(ups).zip(downs).map(|((g, u), d)| vec![g, u, d]).collect()
         };
-        let experts = gates.into_iter().zip(ups).zip(downs).map(|((g, u), d)| vec![g, u, d]).collect();
         let mut moe = Self::new(router, experts, Self::routing(file, layer, p)?, device)?;
+        let load = |file: &mut GgufFile, name: &str, shape| super::transformer::load_2d(file, &n(name), shape, device);
+        if let Some(l) = p.latent {
+            moe.latent = Some([
+                QLinear::new(load(file, "ffn_latent_down.weight", [l, hidden])?, device)?,
+                QLinear::new(load(file, "ffn_latent_up.weight", [hidden, l])?, device)?,
+            ]);
+        }
         if p.biases {
             let cpu_vec = |file: &mut GgufFile, name: &str, shape: &[usize]| -> Result<Vec<f32>, ModelError> {
                 host_vec(file, &n(name), shape)?.ok_or_else(|| ModelError::MissingTensor { name: n(name) })
@@ -280,12 +268,11 @@ impl MoeMlp {
         }
         if p.shared_ffn > 0 {
             let sf = p.shared_ffn;
-            let load = |file: &mut GgufFile, name: &str, shape| super::transformer::load_2d(file, &n(name), shape, device);
+            // Nemotron-H's shared expert, as its experts, has no gate.
+            let names: &[&str] = if p.ungated { &["ffn_up_shexp.weight"] } else { &["ffn_gate_shexp.weight", "ffn_up_shexp.weight"] };
+            let gate_up = names.iter().map(|name| load(file, name, [sf, hidden])).collect::<Result<Vec<_>, _>>()?;
             moe.shared = Some(Expert {
-                gate_up: FusedLinear::new(
-                    vec![load(file, "ffn_gate_shexp.weight", [sf, hidden])?, load(file, "ffn_up_shexp.weight", [sf, hidden])?],
-                    device,
-                )?,
+                gate_up: FusedLinear::new(gate_up, device)?,
                 down: QLinear::new(load(file, "ffn_down_shexp.weight", [hidden, sf])?, device)?,
                 bias: None,
             });
