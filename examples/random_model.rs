@@ -18,6 +18,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use hearth::model::gguf::GgufFile;
 use hearth::model::testkit::{write_model, TinyModelSpec};
 
 fn main() -> ExitCode {
@@ -40,9 +41,10 @@ fn main() -> ExitCode {
         eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l|gemma4-e2b-10l|glm47-flash-4l|qwen35-0.8b|granite-h-350m PATH");
         return ExitCode::FAILURE;
     };
-    match write_model(&spec, Path::new(path)) {
-        Ok(()) => {
-            println!("wrote {path} ({} parameters)", spec.parameter_count());
+    // The parameters as the file holds them (and as hearth reports them when it loads it).
+    match write_model(&spec, Path::new(path)).and_then(|()| GgufFile::open(Path::new(path))) {
+        Ok(file) => {
+            println!("wrote {path} ({} parameters)", file.parameter_count());
             ExitCode::SUCCESS
         }
         Err(e) => {

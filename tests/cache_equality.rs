@@ -99,8 +99,9 @@ fn models(dir: &std::path::Path) -> Vec<(String, TinyModelSpec, std::path::PathB
 /// 8-token sliding window, so every prompt here crosses it (cached prefixes included).
 fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyModelSpec, std::path::PathBuf)> {
     // Every family, Qwen3.5's MoE files (recurrent layers with experts), Qwen3-Next's (V
-    // heads grouped by Q/K head, the older `ssm_in`) and Granite 4.0 H-Tiny's (Mamba-2 layers
-    // with experts, rope).
+    // heads grouped by Q/K head, the older `ssm_in`), Granite 4.0 H-Tiny's (Mamba-2 layers
+    // with experts, rope), Nemotron 3 Super's and LFM2-8B-A1B's (short convolutions with
+    // experts).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -109,6 +110,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("Qwen3Next".to_string(), TinyModelSpec::qwen3next(true, weights)),
             ("GraniteHybridMoe".to_string(), TinyModelSpec::granite_hybrid_moe(weights)),
             ("NemotronHMoeLatent".to_string(), TinyModelSpec::nemotron_h_moe(weights, Some(128))),
+            ("Lfm2Moe".to_string(), TinyModelSpec::lfm2_moe(weights)),
         ]);
     specs
         .map(|(name, spec)| {
@@ -155,6 +157,20 @@ fn same_prompt_twice_and_shared_prefixes() {
         let mut longer = one.clone();
         longer.push(3);
         assert_eq!(p.run(&longer, 3, &format!("{f} one block + 1")).cached.tokens, 16);
+
+        // A prefix no earlier prompt ended at (a shared system prompt): the first prompt's 20
+        // tokens, then others. A model with recurrent layers kept no copy of its state after
+        // block 0, so the first prompt sharing it computes it all and leaves one there; the
+        // next starts from it.
+        let recurrent = p.cached.stats().recurrent_states.is_some();
+        let shared = |seed| [&prompt[..20], &self::prompt(10, v, seed)[..]].concat();
+        let expect = if recurrent { 0 } else { 16 };
+        assert_eq!(p.cached.peek(&shared(6)).tokens, expect, "{f}: peek");
+        let second = p.run(&shared(6), 4, &format!("{f} shared prefix, second prompt"));
+        assert_eq!(second.cached.tokens, expect, "{f}");
+        assert_eq!(p.cached.peek(&shared(7)).tokens, 16, "{f}: peek");
+        let third = p.run(&shared(7), 4, &format!("{f} shared prefix, third prompt"));
+        assert_eq!(third.cached.tokens, 16, "{f}");
     }
 }
 

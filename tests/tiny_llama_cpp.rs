@@ -307,6 +307,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-nemotron_h_moe-f32.gguf", TinyModelSpec::nemotron_h_moe(WeightType::F32, None)),
         ("tiny-nemotron_h_moe-latent-q8_0.gguf", TinyModelSpec::nemotron_h_moe(WeightType::Q8_0, Some(128))),
         ("tiny-nemotron_h_moe-latent-f32.gguf", TinyModelSpec::nemotron_h_moe(WeightType::F32, Some(128))),
+        // LFM2's MoE files (`lfm2moe`, LFM2-8B-A1B): LFM2's layers, each MLP after the first 4
+        // experts (2 per token) routed by sigmoid with a selection bias, renormalized.
+        ("tiny-lfm2moe-q8_0.gguf", TinyModelSpec::lfm2_moe(WeightType::Q8_0)),
+        ("tiny-lfm2moe-f32.gguf", TinyModelSpec::lfm2_moe(WeightType::F32)),
         // Granite 3's MoE files (`granitemoe`): Granite's layer with 4 experts (2 per token).
         ("tiny-granitemoe-q8_0.gguf", granite_moe(WeightType::Q8_0)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)

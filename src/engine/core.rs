@@ -294,9 +294,11 @@ impl Engine {
         }
     }
 
-    /// The cached prefix `prompt` would get now, without changing anything.
+    /// The cached prefix `prompt` would get now, without changing anything (for a model with
+    /// recurrent layers, only up to a block whose state copy is kept, as admission takes it).
     pub fn peek(&self, prompt: &[u32]) -> PrefixMatch {
-        self.kv.peek(prompt)
+        let states = &self.states;
+        self.kv.peek_at(prompt, &|h| states.as_ref().is_none_or(|c| c.contains(h)))
     }
 
     /// Whether any request is waiting or running.
@@ -578,11 +580,16 @@ impl Engine {
         // The copies of the recurrent state the forward took, where their blocks are now in the
         // trie: the latest is kept; when the prompt is done, each goes to the cache (the one
         // before its last token for a request that sends it again, the one at its end for one
-        // that extends it).
+        // that extends it); the one where the prompt stopped sharing the cache's blocks goes at
+        // once (the prefix that prompt shared).
         let prompt_done = s.remaining() == 0 && s.ttft().is_none();
         for (at, state) in std::mem::take(&mut s.captured) {
             if let Some(hash) = self.kv.block_hash_at(seq, at) {
-                if let (true, Some(cache)) = (prompt_done, self.states.as_mut()) {
+                let fork = s.fork_at == Some(at);
+                if fork {
+                    s.fork_at = None;
+                }
+                if let (true, Some(cache)) = (prompt_done || fork, self.states.as_mut()) {
                     cache.insert(hash, state.clone());
                 }
                 s.snapshot = Some((hash, state));

@@ -180,7 +180,7 @@ impl Scheduler {
             }
             let r = s.remaining();
             if r > 1 {
-                let n = r.min(budget);
+                let n = s.chunk(r.min(budget));
                 out.chunks.push((s.id, n));
                 budget -= n;
             }
@@ -301,10 +301,10 @@ impl Scheduler {
                 break;
             };
             start.hit.disk_tokens = s.disk_tokens.min(start.hit.host_tokens);
-            s.admitted(seq, start.cached_tokens, start.hit);
+            s.admitted(seq, start.cached_tokens, start.matched_tokens, start.hit);
             out.plans.push((s.id, start.plan));
             out.admitted.push(s.id);
-            let n = s.remaining().min(*budget);
+            let n = s.chunk(s.remaining().min(*budget));
             out.chunks.push((s.id, n));
             *budget -= n;
             self.running.push(s);

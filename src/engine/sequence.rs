@@ -77,6 +77,12 @@ pub(crate) struct Sequence {
     /// The latest copy at a committed block boundary, by that block's hash: kept for later
     /// requests when the prompt is done and when the request ends (`engine::states`).
     pub(crate) snapshot: Option<(BlockHash, RecurrentState)>,
+    /// A model with recurrent layers: where this admission's prompt stops sharing K/V blocks
+    /// with the cache while the cached prefix it takes ends earlier (no copy of the state was
+    /// kept there): a prefix an earlier prompt shared (a system prompt, a conversation edited
+    /// at an earlier message). A prompt chunk ends there and the copy taken is kept at once, so
+    /// the next prompt that shares it starts there (`engine::states`).
+    pub(crate) fork_at: Option<usize>,
 }
 
 /// A request's last event, held until the engine has published the stats
@@ -121,6 +127,7 @@ impl Sequence {
             recurrent: None,
             captured: Vec::new(),
             snapshot: None,
+            fork_at: None,
             sampler: Sampler::new(request.params.sampling.clone()),
             grammar_waits: request
                 .params
@@ -160,15 +167,26 @@ impl Sequence {
         self.tokens.len() - self.computed
     }
 
+    /// How many of its next `n` prompt tokens to run in one chunk: up to [`Self::fork_at`] if
+    /// it lies ahead, so that a copy of the state is taken there.
+    pub(crate) fn chunk(&self, n: usize) -> usize {
+        match self.fork_at {
+            Some(at) if at > self.computed => n.min(at - self.computed),
+            _ => n,
+        }
+    }
+
     /// Whether the consumer of the events is gone (the request is to be cancelled).
     pub(crate) fn is_abandoned(&self) -> bool {
         self.events.is_closed()
     }
 
-    /// Records an admission: the cache manager's id and the cached prefix.
-    pub(crate) fn admitted(&mut self, seq: SeqId, cached_tokens: usize, hit: PrefixMatch) {
+    /// Records an admission: the cache manager's id, the cached prefix, and the tokens whose
+    /// K/V the cache matched (more than the prefix where it could not end there).
+    pub(crate) fn admitted(&mut self, seq: SeqId, cached_tokens: usize, matched_tokens: usize, hit: PrefixMatch) {
         self.seq = Some(seq);
         self.computed = cached_tokens;
+        self.fork_at = (matched_tokens > cached_tokens).then_some(matched_tokens);
         if self.first_scheduled.is_none() {
             self.first_scheduled = Some(Instant::now());
             self.cached = Some(hit);

@@ -12,8 +12,13 @@
 //! layers' state from here. A running sequence takes a copy at the last block boundary of each
 //! chunk it runs (its latest, replacing the one before); the copy enters this cache when its
 //! prompt is done (a resent prompt, a shared one) and when the sequence ends (the next turn of
-//! the chat, an agent's next request, which resend it all). Without a copy a request computes
-//! every token, as without a cache: never a wrong answer, only a slower one.
+//! the chat, an agent's next request, which resend it all). A prompt whose K/V blocks the cache
+//! holds further than any copy (a system prompt another conversation began with, a chat edited
+//! at an earlier message) computes from the last copy, or from the start, but ends a chunk
+//! where the shared blocks end and keeps the copy taken there at once: the next prompt sharing
+//! that prefix starts from it (the second prompt marks a shared prefix, the third hits). Without
+//! a copy a request computes every token, as without a cache: never a wrong answer, only a
+//! slower one.
 //!
 //! Invariants: a copy is keyed by the hash of the block ending exactly where it was taken; the
 //! bytes held never exceed the budget, except that the newest copy is always kept.

@@ -74,9 +74,28 @@ impl KvCacheManager {
     /// `tokens.len() - 1` tokens (the last token is always recomputed so the forward has logits
     /// for it). Changes nothing, not even LRU order or stats.
     pub fn peek(&self, tokens: &[u32]) -> PrefixMatch {
+        self.peek_at(tokens, &|_| true)
+    }
+
+    /// [`Self::peek`] under [`Self::start_at`]'s rule: the prefix ends at the deepest matched
+    /// block whose hash `ends` accepts (none: no prefix).
+    pub fn peek_at(&self, tokens: &[u32], ends: &dyn Fn(BlockHash) -> bool) -> PrefixMatch {
         let bs = self.cfg.block_size;
+        let path: Vec<(Tier, BlockHash)> = self
+            .match_path(tokens)
+            .into_iter()
+            .map_while(|id| {
+                let n = self.trie.get(id)?;
+                match (n.device, n.host) {
+                    (Some(_), _) => Some((Tier::Device, n.hash)),
+                    (None, Some(_)) => Some((Tier::Host, n.hash)),
+                    (None, None) => None,
+                }
+            })
+            .collect();
+        let usable = path.iter().rposition(|&(_, h)| ends(h)).map_or(0, |i| i + 1);
         let mut m = PrefixMatch::default();
-        for (tier, _) in self.lookup(tokens) {
+        for &(tier, _) in &path[..usable] {
             m.tokens += bs;
             match tier {
                 Tier::Device => m.device_tokens += bs,
@@ -154,6 +173,7 @@ impl KvCacheManager {
                 (n.device.is_some() || n.host.is_some()).then_some((id, n.device, n.host))
             })
             .collect();
+        let matched_tokens = path.len() * bs;
         let usable = path
             .iter()
             .rposition(|&(id, _, _)| self.trie.get(id).is_some_and(|n| ends(n.hash)))
@@ -236,6 +256,7 @@ impl KvCacheManager {
         );
         Ok(SeqStart {
             cached_tokens,
+            matched_tokens,
             hit,
             plan,
         })
@@ -543,6 +564,34 @@ pub(crate) mod tests {
         assert_eq!((st.lookups, st.prompt_tokens, st.hit_tokens_device), (2, 48, 16));
         // the recomputed last block equals a cached node that has a device copy: it stays private
         assert_eq!(st.trie_blocks, 3);
+    }
+
+    #[test]
+    fn a_prefix_the_rule_stops_early_still_reports_what_matched() {
+        let mut m = KvCacheManager::new(cfg(8, 0)).unwrap();
+        let mut rt = FakeRuntime::new(m.config());
+        let p = toks(0..24);
+        prefill(&mut m, &mut rt, 1, &p);
+        m.free(SeqId(1)).unwrap();
+        // Only the first block may end a prefix: two blocks match, one is taken.
+        let hashes: Vec<BlockHash> = {
+            let s = m.start(SeqId(2), &p).unwrap();
+            assert_eq!((s.cached_tokens, s.matched_tokens), (16, 16));
+            [8, 16].iter().filter_map(|&at| m.block_hash_at(SeqId(2), at)).collect()
+        };
+        m.free(SeqId(2)).unwrap();
+        assert_eq!(hashes.len(), 2);
+        assert_eq!(m.peek_at(&p, &|h| h == hashes[0]).tokens, 8);
+        assert_eq!(m.peek_at(&p, &|_| false), PrefixMatch::default());
+        assert_eq!(m.peek(&p).tokens, 16);
+        let s = m.start_at(SeqId(3), &p, true, &|h| h == hashes[0]).unwrap();
+        assert_eq!((s.cached_tokens, s.matched_tokens), (8, 16));
+        m.free(SeqId(3)).unwrap();
+        // No block may end one: nothing is taken, both still match.
+        let s = m.start_at(SeqId(4), &p, true, &|_| false).unwrap();
+        assert_eq!((s.cached_tokens, s.matched_tokens), (0, 16));
+        m.free(SeqId(4)).unwrap();
+        m.check_invariants().unwrap();
     }
 
     #[test]

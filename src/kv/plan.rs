@@ -67,6 +67,10 @@ pub struct SeqStart {
     /// Prompt tokens whose K/V is already in the sequence's blocks (once `plan` ran): the prefill
     /// computes `prompt[cached_tokens..]` and commits exactly those tokens.
     pub cached_tokens: usize,
+    /// Prompt tokens whose K/V blocks the cache holds (device or host), whether or not the
+    /// prefix may end there: more than `cached_tokens` where `start_at`'s rule stopped it
+    /// earlier (a recurrent model with no copy of its state at that block).
+    pub matched_tokens: usize,
     /// The cache hit, by tier.
     pub hit: PrefixMatch,
     /// Promotions of host hits (and demotions of blocks evicted to make room).

@@ -151,7 +151,10 @@
 //! LFM2 (`lfm2`), as llama.cpp's `src/models/lfm2.cpp`: the layers whose
 //! `attention.head_count_kv` entry is 0 are gated short convolutions ([`ShortConvParams`],
 //! `super::short_conv`), the others attention with per-head q/k norms and NeoX rope; its final
-//! norm is stored as `token_embd_norm`.
+//! norm is stored as `token_embd_norm`. Its MoE files (`lfm2moe`, LFM2-8B-A1B, as
+//! `src/models/lfm2moe.cpp`) have the same layers, with experts ([`MoeParams`]) after the first
+//! `leading_dense_block_count`: routed by the file's gating (its converter writes sigmoid) with
+//! a selection bias, renormalized, no shared expert, no weight scale.
 //!
 //! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
 //! have an architecture of their own (`ernie4_5-moe`) and are not supported.
@@ -173,7 +176,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -308,7 +311,8 @@ impl Family {
             // Qwen3-Next (80B-A3B, Qwen3-Coder-Next): the same layers, its V heads grouped by
             // Q/K head (`DeltaNetParams::grouped`).
             "qwen35" | "qwen35moe" | "qwen3next" => Ok(Self::Qwen35),
-            "lfm2" => Ok(Self::Lfm2),
+            // LFM2's MoE files (LFM2-8B-A1B): the same layers, experts after the first ones.
+            "lfm2" | "lfm2moe" => Ok(Self::Lfm2),
             "granitehybrid" => Ok(Self::GraniteHybrid),
             "nemotron_h" | "nemotron_h_moe" => Ok(Self::NemotronH),
             other => Err(ModelError::UnsupportedArchitecture {
@@ -1719,7 +1723,8 @@ fn moe_params(
         | Family::Qwen35
         | Family::Granite
         | Family::GraniteHybrid
-        | Family::NemotronH => {
+        | Family::NemotronH
+        | Family::Lfm2 => {
             md_opt_usize(md, &key("expert_count"))?.unwrap_or(0)
         }
         Family::Mistral3
@@ -1757,6 +1762,8 @@ fn moe_params(
         // llama.cpp's fallback: a MoE layer's `feed_forward_length` (one per layer) over
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
+        // llama.cpp requires it of `lfm2moe` files.
+        None if family == Family::Lfm2 => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -1776,6 +1783,8 @@ fn moe_params(
     let gpt_oss = family == Family::GptOss;
     let gating = moe_gating(md, key, family, [layers, vocab])?;
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
+        // llama.cpp's `lfm2moe` reads no scale.
+        _ if family == Family::Lfm2 => 1.0,
         None | Some(0.0) => 1.0,
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
         Some(s) => return Err(bad("expert_weights_scale", format!("{s} must be a positive number"))),
@@ -1827,6 +1836,12 @@ fn moe_gating(
         _ if matches!(family, Family::Gemma4 | Family::Ernie45) => MoeGating::Softmax,
         // llama.cpp's Nemotron-H graph routes by sigmoid whatever the file says.
         _ if family == Family::NemotronH => MoeGating::Sigmoid,
+        // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid).
+        None if family == Family::Lfm2 => {
+            return Err(ModelError::MissingMetadata {
+                key: key("expert_gating_func"),
+            })
+        }
         None | Some(0) if glm => MoeGating::Sigmoid,
         // llama.cpp's default for `deepseek2` files without the key: sigmoid for GLM-4.7-Flash
         // (47 layers and a 154,880-token vocabulary), softmax (DeepSeek-V2's) for the others.
@@ -1866,6 +1881,8 @@ fn moe_layers(
             };
             (shared, 0, 1)
         }
+        // LFM2's MoE files: no shared expert; the first `leading_dense_block_count` dense.
+        Family::Lfm2 => (0, leading()?, 1),
         // Nemotron-H's MoE files: a shared expert of `expert_shared_feed_forward_length` (required).
         Family::NemotronH => (md_usize(md, &key("expert_shared_feed_forward_length"))?, 0, 1),
         // Granite's: a shared expert where `expert_shared_feed_forward_length` gives one.
@@ -2694,6 +2711,50 @@ mod tests {
             HParams::from_metadata(&md("nemotron_h_moe", &no_shared), Some(100)),
             Err(ModelError::MissingMetadata { key }) if key == "nemotron_h_moe.expert_shared_feed_forward_length"
         ));
+    }
+
+    #[test]
+    fn lfm2moe_reads_its_experts_after_the_dense_layers() {
+        fn keys(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
+            let per_layer = |v: &[u32]| Value::Array(v.iter().map(|&x| Value::U32(x)).collect());
+            let mut k = vec![
+                ("block_count", Value::U32(3)),
+                ("attention.head_count_kv", per_layer(&[0, 0, 2])),
+                ("attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+                ("shortconv.l_cache", Value::U32(3)),
+                ("expert_count", Value::U32(32)),
+                ("expert_used_count", Value::U32(4)),
+                ("expert_feed_forward_length", Value::U32(1792)),
+                ("leading_dense_block_count", Value::U32(2)),
+                ("expert_gating_func", Value::U32(2)),
+                // llama.cpp's `lfm2moe` reads no scale: one here changes nothing.
+                ("expert_weights_scale", Value::F32(2.5)),
+            ];
+            k.extend(extra.iter().cloned());
+            k
+        }
+        let hp = HParams::from_metadata(&md("lfm2moe", &keys(&[])), Some(100)).unwrap();
+        assert_eq!(hp.family, Family::Lfm2);
+        assert_eq!(hp.recurrent_flags(), Some(&[true, true, false][..]));
+        let m = hp.moe.unwrap();
+        assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.shared_ffn, m.dense_leading), (32, 4, 1792, 0, 2));
+        assert_eq!((m.gating, m.normalize, m.weights_scale, m.ungated, m.shared_gate), (MoeGating::Sigmoid, true, 1.0, false, false));
+        // Its gating function and expert width are required, as llama.cpp requires them.
+        for k in ["expert_gating_func", "expert_feed_forward_length"] {
+            let mut without = keys(&[]);
+            without.retain(|(key, _)| *key != k);
+            assert!(
+                matches!(
+                    HParams::from_metadata(&md("lfm2moe", &without), Some(100)),
+                    Err(ModelError::MissingMetadata { key }) if key == format!("lfm2moe.{k}")
+                ),
+                "{k}"
+            );
+        }
+        // A plain `lfm2` file has none.
+        let mut dense = keys(&[]);
+        dense.retain(|(k, _)| !k.starts_with("expert") && *k != "leading_dense_block_count");
+        assert_eq!(HParams::from_metadata(&md("lfm2", &dense), Some(100)).unwrap().moe, None);
     }
 
     #[test]

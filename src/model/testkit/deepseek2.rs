@@ -62,25 +62,6 @@ impl TinyMla {
             ..Self::v3()
         }
     }
-
-    /// Parameters a file of this layout holds beside the embedding and output tables.
-    pub fn parameter_count(&self, spec: &TinyModelSpec) -> usize {
-        let (d, h) = (spec.hidden, spec.heads);
-        let q = match self.q_lora_rank {
-            0 => d * h * (self.qk_nope + self.qk_rope),
-            r => d * r + r + r * h * (self.qk_nope + self.qk_rope),
-        };
-        let attn = q
-            + d * (self.kv_lora_rank + self.qk_rope)
-            + self.kv_lora_rank
-            + h * self.kv_lora_rank * (self.qk_nope + self.v_head)
-            + h * self.v_head * d
-            + 2 * d;
-        let experts = spec.moe.map_or(0, |m| m.experts);
-        let moe = experts * (d + 3 * d * spec.ffn) + 3 * d * spec.ffn + if self.sigmoid { experts } else { 0 };
-        let dense = 3 * d * self.dense_ffn;
-        spec.layers * attn + dense + (spec.layers - 1) * moe
-    }
 }
 
 /// The architecture's metadata (the vocabulary's is added by the caller).

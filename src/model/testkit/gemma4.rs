@@ -90,31 +90,6 @@ impl TinyGemma4 {
             final_softcap: Some(30.0),
         }
     }
-
-    /// Parameters a file of this layout holds beside the embedding and output tables.
-    pub fn parameter_count(&self, spec: &TinyModelSpec) -> usize {
-        let d = spec.hidden;
-        let kv_layers = self.local.len() - self.shared_kv_layers;
-        let mut n = self.global_head_dim / 2 + self.per_layer_input * self.local.len() * (spec.vocab.size + d);
-        n += self.per_layer_input;
-        for (i, &local) in self.local.iter().enumerate() {
-            let (kvh, hd) = if local { (spec.kv_heads, spec.head_dim) } else { (self.global_kv_heads, self.global_head_dim) };
-            let q = spec.heads * hd;
-            n += 2 * d * q + hd + 4 * d + 1;
-            if i < kv_layers {
-                let v = if local || !self.k_eq_v { kvh * hd * d } else { 0 };
-                n += kvh * hd * d + v + hd;
-            }
-            n += 3 * d * self.ffn[i];
-            if let Some(m) = spec.moe {
-                n += 4 * d + m.experts * (d + 1 + 3 * d * spec.ffn);
-            }
-            if self.per_layer_input > 0 {
-                n += 2 * d * self.per_layer_input + d;
-            }
-        }
-        n
-    }
 }
 
 /// The architecture's metadata (the vocabulary's is added by the caller).

@@ -332,6 +332,22 @@ impl TinyModelSpec {
         }
     }
 
+    /// LFM2-8B-A1B's layout (`lfm2moe`): the tiny LFM2's layers, each MLP after the first 4
+    /// experts of 128 (2 per token, sigmoid-routed with a selection bias, renormalized).
+    pub fn lfm2_moe(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("lfm2moe"),
+            ffn: 128,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            seed: 23,
+            ..Self::tiny(Family::Lfm2, weight_type)
+        }
+    }
+
     /// Nemotron 3 Nano's layout (`nemotron_h_moe`): the tiny Nemotron-H's layers with each
     /// MLP 4 ungated experts of 128 (2 per token, sigmoid-routed) beside a shared expert of
     /// their width; with `latent`, Nemotron 3 Super's latent projections of that width.
@@ -656,54 +672,6 @@ impl TinyModelSpec {
             seed: 21,
             ..Self::tiny(Family::GraniteHybrid, WeightType::Q8_0)
         }
-    }
-
-    /// Parameters the file will hold.
-    pub fn parameter_count(&self) -> usize {
-        let out = if self.tie_embeddings { 0 } else { self.vocab.size * self.hidden };
-        if let Some(g) = &self.gemma4 {
-            return self.vocab.size * self.hidden + out + self.hidden + g.parameter_count(self);
-        }
-        if let Some(m) = &self.mla {
-            return self.vocab.size * self.hidden + out + self.hidden + m.parameter_count(self);
-        }
-        if let Some(t) = &self.delta_net {
-            let (d, hd) = (self.hidden, self.head_dim);
-            let attn = d * self.heads * hd * 3 + 2 * d * self.kv_heads * hd + 2 * hd;
-            // The MoE files: router and experts, a shared expert and its gate.
-            let mlp = match self.moe {
-                Some(m) => m.experts * (3 * d * self.ffn + d) + 3 * d * self.ffn + d,
-                None => 3 * d * self.ffn,
-            };
-            let layers: usize = (0..self.layers)
-                .map(|i| {
-                    let mixer = if (i + 1) % t.attention_every == 0 { attn } else { t.parameter_count(d) };
-                    mixer + 2 * d + mlp
-                })
-                .sum();
-            return self.vocab.size * d + out + d + layers;
-        }
-        let (d, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);
-        let norms = match self.family {
-            Family::Gemma2 => 4 * d,
-            Family::Glm4 => 4 * d + q + 2 * kv,
-            Family::Olmo2 => 2 * d + q + kv,
-            Family::Exaone4 => 2 * d + 2 * self.head_dim,
-            Family::Gemma3 => 4 * d + 2 * self.head_dim,
-            Family::Qwen3 | Family::Qwen3Moe | Family::Glm4Moe => 2 * d + 2 * self.head_dim,
-            // Q/K/V and output biases, sinks.
-            Family::GptOss => 2 * d + q + 2 * kv + d + self.heads,
-            Family::SeedOss => 2 * d + q + 2 * kv,
-            _ => 2 * d,
-        };
-        let mlp = match self.moe {
-            // gpt-oss: the router's bias, each expert's gate, up and down biases.
-            Some(m) if self.family == Family::GptOss => m.experts * (3 * d * self.ffn + d + 1 + 2 * self.ffn + d),
-            Some(m) => m.experts * (3 * d * self.ffn + d),
-            None => 3 * d * self.ffn,
-        };
-        let per_layer = d * q * 2 + d * kv * 2 + mlp + norms;
-        self.vocab.size * d + out + self.layers * per_layer + d
     }
 }
 
@@ -1083,7 +1051,7 @@ fn family_layers(
             Some(nemotron_h::metadata(spec, &t))
         }
         (Family::Lfm2, _, _, _) => {
-            tensors.extend(lfm2::tensors(spec, rng)?);
+            tensors.extend(lfm2::tensors(spec, rng, moe_rng)?);
             Some(lfm2::metadata(spec))
         }
         (Family::Qwen35, _, Some(t), _) => {

@@ -4,17 +4,23 @@
 //!
 //! [`super::gguf::write_model`] writes a [`TinyModelSpec`] whose family is Lfm2 with the tensors
 //! and metadata here: every layer a convolution of [`L_CACHE`] taps except each fourth from
-//! the third ([`attends`]), which attends with the spec's heads and q/k norms.
+//! the third ([`attends`]), which attends with the spec's heads and q/k norms. With `spec.moe`
+//! (and `spec.arch` `lfm2moe`), LFM2-8B-A1B's layout: after the first [`DENSE_LEADING`] layers,
+//! each MLP is experts of the spec's width, sigmoid-routed with a selection bias, as llama.cpp's
+//! converter writes them.
 
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
-use super::gguf::{Rand, TinyModelSpec};
+use super::gguf::{moe_tensors, Rand, TinyModelSpec};
 use crate::model::ModelError;
 
 /// The convolution's taps (LFM2's: 3).
 pub const L_CACHE: usize = 3;
+
+/// The MoE files' dense layers before the experts (LFM2-8B-A1B has 2).
+pub const DENSE_LEADING: usize = 1;
 
 /// Whether layer `i` attends (LFM2 1.2B's pattern is irregular; here layers 2, 6, …).
 pub fn attends(i: usize) -> bool {
@@ -24,11 +30,12 @@ pub fn attends(i: usize) -> bool {
 /// The file's metadata (the vocabulary's aside).
 pub(super) fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     let u32v = |x: usize| Value::U32(x as u32);
-    let k = |s: &str| format!("lfm2.{s}");
+    let arch = spec.arch.unwrap_or("lfm2");
+    let k = |s: &str| format!("{arch}.{s}");
     let kv: Vec<Value> = (0..spec.layers).map(|i| u32v(if attends(i) { spec.kv_heads } else { 0 })).collect();
-    vec![
-        ("general.architecture".into(), Value::String("lfm2".into())),
-        ("general.name".into(), Value::String("hearth-tiny-lfm2".into())),
+    let mut md = vec![
+        ("general.architecture".into(), Value::String(arch.into())),
+        ("general.name".into(), Value::String(format!("hearth-tiny-{arch}"))),
         (k("context_length"), u32v(spec.context_length)),
         (k("embedding_length"), u32v(spec.hidden)),
         (k("block_count"), u32v(spec.layers)),
@@ -39,11 +46,21 @@ pub(super) fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (k("rope.freq_base"), Value::F32(spec.rope_base)),
         (k("shortconv.l_cache"), u32v(L_CACHE)),
         (k("vocab_size"), u32v(spec.vocab.size)),
-    ]
+    ];
+    if let Some(m) = spec.moe {
+        md.extend([
+            (k("expert_count"), u32v(m.experts)),
+            (k("expert_used_count"), u32v(m.used)),
+            (k("expert_feed_forward_length"), u32v(spec.ffn)),
+            (k("leading_dense_block_count"), u32v(DENSE_LEADING)),
+            (k("expert_gating_func"), u32v(2)),
+        ]);
+    }
+    md
 }
 
 /// Every layer's tensors and the final norm (the embedding and output aside).
-pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand, moe_rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
     let cpu = Device::Cpu;
     let wt = spec.weight_type.ggml();
     let (d, hd) = (spec.hidden, spec.head_dim);
@@ -73,8 +90,20 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
             out.push(mat(n("shortconv.out_proj.weight"), d, d, rng)?);
         }
         out.push(f32s(n("ffn_norm.weight"), rng.around(d, 1.0, 0.1), &[d])?);
-        for (name, rows, cols) in [("ffn_gate", spec.ffn, d), ("ffn_up", spec.ffn, d), ("ffn_down", d, spec.ffn)] {
-            out.push(mat(n(&format!("{name}.weight")), rows, cols, rng)?);
+        let shapes = [(spec.ffn, d), (spec.ffn, d), (d, spec.ffn)];
+        match spec.moe {
+            // A router, experts (the first the dense MLP the same stream gives) and a selection
+            // bias spread so that it changes some choices.
+            Some(m) if i >= DENSE_LEADING => {
+                let dense = shapes.iter().map(|&(rows, cols)| rng.matrix(rows, cols, 1.0)).collect();
+                out.extend(moe_tensors(i, d, spec.ffn, m, dense, wt, moe_rng)?);
+                out.push(f32s(n("exp_probs_b.bias"), moe_rng.around(m.experts, 0.0, 0.3), &[m.experts])?);
+            }
+            _ => {
+                for (name, (rows, cols)) in ["ffn_gate", "ffn_up", "ffn_down"].into_iter().zip(shapes) {
+                    out.push(mat(n(&format!("{name}.weight")), rows, cols, rng)?);
+                }
+            }
         }
     }
     Ok(out)

@@ -50,16 +50,6 @@ impl TinyDeltaNet {
     fn channels(&self) -> usize {
         2 * self.k_heads * self.head + self.v_heads * self.head
     }
-
-    /// Parameters of one recurrent layer's mixer (its norms, MLP aside).
-    pub(super) fn parameter_count(&self, hidden: usize) -> usize {
-        let values = self.v_heads * self.head;
-        hidden * (self.channels() + values + 2 * self.v_heads)
-            + self.channels() * self.conv_kernel
-            + 2 * self.v_heads
-            + self.head
-            + values * hidden
-    }
 }
 
 /// The file's metadata (the vocabulary's aside).
