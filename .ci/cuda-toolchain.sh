@@ -24,3 +24,6 @@ export CUDA_PATH="$CUDA_ROOT"
 export PATH="$CUDA_ROOT/bin:$PATH"
 # Hopper (H100/H200) unless told otherwise.
 export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
+# candle-kernels' build script (cudaforge) compiles its .cu files on half the cores by default:
+# one nvcc at a time on a 2-core machine, 16 of CI's minutes. Every core instead.
+export CUDAFORGE_THREADS="${CUDAFORGE_THREADS:-$(nproc)}"
