@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use super::disk::{DiskSettings, DiskTier};
 use super::scheduler::{Ending, Scheduler};
 use super::sequence::{LastEvent, Sampled, Sequence};
-use super::states::{capture_point, StateCache};
+use super::states::{capture_point, may_end, StateCache};
 use super::stats::{EngineStats, RequestCounters};
 use super::{EngineError, Event, GenerateParams, GenerateRequest, GenerationReport, Histogram, RequestId, Submission};
 use crate::config::{CacheSettings, EngineSettings};
@@ -297,8 +297,8 @@ impl Engine {
     /// The cached prefix `prompt` would get now, without changing anything (for a model with
     /// recurrent layers, only up to a block whose state copy is kept, as admission takes it).
     pub fn peek(&self, prompt: &[u32]) -> PrefixMatch {
-        let states = &self.states;
-        self.kv.peek_at(prompt, &|h| states.as_ref().is_none_or(|c| c.contains(h)))
+        let states = self.states.as_ref();
+        self.kv.peek_at(prompt, &|h| may_end(states, h))
     }
 
     /// Whether any request is waiting or running.
@@ -463,8 +463,8 @@ impl Engine {
                 }
             }
         }
-        let states = &self.states;
-        let ends = |h| states.as_ref().is_none_or(|c| c.contains(h));
+        let states = self.states.as_ref();
+        let ends = |h| may_end(states, h);
         let mut out = self.scheduler.schedule(&mut self.kv, &ends);
         self.counters.requests.preemptions += out.preempted.len() as u64;
         for id in out.admitted.clone() {

@@ -100,6 +100,13 @@ impl StateCache {
     }
 }
 
+/// The rule for where a cached prefix may end (`KvCacheManager::start_at`, `peek_at`): at any
+/// block for a model without recurrent layers (no `cache`), else only at a block whose state
+/// `cache` holds.
+pub fn may_end(cache: Option<&StateCache>, hash: BlockHash) -> bool {
+    cache.is_none_or(|c| c.contains(hash))
+}
+
 /// Where to take a copy in a chunk of `n` tokens after `computed`: after the last of them that
 /// ends a block of `block_size` (as a count of the chunk's tokens), if any does.
 pub fn capture_point(computed: usize, n: usize, block_size: usize) -> Option<usize> {

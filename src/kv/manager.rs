@@ -81,25 +81,13 @@ impl KvCacheManager {
     /// block whose hash `ends` accepts (none: no prefix).
     pub fn peek_at(&self, tokens: &[u32], ends: &dyn Fn(BlockHash) -> bool) -> PrefixMatch {
         let bs = self.cfg.block_size;
-        let path: Vec<(Tier, BlockHash)> = self
-            .match_path(tokens)
-            .into_iter()
-            .map_while(|id| {
-                let n = self.trie.get(id)?;
-                match (n.device, n.host) {
-                    (Some(_), _) => Some((Tier::Device, n.hash)),
-                    (None, Some(_)) => Some((Tier::Host, n.hash)),
-                    (None, None) => None,
-                }
-            })
-            .collect();
-        let usable = path.iter().rposition(|&(_, h)| ends(h)).map_or(0, |i| i + 1);
+        let path = self.held_path(self.match_path(tokens));
         let mut m = PrefixMatch::default();
-        for &(tier, _) in &path[..usable] {
+        for &(_, device, _) in &path[..self.prefix_end(&path, ends)] {
             m.tokens += bs;
-            match tier {
-                Tier::Device => m.device_tokens += bs,
-                Tier::Host => m.host_tokens += bs,
+            match device {
+                Some(_) => m.device_tokens += bs,
+                None => m.host_tokens += bs,
             }
         }
         m
@@ -108,17 +96,33 @@ impl KvCacheManager {
     /// Read-only: the blocks of the prefix [`peek`](Self::peek) matches, in order, each with the
     /// tier it would be served from (its device copy if it has one, else its host copy).
     pub fn lookup(&self, tokens: &[u32]) -> Vec<(Tier, BlockId)> {
-        self.match_path(tokens)
+        self.held_path(self.match_path(tokens))
+            .into_iter()
+            .filter_map(|(_, device, host)| match (device, host) {
+                (Some(d), _) => Some((Tier::Device, d)),
+                (None, h) => h.map(|h| (Tier::Host, h)),
+            })
+            .collect()
+    }
+
+    /// The nodes of `matched` while each holds a copy of its block (device, host, or both):
+    /// `(node, device copy, host copy)`.
+    fn held_path(&self, matched: Vec<NodeId>) -> Vec<(NodeId, Option<BlockId>, Option<BlockId>)> {
+        matched
             .into_iter()
             .map_while(|id| {
                 let n = self.trie.get(id)?;
-                match (n.device, n.host) {
-                    (Some(d), _) => Some((Tier::Device, d)),
-                    (None, Some(h)) => Some((Tier::Host, h)),
-                    (None, None) => None,
-                }
+                (n.device.is_some() || n.host.is_some()).then_some((id, n.device, n.host))
             })
             .collect()
+    }
+
+    /// How many blocks of `path` a cached prefix takes: up to the deepest whose hash `ends`
+    /// accepts (0: none does).
+    fn prefix_end(&self, path: &[(NodeId, Option<BlockId>, Option<BlockId>)], ends: &dyn Fn(BlockHash) -> bool) -> usize {
+        path.iter()
+            .rposition(|&(id, _, _)| self.trie.get(id).is_some_and(|n| ends(n.hash)))
+            .map_or(0, |i| i + 1)
     }
 
     pub(crate) fn match_path(&self, tokens: &[u32]) -> Vec<NodeId> {
@@ -166,19 +170,9 @@ impl KvCacheManager {
         }
         let bs = self.cfg.block_size;
         let matched = if reuse { self.match_path(prompt) } else { Vec::new() };
-        let mut path: Vec<(NodeId, Option<BlockId>, Option<BlockId>)> = matched
-            .into_iter()
-            .map_while(|id| {
-                let n = self.trie.get(id)?;
-                (n.device.is_some() || n.host.is_some()).then_some((id, n.device, n.host))
-            })
-            .collect();
+        let mut path = self.held_path(matched);
         let matched_tokens = path.len() * bs;
-        let usable = path
-            .iter()
-            .rposition(|&(id, _, _)| self.trie.get(id).is_some_and(|n| ends(n.hash)))
-            .map_or(0, |i| i + 1);
-        path.truncate(usable);
+        path.truncate(self.prefix_end(&path, ends));
         let host_hits = path.iter().filter(|p| p.1.is_none()).count();
         let unreferenced_device_hits = path
             .iter()
