@@ -1011,6 +1011,32 @@ async fn a_gemma4_forced_call_is_written_in_its_notation_and_comes_back() {
     forced_call_round_trip(&s, &reply).await;
 }
 
+/// LFM2's templates (llama.cpp's copies) on a tiny LFM2 file (convolution layers; its vocabulary
+/// has LFM2's call marks as special tokens): a forced call is
+/// `<|tool_call_start|>[get_weather(city='…', unit='…')]<|tool_call_end|>`, the marks written as
+/// the vocabulary's tokens and kept in the text, and comes back through the API as the call,
+/// whole and streamed; the agent's next request renders the call back as written (by hearth into
+/// the turn's content for LFM2-8B-A1B's template, which renders no `tool_calls`; by
+/// LFM2.5-8B-A1B's itself), so the cache holds, and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lfm2_forced_calls_are_python_style_and_come_back() {
+    for template in [
+        include_str!("../src/model/chat/fixtures/lfm2-8b-a1b.jinja"),
+        include_str!("../src/model/chat/fixtures/lfm2.5-8b-a1b.jinja"),
+    ] {
+        let spec = TinyModelSpec::tiny(Family::Lfm2, WeightType::Q8_0);
+        let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::Lfm2).await;
+        let tokenizer = &s.state.engine().model().tokenizer;
+        let marks = ["<|tool_call_start|>", "<|tool_call_end|>"].map(|t| tokenizer.special_token_id(t));
+        assert!(marks.iter().all(Option::is_some), "the tiny vocabulary has LFM2's marks");
+        assert_eq!((reply.tokens.first().copied(), reply.tokens.last().copied()), (marks[0], marks[1]));
+        let written = tokenizer.decode(&reply.tokens).unwrap();
+        assert!(written.starts_with("<|tool_call_start|>[get_weather(city='"), "{written:?}");
+        assert!(written.ends_with("')]<|tool_call_end|>"), "{written:?}");
+        forced_call_round_trip(&s, &reply).await;
+    }
+}
+
 /// The API's side of a forced weather call whose greedy reply was `reply`: the same request
 /// comes back as the call (a city and a unit of the tool's enums), streamed with no text chunk
 /// showing its markup; the agent's next request, with the call and its result, renders the

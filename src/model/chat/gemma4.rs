@@ -21,7 +21,9 @@
 use serde_json::{Map, Number, Value};
 
 use super::python::dumps;
-use super::tools::{is_string_schema, json_value_rule, parse_blocks_between, required_args, ParsedCall, ParsedReply, Tool};
+use super::tools::{
+    is_string_schema, json_value_rule, parse_blocks_between, required_args, string_choice, ParsedCall, ParsedReply, Tool,
+};
 
 pub(super) const OPEN: &str = "<|tool_call>";
 const CLOSE: &str = "<tool_call|>";
@@ -204,21 +206,7 @@ pub(super) fn forced_call(tools: &[Tool]) -> String {
 /// A string argument's rule: one of its schema's `enum` (or its `const`) in Gemma's quotes, else
 /// any text in them.
 fn string_rule(schema: &Value) -> String {
-    let values: Vec<&Value> = match (schema.get("enum"), schema.get("const")) {
-        (Some(Value::Array(items)), _) => items.iter().collect(),
-        (_, Some(v)) => vec![v],
-        _ => Vec::new(),
-    };
-    let literals: Vec<String> = values
-        .iter()
-        .filter_map(|v| v.as_str())
-        .map(|v| dumps(&Value::String(format!("{QUOTE}{v}{QUOTE}"))))
-        .collect();
-    if literals.is_empty() || literals.len() != values.len() {
-        "gstr".to_owned()
-    } else {
-        format!("({})", literals.join(" | "))
-    }
+    string_choice(schema, |v| Some(format!("{QUOTE}{v}{QUOTE}"))).unwrap_or_else(|| "gstr".to_owned())
 }
 
 #[cfg(test)]

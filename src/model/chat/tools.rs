@@ -38,6 +38,9 @@
 //!   `to=functions.NAME` (`chat::harmony`).
 //! - [`ToolFormat::Gemma4`]: Gemma 4's `<|tool_call>call:NAME{key:value,…}<tool_call|>`, its
 //!   arguments in Gemma's own notation (strings between `<|"|>` marks; `chat::gemma4`).
+//! - [`ToolFormat::Lfm2`]: LFM2's and LFM2.5's `<|tool_call_start|>[name(key='value', n=1),
+//!   …]<|tool_call_end|>`, Python-style calls (`chat::lfm2`); earlier calls go into their turn's
+//!   content where the template renders no `tool_calls`.
 //! - [`ToolFormat::Injected`]: the template renders no tools (or never reads `tools`, as
 //!   DeepSeek-R1's distills' renders earlier calls but not the offered tools); hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
@@ -85,6 +88,8 @@ pub enum ToolFormat {
     QwenXml { seed: bool },
     /// Gemma 4's: `<|tool_call>call:NAME{key:value,…}<tool_call|>` (`chat::gemma4`).
     Gemma4,
+    /// LFM2's: `<|tool_call_start|>[NAME(key=value, …), …]<|tool_call_end|>` (`chat::lfm2`).
+    Lfm2,
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -158,6 +163,7 @@ impl ToolFormat {
         match self {
             Self::QwenXml { seed } => super::qwen_xml::call_start(text, super::qwen_xml::Dialect::of(seed)),
             Self::Gemma4 => super::gemma4::call_start(text),
+            Self::Lfm2 => super::lfm2::call_start(text),
             _ => super::harmony::call_start(text),
         }
     }
@@ -169,6 +175,8 @@ impl ToolFormat {
             Self::Harmony
         } else if super::gemma4::writes(template) {
             Self::Gemma4
+        } else if super::lfm2::writes(template) {
+            Self::Lfm2
         } else if super::qwen_xml::writes(template) {
             Self::QwenXml {
                 seed: super::qwen_xml::seed_writes(template),
@@ -213,6 +221,7 @@ impl ToolFormat {
             Self::Harmony => super::harmony::parse(text),
             Self::QwenXml { seed } => super::qwen_xml::parse(text, &[], super::qwen_xml::Dialect::of(seed)),
             Self::Gemma4 => super::gemma4::parse(text),
+            Self::Lfm2 => super::lfm2::parse(text),
         }
     }
 
@@ -257,6 +266,7 @@ impl ToolFormat {
                 ..CallMarkers::default()
             },
             Self::QwenXml { seed: true } => super::qwen_xml::seed_markers(special_id),
+            Self::Lfm2 => super::lfm2::markers(special_id),
             _ => CallMarkers::default(),
         }
     }
@@ -292,6 +302,7 @@ impl ToolFormat {
                 Grammar::Lark(super::qwen_xml::forced_call(tools, super::qwen_xml::Dialect::of(seed), markers))
             }
             (Self::Gemma4, _) => Grammar::Lark(super::gemma4::forced_call(tools)),
+            (Self::Lfm2, _) => Grammar::Lark(super::lfm2::forced_call(tools, markers)),
             (Self::Harmony, _) => super::harmony::forced_call(tools),
             (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
@@ -313,6 +324,11 @@ impl ToolFormat {
             Self::Granite => {
                 let mut out = messages.to_vec();
                 out.iter_mut().for_each(|m| calls_into_content_as(m, granite_text));
+                return out;
+            }
+            Self::Lfm2 if !super::lfm2::renders_calls(template) => {
+                let mut out = messages.to_vec();
+                out.iter_mut().for_each(|m| calls_into_content_as(m, super::lfm2::history_text));
                 return out;
             }
             Self::Hermes if !template.contains("tool_calls") => {
@@ -370,6 +386,7 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         | ToolFormat::GlmXml { .. }
         | ToolFormat::QwenXml { .. }
         | ToolFormat::Gemma4
+        | ToolFormat::Lfm2
         | ToolFormat::Harmony
         | ToolFormat::Granite => {
             "arguments"
@@ -636,17 +653,22 @@ fn glm_xml_grammar(tools: &[Tool], compact: bool) -> String {
 /// A string argument's value in GLM-4.5's grammar: one of its `enum` (or its `const`) values,
 /// else any text without `<`.
 pub(super) fn string_value_rule(schema: &Value) -> String {
+    string_choice(schema, |v| Some(v.to_owned())).unwrap_or_else(|| "/[^<]*/".to_owned())
+}
+
+/// A Lark choice of a string argument's `enum` (or `const`) values, each written by `quote`
+/// (`None`: a value it cannot write); `None` unless every value is a string it writes.
+pub(super) fn string_choice(schema: &Value, quote: impl Fn(&str) -> Option<String>) -> Option<String> {
     let values: Vec<&Value> = match (schema.get("enum"), schema.get("const")) {
         (Some(Value::Array(items)), _) => items.iter().collect(),
         (_, Some(v)) => vec![v],
         _ => Vec::new(),
     };
-    let literals: Vec<String> = values.iter().filter_map(|v| v.as_str()).map(|v| dumps(&Value::String(v.to_owned()))).collect();
-    if literals.is_empty() || literals.len() != values.len() {
-        "/[^<]*/".to_owned()
-    } else {
-        format!("({})", literals.join(" | "))
-    }
+    let literals = values
+        .iter()
+        .map(|v| v.as_str().and_then(&quote).map(|text| dumps(&Value::String(text))))
+        .collect::<Option<Vec<String>>>()?;
+    (!literals.is_empty()).then(|| format!("({})", literals.join(" | ")))
 }
 
 /// Whether a property's schema is a string's (`"type": "string"`, or an `enum`/`const` of
@@ -857,7 +879,7 @@ impl ToolStream {
                     self.text.len()
                 }
             }
-            ToolFormat::QwenXml { .. } | ToolFormat::Harmony | ToolFormat::Gemma4 => match self.format.call_start(&self.text[self.sent..]) {
+            ToolFormat::QwenXml { .. } | ToolFormat::Harmony | ToolFormat::Gemma4 | ToolFormat::Lfm2 => match self.format.call_start(&self.text[self.sent..]) {
                 Ok(at) => {
                     self.holding = true;
                     self.sent + at

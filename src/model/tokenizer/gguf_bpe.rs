@@ -30,10 +30,12 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         .build()
         .map_err(|e| ModelError::Tokenizer(format!("cannot build the BPE model from {}: {e}", metadata::MERGES)))?;
     let mut tok = tokenizers::Tokenizer::new(bpe);
-    tok.with_normalizer(kind.normalizer());
+    tok.with_normalizer(kind.normalizer())
+        .map_err(|e| ModelError::Tokenizer(format!("cannot set the normalizer: {e}")))?;
     tok.with_pre_tokenizer(Some(kind.pre_tokenizer()?));
     tok.with_decoder(Some(ByteLevel::default()));
-    tok.add_tokens(&special::added_tokens(&v.tokens, &v.types));
+    tok.add_tokens(special::added_tokens(&v.tokens, &v.types))
+        .map_err(|e| ModelError::Tokenizer(format!("cannot add the special tokens: {e}")))?;
     Ok(tok)
 }
 

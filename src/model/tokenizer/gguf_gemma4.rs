@@ -46,7 +46,8 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         .map_err(|e| ModelError::Tokenizer(format!("cannot build Gemma 4's BPE model: {e}")))?;
     let tok_err = |what: &str, e: tokenizers::Error| ModelError::Tokenizer(format!("cannot build {what}: {e}"));
     let mut tok = tokenizers::Tokenizer::new(bpe);
-    tok.with_normalizer(Some(Replace::new(" ", SPACE).map_err(|e| tok_err("Replace(\" \", \"▁\")", e))?));
+    tok.with_normalizer(Some(Replace::new(" ", SPACE).map_err(|e| tok_err("Replace(\" \", \"▁\")", e))?))
+        .map_err(|e| tok_err("the normalizer", e))?;
     let runs = Split::new(SplitPattern::Regex("\n+".into()), SplitDelimiterBehavior::Isolated, false)
         .map_err(|e| tok_err("the newline split", e))?;
     tok.with_pre_tokenizer(Some(runs));
@@ -55,6 +56,7 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         ByteFallback::new().into(),
         Fuse::new().into(),
     ])));
-    tok.add_tokens(&special::added_tokens(&v.tokens, &v.types));
+    tok.add_tokens(special::added_tokens(&v.tokens, &v.types))
+        .map_err(|e| ModelError::Tokenizer(format!("cannot add the special tokens: {e}")))?;
     Ok(tok)
 }

@@ -72,9 +72,11 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
     }
 
     let mut tok = tokenizers::Tokenizer::new(bpe);
-    tok.with_normalizer(Some(NormalizerSequence::new(normalizers)));
+    tok.with_normalizer(Some(NormalizerSequence::new(normalizers)))
+        .map_err(|e| ModelError::Tokenizer(format!("cannot set the normalizer: {e}")))?;
     tok.with_decoder(Some(DecoderSequence::new(decoders)));
-    tok.add_tokens(&special::added_tokens(&v.tokens, &v.types));
+    tok.add_tokens(special::added_tokens(&v.tokens, &v.types))
+        .map_err(|e| ModelError::Tokenizer(format!("cannot add the special tokens: {e}")))?;
     Ok(tok)
 }
 

@@ -45,7 +45,7 @@ impl TokenType {
 
 /// Texts of special tokens that a reply's text keeps (decoding leaves every other special
 /// token out): the reasoning markers of Mistral's thinking models (Magistral, Ministral 3
-/// Reasoning) and Seed-OSS's reasoning and call markers, which are special tokens in their
+/// Reasoning), Seed-OSS's reasoning and call markers and LFM2's call marks, which are special tokens in their
 /// vocabularies, as llama.cpp's `preserved_tokens` keep them.
 pub const PRESERVED_TOKENS: &[&str] = &[
     "[THINK]",
@@ -55,6 +55,9 @@ pub const PRESERVED_TOKENS: &[&str] = &[
     "</seed:think>",
     "<seed:tool_call>",
     "</seed:tool_call>",
+    // LFM2's call marks (a reply's calls are read between them: `chat::lfm2`).
+    "<|tool_call_start|>",
+    "<|tool_call_end|>",
 ];
 
 /// The special tokens of OpenAI's harmony format (gpt-oss) that a reply's text keeps, in a
@@ -225,7 +228,7 @@ mod tests {
             TokenType::UserDefined,
             TokenType::Control,
         ];
-        tok.add_tokens(&added_tokens(&texts, &types));
+        tok.add_tokens(added_tokens(&texts, &types)).expect("the tokens are added");
         tok
     }
 
@@ -282,7 +285,7 @@ mod tests {
             let mut tok = tokenizers::Tokenizer::new(BPE::builder().vocab_and_merges(v, vec![]).build().unwrap());
             let owned: Vec<String> = texts.iter().map(|s| s.to_string()).collect();
             let types: Vec<TokenType> = texts.iter().map(|_| TokenType::Control).collect();
-            tok.add_tokens(&added_tokens(&owned, &types));
+            tok.add_tokens(added_tokens(&owned, &types)).expect("the tokens are added");
             tok
         };
         let harmony = vocab(&["<|endoftext|>", "<|return|>", "<|end|>", "<|call|>", "<|channel|>"]);

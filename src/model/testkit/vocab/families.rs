@@ -1,7 +1,7 @@
 //! The special tokens, ids and chat template of each model family the tiny
 //! vocabularies imitate: Llama 3 (`llama-bpe`), Qwen2 (`qwen2`, ChatML), Phi-4 (`dbrx`),
 //! Phi-4-mini (`gpt-4o`), Mistral's Tekken (`tekken`), GLM-4 (`glm4`), GPT-2 (`gpt-2`), gpt-oss
-//! (`gpt-4o` with harmony's tokens: [`HARMONY`]), and Llama 2's `[INST]` template for the
+//! (`gpt-4o` with harmony's tokens: [`HARMONY`]), Seed-OSS (`seed-coder`), LFM2 (`lfm2`), and Llama 2's `[INST]` template for the
 //! SentencePiece style.
 
 pub(super) struct Gpt2Family {
@@ -80,6 +80,31 @@ const SEED_CODER: Gpt2Family = Gpt2Family {
     pad: "<seed:pad>",
     add_bos: false,
     chat_template: SEED_OSS_TEMPLATE,
+};
+
+/// LFM2's vocabulary: ChatML's turn marks, the tool list, call and response marks, all special,
+/// and LFM2-8B-A1B's template (llama.cpp's copy: the tools listed between `<|tool_list_start|>`
+/// and `<|tool_list_end|>`, results between the response marks).
+const LFM2: Gpt2Family = Gpt2Family {
+    added: &[
+        ("<|pad|>", true),
+        ("<|startoftext|>", true),
+        ("<|endoftext|>", true),
+        ("<|im_start|>", true),
+        ("<|im_end|>", true),
+        ("<|tool_list_start|>", true),
+        ("<|tool_list_end|>", true),
+        ("<|tool_call_start|>", true),
+        ("<|tool_call_end|>", true),
+        ("<|tool_response_start|>", true),
+        ("<|tool_response_end|>", true),
+    ],
+    bos: "<|startoftext|>",
+    eos: "<|im_end|>",
+    eot: None,
+    pad: "<|pad|>",
+    add_bos: true,
+    chat_template: include_str!("../../chat/fixtures/lfm2-8b-a1b.jinja"),
 };
 
 pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
@@ -175,6 +200,7 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
             chat_template: GLM4_TEMPLATE,
         },
         "seed-coder" => SEED_CODER,
+        "lfm2" => LFM2,
         "qwen2" | "qwen35" => Gpt2Family {
             added: &[
                 ("<|endoftext|>", true),
