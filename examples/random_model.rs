@@ -12,7 +12,9 @@
 //! a 32k vocabulary, Q8_0, 0.6 GB: the Gemma 4 benchmarks'), `glm47-flash-4l` (GLM-4.7-Flash's
 //! `deepseek2` layer shape with 4 layers, Q4_K: the DeepSeek-V2 benchmarks'), `qwen35-0.8b` (Qwen3.5
 //! 0.8B's shape with a 32k vocabulary, Q8_0: the Qwen3.5 benchmarks'), `granite-h-350m` (Granite 4.0
-//! H-350M's shape with a 32k vocabulary, Q8_0: the Granite 4.0 hybrid benchmarks'). The weights are random: the files are for speed, and for
+//! H-350M's shape with a 32k vocabulary, Q8_0: the Granite 4.0 hybrid benchmarks'),
+//! `lfm2-8b-a1b-4l` (LFM2-8B-A1B's layer shapes with 4 layers and a 32k vocabulary, Q4_K: the LFM2
+//! MoE benchmarks'). The weights are random: the files are for speed, and for
 //! comparisons teacher-forced on the same tokens, not for text.
 
 use std::path::Path;
@@ -32,13 +34,14 @@ fn main() -> ExitCode {
         Some("glm47-flash-4l") => TinyModelSpec::bench_glm47_flash(),
         Some("qwen35-0.8b") => TinyModelSpec::bench_qwen35(),
         Some("granite-h-350m") => TinyModelSpec::bench_granite_hybrid(),
+        Some("lfm2-8b-a1b-4l") => TinyModelSpec::bench_lfm2_moe(),
         _ => {
-            eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l|gemma4-e2b-10l|glm47-flash-4l|qwen35-0.8b|granite-h-350m PATH");
+            eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l|gemma4-e2b-10l|glm47-flash-4l|qwen35-0.8b|granite-h-350m|lfm2-8b-a1b-4l PATH");
             return ExitCode::FAILURE;
         }
     };
     let Some(path) = args.get(1) else {
-        eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l|gemma4-e2b-10l|glm47-flash-4l|qwen35-0.8b|granite-h-350m PATH");
+        eprintln!("usage: random_model llama-50m|llama-1b|qwen3moe-4l|gpt-oss-4l|gemma4-e2b-10l|glm47-flash-4l|qwen35-0.8b|granite-h-350m|lfm2-8b-a1b-4l PATH");
         return ExitCode::FAILURE;
     };
     // The parameters as the file holds them (and as hearth reports them when it loads it).

@@ -645,6 +645,34 @@ impl TinyModelSpec {
         }
     }
 
+    /// A random model of LFM2-8B-A1B's layer shapes with 4 of its 24 layers (hidden 2,048; layer
+    /// 2 attends with 32 heads over 8 K/V heads of 64, the others are 3-tap convolutions; the
+    /// first layer's MLP dense, each other's 32 experts of 1,792 with 4 per token, sigmoid-routed
+    /// with a selection bias), a 32,000-token vocabulary (its own: 65,536), Q4_K: the LFM2 MoE
+    /// benchmarks' model. (Its dense MLPs are 7,168 wide; here the experts' width, as the tiny
+    /// files'.)
+    pub fn bench_lfm2_moe() -> Self {
+        Self {
+            weight_type: WeightType::Q4K,
+            vocab: TinyVocab::with_size(VocabStyle::Gpt2 { pre: "lfm2" }, 32_000),
+            hidden: 2048,
+            layers: 4,
+            heads: 32,
+            kv_heads: 8,
+            head_dim: 64,
+            ffn: 1792,
+            context_length: 8192,
+            rope_base: 1_000_000.0,
+            moe: Some(TinyMoe {
+                experts: 32,
+                used: 4,
+                identical: false,
+            }),
+            seed: 24,
+            ..Self::lfm2_moe(WeightType::Q4K)
+        }
+    }
+
     /// A random model of Granite 4.0 H-350M's shape (hidden 768, 32 layers: 28 Mamba-2 layers of
     /// 48 heads of 32 with a state of 128 in one group and a 4-tap convolution, 4 attention
     /// layers of 12 heads over 4 K/V heads of 64 without rope; MLPs of 2,048), a 32,000-token
