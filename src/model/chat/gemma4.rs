@@ -20,6 +20,7 @@
 
 use serde_json::{Map, Number, Value};
 
+use super::cursor::Cursor;
 use super::python::dumps;
 use super::tools::{
     is_string_schema, json_value_rule, parse_blocks_between, required_args, string_choice, ParsedCall, ParsedReply, Tool,
@@ -65,22 +66,13 @@ struct Reader<'a> {
     s: &'a str,
 }
 
+impl<'a> Cursor<'a> for Reader<'a> {
+    fn rest(&mut self) -> &mut &'a str {
+        &mut self.s
+    }
+}
+
 impl Reader<'_> {
-    fn skip_space(&mut self) {
-        self.s = self.s.trim_start();
-    }
-
-    fn eat(&mut self, token: &str) -> bool {
-        self.skip_space();
-        match self.s.strip_prefix(token) {
-            Some(rest) => {
-                self.s = rest;
-                true
-            }
-            None => false,
-        }
-    }
-
     fn value(&mut self) -> Option<Value> {
         self.skip_space();
         if self.eat(QUOTE) {
@@ -91,56 +83,24 @@ impl Reader<'_> {
         }
         match self.s.chars().next()? {
             '{' => self.object().map(Value::Object),
-            '[' => self.array(),
+            '[' => self.sequence("[", "]", Self::value).map(Value::Array),
             _ => self.scalar(),
         }
     }
 
     /// `{key:value,…}`, keys bare.
     fn object(&mut self) -> Option<Map<String, Value>> {
-        let mut out = Map::new();
-        if !self.eat("{") {
-            return None;
-        }
-        if self.eat("}") {
-            return Some(out);
-        }
-        loop {
-            self.skip_space();
-            let colon = self.s.find(':')?;
-            let key = self.s[..colon].trim();
+        let members = self.sequence("{", "}", |p| {
+            p.skip_space();
+            let colon = p.s.find(':')?;
+            let key = p.s[..colon].trim();
             if key.is_empty() || key.contains(['}', ',', '{']) {
                 return None;
             }
-            self.s = &self.s[colon + 1..];
-            let v = self.value()?;
-            out.insert(key.to_owned(), v);
-            if self.eat("}") {
-                return Some(out);
-            }
-            if !self.eat(",") {
-                return None;
-            }
-        }
-    }
-
-    fn array(&mut self) -> Option<Value> {
-        let mut out = Vec::new();
-        if !self.eat("[") {
-            return None;
-        }
-        if self.eat("]") {
-            return Some(Value::Array(out));
-        }
-        loop {
-            out.push(self.value()?);
-            if self.eat("]") {
-                return Some(Value::Array(out));
-            }
-            if !self.eat(",") {
-                return None;
-            }
-        }
+            p.s = &p.s[colon + 1..];
+            Some((key.to_owned(), p.value()?))
+        })?;
+        Some(members.into_iter().collect())
     }
 
     /// A number, `true`, `false` or `null`: the text up to the next `,`, `}` or `]`.

@@ -26,8 +26,9 @@
 //! Counterpart: llama.cpp's `common/parsers/lfm2.cpp` (`python_style_tool_calls` with JSON
 //! literals allowed).
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Number, Value};
 
+use super::cursor::Cursor;
 use super::python::dumps;
 use super::tools::{
     is_string_schema, json_value_rule, partial_suffix, required_args, string_choice, CallMarkers, ParsedCall, ParsedReply, Tool,
@@ -95,71 +96,34 @@ struct Reader<'a> {
     s: &'a str,
 }
 
-impl<'a> Reader<'a> {
-    fn skip_space(&mut self) {
-        self.s = self.s.trim_start();
+impl<'a> Cursor<'a> for Reader<'a> {
+    fn rest(&mut self) -> &mut &'a str {
+        &mut self.s
     }
+}
 
-    fn eat(&mut self, token: &str) -> bool {
-        self.skip_space();
-        match self.s.strip_prefix(token) {
-            Some(rest) => {
-                self.s = rest;
-                true
-            }
-            None => false,
-        }
-    }
-
+impl Reader<'_> {
     /// `[call, call, …]`, at least one.
     fn calls(&mut self) -> Option<Vec<ParsedCall>> {
-        if !self.eat("[") {
-            return None;
-        }
-        let mut out = vec![self.call()?];
-        while self.eat(",") {
-            out.push(self.call()?);
-        }
-        self.eat("]").then_some(out)
+        self.sequence("[", "]", Self::call).filter(|calls| !calls.is_empty())
     }
 
     /// `name(key=value, …)`.
     fn call(&mut self) -> Option<ParsedCall> {
         self.skip_space();
-        let name = self.word(super::tools::is_name_char)?;
-        if !self.eat("(") {
-            return None;
-        }
-        let mut args = Map::new();
-        if !self.eat(")") {
-            loop {
-                self.skip_space();
-                let key = self.word(|c| c.is_alphanumeric() || c == '_')?;
-                if !self.eat("=") {
-                    return None;
-                }
-                let value = self.value()?;
-                args.insert(key.to_owned(), value);
-                if self.eat(")") {
-                    break;
-                }
-                if !self.eat(",") {
-                    return None;
-                }
+        let name = self.word(super::tools::is_name_char)?.to_owned();
+        let args = self.sequence("(", ")", |p| {
+            p.skip_space();
+            let key = p.word(|c| c.is_alphanumeric() || c == '_')?.to_owned();
+            if !p.eat("=") {
+                return None;
             }
-        }
+            Some((key, p.value()?))
+        })?;
         Some(ParsedCall {
-            name: name.to_owned(),
-            arguments: Value::Object(args).to_string(),
+            name,
+            arguments: Value::Object(args.into_iter().collect()).to_string(),
         })
-    }
-
-    /// The longest non-empty run of characters `ok` accepts.
-    fn word(&mut self, ok: impl Fn(char) -> bool) -> Option<&'a str> {
-        let end = self.s.find(|c: char| !ok(c)).unwrap_or(self.s.len());
-        let (word, rest) = self.s.split_at(end);
-        self.s = rest;
-        (!word.is_empty()).then_some(word)
     }
 
     fn value(&mut self) -> Option<Value> {
@@ -167,7 +131,7 @@ impl<'a> Reader<'a> {
         match self.s.chars().next()? {
             q @ ('\'' | '"') => self.string(q).map(Value::String),
             '{' => self.dict(),
-            '[' => self.list(),
+            '[' => self.sequence("[", "]", Self::value).map(Value::Array),
             _ => self.scalar(),
         }
     }
@@ -218,47 +182,16 @@ impl<'a> Reader<'a> {
 
     /// `{key: value, …}`, keys strings.
     fn dict(&mut self) -> Option<Value> {
-        let mut out = Map::new();
-        if !self.eat("{") {
-            return None;
-        }
-        if self.eat("}") {
-            return Some(Value::Object(out));
-        }
-        loop {
-            self.skip_space();
-            let quote = self.s.chars().next().filter(|&c| matches!(c, '\'' | '"'))?;
-            let key = self.string(quote)?;
-            if !self.eat(":") {
+        let members = self.sequence("{", "}", |p| {
+            p.skip_space();
+            let quote = p.s.chars().next().filter(|&c| matches!(c, '\'' | '"'))?;
+            let key = p.string(quote)?;
+            if !p.eat(":") {
                 return None;
             }
-            out.insert(key, self.value()?);
-            if self.eat("}") {
-                return Some(Value::Object(out));
-            }
-            if !self.eat(",") {
-                return None;
-            }
-        }
-    }
-
-    fn list(&mut self) -> Option<Value> {
-        let mut out = Vec::new();
-        if !self.eat("[") {
-            return None;
-        }
-        if self.eat("]") {
-            return Some(Value::Array(out));
-        }
-        loop {
-            out.push(self.value()?);
-            if self.eat("]") {
-                return Some(Value::Array(out));
-            }
-            if !self.eat(",") {
-                return None;
-            }
-        }
+            Some((key, p.value()?))
+        })?;
+        Some(Value::Object(members.into_iter().collect()))
     }
 
     /// A number, or Python's and JSON's `True`/`true`, `False`/`false`, `None`/`null`.

@@ -46,8 +46,10 @@
 //! `strftime_now`, `tojson`, `iterable`), `tools.rs` (tool-call formats: parsing, forcing, templates
 //! without tools), `reasoning.rs` (a reply's `<think>` part split from its answer), `harmony.rs`
 //! (gpt-oss's harmony format: its tool calls, and histories whose assistant turns hold a whole
-//! harmony reply), `gemma4.rs`, `qwen_xml.rs` and `lfm2.rs` (those models' own call formats), `tests.rs` with real models' templates in `fixtures/`.
+//! harmony reply), `gemma4.rs`, `qwen_xml.rs` and `lfm2.rs` (those models' own call formats; the first and last read
+//! their notation with `cursor.rs`'s moves), `tests.rs` with real models' templates in `fixtures/`.
 
+mod cursor;
 mod gemma4;
 mod harmony;
 mod lfm2;

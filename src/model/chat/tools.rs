@@ -321,21 +321,11 @@ impl ToolFormat {
             Self::Injected => {}
             Self::Glm4 => return glm4_history(messages),
             Self::Harmony => return super::harmony::prepare(messages),
-            Self::Granite => {
-                let mut out = messages.to_vec();
-                out.iter_mut().for_each(|m| calls_into_content_as(m, granite_text));
-                return out;
-            }
+            Self::Granite => return with_calls_as_text(messages, granite_text),
             Self::Lfm2 if !super::lfm2::renders_calls(template) => {
-                let mut out = messages.to_vec();
-                out.iter_mut().for_each(|m| calls_into_content_as(m, super::lfm2::history_text));
-                return out;
+                return with_calls_as_text(messages, super::lfm2::history_text)
             }
-            Self::Hermes if !template.contains("tool_calls") => {
-                let mut out = messages.to_vec();
-                out.iter_mut().for_each(calls_into_content);
-                return out;
-            }
+            Self::Hermes if !template.contains("tool_calls") => return with_calls_as_text(messages, hermes_text),
             _ => return messages.to_vec(),
         }
         let mut out: Vec<Message> = Vec::with_capacity(messages.len() + 1);
@@ -419,6 +409,14 @@ pub(super) fn named_call_grammar(tools: &[Tool], before: &str, between: &str) ->
         rules.push(format!("c{i}: {before}\"{}\" {between}%json {schema}", t.name));
     }
     format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
+}
+
+/// `messages` with every turn's calls written after its content as `text` writes them, for
+/// templates that render no `tool_calls`.
+fn with_calls_as_text(messages: &[Message], text: fn(&[super::ToolCall]) -> String) -> Vec<Message> {
+    let mut out = messages.to_vec();
+    out.iter_mut().for_each(|m| calls_into_content_as(m, text));
+    out
 }
 
 /// `m`'s calls, if any, written after its content in the Hermes format.
