@@ -311,6 +311,13 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // experts (2 per token) routed by sigmoid with a selection bias, renormalized.
         ("tiny-lfm2moe-q8_0.gguf", TinyModelSpec::lfm2_moe(WeightType::Q8_0)),
         ("tiny-lfm2moe-f32.gguf", TinyModelSpec::lfm2_moe(WeightType::F32)),
+        // Cohere's Command R7B layout (`cohere2`): a LayerNorm read by both the attention and
+        // the MLP, both added to the residual; three local layers (8 positions) then a global
+        // one without rope; logits multiplied by 0.125, tied embeddings; in f32 too. And Command
+        // R's (`command-r`): the same layer, every layer global and rotated.
+        ("tiny-cohere2-q8_0.gguf", TinyModelSpec::tiny(Family::Cohere, WeightType::Q8_0)),
+        ("tiny-cohere2-f32.gguf", TinyModelSpec::tiny(Family::Cohere, WeightType::F32)),
+        ("tiny-command-r-q8_0.gguf", command_r(WeightType::Q8_0)),
         // Granite 3's MoE files (`granitemoe`): Granite's layer with 4 experts (2 per token).
         ("tiny-granitemoe-q8_0.gguf", granite_moe(WeightType::Q8_0)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)
@@ -364,6 +371,17 @@ fn mistral4(weights: WeightType) -> TinyModelSpec {
     TinyModelSpec {
         arch: Some("mistral4"),
         ..TinyModelSpec::deepseek2_lite(weights, false)
+    }
+}
+
+/// Command R's and Aya Expanse's files (`command-r`): Cohere's layer without sliding windows,
+/// two layers.
+fn command_r(weight_type: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        arch: Some("command-r"),
+        layers: 2,
+        sliding_window: None,
+        ..TinyModelSpec::tiny(Family::Cohere, weight_type)
     }
 }
 

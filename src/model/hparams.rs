@@ -176,7 +176,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,11 +251,17 @@ pub enum Family {
     /// selection bias, beside a shared one, optionally through a latent projection
     /// ([`MoeParams::latent`]).
     NemotronH,
+    /// Cohere's Command models (`cohere2`: Command R7B, Command A; `command-r`: Command R,
+    /// Aya Expanse): one LayerNorm (no bias) before each layer, whose output both the attention
+    /// and the MLP read, both added to the residual ([`HParams::parallel_block`]); logits
+    /// multiplied by `logit_scale`; tied embeddings; interleaved rope. `cohere2`'s layers
+    /// slide but every fourth, whose attention skips rope.
+    Cohere,
 }
 
 impl Family {
     /// Every family, in `SUPPORTED_ARCHITECTURES`' order.
-    pub const ALL: [Family; 23] = [
+    pub const ALL: [Family; 24] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -279,6 +285,7 @@ impl Family {
         Self::Lfm2,
         Self::GraniteHybrid,
         Self::NemotronH,
+        Self::Cohere,
     ];
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
@@ -315,6 +322,8 @@ impl Family {
             "lfm2" | "lfm2moe" => Ok(Self::Lfm2),
             "granitehybrid" => Ok(Self::GraniteHybrid),
             "nemotron_h" | "nemotron_h_moe" => Ok(Self::NemotronH),
+            // Command R's older layer: the same without sliding windows, every layer rotated.
+            "cohere2" | "command-r" => Ok(Self::Cohere),
             other => Err(ModelError::UnsupportedArchitecture {
                 arch: other.to_string(),
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
@@ -349,6 +358,7 @@ impl Family {
             Self::Lfm2 => "lfm2",
             Self::GraniteHybrid => "granitehybrid",
             Self::NemotronH => "nemotron_h",
+            Self::Cohere => "cohere2",
         }
     }
 
@@ -363,7 +373,8 @@ impl Family {
             | Self::NemotronH
             | Self::Ernie45
             | Self::Glm4
-            | Self::DeepSeek2 => RopeStyle::Interleaved,
+            | Self::DeepSeek2
+            | Self::Cohere => RopeStyle::Interleaved,
             Self::Qwen2
             | Self::Qwen3
             | Self::Qwen3Moe
@@ -380,6 +391,15 @@ impl Family {
             | Self::Lfm2 => RopeStyle::Neox,
         }
     }
+}
+
+/// What a layer's input norm and the final norm compute over a row `x` with weight `α`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NormKind {
+    /// `x / √(mean(x²) + ε) · α` (llama.cpp's `LLM_NORM_RMS`): every family but Cohere's.
+    Rms,
+    /// `(x − mean(x)) / √(var(x) + ε) · α`, no bias (llama.cpp's `LLM_NORM`): Cohere's.
+    Layer,
 }
 
 /// Which dimensions rotary embeddings rotate together.
@@ -464,7 +484,14 @@ pub struct HParams {
     /// `rope.scaling.original_context_length`, else `context_length`: Phi-3's LongRoPE uses its
     /// long factors for contexts beyond this.
     pub rope_original_context: usize,
+    /// The norms' epsilon (`attention.layer_norm_rms_epsilon`; LayerNorm's
+    /// `attention.layer_norm_epsilon`).
     pub rms_eps: f64,
+    /// Which norm the layers' input norms and the final norm are ([`NormKind`]).
+    pub norm: NormKind,
+    /// Cohere: the attention and the MLP both read the attention norm's output, and both add
+    /// to the residual (`x + mlp(n(x)) + attn(n(x))`); the layer has no MLP norm.
+    pub parallel_block: bool,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
     /// `rope.scaling.attn_factor`: multiplies every rope cos and sin (llama.cpp's
@@ -486,6 +513,8 @@ pub struct HParams {
     pub residual_scale: Option<f64>,
     /// Granite: the logits are divided by this.
     pub logit_scale: Option<f64>,
+    /// Cohere: the logits are multiplied by this (its `logit_scale`).
+    pub logit_multiplier: Option<f64>,
     /// Gemma 2: attention scores are soft-capped at this ([`crate::ops::Attend::softcap`]).
     pub attn_softcap: Option<f64>,
     /// Gemma 2 and 4: each logit `z` becomes `c · tanh(z / c)` with this `c`.
@@ -984,6 +1013,19 @@ fn exaone4_sliding(rope_base: f64) -> SlidingDefaults {
     }
 }
 
+/// Command R7B's and Command A's (`cohere2`), as llama.cpp's: the file's window (required),
+/// three local layers then a global one, the local layers rotated on the global base (llama.cpp
+/// reads `rope.freq_base_swa` but its graph rotates on the global base).
+fn cohere2_sliding(rope_base: f64) -> SlidingDefaults {
+    SlidingDefaults {
+        window: None,
+        period: 4,
+        rope_base,
+        swa_base_key: false,
+        rope: LocalRope::Scaled,
+    }
+}
+
 /// gpt-oss's, as llama.cpp's: the file's window (required), even layers local (a period of 2),
 /// rotated on the global base and scaling unless the file gives them a base of their own.
 fn gpt_oss_sliding(rope_base: f64) -> SlidingDefaults {
@@ -1192,7 +1234,7 @@ impl HParams {
         let moe = moe_params(md, &key, family, [layers, vocab_size])?;
         let rope_base = md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0);
         let rope_attn_factor = md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0);
-        let sliding = family_sliding(md, &key, family, layers, rope_base)?;
+        let sliding = family_sliding(md, &key, (family, a), layers, rope_base)?;
         let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;
         let scales = Scales::read(md, &key, family, [hidden, heads, head_dim, layers])?;
         let no_rope = no_rope_layers(md, &key, family, layers, sliding.as_ref())?;
@@ -1230,11 +1272,9 @@ impl HParams {
             mtp_layers,
             context_length,
             rope_original_context,
-            // Nemotron-H's files may give only `layer_norm_epsilon` (llama.cpp's fallback).
-            rms_eps: match md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))? {
-                Some(e) => e,
-                None => md_opt_f64(md, &key("attention.layer_norm_epsilon"))?.unwrap_or(1e-5),
-            },
+            rms_eps: norm_eps(md, &key, family)?,
+            norm: if family == Family::Cohere { NormKind::Layer } else { NormKind::Rms },
+            parallel_block: family == Family::Cohere,
             rope_base,
             rope_scaling,
             rope_attn_factor,
@@ -1248,6 +1288,10 @@ impl HParams {
             no_rope,
             residual_scale: scales.residual,
             logit_scale: scales.logit,
+            logit_multiplier: match family {
+                Family::Cohere => granite_scale(md, &key, "logit_scale")?,
+                _ => None,
+            },
             attn_softcap,
             final_softcap,
             global_attn,
@@ -1633,12 +1677,29 @@ fn no_rope_layers(
     sliding: Option<&SlidingWindow>,
 ) -> Result<Vec<bool>, ModelError> {
     Ok(match (family, sliding) {
-        (Family::Exaone4, Some(s)) => s.local.iter().map(|local| !local).collect(),
+        (Family::Exaone4 | Family::Cohere, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
         // Nemotron-H's attention never rotates (llama.cpp's graph has no rope).
         (Family::NemotronH, _) => vec![true; layers],
         (Family::Granite | Family::GraniteHybrid, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
         _ => Vec::new(),
+    })
+}
+
+/// The norms' epsilon. LayerNorm families (Cohere's) read `attention.layer_norm_epsilon`,
+/// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
+/// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
+/// fallback), else 1e-5.
+fn norm_eps(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, family: Family) -> Result<f64, ModelError> {
+    let layer = md_opt_f64(md, &key("attention.layer_norm_epsilon"))?;
+    if family == Family::Cohere {
+        return layer.ok_or_else(|| ModelError::MissingMetadata {
+            key: key("attention.layer_norm_epsilon"),
+        });
+    }
+    Ok(match md_opt_f64(md, &key("attention.layer_norm_rms_epsilon"))? {
+        Some(e) => e,
+        None => layer.unwrap_or(1e-5),
     })
 }
 
@@ -1906,11 +1967,13 @@ fn moe_layers(
 fn family_sliding(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
-    family: Family,
+    (family, arch): (Family, &str),
     layers: usize,
     rope_base: f64,
 ) -> Result<Option<SlidingWindow>, ModelError> {
     Ok(match family {
+        // `cohere2` only (`command-r` has no windows); its window is required.
+        Family::Cohere if arch == "cohere2" => Some(sliding_window(md, key, layers, cohere2_sliding(rope_base))?),
         Family::Gemma3 => Some(sliding_window(md, key, layers, GEMMA3_SLIDING)?),
         Family::Gemma2 => Some(sliding_window(md, key, layers, gemma2_sliding(rope_base))?),
         // OLMo 3: only when the file has a window (OLMo 2's have none).
@@ -2505,6 +2568,39 @@ mod tests {
             let all = md(arch, &[("block_count", Value::U32(1)), ("nextn_predict_layers", Value::U32(1))]);
             assert_eq!(bad_key(&all), format!("{arch}.nextn_predict_layers"));
         }
+    }
+
+    /// Cohere's files: a LayerNorm's epsilon (required), logits multiplied by `logit_scale`,
+    /// a parallel layer; `cohere2`'s windows (required) with every fourth layer global and
+    /// without rope, on the global base whatever `rope.freq_base_swa` says; `command-r`'s none.
+    #[test]
+    fn cohere_files_read_their_norm_windows_and_logit_scale() {
+        let eps = ("attention.layer_norm_epsilon", Value::F32(1e-5));
+        let scale = ("logit_scale", Value::F32(0.25));
+        let base = ("rope.freq_base_swa", Value::F32(10.0));
+        let m = md("cohere2", &[eps.clone(), scale.clone(), base, ("block_count", Value::U32(8)), ("attention.sliding_window", Value::U32(4096))]);
+        let hp = HParams::from_metadata(&m, Some(100)).unwrap();
+        assert_eq!((hp.family, hp.norm, hp.parallel_block), (Family::Cohere, NormKind::Layer, true));
+        assert_eq!((hp.logit_multiplier, hp.logit_scale, hp.rope_style), (Some(0.25), None, RopeStyle::Interleaved));
+        assert!((hp.rms_eps - 1e-5).abs() < 1e-12);
+        let s = hp.sliding.as_ref().unwrap();
+        assert_eq!((s.window, s.rope_base), (4096, hp.rope_base));
+        assert_eq!(s.local, [true, true, true, false, true, true, true, false]);
+        assert!((0..8).all(|l| hp.rotates(l) == s.local[l]), "global layers take no rope");
+        let older = HParams::from_metadata(&md("command-r", &[eps.clone(), scale.clone()]), Some(100)).unwrap();
+        assert_eq!((older.family, older.sliding.is_none(), older.no_rope.is_empty()), (Family::Cohere, true, true));
+        assert!(matches!(
+            HParams::from_metadata(&md("cohere2", &[eps.clone(), scale.clone()]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "cohere2.attention.sliding_window"
+        ));
+        assert!(matches!(
+            HParams::from_metadata(&md("command-r", &[scale]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "command-r.attention.layer_norm_epsilon"
+        ));
+        assert_eq!(bad_key(&md("command-r", &[eps, ("logit_scale", Value::F32(-1.0))])), "command-r.logit_scale");
+        // Every other family keeps RMSNorm and sequential blocks.
+        let hp = HParams::from_metadata(&md("llama", &[]), Some(100)).unwrap();
+        assert_eq!((hp.norm, hp.parallel_block, hp.logit_multiplier), (NormKind::Rms, false, None));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use candle_core::{DType, Device, Tensor};
 use super::gguf::GgufFile;
 use super::delta_net::{DeltaNet, RecurrentSeq, RecurrentState};
 use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
-use super::hparams::{AttnShape, Family, HParams, LocalRope, RopeScaling};
+use super::hparams::{AttnShape, Family, HParams, LocalRope, NormKind, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::mla::LatentAttention;
@@ -403,6 +403,10 @@ impl Transformer {
                 (Some((r, cs)), Some(_)) => (*r, cs),
                 _ => (global.0, &global.1),
             };
+            if hp.parallel_block {
+                x = self.parallel_layer(li, layer, x, rope, q_scale.as_ref(), batch, kv, states)?;
+                continue;
+            }
             if let Some(mut attn) = self.mixer(li, layer, &x, rope, q_scale.as_ref(), batch, kv, states)? {
                 if let Some(n) = &layer.post_attn_norm {
                     attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
@@ -448,11 +452,64 @@ impl Transformer {
         kv: &mut dyn KvStore,
         states: &mut [RecurrentSeq],
     ) -> Result<Option<Tensor>, ModelError> {
-        let hp = &self.hp;
         if matches!(layer.attn, SelfAttention::None) {
             return Ok(None);
         }
-        let h = pre_norm(x, layer.attn_norm.as_ref(), hp.rms_eps)?;
+        let h = pre_norm(x, layer.attn_norm.as_ref(), self.hp.rms_eps)?;
+        self.mixer_of_normed(li, layer, &h, rope, q_scale, batch, kv, states)
+    }
+
+    /// Cohere's layer: the attention and the MLP both read the attention norm's output (a
+    /// LayerNorm), and both add to the residual `x`, in llama.cpp's order (`x + mlp`, then
+    /// `+ attn`).
+    #[allow(clippy::too_many_arguments)]
+    fn parallel_layer(
+        &self,
+        li: usize,
+        layer: &Layer,
+        x: Tensor,
+        rope: (&RopeTables, &(Tensor, Tensor)),
+        q_scale: Option<&Tensor>,
+        batch: &BatchLayout,
+        kv: &mut dyn KvStore,
+        states: &mut [RecurrentSeq],
+    ) -> Result<Tensor, ModelError> {
+        let n = layer
+            .attn_norm
+            .as_ref()
+            .ok_or_else(|| OpsError::Layout("a parallel layer without its norm".into()))?;
+        let h = self.apply_norm(&x, n)?;
+        let attn = self
+            .mixer_of_normed(li, layer, &h, rope, q_scale, batch, kv, states)?
+            .ok_or_else(|| OpsError::Layout("a parallel layer without attention".into()))?;
+        let mlp = layer.ffn.forward(&h, None, self.hp.rms_eps, self.activation)?;
+        Ok(((mlp + x)? + attn)?)
+    }
+
+    /// `x` through the family's norm ([`HParams::norm`]) with weight `n`.
+    fn apply_norm(&self, x: &Tensor, n: &Tensor) -> Result<Tensor, ModelError> {
+        let eps = self.hp.rms_eps as f32;
+        Ok(match self.hp.norm {
+            NormKind::Rms => norm::rms_norm(x, n, eps)?,
+            NormKind::Layer => norm::layer_norm(x, n, eps)?,
+        })
+    }
+
+    /// Layer `li`'s mixer over `h`, the rows after its norm: as [`Self::mixer`].
+    #[allow(clippy::too_many_arguments)]
+    fn mixer_of_normed(
+        &self,
+        li: usize,
+        layer: &Layer,
+        h: &Tensor,
+        rope: (&RopeTables, &(Tensor, Tensor)),
+        q_scale: Option<&Tensor>,
+        batch: &BatchLayout,
+        kv: &mut dyn KvStore,
+        states: &mut [RecurrentSeq],
+    ) -> Result<Option<Tensor>, ModelError> {
+        let hp = &self.hp;
+        let h = h.clone();
         Ok(Some(match &layer.attn {
             SelfAttention::Heads(a) => {
                 let (attn, gate) = self.attention(li, a, &h, rope, q_scale, batch, kv)?;
@@ -573,12 +630,14 @@ impl Transformer {
                 x.index_select(&rows, 0)?
             }
         };
-        let x = norm::rms_norm(&x, &self.norm, self.hp.rms_eps as f32)?;
+        let x = self.apply_norm(&x, &self.norm)?;
         let logits = self.output.forward(&x)?.to_dtype(DType::F32)?;
-        // Granite divides its logits by `logit_scale`; Gemma 2 soft-caps them.
-        let logits = match self.hp.logit_scale {
-            Some(s) => logits.affine(1.0 / s, 0.0)?,
-            None => logits,
+        // Granite divides its logits by `logit_scale`, Cohere multiplies them by its; Gemma 2
+        // soft-caps them.
+        let logits = match (self.hp.logit_scale, self.hp.logit_multiplier) {
+            (Some(s), _) => logits.affine(1.0 / s, 0.0)?,
+            (None, Some(m)) => logits.affine(m, 0.0)?,
+            (None, None) => logits,
         };
         Ok(match self.hp.final_softcap {
             Some(c) => crate::ops::attention::soft_cap(&logits, c)?,
@@ -716,13 +775,12 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
         // GLM-4.5's, gpt-oss's and Seed-OSS's MLP pre-norm is stored under Hugging Face's name
         // for it.
-        ffn_norm: pre_norm(
-            file,
-            match hp.family {
-                Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35 => "post_attention_norm.weight",
-                _ => "ffn_norm.weight",
-            },
-        )?,
+        // (Cohere's MLP reads the attention norm's output.)
+        ffn_norm: match hp.family {
+            Family::Cohere => None,
+            Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35 => pre_norm(file, "post_attention_norm.weight")?,
+            _ => pre_norm(file, "ffn_norm.weight")?,
+        },
         ffn: match &hp.moe {
             // Gemma 4's experts run beside its dense MLP.
             Some(_) if hp.family == Family::Gemma4 => {
@@ -810,6 +868,13 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
     let qk_norm_whole = hp.family == Family::Olmo2;
     let (q_norm_len, k_norm_len) = if qk_norm_whole { (q_dim, kv_dim) } else { (hd, hd) };
     let has_q_norm = file.has_tensor(&n("attn_q_norm.weight"));
+    if has_q_norm && hp.family == Family::Cohere {
+        // Command R+'s (64 layers and more): a LayerNorm per head with weights of their own.
+        return Err(ModelError::UnsupportedTensor {
+            name: n("attn_q_norm.weight"),
+            reason: "Command R+'s per-head Q/K LayerNorms are not supported".into(),
+        });
+    }
     let q_norm = if has_q_norm { Some(load_vec(file, &n("attn_q_norm.weight"), q_norm_len, device)?) } else { None };
     let k_norm = match (has_q_norm, writes_kv) {
         (true, true) => Some(load_vec(file, &n("attn_k_norm.weight"), k_norm_len, device)?),

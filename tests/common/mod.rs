@@ -65,7 +65,7 @@ impl Reference {
             // None has a quantized candle-transformers model (NoPE layers; Granite's
             // multipliers; Gemma 2's soft caps; ERNIE 4.5; OLMo 2's, EXAONE 4.0's and GLM-4's norms; GLM-4.5's routing;
             // gpt-oss's sinks and biased experts; Gemma 4's layers; DeepSeek-V2's latent
-            // attention; Seed-OSS; Qwen3.5's delta net); llama.cpp is their reference
+            // attention; Seed-OSS; Qwen3.5's delta net; Cohere's parallel layer); llama.cpp is their reference
             // (tests/tiny_llama_cpp.rs).
             Family::SmolLM3
             | Family::Granite
@@ -82,7 +82,8 @@ impl Reference {
             | Family::Qwen35
             | Family::Lfm2
             | Family::GraniteHybrid
-            | Family::NemotronH => {
+            | Family::NemotronH
+            | Family::Cohere => {
                 panic!("no candle-transformers reference for {}", family.arch())
             }
         }

@@ -173,6 +173,7 @@ impl TinyModelSpec {
             Family::Qwen35 => VocabStyle::Gpt2 { pre: "qwen35" },
             Family::Lfm2 => VocabStyle::Gpt2 { pre: "lfm2" },
             Family::Gemma4 => VocabStyle::Gemma4,
+            Family::Cohere => VocabStyle::Gpt2 { pre: "command-r" },
         };
         let gpt_oss = family == Family::GptOss;
         let mistral3 = family == Family::Mistral3;
@@ -188,7 +189,8 @@ impl TinyModelSpec {
                 // Qwen3.5: recurrent, attention, recurrent, attention.
                 // LFM2: convolution, convolution, attention, convolution.
                 // Granite 4.0's hybrids: Mamba-2, Mamba-2, attention, Mamba-2.
-                Family::SmolLM3 | Family::Qwen35 | Family::Lfm2 | Family::GraniteHybrid => 4,
+                // Cohere (`cohere2`): three local layers, then a global one without rope.
+                Family::SmolLM3 | Family::Qwen35 | Family::Lfm2 | Family::GraniteHybrid | Family::Cohere => 4,
                 // Nemotron-H: Mamba-2, MLP, attention, MLP, Mamba-2, MLP.
                 Family::NemotronH => 6,
                 Family::Glm4Moe | Family::DeepSeek2 => 3,
@@ -230,11 +232,15 @@ impl TinyModelSpec {
             softcaps: (family == Family::Gemma2).then_some((1.5, 8.0)),
             // (SmolLM3, Granite and Gemma 4 tie theirs too, but a random tied table makes the last
             // token win every position: logits of one-hot distributions, nothing to compare.)
-            tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma2 | Family::Gemma3),
+            tie_embeddings: matches!(family, Family::Qwen2 | Family::Gemma2 | Family::Gemma3 | Family::Cohere),
             // Phi-3 writes its fused tensors (`attn_qkv`, `ffn_up` of gate and up) and, like
             // candle-transformers' quantized_phi3 needs, its own output projection.
             // Gemma, gpt-oss: layer 0 local with an 8-token window, layer 1 global.
-            sliding_window: matches!(family, Family::Gemma2 | Family::Gemma3 | Family::GptOss).then_some((8, 2)),
+            sliding_window: match family {
+                Family::Gemma2 | Family::Gemma3 | Family::GptOss => Some((8, 2)),
+                Family::Cohere => Some((8, 4)),
+                _ => None,
+            },
             // Qwen3 MoE, GLM-4.5, gpt-oss: 4 experts, 2 per token.
             moe: matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2).then_some(TinyMoe {
                 experts: 4,
@@ -864,7 +870,12 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (format!("{arch}.feed_forward_length"), u32v(spec.ffn)),
         (format!("{arch}.attention.head_count"), u32v(spec.heads)),
         (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
-        (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
+        // (Cohere's LayerNorms read their own key.)
+        if spec.family == Family::Cohere {
+            (format!("{arch}.attention.layer_norm_epsilon"), Value::F32(1e-5))
+        } else {
+            (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6))
+        },
         (format!("{arch}.rope.freq_base"), Value::F32(spec.rope_base)),
         (format!("{arch}.rope.dimension_count"), u32v(spec.rope_dims.unwrap_or(hd))),
         (format!("{arch}.attention.key_length"), u32v(hd)),
@@ -929,6 +940,11 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.attention.scale"), Value::F32(g.attention)));
         md.push((format!("{arch}.residual_scale"), Value::F32(g.residual)));
         md.push((format!("{arch}.logit_scale"), Value::F32(g.logit)));
+    }
+    if spec.family == Family::Cohere {
+        // Command R7B's is 0.25, Command R's 0.0625: here one that spreads the tied
+        // projection's logits.
+        md.push((format!("{arch}.logit_scale"), Value::F32(0.125)));
     }
     if let Some((attn, last)) = spec.softcaps {
         md.push((format!("{arch}.attn_logit_softcapping"), Value::F32(attn)));
@@ -1041,7 +1057,8 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
-        if pre_norms {
+        // (Cohere's MLP reads the attention norm's output.)
+        if pre_norms && spec.family != Family::Cohere {
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name.
             let name = match spec.family {
                 Family::Glm4Moe | Family::GptOss | Family::SeedOss => "post_attention_norm.weight",

@@ -1,7 +1,8 @@
 //! The special tokens, ids and chat template of each model family the tiny
 //! vocabularies imitate: Llama 3 (`llama-bpe`), Qwen2 (`qwen2`, ChatML), Phi-4 (`dbrx`),
 //! Phi-4-mini (`gpt-4o`), Mistral's Tekken (`tekken`), GLM-4 (`glm4`), GPT-2 (`gpt-2`), gpt-oss
-//! (`gpt-4o` with harmony's tokens: [`HARMONY`]), Seed-OSS (`seed-coder`), LFM2 (`lfm2`), and Llama 2's `[INST]` template for the
+//! (`gpt-4o` with harmony's tokens: [`HARMONY`]), Seed-OSS (`seed-coder`), LFM2 (`lfm2`), Cohere's
+//! Command models (`command-r`), and Llama 2's `[INST]` template for the
 //! SentencePiece style.
 
 pub(super) struct Gpt2Family {
@@ -81,6 +82,59 @@ const SEED_CODER: Gpt2Family = Gpt2Family {
     add_bos: false,
     chat_template: SEED_OSS_TEMPLATE,
 };
+
+/// GLM-4 (0414): its template writes `[gMASK]<sop>` itself, no BOS is added; a turn ends
+/// at the next role tag (`<|user|>` is its EOT, `<|observation|>` follows a tool call).
+const GLM4: Gpt2Family = Gpt2Family {
+    added: &[
+        ("<|endoftext|>", true),
+        ("[MASK]", true),
+        ("[gMASK]", true),
+        ("[sMASK]", true),
+        ("<sop>", true),
+        ("<eop>", true),
+        ("<|system|>", true),
+        ("<|user|>", true),
+        ("<|assistant|>", true),
+        ("<|observation|>", true),
+    ],
+    bos: "<|endoftext|>",
+    eos: "<|endoftext|>",
+    eot: Some("<|user|>"),
+    pad: "<|endoftext|>",
+    add_bos: false,
+    chat_template: GLM4_TEMPLATE,
+};
+
+/// Cohere's Command models' vocabulary (`command-r`): its turn and role marks, Command R7B's
+/// response, thinking and action marks, all special; a plain Command template (turns as
+/// `<|START_OF_TURN_TOKEN|><|USER_TOKEN|>…<|END_OF_TURN_TOKEN|>`, the reply after
+/// `<|CHATBOT_TOKEN|>`), BOS added.
+const COHERE: Gpt2Family = Gpt2Family {
+    added: &[
+        ("<PAD>", true),
+        ("<BOS_TOKEN>", true),
+        ("<|END_OF_TURN_TOKEN|>", true),
+        ("<|START_OF_TURN_TOKEN|>", true),
+        ("<|USER_TOKEN|>", true),
+        ("<|CHATBOT_TOKEN|>", true),
+        ("<|SYSTEM_TOKEN|>", true),
+        ("<|START_RESPONSE|>", true),
+        ("<|END_RESPONSE|>", true),
+        ("<|START_THINKING|>", true),
+        ("<|END_THINKING|>", true),
+        ("<|START_ACTION|>", true),
+        ("<|END_ACTION|>", true),
+    ],
+    bos: "<BOS_TOKEN>",
+    eos: "<|END_OF_TURN_TOKEN|>",
+    eot: None,
+    pad: "<PAD>",
+    add_bos: true,
+    chat_template: COHERE_TEMPLATE,
+};
+
+const COHERE_TEMPLATE: &str = "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{% set role = '<|SYSTEM_TOKEN|>' %}{% elif message['role'] == 'user' %}{% set role = '<|USER_TOKEN|>' %}{% else %}{% set role = '<|CHATBOT_TOKEN|>' %}{% endif %}{{ '<|START_OF_TURN_TOKEN|>' + role + message['content'] | trim + '<|END_OF_TURN_TOKEN|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' }}{% endif %}";
 
 /// LFM2's vocabulary: ChatML's turn marks, the tool list, call and response marks, all special,
 /// and LFM2-8B-A1B's template (llama.cpp's copy: the tools listed between `<|tool_list_start|>`
@@ -177,30 +231,10 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
             add_bos: true,
             chat_template: LLAMA3_TEMPLATE,
         },
-        // GLM-4 (0414): its template writes `[gMASK]<sop>` itself, no BOS is added; a turn ends
-        // at the next role tag (`<|user|>` is its EOT, `<|observation|>` follows a tool call).
-        "glm4" => Gpt2Family {
-            added: &[
-                ("<|endoftext|>", true),
-                ("[MASK]", true),
-                ("[gMASK]", true),
-                ("[sMASK]", true),
-                ("<sop>", true),
-                ("<eop>", true),
-                ("<|system|>", true),
-                ("<|user|>", true),
-                ("<|assistant|>", true),
-                ("<|observation|>", true),
-            ],
-            bos: "<|endoftext|>",
-            eos: "<|endoftext|>",
-            eot: Some("<|user|>"),
-            pad: "<|endoftext|>",
-            add_bos: false,
-            chat_template: GLM4_TEMPLATE,
-        },
+        "glm4" => GLM4,
         "seed-coder" => SEED_CODER,
         "lfm2" => LFM2,
+        "command-r" => COHERE,
         "qwen2" | "qwen35" => Gpt2Family {
             added: &[
                 ("<|endoftext|>", true),
