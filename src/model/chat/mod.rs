@@ -46,9 +46,10 @@
 //! `strftime_now`, `tojson`, `iterable`), `tools.rs` (tool-call formats: parsing, forcing, templates
 //! without tools), `reasoning.rs` (a reply's `<think>` part split from its answer), `harmony.rs`
 //! (gpt-oss's harmony format: its tool calls, and histories whose assistant turns hold a whole
-//! harmony reply), `gemma4.rs`, `qwen_xml.rs` and `lfm2.rs` (those models' own call formats; the first and last read
+//! harmony reply), `gemma4.rs`, `qwen_xml.rs`, `lfm2.rs` and `cohere.rs` (those models' own call formats; the first and last read
 //! their notation with `cursor.rs`'s moves), `tests.rs` with real models' templates in `fixtures/`.
 
+mod cohere;
 mod cursor;
 mod gemma4;
 mod harmony;

@@ -9,7 +9,8 @@
 //! Which models: any whose template mentions `<think>` (Qwen3, QwQ, DeepSeek-R1 and its
 //! distills, SmolLM3, ...), `[THINK]` (Magistral, Ministral 3 Reasoning: special tokens,
 //! which decoding keeps as text for this, see `tokenizer::PRESERVED_TOKENS`), Seed-OSS's
-//! `<seed:think>` … `</seed:think>` (special tokens kept the same way) or Gemma 4's
+//! `<seed:think>` … `</seed:think>` and Cohere's `<|START_THINKING|>` … `<|END_THINKING|>`
+//! (special tokens kept the same way) or Gemma 4's
 //! `<|channel>thought` … `<channel|>` (tokens its vocabulary marks user-defined, so decoded as
 //! text). Two ways a reply starts:
 //! - the model writes `<think>` itself (Qwen3, SmolLM3 in think mode): the reply is reasoning
@@ -60,6 +61,8 @@ pub enum ThinkTags {
     Gemma4,
     /// Seed-OSS's `<seed:think>` … `</seed:think>`.
     Seed,
+    /// Cohere's `<|START_THINKING|>` … `<|END_THINKING|>` (Command R7B, Command A).
+    Cohere,
 }
 
 impl ThinkTags {
@@ -70,6 +73,7 @@ impl ThinkTags {
             Self::Harmony => "<|channel|>analysis<|message|>",
             Self::Gemma4 => "<|channel>thought",
             Self::Seed => "<seed:think>",
+            Self::Cohere => "<|START_THINKING|>",
         }
     }
 
@@ -80,6 +84,7 @@ impl ThinkTags {
             Self::Harmony => "<|end|>",
             Self::Gemma4 => "<channel|>",
             Self::Seed => "</seed:think>",
+            Self::Cohere => "<|END_THINKING|>",
         }
     }
 
@@ -89,7 +94,7 @@ impl ThinkTags {
     fn answer_header(self, content: &str) -> Header {
         match self {
             Self::Harmony => super::harmony::final_header(content),
-            Self::Think | Self::Mistral | Self::Gemma4 | Self::Seed => Header::Absent,
+            Self::Think | Self::Mistral | Self::Gemma4 | Self::Seed | Self::Cohere => Header::Absent,
         }
     }
 
@@ -98,7 +103,7 @@ impl ThinkTags {
     fn reopen(self, content: &str) -> Header {
         match self {
             Self::Harmony => super::harmony::analysis_header(content),
-            Self::Think | Self::Mistral | Self::Gemma4 | Self::Seed => Header::Absent,
+            Self::Think | Self::Mistral | Self::Gemma4 | Self::Seed | Self::Cohere => Header::Absent,
         }
     }
 }
@@ -137,7 +142,7 @@ impl Reasoning {
     pub fn tags_in_template(template: &str) -> Option<ThinkTags> {
         // Seed's tags before `<think>`'s: `</seed:think>` does not contain `</think>`, but the
         // order keeps the more specific first.
-        [ThinkTags::Harmony, ThinkTags::Gemma4, ThinkTags::Mistral, ThinkTags::Seed, ThinkTags::Think].into_iter().find(|&t| {
+        [ThinkTags::Harmony, ThinkTags::Gemma4, ThinkTags::Mistral, ThinkTags::Seed, ThinkTags::Cohere, ThinkTags::Think].into_iter().find(|&t| {
             template.contains(t.open()) || (t != ThinkTags::Harmony && template.contains(t.close()))
         })
     }
@@ -161,7 +166,7 @@ impl Reasoning {
     pub fn answer_tag(self) -> &'static str {
         match self.tags {
             ThinkTags::Harmony => super::harmony::FINAL_CHANNEL,
-            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 | ThinkTags::Seed => self.tags.close(),
+            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 | ThinkTags::Seed | ThinkTags::Cohere => self.tags.close(),
         }
     }
 
@@ -170,7 +175,7 @@ impl Reasoning {
     pub fn answer_tag_end(self) -> Option<&'static str> {
         match self.tags {
             ThinkTags::Harmony => Some(super::harmony::MESSAGE),
-            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 | ThinkTags::Seed => None,
+            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 | ThinkTags::Seed | ThinkTags::Cohere => None,
         }
     }
 

@@ -41,6 +41,8 @@
 //! - [`ToolFormat::Lfm2`]: LFM2's and LFM2.5's `<|tool_call_start|>[name(key='value', n=1),
 //!   …]<|tool_call_end|>`, Python-style calls (`chat::lfm2`); earlier calls go into their turn's
 //!   content where the template renders no `tool_calls`.
+//! - [`ToolFormat::Cohere`]: Cohere's `<|START_ACTION|>[{"tool_call_id": "0", "tool_name":
+//!   NAME, "parameters": {…}}, …]<|END_ACTION|>` (`chat::cohere`).
 //! - [`ToolFormat::Injected`]: the template renders no tools (or never reads `tools`, as
 //!   DeepSeek-R1's distills' renders earlier calls but not the offered tools); hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
@@ -90,6 +92,9 @@ pub enum ToolFormat {
     Gemma4,
     /// LFM2's: `<|tool_call_start|>[NAME(key=value, …), …]<|tool_call_end|>` (`chat::lfm2`).
     Lfm2,
+    /// Cohere's: `<|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}, …]<|END_ACTION|>`
+    /// (`chat::cohere`).
+    Cohere,
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -164,6 +169,7 @@ impl ToolFormat {
             Self::QwenXml { seed } => super::qwen_xml::call_start(text, super::qwen_xml::Dialect::of(seed)),
             Self::Gemma4 => super::gemma4::call_start(text),
             Self::Lfm2 => super::lfm2::call_start(text),
+            Self::Cohere => super::cohere::call_start(text),
             _ => super::harmony::call_start(text),
         }
     }
@@ -177,6 +183,8 @@ impl ToolFormat {
             Self::Gemma4
         } else if super::lfm2::writes(template) {
             Self::Lfm2
+        } else if super::cohere::writes(template) {
+            Self::Cohere
         } else if super::qwen_xml::writes(template) {
             Self::QwenXml {
                 seed: super::qwen_xml::seed_writes(template),
@@ -222,6 +230,7 @@ impl ToolFormat {
             Self::QwenXml { seed } => super::qwen_xml::parse(text, &[], super::qwen_xml::Dialect::of(seed)),
             Self::Gemma4 => super::gemma4::parse(text),
             Self::Lfm2 => super::lfm2::parse(text),
+            Self::Cohere => super::cohere::parse(text),
         }
     }
 
@@ -267,6 +276,7 @@ impl ToolFormat {
             },
             Self::QwenXml { seed: true } => super::qwen_xml::seed_markers(special_id),
             Self::Lfm2 => super::lfm2::markers(special_id),
+            Self::Cohere => super::cohere::markers(special_id),
             _ => CallMarkers::default(),
         }
     }
@@ -303,6 +313,7 @@ impl ToolFormat {
             }
             (Self::Gemma4, _) => Grammar::Lark(super::gemma4::forced_call(tools)),
             (Self::Lfm2, _) => Grammar::Lark(super::lfm2::forced_call(tools, markers)),
+            (Self::Cohere, _) => Grammar::Lark(super::cohere::forced_call(tools, markers)),
             (Self::Harmony, _) => super::harmony::forced_call(tools),
             (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
@@ -377,6 +388,7 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         | ToolFormat::QwenXml { .. }
         | ToolFormat::Gemma4
         | ToolFormat::Lfm2
+        | ToolFormat::Cohere
         | ToolFormat::Harmony
         | ToolFormat::Granite => {
             "arguments"
@@ -556,9 +568,20 @@ fn parse_blocks(text: &str, call: impl Fn(&str) -> Option<ParsedCall>) -> Option
 /// call cut off only where `cut_off` says so (else the reply is text).
 pub(super) fn parse_blocks_between(
     text: &str,
-    (open, close): (&str, &str),
+    tags: (&str, &str),
     cut_off: bool,
     call: impl Fn(&str) -> Option<ParsedCall>,
+) -> Option<ParsedReply> {
+    parse_lists_between(text, tags, cut_off, |inner| call(inner).map(|c| vec![c]))
+}
+
+/// [`parse_blocks_between`] where a block holds a list of calls (Cohere's), each block's inside
+/// read by `calls_of`.
+pub(super) fn parse_lists_between(
+    text: &str,
+    (open, close): (&str, &str),
+    cut_off: bool,
+    calls_of: impl Fn(&str) -> Option<Vec<ParsedCall>>,
 ) -> Option<ParsedReply> {
     let mut content = String::new();
     let mut calls = Vec::new();
@@ -571,7 +594,7 @@ pub(super) fn parse_blocks_between(
             None if cut_off => (after, ""),
             None => return None,
         };
-        calls.push(call(inner)?);
+        calls.extend(calls_of(inner)?);
         rest = next;
     }
     content.push_str(rest);
@@ -877,7 +900,7 @@ impl ToolStream {
                     self.text.len()
                 }
             }
-            ToolFormat::QwenXml { .. } | ToolFormat::Harmony | ToolFormat::Gemma4 | ToolFormat::Lfm2 => match self.format.call_start(&self.text[self.sent..]) {
+            ToolFormat::QwenXml { .. } | ToolFormat::Harmony | ToolFormat::Gemma4 | ToolFormat::Lfm2 | ToolFormat::Cohere => match self.format.call_start(&self.text[self.sent..]) {
                 Ok(at) => {
                     self.holding = true;
                     self.sent + at

@@ -45,7 +45,8 @@ impl TokenType {
 
 /// Texts of special tokens that a reply's text keeps (decoding leaves every other special
 /// token out): the reasoning markers of Mistral's thinking models (Magistral, Ministral 3
-/// Reasoning), Seed-OSS's reasoning and call markers and LFM2's call marks, which are special tokens in their
+/// Reasoning), Seed-OSS's reasoning and call markers, LFM2's call marks and Cohere's reasoning and call
+/// marks, which are special tokens in their
 /// vocabularies, as llama.cpp's `preserved_tokens` keep them.
 pub const PRESERVED_TOKENS: &[&str] = &[
     "[THINK]",
@@ -58,6 +59,11 @@ pub const PRESERVED_TOKENS: &[&str] = &[
     // LFM2's call marks (a reply's calls are read between them: `chat::lfm2`).
     "<|tool_call_start|>",
     "<|tool_call_end|>",
+    // Cohere's reasoning and call marks (`chat::reasoning`, `chat::cohere`).
+    "<|START_THINKING|>",
+    "<|END_THINKING|>",
+    "<|START_ACTION|>",
+    "<|END_ACTION|>",
 ];
 
 /// The special tokens of OpenAI's harmony format (gpt-oss) that a reply's text keeps, in a

@@ -1,0 +1,247 @@
+//! Cohere's tool calls (Command R7B, Command A, and Cohere's MoE template): a JSON list of calls
+//! between `<|START_ACTION|>` and `<|END_ACTION|>`, special tokens of its vocabulary:
+//!
+//! ```text
+//! <|START_ACTION|>[
+//!     {"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}
+//! ]<|END_ACTION|>
+//! ```
+//!
+//! A reply is either text (Command R7B's between `<|START_RESPONSE|>` and `<|END_RESPONSE|>`,
+//! the MoE template's between `<|START_TEXT|>` and `<|END_TEXT|>`: control tokens that decoding
+//! leaves out, so the text reads as the answer alone) or calls, after any reasoning between
+//! `<|START_THINKING|>` and `<|END_THINKING|>` (`chat::reasoning`). The templates render a turn's
+//! `tool_calls` back themselves, numbering the ids across the conversation, and results as a
+//! system turn between `<|START_TOOL_RESULT|>` and `<|END_TOOL_RESULT|>`.
+//!
+//! Owns reading calls out of a reply ([`parse`]: `tool_name` and `parameters`, the model's id
+//! dropped) and the grammar that forces one ([`forced_call`]).
+//!
+//! Invariant: a reply is calls only if every `<|START_ACTION|>` block is a whole, non-empty
+//! list of calls (a missing end mark is a reply cut at its stop, at the very end only);
+//! anything else stays text, as the other formats do.
+//!
+//! Counterpart: llama.cpp's `common/parsers/cohere2moe.cpp` (`standard_json_tools` with
+//! `tool_name`, `parameters` and a generated `tool_call_id`, wrapped in a list).
+
+use serde_json::{json, Value};
+
+use super::python::dumps;
+use super::tools::{call_of, parse_lists_between, partial_suffix, CallMarkers, ParsedCall, ParsedReply, Tool};
+use crate::model::grammar::json_layout;
+
+/// Before a list of calls, and after it (special tokens of Cohere's vocabulary).
+pub(super) const START: &str = "<|START_ACTION|>";
+pub(super) const END: &str = "<|END_ACTION|>";
+
+/// A forced call's `tool_call_id`: a number (the templates count the conversation's calls from
+/// 0), of at most four digits so that a model cannot run on in it.
+const ID: &str = "/(0|[1-9][0-9]{0,3})/";
+
+/// How the templates lay out a list of one call around it.
+const LIST_OPEN: &str = "[\n    ";
+const LIST_CLOSE: &str = "\n]";
+
+/// Whether `template` (its Jinja source) writes calls in this format.
+pub(super) fn writes(template: &str) -> bool {
+    template.contains(START)
+}
+
+/// The special tokens a forced call is written with, where the vocabulary has them.
+pub(super) fn markers(special_id: impl Fn(&str) -> Option<u32>) -> CallMarkers {
+    CallMarkers {
+        calls: special_id(START),
+        args: None,
+        end: special_id(END),
+    }
+}
+
+/// The calls in `text`, text around them allowed; `None` when there are none or a block is not
+/// a whole list of calls.
+pub(super) fn parse(text: &str) -> Option<ParsedReply> {
+    // A missing end mark: cut at the stop, at the very end only.
+    parse_lists_between(text, (START, END), true, block)
+}
+
+/// One block's calls: a non-empty JSON list of `{"tool_call_id", "tool_name", "parameters"}`.
+fn block(inner: &str) -> Option<Vec<ParsedCall>> {
+    let Value::Array(items) = serde_json::from_str::<Value>(inner.trim()).ok()? else {
+        return None;
+    };
+    if items.is_empty() {
+        return None;
+    }
+    items
+        .iter()
+        .map(|item| {
+            let obj = item.as_object()?;
+            let name = obj.get("tool_name")?.as_str()?;
+            if !name.chars().all(super::tools::is_name_char) {
+                return None;
+            }
+            let mut call = json!({"name": name});
+            if let Some(args) = obj.get("parameters") {
+                call["parameters"] = args.clone();
+            }
+            call_of(&call)
+        })
+        .collect()
+}
+
+/// Where in `text` (a streamed reply) a call may have begun: at `<|START_ACTION|>`, or at the
+/// end of a piece that may still become it. `Err(held)`: no call yet, the last `held` bytes wait.
+pub(super) fn call_start(text: &str) -> Result<usize, usize> {
+    text.find(START).ok_or_else(|| partial_suffix(text, START))
+}
+
+/// The grammar of one call of one of `tools`, as the templates write a turn's one call back:
+/// the start mark (its special token where the vocabulary has it), `[`, the call's object
+/// (`tool_call_id` a number of up to four digits in quotes, `tool_name`, then `parameters` valid against the tool's
+/// schema, laid out as `tojson` writes it), `]`, the end mark. A rule per tool.
+pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
+    let mark = |id: Option<u32>, text: &str| id.map_or_else(|| dumps(&Value::String(text.to_owned())), |id| format!("<[{id}]>"));
+    let mut rules = Vec::with_capacity(tools.len());
+    let mut alternatives = Vec::with_capacity(tools.len());
+    for (i, t) in tools.iter().enumerate() {
+        let mut schema = t.parameters.clone();
+        if let Some(obj) = schema.as_object_mut() {
+            obj.insert("x-guidance".into(), json_layout());
+        }
+        // Tool names are letters, digits, `_`, `-` and `.` (checked when the request is read):
+        // nothing to escape.
+        let between = dumps(&Value::String(format!("\", \"tool_name\": \"{}\", \"parameters\": ", t.name)));
+        alternatives.push(format!("c{i}"));
+        rules.push(format!("c{i}: \"{{\\\"tool_call_id\\\": \\\"\" {ID} {between} %json {schema} \"}}\""));
+    }
+    format!(
+        "start: {} {} ({}) {} {}\n{}",
+        mark(markers.calls, START),
+        dumps(&Value::String(LIST_OPEN.to_owned())),
+        alternatives.join(" | "),
+        dumps(&Value::String(LIST_CLOSE.to_owned())),
+        mark(markers.end, END),
+        rules.join("\n")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::chat::reasoning::{Reasoning, ThinkTags};
+    use crate::model::chat::tools::{ToolFormat, ToolStream};
+    use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
+
+    const R7B: &str = include_str!("fixtures/cohere-command-r7b.jinja");
+    const MOE: &str = include_str!("fixtures/cohere2-moe.jinja");
+
+    fn weather() -> Tool {
+        Tool {
+            name: "get_weather".into(),
+            description: Some("The weather in a city.".into()),
+            parameters: json!({"type": "object", "properties": {
+                "city": {"type": "string"}, "days": {"type": "integer"}},
+                "required": ["city", "days"]}),
+        }
+    }
+
+    /// Both Cohere templates are this format, with Cohere's reasoning marks; no other fixture
+    /// is.
+    #[test]
+    fn the_templates_are_coheres() {
+        for t in [R7B, MOE] {
+            assert_eq!(ToolFormat::of_template(t), ToolFormat::Cohere);
+            assert_eq!(Reasoning::tags_in_template(t), Some(ThinkTags::Cohere));
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model/chat/fixtures");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let source = std::fs::read_to_string(&path).unwrap();
+            let cohere = path.file_name().unwrap().to_string_lossy().starts_with("cohere");
+            assert_eq!(ToolFormat::of_template(&source) == ToolFormat::Cohere, cohere, "{}", path.display());
+        }
+    }
+
+    /// Several calls in one list and in two blocks, text before them; the model's ids dropped;
+    /// anything that is not a whole list of calls stays text.
+    #[test]
+    fn calls_read_as_json_arguments() {
+        let text = "Let me check.<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \
+                    \"parameters\": {\"city\": \"Paris\", \"days\": 3}},\n    {\"tool_call_id\": \"1\", \"tool_name\": \
+                    \"get_time\", \"parameters\": {}}\n]<|END_ACTION|><|START_ACTION|>[{\"tool_name\": \"note\"}]<|END_ACTION|>";
+        let p = ToolFormat::Cohere.parse(text).unwrap();
+        assert_eq!(p.content, "Let me check.");
+        let calls: Vec<(&str, &str)> = p.calls.iter().map(|c| (c.name.as_str(), c.arguments.as_str())).collect();
+        assert_eq!(calls, [("get_weather", r#"{"city":"Paris","days":3}"#), ("get_time", "{}"), ("note", "{}")]);
+        // Cut at the stop before the end mark: still the call.
+        assert_eq!(parse("<|START_ACTION|>[{\"tool_name\": \"f\", \"parameters\": {\"a\": 1}}]").unwrap().calls.len(), 1);
+        for bad in [
+            "<|START_ACTION|>[]<|END_ACTION|>",
+            "<|START_ACTION|>{\"tool_name\": \"f\"}<|END_ACTION|>",
+            "<|START_ACTION|>[{\"name\": \"f\"}]<|END_ACTION|>",
+            "<|START_ACTION|>[{\"tool_name\": \"f g\"}]<|END_ACTION|>",
+            "<|START_ACTION|>[{\"tool_name\": \"f\", \"parameters\": [1]}]<|END_ACTION|>",
+            "<|START_ACTION|>[{\"tool_name\": \"f\"}] trailing<|END_ACTION|>",
+            "<|START_ACTION|>[{\"tool_name\": \"f\", \"param",
+        ] {
+            assert_eq!(parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse("Just text."), None);
+    }
+
+    /// A call read back and rendered by Command R7B's template as history is the call a forced
+    /// call writes (the grammar's text around it), then the result in a system turn; the
+    /// template's next turn follows.
+    #[test]
+    fn a_call_renders_back_as_a_forced_call_writes_it() {
+        let call_json = r#"{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris", "days": 3}}"#;
+        let written = format!("{START}{LIST_OPEN}{call_json}{LIST_CLOSE}{END}");
+        let p = parse(&written).unwrap();
+        let mut call = Message::assistant("");
+        call.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: p.calls[0].name.clone(),
+            arguments: p.calls[0].arguments.clone(),
+        }];
+        let mut result = Message::new(Role::parse("tool"), "sunny");
+        result.tool_call_id = Some("c1".into());
+        let messages = ToolFormat::Cohere.prepare(&[Message::user("Weather?"), call, result], &[weather()], R7B);
+        let t = ChatTemplate::new(R7B.to_owned(), Some("<BOS_TOKEN>".into()), Some("<|END_OF_TURN_TOKEN|>".into())).unwrap();
+        let out = t.render_with_tools(&messages, &[weather().to_json()], true).unwrap();
+        assert!(out.contains("\"name\": \"get_weather\""), "{out}");
+        let turn = format!("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|><|END_THINKING|>{written}<|END_OF_TURN_TOKEN|>");
+        assert!(out.contains(&turn), "{out}");
+        assert!(out.contains("<|START_TOOL_RESULT|>"), "{out}");
+        assert!(out.ends_with("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|><|END_THINKING|>"), "{out}");
+    }
+
+    /// A streamed reply's text goes out until the call's mark, held while it may be one.
+    #[test]
+    fn a_stream_holds_back_from_the_call() {
+        let mut s = ToolStream::with_tools(ToolFormat::Cohere, vec![weather()]);
+        let mut out = s.push("Sure. <|START_AC");
+        assert_eq!(out, "Sure. ");
+        out += &s.push("TION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\", \"days\": 1}}]<|END_ACTION|>");
+        assert_eq!(out, "Sure. ");
+        let parsed = s.finish();
+        assert_eq!(parsed.calls.len(), 1);
+        assert_eq!(parsed.calls[0].arguments, r#"{"city":"Rome","days":1}"#);
+    }
+
+    /// The forced call's grammar writes the marks as the vocabulary's tokens where it has them,
+    /// the list's layout as the template's, the tool's name and its schema.
+    #[test]
+    fn the_forced_call_grammar_names_the_tool_and_its_schema() {
+        let tokens = CallMarkers {
+            calls: Some(7),
+            args: None,
+            end: Some(8),
+        };
+        let g = forced_call(&[weather()], tokens);
+        assert!(g.starts_with("start: <[7]> \"[\\n    \" (c0) \"\\n]\" <[8]>\nc0: \"{\\\"tool_call_id\\\": \\\"\" /(0|[1-9][0-9]{0,3})/ \"\\\", \\\"tool_name\\\": \\\"get_weather\\\", \\\"parameters\\\": \" %json {"), "{g}");
+        assert!(g.ends_with(" \"}\""), "{g}");
+        let text = forced_call(&[weather()], CallMarkers::default());
+        assert!(text.starts_with("start: \"<|START_ACTION|>\" "), "{text}");
+    }
+}
