@@ -509,10 +509,9 @@ impl Transformer {
         states: &mut [RecurrentSeq],
     ) -> Result<Option<Tensor>, ModelError> {
         let hp = &self.hp;
-        let h = h.clone();
         Ok(Some(match &layer.attn {
             SelfAttention::Heads(a) => {
-                let (attn, gate) = self.attention(li, a, &h, rope, q_scale, batch, kv)?;
+                let (attn, gate) = self.attention(li, a, h, rope, q_scale, batch, kv)?;
                 let attn = match gate {
                     Some(g) => (attn * candle_nn::ops::sigmoid(&g)?)?,
                     None => attn,
@@ -525,11 +524,11 @@ impl Transformer {
             }
             SelfAttention::Latent(m) => {
                 let how = Attend::causal(hp.attention_scale);
-                m.forward(li, &h, rope, q_scale, how, batch, kv, hp.rms_eps as f32)?
+                m.forward(li, h, rope, q_scale, how, batch, kv, hp.rms_eps as f32)?
             }
-            SelfAttention::Recurrent(net) => net.forward(&h, batch, states)?,
-            SelfAttention::ShortConv(c) => c.forward(&h, batch, states)?,
-            SelfAttention::Mamba2(m) => m.forward(&h, batch, states)?,
+            SelfAttention::Recurrent(net) => net.forward(h, batch, states)?,
+            SelfAttention::ShortConv(c) => c.forward(h, batch, states)?,
+            SelfAttention::Mamba2(m) => m.forward(h, batch, states)?,
             SelfAttention::None => return Ok(None),
         }))
     }

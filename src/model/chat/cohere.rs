@@ -27,8 +27,7 @@
 use serde_json::{json, Value};
 
 use super::python::dumps;
-use super::tools::{call_of, parse_lists_between, partial_suffix, CallMarkers, ParsedCall, ParsedReply, Tool};
-use crate::model::grammar::json_layout;
+use super::tools::{call_of, named_call_grammar, parse_lists_between, partial_suffix, CallMarkers, ParsedCall, ParsedReply, Tool};
 
 /// Before a list of calls, and after it (special tokens of Cohere's vocabulary).
 pub(super) const START: &str = "<|START_ACTION|>";
@@ -97,30 +96,23 @@ pub(super) fn call_start(text: &str) -> Result<usize, usize> {
 /// The grammar of one call of one of `tools`, as the templates write a turn's one call back:
 /// the start mark (its special token where the vocabulary has it), `[`, the call's object
 /// (`tool_call_id` a number of up to four digits in quotes, `tool_name`, then `parameters` valid against the tool's
-/// schema, laid out as `tojson` writes it), `]`, the end mark. A rule per tool.
+/// schema, laid out as `tojson` writes it), `]`, the end mark. A rule per tool
+/// ([`named_call_grammar`]'s, the object's closing brace after it).
 pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
-    let mark = |id: Option<u32>, text: &str| id.map_or_else(|| dumps(&Value::String(text.to_owned())), |id| format!("<[{id}]>"));
-    let mut rules = Vec::with_capacity(tools.len());
-    let mut alternatives = Vec::with_capacity(tools.len());
-    for (i, t) in tools.iter().enumerate() {
-        let mut schema = t.parameters.clone();
-        if let Some(obj) = schema.as_object_mut() {
-            obj.insert("x-guidance".into(), json_layout());
-        }
-        // Tool names are letters, digits, `_`, `-` and `.` (checked when the request is read):
-        // nothing to escape.
-        let between = dumps(&Value::String(format!("\", \"tool_name\": \"{}\", \"parameters\": ", t.name)));
-        alternatives.push(format!("c{i}"));
-        rules.push(format!("c{i}: \"{{\\\"tool_call_id\\\": \\\"\" {ID} {between} %json {schema} \"}}\""));
-    }
+    let text = |t: &str| dumps(&Value::String(t.to_owned()));
+    let mark = |id: Option<u32>, t: &str| id.map_or_else(|| text(t), |id| format!("<[{id}]>"));
+    let calls = named_call_grammar(
+        tools,
+        &format!("{} {ID} {} ", text("{\"tool_call_id\": \""), text("\", \"tool_name\": \"")),
+        &format!("{} ", text("\", \"parameters\": ")),
+    );
     format!(
-        "start: {} {} ({}) {} {}\n{}",
+        "start: {} {} call \"}}\" {} {}\n{}",
         mark(markers.calls, START),
-        dumps(&Value::String(LIST_OPEN.to_owned())),
-        alternatives.join(" | "),
-        dumps(&Value::String(LIST_CLOSE.to_owned())),
+        text(LIST_OPEN),
+        text(LIST_CLOSE),
         mark(markers.end, END),
-        rules.join("\n")
+        calls.replacen("start:", "call:", 1)
     )
 }
 
@@ -239,8 +231,11 @@ mod tests {
             end: Some(8),
         };
         let g = forced_call(&[weather()], tokens);
-        assert!(g.starts_with("start: <[7]> \"[\\n    \" (c0) \"\\n]\" <[8]>\nc0: \"{\\\"tool_call_id\\\": \\\"\" /(0|[1-9][0-9]{0,3})/ \"\\\", \\\"tool_name\\\": \\\"get_weather\\\", \\\"parameters\\\": \" %json {"), "{g}");
-        assert!(g.ends_with(" \"}\""), "{g}");
+        assert!(g.starts_with("start: <[7]> \"[\\n    \" call \"}\" \"\\n]\" <[8]>\ncall: c0\n"), "{g}");
+        assert!(
+            g.contains("c0: \"{\\\"tool_call_id\\\": \\\"\" /(0|[1-9][0-9]{0,3})/ \"\\\", \\\"tool_name\\\": \\\"\" \"get_weather\" \"\\\", \\\"parameters\\\": \" %json {"),
+            "{g}"
+        );
         let text = forced_call(&[weather()], CallMarkers::default());
         assert!(text.starts_with("start: \"<|START_ACTION|>\" "), "{text}");
     }
