@@ -16,7 +16,7 @@ experts with a selection bias and a shared expert; a gpt-oss file: attention sin
 local first layer, biased experts with a clamped SwiGLU; Gemma 4 files (the E models' and the
 26B-A4B's layouts); DeepSeek-V2 files (latent attention in GLM-4.7-Flash's, V2-Lite's and the
 older one-`attn_kv_b` layouts, in Q8_0 and in f32, and as `mistral4`); Qwen3-VL's language models (`qwen3vl`,
-`qwen3vlmoe`: M-RoPE sections, deepstack layers) and Qwen2-VL's (`qwen2vl`); an ERNIE 4.5 MoE file (`ernie4_5-moe`); a Seed-OSS file (`seed_oss`); Qwen3.5 files (`qwen35`: gated delta net layers; `qwen35moe`: with experts and a gated shared expert; Q8_0 and f32); Qwen3-Next files (`qwen3next`: V heads grouped by Q/K head, `ssm_ba`, and the older `ssm_in`); LFM2 files (`lfm2`: short convolutions beside attention; `lfm2moe`: with sigmoid-routed experts after a dense layer); Cohere files (`cohere2`: a LayerNorm read by attention and MLP in parallel, local layers and a global one without rope; `command-r`: every layer global); Granite 4.0 hybrid files (`granitehybrid`: Mamba-2 layers beside attention, dense and with experts) a Granite 3 MoE file (`granitemoe`); Nemotron-H files (`nemotron_h`: Mamba-2, attention and MLP layers; `nemotron_h_moe`: with
+`qwen3vlmoe`: M-RoPE sections, deepstack layers) and Qwen2-VL's (`qwen2vl`); an ERNIE 4.5 MoE file (`ernie4_5-moe`); a Seed-OSS file (`seed_oss`); Qwen3.5 files (`qwen35`: gated delta net layers; `qwen35moe`: with experts and a gated shared expert; Q8_0 and f32); Qwen3-Next files (`qwen3next`: V heads grouped by Q/K head, `ssm_ba`, and the older `ssm_in`); LFM2 files (`lfm2`: short convolutions beside attention; `lfm2moe`: with sigmoid-routed experts after a dense layer); Cohere files (`cohere2`: a LayerNorm read by attention and MLP in parallel, local layers and a global one without rope; `command-r`: every layer global); Qwen2 MoE files (`qwen2moe`: softmax-routed experts, not renormalized, beside a gated shared expert; Q8_0 and f32); Granite 4.0 hybrid files (`granitehybrid`: Mamba-2 layers beside attention, dense and with experts) a Granite 3 MoE file (`granitemoe`); Nemotron-H files (`nemotron_h`: Mamba-2, attention and MLP layers; `nemotron_h_moe`: with
 sigmoid-routed ungated experts beside a shared expert, and with latent projections); and, rewritten by the testkit's
 `requantize` in types candle cannot write, a Llama file all IQ4_NL, a Qwen3 file all IQ4_XS, a
 Qwen3 MoE and a gpt-oss file with MXFP4 experts, a Llama file with each of the IQ1, IQ2, IQ3
@@ -63,6 +63,7 @@ MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf", "tiny-qwen3-yarn-
           "tiny-qwen3next-q8_0.gguf", "tiny-qwen3next-f32.gguf", "tiny-qwen3next-ssm-in-f32.gguf",
           "tiny-lfm2-q8_0.gguf", "tiny-lfm2-f32.gguf", "tiny-lfm2moe-q8_0.gguf", "tiny-lfm2moe-f32.gguf",
           "tiny-cohere2-q8_0.gguf", "tiny-cohere2-f32.gguf", "tiny-command-r-q8_0.gguf",
+          "tiny-qwen2moe-q8_0.gguf", "tiny-qwen2moe-f32.gguf",
           "tiny-granitehybrid-q8_0.gguf", "tiny-granitehybrid-f32.gguf", "tiny-granitehybrid-moe-q8_0.gguf",
           "tiny-granitehybrid-moe-f32.gguf", "tiny-granitemoe-q8_0.gguf",
           "tiny-nemotron_h-q8_0.gguf", "tiny-nemotron_h-f32.gguf",

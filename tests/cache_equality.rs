@@ -101,7 +101,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // Every family, Qwen3.5's MoE files (recurrent layers with experts), Qwen3-Next's (V
     // heads grouped by Q/K head, the older `ssm_in`), Granite 4.0 H-Tiny's (Mamba-2 layers
     // with experts, rope), Nemotron 3 Super's and LFM2-8B-A1B's (short convolutions with
-    // experts).
+    // experts), Qwen2 MoE's (experts beside a gated shared one).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -111,6 +111,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("GraniteHybridMoe".to_string(), TinyModelSpec::granite_hybrid_moe(weights)),
             ("NemotronHMoeLatent".to_string(), TinyModelSpec::nemotron_h_moe(weights, Some(128))),
             ("Lfm2Moe".to_string(), TinyModelSpec::lfm2_moe(weights)),
+            ("Qwen2Moe".to_string(), TinyModelSpec::qwen2_moe(weights)),
         ]);
     specs
         .map(|(name, spec)| {

@@ -318,6 +318,11 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-cohere2-q8_0.gguf", TinyModelSpec::tiny(Family::Cohere, WeightType::Q8_0)),
         ("tiny-cohere2-f32.gguf", TinyModelSpec::tiny(Family::Cohere, WeightType::F32)),
         ("tiny-command-r-q8_0.gguf", command_r(WeightType::Q8_0)),
+        // Qwen2's MoE files (`qwen2moe`, Qwen1.5-MoE's layout): Qwen2's attention with q/k/v
+        // biases, 4 experts (2 per token, softmax over all four, not renormalized) beside a
+        // shared expert twice as wide whose output a sigmoid gates; in f32 too.
+        ("tiny-qwen2moe-q8_0.gguf", TinyModelSpec::qwen2_moe(WeightType::Q8_0)),
+        ("tiny-qwen2moe-f32.gguf", TinyModelSpec::qwen2_moe(WeightType::F32)),
         // Granite 3's MoE files (`granitemoe`): Granite's layer with 4 experts (2 per token).
         ("tiny-granitemoe-q8_0.gguf", granite_moe(WeightType::Q8_0)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)

@@ -7,6 +7,7 @@
 //! |--------|------------------------------|------------|------------|-------------|
 //! | Llama (2, 3.x, Mistral, SmolLM2, TinyLlama) | `llama` | interleaved | no | no |
 //! | Qwen2 / Qwen2.5 | `qwen2` | NeoX (halves) | yes | no |
+//! | Qwen1.5-MoE, Qwen2-57B-A14B | `qwen2moe` | NeoX (halves) | yes | no |
 //! | Qwen3 | `qwen3` | NeoX (halves) | no | yes |
 //! | Gemma 2 | `gemma2` | NeoX (halves) | no | no |
 //! | Gemma 3 | `gemma3` | NeoX (halves) | no | yes |
@@ -52,7 +53,10 @@
 //!
 //! Mixture-of-experts layers (Qwen3 MoE, and Mixtral, which llama.cpp writes as `llama`
 //! with `llama.expert_count`) replace the MLP with a router and `expert_count` expert MLPs,
-//! `expert_used_count` of them per token ([`MoeParams`], `super::moe`).
+//! `expert_used_count` of them per token ([`MoeParams`], `super::moe`). Qwen2's MoE files
+//! (`qwen2moe`, as llama.cpp's `src/models/qwen2moe.cpp`) weight the chosen experts by the
+//! softmax over all of them, not renormalized, and add a shared expert whose output is
+//! multiplied by the sigmoid of one score per token (`ffn_gate_inp_shexp`).
 //!
 //! Gemma 3 also scales the embedding by √hidden, uses a GELU (tanh) gated MLP, normalizes
 //! each block's attention and MLP outputs again (`post_attention_norm`, `post_ffw_norm`), and
@@ -176,12 +180,15 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Llama,
+    /// Qwen2 and Qwen2.5 (and Qwen2-VL's language model, `qwen2vl`); its MoE files
+    /// (`qwen2moe`: Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B) with softmax-routed experts, not
+    /// renormalized, beside a shared expert whose output a sigmoid gates.
     Qwen2,
     /// Qwen3 (dense), and Qwen3-VL's language model (`qwen3vl`: its M-RoPE sections rotate a
     /// text token as plain NeoX rope does, its deepstack adds only to image tokens).
@@ -293,6 +300,9 @@ impl Family {
             "llama" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
+            // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
+            // one (`HParams::moe`).
+            "qwen2moe" => Ok(Self::Qwen2),
             // Qwen3-VL's language model: Qwen3's layer, its M-RoPE the same rotation for text.
             "qwen3" | "qwen3vl" => Ok(Self::Qwen3),
             "qwen3moe" | "qwen3vlmoe" => Ok(Self::Qwen3Moe),
@@ -892,8 +902,8 @@ pub struct MoeParams {
     pub layer_step: usize,
     /// gpt-oss: the router and every expert have biases (required).
     pub biases: bool,
-    /// Qwen3.5: the shared expert's output is multiplied by the sigmoid of one score per token
-    /// (`ffn_gate_inp_shexp`, required).
+    /// Qwen3.5 and Qwen2 MoE: the shared expert's output is multiplied by the sigmoid of one
+    /// score per token (`ffn_gate_inp_shexp`, required).
     pub shared_gate: bool,
     /// Nemotron-H: the experts and the shared expert have no gate: up, squared ReLU, down.
     pub ungated: bool,
@@ -1231,7 +1241,7 @@ impl HParams {
             md_opt_usize(md, &key("rope.scaling.original_context_length"))?.unwrap_or(context_length);
         let rope_scaling = rope_scaling(md, &key, rope_original_context, family, mla.as_ref())?;
         let attn_temperature = attn_temperature(md, &key, family, rope_original_context)?;
-        let moe = moe_params(md, &key, family, [layers, vocab_size])?;
+        let moe = moe_params(md, &key, (family, a), [layers, vocab_size])?;
         let rope_base = md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0);
         let rope_attn_factor = md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0);
         let sliding = family_sliding(md, &key, (family, a), layers, rope_base)?;
@@ -1765,17 +1775,21 @@ fn rope_scaling(
     })
 }
 
-/// The MoE parameters: required for `qwen3moe`; for `llama` when `llama.expert_count` is
-/// above 0 (Mixtral); none for the other families.
+/// The MoE parameters: required for `qwen3moe` and `qwen2moe`; for `llama` when
+/// `llama.expert_count` is above 0 (Mixtral); none for the other families.
 fn moe_params(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
-    family: Family,
+    (family, arch): (Family, &str),
     [layers, vocab]: [usize; 2],
 ) -> Result<Option<MoeParams>, ModelError> {
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+    // Qwen2's MoE files (`qwen2moe`); a `qwen2` file's experts, if it named any, llama.cpp
+    // would not read either.
+    let qwen2moe = family == Family::Qwen2 && arch == "qwen2moe";
     let experts = match family {
         Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => md_usize(md, &key("expert_count"))?,
+        Family::Qwen2 if qwen2moe => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's and Qwen3.5's MoE files.
         // Mixtral; Granite 3's and 4's MoE files.
         Family::Llama
@@ -1808,6 +1822,7 @@ fn moe_params(
             Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => {
                 Err(bad("expert_count", "a MoE model with 0 experts".into()))
             }
+            _ if qwen2moe => Err(bad("expert_count", "a MoE model with 0 experts".into())),
             _ => Ok(None),
         };
     }
@@ -1828,7 +1843,7 @@ fn moe_params(
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
-                Family::Qwen3Moe | Family::Glm4Moe | Family::Qwen35 => ffn / experts_used,
+                Family::Qwen3Moe | Family::Glm4Moe | Family::Qwen35 | Family::Qwen2 => ffn / experts_used,
                 _ => ffn,
             }
         }
@@ -1844,8 +1859,8 @@ fn moe_params(
     let gpt_oss = family == Family::GptOss;
     let gating = moe_gating(md, key, family, [layers, vocab])?;
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
-        // llama.cpp's `lfm2moe` reads no scale.
-        _ if family == Family::Lfm2 => 1.0,
+        // llama.cpp's `lfm2moe` and `qwen2moe` read no scale.
+        _ if matches!(family, Family::Lfm2 | Family::Qwen2) => 1.0,
         None | Some(0.0) => 1.0,
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
         Some(s) => return Err(bad("expert_weights_scale", format!("{s} must be a positive number"))),
@@ -1862,7 +1877,9 @@ fn moe_params(
             Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH => {
                 md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false)
             }
-            Family::GptOss => false,
+            // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's weights are the
+            // softmax over all experts, as its Hugging Face code (`norm_topk_prob` false).
+            Family::GptOss | Family::Qwen2 => false,
             _ => true,
         },
         weights_scale,
@@ -1870,7 +1887,7 @@ fn moe_params(
         dense_leading,
         layer_step,
         biases: gpt_oss,
-        shared_gate: family == Family::Qwen35,
+        shared_gate: matches!(family, Family::Qwen35 | Family::Qwen2),
         ungated: family == Family::NemotronH,
         latent: match md_opt_usize(md, &key("moe_latent_size"))? {
             None | Some(0) => None,
@@ -1894,7 +1911,7 @@ fn moe_gating(
         // llama.cpp's gpt-oss graph routes so whatever the file says; its Gemma 4 graph by a
         // softmax.
         _ if gpt_oss => MoeGating::SoftmaxWeight,
-        _ if matches!(family, Family::Gemma4 | Family::Ernie45) => MoeGating::Softmax,
+        _ if matches!(family, Family::Gemma4 | Family::Ernie45 | Family::Qwen2) => MoeGating::Softmax,
         // llama.cpp's Nemotron-H graph routes by sigmoid whatever the file says.
         _ if family == Family::NemotronH => MoeGating::Sigmoid,
         // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid).
@@ -1933,9 +1950,10 @@ fn moe_layers(
     let leading = || -> Result<usize, ModelError> { Ok(md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0)) };
     Ok(match family {
         Family::Glm4Moe | Family::DeepSeek2 => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
-        // Qwen3.5's MoE files: a shared expert of `expert_shared_feed_forward_length`, else of
-        // `feed_forward_length` (llama.cpp's fallback), in every layer.
-        Family::Qwen35 => {
+        // Qwen3.5's and Qwen2's MoE files: a shared expert of
+        // `expert_shared_feed_forward_length`, else of `feed_forward_length` (llama.cpp's
+        // fallback), in every layer.
+        Family::Qwen35 | Family::Qwen2 => {
             let shared = match md_opt_usize(md, &key("expert_shared_feed_forward_length"))? {
                 Some(f) => f,
                 None => md_usize(md, &key("feed_forward_length"))?,
@@ -2263,6 +2281,37 @@ mod tests {
         assert!(HParams::from_metadata(&md("ernie4_5-moe", &zero), Some(100)).is_err());
         // A dense ERNIE file has none.
         assert_eq!(HParams::from_metadata(&md("ernie4_5", &[]), Some(100)).unwrap().moe, None);
+    }
+
+    /// Qwen2's MoE files: experts required, softmax routing whatever the file says, the
+    /// chosen weights neither renormalized nor scaled, a gated shared expert of its own width
+    /// (else `feed_forward_length`), the experts' width else `feed_forward_length / used`. A
+    /// `qwen2` file's experts are not read, as llama.cpp's `qwen2` graph reads none.
+    #[test]
+    fn qwen2moe_reads_its_experts_and_gated_shared_expert() {
+        let u = |x: u32| Value::U32(x);
+        let base = [
+            ("expert_count", u(60)),
+            ("expert_used_count", u(4)),
+            ("expert_feed_forward_length", u(1408)),
+            ("expert_shared_feed_forward_length", u(5632)),
+            ("expert_gating_func", u(2)),
+            ("expert_weights_scale", Value::F32(2.0)),
+        ];
+        let hp = HParams::from_metadata(&md("qwen2moe", &base), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style), (Family::Qwen2, RopeStyle::Neox));
+        let m = hp.moe.unwrap();
+        assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.shared_ffn), (60, 4, 1408, 5632));
+        assert_eq!((m.gating, m.normalize, m.weights_scale, m.shared_gate), (MoeGating::Softmax, false, 1.0, true));
+        assert_eq!((m.dense_leading, m.layer_step, m.biases, m.ungated), (0, 1, false, false));
+        let fallback = HParams::from_metadata(&md("qwen2moe", &base[..2]), Some(100)).unwrap().moe.unwrap();
+        assert_eq!((fallback.expert_ffn, fallback.shared_ffn), (512 / 4, 512));
+        assert!(matches!(
+            HParams::from_metadata(&md("qwen2moe", &[]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "qwen2moe.expert_count"
+        ));
+        assert_eq!(bad_key(&md("qwen2moe", &[("expert_count", u(0)), ("expert_used_count", u(0))])), "qwen2moe.expert_count");
+        assert_eq!(HParams::from_metadata(&md("qwen2", &base), Some(100)).unwrap().moe, None);
     }
 
     #[test]

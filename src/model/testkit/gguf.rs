@@ -338,6 +338,25 @@ impl TinyModelSpec {
         }
     }
 
+    /// Qwen2's MoE files (`qwen2moe`: Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): the tiny Qwen2's
+    /// layers with 4 experts of 128 (2 per token, softmax, not renormalized) beside a shared
+    /// expert twice their width whose output a sigmoid gates; its own output projection (the
+    /// architecture requires one).
+    pub fn qwen2_moe(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("qwen2moe"),
+            ffn: 128,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            tie_embeddings: false,
+            seed: 25,
+            ..Self::tiny(Family::Qwen2, weight_type)
+        }
+    }
+
     /// LFM2-8B-A1B's layout (`lfm2moe`): the tiny LFM2's layers, each MLP after the first 4
     /// experts of 128 (2 per token, sigmoid-routed with a selection bias, renormalized).
     pub fn lfm2_moe(weight_type: WeightType) -> Self {
@@ -745,6 +764,9 @@ fn mlp_tensors(
             if spec.family == Family::GptOss {
                 t.extend(gpt_oss_expert_biases(layer, d, f, m.experts, moe_rng)?);
             }
+            if spec.family == Family::Qwen2 {
+                t.extend(gated_shared_expert(layer, d, QWEN2_MOE_SHARED * f, wt, moe_rng)?);
+            }
             return Ok(t);
         }
         None => {}
@@ -766,6 +788,23 @@ fn mlp_tensors(
         .zip(dense)
         .map(|((name, (rows, cols)), w)| quantized(name, w, rows, cols))
         .collect()
+}
+
+/// Qwen2 MoE's tiny files: the shared expert is this many experts wide.
+const QWEN2_MOE_SHARED: usize = 2;
+
+/// Qwen2 MoE's shared expert of width `f` and its gate's scores (f32: one per token).
+fn gated_shared_expert(layer: usize, d: usize, f: usize, wt: GgmlDType, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+    let cpu = Device::Cpu;
+    let n = |s: &str| format!("blk.{layer}.{s}");
+    let mut out = Vec::new();
+    for (name, (rows, cols)) in [("ffn_gate_shexp", (f, d)), ("ffn_up_shexp", (f, d)), ("ffn_down_shexp", (d, f))] {
+        let t = Tensor::from_vec(rng.matrix(rows, cols, 1.0), (rows, cols), &cpu)?;
+        out.push((n(&format!("{name}.weight")), QTensor::quantize(&t, wt)?));
+    }
+    let gate = Tensor::from_vec(rng.matrix(1, d, 1.0), d, &cpu)?;
+    out.push((n("ffn_gate_inp_shexp.weight"), QTensor::quantize(&gate, GgmlDType::F32)?));
+    Ok(out)
 }
 
 /// GLM-4.5's and ERNIE 4.5 MoE's tiny files: the first this-many layers dense.
@@ -900,6 +939,10 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
             md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
             md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
             md.push((format!("{arch}.expert_gating_func"), u32v(2)));
+        }
+        if spec.family == Family::Qwen2 {
+            // Qwen2 MoE's: its shared expert's own width.
+            md.push((format!("{arch}.expert_shared_feed_forward_length"), u32v(QWEN2_MOE_SHARED * spec.ffn)));
         }
         if spec.family == Family::Ernie45 {
             // ERNIE 4.5's: softmax with a selection bias, renormalized; a shared expert of its
