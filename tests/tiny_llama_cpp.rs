@@ -53,7 +53,7 @@ use hearth::config::KvDtype;
 use hearth::model::gguf::GgufFile;
 use hearth::model::hparams::Family;
 use hearth::model::gguf::types::GgmlType;
-use hearth::model::testkit::{requantize, write_model, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
+use hearth::model::testkit::{requantize, write_model, TinyLongRope, TinyModelSpec, TinyMoe, TinyVocab, VocabStyle, WeightType};
 use hearth::model::Transformer;
 use serde_json::Value;
 
@@ -323,6 +323,11 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // shared expert twice as wide whose output a sigmoid gates; in f32 too.
         ("tiny-qwen2moe-q8_0.gguf", TinyModelSpec::qwen2_moe(WeightType::Q8_0)),
         ("tiny-qwen2moe-f32.gguf", TinyModelSpec::qwen2_moe(WeightType::F32)),
+        // EXAONE 3.5's (`exaone`): Llama's layer with NeoX pairs and Llama 3.1's rope divisors.
+        // InternLM2's (`internlm2`): Llama's layer.
+        ("tiny-exaone-q8_0.gguf", exaone(WeightType::Q8_0)),
+        ("tiny-exaone-f32.gguf", exaone(WeightType::F32)),
+        ("tiny-internlm2-q8_0.gguf", internlm2(WeightType::Q8_0)),
         // Granite 3's MoE files (`granitemoe`): Granite's layer with 4 experts (2 per token).
         ("tiny-granitemoe-q8_0.gguf", granite_moe(WeightType::Q8_0)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)
@@ -387,6 +392,36 @@ fn command_r(weight_type: WeightType) -> TinyModelSpec {
         layers: 2,
         sliding_window: None,
         ..TinyModelSpec::tiny(Family::Cohere, weight_type)
+    }
+}
+
+/// EXAONE 3.5's files (`exaone`, and EXAONE Deep's): Llama's layer rotating NeoX pairs,
+/// with Llama 3.1-style per-frequency divisors (`rope_freqs`, as its files carry), its
+/// pre-tokenizer (digits one by one); its own output projection.
+fn exaone(weight_type: WeightType) -> TinyModelSpec {
+    // 1 for the fast frequencies, 8 for the slow ones, a ramp between (as Llama 3.1's).
+    let divisors = (0..32).map(|i: u8| match i {
+        0..=11 => 1.0,
+        12..=19 => 1.0 + f32::from(i - 11) * 7.0 / 9.0,
+        _ => 8.0,
+    });
+    TinyModelSpec {
+        arch: Some("exaone"),
+        vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "exaone" }),
+        rope_freqs: Some(divisors.collect()),
+        rope_base: 1_000_000.0,
+        seed: 26,
+        ..TinyModelSpec::tiny(Family::Llama, weight_type)
+    }
+}
+
+/// InternLM2's files (`internlm2`): Llama's layer under its own name, SentencePiece vocabulary.
+fn internlm2(weight_type: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        arch: Some("internlm2"),
+        vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+        seed: 27,
+        ..TinyModelSpec::tiny(Family::Llama, weight_type)
     }
 }
 

@@ -6,6 +6,8 @@
 //! | family | GGUF `general.architecture` | rope pairs | q/k/v bias | q/k RMSNorm |
 //! |--------|------------------------------|------------|------------|-------------|
 //! | Llama (2, 3.x, Mistral, SmolLM2, TinyLlama) | `llama` | interleaved | no | no |
+//! | InternLM2, InternLM2.5 | `internlm2` | interleaved | no | no |
+//! | EXAONE 3.5, EXAONE Deep | `exaone` | NeoX (halves) | no | no |
 //! | Qwen2 / Qwen2.5 | `qwen2` | NeoX (halves) | yes | no |
 //! | Qwen1.5-MoE, Qwen2-57B-A14B | `qwen2moe` | NeoX (halves) | yes | no |
 //! | Qwen3 | `qwen3` | NeoX (halves) | no | yes |
@@ -180,7 +182,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,7 +299,9 @@ impl Family {
 
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
         match arch {
-            "llama" => Ok(Self::Llama),
+            // InternLM2 and EXAONE 3.5 (and EXAONE Deep): Llama's layer under names of their own
+            // (EXAONE's rotates NeoX pairs: `HParams::rope_style`).
+            "llama" | "internlm2" | "exaone" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -1276,7 +1280,7 @@ impl HParams {
             kv_heads: local.kv_heads,
             head_dim: local.head_dim,
             rope_dims: local.rope_dims,
-            rope_style: rope_style(md, &key, family)?,
+            rope_style: rope_style(md, &key, (family, a))?,
             ffn,
             moe,
             mtp_layers,
@@ -1604,8 +1608,12 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// The file's rope pairing: the family's, except that a GLM-4 file with M-RoPE sections
 /// (`rope.dimension_sections`, not all 0) rotates NeoX pairs, as llama.cpp's
 /// `llama_model_rope_type` decides (`LLAMA_ROPE_TYPE_MROPE`; its converter permuted Q and K
-/// for it, and a text token's position is the same in every section).
-fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, family: Family) -> Result<RopeStyle, ModelError> {
+/// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
+/// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
+fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
+    if arch == "exaone" {
+        return Ok(RopeStyle::Neox);
+    }
     if family != Family::Glm4 {
         // Only GLM-4's pairing depends on the file (glm4moe's is NeoX with or without sections).
         return Ok(family.rope_style());
@@ -2281,6 +2289,15 @@ mod tests {
         assert!(HParams::from_metadata(&md("ernie4_5-moe", &zero), Some(100)).is_err());
         // A dense ERNIE file has none.
         assert_eq!(HParams::from_metadata(&md("ernie4_5", &[]), Some(100)).unwrap().moe, None);
+    }
+
+    /// InternLM2's and EXAONE 3.5's files are Llama's layer; EXAONE's rotates NeoX pairs.
+    #[test]
+    fn internlm2_and_exaone_read_as_llama() {
+        for (arch, style) in [("internlm2", RopeStyle::Interleaved), ("exaone", RopeStyle::Neox), ("llama", RopeStyle::Interleaved)] {
+            let hp = HParams::from_metadata(&md(arch, &[]), Some(100)).unwrap();
+            assert_eq!((hp.family, hp.rope_style, hp.moe), (Family::Llama, style, None), "{arch}");
+        }
     }
 
     /// Qwen2's MoE files: experts required, softmax routing whatever the file says, the

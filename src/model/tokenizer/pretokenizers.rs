@@ -121,7 +121,7 @@ impl PreKind {
             "qwen2" | "deepseek-r1-qwen" | "megrez" | "kormo" => Self::Qwen2,
             "qwen35" => Self::Qwen35,
             "stablelm2" => Self::StableLm2,
-            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" => Self::DigitsGpt2,
+            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" => Self::DigitsGpt2,
             // GLM-4-9B-chat's (`chatglm-bpe`): the same regex without ignore_merges.
             "dbrx" | "smaug-bpe" | "chatglm-bpe" => Self::Cl100k,
             "tekken" => Self::Tekken,
