@@ -101,7 +101,8 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // Every family, Qwen3.5's MoE files (recurrent layers with experts), Qwen3-Next's (V
     // heads grouped by Q/K head, the older `ssm_in`), Granite 4.0 H-Tiny's (Mamba-2 layers
     // with experts, rope), Nemotron 3 Super's and LFM2-8B-A1B's (short convolutions with
-    // experts), Qwen2 MoE's (experts beside a gated shared one).
+    // experts), Qwen2 MoE's (experts beside a gated shared one),
+    // OLMoE's (whole Q/K norms).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -112,6 +113,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("NemotronHMoeLatent".to_string(), TinyModelSpec::nemotron_h_moe(weights, Some(128))),
             ("Lfm2Moe".to_string(), TinyModelSpec::lfm2_moe(weights)),
             ("Qwen2Moe".to_string(), TinyModelSpec::qwen2_moe(weights)),
+            ("OlMoE".to_string(), TinyModelSpec::olmoe(weights)),
         ]);
     specs
         .map(|(name, spec)| {

@@ -323,6 +323,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // shared expert twice as wide whose output a sigmoid gates; in f32 too.
         ("tiny-qwen2moe-q8_0.gguf", TinyModelSpec::qwen2_moe(WeightType::Q8_0)),
         ("tiny-qwen2moe-f32.gguf", TinyModelSpec::qwen2_moe(WeightType::F32)),
+        // OLMoE's (`olmoe`): Qwen3 MoE's layer with Q and K normalized whole, 4 experts (2 per
+        // token, softmax, not renormalized) of `feed_forward_length`; in f32 too.
+        ("tiny-olmoe-q8_0.gguf", TinyModelSpec::olmoe(WeightType::Q8_0)),
+        ("tiny-olmoe-f32.gguf", TinyModelSpec::olmoe(WeightType::F32)),
         // EXAONE 3.5's (`exaone`): Llama's layer with NeoX pairs and Llama 3.1's rope divisors.
         // InternLM2's (`internlm2`): Llama's layer.
         ("tiny-exaone-q8_0.gguf", exaone(WeightType::Q8_0)),

@@ -14,6 +14,7 @@
 //! | Gemma 2 | `gemma2` | NeoX (halves) | no | no |
 //! | Gemma 3 | `gemma3` | NeoX (halves) | no | yes |
 //! | Qwen3 MoE | `qwen3moe` | NeoX (halves) | no | yes |
+//! | OLMoE | `olmoe` | NeoX (halves) | no | yes (whole Q and K) |
 //! | Phi-3, Phi-3.5, Phi-4 | `phi3` | NeoX (halves) | no | no |
 //! | Ministral 3 | `mistral3` | interleaved | no | no |
 //! | SmolLM3 | `smollm3` | interleaved (every fourth layer none) | no | no |
@@ -182,7 +183,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,7 +310,9 @@ impl Family {
             "qwen2moe" => Ok(Self::Qwen2),
             // Qwen3-VL's language model: Qwen3's layer, its M-RoPE the same rotation for text.
             "qwen3" | "qwen3vl" => Ok(Self::Qwen3),
-            "qwen3moe" | "qwen3vlmoe" => Ok(Self::Qwen3Moe),
+            // OLMoE (`olmoe`): the same layer with Q and K normalized whole, its experts' weights
+            // not renormalized (`HParams::qk_norm_whole`, `MoeParams::normalize`).
+            "qwen3moe" | "qwen3vlmoe" | "olmoe" => Ok(Self::Qwen3Moe),
             "gemma2" => Ok(Self::Gemma2),
             "gemma3" => Ok(Self::Gemma3),
             "phi3" => Ok(Self::Phi3),
@@ -506,6 +509,9 @@ pub struct HParams {
     /// Cohere: the attention and the MLP both read the attention norm's output, and both add
     /// to the residual (`x + mlp(n(x)) + attn(n(x))`); the layer has no MLP norm.
     pub parallel_block: bool,
+    /// OLMo 2 and OLMoE: the Q and K norms (`attn_q_norm`, `attn_k_norm`) run over all the
+    /// heads' values of a token at once, not over each head's.
+    pub qk_norm_whole: bool,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
     /// `rope.scaling.attn_factor`: multiplies every rope cos and sin (llama.cpp's
@@ -1289,6 +1295,7 @@ impl HParams {
             rms_eps: norm_eps(md, &key, family)?,
             norm: if family == Family::Cohere { NormKind::Layer } else { NormKind::Rms },
             parallel_block: family == Family::Cohere,
+            qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
             rope_base,
             rope_scaling,
             rope_attn_factor,
@@ -1795,6 +1802,9 @@ fn moe_params(
     // Qwen2's MoE files (`qwen2moe`); a `qwen2` file's experts, if it named any, llama.cpp
     // would not read either.
     let qwen2moe = family == Family::Qwen2 && arch == "qwen2moe";
+    // OLMoE: Qwen3 MoE's layer whose router's softmax weights are neither renormalized nor
+    // scaled, and whose experts are `feed_forward_length` wide (llama.cpp's `olmoe` graph).
+    let olmoe = arch == "olmoe";
     let experts = match family {
         Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => md_usize(md, &key("expert_count"))?,
         Family::Qwen2 if qwen2moe => md_usize(md, &key("expert_count"))?,
@@ -1851,6 +1861,7 @@ fn moe_params(
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
+                _ if olmoe => ffn,
                 Family::Qwen3Moe | Family::Glm4Moe | Family::Qwen35 | Family::Qwen2 => ffn / experts_used,
                 _ => ffn,
             }
@@ -1868,7 +1879,7 @@ fn moe_params(
     let gating = moe_gating(md, key, family, [layers, vocab])?;
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
         // llama.cpp's `lfm2moe` and `qwen2moe` read no scale.
-        _ if matches!(family, Family::Lfm2 | Family::Qwen2) => 1.0,
+        _ if matches!(family, Family::Lfm2 | Family::Qwen2) || olmoe => 1.0,
         None | Some(0.0) => 1.0,
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
         Some(s) => return Err(bad("expert_weights_scale", format!("{s} must be a positive number"))),
@@ -1888,6 +1899,7 @@ fn moe_params(
             // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's weights are the
             // softmax over all experts, as its Hugging Face code (`norm_topk_prob` false).
             Family::GptOss | Family::Qwen2 => false,
+            _ if olmoe => false,
             _ => true,
         },
         weights_scale,
@@ -2289,6 +2301,28 @@ mod tests {
         assert!(HParams::from_metadata(&md("ernie4_5-moe", &zero), Some(100)).is_err());
         // A dense ERNIE file has none.
         assert_eq!(HParams::from_metadata(&md("ernie4_5", &[]), Some(100)).unwrap().moe, None);
+    }
+
+    /// OLMoE's files: Qwen3 MoE's layer with Q and K normalized whole, experts required and of
+    /// `feed_forward_length` (not divided by the experts used), weights neither renormalized nor
+    /// scaled; a `qwen3moe` file keeps its per-head norms and renormalized weights.
+    #[test]
+    fn olmoe_reads_whole_qk_norms_and_unnormalized_experts() {
+        let u = |x: u32| Value::U32(x);
+        let experts = [("expert_count", u(64)), ("expert_used_count", u(8)), ("expert_weights_scale", Value::F32(2.0))];
+        let hp = HParams::from_metadata(&md("olmoe", &experts), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.qk_norm_whole), (Family::Qwen3Moe, RopeStyle::Neox, true));
+        let m = hp.moe.unwrap();
+        assert_eq!((m.experts, m.experts_used, m.expert_ffn), (64, 8, 512));
+        assert_eq!((m.gating, m.normalize, m.weights_scale, m.shared_ffn), (MoeGating::Softmax, false, 1.0, 0));
+        assert!(matches!(
+            HParams::from_metadata(&md("olmoe", &[]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "olmoe.expert_count"
+        ));
+        let qwen = HParams::from_metadata(&md("qwen3moe", &experts), Some(100)).unwrap();
+        let m = qwen.moe.unwrap();
+        assert_eq!((qwen.qk_norm_whole, m.expert_ffn, m.normalize), (false, 512 / 8, true));
+        assert!(HParams::from_metadata(&md("olmo2", &[]), Some(100)).unwrap().qk_norm_whole);
     }
 
     /// InternLM2's and EXAONE 3.5's files are Llama's layer; EXAONE's rotates NeoX pairs.

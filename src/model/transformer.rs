@@ -863,8 +863,8 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         (true, false) => load_qkv(file, &n, [q_dim, kv_dim, d], device)?,
     };
     let bias = load_qkv_bias(file, &n, [q_dim, kv_dim], device)?;
-    // OLMo 2 normalizes Q and K whole (over every head), the others per head.
-    let qk_norm_whole = hp.family == Family::Olmo2;
+    // OLMo 2 and OLMoE normalize Q and K whole (over every head), the others per head.
+    let qk_norm_whole = hp.qk_norm_whole;
     let (q_norm_len, k_norm_len) = if qk_norm_whole { (q_dim, kv_dim) } else { (hd, hd) };
     let has_q_norm = file.has_tensor(&n("attn_q_norm.weight"));
     if has_q_norm && hp.family == Family::Cohere {

@@ -338,6 +338,21 @@ impl TinyModelSpec {
         }
     }
 
+    /// OLMoE's files (`olmoe`: OLMoE-1B-7B): the tiny Qwen3 MoE's layers with Q and K
+    /// normalized whole and 4 experts of `feed_forward_length` (2 per token, softmax, not
+    /// renormalized); its own output projection; as many K/V heads as query heads (llama.cpp
+    /// reads `attn_k_norm` as wide as the embedding).
+    pub fn olmoe(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("olmoe"),
+            kv_heads: 4,
+            ffn: 128,
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "olmo" }),
+            seed: 28,
+            ..Self::tiny(Family::Qwen3Moe, weight_type)
+        }
+    }
+
     /// Qwen2's MoE files (`qwen2moe`: Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): the tiny Qwen2's
     /// layers with 4 experts of 128 (2 per token, softmax, not renormalized) beside a shared
     /// expert twice their width whose output a sigmoid gates; its own output projection (the
@@ -929,7 +944,8 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     if let Some(m) = spec.moe {
         md.push((format!("{arch}.expert_count"), u32v(m.experts)));
         md.push((format!("{arch}.expert_used_count"), u32v(m.used)));
-        if spec.family != Family::Llama {
+        // (Mixtral's and OLMoE's experts are `feed_forward_length` wide.)
+        if spec.family != Family::Llama && arch != "olmoe" {
             md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
         }
         if spec.family == Family::Glm4Moe {
@@ -1087,11 +1103,13 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             // Sink logits about as large as the scores: each takes a real share of its head.
             tensors.push(vector(n("attn_sinks.weight"), rng.around(spec.heads, 0.0, 2.0))?);
         }
-        if matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe) {
+        // (OLMoE's are over all of Q and all of K, as OLMo 2's.)
+        let olmoe = spec.arch == Some("olmoe");
+        if matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe) && !olmoe {
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1))?);
         }
-        if spec.family == Family::Olmo2 {
+        if spec.family == Family::Olmo2 || olmoe {
             // Over all of Q and all of K.
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(q_dim, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(kv_dim, 1.0, 0.1))?);
