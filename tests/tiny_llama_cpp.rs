@@ -332,6 +332,9 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-exaone-q8_0.gguf", exaone(WeightType::Q8_0)),
         ("tiny-exaone-f32.gguf", exaone(WeightType::F32)),
         ("tiny-internlm2-q8_0.gguf", internlm2(WeightType::Q8_0)),
+        // Arcee's AFM (`arcee`): Llama's layer with an ungated squared-ReLU MLP; in f32 too.
+        ("tiny-arcee-q8_0.gguf", arcee(WeightType::Q8_0)),
+        ("tiny-arcee-f32.gguf", arcee(WeightType::F32)),
         // Granite 3's MoE files (`granitemoe`): Granite's layer with 4 experts (2 per token).
         ("tiny-granitemoe-q8_0.gguf", granite_moe(WeightType::Q8_0)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)
@@ -415,6 +418,15 @@ fn exaone(weight_type: WeightType) -> TinyModelSpec {
         rope_freqs: Some(divisors.collect()),
         rope_base: 1_000_000.0,
         seed: 26,
+        ..TinyModelSpec::tiny(Family::Llama, weight_type)
+    }
+}
+
+/// Arcee's AFM files (`arcee`): Llama's layer whose MLP is up, squared ReLU, down.
+fn arcee(weight_type: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        arch: Some("arcee"),
+        seed: 29,
         ..TinyModelSpec::tiny(Family::Llama, weight_type)
     }
 }

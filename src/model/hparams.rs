@@ -8,6 +8,7 @@
 //! | Llama (2, 3.x, Mistral, SmolLM2, TinyLlama) | `llama` | interleaved | no | no |
 //! | InternLM2, InternLM2.5 | `internlm2` | interleaved | no | no |
 //! | EXAONE 3.5, EXAONE Deep | `exaone` | NeoX (halves) | no | no |
+//! | Arcee AFM (4.5B; its MLP up, squared ReLU, down) | `arcee` | interleaved | no | no |
 //! | Qwen2 / Qwen2.5 | `qwen2` | NeoX (halves) | yes | no |
 //! | Qwen1.5-MoE, Qwen2-57B-A14B | `qwen2moe` | NeoX (halves) | yes | no |
 //! | Qwen3 | `qwen3` | NeoX (halves) | no | yes |
@@ -183,7 +184,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,7 +303,8 @@ impl Family {
         match arch {
             // InternLM2 and EXAONE 3.5 (and EXAONE Deep): Llama's layer under names of their own
             // (EXAONE's rotates NeoX pairs: `HParams::rope_style`).
-            "llama" | "internlm2" | "exaone" => Ok(Self::Llama),
+            // Arcee's AFM (`arcee`): Llama's layer whose MLP has no gate (`HParams::ungated_mlp`).
+            "llama" | "internlm2" | "exaone" | "arcee" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -512,6 +514,8 @@ pub struct HParams {
     /// OLMo 2 and OLMoE: the Q and K norms (`attn_q_norm`, `attn_k_norm`) run over all the
     /// heads' values of a token at once, not over each head's.
     pub qk_norm_whole: bool,
+    /// Nemotron-H and Arcee's AFM: each dense MLP is up, squared ReLU, down (no `ffn_gate`).
+    pub ungated_mlp: bool,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
     /// `rope.scaling.attn_factor`: multiplies every rope cos and sin (llama.cpp's
@@ -1296,6 +1300,7 @@ impl HParams {
             norm: if family == Family::Cohere { NormKind::Layer } else { NormKind::Rms },
             parallel_block: family == Family::Cohere,
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
+            ungated_mlp: family == Family::NemotronH || a == "arcee",
             rope_base,
             rope_scaling,
             rope_attn_factor,
@@ -2325,12 +2330,18 @@ mod tests {
         assert!(HParams::from_metadata(&md("olmo2", &[]), Some(100)).unwrap().qk_norm_whole);
     }
 
-    /// InternLM2's and EXAONE 3.5's files are Llama's layer; EXAONE's rotates NeoX pairs.
+    /// InternLM2's, EXAONE 3.5's and Arcee's files are Llama's layer; EXAONE's rotates NeoX
+    /// pairs, Arcee's MLP has no gate.
     #[test]
-    fn internlm2_and_exaone_read_as_llama() {
-        for (arch, style) in [("internlm2", RopeStyle::Interleaved), ("exaone", RopeStyle::Neox), ("llama", RopeStyle::Interleaved)] {
+    fn internlm2_exaone_and_arcee_read_as_llama() {
+        for (arch, style, ungated) in [
+            ("internlm2", RopeStyle::Interleaved, false),
+            ("exaone", RopeStyle::Neox, false),
+            ("arcee", RopeStyle::Interleaved, true),
+            ("llama", RopeStyle::Interleaved, false),
+        ] {
             let hp = HParams::from_metadata(&md(arch, &[]), Some(100)).unwrap();
-            assert_eq!((hp.family, hp.rope_style, hp.moe), (Family::Llama, style, None), "{arch}");
+            assert_eq!((hp.family, hp.rope_style, hp.moe, hp.ungated_mlp), (Family::Llama, style, None, ungated), "{arch}");
         }
     }
 

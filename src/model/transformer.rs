@@ -89,7 +89,7 @@ pub(super) struct Mlp {
 
 impl Mlp {
     pub(super) fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
-        // Nemotron-H's has no gate: a squared ReLU of up.
+        // Nemotron-H's and Arcee's have no gate: a squared ReLU of up.
         self.down.forward(&super::moe::activated(&self.gate_up.forward(h)?, act)?)
     }
 }
@@ -955,7 +955,7 @@ fn load_gate_up(
     if matches!(hp.family, Family::Phi3 | Family::Glm4) {
         return file.tensor_row_split(&n("ffn_up.weight"), &[f, f], d, device);
     }
-    if hp.family == Family::NemotronH {
+    if hp.ungated_mlp {
         return Ok(vec![load_2d(file, &n("ffn_up.weight"), [f, d], device)?]);
     }
     Ok(vec![

@@ -790,6 +790,11 @@ fn mlp_tensors(
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
+    if let (Some("arcee"), [_, up, down]) = (spec.arch, dense.as_slice()) {
+        // Arcee's MLP has no gate (its draw is left unused, so the other tensors are the
+        // Llama file's).
+        return Ok(vec![quantized("ffn_up", up.clone(), f, d)?, quantized("ffn_down", down.clone(), d, f)?]);
+    }
     if let (Family::Phi3 | Family::Glm4, [gate, up, down]) = (spec.family, dense.as_slice()) {
         // One `ffn_up` of 2·ffn rows: the gate's, then the up projection's.
         return Ok(vec![
