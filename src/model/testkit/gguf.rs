@@ -791,8 +791,8 @@ fn mlp_tensors(
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
     if let (Some("arcee"), [_, up, down]) = (spec.arch, dense.as_slice()) {
-        // Arcee's MLP has no gate (its draw is left unused, so the other tensors are the
-        // Llama file's).
+        // Arcee's MLP has no gate (the gate's draw is left unused, so the draws after it
+        // keep their order).
         return Ok(vec![quantized("ffn_up", up.clone(), f, d)?, quantized("ffn_down", down.clone(), d, f)?]);
     }
     if let (Family::Phi3 | Family::Glm4, [gate, up, down]) = (spec.family, dense.as_slice()) {
@@ -815,15 +815,9 @@ const QWEN2_MOE_SHARED: usize = 2;
 
 /// Qwen2 MoE's shared expert of width `f` and its gate's scores (f32: one per token).
 fn gated_shared_expert(layer: usize, d: usize, f: usize, wt: GgmlDType, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
-    let cpu = Device::Cpu;
-    let n = |s: &str| format!("blk.{layer}.{s}");
-    let mut out = Vec::new();
-    for (name, (rows, cols)) in [("ffn_gate_shexp", (f, d)), ("ffn_up_shexp", (f, d)), ("ffn_down_shexp", (d, f))] {
-        let t = Tensor::from_vec(rng.matrix(rows, cols, 1.0), (rows, cols), &cpu)?;
-        out.push((n(&format!("{name}.weight")), QTensor::quantize(&t, wt)?));
-    }
-    let gate = Tensor::from_vec(rng.matrix(1, d, 1.0), d, &cpu)?;
-    out.push((n("ffn_gate_inp_shexp.weight"), QTensor::quantize(&gate, GgmlDType::F32)?));
+    let mut out = shared_expert(layer, d, f, wt, rng)?;
+    let gate = Tensor::from_vec(rng.matrix(1, d, 1.0), d, &Device::Cpu)?;
+    out.push((format!("blk.{layer}.ffn_gate_inp_shexp.weight"), QTensor::quantize(&gate, GgmlDType::F32)?));
     Ok(out)
 }
 
@@ -850,11 +844,19 @@ fn glm4moe_extras(
     let n = |s: &str| format!("blk.{layer}.{s}");
     let bias = Tensor::from_vec(rng.around(experts, 0.0, 0.3), experts, &cpu)?;
     let mut out = vec![(n("exp_probs_b.bias"), QTensor::quantize(&bias, GgmlDType::F32)?)];
-    for (name, (rows, cols)) in [("ffn_gate_shexp", (f, d)), ("ffn_up_shexp", (f, d)), ("ffn_down_shexp", (d, f))] {
-        let t = Tensor::from_vec(rng.matrix(rows, cols, 1.0), (rows, cols), &cpu)?;
-        out.push((n(&format!("{name}.weight")), QTensor::quantize(&t, wt)?));
-    }
+    out.extend(shared_expert(layer, d, f, wt, rng)?);
     Ok(out)
+}
+
+/// Layer `layer`'s shared expert of width `f` (`ffn_{gate,up,down}_shexp`).
+fn shared_expert(layer: usize, d: usize, f: usize, wt: GgmlDType, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+    [("ffn_gate_shexp", (f, d)), ("ffn_up_shexp", (f, d)), ("ffn_down_shexp", (d, f))]
+        .into_iter()
+        .map(|(name, (rows, cols))| {
+            let t = Tensor::from_vec(rng.matrix(rows, cols, 1.0), (rows, cols), &Device::Cpu)?;
+            Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
+        })
+        .collect()
 }
 
 /// gpt-oss's router and expert biases (f32, as its files store them): spread so that they change
@@ -1015,6 +1017,10 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.final_logit_softcapping"), Value::F32(last)));
     }
     if let Some(l) = &spec.longrope {
+        // (MiniCPM4's files name the scaling; llama.cpp reads their factors only then.)
+        if arch == "minicpm" {
+            md.push((format!("{arch}.rope.scaling.type"), Value::String("longrope".into())));
+        }
         md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(l.original_context)));
         md.push((format!("{arch}.rope.scaling.attn_factor"), Value::F32(l.attn_factor)));
     }
