@@ -332,6 +332,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-exaone-q8_0.gguf", exaone(WeightType::Q8_0)),
         ("tiny-exaone-f32.gguf", exaone(WeightType::F32)),
         ("tiny-internlm2-q8_0.gguf", internlm2(WeightType::Q8_0)),
+        // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
+        // and its older files' defaults.
+        ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),
+        ("tiny-minicpm-defaults-f32.gguf", minicpm(false, WeightType::F32)),
         // Arcee's AFM (`arcee`): Llama's layer with an ungated squared-ReLU MLP; in f32 too.
         ("tiny-arcee-q8_0.gguf", arcee(WeightType::Q8_0)),
         ("tiny-arcee-f32.gguf", arcee(WeightType::F32)),
@@ -419,6 +423,31 @@ fn exaone(weight_type: WeightType) -> TinyModelSpec {
         rope_base: 1_000_000.0,
         seed: 26,
         ..TinyModelSpec::tiny(Family::Llama, weight_type)
+    }
+}
+
+/// MiniCPM's files (`minicpm`): Granite's layer with a SentencePiece vocabulary, rope on.
+/// With `keys`, MiniCPM4's: the tiny Granite's four multiplier keys (its `attention.scale`,
+/// which llama.cpp does not read for MiniCPM, left in to show it is not read) and LongRoPE
+/// (`rope.scaling.type` "longrope", long and short divisors, an original context of 256 that
+/// the 512 run picks the long ones over, cos and sin × 1.1); without, none of those, so that
+/// the older files' values apply, on a hidden width of 128 (logits ÷ 2).
+fn minicpm(keys: bool, weight_type: WeightType) -> TinyModelSpec {
+    let granite = TinyModelSpec::tiny(Family::Granite, weight_type);
+    let pairs = granite.head_dim / 2;
+    TinyModelSpec {
+        arch: Some("minicpm"),
+        vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+        hidden: if keys { granite.hidden } else { 128 },
+        granite: if keys { granite.granite } else { None },
+        longrope: keys.then(|| TinyLongRope {
+            short: (0..pairs).map(|i| 1.0 + 0.05 * i as f32).collect(),
+            long: (0..pairs).map(|i| 1.0 + 0.5 * i as f32).collect(),
+            original_context: 256,
+            attn_factor: 1.1,
+        }),
+        seed: if keys { 30 } else { 31 },
+        ..granite
     }
 }
 

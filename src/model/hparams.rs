@@ -20,6 +20,7 @@
 //! | Ministral 3 | `mistral3` | interleaved | no | no |
 //! | SmolLM3 | `smollm3` | interleaved (every fourth layer none) | no | no |
 //! | Granite 3.x (dense) | `granite` | interleaved | no | no |
+//! | MiniCPM (1B, 2B, MiniCPM4; Granite's multipliers) | `minicpm` | interleaved | no | no |
 //! | ERNIE 4.5 (dense) | `ernie4_5` | interleaved | no | no |
 //! | OLMo 2, OLMo 3 | `olmo2` | NeoX (halves) | no | yes (whole Q and K) |
 //! | EXAONE 4.0 | `exaone4` | NeoX (halves; none in the 32B's global layers) | no | yes |
@@ -184,7 +185,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,7 +322,9 @@ impl Family {
             "mistral3" => Ok(Self::Mistral3),
             "smollm3" => Ok(Self::SmolLM3),
             // Granite 3.x's MoE files: the same layer with experts (`HParams::moe`).
-            "granite" | "granitemoe" => Ok(Self::Granite),
+            // MiniCPM's (`minicpm`): Granite's layer and multipliers (llama.cpp runs it on
+            // Granite's graph), with defaults for its older files and rope always on.
+            "granite" | "granitemoe" | "minicpm" => Ok(Self::Granite),
             // ERNIE 4.5's MoE files: the same layer with experts (`HParams::moe`).
             "ernie4_5" | "ernie4_5-moe" => Ok(Self::Ernie45),
             "olmo2" => Ok(Self::Olmo2),
@@ -1239,16 +1242,9 @@ impl HParams {
                 (kv_heads, head_dim, rope_dims)
             }
         };
-        let vocab_size = match md_opt_usize(md, &key("vocab_size"))? {
-            Some(v) => v,
-            None => match embedding_rows {
-                Some(v) => v,
-                None => {
-                    return Err(ModelError::MissingTensor {
-                        name: "token_embd.weight".into(),
-                    })
-                }
-            },
+        let vocab_size = match (md_opt_usize(md, &key("vocab_size"))?, embedding_rows) {
+            (Some(v), _) | (None, Some(v)) => v,
+            (None, None) => return Err(ModelError::MissingTensor { name: "token_embd.weight".into() }),
         };
         let context_length = md_opt_usize(md, &key("context_length"))?.unwrap_or(4096);
         let rope_original_context =
@@ -1260,8 +1256,8 @@ impl HParams {
         let rope_attn_factor = md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0);
         let sliding = family_sliding(md, &key, (family, a), layers, rope_base)?;
         let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;
-        let scales = Scales::read(md, &key, family, [hidden, heads, head_dim, layers])?;
-        let no_rope = no_rope_layers(md, &key, family, layers, sliding.as_ref())?;
+        let scales = Scales::read(md, &key, (family, a), [hidden, heads, head_dim, layers])?;
+        let no_rope = no_rope_layers(md, &key, (family, a), layers, sliding.as_ref())?;
         let global = AttnShape {
             heads,
             kv_heads,
@@ -1648,7 +1644,7 @@ impl Scales {
     fn read(
         md: &HashMap<String, Value>,
         key: &dyn Fn(&str) -> String,
-        family: Family,
+        (family, arch): (Family, &str),
         [hidden, heads, head_dim, layers]: [usize; 4],
     ) -> Result<Self, ModelError> {
         let plain = Self {
@@ -1657,6 +1653,9 @@ impl Scales {
             residual: None,
             logit: None,
         };
+        if arch == "minicpm" {
+            return Self::minicpm(md, key, plain, [hidden, layers]);
+        }
         Ok(match family {
             Family::Gemma2 | Family::Gemma3 => {
                 // llama.cpp: the 27Bs (Gemma 2's 46 layers, Gemma 3's 62) scale by hidden / heads
@@ -1695,18 +1694,48 @@ impl Scales {
     }
 }
 
+impl Scales {
+    /// MiniCPM's, as llama.cpp's `minicpm` reads them: the embedding, residual and logit
+    /// multipliers from the file, else its older files' values (embedding × 12, residual ×
+    /// 1.4/√layers, logits ÷ 256/hidden), a key of 0 turning its multiplier off; attention
+    /// scores by 1/√head_dim whatever `attention.scale` says.
+    fn minicpm(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, plain: Self, [hidden, layers]: [usize; 2]) -> Result<Self, ModelError> {
+        let read = |name: &str, default: f64| -> Result<Option<f64>, ModelError> {
+            Ok(match md_opt_f64(md, &key(name))? {
+                None => Some(default),
+                Some(_) => granite_scale(md, key, name)?,
+            })
+        };
+        Ok(Self {
+            embedding: read("embedding_scale", MINICPM_EMBEDDING_SCALE)?,
+            residual: read("residual_scale", MINICPM_DEPTH_SCALE / (layers.max(1) as f64).sqrt())?,
+            logit: read("logit_scale", MINICPM_BASE_WIDTH / hidden.max(1) as f64)?,
+            ..plain
+        })
+    }
+}
+
+/// MiniCPM's older files (without the multiplier keys): the embedding's multiplier, the depth
+/// scale (the residual multiplier is it over √layers) and the base width (the logits are
+/// divided by it over the hidden width), as llama.cpp assumes them.
+const MINICPM_EMBEDDING_SCALE: f64 = 12.0;
+const MINICPM_DEPTH_SCALE: f64 = 1.4;
+const MINICPM_BASE_WIDTH: f64 = 256.0;
+
 /// One flag per layer, `true` where it skips rope: SmolLM3's every fourth layer; every layer of
 /// a Granite file whose `rope.scaling.finetuned` is false (llama.cpp: Granite's rope is on
-/// unless the file says so); EXAONE 4.0's global layers where it has local ones. Empty when
+/// unless the file says so; MiniCPM's always); EXAONE 4.0's global layers where it has local ones. Empty when
 /// every layer rotates.
 fn no_rope_layers(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
-    family: Family,
+    (family, arch): (Family, &str),
     layers: usize,
     sliding: Option<&SlidingWindow>,
 ) -> Result<Vec<bool>, ModelError> {
     Ok(match (family, sliding) {
+        // MiniCPM's rope is always on (llama.cpp sets `rope_finetuned` for it).
+        _ if arch == "minicpm" => Vec::new(),
         (Family::Exaone4 | Family::Cohere, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
         // Nemotron-H's attention never rotates (llama.cpp's graph has no rope).
@@ -1767,7 +1796,10 @@ fn rope_scaling(
     }
     Ok(match (md_opt_str(md, &key("rope.scaling.type"))?, factor) {
         (Some("none"), _) | (None, None) => RopeScaling::None,
-        (Some("linear") | None, f) => RopeScaling::Linear { factor: f.unwrap_or(1.0) },
+        // LongRoPE (MiniCPM4's files say so): its per-frequency divisors are tensors
+        // (`rope_factors_long`/`_short`, picked by the context run, as Phi-3's); a factor, if
+        // the file gives one, scales positions as linear's does (llama.cpp's `freq_scale`).
+        (Some("linear") | Some("longrope") | None, f) => RopeScaling::Linear { factor: f.unwrap_or(1.0) },
         (Some("yarn"), f) => {
             let own = |k: &str, default: f64| -> Result<f64, ModelError> {
                 Ok(match family {
@@ -1789,7 +1821,7 @@ fn rope_scaling(
         (Some(other), _) => {
             return Err(bad(
                 "rope.scaling.type",
-                format!("\"{other}\" is not supported (none, linear, yarn)"),
+                format!("\"{other}\" is not supported (none, linear, yarn, longrope)"),
             ))
         }
     })
@@ -1813,8 +1845,7 @@ fn moe_params(
     let experts = match family {
         Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => md_usize(md, &key("expert_count"))?,
         Family::Qwen2 if qwen2moe => md_usize(md, &key("expert_count"))?,
-        // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's and Qwen3.5's MoE files.
-        // Mixtral; Granite 3's and 4's MoE files.
+        // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
         Family::Llama
         | Family::Gemma4
         | Family::Ernie45
@@ -1842,9 +1873,7 @@ fn moe_params(
     };
     if experts == 0 {
         return match family {
-            Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => {
-                Err(bad("expert_count", "a MoE model with 0 experts".into()))
-            }
+            Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => Err(bad("expert_count", "a MoE model with 0 experts".into())),
             _ if qwen2moe => Err(bad("expert_count", "a MoE model with 0 experts".into())),
             _ => Ok(None),
         };
@@ -1901,10 +1930,10 @@ fn moe_params(
             Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH => {
                 md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false)
             }
-            // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's weights are the
-            // softmax over all experts, as its Hugging Face code (`norm_topk_prob` false).
-            Family::GptOss | Family::Qwen2 => false,
+            // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's and OLMoE's
+            // weights are the softmax over all experts (`norm_topk_prob` false).
             _ if olmoe => false,
+            Family::GptOss | Family::Qwen2 => false,
             _ => true,
         },
         weights_scale,
@@ -2306,6 +2335,32 @@ mod tests {
         assert!(HParams::from_metadata(&md("ernie4_5-moe", &zero), Some(100)).is_err());
         // A dense ERNIE file has none.
         assert_eq!(HParams::from_metadata(&md("ernie4_5", &[]), Some(100)).unwrap().moe, None);
+    }
+
+    /// MiniCPM's files: Granite's multipliers from the file, else its older files' values; a
+    /// key of 0 turns one off; `attention.scale` is not read; rope on whatever
+    /// `rope.scaling.finetuned` says.
+    #[test]
+    fn minicpm_reads_granite_multipliers_with_its_defaults() {
+        let f = Value::F32;
+        let keys = [
+            ("embedding_scale", f(2.0)),
+            ("residual_scale", f(0.5)),
+            ("logit_scale", f(4.0)),
+            ("attention.scale", f(0.02)),
+            ("rope.scaling.finetuned", Value::Bool(false)),
+        ];
+        let hp = HParams::from_metadata(&md("minicpm", &keys), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.no_rope.is_empty()), (Family::Granite, RopeStyle::Interleaved, true));
+        assert_eq!((hp.embedding_scale, hp.residual_scale, hp.logit_scale), (Some(2.0), Some(0.5), Some(4.0)));
+        assert_eq!(hp.attention_scale, 1.0 / 64f64.sqrt());
+        // The older files: embedding × 12, residual × 1.4/√2 (two layers), logits ÷ 256/256.
+        let older = HParams::from_metadata(&md("minicpm", &[]), Some(100)).unwrap();
+        assert_eq!((older.embedding_scale, older.logit_scale), (Some(12.0), Some(1.0)));
+        assert!((older.residual_scale.unwrap() - 1.4 / 2f64.sqrt()).abs() < 1e-12);
+        let off = HParams::from_metadata(&md("minicpm", &[("residual_scale", f(0.0))]), Some(100)).unwrap();
+        assert_eq!(off.residual_scale, None);
+        assert_eq!(bad_key(&md("minicpm", &[("logit_scale", f(-1.0))])), "minicpm.logit_scale");
     }
 
     /// OLMoE's files: Qwen3 MoE's layer with Q and K normalized whole, experts required and of
