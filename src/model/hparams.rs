@@ -1842,9 +1842,11 @@ fn moe_params(
     // OLMoE: Qwen3 MoE's layer whose router's softmax weights are neither renormalized nor
     // scaled, and whose experts are `feed_forward_length` wide (llama.cpp's `olmoe` graph).
     let olmoe = arch == "olmoe";
+    // Architectures that are mixtures of experts by name: `expert_count` is required and
+    // must not be 0.
+    let required = qwen2moe || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
     let experts = match family {
-        Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => md_usize(md, &key("expert_count"))?,
-        Family::Qwen2 if qwen2moe => md_usize(md, &key("expert_count"))?,
+        _ if required => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
         Family::Llama
         | Family::Gemma4
@@ -1872,11 +1874,7 @@ fn moe_params(
         _ => 0,
     };
     if experts == 0 {
-        return match family {
-            Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2 => Err(bad("expert_count", "a MoE model with 0 experts".into())),
-            _ if qwen2moe => Err(bad("expert_count", "a MoE model with 0 experts".into())),
-            _ => Ok(None),
-        };
+        return if required { Err(bad("expert_count", "a MoE model with 0 experts".into())) } else { Ok(None) };
     }
     let experts_used = md_usize(md, &key("expert_used_count"))?;
     if experts_used == 0 || experts_used > experts {
