@@ -12,6 +12,7 @@
 //! | Qwen2 / Qwen2.5 | `qwen2` | NeoX (halves) | yes | no |
 //! | Qwen1.5-MoE, Qwen2-57B-A14B | `qwen2moe` | NeoX (halves) | yes | no |
 //! | Qwen3 | `qwen3` | NeoX (halves) | no | yes |
+//! | Hunyuan dense (0.5B–7B; rope base × alpha^(d/(d−2))) | `hunyuan-dense` | NeoX (halves) | no | yes (after rope) |
 //! | Gemma 2 | `gemma2` | NeoX (halves) | no | no |
 //! | Gemma 3 | `gemma3` | NeoX (halves) | no | yes |
 //! | Qwen3 MoE | `qwen3moe` | NeoX (halves) | no | yes |
@@ -185,7 +186,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,7 +313,9 @@ impl Family {
             // one (`HParams::moe`).
             "qwen2moe" => Ok(Self::Qwen2),
             // Qwen3-VL's language model: Qwen3's layer, its M-RoPE the same rotation for text.
-            "qwen3" | "qwen3vl" => Ok(Self::Qwen3),
+            // Hunyuan's dense models (`hunyuan-dense`): Qwen3's layer with Q and K normalized after
+            // rope (`HParams::qk_norm_after_rope`), the base scaled by `rope.scaling.alpha`.
+            "qwen3" | "qwen3vl" | "hunyuan-dense" => Ok(Self::Qwen3),
             // OLMoE (`olmoe`): the same layer with Q and K normalized whole, its experts' weights
             // not renormalized (`HParams::qk_norm_whole`, `MoeParams::normalize`).
             "qwen3moe" | "qwen3vlmoe" | "olmoe" => Ok(Self::Qwen3Moe),
@@ -517,6 +520,8 @@ pub struct HParams {
     /// OLMo 2 and OLMoE: the Q and K norms (`attn_q_norm`, `attn_k_norm`) run over all the
     /// heads' values of a token at once, not over each head's.
     pub qk_norm_whole: bool,
+    /// Hunyuan's dense files: each head's Q and K are normalized after rope, not before.
+    pub qk_norm_after_rope: bool,
     /// Nemotron-H and Arcee's AFM: each dense MLP is up, squared ReLU, down (no `ffn_gate`).
     pub ungated_mlp: bool,
     pub rope_base: f64,
@@ -1252,7 +1257,7 @@ impl HParams {
         let rope_scaling = rope_scaling(md, &key, rope_original_context, family, mla.as_ref())?;
         let attn_temperature = attn_temperature(md, &key, family, rope_original_context)?;
         let moe = moe_params(md, &key, (family, a), [layers, vocab_size])?;
-        let rope_base = md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0);
+        let rope_base = rope_base(md, &key, a, head_dim)?;
         let rope_attn_factor = md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0);
         let sliding = family_sliding(md, &key, (family, a), layers, rope_base)?;
         let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;
@@ -1296,6 +1301,7 @@ impl HParams {
             norm: if family == Family::Cohere { NormKind::Layer } else { NormKind::Rms },
             parallel_block: family == Family::Cohere,
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
+            qk_norm_after_rope: a == "hunyuan-dense",
             ungated_mlp: family == Family::NemotronH || a == "arcee",
             rope_base,
             rope_scaling,
@@ -1948,6 +1954,30 @@ fn moe_params(
     }))
 }
 
+/// `rope.freq_base` (10,000 when absent); Hunyuan's dense files' scaled by NTK-aware alpha
+/// (`rope.scaling.alpha`, where above 0) as llama.cpp does for them: `base * alpha^(d/(d-2))`
+/// for a head of `d` dimensions. (Their converter scales the base itself and writes no alpha.)
+fn rope_base(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &str, head_dim: usize) -> Result<f64, ModelError> {
+    let base = md_opt_f64(md, &key("rope.freq_base"))?.unwrap_or(10_000.0);
+    if arch != "hunyuan-dense" {
+        return Ok(base);
+    }
+    match md_opt_f64(md, &key("rope.scaling.alpha"))? {
+        Some(alpha) if alpha > 0.0 && head_dim > 2 => {
+            let d = head_dim as f64;
+            let scaled = base * alpha.powf(d / (d - 2.0));
+            if !(scaled.is_finite() && scaled <= f64::from(f32::MAX)) {
+                return Err(ModelError::BadMetadata {
+                    key: key("rope.scaling.alpha"),
+                    reason: format!("{alpha} scales the rope base {base} past any number"),
+                });
+            }
+            Ok(scaled)
+        }
+        _ => Ok(base),
+    }
+}
+
 /// A MoE file's router gating (`expert_gating_func`, with the families' own rules where
 /// llama.cpp's graphs override or default it).
 fn moe_gating(
@@ -2381,6 +2411,24 @@ mod tests {
         let m = qwen.moe.unwrap();
         assert_eq!((qwen.qk_norm_whole, m.expert_ffn, m.normalize), (false, 512 / 8, true));
         assert!(HParams::from_metadata(&md("olmo2", &[]), Some(100)).unwrap().qk_norm_whole);
+    }
+
+    /// Hunyuan's dense files: Qwen3's layer with Q and K normalized after rope, the base scaled
+    /// by NTK alpha (`base * alpha^(d/(d-2))`, d = 64 here) where the file gives one above 0;
+    /// other architectures do not read the key; a single "expert" is no MoE.
+    #[test]
+    fn hunyuan_dense_scales_its_base_by_alpha_and_norms_after_rope() {
+        let f = Value::F32;
+        let alpha = [("rope.scaling.alpha", f(1000.0)), ("expert_count", Value::U32(1))];
+        let hp = HParams::from_metadata(&md("hunyuan-dense", &alpha), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.qk_norm_after_rope, hp.qk_norm_whole), (Family::Qwen3, RopeStyle::Neox, true, false));
+        assert!((hp.rope_base / (10_000.0 * 1000f64.powf(64.0 / 62.0)) - 1.0).abs() < 1e-9, "{}", hp.rope_base);
+        assert!(hp.moe.is_none());
+        let plain = HParams::from_metadata(&md("hunyuan-dense", &[("rope.scaling.alpha", f(0.0))]), Some(100)).unwrap();
+        assert_eq!(plain.rope_base, 10_000.0);
+        let qwen = HParams::from_metadata(&md("qwen3", &alpha), Some(100)).unwrap();
+        assert_eq!((qwen.rope_base, qwen.qk_norm_after_rope), (10_000.0, false));
+        assert_eq!(bad_key(&md("hunyuan-dense", &[("rope.scaling.alpha", f(1e35))])), "hunyuan-dense.rope.scaling.alpha");
     }
 
     /// InternLM2's, EXAONE 3.5's and Arcee's files are Llama's layer; EXAONE's rotates NeoX

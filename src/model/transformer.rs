@@ -71,10 +71,12 @@ struct Attention {
     /// Qwen2: biases of the Q/K/V projections.
     bias: Option<[Tensor; 3]>,
     /// Qwen3: RMSNorm over each head's Q and K before rope; OLMo 2 (`qk_norm_whole`): over all
-    /// of Q and all of K. (Gemma 4's layers that read another's K/V have Q's only.)
+    /// of Q and all of K; Hunyuan (`qk_norm_after_rope`): over each head's, after rope. (Gemma
+    /// 4's layers that read another's K/V have Q's only.)
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
     qk_norm_whole: bool,
+    qk_norm_after_rope: bool,
     /// gpt-oss: the output projection's bias.
     out_bias: Option<Tensor>,
     /// gpt-oss: one sink logit per query head ([`Attend::sinks`]), on the host.
@@ -586,7 +588,7 @@ impl Transformer {
             Some((k, v)) => Some((k.reshape((t, kv_heads, head_dim))?, v.reshape((t, kv_heads, head_dim))?)),
             None => None,
         };
-        if !a.qk_norm_whole {
+        if !a.qk_norm_whole && !a.qk_norm_after_rope {
             (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;
         }
         if let (Some(ones), Some((_, v))) = (&a.v_norm, kv_rows.as_mut()) {
@@ -596,6 +598,12 @@ impl Transformer {
         let rotates = hp.rotates(li);
         if rotates {
             q = rope.apply(&q, cos, sin)?;
+            if let Some((k, _)) = kv_rows.as_mut() {
+                *k = rope.apply(k, cos, sin)?;
+            }
+        }
+        if a.qk_norm_after_rope {
+            (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;
         }
         if let Some(s) = q_scale {
             q = q.broadcast_mul(s)?;
@@ -607,10 +615,7 @@ impl Transformer {
             sinks: a.sinks.as_deref(),
         };
         let out = match kv_rows {
-            Some((k, v)) => {
-                let k = if rotates { rope.apply(&k, cos, sin)? } else { k };
-                kv.attend(a.kv_layer, &q, &k, &v, batch, how)?
-            }
+            Some((k, v)) => kv.attend(a.kv_layer, &q, &k, &v, batch, how)?,
             None => kv.attend_shared(a.kv_layer, &q, batch, how)?,
         };
         Ok((out, gate))
@@ -892,6 +897,7 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         q_norm,
         k_norm,
         qk_norm_whole,
+        qk_norm_after_rope: hp.qk_norm_after_rope,
         out_bias: if gpt_oss { Some(load_vec(file, &n("attn_output.bias"), d, device)?) } else { None },
         sinks: if gpt_oss {
             Some(load_vec(file, &n("attn_sinks.weight"), shape.heads, &Device::Cpu)?.to_vec1::<f32>()?)

@@ -111,6 +111,8 @@ pub struct TinyModelSpec {
     pub rope_linear_factor: Option<f32>,
     /// `rope.scaling.type = yarn` with this factor and original context length.
     pub rope_yarn: Option<(f32, usize)>,
+    /// `rope.scaling.alpha` (Hunyuan's NTK-aware alpha: the base × alpha^(d/(d−2))).
+    pub rope_alpha: Option<f32>,
     /// Partial rotary: `rope.dimension_count` below `head_dim`.
     pub rope_dims: Option<usize>,
     /// GLM-4's M-RoPE sections (`rope.dimension_sections`): the file's Q and K rotate NeoX
@@ -208,6 +210,7 @@ impl TinyModelSpec {
             // multiplier, and attention temperature stepping every 16 positions. gpt-oss: YaRN ×4
             // over 16 with the default betas (its files: ×32 over 4,096).
             rope_yarn: (mistral3 || gpt_oss).then_some((4.0, 16)),
+            rope_alpha: None,
             // GLM-4 rotates half of each head, as its files say.
             // Qwen3.5 rotates a quarter of each head, in M-RoPE sections.
             rope_dims: match family {
@@ -473,6 +476,7 @@ impl TinyModelSpec {
             rope_freqs: None,
             rope_linear_factor: None,
             rope_yarn: None,
+            rope_alpha: None,
             rope_dims: None,
             rope_sections: None,
             longrope: None,
@@ -511,6 +515,7 @@ impl TinyModelSpec {
             rope_freqs: None,
             rope_linear_factor: None,
             rope_yarn: None,
+            rope_alpha: None,
             rope_dims: None,
             rope_sections: None,
             longrope: None,
@@ -549,6 +554,7 @@ impl TinyModelSpec {
             rope_freqs: None,
             rope_linear_factor: None,
             rope_yarn: None,
+            rope_alpha: None,
             rope_dims: None,
             rope_sections: None,
             longrope: None,
@@ -588,6 +594,7 @@ impl TinyModelSpec {
             context_length: 8192,
             rope_base: 150_000.0,
             rope_yarn: Some((32.0, 4096)),
+            rope_alpha: None,
             sliding_window: Some((128, 2)),
             moe: Some(TinyMoe {
                 experts: 32,
@@ -992,6 +999,9 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.rope.scaling.type"), Value::String("yarn".into())));
         md.push((format!("{arch}.rope.scaling.factor"), Value::F32(f)));
         md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(original)));
+    }
+    if let Some(alpha) = spec.rope_alpha {
+        md.push((format!("{arch}.rope.scaling.alpha"), Value::F32(alpha)));
     }
     if let Some((fast, slow, log_mul)) = spec.yarn_extra {
         md.push((format!("{arch}.rope.scaling.yarn_beta_fast"), Value::F32(fast)));
