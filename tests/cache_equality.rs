@@ -102,7 +102,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // heads grouped by Q/K head, the older `ssm_in`), Granite 4.0 H-Tiny's (Mamba-2 layers
     // with experts, rope), Nemotron 3 Super's and LFM2-8B-A1B's (short convolutions with
     // experts), Qwen2 MoE's (experts beside a gated shared one),
-    // OLMoE's (whole Q/K norms), Hunyuan's dense ones (Q/K norms after rope).
+    // OLMoE's (whole Q/K norms), Hunyuan's dense and MoE ones (Q/K norms after rope; a shared expert).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -114,6 +114,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("Lfm2Moe".to_string(), TinyModelSpec::lfm2_moe(weights)),
             ("Qwen2Moe".to_string(), TinyModelSpec::qwen2_moe(weights)),
             ("OlMoE".to_string(), TinyModelSpec::olmoe(weights)),
+            ("HunyuanMoe".to_string(), TinyModelSpec::hunyuan_moe(weights)),
             (
                 "HunyuanDense".to_string(),
                 TinyModelSpec {

@@ -343,6 +343,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // rope, the base scaled by `rope.scaling.alpha`.
         ("tiny-hunyuan-dense-q8_0.gguf", hunyuan_dense(WeightType::Q8_0)),
         ("tiny-hunyuan-dense-f32.gguf", hunyuan_dense(WeightType::F32)),
+        // Hunyuan-A13B's (`hunyuan-moe`): the same attention, 4 experts (2 per token, softmax,
+        // renormalized) beside an ungated shared expert.
+        ("tiny-hunyuan-moe-q8_0.gguf", TinyModelSpec::hunyuan_moe(WeightType::Q8_0)),
+        ("tiny-hunyuan-moe-f32.gguf", TinyModelSpec::hunyuan_moe(WeightType::F32)),
         // Granite 3's MoE files (`granitemoe`): Granite's layer with 4 experts (2 per token).
         ("tiny-granitemoe-q8_0.gguf", granite_moe(WeightType::Q8_0)),
         // ERNIE 4.5's MoE files (`ernie4_5-moe`): a dense layer, then 4 experts (2 per token)

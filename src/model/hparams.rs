@@ -16,6 +16,7 @@
 //! | Gemma 2 | `gemma2` | NeoX (halves) | no | no |
 //! | Gemma 3 | `gemma3` | NeoX (halves) | no | yes |
 //! | Qwen3 MoE | `qwen3moe` | NeoX (halves) | no | yes |
+//! | Hunyuan-A13B (MoE, a shared expert) | `hunyuan-moe` | NeoX (halves) | no | yes (after rope) |
 //! | OLMoE | `olmoe` | NeoX (halves) | no | yes (whole Q and K) |
 //! | Phi-3, Phi-3.5, Phi-4 | `phi3` | NeoX (halves) | no | no |
 //! | Ministral 3 | `mistral3` | interleaved | no | no |
@@ -186,7 +187,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -317,8 +318,10 @@ impl Family {
             // rope (`HParams::qk_norm_after_rope`), the base scaled by `rope.scaling.alpha`.
             "qwen3" | "qwen3vl" | "hunyuan-dense" => Ok(Self::Qwen3),
             // OLMoE (`olmoe`): the same layer with Q and K normalized whole, its experts' weights
-            // not renormalized (`HParams::qk_norm_whole`, `MoeParams::normalize`).
-            "qwen3moe" | "qwen3vlmoe" | "olmoe" => Ok(Self::Qwen3Moe),
+            // not renormalized (`HParams::qk_norm_whole`, `MoeParams::normalize`). Hunyuan's MoE
+            // files (`hunyuan-moe`): with Q and K normalized after rope, as its dense ones, and a
+            // shared expert beside the experts.
+            "qwen3moe" | "qwen3vlmoe" | "olmoe" | "hunyuan-moe" => Ok(Self::Qwen3Moe),
             "gemma2" => Ok(Self::Gemma2),
             "gemma3" => Ok(Self::Gemma3),
             "phi3" => Ok(Self::Phi3),
@@ -520,7 +523,7 @@ pub struct HParams {
     /// OLMo 2 and OLMoE: the Q and K norms (`attn_q_norm`, `attn_k_norm`) run over all the
     /// heads' values of a token at once, not over each head's.
     pub qk_norm_whole: bool,
-    /// Hunyuan's dense files: each head's Q and K are normalized after rope, not before.
+    /// Hunyuan's dense and MoE files: each head's Q and K are normalized after rope, not before.
     pub qk_norm_after_rope: bool,
     /// Nemotron-H and Arcee's AFM: each dense MLP is up, squared ReLU, down (no `ffn_gate`).
     pub ungated_mlp: bool,
@@ -908,12 +911,14 @@ pub struct MoeParams {
     /// Each expert's MLP width: `expert_feed_forward_length`, else (Mixtral)
     /// `feed_forward_length`, else (llama.cpp's fallback for Qwen3 MoE) that over `experts_used`.
     pub expert_ffn: usize,
-    /// How router scores become probabilities (`expert_gating_func`).
+    /// How router scores become probabilities (`expert_gating_func` where llama.cpp reads it:
+    /// [`moe_gating`]).
     pub gating: MoeGating,
     /// Whether the chosen experts' weights are renormalized to sum to 1 (Qwen3 MoE and Mixtral:
     /// always; GLM-4.5: `expert_weights_norm`).
     pub normalize: bool,
-    /// Multiplies the chosen weights (`expert_weights_scale`; 1 when absent or 0).
+    /// Multiplies the chosen weights (`expert_weights_scale`, where llama.cpp's graph reads it:
+    /// GLM-4.5's, DeepSeek-V2's, Nemotron-H's; 1 when absent or 0, and elsewhere).
     pub weights_scale: f32,
     /// The shared expert's width (`expert_shared_count` × `expert_ffn`; 0: none).
     pub shared_ffn: usize,
@@ -1301,7 +1306,7 @@ impl HParams {
             norm: if family == Family::Cohere { NormKind::Layer } else { NormKind::Rms },
             parallel_block: family == Family::Cohere,
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
-            qk_norm_after_rope: a == "hunyuan-dense",
+            qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe"),
             ungated_mlp: family == Family::NemotronH || a == "arcee",
             rope_base,
             rope_scaling,
@@ -1848,6 +1853,8 @@ fn moe_params(
     // OLMoE: Qwen3 MoE's layer whose router's softmax weights are neither renormalized nor
     // scaled, and whose experts are `feed_forward_length` wide (llama.cpp's `olmoe` graph).
     let olmoe = arch == "olmoe";
+    // Hunyuan-A13B: Qwen3 MoE's routing beside a shared expert, no scale read.
+    let hunyuan = arch == "hunyuan-moe";
     // Architectures that are mixtures of experts by name: `expert_count` is required and
     // must not be 0.
     let required = qwen2moe || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
@@ -1894,8 +1901,8 @@ fn moe_params(
         // llama.cpp's fallback: a MoE layer's `feed_forward_length` (one per layer) over
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
-        // llama.cpp requires it of `lfm2moe` files.
-        None if family == Family::Lfm2 => md_usize(md, &key("expert_feed_forward_length"))?,
+        // llama.cpp requires it of `lfm2moe` and `hunyuan-moe` files.
+        None if family == Family::Lfm2 || hunyuan => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -1916,13 +1923,14 @@ fn moe_params(
     let gpt_oss = family == Family::GptOss;
     let gating = moe_gating(md, key, family, [layers, vocab])?;
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
-        // llama.cpp's `lfm2moe` and `qwen2moe` read no scale.
-        _ if matches!(family, Family::Lfm2 | Family::Qwen2) || olmoe => 1.0,
+        // Only llama.cpp's GLM-4.5, DeepSeek-V2 and Nemotron-H graphs read the scale (its other
+        // graphs pass a scale that stays 0: none).
+        _ if !matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH) => 1.0,
         None | Some(0.0) => 1.0,
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
         Some(s) => return Err(bad("expert_weights_scale", format!("{s} must be a positive number"))),
     };
-    let (shared_ffn, dense_leading, layer_step) = moe_layers(md, key, family, expert_ffn)?;
+    let (shared_ffn, dense_leading, layer_step) = moe_layers(md, key, (family, arch), expert_ffn)?;
     Ok(Some(MoeParams {
         experts,
         experts_used,
@@ -1978,34 +1986,32 @@ fn rope_base(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &s
     }
 }
 
-/// A MoE file's router gating (`expert_gating_func`, with the families' own rules where
-/// llama.cpp's graphs override or default it).
+/// A MoE file's router gating: `expert_gating_func` where llama.cpp's graph reads it (GLM-4.5's,
+/// DeepSeek-V2's and LFM2's, with their defaults); the others' graphs fix it whatever the file
+/// says: gpt-oss's a softmax over the chosen, Nemotron-H's a sigmoid, every other one's
+/// (Mixtral's, Qwen3 MoE's, Qwen2 MoE's, Granite's, ERNIE 4.5's, Gemma 4's, Qwen3.5's) a
+/// softmax.
 fn moe_gating(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
     family: Family,
     [layers, vocab]: [usize; 2],
 ) -> Result<MoeGating, ModelError> {
-    let gpt_oss = family == Family::GptOss;
-    let glm = family == Family::Glm4Moe;
-    let deepseek = family == Family::DeepSeek2;
+    let reads_key = matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::Lfm2);
     Ok(match md_opt_usize(md, &key("expert_gating_func"))? {
-        // llama.cpp's gpt-oss graph routes so whatever the file says; its Gemma 4 graph by a
-        // softmax.
-        _ if gpt_oss => MoeGating::SoftmaxWeight,
-        _ if matches!(family, Family::Gemma4 | Family::Ernie45 | Family::Qwen2) => MoeGating::Softmax,
-        // llama.cpp's Nemotron-H graph routes by sigmoid whatever the file says.
+        _ if family == Family::GptOss => MoeGating::SoftmaxWeight,
         _ if family == Family::NemotronH => MoeGating::Sigmoid,
+        _ if !reads_key => MoeGating::Softmax,
         // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid).
         None if family == Family::Lfm2 => {
             return Err(ModelError::MissingMetadata {
                 key: key("expert_gating_func"),
             })
         }
-        None | Some(0) if glm => MoeGating::Sigmoid,
+        None | Some(0) if family == Family::Glm4Moe => MoeGating::Sigmoid,
         // llama.cpp's default for `deepseek2` files without the key: sigmoid for GLM-4.7-Flash
         // (47 layers and a 154,880-token vocabulary), softmax (DeepSeek-V2's) for the others.
-        None | Some(0) if deepseek && matches!(layers, 47 | 48) && vocab == GLM47_FLASH_VOCAB => MoeGating::Sigmoid,
+        None | Some(0) if family == Family::DeepSeek2 && matches!(layers, 47 | 48) && vocab == GLM47_FLASH_VOCAB => MoeGating::Sigmoid,
         None | Some(0) | Some(1) => MoeGating::Softmax,
         Some(2) => MoeGating::Sigmoid,
         Some(3) => MoeGating::SoftmaxWeight,
@@ -2026,22 +2032,17 @@ fn moe_gating(
 fn moe_layers(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
-    family: Family,
+    (family, arch): (Family, &str),
     expert_ffn: usize,
 ) -> Result<(usize, usize, usize), ModelError> {
     let leading = || -> Result<usize, ModelError> { Ok(md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0)) };
     Ok(match family {
         Family::Glm4Moe | Family::DeepSeek2 => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
-        // Qwen3.5's and Qwen2's MoE files: a shared expert of
+        // Qwen3.5's, Qwen2's and Hunyuan's MoE files: a shared expert of
         // `expert_shared_feed_forward_length`, else of `feed_forward_length` (llama.cpp's
         // fallback), in every layer.
-        Family::Qwen35 | Family::Qwen2 => {
-            let shared = match md_opt_usize(md, &key("expert_shared_feed_forward_length"))? {
-                Some(f) => f,
-                None => md_usize(md, &key("feed_forward_length"))?,
-            };
-            (shared, 0, 1)
-        }
+        Family::Qwen35 | Family::Qwen2 => shared_or_ffn(md, key)?,
+        Family::Qwen3Moe if arch == "hunyuan-moe" => shared_or_ffn(md, key)?,
         // LFM2's MoE files: no shared expert; the first `leading_dense_block_count` dense.
         Family::Lfm2 => (0, leading()?, 1),
         // Nemotron-H's MoE files: a shared expert of `expert_shared_feed_forward_length` (required).
@@ -2061,6 +2062,16 @@ fn moe_layers(
         }
         _ => (0, 0, 1),
     })
+}
+
+/// A shared expert in every layer, of `expert_shared_feed_forward_length`, else of
+/// `feed_forward_length` (llama.cpp's fallback); no leading dense layers.
+fn shared_or_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<(usize, usize, usize), ModelError> {
+    let shared = match md_opt_usize(md, &key("expert_shared_feed_forward_length"))? {
+        Some(f) => f,
+        None => md_usize(md, &key("feed_forward_length"))?,
+    };
+    Ok((shared, 0, 1))
 }
 
 /// The family's sliding-window layers, if it has them (`rope_base`: the global layers').
@@ -2413,6 +2424,25 @@ mod tests {
         assert!(HParams::from_metadata(&md("olmo2", &[]), Some(100)).unwrap().qk_norm_whole);
     }
 
+    /// `expert_gating_func` is read only where llama.cpp's graph reads it (GLM-4.5's,
+    /// DeepSeek-V2's, LFM2's), and `expert_weights_scale` (GLM-4.5's, DeepSeek-V2's,
+    /// Nemotron-H's): Mixtral's, Qwen3 MoE's, OLMoE's and Granite's route by an unscaled softmax
+    /// whatever the file says, as llama.cpp's graphs do.
+    #[test]
+    fn only_some_graphs_read_the_gating_function() {
+        let u = |x: u32| Value::U32(x);
+        let experts = [("expert_count", u(8)), ("expert_used_count", u(2)), ("expert_gating_func", u(2))];
+        let granite = [&experts[..], &[("logit_scale", Value::F32(8.0))]].concat();
+        for (arch, keys) in [("llama", &experts[..]), ("qwen3moe", &experts), ("olmoe", &experts), ("granitemoe", &granite)] {
+            let scaled = [keys, &[("expert_weights_scale", Value::F32(2.0))]].concat();
+            let m = HParams::from_metadata(&md(arch, &scaled), Some(100)).unwrap().moe.unwrap();
+            assert_eq!((m.gating, m.weights_scale), (MoeGating::Softmax, 1.0), "{arch}");
+        }
+        let glm = [&experts[..], &[("expert_shared_count", u(1))]].concat();
+        let m = HParams::from_metadata(&md("glm4moe", &glm), Some(100)).unwrap().moe.unwrap();
+        assert_eq!(m.gating, MoeGating::Sigmoid);
+    }
+
     /// Hunyuan's dense files: Qwen3's layer with Q and K normalized after rope, the base scaled
     /// by NTK alpha (`base * alpha^(d/(d-2))`, d = 64 here) where the file gives one above 0;
     /// other architectures do not read the key; a single "expert" is no MoE.
@@ -2429,6 +2459,36 @@ mod tests {
         let qwen = HParams::from_metadata(&md("qwen3", &alpha), Some(100)).unwrap();
         assert_eq!((qwen.rope_base, qwen.qk_norm_after_rope), (10_000.0, false));
         assert_eq!(bad_key(&md("hunyuan-dense", &[("rope.scaling.alpha", f(1e35))])), "hunyuan-dense.rope.scaling.alpha");
+    }
+
+    /// Hunyuan-A13B's files: Qwen3 MoE's layer with Q and K normalized after rope, routed by
+    /// a softmax, renormalized and unscaled whatever the file says, beside a shared expert of
+    /// `expert_shared_feed_forward_length`; `expert_feed_forward_length` required and alpha
+    /// not read (as llama.cpp's `hunyuan-moe`).
+    #[test]
+    fn hunyuan_moe_reads_a_shared_expert_and_norms_after_rope() {
+        let u = |x: u32| Value::U32(x);
+        let keys = [
+            ("expert_count", u(64)),
+            ("expert_used_count", u(8)),
+            ("expert_feed_forward_length", u(512)),
+            ("expert_shared_feed_forward_length", u(1024)),
+            ("expert_weights_scale", Value::F32(2.0)),
+            ("expert_gating_func", u(2)),
+            ("rope.scaling.alpha", Value::F32(1000.0)),
+        ];
+        let hp = HParams::from_metadata(&md("hunyuan-moe", &keys), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.qk_norm_after_rope, hp.rope_base), (Family::Qwen3Moe, true, 10_000.0));
+        let m = hp.moe.unwrap();
+        assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.shared_ffn), (64, 8, 512, 1024));
+        assert_eq!((m.gating, m.normalize, m.weights_scale, m.shared_gate), (MoeGating::Softmax, true, 1.0, false));
+        let without: Vec<_> = keys.iter().filter(|(k, _)| *k != "expert_feed_forward_length").cloned().collect();
+        assert!(matches!(
+            HParams::from_metadata(&md("hunyuan-moe", &without), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "hunyuan-moe.expert_feed_forward_length"
+        ));
+        let qwen = HParams::from_metadata(&md("qwen3moe", &keys), Some(100)).unwrap();
+        assert_eq!((qwen.qk_norm_after_rope, qwen.moe.unwrap().shared_ffn), (false, 0));
     }
 
     /// InternLM2's, EXAONE 3.5's and Arcee's files are Llama's layer; EXAONE's rotates NeoX

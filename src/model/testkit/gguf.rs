@@ -356,6 +356,21 @@ impl TinyModelSpec {
         }
     }
 
+    /// Hunyuan's MoE files (`hunyuan-moe`: Hunyuan-A13B): the tiny Qwen3 MoE's layers with each
+    /// head's Q and K normalized after rope, 4 experts of `feed_forward_length` (2 per token,
+    /// softmax, renormalized) beside an ungated shared expert twice their width (no sigmoid);
+    /// its own output projection.
+    pub fn hunyuan_moe(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("hunyuan-moe"),
+            ffn: 128,
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "hunyuan" }),
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 34 } else { 35 },
+            ..Self::tiny(Family::Qwen3Moe, weight_type)
+        }
+    }
+
     /// Qwen2's MoE files (`qwen2moe`: Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): the tiny Qwen2's
     /// layers with 4 experts of 128 (2 per token, softmax, not renormalized) beside a shared
     /// expert twice their width whose output a sigmoid gates; its own output projection (the
@@ -787,7 +802,10 @@ fn mlp_tensors(
                 t.extend(gpt_oss_expert_biases(layer, d, f, m.experts, moe_rng)?);
             }
             if spec.family == Family::Qwen2 {
-                t.extend(gated_shared_expert(layer, d, QWEN2_MOE_SHARED * f, wt, moe_rng)?);
+                t.extend(gated_shared_expert(layer, d, WIDE_SHARED * f, wt, moe_rng)?);
+            }
+            if spec.arch == Some("hunyuan-moe") {
+                t.extend(shared_expert(layer, d, WIDE_SHARED * f, wt, moe_rng)?);
             }
             return Ok(t);
         }
@@ -817,8 +835,8 @@ fn mlp_tensors(
         .collect()
 }
 
-/// Qwen2 MoE's tiny files: the shared expert is this many experts wide.
-const QWEN2_MOE_SHARED: usize = 2;
+/// Qwen2 MoE's and Hunyuan MoE's tiny files: the shared expert is this many experts wide.
+const WIDE_SHARED: usize = 2;
 
 /// Qwen2 MoE's shared expert of width `f` and its gate's scores (f32: one per token).
 fn gated_shared_expert(layer: usize, d: usize, f: usize, wt: GgmlDType, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
@@ -970,9 +988,9 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
             md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
             md.push((format!("{arch}.expert_gating_func"), u32v(2)));
         }
-        if spec.family == Family::Qwen2 {
-            // Qwen2 MoE's: its shared expert's own width.
-            md.push((format!("{arch}.expert_shared_feed_forward_length"), u32v(QWEN2_MOE_SHARED * spec.ffn)));
+        if spec.family == Family::Qwen2 || arch == "hunyuan-moe" {
+            // Qwen2 MoE's and Hunyuan's: the shared expert's own width.
+            md.push((format!("{arch}.expert_shared_feed_forward_length"), u32v(WIDE_SHARED * spec.ffn)));
         }
         if spec.family == Family::Ernie45 {
             // ERNIE 4.5's: softmax with a selection bias, renormalized; a shared expert of its
