@@ -343,6 +343,9 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // rope, the base scaled by `rope.scaling.alpha`.
         ("tiny-hunyuan-dense-q8_0.gguf", hunyuan_dense(WeightType::Q8_0)),
         ("tiny-hunyuan-dense-f32.gguf", hunyuan_dense(WeightType::F32)),
+        // Maincoder's (`maincoder`): Llama's layer with per-head Q and K norms after rope.
+        ("tiny-maincoder-q8_0.gguf", maincoder(WeightType::Q8_0)),
+        ("tiny-maincoder-f32.gguf", maincoder(WeightType::F32)),
         // Hunyuan-A13B's (`hunyuan-moe`): the same attention, 4 experts (2 per token, softmax,
         // renormalized) beside an ungated shared expert.
         ("tiny-hunyuan-moe-q8_0.gguf", TinyModelSpec::hunyuan_moe(WeightType::Q8_0)),
@@ -478,6 +481,16 @@ fn hunyuan_dense(weight_type: WeightType) -> TinyModelSpec {
         rope_alpha: Some(4.0),
         seed: if weight_type == WeightType::F32 { 32 } else { 33 },
         ..TinyModelSpec::tiny(Family::Qwen3, weight_type)
+    }
+}
+
+/// Maincoder's files (`maincoder`): Llama's layer (interleaved pairs) with each head's Q and K
+/// normalized after rope.
+fn maincoder(weight_type: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        arch: Some("maincoder"),
+        seed: if weight_type == WeightType::F32 { 36 } else { 37 },
+        ..TinyModelSpec::tiny(Family::Llama, weight_type)
     }
 }
 

@@ -9,6 +9,7 @@
 //! | InternLM2, InternLM2.5 | `internlm2` | interleaved | no | no |
 //! | EXAONE 3.5, EXAONE Deep | `exaone` | NeoX (halves) | no | no |
 //! | Arcee AFM (4.5B; its MLP up, squared ReLU, down) | `arcee` | interleaved | no | no |
+//! | Maincoder (1B) | `maincoder` | interleaved | no | yes (after rope) |
 //! | Qwen2 / Qwen2.5 | `qwen2` | NeoX (halves) | yes | no |
 //! | Qwen1.5-MoE, Qwen2-57B-A14B | `qwen2moe` | NeoX (halves) | yes | no |
 //! | Qwen3 | `qwen3` | NeoX (halves) | no | yes |
@@ -187,7 +188,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,7 +308,9 @@ impl Family {
             // InternLM2 and EXAONE 3.5 (and EXAONE Deep): Llama's layer under names of their own
             // (EXAONE's rotates NeoX pairs: `HParams::rope_style`).
             // Arcee's AFM (`arcee`): Llama's layer whose MLP has no gate (`HParams::ungated_mlp`).
-            "llama" | "internlm2" | "exaone" | "arcee" => Ok(Self::Llama),
+            // Maincoder (`maincoder`): Llama's layer with each head's Q and K normalized after
+            // rope (`HParams::qk_norm_after_rope`).
+            "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -523,7 +526,8 @@ pub struct HParams {
     /// OLMo 2 and OLMoE: the Q and K norms (`attn_q_norm`, `attn_k_norm`) run over all the
     /// heads' values of a token at once, not over each head's.
     pub qk_norm_whole: bool,
-    /// Hunyuan's dense and MoE files: each head's Q and K are normalized after rope, not before.
+    /// Hunyuan's dense and MoE files, Maincoder's: each head's Q and K are normalized after
+    /// rope, not before.
     pub qk_norm_after_rope: bool,
     /// Nemotron-H and Arcee's AFM: each dense MLP is up, squared ReLU, down (no `ffn_gate`).
     pub ungated_mlp: bool,
@@ -1306,7 +1310,7 @@ impl HParams {
             norm: if family == Family::Cohere { NormKind::Layer } else { NormKind::Rms },
             parallel_block: family == Family::Cohere,
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
-            qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe"),
+            qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
             ungated_mlp: family == Family::NemotronH || a == "arcee",
             rope_base,
             rope_scaling,
@@ -2489,6 +2493,14 @@ mod tests {
         ));
         let qwen = HParams::from_metadata(&md("qwen3moe", &keys), Some(100)).unwrap();
         assert_eq!((qwen.qk_norm_after_rope, qwen.moe.unwrap().shared_ffn), (false, 0));
+    }
+
+    /// Maincoder's files: Llama's layer (interleaved pairs) with Q and K normalized after rope.
+    #[test]
+    fn maincoder_is_llama_with_norms_after_rope() {
+        let hp = HParams::from_metadata(&md("maincoder", &[]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.qk_norm_after_rope), (Family::Llama, RopeStyle::Interleaved, true));
+        assert!(!HParams::from_metadata(&md("llama", &[]), Some(100)).unwrap().qk_norm_after_rope);
     }
 
     /// InternLM2's, EXAONE 3.5's and Arcee's files are Llama's layer; EXAONE's rotates NeoX

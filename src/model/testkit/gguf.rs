@@ -1144,7 +1144,9 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         }
         // (OLMoE's are over all of Q and all of K, as OLMo 2's.)
         let olmoe = spec.arch == Some("olmoe");
-        if matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe) && !olmoe {
+        // (Maincoder's: Llama's layer with per-head norms, after rope.)
+        let per_head = matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe);
+        if (per_head && !olmoe) || spec.arch == Some("maincoder") {
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1))?);
         }
