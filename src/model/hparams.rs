@@ -1854,10 +1854,10 @@ fn moe_params(
     // Qwen2's MoE files (`qwen2moe`); a `qwen2` file's experts, if it named any, llama.cpp
     // would not read either.
     let qwen2moe = family == Family::Qwen2 && arch == "qwen2moe";
-    // OLMoE: Qwen3 MoE's layer whose router's softmax weights are neither renormalized nor
-    // scaled, and whose experts are `feed_forward_length` wide (llama.cpp's `olmoe` graph).
+    // OLMoE: Qwen3 MoE's layer whose router's softmax weights are not renormalized, and whose
+    // experts are `feed_forward_length` wide (llama.cpp's `olmoe` graph).
     let olmoe = arch == "olmoe";
-    // Hunyuan-A13B: Qwen3 MoE's routing beside a shared expert, no scale read.
+    // Hunyuan-A13B: Qwen3 MoE's routing beside a shared expert.
     let hunyuan = arch == "hunyuan-moe";
     // Architectures that are mixtures of experts by name: `expert_count` is required and
     // must not be 0.
@@ -1919,12 +1919,10 @@ fn moe_params(
     if expert_ffn == 0 {
         return Err(bad("expert_feed_forward_length", "experts of width 0".into()));
     }
-    let deepseek = family == Family::DeepSeek2;
     // llama.cpp's `deepseek2` graph routes over all experts whatever groups the file gives.
-    if !deepseek && md_opt_usize(md, &key("expert_group_count"))?.unwrap_or(0) > 1 {
+    if family != Family::DeepSeek2 && md_opt_usize(md, &key("expert_group_count"))?.unwrap_or(0) > 1 {
         return Err(bad("expert_group_count", "routing over expert groups is not supported".into()));
     }
-    let gpt_oss = family == Family::GptOss;
     let gating = moe_gating(md, key, family, [layers, vocab])?;
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
         // Only llama.cpp's GLM-4.5, DeepSeek-V2 and Nemotron-H graphs read the scale (its other
@@ -1956,13 +1954,10 @@ fn moe_params(
         shared_ffn,
         dense_leading,
         layer_step,
-        biases: gpt_oss,
+        biases: family == Family::GptOss,
         shared_gate: matches!(family, Family::Qwen35 | Family::Qwen2),
         ungated: family == Family::NemotronH,
-        latent: match md_opt_usize(md, &key("moe_latent_size"))? {
-            None | Some(0) => None,
-            Some(l) => Some(l),
-        },
+        latent: md_opt_usize(md, &key("moe_latent_size"))?.filter(|&l| l > 0),
     }))
 }
 
