@@ -332,6 +332,15 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-exaone-q8_0.gguf", exaone(WeightType::Q8_0)),
         ("tiny-exaone-f32.gguf", exaone(WeightType::F32)),
         ("tiny-internlm2-q8_0.gguf", internlm2(WeightType::Q8_0)),
+        // XVERSE's (`xverse`): Llama's layer, SentencePiece vocabulary.
+        (
+            "tiny-xverse-q8_0.gguf",
+            TinyModelSpec {
+                arch: Some("xverse"),
+                seed: 38,
+                ..internlm2(WeightType::Q8_0)
+            },
+        ),
         // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
         // and its older files' defaults.
         ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),

@@ -7,6 +7,7 @@
 //! |--------|------------------------------|------------|------------|-------------|
 //! | Llama (2, 3.x, Mistral, SmolLM2, TinyLlama) | `llama` | interleaved | no | no |
 //! | InternLM2, InternLM2.5 | `internlm2` | interleaved | no | no |
+//! | XVERSE (7B, 13B, 65B) | `xverse` | interleaved | no | no |
 //! | EXAONE 3.5, EXAONE Deep | `exaone` | NeoX (halves) | no | no |
 //! | Arcee AFM (4.5B; its MLP up, squared ReLU, down) | `arcee` | interleaved | no | no |
 //! | Maincoder (1B) | `maincoder` | interleaved | no | yes (after rope) |
@@ -188,7 +189,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -310,7 +311,8 @@ impl Family {
             // Arcee's AFM (`arcee`): Llama's layer whose MLP has no gate (`HParams::ungated_mlp`).
             // Maincoder (`maincoder`): Llama's layer with each head's Q and K normalized after
             // rope (`HParams::qk_norm_after_rope`).
-            "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" => Ok(Self::Llama),
+            // XVERSE (`xverse`): Llama's layer under its own name.
+            "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -2498,7 +2500,7 @@ mod tests {
         assert!(!HParams::from_metadata(&md("llama", &[]), Some(100)).unwrap().qk_norm_after_rope);
     }
 
-    /// InternLM2's, EXAONE 3.5's and Arcee's files are Llama's layer; EXAONE's rotates NeoX
+    /// InternLM2's, EXAONE 3.5's, Arcee's and XVERSE's files are Llama's layer; EXAONE's rotates NeoX
     /// pairs, Arcee's MLP has no gate.
     #[test]
     fn internlm2_exaone_and_arcee_read_as_llama() {
@@ -2506,6 +2508,7 @@ mod tests {
             ("internlm2", RopeStyle::Interleaved, false),
             ("exaone", RopeStyle::Neox, false),
             ("arcee", RopeStyle::Interleaved, true),
+            ("xverse", RopeStyle::Interleaved, false),
             ("llama", RopeStyle::Interleaved, false),
         ] {
             let hp = HParams::from_metadata(&md(arch, &[]), Some(100)).unwrap();
