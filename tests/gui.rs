@@ -305,10 +305,11 @@ fn the_window_renders_and_a_snapshot_is_kept() {
 #[test]
 fn frames_keep_coming_while_a_long_prompt_prefills() {
     let f = fixture();
-    // A slow prefill: 16 prompt tokens per engine step.
+    // A slow prefill: 4 prompt tokens per engine step (at 16, 7 frames fit in one while the
+    // other GUI tests drew beside it on CI's 2 cores).
     let limits = EngineSettings {
         max_running: 4,
-        max_batch_tokens: 16,
+        max_batch_tokens: 4,
         max_queued: 16,
         threads: None,
     };
