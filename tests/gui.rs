@@ -25,12 +25,12 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
+    fixture_of(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0))
+}
+
+fn fixture_of(spec: &TinyModelSpec) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let model = write_tiny(
-        dir.path(),
-        &TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0),
-        "m.gguf",
-    );
+    let model = write_tiny(dir.path(), spec, "m.gguf");
     let data = dir.path().join("data");
     Fixture { _dir: dir, model, data }
 }
@@ -304,12 +304,16 @@ fn the_window_renders_and_a_snapshot_is_kept() {
 
 #[test]
 fn frames_keep_coming_while_a_long_prompt_prefills() {
-    let f = fixture();
-    // A slow prefill: 4 prompt tokens per engine step (at 16, 7 frames fit in one while the
-    // other GUI tests drew beside it on CI's 2 cores).
+    // A slow prefill: a model of 12 layers (the others' 2 let the prefill end within 7 frames
+    // while the other GUI tests drew beside it on CI's 2 cores), 16 prompt tokens per engine
+    // step.
+    let f = fixture_of(&TinyModelSpec {
+        layers: 12,
+        ..TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0)
+    });
     let limits = EngineSettings {
         max_running: 4,
-        max_batch_tokens: 4,
+        max_batch_tokens: 16,
         max_queued: 16,
         threads: None,
     };
