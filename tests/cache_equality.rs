@@ -115,14 +115,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("Qwen2Moe".to_string(), TinyModelSpec::qwen2_moe(weights)),
             ("OlMoE".to_string(), TinyModelSpec::olmoe(weights)),
             ("HunyuanMoe".to_string(), TinyModelSpec::hunyuan_moe(weights)),
-            (
-                "HunyuanDense".to_string(),
-                TinyModelSpec {
-                    arch: Some("hunyuan-dense"),
-                    rope_alpha: Some(4.0),
-                    ..TinyModelSpec::tiny(Family::Qwen3, weights)
-                },
-            ),
+            ("HunyuanDense".to_string(), TinyModelSpec::hunyuan_dense(weights)),
         ]);
     specs
         .map(|(name, spec)| {

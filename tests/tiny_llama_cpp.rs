@@ -350,8 +350,8 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-arcee-f32.gguf", arcee(WeightType::F32)),
         // Hunyuan's dense models (`hunyuan-dense`): Qwen3's layer with Q and K normalized after
         // rope, the base scaled by `rope.scaling.alpha`.
-        ("tiny-hunyuan-dense-q8_0.gguf", hunyuan_dense(WeightType::Q8_0)),
-        ("tiny-hunyuan-dense-f32.gguf", hunyuan_dense(WeightType::F32)),
+        ("tiny-hunyuan-dense-q8_0.gguf", TinyModelSpec::hunyuan_dense(WeightType::Q8_0)),
+        ("tiny-hunyuan-dense-f32.gguf", TinyModelSpec::hunyuan_dense(WeightType::F32)),
         // Maincoder's (`maincoder`): Llama's layer with per-head Q and K norms after rope.
         ("tiny-maincoder-q8_0.gguf", maincoder(WeightType::Q8_0)),
         ("tiny-maincoder-f32.gguf", maincoder(WeightType::F32)),
@@ -477,19 +477,6 @@ fn arcee(weight_type: WeightType) -> TinyModelSpec {
         arch: Some("arcee"),
         seed: 29,
         ..TinyModelSpec::tiny(Family::Llama, weight_type)
-    }
-}
-
-/// Hunyuan's dense files (`hunyuan-dense`): Qwen3's layer, each head's Q and K normalized
-/// after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an NTK alpha of 4
-/// (the 64-wide heads rotate on 10,000 × 4^(64/62)).
-fn hunyuan_dense(weight_type: WeightType) -> TinyModelSpec {
-    TinyModelSpec {
-        arch: Some("hunyuan-dense"),
-        vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "hunyuan-dense" }),
-        rope_alpha: Some(4.0),
-        seed: if weight_type == WeightType::F32 { 32 } else { 33 },
-        ..TinyModelSpec::tiny(Family::Qwen3, weight_type)
     }
 }
 

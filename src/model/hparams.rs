@@ -2042,8 +2042,7 @@ fn moe_layers(
         // Qwen3.5's, Qwen2's and Hunyuan's MoE files: a shared expert of
         // `expert_shared_feed_forward_length`, else of `feed_forward_length` (llama.cpp's
         // fallback), in every layer.
-        Family::Qwen35 | Family::Qwen2 => shared_or_ffn(md, key)?,
-        Family::Qwen3Moe if arch == "hunyuan-moe" => shared_or_ffn(md, key)?,
+        _ if matches!(family, Family::Qwen35 | Family::Qwen2) || arch == "hunyuan-moe" => shared_or_ffn(md, key)?,
         // LFM2's MoE files: no shared expert; the first `leading_dense_block_count` dense.
         Family::Lfm2 => (0, leading()?, 1),
         // Nemotron-H's MoE files: a shared expert of `expert_shared_feed_forward_length` (required).
@@ -2500,8 +2499,8 @@ mod tests {
         assert!(!HParams::from_metadata(&md("llama", &[]), Some(100)).unwrap().qk_norm_after_rope);
     }
 
-    /// InternLM2's, EXAONE 3.5's, Arcee's and XVERSE's files are Llama's layer; EXAONE's rotates NeoX
-    /// pairs, Arcee's MLP has no gate.
+    /// InternLM2's, EXAONE 3.5's, Arcee's and XVERSE's files are Llama's layer; EXAONE's
+    /// rotates NeoX pairs, Arcee's MLP has no gate.
     #[test]
     fn internlm2_exaone_and_arcee_read_as_llama() {
         for (arch, style, ungated) in [

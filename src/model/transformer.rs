@@ -70,17 +70,26 @@ struct Attention {
     wo: QLinear,
     /// Qwen2: biases of the Q/K/V projections.
     bias: Option<[Tensor; 3]>,
-    /// Qwen3: RMSNorm over each head's Q and K before rope; OLMo 2 (`qk_norm_whole`): over all
-    /// of Q and all of K; Hunyuan (`qk_norm_after_rope`): over each head's, after rope. (Gemma
-    /// 4's layers that read another's K/V have Q's only.)
+    /// RMSNorms of Q and K, run where `qk_norm` says. (Gemma 4's layers that read another's
+    /// K/V have Q's only.)
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
-    qk_norm_whole: bool,
-    qk_norm_after_rope: bool,
+    qk_norm: QkNorm,
     /// gpt-oss: the output projection's bias.
     out_bias: Option<Tensor>,
     /// gpt-oss: one sink logit per query head ([`Attend::sinks`]), on the host.
     sinks: Option<Vec<f32>>,
+}
+
+/// Where a layer's Q and K norms run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QkNorm {
+    /// Over each head's values, before rope (Qwen3's).
+    PerHead,
+    /// Over all of Q and all of K, before rope (OLMo 2's: `HParams::qk_norm_whole`).
+    Whole,
+    /// Over each head's values, after rope (Hunyuan's: `HParams::qk_norm_after_rope`).
+    PerHeadAfterRope,
 }
 
 pub(super) struct Mlp {
@@ -580,7 +589,7 @@ impl Transformer {
             }
         }
         let eps = hp.rms_eps as f32;
-        if a.qk_norm_whole {
+        if a.qk_norm == QkNorm::Whole {
             (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;
         }
         let mut q = q.reshape((t, heads, head_dim))?;
@@ -588,7 +597,7 @@ impl Transformer {
             Some((k, v)) => Some((k.reshape((t, kv_heads, head_dim))?, v.reshape((t, kv_heads, head_dim))?)),
             None => None,
         };
-        if !a.qk_norm_whole && !a.qk_norm_after_rope {
+        if a.qk_norm == QkNorm::PerHead {
             (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;
         }
         if let (Some(ones), Some((_, v))) = (&a.v_norm, kv_rows.as_mut()) {
@@ -602,7 +611,7 @@ impl Transformer {
                 *k = rope.apply(k, cos, sin)?;
             }
         }
-        if a.qk_norm_after_rope {
+        if a.qk_norm == QkNorm::PerHeadAfterRope {
             (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;
         }
         if let Some(s) = q_scale {
@@ -869,8 +878,12 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
     };
     let bias = load_qkv_bias(file, &n, [q_dim, kv_dim], device)?;
     // OLMo 2 and OLMoE normalize Q and K whole (over every head), the others per head.
-    let qk_norm_whole = hp.qk_norm_whole;
-    let (q_norm_len, k_norm_len) = if qk_norm_whole { (q_dim, kv_dim) } else { (hd, hd) };
+    let qk_norm = match (hp.qk_norm_whole, hp.qk_norm_after_rope) {
+        (true, _) => QkNorm::Whole,
+        (false, true) => QkNorm::PerHeadAfterRope,
+        (false, false) => QkNorm::PerHead,
+    };
+    let (q_norm_len, k_norm_len) = if hp.qk_norm_whole { (q_dim, kv_dim) } else { (hd, hd) };
     let has_q_norm = file.has_tensor(&n("attn_q_norm.weight"));
     if has_q_norm && hp.family == Family::Cohere {
         // Command R+'s (64 layers and more): a LayerNorm per head with weights of their own.
@@ -896,8 +909,7 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         bias,
         q_norm,
         k_norm,
-        qk_norm_whole,
-        qk_norm_after_rope: hp.qk_norm_after_rope,
+        qk_norm,
         out_bias: if gpt_oss { Some(load_vec(file, &n("attn_output.bias"), d, device)?) } else { None },
         sinks: if gpt_oss {
             Some(load_vec(file, &n("attn_sinks.weight"), shape.heads, &Device::Cpu)?.to_vec1::<f32>()?)

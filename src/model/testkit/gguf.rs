@@ -356,6 +356,19 @@ impl TinyModelSpec {
         }
     }
 
+    /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
+    /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
+    /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
+    pub fn hunyuan_dense(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("hunyuan-dense"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "hunyuan-dense" }),
+            rope_alpha: Some(4.0),
+            seed: if weight_type == WeightType::F32 { 32 } else { 33 },
+            ..Self::tiny(Family::Qwen3, weight_type)
+        }
+    }
+
     /// Hunyuan's MoE files (`hunyuan-moe`: Hunyuan-A13B): the tiny Qwen3 MoE's layers with each
     /// head's Q and K normalized after rope, 4 experts of `feed_forward_length` (2 per token,
     /// softmax, renormalized) beside an ungated shared expert twice their width (no sigmoid);
