@@ -341,6 +341,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
                 ..internlm2(WeightType::Q8_0)
             },
         ),
+        // Orion's (`orion`): Llama's layer with LayerNorms that have a bias, NeoX pairs; in f32
+        // too.
+        ("tiny-orion-q8_0.gguf", orion(WeightType::Q8_0)),
+        ("tiny-orion-f32.gguf", orion(WeightType::F32)),
         // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
         // and its older files' defaults.
         ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),
@@ -490,6 +494,17 @@ fn maincoder(weight_type: WeightType) -> TinyModelSpec {
     }
 }
 
+/// Orion's files (`orion`): Llama's layer with biased LayerNorms and NeoX pairs,
+/// SentencePiece vocabulary.
+fn orion(weight_type: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        arch: Some("orion"),
+        vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+        seed: if weight_type == WeightType::F32 { 39 } else { 40 },
+        ..TinyModelSpec::tiny(Family::Llama, weight_type)
+    }
+}
+
 /// InternLM2's files (`internlm2`): Llama's layer under its own name, SentencePiece vocabulary.
 fn internlm2(weight_type: WeightType) -> TinyModelSpec {
     TinyModelSpec {
@@ -585,30 +600,37 @@ fn tiny_models_match_llama_cpp() {
 
 /// llama.cpp reads Granite's output and MLP biases as optional; its dense files have none and
 /// hearth does not add them, so a file that has one is refused with the tensor named rather
-/// than run without it.
+/// than run without it. So is a norm's bias in a family whose norms have none (llama.cpp
+/// refuses a file with a tensor it does not read).
 #[test]
-fn a_granite_file_with_biases_is_refused() {
+fn a_file_with_biases_its_family_does_not_add_is_refused() {
     use candle_core::quantized::{GgmlDType, QTensor};
     use candle_core::Tensor;
     use hearth::model::ModelError;
 
     let dir = tempfile::tempdir().unwrap();
-    let spec = TinyModelSpec::tiny(Family::Granite, WeightType::Q8_0);
-    let plain = dir.path().join("granite.gguf");
-    write_model(&spec, &plain).unwrap();
-    let (md, mut tensors) = read_gguf(&plain);
-    let bias = Tensor::zeros(spec.hidden, candle_core::DType::F32, &Device::Cpu).unwrap();
-    tensors.push(("blk.1.attn_output.bias".into(), QTensor::quantize(&bias, GgmlDType::F32).unwrap()));
-    let biased = dir.path().join("biased.gguf");
-    write_gguf(&biased, &md, &tensors);
+    for (family, name) in [
+        (Family::Granite, "blk.1.attn_output.bias"),
+        (Family::Llama, "blk.1.ffn_norm.bias"),
+        (Family::Llama, "output_norm.bias"),
+    ] {
+        let spec = TinyModelSpec::tiny(family, WeightType::Q8_0);
+        let plain = dir.path().join("plain.gguf");
+        write_model(&spec, &plain).unwrap();
+        let (md, mut tensors) = read_gguf(&plain);
+        let bias = Tensor::zeros(spec.hidden, candle_core::DType::F32, &Device::Cpu).unwrap();
+        tensors.push((name.into(), QTensor::quantize(&bias, GgmlDType::F32).unwrap()));
+        let biased = dir.path().join("biased.gguf");
+        write_gguf(&biased, &md, &tensors);
 
-    assert!(Transformer::from_gguf(&mut GgufFile::open(&plain).unwrap(), &Device::Cpu, 512).is_ok());
-    match Transformer::from_gguf(&mut GgufFile::open(&biased).unwrap(), &Device::Cpu, 512) {
-        Err(e @ ModelError::UnsupportedTensor { .. }) => {
-            let msg = e.to_string();
-            assert!(msg.contains("\"blk.1.attn_output.bias\" is not supported"), "{msg}");
+        assert!(Transformer::from_gguf(&mut GgufFile::open(&plain).unwrap(), &Device::Cpu, 512).is_ok());
+        match Transformer::from_gguf(&mut GgufFile::open(&biased).unwrap(), &Device::Cpu, 512) {
+            Err(e @ ModelError::UnsupportedTensor { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains(&format!("\"{name}\" is not supported")), "{msg}");
+            }
+            other => panic!("expected {name} to be refused, got {other:?}"),
         }
-        other => panic!("expected the bias to be refused, got {other:?}"),
     }
 }
 

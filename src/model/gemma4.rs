@@ -18,6 +18,7 @@
 
 use candle_core::{Device, Tensor};
 
+use super::block_norm::BlockNorm;
 use super::embedding::TokenEmbedding;
 use super::gguf::GgufFile;
 use super::hparams::HParams;
@@ -146,9 +147,9 @@ impl DenseAndExperts {
     }
 
     /// `x`: the layer's residual stream after attention; `ffn_norm`: the dense MLP's input norm.
-    pub fn forward(&self, x: &Tensor, ffn_norm: &Tensor, eps: f64, act: Gate) -> Result<Tensor, ModelError> {
+    pub(super) fn forward(&self, x: &Tensor, ffn_norm: &BlockNorm, eps: f64, act: Gate) -> Result<Tensor, ModelError> {
         let eps32 = eps as f32;
-        let dense = self.dense.forward(&norm::rms_norm(x, ffn_norm, eps32)?, act)?;
+        let dense = self.dense.forward(&ffn_norm.forward(x)?, act)?;
         let dense = norm::rms_norm(&dense, &self.post_norms[0], eps32)?;
         let hidden = x.dim(1)?;
         let scale = self.router_scale.affine(1.0 / (hidden as f64).sqrt(), 0.0)?;

@@ -189,7 +189,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,7 +312,9 @@ impl Family {
             // Maincoder (`maincoder`): Llama's layer with each head's Q and K normalized after
             // rope (`HParams::qk_norm_after_rope`).
             // XVERSE (`xverse`): Llama's layer under its own name.
-            "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" => Ok(Self::Llama),
+            // Orion (`orion`): Llama's layer with biased LayerNorms (`HParams::norm`) and NeoX
+            // pairs.
+            "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -433,6 +435,8 @@ pub enum NormKind {
     Rms,
     /// `(x − mean(x)) / √(var(x) + ε) · α`, no bias (llama.cpp's `LLM_NORM`): Cohere's.
     Layer,
+    /// The same plus a bias `β` per column (`LLM_NORM` with a bias): Orion's.
+    BiasedLayer,
 }
 
 /// Which dimensions rotary embeddings rotate together.
@@ -1269,6 +1273,7 @@ impl HParams {
         let attn_temperature = attn_temperature(md, &key, family, rope_original_context)?;
         let moe = moe_params(md, &key, (family, a), [layers, vocab_size])?;
         let rope_base = rope_base(md, &key, a, head_dim)?;
+        let norm = norm_kind(family, a);
         let rope_attn_factor = md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0);
         let sliding = family_sliding(md, &key, (family, a), layers, rope_base)?;
         let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;
@@ -1308,8 +1313,8 @@ impl HParams {
             mtp_layers,
             context_length,
             rope_original_context,
-            rms_eps: norm_eps(md, &key, family)?,
-            norm: if family == Family::Cohere { NormKind::Layer } else { NormKind::Rms },
+            rms_eps: norm_eps(md, &key, norm)?,
+            norm,
             parallel_block: family == Family::Cohere,
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
@@ -1636,7 +1641,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if arch == "exaone" {
+    if matches!(arch, "exaone" | "orion") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 {
@@ -1762,13 +1767,22 @@ fn no_rope_layers(
     })
 }
 
-/// The norms' epsilon. LayerNorm families (Cohere's) read `attention.layer_norm_epsilon`,
+/// The kind of the blocks' input norms and the final norm.
+fn norm_kind(family: Family, arch: &str) -> NormKind {
+    match (family, arch) {
+        (Family::Cohere, _) => NormKind::Layer,
+        (_, "orion") => NormKind::BiasedLayer,
+        _ => NormKind::Rms,
+    }
+}
+
+/// The norms' epsilon. LayerNorm families (Cohere's, Orion's) read `attention.layer_norm_epsilon`,
 /// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
 /// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
 /// fallback), else 1e-5.
-fn norm_eps(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, family: Family) -> Result<f64, ModelError> {
+fn norm_eps(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, norm: NormKind) -> Result<f64, ModelError> {
     let layer = md_opt_f64(md, &key("attention.layer_norm_epsilon"))?;
-    if family == Family::Cohere {
+    if norm != NormKind::Rms {
         return layer.ok_or_else(|| ModelError::MissingMetadata {
             key: key("attention.layer_norm_epsilon"),
         });
@@ -2882,6 +2896,20 @@ mod tests {
         // Every other family keeps RMSNorm and sequential blocks.
         let hp = HParams::from_metadata(&md("llama", &[]), Some(100)).unwrap();
         assert_eq!((hp.norm, hp.parallel_block, hp.logit_multiplier), (NormKind::Rms, false, None));
+    }
+
+    /// Orion's files: Llama's layer with biased LayerNorms, whose epsilon is required, and NeoX
+    /// pairs.
+    #[test]
+    fn orion_files_read_biased_layer_norms() {
+        let m = md("orion", &[("attention.layer_norm_epsilon", Value::F32(1e-5))]);
+        let hp = HParams::from_metadata(&m, Some(100)).unwrap();
+        assert_eq!((hp.family, hp.norm, hp.rope_style), (Family::Llama, NormKind::BiasedLayer, RopeStyle::Neox));
+        assert!((hp.rms_eps - 1e-5).abs() < 1e-12 && !hp.parallel_block);
+        assert!(matches!(
+            HParams::from_metadata(&md("orion", &[]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "orion.attention.layer_norm_epsilon"
+        ));
     }
 
     #[test]

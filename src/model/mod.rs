@@ -19,6 +19,7 @@
 //! Counterpart: candle-transformers' `quantized_llama.rs` (loading, layer
 //! layout), vLLM's `model_executor/models/llama.py` (forward over a packed batch).
 
+mod block_norm;
 pub mod chat;
 mod delta_net;
 mod causal_conv;

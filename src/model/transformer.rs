@@ -26,7 +26,8 @@ use candle_core::{DType, Device, Tensor};
 use super::gguf::GgufFile;
 use super::delta_net::{DeltaNet, RecurrentSeq, RecurrentState};
 use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
-use super::hparams::{AttnShape, Family, HParams, LocalRope, NormKind, RopeScaling};
+use super::block_norm::BlockNorm;
+use super::hparams::{AttnShape, Family, HParams, LocalRope, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::mla::LatentAttention;
@@ -118,10 +119,10 @@ enum Ffn {
 
 impl Ffn {
     /// The block's output for the residual stream `x`, whose input norm is `norm`.
-    fn forward(&self, x: &Tensor, norm: Option<&Tensor>, eps: f64, act: Gate) -> Result<Tensor, ModelError> {
+    fn forward(&self, x: &Tensor, norm: Option<&BlockNorm>, eps: f64, act: Gate) -> Result<Tensor, ModelError> {
         match (self, norm) {
-            (Self::Dense(m), _) => m.forward(&pre_norm(x, norm, eps)?, act),
-            (Self::Moe(m), _) => m.forward(&pre_norm(x, norm, eps)?, act),
+            (Self::Dense(m), _) => m.forward(&pre_norm(x, norm)?, act),
+            (Self::Moe(m), _) => m.forward(&pre_norm(x, norm)?, act),
             (Self::DenseAndExperts(f), Some(n)) => f.forward(x, n, eps, act),
             (Self::DenseAndExperts(_), None) => {
                 Err(OpsError::Layout("a dense-and-experts block without its input norm".into()).into())
@@ -148,13 +149,13 @@ enum SelfAttention {
 }
 
 struct Layer {
-    /// RMSNorm before attention (none in OLMo 2 and EXAONE 4.0, which normalize after).
-    attn_norm: Option<Tensor>,
+    /// The norm before attention (none in OLMo 2 and EXAONE 4.0, which normalize after).
+    attn_norm: Option<BlockNorm>,
     attn: SelfAttention,
     /// Gemma, OLMo 2, EXAONE 4.0, GLM-4: RMSNorm of the attention output before the residual add.
     post_attn_norm: Option<Tensor>,
-    /// RMSNorm before the MLP (none in OLMo 2 and EXAONE 4.0).
-    ffn_norm: Option<Tensor>,
+    /// The norm before the MLP (none in OLMo 2 and EXAONE 4.0).
+    ffn_norm: Option<BlockNorm>,
     ffn: Ffn,
     /// Gemma, OLMo 2, EXAONE 4.0, GLM-4: RMSNorm of the MLP output before the residual add.
     post_ffn_norm: Option<Tensor>,
@@ -169,7 +170,7 @@ pub struct Transformer {
     hp: HParams,
     embedding: TokenEmbedding,
     layers: Vec<Layer>,
-    norm: Tensor,
+    norm: BlockNorm,
     output: QLinear,
     rope: RopeTables,
     /// Gemma: the sliding-window layers' tables (their own base; Gemma 4's their own width
@@ -286,10 +287,10 @@ impl Transformer {
         Ok(Self {
             per_layer_embd,
             // LFM2's final norm is stored as `token_embd_norm` (llama.cpp reads it so).
-            norm: load_vec(
+            norm: BlockNorm::load(
                 file,
-                if hp.family == Family::Lfm2 { "token_embd_norm.weight" } else { "output_norm.weight" },
-                d,
+                if hp.family == Family::Lfm2 { "token_embd_norm" } else { "output_norm" },
+                &hp,
                 device,
             )?,
             output,
@@ -466,7 +467,7 @@ impl Transformer {
         if matches!(layer.attn, SelfAttention::None) {
             return Ok(None);
         }
-        let h = pre_norm(x, layer.attn_norm.as_ref(), self.hp.rms_eps)?;
+        let h = pre_norm(x, layer.attn_norm.as_ref())?;
         self.mixer_of_normed(li, layer, &h, rope, q_scale, batch, kv, states)
     }
 
@@ -489,21 +490,12 @@ impl Transformer {
             .attn_norm
             .as_ref()
             .ok_or_else(|| OpsError::Layout("a parallel layer without its norm".into()))?;
-        let h = self.apply_norm(&x, n)?;
+        let h = n.forward(&x)?;
         let attn = self
             .mixer_of_normed(li, layer, &h, rope, q_scale, batch, kv, states)?
             .ok_or_else(|| OpsError::Layout("a parallel layer without attention".into()))?;
         let mlp = layer.ffn.forward(&h, None, self.hp.rms_eps, self.activation)?;
         Ok(((mlp + x)? + attn)?)
-    }
-
-    /// `x` through the family's norm ([`HParams::norm`]) with weight `n`.
-    fn apply_norm(&self, x: &Tensor, n: &Tensor) -> Result<Tensor, ModelError> {
-        let eps = self.hp.rms_eps as f32;
-        Ok(match self.hp.norm {
-            NormKind::Rms => norm::rms_norm(x, n, eps)?,
-            NormKind::Layer => norm::layer_norm(x, n, eps)?,
-        })
     }
 
     /// Layer `li`'s mixer over `h`, the rows after its norm: as [`Self::mixer`].
@@ -643,7 +635,7 @@ impl Transformer {
                 x.index_select(&rows, 0)?
             }
         };
-        let x = self.apply_norm(&x, &self.norm)?;
+        let x = self.norm.forward(&x)?;
         let logits = self.output.forward(&x)?.to_dtype(DType::F32)?;
         // Granite divides its logits by `logit_scale`, Cohere multiplies them by its; Gemma 2
         // soft-caps them.
@@ -676,13 +668,13 @@ fn norm_q_k(
     Ok((q, kv_rows))
 }
 
-/// A block's input: `x` through its RMSNorm `n`, or `x` itself where the family has none
+/// A block's input: `x` through its norm `n`, or `x` itself where the family has none
 /// (OLMo 2).
-fn pre_norm(x: &Tensor, n: Option<&Tensor>, eps: f64) -> Result<Tensor, ModelError> {
-    Ok(match n {
-        Some(n) => norm::rms_norm(x, n, eps as f32)?,
-        None => x.clone(),
-    })
+fn pre_norm(x: &Tensor, n: Option<&BlockNorm>) -> Result<Tensor, ModelError> {
+    match n {
+        Some(n) => n.forward(x),
+        None => Ok(x.clone()),
+    }
 }
 
 /// The tensors that hold per-frequency rope divisors: Llama 3.1's, Phi-3's LongRoPE pair.
@@ -737,10 +729,10 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     let d = hp.hidden;
     let n = |s: &str| format!("blk.{i}.{s}");
     // OLMo 2 and EXAONE 4.0 normalize after each block only; the others before.
-    let pre_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
+    let pre_norm = |file: &mut GgufFile, stem: &str| -> Result<Option<BlockNorm>, ModelError> {
         match hp.family {
             Family::Olmo2 | Family::Exaone4 => Ok(None),
-            _ => load_vec(file, &n(name), d, device).map(Some),
+            _ => BlockNorm::load(file, &n(stem), hp, device).map(Some),
         }
     };
     // Gemma's, OLMo 2's, EXAONE 4.0's and GLM-4's post-norms are part of their architecture:
@@ -777,7 +769,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         return nemotron_h_layer(file, hp, i, dense, device);
     }
     Ok(Layer {
-        attn_norm: pre_norm(file, "attn_norm.weight")?,
+        attn_norm: pre_norm(file, "attn_norm")?,
         attn: match hp.mla {
             Some(_) => SelfAttention::Latent(LatentAttention::load(file, hp, i, device)?),
             None if hp.is_recurrent(i) && hp.short_conv.is_some() => SelfAttention::ShortConv(ShortConv::load(file, hp, i, device)?),
@@ -791,8 +783,8 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         // (Cohere's MLP reads the attention norm's output.)
         ffn_norm: match hp.family {
             Family::Cohere => None,
-            Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35 => pre_norm(file, "post_attention_norm.weight")?,
-            _ => pre_norm(file, "ffn_norm.weight")?,
+            Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35 => pre_norm(file, "post_attention_norm")?,
+            _ => pre_norm(file, "ffn_norm")?,
         },
         ffn: match &hp.moe {
             // Gemma 4's experts run beside its dense MLP.
@@ -826,7 +818,7 @@ fn nemotron_h_layer(
     dense: impl FnOnce(&mut GgufFile) -> Result<Mlp, ModelError>,
     device: &Device,
 ) -> Result<Layer, ModelError> {
-    let norm = load_vec(file, &format!("blk.{i}.attn_norm.weight"), hp.hidden, device)?;
+    let norm = BlockNorm::load(file, &format!("blk.{i}.attn_norm"), hp, device)?;
     let mlp = hp.is_mlp_only(i);
     Ok(Layer {
         attn_norm: (!mlp).then(|| norm.clone()),

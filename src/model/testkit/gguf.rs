@@ -969,8 +969,8 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (format!("{arch}.feed_forward_length"), u32v(spec.ffn)),
         (format!("{arch}.attention.head_count"), u32v(spec.heads)),
         (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
-        // (Cohere's LayerNorms read their own key.)
-        if spec.family == Family::Cohere {
+        // (Cohere's and Orion's LayerNorms read their own key.)
+        if spec.family == Family::Cohere || arch == "orion" {
             (format!("{arch}.attention.layer_norm_epsilon"), Value::F32(1e-5))
         } else {
             (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6))
@@ -1113,8 +1113,13 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     }
     let final_norm = if gemma2 { 6.0 } else { 1.0 };
     // (LFM2's is `token_embd_norm`, written with its layers.)
+    // Orion's LayerNorms have a bias each.
+    let norm_bias = spec.arch == Some("orion");
     if spec.family != Family::Lfm2 {
         tensors.push(vector("output_norm.weight".into(), rng.around(d, final_norm, 0.1))?);
+    }
+    if norm_bias {
+        tensors.push(vector("output_norm.bias".into(), rng.around(d, 0.0, 0.2))?);
     }
     if let Some(f) = &spec.rope_freqs {
         tensors.push(vector("rope_freqs.weight".into(), f.clone())?);
@@ -1133,6 +1138,9 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         let n = |s: &str| format!("blk.{i}.{s}");
         if pre_norms {
             tensors.push(vector(n("attn_norm.weight"), rng.around(d, 1.0, 0.1))?);
+        }
+        if norm_bias {
+            tensors.push(vector(n("attn_norm.bias"), rng.around(d, 0.0, 0.2))?);
         }
         let q = rng.matrix(q_dim, d, 1.0);
         let k = rng.matrix(kv_dim, d, 1.0);
@@ -1155,18 +1163,9 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             // Sink logits about as large as the scores: each takes a real share of its head.
             tensors.push(vector(n("attn_sinks.weight"), rng.around(spec.heads, 0.0, 2.0))?);
         }
-        // (OLMoE's are over all of Q and all of K, as OLMo 2's.)
-        let olmoe = spec.arch == Some("olmoe");
-        // (Maincoder's: Llama's layer with per-head norms, after rope.)
-        let per_head = matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe);
-        if (per_head && !olmoe) || spec.arch == Some("maincoder") {
-            tensors.push(vector(n("attn_q_norm.weight"), rng.around(hd, 1.0, 0.1))?);
-            tensors.push(vector(n("attn_k_norm.weight"), rng.around(hd, 1.0, 0.1))?);
-        }
-        if spec.family == Family::Olmo2 || olmoe {
-            // Over all of Q and all of K.
-            tensors.push(vector(n("attn_q_norm.weight"), rng.around(q_dim, 1.0, 0.1))?);
-            tensors.push(vector(n("attn_k_norm.weight"), rng.around(kv_dim, 1.0, 0.1))?);
+        if let Some((q_len, k_len)) = qk_norm_widths(spec) {
+            tensors.push(vector(n("attn_q_norm.weight"), rng.around(q_len, 1.0, 0.1))?);
+            tensors.push(vector(n("attn_k_norm.weight"), rng.around(k_len, 1.0, 0.1))?);
         }
         if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 | Family::Glm4) {
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
@@ -1180,11 +1179,30 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
                 _ => "ffn_norm.weight",
             };
             tensors.push(vector(n(name), rng.around(d, 1.0, 0.1))?);
+            if norm_bias {
+                tensors.push(vector(n("ffn_norm.bias"), rng.around(d, 0.0, 0.2))?);
+            }
         }
         tensors.extend(mlp_tensors(spec, i, &mut rng, &mut moe_rng)?);
     }
 
     write_gguf_file(path, &metadata(spec), &tensors)
+}
+
+/// The widths of a layer's Q and K norms where the spec's layer has them: one head's, or all
+/// of Q and all of K (OLMo 2's and OLMoE's).
+fn qk_norm_widths(spec: &TinyModelSpec) -> Option<(usize, usize)> {
+    let hd = spec.head_dim;
+    let olmoe = spec.arch == Some("olmoe");
+    // (Maincoder's: Llama's layer with per-head norms, after rope.)
+    let per_head = matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe);
+    if spec.family == Family::Olmo2 || olmoe {
+        Some((spec.heads * hd, spec.kv_heads * hd))
+    } else if per_head || spec.arch == Some("maincoder") {
+        Some((hd, hd))
+    } else {
+        None
+    }
 }
 
 /// Gemma 4's, LFM2's, Qwen3.5's and DeepSeek-V2's layers (into `tensors`) and metadata (the
