@@ -69,7 +69,7 @@ MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf", "tiny-qwen3-yarn-
           "tiny-hunyuan-dense-q8_0.gguf", "tiny-hunyuan-dense-f32.gguf",
           "tiny-hunyuan-moe-q8_0.gguf", "tiny-hunyuan-moe-f32.gguf",
           "tiny-maincoder-q8_0.gguf", "tiny-maincoder-f32.gguf", "tiny-xverse-q8_0.gguf",
-          "tiny-orion-q8_0.gguf", "tiny-orion-f32.gguf",
+          "tiny-orion-q8_0.gguf", "tiny-orion-f32.gguf", "tiny-stablelm-q8_0.gguf", "tiny-stablelm-f32.gguf",
           "tiny-minicpm-q8_0.gguf", "tiny-minicpm-defaults-f32.gguf",
           "tiny-granitehybrid-q8_0.gguf", "tiny-granitehybrid-f32.gguf", "tiny-granitehybrid-moe-q8_0.gguf",
           "tiny-granitehybrid-moe-f32.gguf", "tiny-granitemoe-q8_0.gguf",

@@ -189,7 +189,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -313,8 +313,9 @@ impl Family {
             // rope (`HParams::qk_norm_after_rope`).
             // XVERSE (`xverse`): Llama's layer under its own name.
             // Orion (`orion`): Llama's layer with biased LayerNorms (`HParams::norm`) and NeoX
-            // pairs.
-            "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" => Ok(Self::Llama),
+            // pairs. StableLM (`stablelm`): the same, partly rotated, with Q/K/V biases where
+            // the file has them.
+            "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -1641,7 +1642,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion") {
+    if matches!(arch, "exaone" | "orion" | "stablelm") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 {
@@ -1771,12 +1772,12 @@ fn no_rope_layers(
 fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
         (Family::Cohere, _) => NormKind::Layer,
-        (_, "orion") => NormKind::BiasedLayer,
+        (_, "orion" | "stablelm") => NormKind::BiasedLayer,
         _ => NormKind::Rms,
     }
 }
 
-/// The norms' epsilon. LayerNorm families (Cohere's, Orion's) read `attention.layer_norm_epsilon`,
+/// The norms' epsilon. LayerNorm families (Cohere's, Orion's, StableLM's) read `attention.layer_norm_epsilon`,
 /// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
 /// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
 /// fallback), else 1e-5.
@@ -2898,18 +2899,21 @@ mod tests {
         assert_eq!((hp.norm, hp.parallel_block, hp.logit_multiplier), (NormKind::Rms, false, None));
     }
 
-    /// Orion's files: Llama's layer with biased LayerNorms, whose epsilon is required, and NeoX
-    /// pairs.
+    /// Orion's and StableLM's files: Llama's layer with biased LayerNorms, whose epsilon is
+    /// required, and NeoX pairs (StableLM's over `rope.dimension_count` of each head).
     #[test]
-    fn orion_files_read_biased_layer_norms() {
-        let m = md("orion", &[("attention.layer_norm_epsilon", Value::F32(1e-5))]);
-        let hp = HParams::from_metadata(&m, Some(100)).unwrap();
-        assert_eq!((hp.family, hp.norm, hp.rope_style), (Family::Llama, NormKind::BiasedLayer, RopeStyle::Neox));
-        assert!((hp.rms_eps - 1e-5).abs() < 1e-12 && !hp.parallel_block);
-        assert!(matches!(
-            HParams::from_metadata(&md("orion", &[]), Some(100)),
-            Err(ModelError::MissingMetadata { key }) if key == "orion.attention.layer_norm_epsilon"
-        ));
+    fn orion_and_stablelm_files_read_biased_layer_norms() {
+        for arch in ["orion", "stablelm"] {
+            let m = md(arch, &[("attention.layer_norm_epsilon", Value::F32(1e-5)), ("rope.dimension_count", Value::U32(16))]);
+            let hp = HParams::from_metadata(&m, Some(100)).unwrap();
+            assert_eq!((hp.family, hp.norm, hp.rope_style), (Family::Llama, NormKind::BiasedLayer, RopeStyle::Neox));
+            assert!((hp.rms_eps - 1e-5).abs() < 1e-12 && !hp.parallel_block);
+            assert_eq!((hp.head_dim, hp.rope_dims), (64, 16));
+            assert!(matches!(
+                HParams::from_metadata(&md(arch, &[]), Some(100)),
+                Err(ModelError::MissingMetadata { key }) if key == format!("{arch}.attention.layer_norm_epsilon")
+            ));
+        }
     }
 
     #[test]

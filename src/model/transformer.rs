@@ -27,7 +27,7 @@ use super::gguf::GgufFile;
 use super::delta_net::{DeltaNet, RecurrentSeq, RecurrentState};
 use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
 use super::block_norm::BlockNorm;
-use super::hparams::{AttnShape, Family, HParams, LocalRope, RopeScaling};
+use super::hparams::{AttnShape, Family, HParams, LocalRope, NormKind, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::mla::LatentAttention;
@@ -877,11 +877,12 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
     };
     let (q_norm_len, k_norm_len) = if hp.qk_norm_whole { (q_dim, kv_dim) } else { (hd, hd) };
     let has_q_norm = file.has_tensor(&n("attn_q_norm.weight"));
-    if has_q_norm && hp.family == Family::Cohere {
-        // Command R+'s (64 layers and more): a LayerNorm per head with weights of their own.
+    if has_q_norm && hp.norm != NormKind::Rms {
+        // Command R+'s (64 layers and more) and StableLM 2 12B's: a LayerNorm per head with
+        // weights of their own.
         return Err(ModelError::UnsupportedTensor {
             name: n("attn_q_norm.weight"),
-            reason: "Command R+'s per-head Q/K LayerNorms are not supported".into(),
+            reason: "per-head Q/K LayerNorms (Command R+'s, StableLM 2 12B's) are not supported".into(),
         });
     }
     let q_norm = if has_q_norm { Some(load_vec(file, &n("attn_q_norm.weight"), q_norm_len, device)?) } else { None };

@@ -970,7 +970,7 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (format!("{arch}.attention.head_count"), u32v(spec.heads)),
         (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
         // (Cohere's and Orion's LayerNorms read their own key.)
-        if spec.family == Family::Cohere || arch == "orion" {
+        if spec.family == Family::Cohere || matches!(arch, "orion" | "stablelm") {
             (format!("{arch}.attention.layer_norm_epsilon"), Value::F32(1e-5))
         } else {
             (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6))
@@ -1113,8 +1113,8 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     }
     let final_norm = if gemma2 { 6.0 } else { 1.0 };
     // (LFM2's is `token_embd_norm`, written with its layers.)
-    // Orion's LayerNorms have a bias each.
-    let norm_bias = spec.arch == Some("orion");
+    // Orion's and StableLM's LayerNorms have a bias each.
+    let norm_bias = matches!(spec.arch, Some("orion" | "stablelm"));
     if spec.family != Family::Lfm2 {
         tensors.push(vector("output_norm.weight".into(), rng.around(d, final_norm, 0.1))?);
     }
@@ -1153,7 +1153,8 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(quantize(n("attn_v.weight"), v, kv_dim, d)?);
         }
         tensors.push(mat(n("attn_output.weight"), d, q_dim, 1.0, &mut rng)?);
-        if matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) {
+        let stablelm = spec.arch == Some("stablelm");
+        if matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) || stablelm {
             tensors.push(vector(n("attn_q.bias"), rng.around(q_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
             tensors.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
