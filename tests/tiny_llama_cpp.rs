@@ -509,17 +509,16 @@ fn orion(weight_type: WeightType) -> TinyModelSpec {
     }
 }
 
-/// StableLM 2's files (`stablelm`, 1.6B's layout): biased LayerNorms, Q/K/V biases, NeoX
-/// pairs over a quarter of each head. (A SentencePiece vocabulary: with the byte-level one
-/// this random model gives its `<|endoftext|>` real weight, which llama-server's `ignore_eos`
-/// takes away, so the two would differ by that token alone.)
+/// StableLM 2's files (`stablelm`, 1.6B's layout): Orion's layer with Q/K/V biases, NeoX
+/// pairs over a quarter of each head. (Orion's SentencePiece vocabulary: with the byte-level
+/// one this random model gives its `<|endoftext|>` real weight, which llama-server's
+/// `ignore_eos` takes away, so the two would differ by that token alone.)
 fn stablelm(weight_type: WeightType) -> TinyModelSpec {
     TinyModelSpec {
         arch: Some("stablelm"),
-        vocab: TinyVocab::new(VocabStyle::LlamaSpm),
         rope_dims: Some(16),
         seed: if weight_type == WeightType::F32 { 41 } else { 42 },
-        ..TinyModelSpec::tiny(Family::Llama, weight_type)
+        ..orion(weight_type)
     }
 }
 

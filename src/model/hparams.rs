@@ -1768,8 +1768,9 @@ fn no_rope_layers(
     })
 }
 
-/// The kind of the blocks' input norms and the final norm.
-fn norm_kind(family: Family, arch: &str) -> NormKind {
+/// The kind of the blocks' input norms and the final norm of a file of `arch` (the testkit
+/// writes its files' norms by it too).
+pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
         (Family::Cohere, _) => NormKind::Layer,
         (_, "orion" | "stablelm") => NormKind::BiasedLayer,

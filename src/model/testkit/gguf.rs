@@ -21,7 +21,7 @@ use super::lfm2;
 use super::nemotron_h;
 use super::qwen35::{self, TinyDeltaNet};
 use super::vocab::{TinyVocab, VocabStyle};
-use crate::model::hparams::Family;
+use crate::model::hparams::{norm_kind, Family, NormKind};
 use crate::model::ModelError;
 
 /// The storage type of the 2-D weights.
@@ -969,8 +969,8 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (format!("{arch}.feed_forward_length"), u32v(spec.ffn)),
         (format!("{arch}.attention.head_count"), u32v(spec.heads)),
         (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
-        // (Cohere's and Orion's LayerNorms read their own key.)
-        if spec.family == Family::Cohere || matches!(arch, "orion" | "stablelm") {
+        // (LayerNorms read their own key.)
+        if norm_kind(spec.family, arch) != NormKind::Rms {
             (format!("{arch}.attention.layer_norm_epsilon"), Value::F32(1e-5))
         } else {
             (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6))
@@ -1114,7 +1114,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     let final_norm = if gemma2 { 6.0 } else { 1.0 };
     // (LFM2's is `token_embd_norm`, written with its layers.)
     // Orion's and StableLM's LayerNorms have a bias each.
-    let norm_bias = matches!(spec.arch, Some("orion" | "stablelm"));
+    let norm_bias = norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch())) == NormKind::BiasedLayer;
     if spec.family != Family::Lfm2 {
         tensors.push(vector("output_norm.weight".into(), rng.around(d, final_norm, 0.1))?);
     }
