@@ -102,7 +102,8 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // heads grouped by Q/K head, the older `ssm_in`), Granite 4.0 H-Tiny's (Mamba-2 layers
     // with experts, rope), Nemotron 3 Super's and LFM2-8B-A1B's (short convolutions with
     // experts), Qwen2 MoE's (experts beside a gated shared one),
-    // OLMoE's (whole Q/K norms), Hunyuan's dense and MoE ones (Q/K norms after rope; a shared expert).
+    // OLMoE's (whole Q/K norms), Hunyuan's dense and MoE ones (Q/K norms after rope; a shared expert),
+    // Phi-2's (parallel blocks of biased LayerNorms and projections, an ungated GELU MLP, logit biases).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -116,6 +117,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("OlMoE".to_string(), TinyModelSpec::olmoe(weights)),
             ("HunyuanMoe".to_string(), TinyModelSpec::hunyuan_moe(weights)),
             ("HunyuanDense".to_string(), TinyModelSpec::hunyuan_dense(weights)),
+            ("Phi2".to_string(), TinyModelSpec::phi2(weights)),
         ]);
     specs
         .map(|(name, spec)| {

@@ -349,6 +349,18 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // rotated; in f32 too.
         ("tiny-stablelm-q8_0.gguf", stablelm(WeightType::Q8_0)),
         ("tiny-stablelm-f32.gguf", stablelm(WeightType::F32)),
+        // StarCoder2's (`starcoder2`): Orion's norms and pairs, biases on every projection, an
+        // ungated GELU MLP; in f32 too.
+        ("tiny-starcoder2-q8_0.gguf", starcoder2(WeightType::Q8_0)),
+        ("tiny-starcoder2-f32.gguf", starcoder2(WeightType::F32)),
+        // Phi-2's (`phi2`): StarCoder2's layer in parallel form, a quarter of each head rotated,
+        // its logits biased; in f32 too.
+        ("tiny-phi2-q8_0.gguf", TinyModelSpec::phi2(WeightType::Q8_0)),
+        ("tiny-phi2-f32.gguf", TinyModelSpec::phi2(WeightType::F32)),
+        // Gemma 1's (`gemma`): Gemma 2's layer without post-norms, soft caps or local layers;
+        // in f32 too.
+        ("tiny-gemma-q8_0.gguf", gemma1(WeightType::Q8_0)),
+        ("tiny-gemma-f32.gguf", gemma1(WeightType::F32)),
         // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
         // and its older files' defaults.
         ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),
@@ -522,6 +534,30 @@ fn stablelm(weight_type: WeightType) -> TinyModelSpec {
     }
 }
 
+/// StarCoder2's files (`starcoder2`): Orion's biased LayerNorms and NeoX pairs, biases on Q,
+/// K, V and the attention output, an MLP of up (biased), GELU, down (biased). (Orion's
+/// SentencePiece vocabulary, for StableLM's reason.)
+fn starcoder2(weight_type: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        arch: Some("starcoder2"),
+        seed: if weight_type == WeightType::F32 { 43 } else { 44 },
+        ..orion(weight_type)
+    }
+}
+
+/// Gemma 1's files (`gemma`: Gemma, Gemma 1.1, CodeGemma): the tiny Gemma 2's layer (GeGLU,
+/// the embedding scaled by √hidden, tied output) without its post-norms, soft caps and local
+/// layers.
+fn gemma1(weight_type: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        arch: Some("gemma"),
+        softcaps: None,
+        sliding_window: None,
+        seed: if weight_type == WeightType::F32 { 47 } else { 48 },
+        ..TinyModelSpec::tiny(Family::Gemma2, weight_type)
+    }
+}
+
 /// InternLM2's files (`internlm2`): Llama's layer under its own name, SentencePiece vocabulary.
 fn internlm2(weight_type: WeightType) -> TinyModelSpec {
     TinyModelSpec {
@@ -616,8 +652,8 @@ fn tiny_models_match_llama_cpp() {
 }
 
 /// llama.cpp reads Granite's output and MLP biases as optional; its dense files have none and
-/// hearth does not add them, so a file that has one is refused with the tensor named rather
-/// than run without it. So is a norm's bias in a family whose norms have none (llama.cpp
+/// hearth adds them only for the families whose files have them (gpt-oss, StarCoder2), so a
+/// file that has one is refused with the tensor named rather than run without it. So is a norm's bias in a family whose norms have none (llama.cpp
 /// refuses a file with a tensor it does not read), and StableLM 2 12B's per-head Q/K
 /// LayerNorms, which hearth does not run.
 #[test]
@@ -632,6 +668,10 @@ fn a_file_with_tensors_hearth_does_not_run_is_refused() {
         (TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), "blk.1.ffn_norm.bias"),
         (TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), "output_norm.bias"),
         (stablelm(WeightType::Q8_0), "blk.0.attn_q_norm.weight"),
+        // (StarCoder2's MLP has no gate.)
+        (starcoder2(WeightType::Q8_0), "blk.0.ffn_gate.bias"),
+        // (Only Phi-2's logits are biased.)
+        (starcoder2(WeightType::Q8_0), "output.bias"),
     ] {
         let plain = dir.path().join("plain.gguf");
         write_model(&spec, &plain).unwrap();

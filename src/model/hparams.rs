@@ -189,7 +189,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -308,14 +308,18 @@ impl Family {
         match arch {
             // InternLM2 and EXAONE 3.5 (and EXAONE Deep): Llama's layer under names of their own
             // (EXAONE's rotates NeoX pairs: `HParams::rope_style`).
-            // Arcee's AFM (`arcee`): Llama's layer whose MLP has no gate (`HParams::ungated_mlp`).
+            // Arcee's AFM (`arcee`): Llama's layer whose MLP has no gate (`HParams::mlp`).
             // Maincoder (`maincoder`): Llama's layer with each head's Q and K normalized after
             // rope (`HParams::qk_norm_after_rope`).
             // XVERSE (`xverse`): Llama's layer under its own name.
             // Orion (`orion`): Llama's layer with biased LayerNorms (`HParams::norm`) and NeoX
             // pairs. StableLM (`stablelm`): the same, partly rotated, with Q/K/V biases where
-            // the file has them.
-            "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" => Ok(Self::Llama),
+            // the file has them. StarCoder2 (`starcoder2`): Orion's norms and pairs, biases on
+            // every projection, an MLP of up, GELU, down (`HParams::mlp`, `HParams::out_biases`).
+            // Phi-2 (`phi2`): StarCoder2's layer in parallel form (`HParams::parallel_block`),
+            // partly rotated, its logits biased (`HParams::output_bias`).
+            "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
+            | "phi2" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -330,7 +334,9 @@ impl Family {
             // files (`hunyuan-moe`): with Q and K normalized after rope, as its dense ones, and a
             // shared expert beside the experts.
             "qwen3moe" | "qwen3vlmoe" | "olmoe" | "hunyuan-moe" => Ok(Self::Qwen3Moe),
-            "gemma2" => Ok(Self::Gemma2),
+            // Gemma 1 (`gemma`: Gemma, Gemma 1.1, CodeGemma): Gemma 2's layer without its
+            // post-norms, soft caps and sliding windows (`HParams::post_norms`).
+            "gemma2" | "gemma" => Ok(Self::Gemma2),
             "gemma3" => Ok(Self::Gemma3),
             "phi3" => Ok(Self::Phi3),
             "mistral3" => Ok(Self::Mistral3),
@@ -427,6 +433,18 @@ impl Family {
             | Self::Lfm2 => RopeStyle::Neox,
         }
     }
+}
+
+/// What a dense MLP computes between its input projections and `down`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MlpKind {
+    /// `act(gate) · up` with the family's activation (SwiGLU, GeGLU): `ffn_gate`, `ffn_up`.
+    Gated,
+    /// Nemotron-H's and Arcee's AFM's: `relu(up)²`, no `ffn_gate`.
+    UpReluSquared,
+    /// StarCoder2's and Phi-2's: `gelu(up)` (tanh's approximation, as llama.cpp's
+    /// `LLM_FFN_GELU`), no `ffn_gate`.
+    UpGelu,
 }
 
 /// What a layer's input norm and the final norm compute over a row `x` with weight `α`.
@@ -527,8 +545,11 @@ pub struct HParams {
     pub rms_eps: f64,
     /// Which norm the layers' input norms and the final norm are ([`NormKind`]).
     pub norm: NormKind,
-    /// Cohere: the attention and the MLP both read the attention norm's output, and both add
-    /// to the residual (`x + mlp(n(x)) + attn(n(x))`); the layer has no MLP norm.
+    /// Gemma 2, 3 and 4, OLMo 2, EXAONE 4.0, GLM-4: each block's output is normalized
+    /// (`post_attention_norm`, `post_ffw_norm`, required) before its residual add; not Gemma 1's.
+    pub post_norms: bool,
+    /// Cohere, Phi-2: the attention and the MLP both read the attention norm's output, and both
+    /// add to the residual (`x + mlp(n(x)) + attn(n(x))`); the layer has no MLP norm.
     pub parallel_block: bool,
     /// OLMo 2 and OLMoE: the Q and K norms (`attn_q_norm`, `attn_k_norm`) run over all the
     /// heads' values of a token at once, not over each head's.
@@ -536,8 +557,14 @@ pub struct HParams {
     /// Hunyuan's dense and MoE files, Maincoder's: each head's Q and K are normalized after
     /// rope, not before.
     pub qk_norm_after_rope: bool,
-    /// Nemotron-H and Arcee's AFM: each dense MLP is up, squared ReLU, down (no `ffn_gate`).
-    pub ungated_mlp: bool,
+    /// What a dense MLP computes between its input projections and `down` ([`MlpKind`]).
+    pub mlp: MlpKind,
+    /// StarCoder2, Phi-2: the attention's output projection and the dense MLP's up and down
+    /// projections add biases (`attn_output.bias`, `ffn_up.bias`, `ffn_down.bias`, required).
+    pub out_biases: bool,
+    /// Phi-2: the output projection adds a bias, one per vocabulary entry (`output.bias`,
+    /// required).
+    pub output_bias: bool,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
     /// `rope.scaling.attn_factor`: multiplies every rope cos and sin (llama.cpp's
@@ -1277,7 +1304,7 @@ impl HParams {
         let norm = norm_kind(family, a);
         let rope_attn_factor = md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0);
         let sliding = family_sliding(md, &key, (family, a), layers, rope_base)?;
-        let [attn_softcap, final_softcap] = softcaps(md, &key, family)?;
+        let [attn_softcap, final_softcap] = softcaps(md, &key, (family, a))?;
         let scales = Scales::read(md, &key, (family, a), [hidden, heads, head_dim, layers])?;
         let no_rope = no_rope_layers(md, &key, (family, a), layers, sliding.as_ref())?;
         let global = AttnShape {
@@ -1316,10 +1343,13 @@ impl HParams {
             rope_original_context,
             rms_eps: norm_eps(md, &key, norm)?,
             norm,
-            parallel_block: family == Family::Cohere,
+            post_norms: post_norms(family, a),
+            parallel_block: family == Family::Cohere || a == "phi2",
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
-            ungated_mlp: family == Family::NemotronH || a == "arcee",
+            mlp: mlp_kind(family, a),
+            out_biases: matches!(a, "starcoder2" | "phi2"),
+            output_bias: a == "phi2",
             rope_base,
             rope_scaling,
             rope_attn_factor,
@@ -1642,7 +1672,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 {
@@ -1768,17 +1798,32 @@ fn no_rope_layers(
     })
 }
 
+/// What a dense MLP of a file of `arch` computes between its projections.
+fn mlp_kind(family: Family, arch: &str) -> MlpKind {
+    match (family, arch) {
+        (Family::NemotronH, _) | (_, "arcee") => MlpKind::UpReluSquared,
+        (_, "starcoder2" | "phi2") => MlpKind::UpGelu,
+        _ => MlpKind::Gated,
+    }
+}
+
+/// Whether a file of `arch` normalizes each block's output (`HParams::post_norms`).
+fn post_norms(family: Family, arch: &str) -> bool {
+    let family_has = matches!(family, Family::Gemma2 | Family::Gemma3 | Family::Gemma4 | Family::Olmo2 | Family::Exaone4 | Family::Glm4);
+    family_has && arch != "gemma"
+}
+
 /// The kind of the blocks' input norms and the final norm of a file of `arch` (the testkit
 /// writes its files' norms by it too).
 pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
         (Family::Cohere, _) => NormKind::Layer,
-        (_, "orion" | "stablelm") => NormKind::BiasedLayer,
+        (_, "orion" | "stablelm" | "starcoder2" | "phi2") => NormKind::BiasedLayer,
         _ => NormKind::Rms,
     }
 }
 
-/// The norms' epsilon. LayerNorm families (Cohere's, Orion's, StableLM's) read `attention.layer_norm_epsilon`,
+/// The norms' epsilon. LayerNorm families (Cohere's, Orion's, StableLM's, StarCoder2's, Phi-2's) read `attention.layer_norm_epsilon`,
 /// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
 /// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
 /// fallback), else 1e-5.
@@ -2102,7 +2147,8 @@ fn family_sliding(
         // `cohere2` only (`command-r` has no windows); its window is required.
         Family::Cohere if arch == "cohere2" => Some(sliding_window(md, key, layers, cohere2_sliding(rope_base))?),
         Family::Gemma3 => Some(sliding_window(md, key, layers, GEMMA3_SLIDING)?),
-        Family::Gemma2 => Some(sliding_window(md, key, layers, gemma2_sliding(rope_base))?),
+        // (Gemma 1's layers are all global.)
+        Family::Gemma2 if arch != "gemma" => Some(sliding_window(md, key, layers, gemma2_sliding(rope_base))?),
         // OLMo 3: only when the file has a window (OLMo 2's have none).
         Family::Olmo2 if md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(0) > 0 => {
             Some(sliding_window(md, key, layers, olmo3_sliding(rope_base))?)
@@ -2186,7 +2232,11 @@ fn sliding_window(
 /// Gemma 2's soft caps on attention scores and on logits: the file's
 /// `attn_logit_softcapping` and `final_logit_softcapping`, else llama.cpp's 50 and 30; an
 /// error naming the key when one is not a positive number. None for the other families.
-fn softcaps(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, family: Family) -> Result<[Option<f64>; 2], ModelError> {
+fn softcaps(
+    md: &HashMap<String, Value>,
+    key: &dyn Fn(&str) -> String,
+    (family, arch): (Family, &str),
+) -> Result<[Option<f64>; 2], ModelError> {
     if family == Family::Gemma4 {
         // Gemma 4: the logits only; as llama.cpp, 30 where the file says nothing (Gemma 4's
         // own), none where it says 0.
@@ -2199,7 +2249,8 @@ fn softcaps(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, family: F
             }),
         };
     }
-    if family != Family::Gemma2 {
+    // (Gemma 1's files have none.)
+    if family != Family::Gemma2 || arch == "gemma" {
         return Ok([None, None]);
     }
     let cap = |name: &str, default: f64| -> Result<Option<f64>, ModelError> {
@@ -2519,15 +2570,15 @@ mod tests {
     /// rotates NeoX pairs, Arcee's MLP has no gate.
     #[test]
     fn internlm2_exaone_and_arcee_read_as_llama() {
-        for (arch, style, ungated) in [
-            ("internlm2", RopeStyle::Interleaved, false),
-            ("exaone", RopeStyle::Neox, false),
-            ("arcee", RopeStyle::Interleaved, true),
-            ("xverse", RopeStyle::Interleaved, false),
-            ("llama", RopeStyle::Interleaved, false),
+        for (arch, style, mlp) in [
+            ("internlm2", RopeStyle::Interleaved, MlpKind::Gated),
+            ("exaone", RopeStyle::Neox, MlpKind::Gated),
+            ("arcee", RopeStyle::Interleaved, MlpKind::UpReluSquared),
+            ("xverse", RopeStyle::Interleaved, MlpKind::Gated),
+            ("llama", RopeStyle::Interleaved, MlpKind::Gated),
         ] {
             let hp = HParams::from_metadata(&md(arch, &[]), Some(100)).unwrap();
-            assert_eq!((hp.family, hp.rope_style, hp.moe, hp.ungated_mlp), (Family::Llama, style, None, ungated), "{arch}");
+            assert_eq!((hp.family, hp.rope_style, hp.moe, hp.mlp, hp.out_biases), (Family::Llama, style, None, mlp, false), "{arch}");
         }
     }
 
@@ -2903,18 +2954,41 @@ mod tests {
     /// Orion's and StableLM's files: Llama's layer with biased LayerNorms, whose epsilon is
     /// required, and NeoX pairs (StableLM's over `rope.dimension_count` of each head).
     #[test]
-    fn orion_and_stablelm_files_read_biased_layer_norms() {
-        for arch in ["orion", "stablelm"] {
+    fn orion_stablelm_starcoder2_and_phi2_files_read_biased_layer_norms() {
+        for (arch, mlp) in [
+            ("orion", MlpKind::Gated),
+            ("stablelm", MlpKind::Gated),
+            ("starcoder2", MlpKind::UpGelu),
+            ("phi2", MlpKind::UpGelu),
+        ] {
             let m = md(arch, &[("attention.layer_norm_epsilon", Value::F32(1e-5)), ("rope.dimension_count", Value::U32(16))]);
             let hp = HParams::from_metadata(&m, Some(100)).unwrap();
             assert_eq!((hp.family, hp.norm, hp.rope_style), (Family::Llama, NormKind::BiasedLayer, RopeStyle::Neox));
-            assert!((hp.rms_eps - 1e-5).abs() < 1e-12 && !hp.parallel_block);
+            // StarCoder2's and Phi-2's MLPs are up, GELU, down, and their projections carry
+            // biases; Phi-2's layers are parallel, its logits biased.
+            let coder = matches!(arch, "starcoder2" | "phi2");
+            assert_eq!((hp.mlp, hp.out_biases), (mlp, coder));
+            assert_eq!((hp.parallel_block, hp.output_bias), (arch == "phi2", arch == "phi2"));
+            assert!((hp.rms_eps - 1e-5).abs() < 1e-12);
             assert_eq!((hp.head_dim, hp.rope_dims), (64, 16));
             assert!(matches!(
                 HParams::from_metadata(&md(arch, &[]), Some(100)),
                 Err(ModelError::MissingMetadata { key }) if key == format!("{arch}.attention.layer_norm_epsilon")
             ));
         }
+    }
+
+    /// Gemma 1's files (`gemma`) are Gemma 2's layer without post-norms, soft caps or local
+    /// layers (whatever keys the file has for them, as llama.cpp's `gemma` graph reads none).
+    #[test]
+    fn gemma1_is_gemma2_without_post_norms_soft_caps_or_local_layers() {
+        let keys = [("attention.sliding_window", Value::U32(8)), ("attn_logit_softcapping", Value::F32(50.0))];
+        let hp = HParams::from_metadata(&md("gemma", &keys), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.post_norms), (Family::Gemma2, RopeStyle::Neox, false));
+        assert_eq!((hp.attn_softcap, hp.final_softcap, hp.sliding.is_some()), (None, None, false));
+        assert_eq!(hp.embedding_scale, Some((hp.hidden as f64).sqrt()));
+        let hp = HParams::from_metadata(&md("gemma2", &keys), Some(100)).unwrap();
+        assert!(hp.post_norms && hp.attn_softcap == Some(50.0) && hp.sliding.is_some());
     }
 
     #[test]

@@ -27,7 +27,7 @@ use super::gguf::GgufFile;
 use super::delta_net::{DeltaNet, RecurrentSeq, RecurrentState};
 use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
 use super::block_norm::BlockNorm;
-use super::hparams::{AttnShape, Family, HParams, LocalRope, NormKind, RopeScaling};
+use super::hparams::{AttnShape, Family, HParams, LocalRope, MlpKind, NormKind, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::mla::LatentAttention;
@@ -94,15 +94,32 @@ enum QkNorm {
 }
 
 pub(super) struct Mlp {
-    /// Gate and up projections (fused when their weights share a type).
+    /// Gate and up projections (fused when their weights share a type), or up alone.
     gate_up: FusedLinear,
     down: QLinear,
+    /// What runs between them.
+    kind: MlpKind,
+    /// StarCoder2's up and down biases (`HParams::out_biases`).
+    biases: Option<[Tensor; 2]>,
 }
 
 impl Mlp {
     pub(super) fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
-        // Nemotron-H's and Arcee's have no gate: a squared ReLU of up.
-        self.down.forward(&super::moe::activated(&self.gate_up.forward(h)?, act)?)
+        let mut gate_up = self.gate_up.forward(h)?;
+        if let (Some([up_b, _]), Some(up)) = (&self.biases, gate_up.last_mut()) {
+            *up = up.broadcast_add(up_b)?;
+        }
+        let hidden = match (self.kind, gate_up.as_slice()) {
+            // candle's `gelu` is tanh's approximation, as ggml's.
+            (MlpKind::UpGelu, [up]) => up.gelu()?,
+            // Gated, or Nemotron-H's and Arcee's squared ReLU of up.
+            _ => super::moe::activated(&gate_up, act)?,
+        };
+        let out = self.down.forward(&hidden)?;
+        Ok(match &self.biases {
+            Some([_, down_b]) => out.broadcast_add(down_b)?,
+            None => out,
+        })
     }
 }
 
@@ -172,6 +189,8 @@ pub struct Transformer {
     layers: Vec<Layer>,
     norm: BlockNorm,
     output: QLinear,
+    /// Phi-2's logit biases (`HParams::output_bias`).
+    output_bias: Option<Tensor>,
     rope: RopeTables,
     /// Gemma: the sliding-window layers' tables (their own base; Gemma 4's their own width
     /// too), when they differ from `rope`.
@@ -285,6 +304,7 @@ impl Transformer {
             _ => weight_bytes,
         };
         Ok(Self {
+            output_bias: load_output_bias(file, &hp, device)?,
             per_layer_embd,
             // LFM2's final norm is stored as `token_embd_norm` (llama.cpp reads it so).
             norm: BlockNorm::load(
@@ -637,6 +657,10 @@ impl Transformer {
         };
         let x = self.norm.forward(&x)?;
         let logits = self.output.forward(&x)?.to_dtype(DType::F32)?;
+        let logits = match &self.output_bias {
+            Some(b) => logits.broadcast_add(b)?,
+            None => logits,
+        };
         // Granite divides its logits by `logit_scale`, Cohere multiplies them by its; Gemma 2
         // soft-caps them.
         let logits = match (self.hp.logit_scale, self.hp.logit_multiplier) {
@@ -694,6 +718,19 @@ pub fn rope_factors_name(file: &GgufFile, hp: &HParams, max_positions: usize) ->
     }
 }
 
+/// Phi-2's logit biases (`HParams::output_bias`); a file of another architecture that has
+/// them is refused rather than run without them.
+fn load_output_bias(file: &mut GgufFile, hp: &HParams, device: &Device) -> Result<Option<Tensor>, ModelError> {
+    match (hp.output_bias, file.has_tensor("output.bias")) {
+        (true, _) => Ok(Some(load_vec(file, "output.bias", hp.vocab_size, device)?)),
+        (false, true) => Err(ModelError::UnsupportedTensor {
+            name: "output.bias".into(),
+            reason: "a bias on the output projection is read for Phi-2's files only".into(),
+        }),
+        (false, false) => Ok(None),
+    }
+}
+
 /// The token embedding and the output projection. A tied table on the CPU that our kernels
 /// run is held once: packed for the output, and the lookup reads its rows back from there.
 fn load_embedding_and_output(
@@ -735,23 +772,22 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             _ => BlockNorm::load(file, &n(stem), hp, device).map(Some),
         }
     };
-    // Gemma's, OLMo 2's, EXAONE 4.0's and GLM-4's post-norms are part of their architecture:
-    // required there, absent elsewhere.
+    // Gemma's (not Gemma 1's), OLMo 2's, EXAONE 4.0's and GLM-4's post-norms are part of
+    // their architecture: required there, absent elsewhere.
     let post_norm = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>, ModelError> {
-        match hp.family {
-            Family::Gemma2 | Family::Gemma3 | Family::Gemma4 | Family::Olmo2 | Family::Exaone4 | Family::Glm4 => {
-                load_vec(file, &n(name), d, device).map(Some)
-            }
-            _ => Ok(None),
+        match hp.post_norms {
+            true => load_vec(file, &n(name), d, device).map(Some),
+            false => Ok(None),
         }
     };
-    // Output and MLP biases: no other supported family's files have them (llama.cpp reads them
-    // as optional for Granite and Ministral 3, whose files have none) and the forward does not
-    // add them, so a file that has one is refused rather than run without it. gpt-oss's output
-    // bias is required.
+    // Output and MLP biases: only gpt-oss's (output) and StarCoder2's (output, up, down) files
+    // have them, where they are required (llama.cpp reads them as optional for Granite and
+    // Ministral 3, whose files have none); another file that has one is refused rather than run
+    // without it.
     let gpt_oss = hp.family == Family::GptOss;
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
-        if file.has_tensor(&n(name)) && !(gpt_oss && name == "attn_output.bias") {
+        let read = (gpt_oss && name == "attn_output.bias") || (hp.out_biases && name != "ffn_gate.bias");
+        if file.has_tensor(&n(name)) && !read {
             return Err(ModelError::UnsupportedTensor {
                 name: n(name),
                 reason: "output and MLP biases are not supported".into(),
@@ -763,6 +799,11 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         Ok(Mlp {
             gate_up: FusedLinear::new(load_gate_up(file, &n, hp, f, device)?, device)?,
             down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, f], device)?, device)?,
+            kind: hp.mlp,
+            biases: match hp.out_biases {
+                true => Some([load_vec(file, &n("ffn_up.bias"), f, device)?, load_vec(file, &n("ffn_down.bias"), d, device)?]),
+                false => None,
+            },
         })
     };
     if hp.family == Family::NemotronH {
@@ -780,9 +821,9 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
         // GLM-4.5's, gpt-oss's and Seed-OSS's MLP pre-norm is stored under Hugging Face's name
         // for it.
-        // (Cohere's MLP reads the attention norm's output.)
+        // (Cohere's and Phi-2's MLPs read the attention norm's output.)
         ffn_norm: match hp.family {
-            Family::Cohere => None,
+            _ if hp.parallel_block => None,
             Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35 => pre_norm(file, "post_attention_norm")?,
             _ => pre_norm(file, "ffn_norm")?,
         },
@@ -903,7 +944,10 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         q_norm,
         k_norm,
         qk_norm,
-        out_bias: if gpt_oss { Some(load_vec(file, &n("attn_output.bias"), d, device)?) } else { None },
+        out_bias: match gpt_oss || hp.out_biases {
+            true => Some(load_vec(file, &n("attn_output.bias"), d, device)?),
+            false => None,
+        },
         sinks: if gpt_oss {
             Some(load_vec(file, &n("attn_sinks.weight"), shape.heads, &Device::Cpu)?.to_vec1::<f32>()?)
         } else {
@@ -966,7 +1010,7 @@ fn load_gate_up(
     if matches!(hp.family, Family::Phi3 | Family::Glm4) {
         return file.tensor_row_split(&n("ffn_up.weight"), &[f, f], d, device);
     }
-    if hp.ungated_mlp {
+    if hp.mlp != MlpKind::Gated {
         return Ok(vec![load_2d(file, &n("ffn_up.weight"), [f, d], device)?]);
     }
     Ok(vec![

@@ -356,6 +356,21 @@ impl TinyModelSpec {
         }
     }
 
+    /// Phi-2's files (`phi2`): biased LayerNorms, the attention (Q/K/V and output biases, NeoX
+    /// pairs over a quarter of each head) and an MLP of up, GELU, down (biased) side by side
+    /// after one norm, an output projection of its own with a bias per vocabulary entry;
+    /// SentencePiece vocabulary.
+    pub fn phi2(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("phi2"),
+            vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+            rope_dims: Some(16),
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 45 } else { 46 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -828,10 +843,18 @@ fn mlp_tensors(
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
-    if let (Some("arcee"), [_, up, down]) = (spec.arch, dense.as_slice()) {
-        // Arcee's MLP has no gate (the gate's draw is left unused, so the draws after it
-        // keep their order).
-        return Ok(vec![quantized("ffn_up", up.clone(), f, d)?, quantized("ffn_down", down.clone(), d, f)?]);
+    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2")), [_, up, down]) = (spec.arch, dense.as_slice()) {
+        // Arcee's, StarCoder2's and Phi-2's MLPs have no gate (the gate's draw is left unused,
+        // so the draws after it keep their order); StarCoder2's and Phi-2's projections have
+        // biases.
+        let mut out = vec![quantized("ffn_up", up.clone(), f, d)?, quantized("ffn_down", down.clone(), d, f)?];
+        if arch != "arcee" {
+            for (name, len) in [("ffn_up", f), ("ffn_down", d)] {
+                let b = Tensor::from_vec(rng.around(len, 0.0, 0.5), len, &Device::Cpu)?;
+                out.push((format!("blk.{layer}.{name}.bias"), QTensor::quantize(&b, GgmlDType::F32)?));
+            }
+        }
+        return Ok(out);
     }
     if let (Family::Phi3 | Family::Glm4, [gate, up, down]) = (spec.family, dense.as_slice()) {
         // One `ffn_up` of 2·ffn rows: the gate's, then the up projection's.
@@ -1111,9 +1134,12 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     if !spec.tie_embeddings {
         tensors.push(mat("output.weight".into(), v, d, 3.0, &mut rng)?);
     }
+    if spec.arch == Some("phi2") {
+        tensors.push(vector("output.bias".into(), rng.around(v, 0.0, 1.0))?);
+    }
     let final_norm = if gemma2 { 6.0 } else { 1.0 };
     // (LFM2's is `token_embd_norm`, written with its layers.)
-    // Orion's and StableLM's LayerNorms have a bias each.
+    // Orion's, StableLM's, StarCoder2's and Phi-2's LayerNorms have a bias each.
     let norm_bias = norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch())) == NormKind::BiasedLayer;
     if spec.family != Family::Lfm2 {
         tensors.push(vector("output_norm.weight".into(), rng.around(d, final_norm, 0.1))?);
@@ -1153,27 +1179,18 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(quantize(n("attn_v.weight"), v, kv_dim, d)?);
         }
         tensors.push(mat(n("attn_output.weight"), d, q_dim, 1.0, &mut rng)?);
-        let stablelm = spec.arch == Some("stablelm");
-        if matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) || stablelm {
-            tensors.push(vector(n("attn_q.bias"), rng.around(q_dim, 0.0, 0.5))?);
-            tensors.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
-            tensors.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
-        }
-        if spec.family == Family::GptOss {
-            tensors.push(vector(n("attn_output.bias"), rng.around(d, 0.0, 0.5))?);
-            // Sink logits about as large as the scores: each takes a real share of its head.
-            tensors.push(vector(n("attn_sinks.weight"), rng.around(spec.heads, 0.0, 2.0))?);
-        }
+        tensors.extend(attention_biases(spec, i, &mut rng)?);
         if let Some((q_len, k_len)) = qk_norm_widths(spec) {
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(q_len, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(k_len, 1.0, 0.1))?);
         }
-        if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 | Family::Glm4) {
+        let gemma1 = spec.arch == Some("gemma");
+        if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 | Family::Glm4) && !gemma1 {
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
-        // (Cohere's MLP reads the attention norm's output.)
-        if pre_norms && spec.family != Family::Cohere {
+        // (Cohere's and Phi-2's MLPs read the attention norm's output.)
+        if pre_norms && spec.family != Family::Cohere && spec.arch != Some("phi2") {
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name.
             let name = match spec.family {
                 Family::Glm4Moe | Family::GptOss | Family::SeedOss => "post_attention_norm.weight",
@@ -1188,6 +1205,33 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     }
 
     write_gguf_file(path, &metadata(spec), &tensors)
+}
+
+/// Layer `i`'s attention biases and sinks where the spec's family has them: Q/K/V biases,
+/// gpt-oss's, StarCoder2's and Phi-2's output bias, gpt-oss's sinks.
+fn attention_biases(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+    let (q_dim, kv_dim) = (spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim);
+    let n = |s: &str| format!("blk.{i}.{s}");
+    let vector = |name: String, data: Vec<f32>| -> Result<(String, QTensor), ModelError> {
+        let len = data.len();
+        Ok((name, QTensor::quantize(&Tensor::from_vec(data, len, &Device::Cpu)?, GgmlDType::F32)?))
+    };
+    let mut out = Vec::new();
+    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss);
+    let coder = matches!(spec.arch, Some("starcoder2" | "phi2"));
+    if qkv || coder || spec.arch == Some("stablelm") {
+        out.push(vector(n("attn_q.bias"), rng.around(q_dim, 0.0, 0.5))?);
+        out.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
+        out.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);
+    }
+    if spec.family == Family::GptOss || coder {
+        out.push(vector(n("attn_output.bias"), rng.around(spec.hidden, 0.0, 0.5))?);
+    }
+    if spec.family == Family::GptOss {
+        // Sink logits about as large as the scores: each takes a real share of its head.
+        out.push(vector(n("attn_sinks.weight"), rng.around(spec.heads, 0.0, 2.0))?);
+    }
+    Ok(out)
 }
 
 /// The widths of a layer's Q and K norms where the spec's layer has them: one head's, or all
