@@ -70,6 +70,8 @@ MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf", "tiny-qwen3-yarn-
           "tiny-hunyuan-moe-q8_0.gguf", "tiny-hunyuan-moe-f32.gguf",
           "tiny-maincoder-q8_0.gguf", "tiny-maincoder-f32.gguf", "tiny-xverse-q8_0.gguf",
           "tiny-orion-q8_0.gguf", "tiny-orion-f32.gguf", "tiny-stablelm-q8_0.gguf", "tiny-stablelm-f32.gguf",
+          "tiny-stablelm-12b-layout-q8_0.gguf", "tiny-stablelm-12b-layout-f32.gguf",
+          "tiny-command-r-plus-layout-q8_0.gguf",
           "tiny-starcoder2-q8_0.gguf", "tiny-starcoder2-f32.gguf", "tiny-phi2-q8_0.gguf", "tiny-phi2-f32.gguf",
           "tiny-gemma-q8_0.gguf", "tiny-gemma-f32.gguf",
           "tiny-minicpm-q8_0.gguf", "tiny-minicpm-defaults-f32.gguf",

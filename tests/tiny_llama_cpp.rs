@@ -318,6 +318,8 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-cohere2-q8_0.gguf", TinyModelSpec::tiny(Family::Cohere, WeightType::Q8_0)),
         ("tiny-cohere2-f32.gguf", TinyModelSpec::tiny(Family::Cohere, WeightType::F32)),
         ("tiny-command-r-q8_0.gguf", command_r(WeightType::Q8_0)),
+        // Command R+'s layout: 64 layers, each head's Q and K LayerNormed with weights per head.
+        ("tiny-command-r-plus-layout-q8_0.gguf", command_r_plus(WeightType::Q8_0)),
         // Qwen2's MoE files (`qwen2moe`, Qwen1.5-MoE's layout): Qwen2's attention with q/k/v
         // biases, 4 experts (2 per token, softmax over all four, not renormalized) beside a
         // shared expert twice as wide whose output a sigmoid gates; in f32 too.
@@ -349,6 +351,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // rotated; in f32 too.
         ("tiny-stablelm-q8_0.gguf", stablelm(WeightType::Q8_0)),
         ("tiny-stablelm-f32.gguf", stablelm(WeightType::F32)),
+        // StableLM 2 12B's: per-head Q/K LayerNorms with weights per head, parallel layers
+        // (no MLP norm); in f32 too.
+        ("tiny-stablelm-12b-layout-q8_0.gguf", stablelm_12b(WeightType::Q8_0)),
+        ("tiny-stablelm-12b-layout-f32.gguf", stablelm_12b(WeightType::F32)),
         // StarCoder2's (`starcoder2`): Orion's norms and pairs, biases on every projection, an
         // ungated GELU MLP; in f32 too.
         ("tiny-starcoder2-q8_0.gguf", starcoder2(WeightType::Q8_0)),
@@ -446,6 +452,18 @@ fn command_r(weight_type: WeightType) -> TinyModelSpec {
     }
 }
 
+/// Command R+'s files (`command-r`, 104B): Command R's layer with each head's Q and K
+/// LayerNormed (no bias) by weights of each head's own, which llama.cpp reads in files of 64
+/// layers and more: 64 layers.
+fn command_r_plus(weight_type: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        layers: 64,
+        qk_layer_norm: true,
+        seed: 51,
+        ..command_r(weight_type)
+    }
+}
+
 /// EXAONE 3.5's files (`exaone`, and EXAONE Deep's): Llama's layer rotating NeoX pairs,
 /// with Llama 3.1-style per-frequency divisors (`rope_freqs`, as its files carry), its
 /// pre-tokenizer (digits one by one); its own output projection.
@@ -531,6 +549,17 @@ fn stablelm(weight_type: WeightType) -> TinyModelSpec {
         rope_dims: Some(16),
         seed: if weight_type == WeightType::F32 { 41 } else { 42 },
         ..orion(weight_type)
+    }
+}
+
+/// StableLM 2 12B's files: StableLM's layer with Q and K LayerNormed per head (no bias), each
+/// head by weights of its own, and the attention and the MLP side by side after one norm (the
+/// file has no `ffn_norm`).
+fn stablelm_12b(weight_type: WeightType) -> TinyModelSpec {
+    TinyModelSpec {
+        qk_layer_norm: true,
+        seed: if weight_type == WeightType::F32 { 49 } else { 50 },
+        ..stablelm(weight_type)
     }
 }
 
@@ -654,8 +683,7 @@ fn tiny_models_match_llama_cpp() {
 /// llama.cpp reads Granite's output and MLP biases as optional; its dense files have none and
 /// hearth adds them only for the families whose files have them (gpt-oss, StarCoder2), so a
 /// file that has one is refused with the tensor named rather than run without it. So is a norm's bias in a family whose norms have none (llama.cpp
-/// refuses a file with a tensor it does not read), and StableLM 2 12B's per-head Q/K
-/// LayerNorms, which hearth does not run.
+/// refuses a file with a tensor it does not read).
 #[test]
 fn a_file_with_tensors_hearth_does_not_run_is_refused() {
     use candle_core::quantized::{GgmlDType, QTensor};
@@ -667,7 +695,6 @@ fn a_file_with_tensors_hearth_does_not_run_is_refused() {
         (TinyModelSpec::tiny(Family::Granite, WeightType::Q8_0), "blk.1.attn_output.bias"),
         (TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), "blk.1.ffn_norm.bias"),
         (TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), "output_norm.bias"),
-        (stablelm(WeightType::Q8_0), "blk.0.attn_q_norm.weight"),
         // (StarCoder2's MLP has no gate.)
         (starcoder2(WeightType::Q8_0), "blk.0.ffn_gate.bias"),
         // (Only Phi-2's logits are biased.)

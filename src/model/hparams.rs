@@ -548,6 +548,9 @@ pub struct HParams {
     /// Gemma 2, 3 and 4, OLMo 2, EXAONE 4.0, GLM-4: each block's output is normalized
     /// (`post_attention_norm`, `post_ffw_norm`, required) before its residual add; not Gemma 1's.
     pub post_norms: bool,
+    /// StableLM: a file whose layers have no `ffn_norm` (StableLM 2 12B's) runs them as
+    /// `parallel_block` says.
+    pub ffn_norm_optional: bool,
     /// Cohere, Phi-2: the attention and the MLP both read the attention norm's output, and both
     /// add to the residual (`x + mlp(n(x)) + attn(n(x))`); the layer has no MLP norm.
     pub parallel_block: bool,
@@ -1345,6 +1348,7 @@ impl HParams {
             norm,
             post_norms: post_norms(family, a),
             parallel_block: family == Family::Cohere || a == "phi2",
+            ffn_norm_optional: a == "stablelm",
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
             mlp: mlp_kind(family, a),
@@ -1363,10 +1367,7 @@ impl HParams {
             no_rope,
             residual_scale: scales.residual,
             logit_scale: scales.logit,
-            logit_multiplier: match family {
-                Family::Cohere => granite_scale(md, &key, "logit_scale")?,
-                _ => None,
-            },
+            logit_multiplier: if family == Family::Cohere { granite_scale(md, &key, "logit_scale")? } else { None },
             attn_softcap,
             final_softcap,
             global_attn,
@@ -2969,6 +2970,8 @@ mod tests {
             let coder = matches!(arch, "starcoder2" | "phi2");
             assert_eq!((hp.mlp, hp.out_biases), (mlp, coder));
             assert_eq!((hp.parallel_block, hp.output_bias), (arch == "phi2", arch == "phi2"));
+            // StableLM 2 12B's files have no MLP norm: their layers are parallel.
+            assert_eq!(hp.ffn_norm_optional, arch == "stablelm");
             assert!((hp.rms_eps - 1e-5).abs() < 1e-12);
             assert_eq!((hp.head_dim, hp.rope_dims), (64, 16));
             assert!(matches!(

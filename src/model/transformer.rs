@@ -91,6 +91,9 @@ enum QkNorm {
     Whole,
     /// Over each head's values, after rope (Hunyuan's: `HParams::qk_norm_after_rope`).
     PerHeadAfterRope,
+    /// A LayerNorm (without bias) over each head's values with weights of each head's own,
+    /// before rope (Command R+'s, StableLM 2 12B's: the LayerNorm families' Q/K norms).
+    PerHeadLayer,
 }
 
 pub(super) struct Mlp {
@@ -166,6 +169,9 @@ enum SelfAttention {
 }
 
 struct Layer {
+    /// The attention and the MLP read one norm's output side by side
+    /// (`Transformer::parallel_layer`): Cohere's, Phi-2's and StableLM 2 12B's layers.
+    parallel: bool,
     /// The norm before attention (none in OLMo 2 and EXAONE 4.0, which normalize after).
     attn_norm: Option<BlockNorm>,
     attn: SelfAttention,
@@ -435,7 +441,7 @@ impl Transformer {
                 (Some((r, cs)), Some(_)) => (*r, cs),
                 _ => (global.0, &global.1),
             };
-            if hp.parallel_block {
+            if layer.parallel {
                 x = self.parallel_layer(li, layer, x, rope, q_scale.as_ref(), batch, kv, states)?;
                 continue;
             }
@@ -609,7 +615,7 @@ impl Transformer {
             Some((k, v)) => Some((k.reshape((t, kv_heads, head_dim))?, v.reshape((t, kv_heads, head_dim))?)),
             None => None,
         };
-        if a.qk_norm == QkNorm::PerHead {
+        if matches!(a.qk_norm, QkNorm::PerHead | QkNorm::PerHeadLayer) {
             (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;
         }
         if let (Some(ones), Some((_, v))) = (&a.v_norm, kv_rows.as_mut()) {
@@ -682,12 +688,22 @@ fn norm_q_k(
     a: &Attention,
     eps: f32,
 ) -> Result<(Tensor, Option<(Tensor, Tensor)>), ModelError> {
+    let normed = |x: &Tensor, n: &Tensor| -> Result<Tensor, ModelError> {
+        let x = x.contiguous()?;
+        if a.qk_norm != QkNorm::PerHeadLayer {
+            return Ok(norm::rms_norm(&x, n, eps)?);
+        }
+        // `[t, heads, head_dim]` normalized per head, then each head by its own weights
+        // (`[heads, head_dim]`), as ggml's `ggml_norm` and `ggml_mul`.
+        let ones = Tensor::ones(x.dims().last().copied().unwrap_or(0), DType::F32, x.device())?;
+        Ok(norm::layer_norm(&x, &ones, eps)?.broadcast_mul(n)?)
+    };
     let q = match &a.q_norm {
-        Some(n) => norm::rms_norm(&q.contiguous()?, n, eps)?,
+        Some(n) => normed(&q, n)?,
         None => q,
     };
     if let (Some(n), Some((k, _))) = (&a.k_norm, kv_rows.as_mut()) {
-        *k = norm::rms_norm(&k.contiguous()?, n, eps)?;
+        *k = normed(k, n)?;
     }
     Ok((q, kv_rows))
 }
@@ -809,7 +825,10 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     if hp.family == Family::NemotronH {
         return nemotron_h_layer(file, hp, i, dense, device);
     }
+    // StableLM 2 12B's layers have no MLP norm: parallel ones.
+    let parallel = hp.parallel_block || (hp.ffn_norm_optional && !file.has_tensor(&n("ffn_norm.weight")));
     Ok(Layer {
+        parallel,
         attn_norm: pre_norm(file, "attn_norm")?,
         attn: match hp.mla {
             Some(_) => SelfAttention::Latent(LatentAttention::load(file, hp, i, device)?),
@@ -821,9 +840,9 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
         // GLM-4.5's, gpt-oss's and Seed-OSS's MLP pre-norm is stored under Hugging Face's name
         // for it.
-        // (Cohere's and Phi-2's MLPs read the attention norm's output.)
+        // (Cohere's, Phi-2's and StableLM 2 12B's MLPs read the attention norm's output.)
         ffn_norm: match hp.family {
-            _ if hp.parallel_block => None,
+            _ if parallel => None,
             Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35 => pre_norm(file, "post_attention_norm")?,
             _ => pre_norm(file, "ffn_norm")?,
         },
@@ -862,6 +881,7 @@ fn nemotron_h_layer(
     let norm = BlockNorm::load(file, &format!("blk.{i}.attn_norm"), hp, device)?;
     let mlp = hp.is_mlp_only(i);
     Ok(Layer {
+        parallel: false,
         attn_norm: (!mlp).then(|| norm.clone()),
         attn: match (mlp, hp.is_recurrent(i)) {
             (true, _) => SelfAttention::None,
@@ -910,25 +930,23 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         (true, false) => load_qkv(file, &n, [q_dim, kv_dim, d], device)?,
     };
     let bias = load_qkv_bias(file, &n, [q_dim, kv_dim], device)?;
-    // OLMo 2 and OLMoE normalize Q and K whole (over every head), the others per head.
-    let qk_norm = match (hp.qk_norm_whole, hp.qk_norm_after_rope) {
-        (true, _) => QkNorm::Whole,
-        (false, true) => QkNorm::PerHeadAfterRope,
-        (false, false) => QkNorm::PerHead,
+    // OLMo 2 and OLMoE normalize Q and K whole (over every head), the others per head; the
+    // LayerNorm families (Command R+, StableLM 2 12B) with weights per head.
+    let qk_norm = match (hp.norm, hp.qk_norm_whole, hp.qk_norm_after_rope) {
+        (NormKind::Layer | NormKind::BiasedLayer, _, _) => QkNorm::PerHeadLayer,
+        (NormKind::Rms, true, _) => QkNorm::Whole,
+        (NormKind::Rms, false, true) => QkNorm::PerHeadAfterRope,
+        (NormKind::Rms, false, false) => QkNorm::PerHead,
     };
-    let (q_norm_len, k_norm_len) = if hp.qk_norm_whole { (q_dim, kv_dim) } else { (hd, hd) };
     let has_q_norm = file.has_tensor(&n("attn_q_norm.weight"));
-    if has_q_norm && hp.norm != NormKind::Rms {
-        // Command R+'s (64 layers and more) and StableLM 2 12B's: a LayerNorm per head with
-        // weights of their own.
-        return Err(ModelError::UnsupportedTensor {
-            name: n("attn_q_norm.weight"),
-            reason: "per-head Q/K LayerNorms (Command R+'s, StableLM 2 12B's) are not supported".into(),
-        });
-    }
-    let q_norm = if has_q_norm { Some(load_vec(file, &n("attn_q_norm.weight"), q_norm_len, device)?) } else { None };
+    let load_norm = |file: &mut GgufFile, name: &str, heads: usize| match qk_norm {
+        QkNorm::Whole => load_vec(file, &n(name), heads * hd, device),
+        QkNorm::PerHeadLayer => load_rows_f32(file, &n(name), [heads, hd], device),
+        _ => load_vec(file, &n(name), hd, device),
+    };
+    let q_norm = if has_q_norm { Some(load_norm(file, "attn_q_norm.weight", shape.heads)?) } else { None };
     let k_norm = match (has_q_norm, writes_kv) {
-        (true, true) => Some(load_vec(file, &n("attn_k_norm.weight"), k_norm_len, device)?),
+        (true, true) => Some(load_norm(file, "attn_k_norm.weight", shape.kv_heads)?),
         _ => None,
     };
     let gpt_oss = hp.family == Family::GptOss;
@@ -1034,6 +1052,13 @@ pub(super) fn load_2d(file: &mut GgufFile, name: &str, shape: [usize; 2], device
     let t = file.tensor(name, device)?;
     check_shape(name, t.shape().dims(), &shape)?;
     Ok(t)
+}
+
+/// An f32 matrix of `shape` (Command R+'s and StableLM 2 12B's per-head norm weights).
+fn load_rows_f32(file: &mut GgufFile, name: &str, shape: [usize; 2], device: &Device) -> Result<Tensor, ModelError> {
+    let t = file.tensor(name, device)?;
+    check_shape(name, t.shape().dims(), &shape)?;
+    Ok(t.dequantize(device)?.to_dtype(DType::F32)?)
 }
 
 /// An f32 vector of `len` values (norm weights, biases, scales).

@@ -118,6 +118,10 @@ pub struct TinyModelSpec {
     /// GLM-4's M-RoPE sections (`rope.dimension_sections`): the file's Q and K rotate NeoX
     /// pairs.
     pub rope_sections: Option<[u32; 4]>,
+    /// StableLM 2 12B's layout: Q/K LayerNorms per head with weights of each head's own
+    /// (`attn_q_norm`, `attn_k_norm` of `[heads, head_dim]`) and no `ffn_norm` (parallel
+    /// layers).
+    pub qk_layer_norm: bool,
     /// Phi-3's LongRoPE factors.
     pub longrope: Option<TinyLongRope>,
     /// With `rope_yarn`: `rope.scaling.yarn_beta_fast`, `_slow` and `yarn_log_multiplier`.
@@ -219,6 +223,7 @@ impl TinyModelSpec {
                 _ => None,
             },
             rope_sections: (family == Family::Qwen35).then_some([3, 3, 2, 0]),
+            qk_layer_norm: false,
             longrope: None,
             yarn_extra: mistral3.then_some((16.0, 2.0, 1.0)),
             attn_temperature_scale: mistral3.then_some(0.1),
@@ -522,6 +527,7 @@ impl TinyModelSpec {
             rope_alpha: None,
             rope_dims: None,
             rope_sections: None,
+            qk_layer_norm: false,
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
@@ -561,6 +567,7 @@ impl TinyModelSpec {
             rope_alpha: None,
             rope_dims: None,
             rope_sections: None,
+            qk_layer_norm: false,
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
@@ -600,6 +607,7 @@ impl TinyModelSpec {
             rope_alpha: None,
             rope_dims: None,
             rope_sections: None,
+            qk_layer_norm: false,
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
@@ -1179,7 +1187,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(quantize(n("attn_v.weight"), v, kv_dim, d)?);
         }
         tensors.push(mat(n("attn_output.weight"), d, q_dim, 1.0, &mut rng)?);
-        tensors.extend(attention_biases(spec, i, &mut rng)?);
+        tensors.extend(attention_extras(spec, i, &mut rng)?);
         if let Some((q_len, k_len)) = qk_norm_widths(spec) {
             tensors.push(vector(n("attn_q_norm.weight"), rng.around(q_len, 1.0, 0.1))?);
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(k_len, 1.0, 0.1))?);
@@ -1190,7 +1198,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
         // (Cohere's and Phi-2's MLPs read the attention norm's output.)
-        if pre_norms && spec.family != Family::Cohere && spec.arch != Some("phi2") {
+        if pre_norms && spec.family != Family::Cohere && spec.arch != Some("phi2") && !spec.qk_layer_norm {
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name.
             let name = match spec.family {
                 Family::Glm4Moe | Family::GptOss | Family::SeedOss => "post_attention_norm.weight",
@@ -1207,9 +1215,10 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     write_gguf_file(path, &metadata(spec), &tensors)
 }
 
-/// Layer `i`'s attention biases and sinks where the spec's family has them: Q/K/V biases,
-/// gpt-oss's, StarCoder2's and Phi-2's output bias, gpt-oss's sinks.
-fn attention_biases(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+/// Layer `i`'s attention biases, sinks and per-head LayerNorm weights where the spec has them:
+/// Q/K/V biases, gpt-oss's, StarCoder2's and Phi-2's output bias, gpt-oss's sinks, StableLM 2
+/// 12B's Q/K norms.
+fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
     let (q_dim, kv_dim) = (spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim);
     let n = |s: &str| format!("blk.{i}.{s}");
     let vector = |name: String, data: Vec<f32>| -> Result<(String, QTensor), ModelError> {
@@ -1230,6 +1239,12 @@ fn attention_biases(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     if spec.family == Family::GptOss {
         // Sink logits about as large as the scores: each takes a real share of its head.
         out.push(vector(n("attn_sinks.weight"), rng.around(spec.heads, 0.0, 2.0))?);
+    }
+    if spec.qk_layer_norm {
+        for (name, heads) in [("attn_q_norm.weight", spec.heads), ("attn_k_norm.weight", spec.kv_heads)] {
+            let w = Tensor::from_vec(rng.around(heads * spec.head_dim, 1.0, 0.3), (heads, spec.head_dim), &Device::Cpu)?;
+            out.push((n(name), QTensor::quantize(&w, GgmlDType::F32)?));
+        }
     }
     Ok(out)
 }
