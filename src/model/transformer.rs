@@ -102,7 +102,7 @@ pub(super) struct Mlp {
     down: QLinear,
     /// What runs between them.
     kind: MlpKind,
-    /// StarCoder2's up and down biases (`HParams::out_biases`).
+    /// StarCoder2's and Phi-2's up and down biases (`HParams::out_biases`).
     biases: Option<[Tensor; 2]>,
 }
 
@@ -796,10 +796,10 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             false => Ok(None),
         }
     };
-    // Output and MLP biases: only gpt-oss's (output) and StarCoder2's (output, up, down) files
-    // have them, where they are required (llama.cpp reads them as optional for Granite and
-    // Ministral 3, whose files have none); another file that has one is refused rather than run
-    // without it.
+    // Output and MLP biases: only gpt-oss's (output), StarCoder2's and Phi-2's (output, up,
+    // down) files have them, where they are required (llama.cpp reads them as optional for
+    // Granite and Ministral 3, whose files have none); another file that has one is refused
+    // rather than run without it.
     let gpt_oss = hp.family == Family::GptOss;
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
         let read = (gpt_oss && name == "attn_output.bias") || (hp.out_biases && name != "ffn_gate.bias");

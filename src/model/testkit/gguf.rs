@@ -1197,7 +1197,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
-        // (Cohere's and Phi-2's MLPs read the attention norm's output.)
+        // (Cohere's, Phi-2's and StableLM 2 12B's MLPs read the attention norm's output.)
         if pre_norms && spec.family != Family::Cohere && spec.arch != Some("phi2") && !spec.qk_layer_norm {
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name.
             let name = match spec.family {
