@@ -681,9 +681,11 @@ fn tiny_models_match_llama_cpp() {
 }
 
 /// llama.cpp reads Granite's output and MLP biases as optional; its dense files have none and
-/// hearth adds them only for the families whose files have them (gpt-oss, StarCoder2), so a
-/// file that has one is refused with the tensor named rather than run without it. So is a norm's bias in a family whose norms have none (llama.cpp
-/// refuses a file with a tensor it does not read).
+/// hearth adds them only for the architectures whose files have them (gpt-oss, StarCoder2,
+/// Phi-2), so a file that has one is refused with the tensor named rather than run without
+/// it. So is a norm's bias in a family whose norms have none (llama.cpp refuses a file with
+/// a tensor it does not read), a gate bias where the MLP has no gate, and a logit bias in any
+/// file but Phi-2's.
 #[test]
 fn a_file_with_tensors_hearth_does_not_run_is_refused() {
     use candle_core::quantized::{GgmlDType, QTensor};

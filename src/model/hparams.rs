@@ -2952,8 +2952,10 @@ mod tests {
         assert_eq!((hp.norm, hp.parallel_block, hp.logit_multiplier), (NormKind::Rms, false, None));
     }
 
-    /// Orion's and StableLM's files: Llama's layer with biased LayerNorms, whose epsilon is
-    /// required, and NeoX pairs (StableLM's over `rope.dimension_count` of each head).
+    /// Orion's, StableLM's, StarCoder2's and Phi-2's files: Llama's layer with biased
+    /// LayerNorms, whose epsilon is required, and NeoX pairs (StableLM's over
+    /// `rope.dimension_count` of each head); StarCoder2's and Phi-2's ungated GELU MLPs and
+    /// biases, Phi-2's parallel layers and logit biases.
     #[test]
     fn orion_stablelm_starcoder2_and_phi2_files_read_biased_layer_norms() {
         for (arch, mlp) in [

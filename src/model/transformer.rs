@@ -71,12 +71,16 @@ struct Attention {
     wo: QLinear,
     /// Qwen2: biases of the Q/K/V projections.
     bias: Option<[Tensor; 3]>,
-    /// RMSNorms of Q and K, run where `qk_norm` says. (Gemma 4's layers that read another's
-    /// K/V have Q's only.)
+    /// The weights of Q's and K's norms, run where `qk_norm` says: RMSNorms', or the per-head
+    /// LayerNorms' `[heads, head_dim]`. (Gemma 4's layers that read another's K/V have Q's
+    /// only.)
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
     qk_norm: QkNorm,
-    /// gpt-oss: the output projection's bias.
+    /// The per-head LayerNorms' unit weight (`QkNorm::PerHeadLayer`, where the layer has the
+    /// norms): each head is normalized with it, then multiplied by its own weights.
+    qk_unit: Option<Tensor>,
+    /// gpt-oss, StarCoder2, Phi-2: the output projection's bias.
     out_bias: Option<Tensor>,
     /// gpt-oss: one sink logit per query head ([`Attend::sinks`]), on the host.
     sinks: Option<Vec<f32>>,
@@ -690,13 +694,12 @@ fn norm_q_k(
 ) -> Result<(Tensor, Option<(Tensor, Tensor)>), ModelError> {
     let normed = |x: &Tensor, n: &Tensor| -> Result<Tensor, ModelError> {
         let x = x.contiguous()?;
-        if a.qk_norm != QkNorm::PerHeadLayer {
-            return Ok(norm::rms_norm(&x, n, eps)?);
+        match &a.qk_unit {
+            // `[t, heads, head_dim]` normalized per head, then each head by its own weights
+            // (`[heads, head_dim]`), as ggml's `ggml_norm` and `ggml_mul`.
+            Some(ones) => Ok(norm::layer_norm(&x, ones, eps)?.broadcast_mul(n)?),
+            None => Ok(norm::rms_norm(&x, n, eps)?),
         }
-        // `[t, heads, head_dim]` normalized per head, then each head by its own weights
-        // (`[heads, head_dim]`), as ggml's `ggml_norm` and `ggml_mul`.
-        let ones = Tensor::ones(x.dims().last().copied().unwrap_or(0), DType::F32, x.device())?;
-        Ok(norm::layer_norm(&x, &ones, eps)?.broadcast_mul(n)?)
     };
     let q = match &a.q_norm {
         Some(n) => normed(&q, n)?,
@@ -962,6 +965,10 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         q_norm,
         k_norm,
         qk_norm,
+        qk_unit: match qk_norm == QkNorm::PerHeadLayer && has_q_norm {
+            true => Some(Tensor::ones(hd, DType::F32, device)?),
+            false => None,
+        },
         out_bias: match gpt_oss || hp.out_biases {
             true => Some(load_vec(file, &n("attn_output.bias"), d, device)?),
             false => None,
