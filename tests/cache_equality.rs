@@ -103,7 +103,10 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // with experts, rope), Nemotron 3 Super's and LFM2-8B-A1B's (short convolutions with
     // experts), Qwen2 MoE's (experts beside a gated shared one),
     // OLMoE's (whole Q/K norms), Hunyuan's dense and MoE ones (Q/K norms after rope; a shared expert),
-    // Phi-2's (parallel blocks of biased LayerNorms and projections, an ungated GELU MLP, logit biases).
+    // Phi-2's (parallel blocks of biased LayerNorms and projections, an ungated GELU MLP, logit biases),
+    // Falcon 7B's (one K/V head for four query heads, a fused QKV), GPT-NeoX's (parallel blocks
+    // whose MLP reads its own norm, a fused QKV bias), StarCoder's (learned positions, one K/V
+    // head).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -118,6 +121,9 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("HunyuanMoe".to_string(), TinyModelSpec::hunyuan_moe(weights)),
             ("HunyuanDense".to_string(), TinyModelSpec::hunyuan_dense(weights)),
             ("Phi2".to_string(), TinyModelSpec::phi2(weights)),
+            ("Falcon".to_string(), TinyModelSpec::falcon(weights, false)),
+            ("GptNeoX".to_string(), TinyModelSpec::gptneox(weights, true)),
+            ("StarCoder".to_string(), TinyModelSpec::gpt2(weights, true)),
         ]);
     specs
         .map(|(name, spec)| {

@@ -367,6 +367,23 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // in f32 too.
         ("tiny-gemma-q8_0.gguf", gemma1(WeightType::Q8_0)),
         ("tiny-gemma-f32.gguf", gemma1(WeightType::F32)),
+        // Falcon's (`falcon`): Phi-2's parallel layer without biases but the norms', whole heads
+        // rotated, a fused QKV of one K/V head (7B's); in f32 too. And 40B's layout: two K/V
+        // heads, the attention's own norm (`attn_norm_2`).
+        ("tiny-falcon-q8_0.gguf", TinyModelSpec::falcon(WeightType::Q8_0, false)),
+        ("tiny-falcon-f32.gguf", TinyModelSpec::falcon(WeightType::F32, false)),
+        ("tiny-falcon-40b-layout-q8_0.gguf", TinyModelSpec::falcon(WeightType::Q8_0, true)),
+        // GPT-NeoX's (`gptneox`): StarCoder2's layer with a fused QKV and its bias, a quarter of
+        // each head rotated, parallel (Pythia's) with the MLP's own norm; in f32 too. And
+        // sequential (RedPajama-INCITE's).
+        ("tiny-gptneox-q8_0.gguf", TinyModelSpec::gptneox(WeightType::Q8_0, true)),
+        ("tiny-gptneox-f32.gguf", TinyModelSpec::gptneox(WeightType::F32, true)),
+        ("tiny-gptneox-sequential-q8_0.gguf", TinyModelSpec::gptneox(WeightType::Q8_0, false)),
+        // GPT-2's (`gpt2`): GPT-NeoX's sequential layer without rope, learned positions; in f32
+        // too. And StarCoder's (`starcoder`): one K/V head, its own output.
+        ("tiny-gpt2-q8_0.gguf", TinyModelSpec::gpt2(WeightType::Q8_0, false)),
+        ("tiny-gpt2-f32.gguf", TinyModelSpec::gpt2(WeightType::F32, false)),
+        ("tiny-starcoder-q8_0.gguf", TinyModelSpec::gpt2(WeightType::Q8_0, true)),
         // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
         // and its older files' defaults.
         ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),
@@ -817,5 +834,32 @@ fn a_tensor_type_without_a_kernel_is_named() {
             assert!(msg.contains("IQ4_XS") && msg.contains("Q4_K"), "{msg}");
         }
         other => panic!("expected the type to be named, got {other:?}"),
+    }
+}
+
+/// GPT-2's and StarCoder's learned positions bound the context: a context past the file's rows
+/// of them (its trained context) is refused at load rather than run off the table's end, and a
+/// file without them is refused with the tensor named.
+#[test]
+fn learned_positions_bound_the_context() {
+    use hearth::model::ModelError;
+
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::gpt2(WeightType::Q8_0, true);
+    let path = dir.path().join("starcoder.gguf");
+    write_model(&spec, &path).unwrap();
+    let ctx = spec.context_length;
+    assert!(Transformer::from_gguf(&mut GgufFile::open(&path).unwrap(), &Device::Cpu, ctx).is_ok());
+    match Transformer::from_gguf(&mut GgufFile::open(&path).unwrap(), &Device::Cpu, ctx + 1) {
+        Err(ModelError::PromptTooLong { tokens, context }) => assert_eq!((tokens, context), (ctx + 1, ctx)),
+        other => panic!("expected a context past the learned positions to be refused, got {other:?}"),
+    }
+    let (md, tensors) = read_gguf(&path);
+    let without: Vec<_> = tensors.into_iter().filter(|(n, _)| n != "position_embd.weight").collect();
+    let stripped = dir.path().join("stripped.gguf");
+    write_gguf(&stripped, &md, &without);
+    match Transformer::from_gguf(&mut GgufFile::open(&stripped).unwrap(), &Device::Cpu, ctx) {
+        Err(e) => assert!(e.to_string().contains("position_embd.weight"), "{e}"),
+        Ok(_) => panic!("a StarCoder file without its positions loaded"),
     }
 }

@@ -189,7 +189,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -317,9 +317,17 @@ impl Family {
             // the file has them. StarCoder2 (`starcoder2`): Orion's norms and pairs, biases on
             // every projection, an MLP of up, GELU, down (`HParams::mlp`, `HParams::out_biases`).
             // Phi-2 (`phi2`): StarCoder2's layer in parallel form (`HParams::parallel_block`),
-            // partly rotated, its logits biased (`HParams::output_bias`).
+            // partly rotated, its logits biased (`HParams::output_bias`). Falcon (`falcon`: 7B,
+            // 40B, 180B): Phi-2's parallel layer without biases but the norms', a fused QKV
+            // (multi-query in 7B's), the attention's own norm in 40B's and 180B's. GPT-NeoX
+            // (`gptneox`: Pythia, GPT-NeoX-20B, RedPajama-INCITE): StarCoder2's layer with a
+            // fused QKV, parallel where the file says (`use_parallel_residual`), the MLP then
+            // reading its own norm (`HParams::parallel_mlp_norm`). GPT-2 (`gpt2`) and StarCoder
+            // (`starcoder`: StarCoder, StarCoderBase, SantaCoder's layout; multi-query):
+            // GPT-NeoX's sequential layer without rope, positions learned
+            // (`HParams::learned_positions`).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -551,9 +559,14 @@ pub struct HParams {
     /// StableLM: a file whose layers have no `ffn_norm` (StableLM 2 12B's) runs them as
     /// `parallel_block` says.
     pub ffn_norm_optional: bool,
-    /// Cohere, Phi-2: the attention and the MLP both read the attention norm's output, and both
-    /// add to the residual (`x + mlp(n(x)) + attn(n(x))`); the layer has no MLP norm.
+    /// Cohere, Phi-2, Falcon: the attention and the MLP both read the attention norm's output
+    /// (Falcon 40B's and 180B's attention its own, `attn_norm_2`), and both add to the residual
+    /// (`x + mlp(n(x)) + attn(n(x))`); the layer has no MLP norm but GPT-NeoX's
+    /// (`parallel_mlp_norm`). GPT-NeoX: where its file says so.
     pub parallel_block: bool,
+    /// GPT-NeoX: a parallel layer's MLP reads its own norm (`ffn_norm`, required), as a
+    /// sequential layer's does: `x + attn(n1(x)) + mlp(n2(x))`.
+    pub parallel_mlp_norm: bool,
     /// OLMo 2 and OLMoE: the Q and K norms (`attn_q_norm`, `attn_k_norm`) run over all the
     /// heads' values of a token at once, not over each head's.
     pub qk_norm_whole: bool,
@@ -562,12 +575,16 @@ pub struct HParams {
     pub qk_norm_after_rope: bool,
     /// What a dense MLP computes between its input projections and `down` ([`MlpKind`]).
     pub mlp: MlpKind,
-    /// StarCoder2, Phi-2: the attention's output projection and the dense MLP's up and down
-    /// projections add biases (`attn_output.bias`, `ffn_up.bias`, `ffn_down.bias`, required).
+    /// StarCoder2, Phi-2, GPT-NeoX, GPT-2, StarCoder: the attention's output projection and the
+    /// dense MLP's up and down projections add biases (`attn_output.bias`, `ffn_up.bias`, `ffn_down.bias`, required).
     pub out_biases: bool,
     /// Phi-2: the output projection adds a bias, one per vocabulary entry (`output.bias`,
     /// required).
     pub output_bias: bool,
+    /// GPT-2, StarCoder: each position adds its own learned vector to the token's embedding
+    /// (`position_embd`, a row per position of the trained context, required); no layer
+    /// rotates (`no_rope`).
+    pub learned_positions: bool,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
     /// `rope.scaling.attn_factor`: multiplies every rope cos and sin (llama.cpp's
@@ -1347,12 +1364,14 @@ impl HParams {
             rms_eps: norm_eps(md, &key, norm)?,
             norm,
             post_norms: post_norms(family, a),
-            parallel_block: family == Family::Cohere || a == "phi2",
+            parallel_block: parallel_block(md, &key, (family, a))?,
+            parallel_mlp_norm: a == "gptneox",
             ffn_norm_optional: a == "stablelm",
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
             mlp: mlp_kind(family, a),
-            out_biases: matches!(a, "starcoder2" | "phi2"),
+            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder"),
+            learned_positions: matches!(a, "gpt2" | "starcoder"),
             output_bias: a == "phi2",
             rope_base,
             rope_scaling,
@@ -1673,7 +1692,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 {
@@ -1778,8 +1797,8 @@ const MINICPM_BASE_WIDTH: f64 = 256.0;
 
 /// One flag per layer, `true` where it skips rope: SmolLM3's every fourth layer; every layer of
 /// a Granite file whose `rope.scaling.finetuned` is false (llama.cpp: Granite's rope is on
-/// unless the file says so; MiniCPM's always); EXAONE 4.0's global layers where it has local ones. Empty when
-/// every layer rotates.
+/// unless the file says so; MiniCPM's always); EXAONE 4.0's global layers where it has local ones;
+/// every layer of Nemotron-H, GPT-2 and StarCoder. Empty when every layer rotates.
 fn no_rope_layers(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
@@ -1792,8 +1811,10 @@ fn no_rope_layers(
         _ if arch == "minicpm" => Vec::new(),
         (Family::Exaone4 | Family::Cohere, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
-        // Nemotron-H's attention never rotates (llama.cpp's graph has no rope).
+        // Nemotron-H's attention never rotates (llama.cpp's graph has no rope); GPT-2's and
+        // StarCoder's learn their positions instead.
         (Family::NemotronH, _) => vec![true; layers],
+        _ if matches!(arch, "gpt2" | "starcoder") => vec![true; layers],
         (Family::Granite | Family::GraniteHybrid, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
         _ => Vec::new(),
     })
@@ -1803,9 +1824,20 @@ fn no_rope_layers(
 fn mlp_kind(family: Family, arch: &str) -> MlpKind {
     match (family, arch) {
         (Family::NemotronH, _) | (_, "arcee") => MlpKind::UpReluSquared,
-        (_, "starcoder2" | "phi2") => MlpKind::UpGelu,
+        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder") => MlpKind::UpGelu,
         _ => MlpKind::Gated,
     }
+}
+
+/// Whether a file of `arch` runs its layers in parallel form (`HParams::parallel_block`):
+/// Cohere's, Phi-2's and Falcon's always; GPT-NeoX's where `use_parallel_residual` says so
+/// (llama.cpp requires the key; Pythia's and GPT-NeoX-20B's say true, RedPajama-INCITE's false).
+fn parallel_block(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<bool, ModelError> {
+    if arch == "gptneox" {
+        let k = key("use_parallel_residual");
+        return md_opt_bool(md, &k)?.ok_or(ModelError::MissingMetadata { key: k });
+    }
+    Ok(family == Family::Cohere || matches!(arch, "phi2" | "falcon"))
 }
 
 /// Whether a file of `arch` normalizes each block's output (`HParams::post_norms`).
@@ -1819,12 +1851,13 @@ fn post_norms(family: Family, arch: &str) -> bool {
 pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
         (Family::Cohere, _) => NormKind::Layer,
-        (_, "orion" | "stablelm" | "starcoder2" | "phi2") => NormKind::BiasedLayer,
+        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder") => NormKind::BiasedLayer,
         _ => NormKind::Rms,
     }
 }
 
-/// The norms' epsilon. LayerNorm families (Cohere's, Orion's, StableLM's, StarCoder2's, Phi-2's) read `attention.layer_norm_epsilon`,
+/// The norms' epsilon. LayerNorm families (Cohere's, Orion's, StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's,
+/// GPT-2's, StarCoder's) read `attention.layer_norm_epsilon`,
 /// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
 /// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
 /// fallback), else 1e-5.
@@ -2952,17 +2985,18 @@ mod tests {
         assert_eq!((hp.norm, hp.parallel_block, hp.logit_multiplier), (NormKind::Rms, false, None));
     }
 
-    /// Orion's, StableLM's, StarCoder2's and Phi-2's files: Llama's layer with biased
+    /// Orion's, StableLM's, StarCoder2's, Phi-2's and Falcon's files: Llama's layer with biased
     /// LayerNorms, whose epsilon is required, and NeoX pairs (StableLM's over
-    /// `rope.dimension_count` of each head); StarCoder2's and Phi-2's ungated GELU MLPs and
-    /// biases, Phi-2's parallel layers and logit biases.
+    /// `rope.dimension_count` of each head); StarCoder2's, Phi-2's and Falcon's ungated GELU
+    /// MLPs, the first two's biases, Phi-2's and Falcon's parallel layers, Phi-2's logit biases.
     #[test]
-    fn orion_stablelm_starcoder2_and_phi2_files_read_biased_layer_norms() {
+    fn orion_stablelm_starcoder2_phi2_and_falcon_files_read_biased_layer_norms() {
         for (arch, mlp) in [
             ("orion", MlpKind::Gated),
             ("stablelm", MlpKind::Gated),
             ("starcoder2", MlpKind::UpGelu),
             ("phi2", MlpKind::UpGelu),
+            ("falcon", MlpKind::UpGelu),
         ] {
             let m = md(arch, &[("attention.layer_norm_epsilon", Value::F32(1e-5)), ("rope.dimension_count", Value::U32(16))]);
             let hp = HParams::from_metadata(&m, Some(100)).unwrap();
@@ -2971,7 +3005,7 @@ mod tests {
             // biases; Phi-2's layers are parallel, its logits biased.
             let coder = matches!(arch, "starcoder2" | "phi2");
             assert_eq!((hp.mlp, hp.out_biases), (mlp, coder));
-            assert_eq!((hp.parallel_block, hp.output_bias), (arch == "phi2", arch == "phi2"));
+            assert_eq!((hp.parallel_block, hp.output_bias), (matches!(arch, "phi2" | "falcon"), arch == "phi2"));
             // StableLM 2 12B's files have no MLP norm: their layers are parallel.
             assert_eq!(hp.ffn_norm_optional, arch == "stablelm");
             assert!((hp.rms_eps - 1e-5).abs() < 1e-12);
@@ -2981,6 +3015,35 @@ mod tests {
                 Err(ModelError::MissingMetadata { key }) if key == format!("{arch}.attention.layer_norm_epsilon")
             ));
         }
+    }
+
+    /// GPT-NeoX's files: StarCoder2's biased layer, parallel as `use_parallel_residual` says
+    /// (required, as llama.cpp requires it) with the MLP reading its own norm.
+    #[test]
+    fn gptneox_files_say_whether_their_layers_are_parallel() {
+        let eps = ("attention.layer_norm_epsilon", Value::F32(1e-5));
+        for parallel in [true, false] {
+            let hp = HParams::from_metadata(&md("gptneox", &[eps.clone(), ("use_parallel_residual", Value::Bool(parallel))]), Some(100)).unwrap();
+            assert_eq!((hp.family, hp.norm, hp.rope_style, hp.mlp), (Family::Llama, NormKind::BiasedLayer, RopeStyle::Neox, MlpKind::UpGelu));
+            assert_eq!((hp.parallel_block, hp.parallel_mlp_norm, hp.out_biases, hp.output_bias), (parallel, true, true, false));
+        }
+        assert!(matches!(
+            HParams::from_metadata(&md("gptneox", &[eps]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "gptneox.use_parallel_residual"
+        ));
+    }
+
+    /// GPT-2's and StarCoder's files: biased LayerNorms and projections, an ungated GELU MLP,
+    /// sequential layers, no rope in any layer but learned positions.
+    #[test]
+    fn gpt2_and_starcoder_files_learn_their_positions() {
+        for arch in ["gpt2", "starcoder"] {
+            let hp = HParams::from_metadata(&md(arch, &[("attention.layer_norm_epsilon", Value::F32(1e-5))]), Some(100)).unwrap();
+            assert_eq!((hp.family, hp.norm, hp.mlp, hp.out_biases), (Family::Llama, NormKind::BiasedLayer, MlpKind::UpGelu, true));
+            assert_eq!((hp.learned_positions, hp.parallel_block, hp.no_rope), (true, false, vec![true; 2]));
+        }
+        let hp = HParams::from_metadata(&md("starcoder2", &[("attention.layer_norm_epsilon", Value::F32(1e-5))]), Some(100)).unwrap();
+        assert!(!hp.learned_positions && hp.no_rope.is_empty());
     }
 
     /// Gemma 1's files (`gemma`) are Gemma 2's layer without post-norms, soft caps or local

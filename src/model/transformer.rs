@@ -173,15 +173,20 @@ enum SelfAttention {
 }
 
 struct Layer {
-    /// The attention and the MLP read one norm's output side by side
-    /// (`Transformer::parallel_layer`): Cohere's, Phi-2's and StableLM 2 12B's layers.
+    /// The attention and the MLP read the layer's input side by side
+    /// (`Transformer::parallel_layer`): Cohere's, Phi-2's, Falcon's, GPT-NeoX's and StableLM 2
+    /// 12B's layers.
     parallel: bool,
     /// The norm before attention (none in OLMo 2 and EXAONE 4.0, which normalize after).
     attn_norm: Option<BlockNorm>,
+    /// Falcon 40B's and 180B's parallel layers: the attention's own norm (`attn_norm_2`), the
+    /// MLP then reading `attn_norm`'s output alone.
+    attn_norm_2: Option<BlockNorm>,
     attn: SelfAttention,
     /// Gemma, OLMo 2, EXAONE 4.0, GLM-4: RMSNorm of the attention output before the residual add.
     post_attn_norm: Option<Tensor>,
-    /// The norm before the MLP (none in OLMo 2 and EXAONE 4.0).
+    /// The norm before the MLP (none in OLMo 2 and EXAONE 4.0, nor in parallel layers but
+    /// GPT-NeoX's).
     ffn_norm: Option<BlockNorm>,
     ffn: Ffn,
     /// Gemma, OLMo 2, EXAONE 4.0, GLM-4: RMSNorm of the MLP output before the residual add.
@@ -207,6 +212,8 @@ pub struct Transformer {
     rope_local: Option<RopeTables>,
     /// Gemma 4's E models: the per-layer token embedding.
     per_layer_embd: Option<PerLayerEmbedding>,
+    /// GPT-2's and StarCoder's learned positions (`HParams::learned_positions`).
+    positions: Option<TokenEmbedding>,
     activation: Gate,
     device: Device,
     /// Bytes the weights take in the device's memory (quantized tensors as
@@ -308,12 +315,12 @@ impl Transformer {
                 })
                 .sum::<u64>();
         let per_layer_embd = PerLayerEmbedding::load(file, &hp, device)?;
-        // Its table stays in host memory, as the token embedding's does.
-        let weight_bytes = match (&per_layer_embd, device.is_cpu()) {
-            (Some(p), false) => weight_bytes.saturating_sub(p.table_bytes()),
-            _ => weight_bytes,
-        };
+        let positions = load_positions(file, &hp, max_positions)?;
+        // Their tables stay in host memory, as the token embedding's does.
+        let host_tables = per_layer_embd.as_ref().map_or(0, |p| p.table_bytes()) + positions.as_ref().map_or(0, |p| p.file_bytes());
+        let weight_bytes = if device.is_cpu() { weight_bytes } else { weight_bytes.saturating_sub(host_tables) };
         Ok(Self {
+            positions,
             output_bias: load_output_bias(file, &hp, device)?,
             per_layer_embd,
             // LFM2's final norm is stored as `token_embd_norm` (llama.cpp reads it so).
@@ -435,6 +442,9 @@ impl Transformer {
         if let Some(s) = hp.embedding_scale {
             x = x.affine(s, 0.0)?;
         }
+        if let Some(p) = &self.positions {
+            x = (x + p.lookup(&pos, &self.device)?)?;
+        }
         let per_layer_inputs = match &self.per_layer_embd {
             Some(p) => Some(p.inputs(tokens, &x, hp.rms_eps)?),
             None => None,
@@ -501,9 +511,11 @@ impl Transformer {
         self.mixer_of_normed(li, layer, &h, rope, q_scale, batch, kv, states)
     }
 
-    /// Cohere's layer: the attention and the MLP both read the attention norm's output (a
-    /// LayerNorm), and both add to the residual `x`, in llama.cpp's order (`x + mlp`, then
-    /// `+ attn`).
+    /// Cohere's, Phi-2's, Falcon's, GPT-NeoX's and StableLM 2 12B's layer: the attention and
+    /// the MLP both read the attention norm's output (a LayerNorm; Falcon 40B's attention its
+    /// own, `attn_norm_2`; GPT-NeoX's MLP its own, `ffn_norm`), and both add to the residual
+    /// `x`, in llama.cpp's Cohere and GPT-NeoX order (`x + mlp`, then `+ attn`; the other
+    /// graphs add the same three in another order, which only rounding tells apart).
     #[allow(clippy::too_many_arguments)]
     fn parallel_layer(
         &self,
@@ -521,10 +533,18 @@ impl Transformer {
             .as_ref()
             .ok_or_else(|| OpsError::Layout("a parallel layer without its norm".into()))?;
         let h = n.forward(&x)?;
+        let h_attn = match &layer.attn_norm_2 {
+            Some(n2) => n2.forward(&x)?,
+            None => h.clone(),
+        };
         let attn = self
-            .mixer_of_normed(li, layer, &h, rope, q_scale, batch, kv, states)?
+            .mixer_of_normed(li, layer, &h_attn, rope, q_scale, batch, kv, states)?
             .ok_or_else(|| OpsError::Layout("a parallel layer without attention".into()))?;
-        let mlp = layer.ffn.forward(&h, None, self.hp.rms_eps, self.activation)?;
+        let h_mlp = match &layer.ffn_norm {
+            Some(nf) => nf.forward(&x)?,
+            None => h,
+        };
+        let mlp = layer.ffn.forward(&h_mlp, None, self.hp.rms_eps, self.activation)?;
         Ok(((mlp + x)? + attn)?)
     }
 
@@ -779,6 +799,23 @@ fn load_embedding_and_output(
     Ok((embedding, output))
 }
 
+/// GPT-2's and StarCoder's learned position vectors (`position_embd.weight`, a row per position
+/// of the trained context), kept in host memory as the token embedding is; `None` for the
+/// other files. A context past its rows is refused.
+fn load_positions(file: &mut GgufFile, hp: &HParams, max_positions: usize) -> Result<Option<TokenEmbedding>, ModelError> {
+    if !hp.learned_positions {
+        return Ok(None);
+    }
+    if max_positions > hp.context_length {
+        return Err(ModelError::PromptTooLong {
+            tokens: max_positions,
+            context: hp.context_length,
+        });
+    }
+    let t = load_2d(file, "position_embd.weight", [hp.context_length, hp.hidden], &Device::Cpu)?;
+    Ok(Some(TokenEmbedding::new(&t)?))
+}
+
 /// Layer `i`'s weights: the tensors `blk.{i}.*`; optional ones by family (biases, q/k
 /// norms, Gemma's post-norms) when the file has them.
 fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Layer, ModelError> {
@@ -799,8 +836,8 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             false => Ok(None),
         }
     };
-    // Output and MLP biases: only gpt-oss's (output), StarCoder2's and Phi-2's (output, up,
-    // down) files have them, where they are required (llama.cpp reads them as optional for
+    // Output and MLP biases: only gpt-oss's (output), StarCoder2's, Phi-2's and GPT-NeoX's
+    // (output, up, down) files have them, where they are required (llama.cpp reads them as optional for
     // Granite and Ministral 3, whose files have none); another file that has one is refused
     // rather than run without it.
     let gpt_oss = hp.family == Family::GptOss;
@@ -833,6 +870,11 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     Ok(Layer {
         parallel,
         attn_norm: pre_norm(file, "attn_norm")?,
+        // (llama.cpp reads `attn_norm_2` for Falcon alone; no other family's files have it.)
+        attn_norm_2: match parallel && file.has_tensor(&n("attn_norm_2.weight")) {
+            true => pre_norm(file, "attn_norm_2")?,
+            false => None,
+        },
         attn: match hp.mla {
             Some(_) => SelfAttention::Latent(LatentAttention::load(file, hp, i, device)?),
             None if hp.is_recurrent(i) && hp.short_conv.is_some() => SelfAttention::ShortConv(ShortConv::load(file, hp, i, device)?),
@@ -843,9 +885,10 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
         // GLM-4.5's, gpt-oss's and Seed-OSS's MLP pre-norm is stored under Hugging Face's name
         // for it.
-        // (Cohere's, Phi-2's and StableLM 2 12B's MLPs read the attention norm's output.)
+        // (Cohere's, Phi-2's, Falcon's and StableLM 2 12B's MLPs read the attention norm's
+        // output; GPT-NeoX's parallel layers' their own norm's.)
         ffn_norm: match hp.family {
-            _ if parallel => None,
+            _ if parallel && !hp.parallel_mlp_norm => None,
             Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35 => pre_norm(file, "post_attention_norm")?,
             _ => pre_norm(file, "ffn_norm")?,
         },
@@ -886,6 +929,7 @@ fn nemotron_h_layer(
     Ok(Layer {
         parallel: false,
         attn_norm: (!mlp).then(|| norm.clone()),
+        attn_norm_2: None,
         attn: match (mlp, hp.is_recurrent(i)) {
             (true, _) => SelfAttention::None,
             (false, true) => SelfAttention::Mamba2(Mamba2::load(file, hp, i, device)?),

@@ -122,6 +122,11 @@ pub struct TinyModelSpec {
     /// (`attn_q_norm`, `attn_k_norm` of `[heads, head_dim]`) and no `ffn_norm` (parallel
     /// layers).
     pub qk_layer_norm: bool,
+    /// Falcon 40B's and 180B's layout: each (parallel) layer's attention has a norm of its own
+    /// (`attn_norm_2`), the MLP reading `attn_norm`'s output.
+    pub attn_norm_2: bool,
+    /// GPT-NeoX's `use_parallel_residual` (written for `gptneox` files only).
+    pub parallel_residual: bool,
     /// Phi-3's LongRoPE factors.
     pub longrope: Option<TinyLongRope>,
     /// With `rope_yarn`: `rope.scaling.yarn_beta_fast`, `_slow` and `yarn_log_multiplier`.
@@ -224,6 +229,8 @@ impl TinyModelSpec {
             },
             rope_sections: (family == Family::Qwen35).then_some([3, 3, 2, 0]),
             qk_layer_norm: false,
+            attn_norm_2: false,
+            parallel_residual: true,
             longrope: None,
             yarn_extra: mistral3.then_some((16.0, 2.0, 1.0)),
             attn_temperature_scale: mistral3.then_some(0.1),
@@ -372,6 +379,72 @@ impl TinyModelSpec {
             rope_dims: Some(16),
             tie_embeddings: false,
             seed: if weight_type == WeightType::F32 { 45 } else { 46 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
+    /// Falcon's files (`falcon`): Phi-2's parallel layer (biased LayerNorms, NeoX pairs, an MLP
+    /// of up, GELU, down) without any other bias and rotating whole heads, a fused `attn_qkv`
+    /// of one K/V head (7B's multi-query attention), an output projection of its own; Falcon's
+    /// pre-tokenizer. With `forty`: 40B's and 180B's layout, two K/V heads and the attention's
+    /// own norm (`attn_norm_2`).
+    pub fn falcon(weight_type: WeightType, forty: bool) -> Self {
+        Self {
+            arch: Some("falcon"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "falcon" }),
+            kv_heads: if forty { 2 } else { 1 },
+            attn_norm_2: forty,
+            tie_embeddings: false,
+            seed: match (forty, weight_type) {
+                (false, WeightType::F32) => 52,
+                (false, _) => 53,
+                (true, _) => 54,
+            },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
+    /// GPT-NeoX's files (`gptneox`: Pythia, GPT-NeoX-20B, RedPajama-INCITE): StarCoder2's layer
+    /// (biased LayerNorms, NeoX pairs over a quarter of each head as Pythia's, biases on every
+    /// projection, an MLP of up, GELU, down) with a fused `attn_qkv` and its bias, as many K/V
+    /// heads as query heads, an output projection of its own; OLMo's (GPT-NeoX-20B's)
+    /// pre-tokenizer. `parallel`: `use_parallel_residual`, each layer's attention and MLP
+    /// reading their own norms side by side.
+    pub fn gptneox(weight_type: WeightType, parallel: bool) -> Self {
+        Self {
+            arch: Some("gptneox"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "olmo" }),
+            kv_heads: 4,
+            rope_dims: Some(16),
+            parallel_residual: parallel,
+            tie_embeddings: false,
+            seed: match (parallel, weight_type) {
+                (true, WeightType::F32) => 55,
+                (true, _) => 56,
+                (false, _) => 57,
+            },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
+    /// GPT-2's files (`gpt2`) and, with `starcoder`, StarCoder's (`starcoder`): GPT-NeoX's
+    /// sequential layer (fused `attn_qkv` and its bias, biases on every projection, an MLP of
+    /// up, GELU, down) without rope, each position's learned vector (`position_embd`, a row per
+    /// position of the context) added to the token's, an output projection of its own (GPT-2's
+    /// files tie theirs to the embedding, but this tiny table tied would have each token predict
+    /// itself); GPT-2's pre-tokenizer, or StarCoder's one K/V head (multi-query) and its
+    /// pre-tokenizer.
+    pub fn gpt2(weight_type: WeightType, starcoder: bool) -> Self {
+        Self {
+            arch: Some(if starcoder { "starcoder" } else { "gpt2" }),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: if starcoder { "starcoder" } else { "gpt-2" } }),
+            kv_heads: if starcoder { 1 } else { 4 },
+            tie_embeddings: false,
+            seed: match (starcoder, weight_type) {
+                (false, WeightType::F32) => 58,
+                (false, _) => 59,
+                (true, _) => 60,
+            },
             ..Self::tiny(Family::Llama, weight_type)
         }
     }
@@ -528,6 +601,8 @@ impl TinyModelSpec {
             rope_dims: None,
             rope_sections: None,
             qk_layer_norm: false,
+            attn_norm_2: false,
+            parallel_residual: true,
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
@@ -568,6 +643,8 @@ impl TinyModelSpec {
             rope_dims: None,
             rope_sections: None,
             qk_layer_norm: false,
+            attn_norm_2: false,
+            parallel_residual: true,
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
@@ -608,6 +685,8 @@ impl TinyModelSpec {
             rope_dims: None,
             rope_sections: None,
             qk_layer_norm: false,
+            attn_norm_2: false,
+            parallel_residual: true,
             longrope: None,
             yarn_extra: None,
             attn_temperature_scale: None,
@@ -851,12 +930,14 @@ fn mlp_tensors(
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
-    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2")), [_, up, down]) = (spec.arch, dense.as_slice()) {
-        // Arcee's, StarCoder2's and Phi-2's MLPs have no gate (the gate's draw is left unused,
-        // so the draws after it keep their order); StarCoder2's and Phi-2's projections have
-        // biases.
+    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder")), [_, up, down]) =
+        (spec.arch, dense.as_slice())
+    {
+        // Arcee's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's, GPT-2's and StarCoder's MLPs
+        // have no gate (the gate's draw is left unused, so the draws after it keep their order);
+        // all but Arcee's and Falcon's projections have biases.
         let mut out = vec![quantized("ffn_up", up.clone(), f, d)?, quantized("ffn_down", down.clone(), d, f)?];
-        if arch != "arcee" {
+        if !matches!(arch, "arcee" | "falcon") {
             for (name, len) in [("ffn_up", f), ("ffn_down", d)] {
                 let b = Tensor::from_vec(rng.around(len, 0.0, 0.5), len, &Device::Cpu)?;
                 out.push((format!("blk.{layer}.{name}.bias"), QTensor::quantize(&b, GgmlDType::F32)?));
@@ -1079,6 +1160,9 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.residual_scale"), Value::F32(g.residual)));
         md.push((format!("{arch}.logit_scale"), Value::F32(g.logit)));
     }
+    if arch == "gptneox" {
+        md.push((format!("{arch}.use_parallel_residual"), Value::Bool(spec.parallel_residual)));
+    }
     if spec.family == Family::Cohere {
         // Command R7B's is 0.25, Command R's 0.0625: here one that spreads the tied
         // projection's logits.
@@ -1139,12 +1223,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         _ => (d as f32 / 3.0).sqrt(),
     };
     tensors.push(mat("token_embd.weight".into(), v, d, embd_gain, &mut rng)?);
-    if !spec.tie_embeddings {
-        tensors.push(mat("output.weight".into(), v, d, 3.0, &mut rng)?);
-    }
-    if spec.arch == Some("phi2") {
-        tensors.push(vector("output.bias".into(), rng.around(v, 0.0, 1.0))?);
-    }
+    tensors.extend(output_and_positions(spec, embd_gain, &mut rng)?);
     let final_norm = if gemma2 { 6.0 } else { 1.0 };
     // (LFM2's is `token_embd_norm`, written with its layers.)
     // Orion's, StableLM's, StarCoder2's and Phi-2's LayerNorms have a bias each.
@@ -1176,10 +1255,14 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         if norm_bias {
             tensors.push(vector(n("attn_norm.bias"), rng.around(d, 0.0, 0.2))?);
         }
+        if spec.attn_norm_2 {
+            tensors.push(vector(n("attn_norm_2.weight"), rng.around(d, 1.0, 0.1))?);
+            tensors.push(vector(n("attn_norm_2.bias"), rng.around(d, 0.0, 0.2))?);
+        }
         let q = rng.matrix(q_dim, d, 1.0);
         let k = rng.matrix(kv_dim, d, 1.0);
         let v = rng.matrix(kv_dim, d, 1.0);
-        if spec.family == Family::Phi3 {
+        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder")) {
             tensors.push(quantize(n("attn_qkv.weight"), [q, k, v].concat(), q_dim + 2 * kv_dim, d)?);
         } else {
             tensors.push(quantize(n("attn_q.weight"), q, q_dim, d)?);
@@ -1197,8 +1280,10 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
-        // (Cohere's, Phi-2's and StableLM 2 12B's MLPs read the attention norm's output.)
-        if pre_norms && spec.family != Family::Cohere && spec.arch != Some("phi2") && !spec.qk_layer_norm {
+        // (Cohere's, Phi-2's, Falcon's and StableLM 2 12B's MLPs read the attention norm's
+        // output; GPT-NeoX's parallel layers have an MLP norm.)
+        let parallel = spec.family == Family::Cohere || matches!(spec.arch, Some("phi2" | "falcon")) || spec.qk_layer_norm;
+        if pre_norms && !parallel {
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name.
             let name = match spec.family {
                 Family::Glm4Moe | Family::GptOss | Family::SeedOss => "post_attention_norm.weight",
@@ -1215,8 +1300,30 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     write_gguf_file(path, &metadata(spec), &tensors)
 }
 
+/// The output projection where the spec does not tie it, Phi-2's logit biases, GPT-2's and
+/// StarCoder's learned positions (half as large as the tokens' rows, `embd_gain`).
+fn output_and_positions(spec: &TinyModelSpec, embd_gain: f32, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+    let (d, v, wt) = (spec.hidden, spec.vocab.size, spec.weight_type.ggml());
+    let mat = |name: &str, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
+        let t = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &Device::Cpu)?;
+        Ok((name.to_string(), QTensor::quantize(&t, wt)?))
+    };
+    let mut out = Vec::new();
+    if !spec.tie_embeddings {
+        out.push(mat("output.weight", v, d, 3.0, rng)?);
+    }
+    if spec.arch == Some("phi2") {
+        let b = Tensor::from_vec(rng.around(v, 0.0, 1.0), v, &Device::Cpu)?;
+        out.push(("output.bias".to_string(), QTensor::quantize(&b, GgmlDType::F32)?));
+    }
+    if matches!(spec.arch, Some("gpt2" | "starcoder")) {
+        out.push(mat("position_embd.weight", spec.context_length, d, embd_gain / 2.0, rng)?);
+    }
+    Ok(out)
+}
+
 /// Layer `i`'s attention biases, sinks and per-head LayerNorm weights where the spec has them:
-/// Q/K/V biases, gpt-oss's, StarCoder2's and Phi-2's output bias, gpt-oss's sinks, StableLM 2
+/// Q/K/V biases (GPT-NeoX's one fused), gpt-oss's, StarCoder2's, Phi-2's and GPT-NeoX's output bias, gpt-oss's sinks, StableLM 2
 /// 12B's Q/K norms.
 fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
     let (q_dim, kv_dim) = (spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim);
@@ -1227,8 +1334,11 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     };
     let mut out = Vec::new();
     let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss);
-    let coder = matches!(spec.arch, Some("starcoder2" | "phi2"));
-    if qkv || coder || spec.arch == Some("stablelm") {
+    let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder"));
+    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder")) {
+        // One bias beside the fused `attn_qkv`.
+        out.push(vector(n("attn_qkv.bias"), rng.around(q_dim + 2 * kv_dim, 0.0, 0.5))?);
+    } else if qkv || coder || spec.arch == Some("stablelm") {
         out.push(vector(n("attn_q.bias"), rng.around(q_dim, 0.0, 0.5))?);
         out.push(vector(n("attn_k.bias"), rng.around(kv_dim, 0.0, 0.5))?);
         out.push(vector(n("attn_v.bias"), rng.around(kv_dim, 0.0, 0.5))?);

@@ -70,6 +70,16 @@ pub(crate) const DEEPSEEK_LLM_REGEXES: [&str; 6] = [
     "\\p{N}+",
 ];
 
+/// Falcon's splits, applied in turn (llama.cpp `LLAMA_VOCAB_PRE_TYPE_FALCON`; Falcon 7B, 40B
+/// and 180B): runs of punctuation (with `$+<=>^~|` and the backtick) first, then GPT-2's
+/// regex, then digits in groups of three (a shorter run of digits stays as GPT-2's split left
+/// it, a space before it included).
+pub(crate) const FALCON_REGEXES: [&str; 3] = [
+    "[\\p{P}\\$\\+<=>\\^~\\|`]+",
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+    "[0-9][0-9][0-9]",
+];
+
 /// The pre-tokenization families hearth implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PreKind {
@@ -97,6 +107,8 @@ pub(crate) enum PreKind {
     DeepSeekLlm,
     /// [`TEKKEN_REGEX`], and BPE with `ignore_merges` (Mistral's Tekken).
     Tekken,
+    /// [`FALCON_REGEXES`] (Falcon 7B, 40B, 180B).
+    Falcon,
 }
 
 impl PreKind {
@@ -125,6 +137,7 @@ impl PreKind {
             // GLM-4-9B-chat's (`chatglm-bpe`): the same regex without ignore_merges.
             "dbrx" | "smaug-bpe" | "chatglm-bpe" => Self::Cl100k,
             "tekken" => Self::Tekken,
+            "falcon" => Self::Falcon,
             "deepseek-v3" => Self::DeepSeek3,
             "seed-coder" => Self::SeedCoder,
             "deepseek-llm" => Self::DeepSeekLlm,
@@ -166,6 +179,7 @@ impl PreKind {
             Self::SeedCoder => split_then_bytes(SEED_CODER_REGEX),
             Self::DeepSeek3 => splits_then_bytes(&DEEPSEEK3_REGEXES),
             Self::DeepSeekLlm => splits_then_bytes(&DEEPSEEK_LLM_REGEXES),
+            Self::Falcon => splits_then_bytes(&FALCON_REGEXES),
             Self::Qwen2 | Self::StableLm2 => split_then_bytes(QWEN2_REGEX),
             Self::Qwen35 => split_then_bytes(QWEN35_REGEX),
             Self::DigitsGpt2 => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into()),
@@ -231,6 +245,15 @@ mod tests {
         // Seed-Coder: single digits, contractions, punctuation without its line break.
         assert_eq!(PreKind::from_gguf(Some("seed-coder")), PreKind::SeedCoder);
         assert_eq!(split(PreKind::SeedCoder, "I'M 123;\n"), ["I", "'M", "Ġ", "1", "2", "3", ";", "Ċ"]);
+    }
+
+    /// Falcon: a run of punctuation (with `+=`) apart before GPT-2's split, so a contraction's
+    /// apostrophe too; digits by three after it.
+    #[test]
+    fn falcon_splits_punctuation_first_and_digits_by_three() {
+        assert_eq!(PreKind::from_gguf(Some("falcon")), PreKind::Falcon);
+        assert_eq!(split(PreKind::Falcon, "x+=12345; it's"), ["x", "+=", "123", "45", ";", "Ġit", "'", "s"]);
+        assert!(!bpe_adds_bos(Some("falcon")));
     }
 
     /// Qwen3.5 keeps a word's combining marks in it (Devanagari's vowel signs and virama, which
