@@ -53,6 +53,8 @@ __device__ __forceinline__ float warp_sum(float x) {
 //   softcap:    0, or a soft cap c: each scaled score s becomes c * tanh(s / c) (Gemma 2)
 //   sinks:      [heads] sink logits, read when has_sinks is 1 (gpt-oss): the softmax counts
 //               one more score, sinks[h], whose value is 0 (its maximum taken over it too)
+//   alibi:      [heads] ALiBi slopes, read when has_alibi is 1 (BLOOM, MPT, Refact): the score
+//               of position p gains alibi[h] * -(pos - p) after the soft cap
 //   v_plane:    1, or 0 where the layer keeps K only and V is read from K's rows
 // grid: (tokens, heads); block: whole warps (e.g. 256 threads), head_dim <= 32 * MAX_DPL.
 // dynamic shared memory: warps * (2 + head_dim) floats.
@@ -66,7 +68,8 @@ template <typename T>
 __device__ void paged_attention(float *out, const float *q, const T *pool, const uint32_t *tables,
                                 const uint32_t *token_seq, const uint32_t *token_pos, int max_blocks, int layer_offset,
                                 int block_elems, int block_size, int kv_heads, int head_dim, int heads, float scale,
-                                int window, float softcap, const float *sinks, int has_sinks, int v_plane) {
+                                int window, float softcap, const float *sinks, int has_sinks, const float *alibi,
+                                int has_alibi, int v_plane) {
     extern __shared__ float smem[];
     const int warps = blockDim.x / 32;
     const int warp = threadIdx.x / 32;
@@ -104,6 +107,7 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
         }
         s = warp_sum(s);
         if (softcap > 0.f) s = softcap * tanhf(s / softcap);
+        if (has_alibi) s += alibi[h] * -(float)(ctx - 1 - p);
         const float m_new = fmaxf(m, s);
         const float c = __expf(m - m_new);
         const float w = __expf(s - m_new);
@@ -151,10 +155,10 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
         float *out, const float *q, const T *pool, const uint32_t *tables, const uint32_t *token_seq,                   \
         const uint32_t *token_pos, int max_blocks, int layer_offset, int block_elems, int block_size,            \
         int kv_heads, int head_dim, int heads, float scale, int window, float softcap, const float *sinks,       \
-        int has_sinks, int v_plane) {                                                                            \
+        int has_sinks, const float *alibi, int has_alibi, int v_plane) {                                         \
         paged_attention<T>(out, q, pool, tables, token_seq, token_pos, max_blocks, layer_offset, block_elems,   \
                            block_size, kv_heads, head_dim, heads, scale, window, softcap, sinks, has_sinks,      \
-                           v_plane);                                                                             \
+                           alibi, has_alibi, v_plane);                                                           \
     }
 
 INSTANTIATE(float, f32)

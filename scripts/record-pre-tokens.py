@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Records how llama.cpp tokenizes text with tiny byte-level BPE vocabularies whose
-`tokenizer.ggml.pre` is one of the DeepSeek splits, Seed-Coder's, Qwen3.5's or Falcon's (written by hearth's testkit): the reference
+`tokenizer.ggml.pre` is one of the DeepSeek splits, Seed-Coder's, Qwen3.5's, Falcon's or BLOOM's (written by hearth's testkit): the reference
 `tests/tokenizer.rs` holds hearth's pre-tokenizers for them to.
 
     HEARTH_WRITE_TINY_MODELS=DIR cargo test --test tokenizer pre_tokenizers_match_llama_cpp
     scripts/record-pre-tokens.py LLAMA_BIN_DIR DIR [--out tests/data]
 
-For each `DIR/tiny-pre-NAME.gguf` (NAME: deepseek-v3, deepseek-llm, seed-coder, qwen35, falcon), llama-server's /tokenize
+For each `DIR/tiny-pre-NAME.gguf` (NAME: deepseek-v3, deepseek-llm, seed-coder, qwen35, falcon, bloom), llama-server's /tokenize
 (nothing added) and /detokenize of each text. Writes tests/data/llama-cpp-pre-tokens.json.
 Only the Python standard library is used.
 """
@@ -19,7 +19,7 @@ import pathlib
 from llama_server import TOKENIZER_TEXTS, start, tokenize_cases, version
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-NAMES = ["deepseek-v3", "deepseek-llm", "seed-coder", "qwen35", "falcon"]
+NAMES = ["deepseek-v3", "deepseek-llm", "seed-coder", "qwen35", "falcon", "bloom"]
 
 # Beside the shared texts: the scripts and punctuation DeepSeek LLM's splits single out, and
 # punctuation before line breaks (Seed-Coder's keeps them apart); words with combining marks

@@ -106,7 +106,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // Phi-2's (parallel blocks of biased LayerNorms and projections, an ungated GELU MLP, logit biases),
     // Falcon 7B's (one K/V head for four query heads, a fused QKV), GPT-NeoX's (parallel blocks
     // whose MLP reads its own norm, a fused QKV bias), StarCoder's (learned positions, one K/V
-    // head).
+    // head), BLOOM's (ALiBi, the embedding normalized).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -124,6 +124,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("Falcon".to_string(), TinyModelSpec::falcon(weights, false)),
             ("GptNeoX".to_string(), TinyModelSpec::gptneox(weights, true)),
             ("StarCoder".to_string(), TinyModelSpec::gpt2(weights, true)),
+            ("Bloom".to_string(), TinyModelSpec::bloom(weights)),
         ]);
     specs
         .map(|(name, spec)| {

@@ -97,13 +97,16 @@ fn paged_attention_matches_the_cpu_store() {
                 let v = if v_from_k { k.clone() } else { mk(t * kv_heads * head_dim, seed + 200, (t, kv_heads, head_dim)) };
                 // Layer 0 is a sliding-window layer (Gemma's local layers), layer 1 global; from
                 // the second step on, scores are soft-capped (Gemma 2) at a cap that bends them;
-                // in the first and last steps layer 1 has attention sinks (gpt-oss).
+                // in the first and last steps layer 1 has attention sinks (gpt-oss); in the second,
+                // ALiBi (BLOOM's, MPT's).
                 let sinks: Vec<f32> = (0..heads).map(|h| 1.5 - h as f32 * 0.8).collect();
+                let slopes: Vec<f32> = (0..heads).map(|h| 0.5f32.powi(h as i32 + 1)).collect();
                 let how = Attend {
                     scale: 1.0 / (head_dim as f64).sqrt(),
                     window: (layer == 0).then_some(19),
                     softcap: (s > 0).then_some(0.3),
                     sinks: (layer == 1 && s != 1).then_some(&sinks[..]),
+                    alibi: (s == 1).then_some(&slopes[..]),
                 };
                 let expect = PagedKvBatch::new(&mut cpu_pool, l.clone(), tables.clone())
                     .attend(layer, &q, &k, &v, &batch, how)

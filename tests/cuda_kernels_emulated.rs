@@ -107,26 +107,18 @@ impl Emulator {
 
     /// `write_kv` (where `kv` is given) then `paged_attention`, as `CudaPagedKvBatch::attend`
     /// (and `attend_shared`) launch them.
-    #[allow(clippy::too_many_arguments)]
-    fn attend(
-        &mut self,
-        layer: usize,
-        q: &[f32],
-        kv: Option<(&[f32], &[f32])>,
-        args: &KernelArgs,
-        scale: f32,
-        softcap: Option<f32>,
-        sinks: Option<&[f32]>,
-    ) -> Vec<f32> {
+    fn attend(&mut self, layer: usize, q: &[f32], kv: Option<(&[f32], &[f32])>, args: &KernelArgs, how: Attend<'_>) -> Vec<f32> {
         let t = args.slots.len();
         let seqs = args.tables.len() / args.max_blocks;
         let g = LayerGeometry::of(&self.layout, layer).unwrap();
         let mut cmd = Vec::new();
         put_i32(&mut cmd, &[1, g.layer_offset, g.kv_heads, g.head_dim, g.v_plane, i32::from(kv.is_some())]);
         put_i32(&mut cmd, &[t as i32, seqs as i32, args.max_blocks as i32, args.window]);
-        put_f32(&mut cmd, &[scale, softcap.unwrap_or(0.0)]);
-        put_i32(&mut cmd, &[i32::from(sinks.is_some())]);
-        put_f32(&mut cmd, sinks.unwrap_or(&vec![0.0; self.heads]));
+        put_f32(&mut cmd, &[how.scale as f32, how.softcap.unwrap_or(0.0)]);
+        for extra in [how.sinks, how.alibi] {
+            put_i32(&mut cmd, &[i32::from(extra.is_some())]);
+            put_f32(&mut cmd, extra.unwrap_or(&vec![0.0; self.heads]));
+        }
         let head_dim = self.layout.layer(layer).head_dim;
         put_u32(&mut cmd, &[attention_shared_bytes(THREADS, head_dim)]);
         for xs in [&args.slots, &args.tables, &args.token_seq, &args.token_pos] {
@@ -194,6 +186,7 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
         // Scattered, non-monotonic tables; sequence 2 reaches 12 tokens: three blocks of 4.
         let tables = vec![vec![7u32, 3, 9], vec![5u32, 11], vec![8u32, 1, 10]];
         let sinks: Vec<f32> = (0..heads).map(|h| 1.5 - h as f32 * 0.8).collect();
+        let slopes: Vec<f32> = (0..heads).map(|h| 0.5f32.powi(h as i32 + 1)).collect();
         let steps = [
             [(0, 9), (0, 2), (0, 7)],
             [(9, 1), (2, 5), (7, 1)],
@@ -211,12 +204,14 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
                 let tensor = |x: &[f32], h: usize| Tensor::from_vec(x.to_vec(), (t, h, head_dim), &Device::Cpu).unwrap();
                 // Layer 0 is a sliding-window layer (Gemma's local layers), layer 1 global; from
                 // the second step on, scores are soft-capped (Gemma 2) at a cap that bends them;
-                // in the first and last steps layer 1 has attention sinks (gpt-oss).
+                // in the first and last steps layer 1 has attention sinks (gpt-oss); in the second,
+                // ALiBi (BLOOM's, MPT's).
                 let how = Attend {
                     scale: 1.0 / (head_dim as f64).sqrt(),
                     window: (layer == 0).then_some(5),
                     softcap: (s > 0).then_some(0.3),
                     sinks: (layer == 1 && s != 1).then_some(&sinks[..]),
+                    alibi: (s == 1).then_some(&slopes[..]),
                 };
                 let expect: Vec<f32> = PagedKvBatch::new(&mut cpu_pool, l.clone(), tables.clone())
                     .attend(layer, &tensor(&q, heads), &tensor(&k, kv_heads), &tensor(&v, kv_heads), &batch, how)
@@ -226,7 +221,7 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
                     .to_vec1()
                     .unwrap();
                 let args = KernelArgs::new(&l, &batch, &tables, blocks, how.window).unwrap();
-                let got = emu.attend(layer, &q, Some((&k, &v)), &args, how.scale as f32, how.softcap, how.sinks);
+                let got = emu.attend(layer, &q, Some((&k, &v)), &args, how);
                 let what = format!("{dtype} bs {block_size} heads {heads}/{kv_heads}x{head_dim} step {s} layer {layer}");
                 same_outputs(&got, &expect, &what);
                 if layer == 1 {
@@ -241,7 +236,7 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
                         .unwrap()
                         .to_vec1()
                         .unwrap();
-                    let got = emu.attend(layer, &q, None, &args, how.scale as f32, how.softcap, None);
+                    let got = emu.attend(layer, &q, None, &args, how);
                     same_outputs(&got, &expect, &format!("{what}, shared"));
                 }
             }

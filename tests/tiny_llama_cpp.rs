@@ -384,6 +384,13 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-gpt2-q8_0.gguf", TinyModelSpec::gpt2(WeightType::Q8_0, false)),
         ("tiny-gpt2-f32.gguf", TinyModelSpec::gpt2(WeightType::F32, false)),
         ("tiny-starcoder-q8_0.gguf", TinyModelSpec::gpt2(WeightType::Q8_0, true)),
+        // Refact's (`refact`): Llama's layer with ALiBi instead of rope; in f32 too. BLOOM's
+        // (`bloom`): GPT-2's layer with ALiBi instead of learned positions and the embedding
+        // LayerNorm-ed; in f32 too.
+        ("tiny-refact-q8_0.gguf", TinyModelSpec::refact(WeightType::Q8_0)),
+        ("tiny-refact-f32.gguf", TinyModelSpec::refact(WeightType::F32)),
+        ("tiny-bloom-q8_0.gguf", TinyModelSpec::bloom(WeightType::Q8_0)),
+        ("tiny-bloom-f32.gguf", TinyModelSpec::bloom(WeightType::F32)),
         // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
         // and its older files' defaults.
         ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),

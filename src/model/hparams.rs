@@ -189,7 +189,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,9 +325,12 @@ impl Family {
             // reading its own norm (`HParams::parallel_mlp_norm`). GPT-2 (`gpt2`) and StarCoder
             // (`starcoder`: StarCoder, StarCoderBase, SantaCoder's layout; multi-query):
             // GPT-NeoX's sequential layer without rope, positions learned
-            // (`HParams::learned_positions`).
+            // (`HParams::learned_positions`). Refact (`refact`: Refact-1.6B): Llama's layer
+            // without rope, ALiBi in its place (`HParams::alibi_max_bias`). BLOOM (`bloom`):
+            // GPT-2's layer with ALiBi for positions and a LayerNorm of the embedding
+            // (`HParams::embedding_norm`).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -585,6 +588,12 @@ pub struct HParams {
     /// (`position_embd`, a row per position of the trained context, required); no layer
     /// rotates (`no_rope`).
     pub learned_positions: bool,
+    /// Refact, BLOOM: ALiBi's maximum bias (llama.cpp's `f_max_alibi_bias`), from which each
+    /// query head's slope follows ([`HParams::alibi_slopes`]); no layer rotates.
+    pub alibi_max_bias: Option<f32>,
+    /// BLOOM: the embedding is LayerNorm-ed (`token_embd_norm`, with its bias) before the first
+    /// layer.
+    pub embedding_norm: bool,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
     /// `rope.scaling.attn_factor`: multiplies every rope cos and sin (llama.cpp's
@@ -1162,6 +1171,17 @@ const GEMMA2_ATTN_SOFTCAP: f64 = 50.0;
 const GEMMA2_FINAL_SOFTCAP: f64 = 30.0;
 
 impl HParams {
+    /// ALiBi's slope of each query head, as ggml's softmax computes them from the maximum bias
+    /// `b` (in f32): with `n` the largest power of two not above the head count, head `h < n`
+    /// takes `(2^(−b/n))^(h+1)`, the others `(2^(−b/2/n))^(2(h−n)+1)`. `None` without ALiBi.
+    pub fn alibi_slopes(&self) -> Option<Vec<f32>> {
+        let max_bias = self.alibi_max_bias?;
+        let n = 1usize << self.heads.max(1).ilog2();
+        let m0 = 2f32.powf(-max_bias / n as f32);
+        let m1 = 2f32.powf(-(max_bias / 2.0) / n as f32);
+        Some((0..self.heads).map(|h| if h < n { m0.powf((h + 1) as f32) } else { m1.powf((2 * (h - n) + 1) as f32) }).collect())
+    }
+
     /// The attention window of `layer`: `Some(n)` for a local layer, `None` for a global one.
     pub fn window(&self, layer: usize) -> Option<usize> {
         let s = self.sliding.as_ref()?;
@@ -1274,12 +1294,17 @@ impl HParams {
     }
 }
 
+/// Refact's and BLOOM's ALiBi maximum bias, as llama.cpp sets it for them (not a key of their
+/// files).
+const ALIBI_MAX_BIAS: f32 = 8.0;
+
 /// SmolLM3: every this-many-th layer skips rope (llama.cpp's `n_no_rope_layer_step`).
 const SMOLLM3_NO_ROPE_STEP: usize = 4;
 
 impl HParams {
     /// Reads the hyper-parameters; `vocab_size` comes from the embedding tensor
     /// when the metadata does not say.
+    // long: one line per field of `HParams`, each read (or its reader called) where it is set.
     pub fn from_metadata(md: &HashMap<String, Value>, embedding_rows: Option<usize>) -> Result<Self, ModelError> {
         // The keys are under the file's architecture (`qwen3vl.*` for a Qwen3 family file).
         let a = md_str(md, "general.architecture")?;
@@ -1370,8 +1395,10 @@ impl HParams {
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
             mlp: mlp_kind(family, a),
-            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder"),
+            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom"),
             learned_positions: matches!(a, "gpt2" | "starcoder"),
+            alibi_max_bias: matches!(a, "refact" | "bloom").then_some(ALIBI_MAX_BIAS),
+            embedding_norm: a == "bloom",
             output_bias: a == "phi2",
             rope_base,
             rope_scaling,
@@ -1798,7 +1825,7 @@ const MINICPM_BASE_WIDTH: f64 = 256.0;
 /// One flag per layer, `true` where it skips rope: SmolLM3's every fourth layer; every layer of
 /// a Granite file whose `rope.scaling.finetuned` is false (llama.cpp: Granite's rope is on
 /// unless the file says so; MiniCPM's always); EXAONE 4.0's global layers where it has local ones;
-/// every layer of Nemotron-H, GPT-2 and StarCoder. Empty when every layer rotates.
+/// every layer of Nemotron-H, GPT-2, StarCoder, Refact and BLOOM. Empty when every layer rotates.
 fn no_rope_layers(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
@@ -1812,9 +1839,9 @@ fn no_rope_layers(
         (Family::Exaone4 | Family::Cohere, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
         // Nemotron-H's attention never rotates (llama.cpp's graph has no rope); GPT-2's and
-        // StarCoder's learn their positions instead.
+        // StarCoder's learn their positions instead, Refact's and BLOOM's bias by ALiBi.
         (Family::NemotronH, _) => vec![true; layers],
-        _ if matches!(arch, "gpt2" | "starcoder") => vec![true; layers],
+        _ if matches!(arch, "gpt2" | "starcoder" | "refact" | "bloom") => vec![true; layers],
         (Family::Granite | Family::GraniteHybrid, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
         _ => Vec::new(),
     })
@@ -1824,7 +1851,7 @@ fn no_rope_layers(
 fn mlp_kind(family: Family, arch: &str) -> MlpKind {
     match (family, arch) {
         (Family::NemotronH, _) | (_, "arcee") => MlpKind::UpReluSquared,
-        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder") => MlpKind::UpGelu,
+        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom") => MlpKind::UpGelu,
         _ => MlpKind::Gated,
     }
 }
@@ -1851,13 +1878,13 @@ fn post_norms(family: Family, arch: &str) -> bool {
 pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
         (Family::Cohere, _) => NormKind::Layer,
-        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder") => NormKind::BiasedLayer,
+        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom") => NormKind::BiasedLayer,
         _ => NormKind::Rms,
     }
 }
 
 /// The norms' epsilon. LayerNorm families (Cohere's, Orion's, StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's,
-/// GPT-2's, StarCoder's) read `attention.layer_norm_epsilon`,
+/// GPT-2's, StarCoder's, BLOOM's) read `attention.layer_norm_epsilon`,
 /// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
 /// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
 /// fallback), else 1e-5.
@@ -3044,6 +3071,23 @@ mod tests {
         }
         let hp = HParams::from_metadata(&md("starcoder2", &[("attention.layer_norm_epsilon", Value::F32(1e-5))]), Some(100)).unwrap();
         assert!(!hp.learned_positions && hp.no_rope.is_empty());
+    }
+
+    /// Refact's and BLOOM's files: no layer rotates, ALiBi of maximum bias 8 (llama.cpp's) in
+    /// its place, each head's slope as ggml's softmax computes it; BLOOM's embedding normalized.
+    #[test]
+    fn refact_and_bloom_files_bias_scores_by_alibi() {
+        let refact = HParams::from_metadata(&md("refact", &[]), Some(100)).unwrap();
+        assert_eq!((refact.norm, refact.mlp, refact.no_rope.clone(), refact.embedding_norm), (NormKind::Rms, MlpKind::Gated, vec![true; 2], false));
+        // 4 heads: 2^(−8/4) = 1/4 to the powers 1..4.
+        assert_eq!(refact.alibi_slopes(), Some(vec![0.25, 0.0625, 0.015625, 0.00390625]));
+        // 6 heads: the first 4 as above, then (2^(−4/4))^1 and ^3.
+        let six = HParams::from_metadata(&md("refact", &[("attention.head_count", Value::U32(6)), ("embedding_length", Value::U32(384))]), Some(100)).unwrap();
+        assert_eq!(six.alibi_slopes(), Some(vec![0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125]));
+        let bloom = HParams::from_metadata(&md("bloom", &[("attention.layer_norm_epsilon", Value::F32(1e-5))]), Some(100)).unwrap();
+        assert_eq!((bloom.norm, bloom.mlp, bloom.out_biases, bloom.embedding_norm), (NormKind::BiasedLayer, MlpKind::UpGelu, true, true));
+        assert_eq!((bloom.alibi_max_bias, bloom.learned_positions), (Some(8.0), false));
+        assert_eq!(HParams::from_metadata(&md("llama", &[]), Some(100)).unwrap().alibi_slopes(), None);
     }
 
     /// Gemma 1's files (`gemma`) are Gemma 2's layer without post-norms, soft caps or local

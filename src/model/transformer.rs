@@ -214,6 +214,10 @@ pub struct Transformer {
     per_layer_embd: Option<PerLayerEmbedding>,
     /// GPT-2's and StarCoder's learned positions (`HParams::learned_positions`).
     positions: Option<TokenEmbedding>,
+    /// BLOOM's LayerNorm of the embedding (`token_embd_norm`, `HParams::embedding_norm`).
+    embd_norm: Option<BlockNorm>,
+    /// Refact's and BLOOM's ALiBi slopes, one per query head (`HParams::alibi_slopes`).
+    alibi: Option<Vec<f32>>,
     activation: Gate,
     device: Device,
     /// Bytes the weights take in the device's memory (quantized tensors as
@@ -321,6 +325,11 @@ impl Transformer {
         let weight_bytes = if device.is_cpu() { weight_bytes } else { weight_bytes.saturating_sub(host_tables) };
         Ok(Self {
             positions,
+            embd_norm: match hp.embedding_norm {
+                true => Some(BlockNorm::load(file, "token_embd_norm", &hp, device)?),
+                false => None,
+            },
+            alibi: hp.alibi_slopes(),
             output_bias: load_output_bias(file, &hp, device)?,
             per_layer_embd,
             // LFM2's final norm is stored as `token_embd_norm` (llama.cpp reads it so).
@@ -444,6 +453,9 @@ impl Transformer {
         }
         if let Some(p) = &self.positions {
             x = (x + p.lookup(&pos, &self.device)?)?;
+        }
+        if let Some(n) = &self.embd_norm {
+            x = n.forward(&x)?;
         }
         let per_layer_inputs = match &self.per_layer_embd {
             Some(p) => Some(p.inputs(tokens, &x, hp.rms_eps)?),
@@ -664,6 +676,7 @@ impl Transformer {
             window: hp.window(li),
             softcap: hp.attn_softcap.map(|c| c as f32),
             sinks: a.sinks.as_deref(),
+            alibi: self.alibi.as_deref(),
         };
         let out = match kv_rows {
             Some((k, v)) => kv.attend(a.kv_layer, &q, &k, &v, batch, how)?,

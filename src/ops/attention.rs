@@ -5,7 +5,8 @@
 //! into one matrix (`[kv_heads, group * new, head_dim]`) and multiplied once.
 //! A sliding window ([`Attend::window`]) is a mask over the same keys; a soft cap
 //! ([`Attend::softcap`]) bends the scaled scores before the mask; sinks ([`Attend::sinks`])
-//! are one more score column per head that the softmax counts and the values do not.
+//! are one more score column per head that the softmax counts and the values do not; ALiBi's
+//! slopes ([`Attend::alibi`]) add a bias per head, query and key to the scores after the cap.
 
 use candle_core::{DType, Device, Tensor, D};
 
@@ -45,6 +46,11 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>
     let k = k.transpose(0, 1)?;
     let v = v.transpose(0, 1)?;
     let scores = softcap((q.matmul(&k.t()?)? * how.scale)?, how)?;
+    // Rows (g, token) of K/V head `kvh` are query head `kvh · group + g`'s: the biases' order.
+    let scores = match how.alibi {
+        Some(_) => (scores + alibi_biases(new, cached, heads, how, q.device())?.reshape((kv_heads, group * new, ctx))?)?,
+        None => scores,
+    };
     let scores = if new > 1 || how.first_visible(cached) > 0 {
         let mask = causal_mask(new, cached, how, q.device())?;
         scores
@@ -87,6 +93,16 @@ pub fn soft_cap(x: &Tensor, c: f64) -> Result<Tensor, OpsError> {
     Ok((x.affine(1.0 / c, 0.0)?.tanh()? * c)?)
 }
 
+/// `[heads, new, cached + new]`: ALiBi's bias of each head's query `i` (position `cached + i`)
+/// for each key ([`Attend::alibi_bias`]).
+fn alibi_biases(new: usize, cached: usize, heads: usize, how: Attend<'_>, device: &Device) -> Result<Tensor, OpsError> {
+    let ctx = cached + new;
+    let data: Vec<f32> = (0..heads * new * ctx)
+        .map(|r| how.alibi_bias(r / (new * ctx), cached + r / ctx % new, r % ctx))
+        .collect();
+    Ok(Tensor::from_vec(data, (heads, new, ctx), device)?)
+}
+
 /// `[new, cached + new]` additive mask: query `i` (position `cached + i`) sees
 /// keys `how.first_visible(cached + i) ..= cached + i`.
 fn causal_mask(new: usize, cached: usize, how: Attend<'_>, device: &Device) -> Result<Tensor, OpsError> {
@@ -104,7 +120,7 @@ fn causal_mask(new: usize, cached: usize, how: Attend<'_>, device: &Device) -> R
     Ok(Tensor::from_vec(data, (new, ctx), device)?.to_dtype(DType::F32)?)
 }
 
-/// Plain reference: per head, softmax(softcap(q k^T * scale) + mask, beside the head's sink) v,
+/// Plain reference: per head, softmax(softcap(q k^T * scale) + ALiBi + mask, beside the head's sink) v,
 /// with K/V repeated per query head. Used by tests to check [`attend`].
 pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>) -> Result<Tensor, OpsError> {
     let (new, heads, head_dim) = q.dims3()?;
@@ -117,6 +133,10 @@ pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: 
         let kh = k.narrow(1, h / group, 1)?.squeeze(1)?.contiguous()?; // [ctx, d]
         let vh = v.narrow(1, h / group, 1)?.squeeze(1)?.contiguous()?;
         let s = softcap((qh.contiguous()?.matmul(&kh.t()?)? * how.scale)?, how)?;
+        let s = match how.alibi {
+            Some(_) => (s + alibi_biases(new, cached, heads, how, q.device())?.get(h)?)?,
+            None => s,
+        };
         let s = s.broadcast_add(&causal_mask(new, cached, how, q.device())?)?;
         let p = match how.sinks {
             Some(sinks) => {
@@ -167,19 +187,26 @@ mod tests {
             let k = rand((cached + new, kv_heads, d), 2);
             let v = rand((cached + new, kv_heads, d), 3);
             let sink_logits: Vec<f32> = (0..heads).map(|h| h as f32 * 0.7 - 1.0).collect();
+            let slopes: Vec<f32> = (0..heads).map(|h| 0.5f32.powi(h as i32 + 1)).collect();
             for window in [None, Some(1), Some(3), Some(100)] {
-                for (softcap, sinks) in [(None, None), (Some(0.4), None), (None, Some(&sink_logits[..]))] {
+                for (softcap, sinks, alibi) in [
+                    (None, None, None),
+                    (Some(0.4), None, None),
+                    (None, Some(&sink_logits[..]), None),
+                    (Some(0.4), None, Some(&slopes[..])),
+                ] {
                     let how = Attend {
                         scale: 0.3,
                         window,
                         softcap,
                         sinks,
+                        alibi,
                     };
                     let a = attend(&q, &k, &v, cached, how).unwrap();
                     let r = attend_reference(&q, &k, &v, cached, how).unwrap();
                     assert!(
                         max_diff(&a, &r) < 1e-5,
-                        "new {new} cached {cached} heads {heads}/{kv_heads} window {window:?} softcap {softcap:?} sinks {sinks:?}"
+                        "new {new} cached {cached} heads {heads}/{kv_heads} window {window:?} softcap {softcap:?} sinks {sinks:?} alibi {alibi:?}"
                     );
                 }
             }
@@ -204,6 +231,36 @@ mod tests {
         assert!((got[0] - 3.0 * share).abs() < 1e-6 && (got[1] + 4.0 * share).abs() < 1e-6, "{got:?}");
         let plain = attend(&q, &k, &v, 0, Attend::causal(scale as f64)).unwrap();
         assert_eq!(plain.flatten_all().unwrap().to_vec1::<f32>().unwrap(), vec![3.0, -4.0]);
+    }
+
+    /// ALiBi, worked by hand: a query at position 2 over three keys weighs key `k` by the
+    /// softmax of `scale · q·k − m · (2 − k)`, its head's slope `m` pulling it toward the near
+    /// keys; each head by its own slope.
+    #[test]
+    fn alibi_biases_each_head_toward_near_keys_by_its_slope() {
+        let q = Tensor::from_vec(vec![1f32, 0.0, 1.0, 0.0], (1, 2, 2), &Device::Cpu).unwrap();
+        let k = Tensor::from_vec(vec![2f32, 0.0, 1.0, 0.0, 0.0, 0.0], (3, 1, 2), &Device::Cpu).unwrap();
+        let v = Tensor::from_vec(vec![1f32, 0.0, 0.0, 1.0, 1.0, 1.0], (3, 1, 2), &Device::Cpu).unwrap();
+        let (scale, slopes) = (0.5f64, [0.25f32, 2.0]);
+        let want = |m: f64| {
+            let s: Vec<f64> = [2.0, 1.0, 0.0].iter().enumerate().map(|(k, dot)| dot * scale - m * (2 - k) as f64).collect();
+            let e: Vec<f64> = s.iter().map(|x| x.exp()).collect();
+            let z: f64 = e.iter().sum();
+            [(e[0] + e[2]) / z, (e[1] + e[2]) / z].map(|x| x as f32)
+        };
+        let how = Attend {
+            alibi: Some(&slopes),
+            ..Attend::causal(scale)
+        };
+        let got = attend(&q, &k, &v, 2, how).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let want: Vec<f32> = slopes.iter().flat_map(|&m| want(m as f64)).collect();
+        assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() < 1e-6), "{got:?} vs {want:?}");
+        // Wrong-length slopes are refused.
+        let short = Attend {
+            alibi: Some(&slopes[..1]),
+            ..Attend::causal(scale)
+        };
+        assert!(attend(&q, &k, &v, 2, short).is_err());
     }
 
     #[test]

@@ -206,6 +206,8 @@ impl CudaPagedKvBatch<'_> {
         how.check_sinks(heads)?;
         let sinks = stream.clone_htod(how.sinks.unwrap_or(&[0f32])).w()?;
         let has_sinks_i = i32::from(how.sinks.is_some());
+        let alibi = stream.clone_htod(how.alibi.unwrap_or(&[0f32])).w()?;
+        let has_alibi_i = i32::from(how.alibi.is_some());
         b.arg(&mut out);
         b.arg(&qs);
         b.arg(&self.pool.data);
@@ -224,6 +226,8 @@ impl CudaPagedKvBatch<'_> {
         b.arg(&softcap_f);
         b.arg(&sinks);
         b.arg(&has_sinks_i);
+        b.arg(&alibi);
+        b.arg(&has_alibi_i);
         b.arg(&v_plane_i);
         let cfg = LaunchConfig {
             grid_dim: (t as u32, heads as u32, 1),

@@ -114,6 +114,11 @@ pub struct Attend<'a> {
     /// `1 − e^{s[h]}/(e^{s[h]} + Σ e^{score})` instead of 1 (llama.cpp's `ggml_soft_max_add_sinks`;
     /// the maximum taken over the scores and the sink). `None`: a plain softmax.
     pub sinks: Option<&'a [f32]>,
+    /// `Some(m)`, one slope per query head (ALiBi: BLOOM's, MPT's, Refact's): head `h`'s
+    /// score of the key at position `k` from a query at position `p` gains `m[h] · (k − p)`
+    /// after the soft cap, before the softmax (llama.cpp's softmax with `max_bias`, its mask
+    /// holding `−|p − k|`). `None`: no position bias.
+    pub alibi: Option<&'a [f32]>,
 }
 
 impl Attend<'_> {
@@ -124,15 +129,26 @@ impl Attend<'_> {
             window: None,
             softcap: None,
             sinks: None,
+            alibi: None,
         }
     }
 
-    /// An error unless the sinks, where there are any, are one per query head (`heads`): every
-    /// store checks this before it reads them.
+    /// An error unless the sinks and the ALiBi slopes, where there are any, are one per query
+    /// head (`heads`): every store checks this before it reads them.
     pub fn check_sinks(&self, heads: usize) -> Result<(), OpsError> {
-        match self.sinks {
-            Some(s) if s.len() != heads => Err(OpsError::Layout(format!("{} attention sinks for {heads} query heads", s.len()))),
-            _ => Ok(()),
+        for (what, v) in [("attention sinks", self.sinks), ("ALiBi slopes", self.alibi)] {
+            if let Some(s) = v.filter(|s| s.len() != heads) {
+                return Err(OpsError::Layout(format!("{} {what} for {heads} query heads", s.len())));
+            }
+        }
+        Ok(())
+    }
+
+    /// ALiBi's bias of query head `h` at position `pos` for the key at `key` (0 without ALiBi).
+    pub fn alibi_bias(&self, h: usize, pos: usize, key: usize) -> f32 {
+        match self.alibi {
+            Some(m) => m[h] * -((pos as f32 - key as f32).abs()),
+            None => 0.0,
         }
     }
 
@@ -155,7 +171,7 @@ pub trait KvStore {
     /// at each sequence's position `cached`, then returns causal attention of
     /// `q` (`[tokens, heads, head_dim]`) over that sequence's cached and new
     /// tokens (the last `window` of them, with one), scaled by `how.scale` (soft-capped by
-    /// `how.softcap`, beside `how.sinks`' virtual keys):
+    /// `how.softcap`, biased by `how.alibi`, beside `how.sinks`' virtual keys):
     /// `[tokens, heads * head_dim]`. Every token's K/V is stored whatever the window: the
     /// window is a mask, so a cached prefix serves local and global layers alike.
     fn attend(

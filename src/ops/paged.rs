@@ -167,6 +167,8 @@ pub struct SeqLayer<'a> {
     pub softcap: Option<f32>,
     /// The layer's sink logits, one per query head, if it has them ([`Attend::sinks`]).
     pub sinks: Option<&'a [f32]>,
+    /// ALiBi's slopes, one per query head, if the model has them ([`Attend::alibi`]).
+    pub alibi: Option<&'a [f32]>,
 }
 
 impl SeqLayer<'_> {
@@ -460,10 +462,10 @@ impl SeqLayer<'_> {
             }
         });
         for (u, sum) in sums.iter_mut().enumerate() {
-            let (lo, hi) = (lo_of(u / group), ctx_of(u / group));
+            let (lo, hi, h) = (lo_of(u / group), ctx_of(u / group), kvh * group + u % group);
             let row = &mut scores[u * ctx..][..hi];
-            let sink = self.sinks.map(|s| s[kvh * group + u % group]);
-            *sum = softmax_numerators(&mut row[lo..], self.softcap, sink);
+            // ALiBi: the row's query sits at `hi - 1`, its first visible key at `lo`.
+            *sum = softmax_numerators(&mut row[lo..], self.softcap, self.alibi.map(|m| (m[h], hi - 1 - lo)), self.sinks.map(|s| s[h]));
             row[first_block * bs..lo].fill(0.0);
         }
         out.fill(0.0);
@@ -513,13 +515,19 @@ thread_local! {
 }
 
 /// Scores `v` → `e^(s − max)` in place, each soft-capped first (`c · tanh(s / c)`) when
-/// `softcap` is `Some(c)`; returns their sum (the softmax's denominator, divided out once at
+/// `softcap` is `Some(c)`, then biased by ALiBi where `alibi` is `Some((m, d))` (`v[j]`'s key
+/// `d − j` positions before the query: `+ m · −(d − j)`, as [`Attend::alibi_bias`]); returns their sum (the softmax's denominator, divided out once at
 /// the end), plus `e^(sink − max)` for a sink logit, the maximum then taken over it too (as
 /// llama.cpp's softmax with sinks).
 #[inline(always)]
-fn softmax_numerators(v: &mut [f32], softcap: Option<f32>, sink: Option<f32>) -> f32 {
+fn softmax_numerators(v: &mut [f32], softcap: Option<f32>, alibi: Option<(f32, usize)>, sink: Option<f32>) -> f32 {
     if let Some(c) = softcap {
         fast_math::softcap(v, c);
+    }
+    if let Some((m, d)) = alibi {
+        for (j, s) in v.iter_mut().enumerate() {
+            *s += m * -((d as f32 - j as f32).abs());
+        }
     }
     let max = match sink {
         Some(s) => self::max(v).max(s),
@@ -683,6 +691,7 @@ impl PagedKvBatch<'_> {
                 window: how.window,
                 softcap: how.softcap,
                 sinks: how.sinks,
+                alibi: how.alibi,
             };
             if let Some((kv_, vv)) = &new_rows {
                 view.write_rows(self.pool, 0, chunk.cached, &kv_[rows.start * re..rows.end * re]);
@@ -724,6 +733,7 @@ impl PagedKvBatch<'_> {
                             window: how.window,
                             softcap: how.softcap,
                             sinks: how.sinks,
+                            alibi: how.alibi,
                         };
                         let chunk = batch.seqs()[i];
                         let qs = &qv[row * qe..(row + 1) * qe];
@@ -749,7 +759,7 @@ mod tests {
     /// Runs the same attention through a paged pool (with scattered,
     /// non-monotonic block tables) and through the contiguous store, for every
     /// stored type: exact for f32, within the type's rounding otherwise; with and
-    /// without a sliding window (layer 0 local, layer 1 global), a soft cap and sinks;
+    /// without a sliding window (layer 0 local, layer 1 global), a soft cap, sinks and ALiBi;
     /// with both layers alike, with the global layer's heads fewer and twice as wide
     /// (Gemma 4's), and with K kept alone and V read from it (DeepSeek-V2's latent).
     #[test]
@@ -762,11 +772,12 @@ mod tests {
         ] {
             for window in [None, Some(1), Some(3), Some(5)] {
                 for softcap in [None, Some(0.3)] {
-                    paged_against_contiguous(dtype, d, tol, window, softcap, None, Layers::Alike);
+                    paged_against_contiguous(dtype, d, tol, window, softcap, (None, None), Layers::Alike);
                 }
-                paged_against_contiguous(dtype, d, tol, window, None, Some(&[0.5, -1.0, 2.5, 0.0]), Layers::Alike);
-                paged_against_contiguous(dtype, d, tol, window, None, None, Layers::Mixed);
-                paged_against_contiguous(dtype, d, tol, window, None, None, Layers::VFromK);
+                paged_against_contiguous(dtype, d, tol, window, None, (Some(&[0.5, -1.0, 2.5, 0.0]), None), Layers::Alike);
+                paged_against_contiguous(dtype, d, tol, window, Some(0.3), (None, Some(&[0.5, 0.25, 0.125, 0.0625])), Layers::Alike);
+                paged_against_contiguous(dtype, d, tol, window, None, (None, None), Layers::Mixed);
+                paged_against_contiguous(dtype, d, tol, window, None, (None, None), Layers::VFromK);
             }
         }
     }
@@ -788,7 +799,7 @@ mod tests {
         tol: f32,
         window: Option<usize>,
         softcap: Option<f32>,
-        sinks: Option<&[f32]>,
+        (sinks, alibi): (Option<&[f32]>, Option<&[f32]>),
         layers: Layers,
     ) {
         let layer = |kv_heads, head_dim| LayerKv { kv_heads, head_dim };
@@ -826,6 +837,7 @@ mod tests {
                     window: if layer == 0 { window } else { None },
                     softcap,
                     sinks,
+                    alibi,
                 };
                 let a = PagedKvBatch::new(&mut pool, l.clone(), tables.clone())
                     .attend(layer, &q, &k, &v, &batch, how)
@@ -836,7 +848,7 @@ mod tests {
                 let diff: f32 = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
                 assert!(
                     diff < tol,
-                    "{dtype} window {window:?} softcap {softcap:?} sinks {sinks:?} {layers:?} step {s} layer {layer}: {diff}"
+                    "{dtype} window {window:?} softcap {softcap:?} sinks {sinks:?} alibi {alibi:?} {layers:?} step {s} layer {layer}: {diff}"
                 );
             }
         }
@@ -872,14 +884,15 @@ mod tests {
     fn prefill_tiles_equal_rows_decoded_alone() {
         for dtype in KvDtype::ALL {
             for window in [None, Some(3), Some(11), Some(17)] {
-                tiles_against_rows(dtype, window, None, None);
+                tiles_against_rows(dtype, window, None, (None, None));
             }
-            tiles_against_rows(dtype, Some(11), Some(0.2), None);
-            tiles_against_rows(dtype, Some(3), None, Some(&[1.0, -2.0, 0.5, 3.0, 0.0, -0.5]));
+            tiles_against_rows(dtype, Some(11), Some(0.2), (None, None));
+            tiles_against_rows(dtype, Some(3), None, (Some(&[1.0, -2.0, 0.5, 3.0, 0.0, -0.5]), None));
+            tiles_against_rows(dtype, None, Some(0.2), (None, Some(&[0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625])));
         }
     }
 
-    fn tiles_against_rows(dtype: KvDtype, window: Option<usize>, softcap: Option<f32>, sinks: Option<&[f32]>) {
+    fn tiles_against_rows(dtype: KvDtype, window: Option<usize>, softcap: Option<f32>, (sinks, alibi): (Option<&[f32]>, Option<&[f32]>)) {
         let l = PagedLayout::uniform(1, 2, 32, 8, dtype);
         let heads = 6;
         let (cached, new) = (5, 2 * ROW_TILE + 3);
@@ -893,6 +906,7 @@ mod tests {
             window,
             softcap,
             sinks,
+            alibi,
         };
         view.write_rows(&mut pool, 0, 0, &rand_vec(ctx * l.row_elems(0), 12));
         view.write_rows(&mut pool, 1, 0, &rand_vec(ctx * l.row_elems(0), 13));
@@ -915,7 +929,7 @@ mod tests {
             let t = &tiled[r * qe..][..qe];
             assert!(
                 t.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{dtype} window {window:?} softcap {softcap:?} sinks {sinks:?} row {r}"
+                "{dtype} window {window:?} softcap {softcap:?} sinks {sinks:?} alibi {alibi:?} row {r}"
             );
         }
     }

@@ -15,7 +15,8 @@
 //     1 attend: i32 layer_offset (values before the layer's K plane in a block), kv_heads,
 //               head_dim, v_plane (0: V read from K), writes, tokens, seqs, max_blocks, window;
 //               f32 scale, softcap;
-//               i32 has_sinks; f32 sinks[heads]; u32 shared_bytes;
+//               i32 has_sinks; f32 sinks[heads]; i32 has_alibi; f32 alibi[heads];
+//               u32 shared_bytes;
 //               u32 slots[tokens], tables[seqs * max_blocks], token_seq[tokens],
 //               token_pos[tokens]; f32 q[tokens * heads * head_dim], and where writes is 1
 //               k[tokens * kv_heads * head_dim], v[same]
@@ -175,6 +176,8 @@ void attend(std::vector<unsigned char> &pool, int block_elems, int block_size, i
     read(&softcap, 1);
     const int has_sinks = read_i32();
     auto sinks = read_vec<float>(heads);
+    const int has_alibi = read_i32();
+    auto alibi = read_vec<float>(heads);
     uint32_t shared;
     read(&shared, 1);
     if (tokens < 0 || seqs < 0 || max_blocks < 0) fail("negative sizes");
@@ -197,7 +200,7 @@ void attend(std::vector<unsigned char> &pool, int block_elems, int block_size, i
     launch(tokens, heads, threads, shared, [&] {
         paged_attention<T>(out.data(), q.data(), p, tables.data(), token_seq.data(), token_pos.data(), max_blocks,
                            layer_offset, block_elems, block_size, kv_heads, head_dim, heads, scale, window, softcap,
-                           sinks.data(), has_sinks, v_plane);
+                           sinks.data(), has_sinks, alibi.data(), has_alibi, v_plane);
     });
     std::fwrite(out.data(), sizeof(float), out.size(), stdout);
     std::fflush(stdout);

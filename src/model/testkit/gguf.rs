@@ -449,6 +449,32 @@ impl TinyModelSpec {
         }
     }
 
+    /// Refact's files (`refact`: Refact-1.6B): the tiny Llama's layer without rope, ALiBi's
+    /// slopes biasing the scores instead; its StarCoder-like pre-tokenizer.
+    pub fn refact(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("refact"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "refact" }),
+            seed: if weight_type == WeightType::F32 { 61 } else { 62 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
+    /// BLOOM's files (`bloom`): GPT-2's layer (biased LayerNorms and projections, a fused
+    /// `attn_qkv` and its bias, an MLP of up, GELU, down) with ALiBi instead of positions, the
+    /// embedding LayerNorm-ed before the first layer (`token_embd_norm`), an output projection
+    /// of its own (BLOOM's files tie theirs; see [`Self::gpt2`]); its pre-tokenizer.
+    pub fn bloom(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("bloom"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "bloom" }),
+            kv_heads: 4,
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 63 } else { 64 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -930,7 +956,7 @@ fn mlp_tensors(
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
-    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder")), [_, up, down]) =
+    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom")), [_, up, down]) =
         (spec.arch, dense.as_slice())
     {
         // Arcee's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's, GPT-2's and StarCoder's MLPs
@@ -1223,7 +1249,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         _ => (d as f32 / 3.0).sqrt(),
     };
     tensors.push(mat("token_embd.weight".into(), v, d, embd_gain, &mut rng)?);
-    tensors.extend(output_and_positions(spec, embd_gain, &mut rng)?);
+    tensors.extend(embedding_and_output_extras(spec, embd_gain, &mut rng)?);
     let final_norm = if gemma2 { 6.0 } else { 1.0 };
     // (LFM2's is `token_embd_norm`, written with its layers.)
     // Orion's, StableLM's, StarCoder2's and Phi-2's LayerNorms have a bias each.
@@ -1262,7 +1288,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         let q = rng.matrix(q_dim, d, 1.0);
         let k = rng.matrix(kv_dim, d, 1.0);
         let v = rng.matrix(kv_dim, d, 1.0);
-        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder")) {
+        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom")) {
             tensors.push(quantize(n("attn_qkv.weight"), [q, k, v].concat(), q_dim + 2 * kv_dim, d)?);
         } else {
             tensors.push(quantize(n("attn_q.weight"), q, q_dim, d)?);
@@ -1301,8 +1327,9 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
 }
 
 /// The output projection where the spec does not tie it, Phi-2's logit biases, GPT-2's and
-/// StarCoder's learned positions (half as large as the tokens' rows, `embd_gain`).
-fn output_and_positions(spec: &TinyModelSpec, embd_gain: f32, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+/// StarCoder's learned positions (half as large as the tokens' rows, `embd_gain`), BLOOM's
+/// embedding LayerNorm.
+fn embedding_and_output_extras(spec: &TinyModelSpec, embd_gain: f32, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
     let (d, v, wt) = (spec.hidden, spec.vocab.size, spec.weight_type.ggml());
     let mat = |name: &str, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
         let t = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &Device::Cpu)?;
@@ -1319,6 +1346,12 @@ fn output_and_positions(spec: &TinyModelSpec, embd_gain: f32, rng: &mut Rand) ->
     if matches!(spec.arch, Some("gpt2" | "starcoder")) {
         out.push(mat("position_embd.weight", spec.context_length, d, embd_gain / 2.0, rng)?);
     }
+    if spec.arch == Some("bloom") {
+        for (name, center, spread) in [("token_embd_norm.weight", 1.0, 0.1), ("token_embd_norm.bias", 0.0, 0.2)] {
+            let t = Tensor::from_vec(rng.around(d, center, spread), d, &Device::Cpu)?;
+            out.push((name.to_string(), QTensor::quantize(&t, GgmlDType::F32)?));
+        }
+    }
     Ok(out)
 }
 
@@ -1334,8 +1367,8 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     };
     let mut out = Vec::new();
     let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss);
-    let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder"));
-    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder")) {
+    let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom"));
+    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom")) {
         // One bias beside the fused `attn_qkv`.
         out.push(vector(n("attn_qkv.bias"), rng.around(q_dim + 2 * kv_dim, 0.0, 0.5))?);
     } else if qkv || coder || spec.arch == Some("stablelm") {

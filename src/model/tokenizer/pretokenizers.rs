@@ -80,6 +80,11 @@ pub(crate) const FALCON_REGEXES: [&str; 3] = [
     "[0-9][0-9][0-9]",
 ];
 
+/// BLOOM's split (llama.cpp `LLAMA_VOCAB_PRE_TYPE_BLOOM`; also Poro's and GPT-3 Finnish's):
+/// words with an optional space before them, cut at whitespace and at `.,!?…。，、।۔،` (and the
+/// parentheses and bar the class spells), which stand alone.
+pub(crate) const BLOOM_REGEX: &str = " ?[^(\\s|.,!?\u{2026}\u{3002}\u{ff0c}\u{3001}\u{964}\u{6d4}\u{60c})]+";
+
 /// The pre-tokenization families hearth implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PreKind {
@@ -109,6 +114,8 @@ pub(crate) enum PreKind {
     Tekken,
     /// [`FALCON_REGEXES`] (Falcon 7B, 40B, 180B).
     Falcon,
+    /// [`BLOOM_REGEX`] (BLOOM, Poro, GPT-3 Finnish).
+    Bloom,
 }
 
 impl PreKind {
@@ -138,6 +145,7 @@ impl PreKind {
             "dbrx" | "smaug-bpe" | "chatglm-bpe" => Self::Cl100k,
             "tekken" => Self::Tekken,
             "falcon" => Self::Falcon,
+            "bloom" | "poro-chat" | "gpt3-finnish" => Self::Bloom,
             "deepseek-v3" => Self::DeepSeek3,
             "seed-coder" => Self::SeedCoder,
             "deepseek-llm" => Self::DeepSeekLlm,
@@ -180,6 +188,7 @@ impl PreKind {
             Self::DeepSeek3 => splits_then_bytes(&DEEPSEEK3_REGEXES),
             Self::DeepSeekLlm => splits_then_bytes(&DEEPSEEK_LLM_REGEXES),
             Self::Falcon => splits_then_bytes(&FALCON_REGEXES),
+            Self::Bloom => split_then_bytes(BLOOM_REGEX),
             Self::Qwen2 | Self::StableLm2 => split_then_bytes(QWEN2_REGEX),
             Self::Qwen35 => split_then_bytes(QWEN35_REGEX),
             Self::DigitsGpt2 => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into()),
@@ -248,12 +257,15 @@ mod tests {
     }
 
     /// Falcon: a run of punctuation (with `+=`) apart before GPT-2's split, so a contraction's
-    /// apostrophe too; digits by three after it.
+    /// apostrophe too; digits by three after it. BLOOM: words with their space, cut at its few
+    /// punctuation marks, which stand alone.
     #[test]
-    fn falcon_splits_punctuation_first_and_digits_by_three() {
+    fn falcon_and_bloom_splits() {
         assert_eq!(PreKind::from_gguf(Some("falcon")), PreKind::Falcon);
         assert_eq!(split(PreKind::Falcon, "x+=12345; it's"), ["x", "+=", "123", "45", ";", "Ġit", "'", "s"]);
         assert!(!bpe_adds_bos(Some("falcon")));
+        assert_eq!(PreKind::from_gguf(Some("bloom")), PreKind::Bloom);
+        assert_eq!(split(PreKind::Bloom, "Hi, it's 12!"), ["Hi", ",", "Ġit's", "Ġ12", "!"]);
     }
 
     /// Qwen3.5 keeps a word's combining marks in it (Devanagari's vowel signs and virama, which
