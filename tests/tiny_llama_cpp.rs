@@ -391,6 +391,9 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-refact-f32.gguf", TinyModelSpec::refact(WeightType::F32)),
         ("tiny-bloom-q8_0.gguf", TinyModelSpec::bloom(WeightType::Q8_0)),
         ("tiny-bloom-f32.gguf", TinyModelSpec::bloom(WeightType::F32)),
+        // MPT's (`mpt`): GPT-2's layer without biases, ALiBi, Q/K/V clamped; in f32 too.
+        ("tiny-mpt-q8_0.gguf", TinyModelSpec::mpt(WeightType::Q8_0)),
+        ("tiny-mpt-f32.gguf", TinyModelSpec::mpt(WeightType::F32)),
         // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
         // and its older files' defaults.
         ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),

@@ -170,7 +170,20 @@
 //! a selection bias, renormalized, no shared expert, no weight scale.
 //!
 //! ERNIE 4.5 (`ernie4_5`, Baidu's dense 0.3B) is Llama's layer; its mixture-of-experts files
-//! have an architecture of their own (`ernie4_5-moe`) and are not supported.
+//! (`ernie4_5-moe`: 21B-A3B, 300B-A47B) add softmax-routed experts beside a shared one after a
+//! dense first layer.
+//!
+//! The LayerNorm families run on `Family::Llama`'s forward with flags of their own: Orion's,
+//! StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's, GPT-2's, StarCoder's and BLOOM's
+//! norms are LayerNorms with a bias each ([`NormKind::BiasedLayer`]); the coder models'
+//! projections carry biases ([`HParams::out_biases`]) and their MLPs are up, GELU, down
+//! ([`MlpKind::UpGelu`]); Phi-2's, Falcon's and (where its file says) GPT-NeoX's layers run
+//! attention and MLP side by side ([`HParams::parallel_block`]). Where rope is, Falcon and
+//! GPT-NeoX rotate NeoX pairs; GPT-2 and StarCoder learn a vector per position instead
+//! ([`HParams::learned_positions`]), Refact, BLOOM and MPT bias each head's scores by its
+//! distance to each key, ALiBi ([`HParams::alibi_max_bias`], [`crate::ops::Attend::alibi`]);
+//! MPT's LayerNorms have no bias ([`NormKind::Layer`], as Cohere's) and its Q, K and V may be
+//! clamped ([`HParams::clamp_kqv`]).
 //!
 //! The rope pairing follows llama.cpp's `llama_model_rope_type`: its converter
 //! permutes Llama's Q/K rows so that rotation pairs are adjacent (`LLAMA_ROPE_TYPE_NORM`),
@@ -189,7 +202,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -328,9 +341,11 @@ impl Family {
             // (`HParams::learned_positions`). Refact (`refact`: Refact-1.6B): Llama's layer
             // without rope, ALiBi in its place (`HParams::alibi_max_bias`). BLOOM (`bloom`):
             // GPT-2's layer with ALiBi for positions and a LayerNorm of the embedding
-            // (`HParams::embedding_norm`).
+            // (`HParams::embedding_norm`). MPT (`mpt`: MPT-7B, MPT-30B and their chat and
+            // instruct models): GPT-2's layer without biases (its LayerNorms too) with ALiBi, Q,
+            // K and V clamped where the file says (`HParams::clamp_kqv`).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -588,12 +603,15 @@ pub struct HParams {
     /// (`position_embd`, a row per position of the trained context, required); no layer
     /// rotates (`no_rope`).
     pub learned_positions: bool,
-    /// Refact, BLOOM: ALiBi's maximum bias (llama.cpp's `f_max_alibi_bias`), from which each
+    /// Refact, BLOOM, MPT: ALiBi's maximum bias (llama.cpp's `f_max_alibi_bias`), from which each
     /// query head's slope follows ([`HParams::alibi_slopes`]); no layer rotates.
     pub alibi_max_bias: Option<f32>,
     /// BLOOM: the embedding is LayerNorm-ed (`token_embd_norm`, with its bias) before the first
     /// layer.
     pub embedding_norm: bool,
+    /// MPT: Q, K and V are clamped to `±c` after their projections (`attention.clamp_kqv`,
+    /// where the file gives one above 0; llama.cpp's `f_clamp_kqv`).
+    pub clamp_kqv: Option<f32>,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
     /// `rope.scaling.attn_factor`: multiplies every rope cos and sin (llama.cpp's
@@ -1397,7 +1415,11 @@ impl HParams {
             mlp: mlp_kind(family, a),
             out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom"),
             learned_positions: matches!(a, "gpt2" | "starcoder"),
-            alibi_max_bias: matches!(a, "refact" | "bloom").then_some(ALIBI_MAX_BIAS),
+            alibi_max_bias: alibi_max_bias(md, &key, a)?,
+            clamp_kqv: match md_opt_f64(md, &key("attention.clamp_kqv"))? {
+                Some(c) if a == "mpt" && c > 0.0 => Some(c as f32),
+                _ => None,
+            },
             embedding_norm: a == "bloom",
             output_bias: a == "phi2",
             rope_base,
@@ -1825,7 +1847,7 @@ const MINICPM_BASE_WIDTH: f64 = 256.0;
 /// One flag per layer, `true` where it skips rope: SmolLM3's every fourth layer; every layer of
 /// a Granite file whose `rope.scaling.finetuned` is false (llama.cpp: Granite's rope is on
 /// unless the file says so; MiniCPM's always); EXAONE 4.0's global layers where it has local ones;
-/// every layer of Nemotron-H, GPT-2, StarCoder, Refact and BLOOM. Empty when every layer rotates.
+/// every layer of Nemotron-H, GPT-2, StarCoder, Refact, BLOOM and MPT. Empty when every layer rotates.
 fn no_rope_layers(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
@@ -1841,7 +1863,7 @@ fn no_rope_layers(
         // Nemotron-H's attention never rotates (llama.cpp's graph has no rope); GPT-2's and
         // StarCoder's learn their positions instead, Refact's and BLOOM's bias by ALiBi.
         (Family::NemotronH, _) => vec![true; layers],
-        _ if matches!(arch, "gpt2" | "starcoder" | "refact" | "bloom") => vec![true; layers],
+        _ if matches!(arch, "gpt2" | "starcoder" | "refact" | "bloom" | "mpt") => vec![true; layers],
         (Family::Granite | Family::GraniteHybrid, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
         _ => Vec::new(),
     })
@@ -1851,7 +1873,7 @@ fn no_rope_layers(
 fn mlp_kind(family: Family, arch: &str) -> MlpKind {
     match (family, arch) {
         (Family::NemotronH, _) | (_, "arcee") => MlpKind::UpReluSquared,
-        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom") => MlpKind::UpGelu,
+        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt") => MlpKind::UpGelu,
         _ => MlpKind::Gated,
     }
 }
@@ -1867,6 +1889,23 @@ fn parallel_block(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (fa
     Ok(family == Family::Cohere || matches!(arch, "phi2" | "falcon"))
 }
 
+/// ALiBi's maximum bias of a file of `arch`: Refact's and BLOOM's 8, as llama.cpp sets it;
+/// MPT's from `attention.max_alibi_bias` (an MPT file without it, whose positions would be
+/// learned, is refused); none for the others.
+fn alibi_max_bias(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &str) -> Result<Option<f32>, ModelError> {
+    match arch {
+        "refact" | "bloom" => Ok(Some(ALIBI_MAX_BIAS)),
+        "mpt" => match md_opt_f64(md, &key("attention.max_alibi_bias"))? {
+            Some(b) if b > 0.0 && b.is_finite() => Ok(Some(b as f32)),
+            _ => Err(ModelError::BadMetadata {
+                key: key("attention.max_alibi_bias"),
+                reason: "absent or not positive: MPT files without ALiBi (with learned positions) are not supported".into(),
+            }),
+        },
+        _ => Ok(None),
+    }
+}
+
 /// Whether a file of `arch` normalizes each block's output (`HParams::post_norms`).
 fn post_norms(family: Family, arch: &str) -> bool {
     let family_has = matches!(family, Family::Gemma2 | Family::Gemma3 | Family::Gemma4 | Family::Olmo2 | Family::Exaone4 | Family::Glm4);
@@ -1877,13 +1916,13 @@ fn post_norms(family: Family, arch: &str) -> bool {
 /// writes its files' norms by it too).
 pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
-        (Family::Cohere, _) => NormKind::Layer,
+        (Family::Cohere, _) | (_, "mpt") => NormKind::Layer,
         (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom") => NormKind::BiasedLayer,
         _ => NormKind::Rms,
     }
 }
 
-/// The norms' epsilon. LayerNorm families (Cohere's, Orion's, StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's,
+/// The norms' epsilon. LayerNorm families (Cohere's, MPT's, Orion's, StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's,
 /// GPT-2's, StarCoder's, BLOOM's) read `attention.layer_norm_epsilon`,
 /// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
 /// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
@@ -3088,6 +3127,24 @@ mod tests {
         assert_eq!((bloom.norm, bloom.mlp, bloom.out_biases, bloom.embedding_norm), (NormKind::BiasedLayer, MlpKind::UpGelu, true, true));
         assert_eq!((bloom.alibi_max_bias, bloom.learned_positions), (Some(8.0), false));
         assert_eq!(HParams::from_metadata(&md("llama", &[]), Some(100)).unwrap().alibi_slopes(), None);
+    }
+
+    /// MPT's files: unbiased LayerNorms, an ungated GELU MLP, no rope; ALiBi's maximum bias and
+    /// the Q/K/V clamp from the file, the first required (its learned-position files are
+    /// refused), the second only where above 0.
+    #[test]
+    fn mpt_files_read_alibi_and_the_clamp_from_the_file() {
+        let eps = ("attention.layer_norm_epsilon", Value::F32(1e-5));
+        let alibi = ("attention.max_alibi_bias", Value::F32(8.0));
+        let hp = HParams::from_metadata(&md("mpt", &[eps.clone(), alibi.clone(), ("attention.clamp_kqv", Value::F32(6.0))]), Some(100)).unwrap();
+        assert_eq!((hp.norm, hp.mlp, hp.out_biases, hp.no_rope.clone()), (NormKind::Layer, MlpKind::UpGelu, false, vec![true; 2]));
+        assert_eq!((hp.alibi_max_bias, hp.clamp_kqv), (Some(8.0), Some(6.0)));
+        let unclamped = HParams::from_metadata(&md("mpt", &[eps.clone(), alibi, ("attention.clamp_kqv", Value::F32(0.0))]), Some(100)).unwrap();
+        assert_eq!(unclamped.clamp_kqv, None);
+        assert!(matches!(
+            HParams::from_metadata(&md("mpt", &[eps]), Some(100)),
+            Err(ModelError::BadMetadata { key, .. }) if key == "mpt.attention.max_alibi_bias"
+        ));
     }
 
     /// Gemma 1's files (`gemma`) are Gemma 2's layer without post-norms, soft caps or local

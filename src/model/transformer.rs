@@ -642,6 +642,14 @@ impl Transformer {
                 *v = v.broadcast_add(bv)?;
             }
         }
+        // MPT's clamp of Q, K and V.
+        if let Some(c) = hp.clamp_kqv.map(f64::from) {
+            q = q.clamp(-c, c)?;
+            if let Some((k, v)) = kv_rows.as_mut() {
+                *k = k.clamp(-c, c)?;
+                *v = v.clamp(-c, c)?;
+            }
+        }
         let eps = hp.rms_eps as f32;
         if a.qk_norm == QkNorm::Whole {
             (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;

@@ -475,6 +475,21 @@ impl TinyModelSpec {
         }
     }
 
+    /// MPT's files (`mpt`): GPT-2's layer without a bias anywhere (its LayerNorms' too), a
+    /// fused `attn_qkv`, ALiBi (`attention.max_alibi_bias` 8), Q, K and V clamped at ±1.5
+    /// (`attention.clamp_kqv`: low enough to bite here), an output projection of its own (MPT's
+    /// files tie theirs; see [`Self::gpt2`]); the GPT-NeoX tokenizer's pre-tokenizer (`mpt`).
+    pub fn mpt(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("mpt"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "mpt" }),
+            kv_heads: 4,
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 65 } else { 66 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -956,14 +971,14 @@ fn mlp_tensors(
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
-    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom")), [_, up, down]) =
+    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt")), [_, up, down]) =
         (spec.arch, dense.as_slice())
     {
         // Arcee's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's, GPT-2's and StarCoder's MLPs
         // have no gate (the gate's draw is left unused, so the draws after it keep their order);
         // all but Arcee's and Falcon's projections have biases.
         let mut out = vec![quantized("ffn_up", up.clone(), f, d)?, quantized("ffn_down", down.clone(), d, f)?];
-        if !matches!(arch, "arcee" | "falcon") {
+        if !matches!(arch, "arcee" | "falcon" | "mpt") {
             for (name, len) in [("ffn_up", f), ("ffn_down", d)] {
                 let b = Tensor::from_vec(rng.around(len, 0.0, 0.5), len, &Device::Cpu)?;
                 out.push((format!("blk.{layer}.{name}.bias"), QTensor::quantize(&b, GgmlDType::F32)?));
@@ -1186,14 +1201,7 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.residual_scale"), Value::F32(g.residual)));
         md.push((format!("{arch}.logit_scale"), Value::F32(g.logit)));
     }
-    if arch == "gptneox" {
-        md.push((format!("{arch}.use_parallel_residual"), Value::Bool(spec.parallel_residual)));
-    }
-    if spec.family == Family::Cohere {
-        // Command R7B's is 0.25, Command R's 0.0625: here one that spreads the tied
-        // projection's logits.
-        md.push((format!("{arch}.logit_scale"), Value::F32(0.125)));
-    }
+    md.extend(layer_form_keys(spec, arch));
     if let Some((attn, last)) = spec.softcaps {
         md.push((format!("{arch}.attn_logit_softcapping"), Value::F32(attn)));
         md.push((format!("{arch}.final_logit_softcapping"), Value::F32(last)));
@@ -1207,6 +1215,24 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.rope.scaling.attn_factor"), Value::F32(l.attn_factor)));
     }
     md.extend(spec.vocab.metadata.iter().cloned());
+    md
+}
+
+/// GPT-NeoX's `use_parallel_residual`, MPT's ALiBi bias and Q/K/V clamp, Cohere's logit scale.
+fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
+    let mut md = Vec::new();
+    if arch == "gptneox" {
+        md.push((format!("{arch}.use_parallel_residual"), Value::Bool(spec.parallel_residual)));
+    }
+    if arch == "mpt" {
+        md.push((format!("{arch}.attention.max_alibi_bias"), Value::F32(8.0)));
+        md.push((format!("{arch}.attention.clamp_kqv"), Value::F32(1.5)));
+    }
+    if spec.family == Family::Cohere {
+        // Command R7B's is 0.25, Command R's 0.0625: here one that spreads the tied
+        // projection's logits.
+        md.push((format!("{arch}.logit_scale"), Value::F32(0.125)));
+    }
     md
 }
 
@@ -1288,7 +1314,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         let q = rng.matrix(q_dim, d, 1.0);
         let k = rng.matrix(kv_dim, d, 1.0);
         let v = rng.matrix(kv_dim, d, 1.0);
-        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom")) {
+        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt")) {
             tensors.push(quantize(n("attn_qkv.weight"), [q, k, v].concat(), q_dim + 2 * kv_dim, d)?);
         } else {
             tensors.push(quantize(n("attn_q.weight"), q, q_dim, d)?);
