@@ -728,6 +728,10 @@ fn a_file_with_tensors_hearth_does_not_run_is_refused() {
         (starcoder2(WeightType::Q8_0), "blk.0.ffn_gate.bias"),
         // (Only Phi-2's logits are biased.)
         (starcoder2(WeightType::Q8_0), "output.bias"),
+        // (An AWQ-converted MPT file's activation scales, which llama.cpp reads.)
+        (TinyModelSpec::mpt(WeightType::Q8_0), "blk.0.ffn_act.scales"),
+        // (MPT's LayerNorms have no bias in its published models.)
+        (TinyModelSpec::mpt(WeightType::Q8_0), "blk.0.attn_norm.bias"),
     ] {
         let plain = dir.path().join("plain.gguf");
         write_model(&spec, &plain).unwrap();

@@ -861,6 +861,14 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     // (output, up, down) files have them, where they are required (llama.cpp reads them as optional for
     // Granite and Ministral 3, whose files have none); another file that has one is refused
     // rather than run without it.
+    // AWQ's activation scales (MPT files converted from AWQ checkpoints) are not run: refused
+    // rather than left out.
+    if file.has_tensor(&n("ffn_act.scales")) {
+        return Err(ModelError::UnsupportedTensor {
+            name: n("ffn_act.scales"),
+            reason: "AWQ activation scales are not supported".into(),
+        });
+    }
     let gpt_oss = hp.family == Family::GptOss;
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
         let read = (gpt_oss && name == "attn_output.bias") || (hp.out_biases && name != "ffn_gate.bias");
