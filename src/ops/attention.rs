@@ -127,14 +127,18 @@ pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: 
     let (ctx, kv_heads, _) = k.dims3()?;
     how.check_sinks(heads)?;
     let group = heads / kv_heads;
+    let alibi = match how.alibi {
+        Some(_) => Some(alibi_biases(new, cached, heads, how, q.device())?),
+        None => None,
+    };
     let mut outs = Vec::with_capacity(heads);
     for h in 0..heads {
         let qh = q.narrow(1, h, 1)?.squeeze(1)?; // [new, d]
         let kh = k.narrow(1, h / group, 1)?.squeeze(1)?.contiguous()?; // [ctx, d]
         let vh = v.narrow(1, h / group, 1)?.squeeze(1)?.contiguous()?;
         let s = softcap((qh.contiguous()?.matmul(&kh.t()?)? * how.scale)?, how)?;
-        let s = match how.alibi {
-            Some(_) => (s + alibi_biases(new, cached, heads, how, q.device())?.get(h)?)?,
+        let s = match &alibi {
+            Some(b) => (s + b.get(h)?)?,
             None => s,
         };
         let s = s.broadcast_add(&causal_mask(new, cached, how, q.device())?)?;
