@@ -394,6 +394,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // MPT's (`mpt`): GPT-2's layer without biases, ALiBi, Q/K/V clamped; in f32 too.
         ("tiny-mpt-q8_0.gguf", TinyModelSpec::mpt(WeightType::Q8_0)),
         ("tiny-mpt-f32.gguf", TinyModelSpec::mpt(WeightType::F32)),
+        // The first OLMo's (`olmo`): Llama's layer, LayerNorms without weights, Q/K/V clamped;
+        // in f32 too.
+        ("tiny-olmo-q8_0.gguf", TinyModelSpec::olmo(WeightType::Q8_0)),
+        ("tiny-olmo-f32.gguf", TinyModelSpec::olmo(WeightType::F32)),
         // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
         // and its older files' defaults.
         ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),
@@ -732,6 +736,8 @@ fn a_file_with_tensors_hearth_does_not_run_is_refused() {
         (TinyModelSpec::mpt(WeightType::Q8_0), "blk.0.ffn_act.scales"),
         // (MPT's LayerNorms have no bias in its published models.)
         (TinyModelSpec::mpt(WeightType::Q8_0), "blk.0.attn_norm.bias"),
+        // (OLMo's LayerNorms have no weight.)
+        (TinyModelSpec::olmo(WeightType::Q8_0), "blk.1.ffn_norm.weight"),
     ] {
         let plain = dir.path().join("plain.gguf");
         write_model(&spec, &plain).unwrap();

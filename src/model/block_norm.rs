@@ -3,10 +3,11 @@
 //!
 //! RMSNorm for most families; Cohere's LayerNorm without a bias; Orion's LayerNorm with one,
 //! `(x − mean) / √(var + ε) · α + β`, as llama.cpp's `build_norm` with `LLM_NORM` and a bias
-//! (`ggml_norm`, `ggml_mul`, `ggml_add`).
+//! (`ggml_norm`, `ggml_mul`, `ggml_add`); OLMo's LayerNorm with neither (its `α` all ones).
 //!
-//! Invariant: a norm holds a bias exactly when its kind is [`NormKind::BiasedLayer`]. A file
-//! whose norm has a bias its family does not read is refused (llama.cpp refuses a file with a
+//! Invariant: a norm holds a bias exactly when its kind is [`NormKind::BiasedLayer`], and a
+//! weight read from its file unless its kind is [`NormKind::PlainLayer`]. A file whose norm
+//! has a bias or weight its family does not read is refused (llama.cpp refuses a file with a
 //! tensor it does not load), never run without it.
 //!
 //! Counterpart: vLLM's `RMSNorm` and `nn.LayerNorm` as its model files hold them
@@ -34,16 +35,26 @@ impl BlockNorm {
     /// each one value per hidden column.
     pub(super) fn load(file: &mut GgufFile, stem: &str, hp: &HParams, device: &Device) -> Result<Self, ModelError> {
         let (weight, bias) = (format!("{stem}.weight"), format!("{stem}.bias"));
-        let alpha = load_vec(file, &weight, hp.hidden, device)?;
+        let alpha = match hp.norm {
+            NormKind::PlainLayer if file.has_tensor(&weight) => {
+                return Err(ModelError::UnsupportedTensor {
+                    name: weight,
+                    reason: "this architecture's norms have no weight".into(),
+                })
+            }
+            // (× 1: the same values as a LayerNorm with no weight.)
+            NormKind::PlainLayer => Tensor::ones(hp.hidden, candle_core::DType::F32, device)?,
+            _ => load_vec(file, &weight, hp.hidden, device)?,
+        };
         let beta = match hp.norm {
             NormKind::BiasedLayer => Some(load_vec(file, &bias, hp.hidden, device)?),
-            NormKind::Rms | NormKind::Layer if file.has_tensor(&bias) => {
+            NormKind::Rms | NormKind::Layer | NormKind::PlainLayer if file.has_tensor(&bias) => {
                 return Err(ModelError::UnsupportedTensor {
                     name: bias,
                     reason: "this architecture's norms have no bias".into(),
                 })
             }
-            NormKind::Rms | NormKind::Layer => None,
+            NormKind::Rms | NormKind::Layer | NormKind::PlainLayer => None,
         };
         Ok(Self {
             alpha,
@@ -57,7 +68,7 @@ impl BlockNorm {
     pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
         let y = match self.kind {
             NormKind::Rms => norm::rms_norm(x, &self.alpha, self.eps)?,
-            NormKind::Layer | NormKind::BiasedLayer => norm::layer_norm(x, &self.alpha, self.eps)?,
+            NormKind::Layer | NormKind::BiasedLayer | NormKind::PlainLayer => norm::layer_norm(x, &self.alpha, self.eps)?,
         };
         Ok(match &self.beta {
             Some(b) => y.broadcast_add(b)?,

@@ -183,7 +183,9 @@
 //! ([`HParams::learned_positions`]), Refact, BLOOM and MPT bias each head's scores by its
 //! distance to each key, ALiBi ([`HParams::alibi_max_bias`], [`crate::ops::Attend::alibi`]);
 //! MPT's LayerNorms have no bias ([`NormKind::Layer`], as Cohere's) and its Q, K and V may be
-//! clamped ([`HParams::clamp_kqv`]).
+//! clamped ([`HParams::clamp_kqv`]). The first OLMo (`olmo`) is Llama's layer whose
+//! LayerNorms have neither weight nor bias ([`NormKind::PlainLayer`]), its Q, K and V clamped
+//! where its file says, as MPT's.
 //!
 //! The rope pairing follows llama.cpp's `llama_model_rope_type`: its converter
 //! permutes Llama's Q/K rows so that rotation pairs are adjacent (`LLAMA_ROPE_TYPE_NORM`),
@@ -202,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -343,9 +345,11 @@ impl Family {
             // GPT-2's layer with ALiBi for positions and a LayerNorm of the embedding
             // (`HParams::embedding_norm`). MPT (`mpt`: MPT-7B, MPT-30B and their chat and
             // instruct models): GPT-2's layer without biases (its LayerNorms too) with ALiBi, Q,
-            // K and V clamped where the file says (`HParams::clamp_kqv`).
+            // K and V clamped where the file says (`HParams::clamp_kqv`). OLMo (`olmo`: the
+            // first OLMo 1B and 7B): Llama's layer, its LayerNorms without weights, Q, K and V
+            // clamped as MPT's.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -482,6 +486,9 @@ pub enum NormKind {
     Layer,
     /// The same plus a bias `β` per column (`LLM_NORM` with a bias): Orion's.
     BiasedLayer,
+    /// `(x − mean(x)) / √(var(x) + ε)`, neither weight nor bias (llama.cpp's `LLM_NORM` with
+    /// no tensors): OLMo's (the first OLMo, `olmo`) non-parametric LayerNorm.
+    PlainLayer,
 }
 
 /// Which dimensions rotary embeddings rotate together.
@@ -609,8 +616,8 @@ pub struct HParams {
     /// BLOOM: the embedding is LayerNorm-ed (`token_embd_norm`, with its bias) before the first
     /// layer.
     pub embedding_norm: bool,
-    /// MPT: Q, K and V are clamped to `±c` after their projections (`attention.clamp_kqv`,
-    /// where the file gives one above 0; llama.cpp's `f_clamp_kqv`).
+    /// MPT and OLMo: Q, K and V are clamped to `±c` after their projections
+    /// (`attention.clamp_kqv`, where the file gives one above 0; llama.cpp's `f_clamp_kqv`).
     pub clamp_kqv: Option<f32>,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
@@ -1417,7 +1424,7 @@ impl HParams {
             learned_positions: matches!(a, "gpt2" | "starcoder"),
             alibi_max_bias: alibi_max_bias(md, &key, a)?,
             clamp_kqv: match md_opt_f64(md, &key("attention.clamp_kqv"))? {
-                Some(c) if a == "mpt" && c > 0.0 => Some(c as f32),
+                Some(c) if matches!(a, "mpt" | "olmo") && c > 0.0 => Some(c as f32),
                 _ => None,
             },
             embedding_norm: a == "bloom",
@@ -1917,12 +1924,13 @@ fn post_norms(family: Family, arch: &str) -> bool {
 pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
         (Family::Cohere, _) | (_, "mpt") => NormKind::Layer,
+        (_, "olmo") => NormKind::PlainLayer,
         (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom") => NormKind::BiasedLayer,
         _ => NormKind::Rms,
     }
 }
 
-/// The norms' epsilon. LayerNorm families (Cohere's, MPT's, Orion's, StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's,
+/// The norms' epsilon. LayerNorm families (Cohere's, MPT's, OLMo's, Orion's, StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's,
 /// GPT-2's, StarCoder's, BLOOM's) read `attention.layer_norm_epsilon`,
 /// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
 /// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
@@ -3144,6 +3152,21 @@ mod tests {
         assert!(matches!(
             HParams::from_metadata(&md("mpt", &[eps]), Some(100)),
             Err(ModelError::BadMetadata { key, .. }) if key == "mpt.attention.max_alibi_bias"
+        ));
+    }
+
+    /// The first OLMo's files: Llama's layer and rope pairs, weightless LayerNorms (their
+    /// epsilon required), Q/K/V clamped only where the file says.
+    #[test]
+    fn olmo_files_have_weightless_layer_norms_and_an_optional_clamp() {
+        let eps = ("attention.layer_norm_epsilon", Value::F32(1e-5));
+        let hp = HParams::from_metadata(&md("olmo", &[eps.clone(), ("attention.clamp_kqv", Value::F32(8.0))]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.norm, hp.mlp, hp.rope_style), (Family::Llama, NormKind::PlainLayer, MlpKind::Gated, RopeStyle::Interleaved));
+        assert_eq!((hp.clamp_kqv, hp.out_biases, hp.alibi_max_bias, hp.no_rope.clone()), (Some(8.0), false, None, Vec::new()));
+        assert_eq!(HParams::from_metadata(&md("olmo", &[eps]), Some(100)).unwrap().clamp_kqv, None);
+        assert!(matches!(
+            HParams::from_metadata(&md("olmo", &[]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "olmo.attention.layer_norm_epsilon"
         ));
     }
 

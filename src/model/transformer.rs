@@ -1009,7 +1009,7 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
     // OLMo 2 and OLMoE normalize Q and K whole (over every head), the others per head; the
     // LayerNorm families (Command R+, StableLM 2 12B) with weights per head.
     let qk_norm = match (hp.norm, hp.qk_norm_whole, hp.qk_norm_after_rope) {
-        (NormKind::Layer | NormKind::BiasedLayer, _, _) => QkNorm::PerHeadLayer,
+        (NormKind::Layer | NormKind::BiasedLayer | NormKind::PlainLayer, _, _) => QkNorm::PerHeadLayer,
         (NormKind::Rms, true, _) => QkNorm::Whole,
         (NormKind::Rms, false, true) => QkNorm::PerHeadAfterRope,
         (NormKind::Rms, false, false) => QkNorm::PerHead,

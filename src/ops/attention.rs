@@ -35,7 +35,7 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>
             "{heads} query heads cannot share {kv_heads} K/V heads"
         )));
     }
-    how.check_sinks(heads)?;
+    how.check_per_head(heads)?;
     let group = heads / kv_heads;
     // [heads, new, d] -> [kv_heads, group * new, d]; rows ordered (g, token).
     let q = q
@@ -125,7 +125,7 @@ fn causal_mask(new: usize, cached: usize, how: Attend<'_>, device: &Device) -> R
 pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>) -> Result<Tensor, OpsError> {
     let (new, heads, head_dim) = q.dims3()?;
     let (ctx, kv_heads, _) = k.dims3()?;
-    how.check_sinks(heads)?;
+    how.check_per_head(heads)?;
     let group = heads / kv_heads;
     let alibi = match how.alibi {
         Some(_) => Some(alibi_biases(new, cached, heads, how, q.device())?),

@@ -203,7 +203,7 @@ impl CudaPagedKvBatch<'_> {
         let (max_blocks_i, scale_f, window_i) = (args.max_blocks as i32, scale as f32, args.window);
         // 0: no soft cap (the kernel's convention). Without sinks the kernel reads none: one 0.
         let softcap_f = how.softcap.unwrap_or(0.0);
-        how.check_sinks(heads)?;
+        how.check_per_head(heads)?;
         let sinks = stream.clone_htod(how.sinks.unwrap_or(&[0f32])).w()?;
         let has_sinks_i = i32::from(how.sinks.is_some());
         let alibi = stream.clone_htod(how.alibi.unwrap_or(&[0f32])).w()?;

@@ -135,7 +135,7 @@ impl Attend<'_> {
 
     /// An error unless the sinks and the ALiBi slopes, where there are any, are one per query
     /// head (`heads`): every store checks this before it reads them.
-    pub fn check_sinks(&self, heads: usize) -> Result<(), OpsError> {
+    pub fn check_per_head(&self, heads: usize) -> Result<(), OpsError> {
         for (what, v) in [("attention sinks", self.sinks), ("ALiBi slopes", self.alibi)] {
             if let Some(s) = v.filter(|s| s.len() != heads) {
                 return Err(OpsError::Layout(format!("{} {what} for {heads} query heads", s.len())));
@@ -147,7 +147,7 @@ impl Attend<'_> {
     /// ALiBi's bias of query head `h` at position `pos` for the key at `key` (0 without ALiBi).
     pub fn alibi_bias(&self, h: usize, pos: usize, key: usize) -> f32 {
         match self.alibi {
-            Some(m) => m[h] * -((pos as f32 - key as f32).abs()),
+            Some(m) => alibi_bias(m[h], pos.abs_diff(key)),
             None => 0.0,
         }
     }
@@ -159,6 +159,14 @@ impl Attend<'_> {
             None => 0,
         }
     }
+}
+
+/// ALiBi's bias of a head of slope `slope` for a key `distance` positions from its query:
+/// `slope · −distance` (llama.cpp's mask holds `−|p − k|`, its softmax multiplies it by the
+/// head's slope). The one formula every attention path uses.
+#[inline(always)]
+pub fn alibi_bias(slope: f32, distance: usize) -> f32 {
+    slope * -(distance as f32)
 }
 
 /// Where the forward writes new K/V and reads past K/V.

@@ -42,7 +42,7 @@ use candle_core::Tensor;
 use super::fast_math::{self, exp};
 use super::par::{self, SharedMut};
 use super::row_kernels::{self, Codec, Rows, F32, MAX_QUERIES};
-use super::{Attend, BatchLayout, KvDtype, KvShape, KvStore, LayerKv, OpsError};
+use super::{alibi_bias, Attend, BatchLayout, KvDtype, KvShape, KvStore, LayerKv, OpsError};
 
 /// The geometry of a block pool: the model's [`KvShape`], the block size and the stored type.
 ///
@@ -516,8 +516,8 @@ thread_local! {
 
 /// Scores `v` → `e^(s − max)` in place, each soft-capped first (`c · tanh(s / c)`) when
 /// `softcap` is `Some(c)`, then biased by ALiBi where `alibi` is `Some((m, d))` (`v[j]`'s key
-/// `d − j` positions before the query: `+ m · −(d − j)`, as [`Attend::alibi_bias`]); returns their sum (the softmax's denominator, divided out once at
-/// the end), plus `e^(sink − max)` for a sink logit, the maximum then taken over it too (as
+/// `d − j` positions before the query: `+` [`alibi_bias`]`(m, d − j)`); returns their sum (the
+/// softmax's denominator, divided out once at the end), plus `e^(sink − max)` for a sink logit, the maximum then taken over it too (as
 /// llama.cpp's softmax with sinks).
 #[inline(always)]
 fn softmax_numerators(v: &mut [f32], softcap: Option<f32>, alibi: Option<(f32, usize)>, sink: Option<f32>) -> f32 {
@@ -526,7 +526,7 @@ fn softmax_numerators(v: &mut [f32], softcap: Option<f32>, alibi: Option<(f32, u
     }
     if let Some((m, d)) = alibi {
         for (j, s) in v.iter_mut().enumerate() {
-            *s += m * -((d as f32 - j as f32).abs());
+            *s += alibi_bias(m, d.abs_diff(j));
         }
     }
     let max = match sink {
@@ -660,7 +660,7 @@ impl PagedKvBatch<'_> {
         let scale = how.scale;
         let l = &self.layout;
         let (t, heads, d) = check_batch(l, layer, q, kv.map(|(k, _)| k), batch, &self.tables)?;
-        how.check_sinks(heads)?;
+        how.check_per_head(heads)?;
         let blocks_in_pool = self.pool.len() / l.block_len().max(1);
         let qv = to_host_vec(q)?;
         let new_rows = match kv {

@@ -490,6 +490,20 @@ impl TinyModelSpec {
         }
     }
 
+    /// The first OLMo's files (`olmo`: OLMo 1B and 7B): the tiny Llama's layer whose
+    /// LayerNorms have neither weight nor bias (none in the file), Q, K and V clamped at ±1.5
+    /// (`attention.clamp_kqv`, as MPT's), an output projection of its own (OLMo-1B ties its
+    /// own); the GPT-NeoX tokenizer's pre-tokenizer (`olmo`).
+    pub fn olmo(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("olmo"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "olmo" }),
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 67 } else { 68 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -1218,7 +1232,8 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     md
 }
 
-/// GPT-NeoX's `use_parallel_residual`, MPT's ALiBi bias and Q/K/V clamp, Cohere's logit scale.
+/// GPT-NeoX's `use_parallel_residual`, MPT's ALiBi bias, MPT's and OLMo's Q/K/V clamp,
+/// Cohere's logit scale.
 fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
     let mut md = Vec::new();
     if arch == "gptneox" {
@@ -1226,6 +1241,8 @@ fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
     }
     if arch == "mpt" {
         md.push((format!("{arch}.attention.max_alibi_bias"), Value::F32(8.0)));
+    }
+    if matches!(arch, "mpt" | "olmo") {
         md.push((format!("{arch}.attention.clamp_kqv"), Value::F32(1.5)));
     }
     if spec.family == Family::Cohere {
@@ -1280,7 +1297,9 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     // (LFM2's is `token_embd_norm`, written with its layers.)
     // Orion's, StableLM's, StarCoder2's and Phi-2's LayerNorms have a bias each.
     let norm_bias = norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch())) == NormKind::BiasedLayer;
-    if spec.family != Family::Lfm2 {
+    // OLMo's LayerNorms have no weight either.
+    let norm_weight = norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch())) != NormKind::PlainLayer;
+    if spec.family != Family::Lfm2 && norm_weight {
         tensors.push(vector("output_norm.weight".into(), rng.around(d, final_norm, 0.1))?);
     }
     if norm_bias {
@@ -1301,7 +1320,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     let pre_norms = !matches!(spec.family, Family::Olmo2 | Family::Exaone4);
     for i in 0..spec.layers {
         let n = |s: &str| format!("blk.{i}.{s}");
-        if pre_norms {
+        if pre_norms && norm_weight {
             tensors.push(vector(n("attn_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
         if norm_bias {
@@ -1335,7 +1354,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         // (Cohere's, Phi-2's, Falcon's and StableLM 2 12B's MLPs read the attention norm's
         // output; GPT-NeoX's parallel layers have an MLP norm.)
         let parallel = spec.family == Family::Cohere || matches!(spec.arch, Some("phi2" | "falcon")) || spec.qk_layer_norm;
-        if pre_norms && !parallel {
+        if pre_norms && !parallel && norm_weight {
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name.
             let name = match spec.family {
                 Family::Glm4Moe | Family::GptOss | Family::SeedOss => "post_attention_norm.weight",
