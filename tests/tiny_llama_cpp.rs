@@ -398,6 +398,13 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // in f32 too.
         ("tiny-olmo-q8_0.gguf", TinyModelSpec::olmo(WeightType::Q8_0)),
         ("tiny-olmo-f32.gguf", TinyModelSpec::olmo(WeightType::F32)),
+        // CodeShell's (`codeshell`): GPT-2's layer with NeoX rope and grouped K/V; in f32 too.
+        // Jais's (`jais`): GPT-2's layer with ALiBi, a gated SiLU MLP with biases, scores by
+        // 1/head_dim; in f32 too.
+        ("tiny-codeshell-q8_0.gguf", TinyModelSpec::codeshell(WeightType::Q8_0)),
+        ("tiny-codeshell-f32.gguf", TinyModelSpec::codeshell(WeightType::F32)),
+        ("tiny-jais-q8_0.gguf", TinyModelSpec::jais(WeightType::Q8_0)),
+        ("tiny-jais-f32.gguf", TinyModelSpec::jais(WeightType::F32)),
         // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
         // and its older files' defaults.
         ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),

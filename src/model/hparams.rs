@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,9 +347,12 @@ impl Family {
             // instruct models): GPT-2's layer without biases (its LayerNorms too) with ALiBi, Q,
             // K and V clamped where the file says (`HParams::clamp_kqv`). OLMo (`olmo`: the
             // first OLMo 1B and 7B): Llama's layer, its LayerNorms without weights, Q, K and V
-            // clamped as MPT's.
+            // clamped as MPT's. CodeShell (`codeshell`: CodeShell-7B): GPT-2's layer with NeoX
+            // rope for positions, grouped K/V heads. Jais (`jais`: the Jais family): GPT-2's
+            // layer with ALiBi for positions, its MLP gated SiLU with a bias on each projection,
+            // scores scaled by 1/head_dim.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -600,8 +603,9 @@ pub struct HParams {
     pub qk_norm_after_rope: bool,
     /// What a dense MLP computes between its input projections and `down` ([`MlpKind`]).
     pub mlp: MlpKind,
-    /// StarCoder2, Phi-2, GPT-NeoX, GPT-2, StarCoder: the attention's output projection and the
-    /// dense MLP's up and down projections add biases (`attn_output.bias`, `ffn_up.bias`, `ffn_down.bias`, required).
+    /// StarCoder2, Phi-2, GPT-NeoX, GPT-2, StarCoder, BLOOM, CodeShell, Jais: the attention's
+    /// output projection and the dense MLP's projections add biases (`attn_output.bias`,
+    /// `ffn_up.bias`, `ffn_down.bias`, and a gated MLP's `ffn_gate.bias` (Jais's); required).
     pub out_biases: bool,
     /// Phi-2: the output projection adds a bias, one per vocabulary entry (`output.bias`,
     /// required).
@@ -1420,7 +1424,7 @@ impl HParams {
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
             mlp: mlp_kind(family, a),
-            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom"),
+            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais"),
             learned_positions: matches!(a, "gpt2" | "starcoder"),
             alibi_max_bias: alibi_max_bias(md, &key, a)?,
             clamp_kqv: match md_opt_f64(md, &key("attention.clamp_kqv"))? {
@@ -1748,7 +1752,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 {
@@ -1784,6 +1788,13 @@ impl Scales {
         };
         if arch == "minicpm" {
             return Self::minicpm(md, key, plain, [hidden, layers]);
+        }
+        if arch == "jais" {
+            // llama.cpp's `jais` graph scales the scores by 1/head_dim (muP's), not its root.
+            return Ok(Self {
+                attention: 1.0 / head_dim as f64,
+                ..plain
+            });
         }
         Ok(match family {
             Family::Gemma2 | Family::Gemma3 => {
@@ -1868,9 +1879,10 @@ fn no_rope_layers(
         (Family::Exaone4 | Family::Cohere, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
         // Nemotron-H's attention never rotates (llama.cpp's graph has no rope); GPT-2's and
-        // StarCoder's learn their positions instead, Refact's and BLOOM's bias by ALiBi.
+        // StarCoder's learn their positions instead, Refact's, BLOOM's, MPT's and Jais's bias by
+        // ALiBi.
         (Family::NemotronH, _) => vec![true; layers],
-        _ if matches!(arch, "gpt2" | "starcoder" | "refact" | "bloom" | "mpt") => vec![true; layers],
+        _ if matches!(arch, "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "jais") => vec![true; layers],
         (Family::Granite | Family::GraniteHybrid, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
         _ => Vec::new(),
     })
@@ -1880,7 +1892,7 @@ fn no_rope_layers(
 fn mlp_kind(family: Family, arch: &str) -> MlpKind {
     match (family, arch) {
         (Family::NemotronH, _) | (_, "arcee") => MlpKind::UpReluSquared,
-        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt") => MlpKind::UpGelu,
+        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell") => MlpKind::UpGelu,
         _ => MlpKind::Gated,
     }
 }
@@ -1897,16 +1909,21 @@ fn parallel_block(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (fa
 }
 
 /// ALiBi's maximum bias of a file of `arch`: Refact's and BLOOM's 8, as llama.cpp sets it;
-/// MPT's from `attention.max_alibi_bias` (an MPT file without it, whose positions would be
-/// learned, is refused); none for the others.
+/// MPT's and Jais's from `attention.max_alibi_bias` (an MPT file without it, whose positions
+/// would be learned, is refused; so is a Jais file without it, which would have no positions
+/// at all: llama.cpp's converter always writes it); none for the others.
 fn alibi_max_bias(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &str) -> Result<Option<f32>, ModelError> {
     match arch {
         "refact" | "bloom" => Ok(Some(ALIBI_MAX_BIAS)),
-        "mpt" => match md_opt_f64(md, &key("attention.max_alibi_bias"))? {
+        "mpt" | "jais" => match md_opt_f64(md, &key("attention.max_alibi_bias"))? {
             Some(b) if b > 0.0 && b.is_finite() => Ok(Some(b as f32)),
             _ => Err(ModelError::BadMetadata {
                 key: key("attention.max_alibi_bias"),
-                reason: "absent or not positive: MPT files without ALiBi (with learned positions) are not supported".into(),
+                reason: match arch {
+                    "mpt" => "absent or not positive: MPT files without ALiBi (with learned positions) are not supported",
+                    _ => "absent or not positive: Jais's positions are ALiBi's alone",
+                }
+                .into(),
             }),
         },
         _ => Ok(None),
@@ -1925,13 +1942,15 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
         (Family::Cohere, _) | (_, "mpt") => NormKind::Layer,
         (_, "olmo") => NormKind::PlainLayer,
-        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom") => NormKind::BiasedLayer,
+        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais") => {
+            NormKind::BiasedLayer
+        }
         _ => NormKind::Rms,
     }
 }
 
 /// The norms' epsilon. LayerNorm families (Cohere's, MPT's, OLMo's, Orion's, StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's,
-/// GPT-2's, StarCoder's, BLOOM's) read `attention.layer_norm_epsilon`,
+/// GPT-2's, StarCoder's, BLOOM's, CodeShell's, Jais's) read `attention.layer_norm_epsilon`,
 /// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
 /// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
 /// fallback), else 1e-5.
@@ -3167,6 +3186,24 @@ mod tests {
         assert!(matches!(
             HParams::from_metadata(&md("olmo", &[]), Some(100)),
             Err(ModelError::MissingMetadata { key }) if key == "olmo.attention.layer_norm_epsilon"
+        ));
+    }
+
+    /// CodeShell's files: GPT-2's biased layer with NeoX rope. Jais's: GPT-2's biased layer
+    /// with a gated MLP, ALiBi of the file's bias (required: no positions without it), scores
+    /// by 1/head_dim.
+    #[test]
+    fn codeshell_rotates_and_jais_biases_by_alibi() {
+        let eps = ("attention.layer_norm_epsilon", Value::F32(1e-5));
+        let cs = HParams::from_metadata(&md("codeshell", std::slice::from_ref(&eps)), Some(100)).unwrap();
+        assert_eq!((cs.norm, cs.mlp, cs.out_biases, cs.rope_style), (NormKind::BiasedLayer, MlpKind::UpGelu, true, RopeStyle::Neox));
+        assert_eq!((cs.no_rope.clone(), cs.alibi_max_bias, cs.learned_positions), (Vec::new(), None, false));
+        let jais = HParams::from_metadata(&md("jais", &[eps.clone(), ("attention.max_alibi_bias", Value::F32(8.0))]), Some(100)).unwrap();
+        assert_eq!((jais.norm, jais.mlp, jais.out_biases, jais.no_rope.clone()), (NormKind::BiasedLayer, MlpKind::Gated, true, vec![true; 2]));
+        assert_eq!((jais.alibi_max_bias, jais.attention_scale), (Some(8.0), 1.0 / 64.0));
+        assert!(matches!(
+            HParams::from_metadata(&md("jais", &[eps]), Some(100)),
+            Err(ModelError::BadMetadata { key, .. }) if key == "jais.attention.max_alibi_bias"
         ));
     }
 

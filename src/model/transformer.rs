@@ -106,15 +106,28 @@ pub(super) struct Mlp {
     down: QLinear,
     /// What runs between them.
     kind: MlpKind,
-    /// StarCoder2's and Phi-2's up and down biases (`HParams::out_biases`).
-    biases: Option<[Tensor; 2]>,
+    /// The projections' biases where the family has them (`HParams::out_biases`).
+    biases: Option<MlpBiases>,
+}
+
+/// A dense MLP's biases: up's and down's (StarCoder2's, Phi-2's and the other coder and GPT-2
+/// layouts'), and a gated MLP's gate's (Jais's).
+pub(super) struct MlpBiases {
+    gate: Option<Tensor>,
+    up: Tensor,
+    down: Tensor,
 }
 
 impl Mlp {
     pub(super) fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
         let mut gate_up = self.gate_up.forward(h)?;
-        if let (Some([up_b, _]), Some(up)) = (&self.biases, gate_up.last_mut()) {
-            *up = up.broadcast_add(up_b)?;
+        if let Some(b) = &self.biases {
+            if let Some(up) = gate_up.last_mut() {
+                *up = up.broadcast_add(&b.up)?;
+            }
+            if let (Some(gate_b), [gate, _]) = (&b.gate, gate_up.as_mut_slice()) {
+                *gate = gate.broadcast_add(gate_b)?;
+            }
         }
         let hidden = match (self.kind, gate_up.as_slice()) {
             // candle's `gelu` is tanh's approximation, as ggml's.
@@ -124,7 +137,7 @@ impl Mlp {
         };
         let out = self.down.forward(&hidden)?;
         Ok(match &self.biases {
-            Some([_, down_b]) => out.broadcast_add(down_b)?,
+            Some(b) => out.broadcast_add(&b.down)?,
             None => out,
         })
     }
@@ -857,8 +870,8 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             false => Ok(None),
         }
     };
-    // Output and MLP biases: only gpt-oss's (output), StarCoder2's, Phi-2's and GPT-NeoX's
-    // (output, up, down) files have them, where they are required (llama.cpp reads them as optional for
+    // Output and MLP biases: only gpt-oss's (output), StarCoder2's, Phi-2's, GPT-NeoX's and the
+    // other coder and GPT-2 layouts' (output, up, down; Jais's gate too) files have them, where they are required (llama.cpp reads them as optional for
     // Granite and Ministral 3, whose files have none); another file that has one is refused
     // rather than run without it.
     // AWQ's activation scales (MPT files converted from AWQ checkpoints) are not run: refused
@@ -871,7 +884,8 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     }
     let gpt_oss = hp.family == Family::GptOss;
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
-        let read = (gpt_oss && name == "attn_output.bias") || (hp.out_biases && name != "ffn_gate.bias");
+        let gated = hp.mlp == MlpKind::Gated;
+        let read = (gpt_oss && name == "attn_output.bias") || (hp.out_biases && (name != "ffn_gate.bias" || gated));
         if file.has_tensor(&n(name)) && !read {
             return Err(ModelError::UnsupportedTensor {
                 name: n(name),
@@ -886,7 +900,14 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, f], device)?, device)?,
             kind: hp.mlp,
             biases: match hp.out_biases {
-                true => Some([load_vec(file, &n("ffn_up.bias"), f, device)?, load_vec(file, &n("ffn_down.bias"), d, device)?]),
+                true => Some(MlpBiases {
+                    gate: match hp.mlp {
+                        MlpKind::Gated => Some(load_vec(file, &n("ffn_gate.bias"), f, device)?),
+                        _ => None,
+                    },
+                    up: load_vec(file, &n("ffn_up.bias"), f, device)?,
+                    down: load_vec(file, &n("ffn_down.bias"), d, device)?,
+                }),
                 false => None,
             },
         })

@@ -504,6 +504,35 @@ impl TinyModelSpec {
         }
     }
 
+    /// CodeShell's files (`codeshell`: CodeShell-7B): GPT-2's layer (biased LayerNorms and
+    /// projections, a fused `attn_qkv` and its bias, an MLP of up, GELU, down) with NeoX rope
+    /// for positions and two K/V heads for four; an output projection of its own; its
+    /// StarCoder-like pre-tokenizer.
+    pub fn codeshell(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("codeshell"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "codeshell" }),
+            kv_heads: 2,
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 69 } else { 70 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
+    /// Jais's files (`jais`): GPT-2's layer with ALiBi for positions (`attention.max_alibi_bias`
+    /// 8), its MLP gated SiLU with a bias on the gate, up and down projections, the scores
+    /// scaled by 1/head_dim; an output projection of its own; GPT-2's pre-tokenizer (`jais`).
+    pub fn jais(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("jais"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "jais" }),
+            kv_heads: 4,
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 71 } else { 72 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -985,12 +1014,12 @@ fn mlp_tensors(
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
-    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt")), [_, up, down]) =
+    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell")), [_, up, down]) =
         (spec.arch, dense.as_slice())
     {
-        // Arcee's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's, GPT-2's and StarCoder's MLPs
-        // have no gate (the gate's draw is left unused, so the draws after it keep their order);
-        // all but Arcee's and Falcon's projections have biases.
+        // Arcee's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's, GPT-2's, StarCoder's, BLOOM's,
+        // MPT's and CodeShell's MLPs have no gate (the gate's draw is left unused, so the draws
+        // after it keep their order); all but Arcee's, Falcon's and MPT's projections have biases.
         let mut out = vec![quantized("ffn_up", up.clone(), f, d)?, quantized("ffn_down", down.clone(), d, f)?];
         if !matches!(arch, "arcee" | "falcon" | "mpt") {
             for (name, len) in [("ffn_up", f), ("ffn_down", d)] {
@@ -1007,12 +1036,20 @@ fn mlp_tensors(
             quantized("ffn_down", down.clone(), d, f)?,
         ]);
     }
-    ["ffn_gate", "ffn_up", "ffn_down"]
+    let mut out = ["ffn_gate", "ffn_up", "ffn_down"]
         .into_iter()
         .zip(shapes)
         .zip(dense)
         .map(|((name, (rows, cols)), w)| quantized(name, w, rows, cols))
-        .collect()
+        .collect::<Result<Vec<_>, ModelError>>()?;
+    if spec.arch == Some("jais") {
+        // Jais's gated MLP has a bias on each projection.
+        for (name, len) in [("ffn_gate", f), ("ffn_up", f), ("ffn_down", d)] {
+            let b = Tensor::from_vec(rng.around(len, 0.0, 0.5), len, &Device::Cpu)?;
+            out.push((format!("blk.{layer}.{name}.bias"), QTensor::quantize(&b, GgmlDType::F32)?));
+        }
+    }
+    Ok(out)
 }
 
 /// Qwen2 MoE's and Hunyuan MoE's tiny files: the shared expert is this many experts wide.
@@ -1232,14 +1269,14 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     md
 }
 
-/// GPT-NeoX's `use_parallel_residual`, MPT's ALiBi bias, MPT's and OLMo's Q/K/V clamp,
+/// GPT-NeoX's `use_parallel_residual`, MPT's and Jais's ALiBi bias, MPT's and OLMo's Q/K/V clamp,
 /// Cohere's logit scale.
 fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
     let mut md = Vec::new();
     if arch == "gptneox" {
         md.push((format!("{arch}.use_parallel_residual"), Value::Bool(spec.parallel_residual)));
     }
-    if arch == "mpt" {
+    if matches!(arch, "mpt" | "jais") {
         md.push((format!("{arch}.attention.max_alibi_bias"), Value::F32(8.0)));
     }
     if matches!(arch, "mpt" | "olmo") {
@@ -1333,7 +1370,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         let q = rng.matrix(q_dim, d, 1.0);
         let k = rng.matrix(kv_dim, d, 1.0);
         let v = rng.matrix(kv_dim, d, 1.0);
-        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt")) {
+        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "jais")) {
             tensors.push(quantize(n("attn_qkv.weight"), [q, k, v].concat(), q_dim + 2 * kv_dim, d)?);
         } else {
             tensors.push(quantize(n("attn_q.weight"), q, q_dim, d)?);
@@ -1412,8 +1449,8 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     };
     let mut out = Vec::new();
     let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss);
-    let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom"));
-    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom")) {
+    let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais"));
+    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais")) {
         // One bias beside the fused `attn_qkv`.
         out.push(vector(n("attn_qkv.bias"), rng.around(q_dim + 2 * kv_dim, 0.0, 0.5))?);
     } else if qkv || coder || spec.arch == Some("stablelm") {
