@@ -405,6 +405,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-codeshell-f32.gguf", TinyModelSpec::codeshell(WeightType::F32)),
         ("tiny-jais-q8_0.gguf", TinyModelSpec::jais(WeightType::Q8_0)),
         ("tiny-jais-f32.gguf", TinyModelSpec::jais(WeightType::F32)),
+        // DBRX's (`dbrx`): Mixtral's layer with unbiased LayerNorms, NeoX rope, a fused QKV,
+        // Q/K/V clamped; in f32 too.
+        ("tiny-dbrx-q8_0.gguf", TinyModelSpec::dbrx(WeightType::Q8_0)),
+        ("tiny-dbrx-f32.gguf", TinyModelSpec::dbrx(WeightType::F32)),
         // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
         // and its older files' defaults.
         ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),

@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -350,9 +350,12 @@ impl Family {
             // clamped as MPT's. CodeShell (`codeshell`: CodeShell-7B): GPT-2's layer with NeoX
             // rope for positions, grouped K/V heads. Jais (`jais`: the Jais family): GPT-2's
             // layer with ALiBi for positions, its MLP gated SiLU with a bias on each projection,
-            // scores scaled by 1/head_dim.
+            // scores scaled by 1/head_dim. DBRX (`dbrx`: DBRX Base and Instruct): Mixtral's
+            // layer (16 experts, 4 per token) with unbiased LayerNorms, NeoX rope, a fused
+            // `attn_qkv`, Q, K and V clamped (`attention.clamp_kqv`, required), the MLP's norm
+            // stored as `attn_output_norm` (`HParams::ffn_norm_stem`).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -620,9 +623,12 @@ pub struct HParams {
     /// BLOOM: the embedding is LayerNorm-ed (`token_embd_norm`, with its bias) before the first
     /// layer.
     pub embedding_norm: bool,
-    /// MPT and OLMo: Q, K and V are clamped to `±c` after their projections
+    /// MPT, OLMo and DBRX: Q, K and V are clamped to `±c` after their projections
     /// (`attention.clamp_kqv`, where the file gives one above 0; llama.cpp's `f_clamp_kqv`).
     pub clamp_kqv: Option<f32>,
+    /// The stem of each layer's MLP pre-norm tensor: `ffn_norm`; GLM-4.5's, gpt-oss's,
+    /// Seed-OSS's and Qwen3.5's `post_attention_norm`; DBRX's `attn_output_norm`.
+    pub ffn_norm_stem: &'static str,
     pub rope_base: f64,
     pub rope_scaling: RopeScaling,
     /// `rope.scaling.attn_factor`: multiplies every rope cos and sin (llama.cpp's
@@ -1427,9 +1433,12 @@ impl HParams {
             out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais"),
             learned_positions: matches!(a, "gpt2" | "starcoder"),
             alibi_max_bias: alibi_max_bias(md, &key, a)?,
-            clamp_kqv: match md_opt_f64(md, &key("attention.clamp_kqv"))? {
-                Some(c) if matches!(a, "mpt" | "olmo") && c > 0.0 => Some(c as f32),
-                _ => None,
+            clamp_kqv: clamp_kqv(md, &key, a)?,
+            ffn_norm_stem: match (family, a) {
+                // GLM-4.5's, gpt-oss's, Seed-OSS's and Qwen3.5's under Hugging Face's name for it.
+                (Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35, _) => "post_attention_norm",
+                (_, "dbrx") => "attn_output_norm",
+                _ => "ffn_norm",
             },
             embedding_norm: a == "bloom",
             output_bias: a == "phi2",
@@ -1752,7 +1761,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 {
@@ -1908,6 +1917,17 @@ fn parallel_block(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (fa
     Ok(family == Family::Cohere || matches!(arch, "phi2" | "falcon"))
 }
 
+/// The Q/K/V clamp of a file of `arch` (`HParams::clamp_kqv`): MPT's and OLMo's where the file
+/// gives one above 0; DBRX's required (as llama.cpp requires it), 0 meaning none there too.
+fn clamp_kqv(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &str) -> Result<Option<f32>, ModelError> {
+    let k = key("attention.clamp_kqv");
+    Ok(match md_opt_f64(md, &k)? {
+        None if arch == "dbrx" => return Err(ModelError::MissingMetadata { key: k }),
+        Some(c) if matches!(arch, "mpt" | "olmo" | "dbrx") && c > 0.0 => Some(c as f32),
+        _ => None,
+    })
+}
+
 /// ALiBi's maximum bias of a file of `arch`: Refact's and BLOOM's 8, as llama.cpp sets it;
 /// MPT's and Jais's from `attention.max_alibi_bias` (an MPT file without it, whose positions
 /// would be learned, is refused; so is a Jais file without it, which would have no positions
@@ -1940,7 +1960,7 @@ fn post_norms(family: Family, arch: &str) -> bool {
 /// writes its files' norms by it too).
 pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
-        (Family::Cohere, _) | (_, "mpt") => NormKind::Layer,
+        (Family::Cohere, _) | (_, "mpt" | "dbrx") => NormKind::Layer,
         (_, "olmo") => NormKind::PlainLayer,
         (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais") => {
             NormKind::BiasedLayer
@@ -1949,7 +1969,7 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     }
 }
 
-/// The norms' epsilon. LayerNorm families (Cohere's, MPT's, OLMo's, Orion's, StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's,
+/// The norms' epsilon. LayerNorm families (Cohere's, MPT's, DBRX's, OLMo's, Orion's, StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's,
 /// GPT-2's, StarCoder's, BLOOM's, CodeShell's, Jais's) read `attention.layer_norm_epsilon`,
 /// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
 /// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
@@ -2051,7 +2071,7 @@ fn moe_params(
     let hunyuan = arch == "hunyuan-moe";
     // Architectures that are mixtures of experts by name: `expert_count` is required and
     // must not be 0.
-    let required = qwen2moe || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
+    let required = qwen2moe || arch == "dbrx" || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
     let experts = match family {
         _ if required => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
@@ -3204,6 +3224,28 @@ mod tests {
         assert!(matches!(
             HParams::from_metadata(&md("jais", &[eps]), Some(100)),
             Err(ModelError::BadMetadata { key, .. }) if key == "jais.attention.max_alibi_bias"
+        ));
+    }
+
+    /// DBRX's files: Mixtral's renormalized softmax routing over experts as wide as
+    /// `feed_forward_length`, unbiased LayerNorms, NeoX rope, its MLP norm under its own name;
+    /// the clamp and the experts required.
+    #[test]
+    fn dbrx_files_need_their_clamp_and_experts() {
+        let eps = ("attention.layer_norm_epsilon", Value::F32(1e-5));
+        let clamp = ("attention.clamp_kqv", Value::F32(8.0));
+        let experts = [("expert_count", Value::U32(16)), ("expert_used_count", Value::U32(4))];
+        let hp = HParams::from_metadata(&md("dbrx", &[eps.clone(), clamp.clone(), experts[0].clone(), experts[1].clone()]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.norm, hp.rope_style, hp.clamp_kqv, hp.ffn_norm_stem), (Family::Llama, NormKind::Layer, RopeStyle::Neox, Some(8.0), "attn_output_norm"));
+        let moe = hp.moe.unwrap();
+        assert_eq!((moe.experts, moe.experts_used, moe.expert_ffn, moe.gating, moe.normalize, moe.weights_scale), (16, 4, 512, MoeGating::Softmax, true, 1.0));
+        assert!(matches!(
+            HParams::from_metadata(&md("dbrx", &[eps.clone(), experts[0].clone(), experts[1].clone()]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "dbrx.attention.clamp_kqv"
+        ));
+        assert!(matches!(
+            HParams::from_metadata(&md("dbrx", &[eps, clamp]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "dbrx.expert_count"
         ));
     }
 

@@ -933,14 +933,12 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             None => SelfAttention::Heads(load_attention(file, hp, i, device)?),
         },
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
-        // GLM-4.5's, gpt-oss's and Seed-OSS's MLP pre-norm is stored under Hugging Face's name
-        // for it.
+        // (The MLP pre-norm's name: `HParams::ffn_norm_stem`.)
         // (Cohere's, Phi-2's, Falcon's and StableLM 2 12B's MLPs read the attention norm's
         // output; GPT-NeoX's parallel layers' their own norm's.)
-        ffn_norm: match hp.family {
-            _ if parallel && !hp.parallel_mlp_norm => None,
-            Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35 => pre_norm(file, "post_attention_norm")?,
-            _ => pre_norm(file, "ffn_norm")?,
+        ffn_norm: match parallel && !hp.parallel_mlp_norm {
+            true => None,
+            false => pre_norm(file, hp.ffn_norm_stem)?,
         },
         ffn: match &hp.moe {
             // Gemma 4's experts run beside its dense MLP.

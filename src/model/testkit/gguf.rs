@@ -533,6 +533,26 @@ impl TinyModelSpec {
         }
     }
 
+    /// DBRX's files (`dbrx`): Mixtral's layer (here 4 experts, 2 per token, renormalized) with
+    /// unbiased LayerNorms, NeoX rope, a fused `attn_qkv`, Q, K and V clamped at ±1.5
+    /// (`attention.clamp_kqv`, required), the MLP's norm under DBRX's name (`attn_output_norm`);
+    /// its cl100k pre-tokenizer (`dbrx`).
+    pub fn dbrx(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("dbrx"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "dbrx" }),
+            kv_heads: 2,
+            tie_embeddings: false,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            seed: if weight_type == WeightType::F32 { 73 } else { 74 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -1269,7 +1289,8 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     md
 }
 
-/// GPT-NeoX's `use_parallel_residual`, MPT's and Jais's ALiBi bias, MPT's and OLMo's Q/K/V clamp,
+/// GPT-NeoX's `use_parallel_residual`, MPT's and Jais's ALiBi bias, MPT's, OLMo's and DBRX's
+/// Q/K/V clamp,
 /// Cohere's logit scale.
 fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
     let mut md = Vec::new();
@@ -1279,7 +1300,7 @@ fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
     if matches!(arch, "mpt" | "jais") {
         md.push((format!("{arch}.attention.max_alibi_bias"), Value::F32(8.0)));
     }
-    if matches!(arch, "mpt" | "olmo") {
+    if matches!(arch, "mpt" | "olmo" | "dbrx") {
         md.push((format!("{arch}.attention.clamp_kqv"), Value::F32(1.5)));
     }
     if spec.family == Family::Cohere {
@@ -1370,7 +1391,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         let q = rng.matrix(q_dim, d, 1.0);
         let k = rng.matrix(kv_dim, d, 1.0);
         let v = rng.matrix(kv_dim, d, 1.0);
-        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "jais")) {
+        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "jais" | "dbrx")) {
             tensors.push(quantize(n("attn_qkv.weight"), [q, k, v].concat(), q_dim + 2 * kv_dim, d)?);
         } else {
             tensors.push(quantize(n("attn_q.weight"), q, q_dim, d)?);
@@ -1392,9 +1413,11 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         // output; GPT-NeoX's parallel layers have an MLP norm.)
         let parallel = spec.family == Family::Cohere || matches!(spec.arch, Some("phi2" | "falcon")) || spec.qk_layer_norm;
         if pre_norms && !parallel && norm_weight {
-            // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name.
+            // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name, DBRX
+            // under its own.
             let name = match spec.family {
                 Family::Glm4Moe | Family::GptOss | Family::SeedOss => "post_attention_norm.weight",
+                _ if spec.arch == Some("dbrx") => "attn_output_norm.weight",
                 _ => "ffn_norm.weight",
             };
             tensors.push(vector(n(name), rng.around(d, 1.0, 0.1))?);
