@@ -35,7 +35,7 @@
 //! K/V f32. Checked, teacher-forced on llama.cpp's tokens with our K/V f32: our greedy pick is
 //! its pick at every position, or, at a near-tie (its top two within `NEAR_TIE`; where it gave
 //! no log-probabilities, our own two), one of that pair; and our log-probabilities of its top
-//! 10 are within `LOGPROB_TOL` (`DEEP_LOGPROB_TOL` for the 64-layer file).
+//! 10 are within `LOGPROB_TOL` (`DEEP_LOGPROB_TOL` for the files of 32 layers and more).
 //!
 //! The MoE router picks 2 of 8 experts from float scores, so a difference in the last bits
 //! could change a token's experts where two scores nearly tie; the files' router scores are
@@ -68,8 +68,8 @@ const COMPARED_ABOVE: f64 = -8.0;
 /// llama.cpp's top-two log-probability gap under which either pick is right.
 const NEAR_TIE: f64 = 0.2;
 
-/// [`LOGPROB_TOL`] for the 64-layer EXAONE file: sixty-four random layers amplify the same
-/// rounding differences further. When it was recorded its largest difference was 0.270 (mean
+/// [`LOGPROB_TOL`] for the 64-layer EXAONE file and the 32- and 40-layer Baichuan files:
+/// dozens of random layers amplify the same rounding differences further. When it was recorded its largest difference was 0.270 (mean
 /// 0.041 over 630); a Llama file of the same shape, recorded and compared the same way, gave
 /// 0.120 (mean 0.024), and with rope in its global layers, without its window, or with its
 /// local layers on `rope.freq_base_swa`, it fails at the third to fifth token by a wrong pick.
@@ -105,7 +105,7 @@ fn logprob_tol(name: &str) -> f64 {
         F32_LOGPROB_TOL
     } else if name.contains("deepseek2-kv-b") {
         KV_B_LOGPROB_TOL
-    } else if name.contains("32b-layout") {
+    } else if name.contains("32b-layout") || name.contains("baichuan") {
         DEEP_LOGPROB_TOL
     } else {
         LOGPROB_TOL
@@ -409,6 +409,12 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // Q/K/V clamped; in f32 too.
         ("tiny-dbrx-q8_0.gguf", TinyModelSpec::dbrx(WeightType::Q8_0)),
         ("tiny-dbrx-f32.gguf", TinyModelSpec::dbrx(WeightType::F32)),
+        // Baichuan's (`baichuan`): Llama's layer, rope in a 7B's 32 layers, ALiBi in a 13B's 40;
+        // in f32 too.
+        ("tiny-baichuan-7b-layout-q8_0.gguf", TinyModelSpec::baichuan(WeightType::Q8_0, false)),
+        ("tiny-baichuan-7b-layout-f32.gguf", TinyModelSpec::baichuan(WeightType::F32, false)),
+        ("tiny-baichuan-13b-layout-q8_0.gguf", TinyModelSpec::baichuan(WeightType::Q8_0, true)),
+        ("tiny-baichuan-13b-layout-f32.gguf", TinyModelSpec::baichuan(WeightType::F32, true)),
         // MiniCPM's (`minicpm`): MiniCPM4's (Granite's multipliers from the file, LongRoPE),
         // and its older files' defaults.
         ("tiny-minicpm-q8_0.gguf", minicpm(true, WeightType::Q8_0)),

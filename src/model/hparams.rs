@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,9 +353,11 @@ impl Family {
             // scores scaled by 1/head_dim. DBRX (`dbrx`: DBRX Base and Instruct): Mixtral's
             // layer (16 experts, 4 per token) with unbiased LayerNorms, NeoX rope, a fused
             // `attn_qkv`, Q, K and V clamped (`attention.clamp_kqv`, required), the MLP's norm
-            // stored as `attn_output_norm` (`HParams::ffn_norm_stem`).
+            // stored as `attn_output_norm` (`HParams::ffn_norm_stem`). Baichuan (`baichuan`:
+            // Baichuan and Baichuan 2, 7B and 13B): Llama's layer, rope in the 7Bs' 32 layers,
+            // ALiBi in the 13Bs' 40 (as llama.cpp tells them apart).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -1432,7 +1434,7 @@ impl HParams {
             mlp: mlp_kind(family, a),
             out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais"),
             learned_positions: matches!(a, "gpt2" | "starcoder"),
-            alibi_max_bias: alibi_max_bias(md, &key, a)?,
+            alibi_max_bias: alibi_max_bias(md, &key, a, layers)?,
             clamp_kqv: clamp_kqv(md, &key, a)?,
             ffn_norm_stem: match (family, a) {
                 // GLM-4.5's, gpt-oss's, Seed-OSS's and Qwen3.5's under Hugging Face's name for it.
@@ -1892,6 +1894,8 @@ fn no_rope_layers(
         // ALiBi.
         (Family::NemotronH, _) => vec![true; layers],
         _ if matches!(arch, "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "jais") => vec![true; layers],
+        // Baichuan's 13Bs (40 layers; other counts are refused by `alibi_max_bias`).
+        _ if arch == "baichuan" && layers != BAICHUAN_ROPE_LAYERS => vec![true; layers],
         (Family::Granite | Family::GraniteHybrid, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
         _ => Vec::new(),
     })
@@ -1928,13 +1932,31 @@ fn clamp_kqv(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &s
     })
 }
 
-/// ALiBi's maximum bias of a file of `arch`: Refact's and BLOOM's 8, as llama.cpp sets it;
-/// MPT's and Jais's from `attention.max_alibi_bias` (an MPT file without it, whose positions
-/// would be learned, is refused; so is a Jais file without it, which would have no positions
-/// at all: llama.cpp's converter always writes it); none for the others.
-fn alibi_max_bias(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &str) -> Result<Option<f32>, ModelError> {
+/// Baichuan's 7Bs have this many layers and rotate; its 13Bs have [`BAICHUAN_ALIBI_LAYERS`]
+/// and bias by ALiBi (llama.cpp tells them apart so: its files say nothing else of it).
+const BAICHUAN_ROPE_LAYERS: usize = 32;
+/// See [`BAICHUAN_ROPE_LAYERS`].
+const BAICHUAN_ALIBI_LAYERS: usize = 40;
+
+/// ALiBi's maximum bias of a file of `arch` with `layers` layers: Refact's, BLOOM's and
+/// Baichuan 13B's 8, as llama.cpp sets it; MPT's and Jais's from `attention.max_alibi_bias` (an
+/// MPT file without it, whose positions would be learned, is refused; so is a Jais file without
+/// it, which would have no positions at all: llama.cpp's converter always writes it); none for
+/// the others. A Baichuan file of neither 32 nor 40 layers is refused: llama.cpp would run it
+/// with neither rope nor ALiBi, without positions.
+fn alibi_max_bias(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &str, layers: usize) -> Result<Option<f32>, ModelError> {
     match arch {
         "refact" | "bloom" => Ok(Some(ALIBI_MAX_BIAS)),
+        "baichuan" => match layers {
+            BAICHUAN_ROPE_LAYERS => Ok(None),
+            BAICHUAN_ALIBI_LAYERS => Ok(Some(ALIBI_MAX_BIAS)),
+            n => Err(ModelError::BadMetadata {
+                key: key("block_count"),
+                reason: format!(
+                    "{n} layers: Baichuan's positions are told apart by the layer count, rope for {BAICHUAN_ROPE_LAYERS} (7B), ALiBi for {BAICHUAN_ALIBI_LAYERS} (13B)"
+                ),
+            }),
+        },
         "mpt" | "jais" => match md_opt_f64(md, &key("attention.max_alibi_bias"))? {
             Some(b) if b > 0.0 && b.is_finite() => Ok(Some(b as f32)),
             _ => Err(ModelError::BadMetadata {
@@ -3247,6 +3269,17 @@ mod tests {
             HParams::from_metadata(&md("dbrx", &[eps, clamp]), Some(100)),
             Err(ModelError::MissingMetadata { key }) if key == "dbrx.expert_count"
         ));
+    }
+
+    /// Baichuan's files: rope in 32 layers, ALiBi (8) in 40, any other count refused.
+    #[test]
+    fn baichuan_positions_follow_the_layer_count() {
+        let of = |layers: u32| HParams::from_metadata(&md("baichuan", &[("block_count", Value::U32(layers))]), Some(100));
+        let seven = of(32).unwrap();
+        assert_eq!((seven.norm, seven.rope_style, seven.alibi_max_bias, seven.no_rope.clone()), (NormKind::Rms, RopeStyle::Interleaved, None, Vec::new()));
+        let thirteen = of(40).unwrap();
+        assert_eq!((thirteen.alibi_max_bias, thirteen.no_rope.clone()), (Some(8.0), vec![true; 40]));
+        assert!(matches!(of(2), Err(ModelError::BadMetadata { key, .. }) if key == "baichuan.block_count"));
     }
 
     /// Gemma 1's files (`gemma`) are Gemma 2's layer without post-norms, soft caps or local

@@ -553,6 +553,31 @@ impl TinyModelSpec {
         }
     }
 
+    /// Baichuan's files (`baichuan`): Llama's layer with a SentencePiece vocabulary, rope in a
+    /// 7B's 32 layers or, with `thirteen`, ALiBi in a 13B's 40 (the layer count is all that
+    /// tells them apart), each layer narrow (64 wide, two heads of 32) so that 40 of them stay
+    /// small; an output projection of its own.
+    pub fn baichuan(weight_type: WeightType, thirteen: bool) -> Self {
+        Self {
+            arch: Some("baichuan"),
+            vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+            hidden: 64,
+            layers: if thirteen { 40 } else { 32 },
+            heads: 2,
+            kv_heads: 2,
+            head_dim: 32,
+            ffn: 128,
+            tie_embeddings: false,
+            seed: match (thirteen, weight_type) {
+                (false, WeightType::F32) => 78,
+                (false, _) => 75,
+                (true, WeightType::F32) => 76,
+                (true, _) => 77,
+            },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
