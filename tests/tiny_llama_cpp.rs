@@ -409,6 +409,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // Q/K/V clamped; in f32 too.
         ("tiny-dbrx-q8_0.gguf", TinyModelSpec::dbrx(WeightType::Q8_0)),
         ("tiny-dbrx-f32.gguf", TinyModelSpec::dbrx(WeightType::F32)),
+        // ChatGLM's (`chatglm`): GLM-4's layer without post-norms, a fused QKV with its bias;
+        // in f32 too.
+        ("tiny-chatglm-q8_0.gguf", TinyModelSpec::chatglm(WeightType::Q8_0)),
+        ("tiny-chatglm-f32.gguf", TinyModelSpec::chatglm(WeightType::F32)),
         // Baichuan's (`baichuan`): Llama's layer, rope in a 7B's 32 layers, ALiBi in a 13B's 40;
         // in f32 too.
         ("tiny-baichuan-7b-layout-q8_0.gguf", TinyModelSpec::baichuan(WeightType::Q8_0, false)),

@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -387,7 +387,10 @@ impl Family {
             "ernie4_5" | "ernie4_5-moe" => Ok(Self::Ernie45),
             "olmo2" => Ok(Self::Olmo2),
             "exaone4" => Ok(Self::Exaone4),
-            "glm4" => Ok(Self::Glm4),
+            // ChatGLM3's and GLM-4-9B's (`chatglm`): GLM-4-0414's layer without its post-norms
+            // (llama.cpp's `chatglm` graph: half of each head rotated in adjacent pairs, a fused
+            // gate/up, Q/K/V biases).
+            "glm4" | "chatglm" => Ok(Self::Glm4),
             "glm4moe" => Ok(Self::Glm4Moe),
             "gpt-oss" => Ok(Self::GptOss),
             "gemma4" => Ok(Self::Gemma4),
@@ -1766,8 +1769,9 @@ fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family
     if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx") {
         return Ok(RopeStyle::Neox);
     }
-    if family != Family::Glm4 {
-        // Only GLM-4's pairing depends on the file (glm4moe's is NeoX with or without sections).
+    if family != Family::Glm4 || arch == "chatglm" {
+        // Only GLM-4's pairing depends on the file (glm4moe's is NeoX with or without sections;
+        // llama.cpp's `chatglm` graph rotates adjacent pairs whatever its file says).
         return Ok(family.rope_style());
     }
     let sections = md_opt_usize_array(md, &key("rope.dimension_sections"))?.unwrap_or_default();
@@ -1972,10 +1976,11 @@ fn alibi_max_bias(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arc
     }
 }
 
-/// Whether a file of `arch` normalizes each block's output (`HParams::post_norms`).
+/// Whether a file of `arch` normalizes each block's output (`HParams::post_norms`): not Gemma
+/// 1's (`gemma`) or ChatGLM's (`chatglm`), though their families' later files do.
 fn post_norms(family: Family, arch: &str) -> bool {
     let family_has = matches!(family, Family::Gemma2 | Family::Gemma3 | Family::Gemma4 | Family::Olmo2 | Family::Exaone4 | Family::Glm4);
-    family_has && arch != "gemma"
+    family_has && !matches!(arch, "gemma" | "chatglm")
 }
 
 /// The kind of the blocks' input norms and the final norm of a file of `arch` (the testkit
@@ -3280,6 +3285,16 @@ mod tests {
         let thirteen = of(40).unwrap();
         assert_eq!((thirteen.alibi_max_bias, thirteen.no_rope.clone()), (Some(8.0), vec![true; 40]));
         assert!(matches!(of(2), Err(ModelError::BadMetadata { key, .. }) if key == "baichuan.block_count"));
+    }
+
+    /// ChatGLM's files: GLM-4's layer without post-norms, adjacent pairs whatever sections the
+    /// file names.
+    #[test]
+    fn chatglm_is_glm4_without_post_norms() {
+        let sections = ("rope.dimension_sections", Value::Array([8, 12, 12, 0].iter().map(|&n| Value::I32(n)).collect()));
+        let hp = HParams::from_metadata(&md("chatglm", &[("rope.dimension_count", Value::U32(32)), sections]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_dims, hp.rope_style, hp.post_norms), (Family::Glm4, 32, RopeStyle::Interleaved, false));
+        assert!(HParams::from_metadata(&md("glm4", &[]), Some(100)).unwrap().post_norms);
     }
 
     /// Gemma 1's files (`gemma`) are Gemma 2's layer without post-norms, soft caps or local

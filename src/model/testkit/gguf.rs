@@ -578,6 +578,19 @@ impl TinyModelSpec {
         }
     }
 
+    /// ChatGLM's files (`chatglm`: ChatGLM3-6B, GLM-4-9B and its chat model): the tiny GLM-4's
+    /// layer (half of each head rotated in adjacent pairs, a fused gate/up) without its
+    /// post-norms, Q, K and V in one `attn_qkv` with one bias; GLM-4-9B-chat's pre-tokenizer.
+    pub fn chatglm(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("chatglm"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "chatglm-bpe" }),
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 79 } else { 80 },
+            ..Self::tiny(Family::Glm4, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -1416,7 +1429,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         let q = rng.matrix(q_dim, d, 1.0);
         let k = rng.matrix(kv_dim, d, 1.0);
         let v = rng.matrix(kv_dim, d, 1.0);
-        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "jais" | "dbrx")) {
+        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "jais" | "dbrx" | "chatglm")) {
             tensors.push(quantize(n("attn_qkv.weight"), [q, k, v].concat(), q_dim + 2 * kv_dim, d)?);
         } else {
             tensors.push(quantize(n("attn_q.weight"), q, q_dim, d)?);
@@ -1430,7 +1443,8 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("attn_k_norm.weight"), rng.around(k_len, 1.0, 0.1))?);
         }
         let gemma1 = spec.arch == Some("gemma");
-        if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 | Family::Glm4) && !gemma1 {
+        // (ChatGLM's layer is GLM-4's without them.)
+        if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 | Family::Glm4) && !gemma1 && spec.arch != Some("chatglm") {
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
@@ -1498,7 +1512,7 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     let mut out = Vec::new();
     let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss);
     let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais"));
-    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais")) {
+    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm")) {
         // One bias beside the fused `attn_qkv`.
         out.push(vector(n("attn_qkv.bias"), rng.around(q_dim + 2 * kv_dim, 0.0, 0.5))?);
     } else if qkv || coder || spec.arch == Some("stablelm") {
