@@ -413,6 +413,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // in f32 too.
         ("tiny-chatglm-q8_0.gguf", TinyModelSpec::chatglm(WeightType::Q8_0)),
         ("tiny-chatglm-f32.gguf", TinyModelSpec::chatglm(WeightType::F32)),
+        // Nemotron's (`nemotron`): biased LayerNorms, NeoX rope over half of each head, up,
+        // squared ReLU, down; in f32 too.
+        ("tiny-nemotron-q8_0.gguf", TinyModelSpec::nemotron(WeightType::Q8_0)),
+        ("tiny-nemotron-f32.gguf", TinyModelSpec::nemotron(WeightType::F32)),
         // Baichuan's (`baichuan`): Llama's layer, rope in a 7B's 32 layers, ALiBi in a 13B's 40;
         // in f32 too.
         ("tiny-baichuan-7b-layout-q8_0.gguf", TinyModelSpec::baichuan(WeightType::Q8_0, false)),

@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -355,9 +355,12 @@ impl Family {
             // `attn_qkv`, Q, K and V clamped (`attention.clamp_kqv`, required), the MLP's norm
             // stored as `attn_output_norm` (`HParams::ffn_norm_stem`). Baichuan (`baichuan`:
             // Baichuan and Baichuan 2, 7B and 13B): Llama's layer, rope in the 7Bs' 32 layers,
-            // ALiBi in the 13Bs' 40 (as llama.cpp tells them apart).
+            // ALiBi in the 13Bs' 40 (as llama.cpp tells them apart). Nemotron (`nemotron`:
+            // Nemotron-4 and Minitron, Nemotron-Mini-4B): biased LayerNorms (their converter adds
+            // layernorm1p's 1 to the weights), NeoX rope over part of each head, an MLP of up,
+            // squared ReLU, down (as Arcee's).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -1766,7 +1769,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -1908,7 +1911,7 @@ fn no_rope_layers(
 /// What a dense MLP of a file of `arch` computes between its projections.
 fn mlp_kind(family: Family, arch: &str) -> MlpKind {
     match (family, arch) {
-        (Family::NemotronH, _) | (_, "arcee") => MlpKind::UpReluSquared,
+        (Family::NemotronH, _) | (_, "arcee" | "nemotron") => MlpKind::UpReluSquared,
         (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell") => MlpKind::UpGelu,
         _ => MlpKind::Gated,
     }
@@ -1989,7 +1992,7 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
         (Family::Cohere, _) | (_, "mpt" | "dbrx") => NormKind::Layer,
         (_, "olmo") => NormKind::PlainLayer,
-        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais") => {
+        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron") => {
             NormKind::BiasedLayer
         }
         _ => NormKind::Rms,
@@ -1997,7 +2000,7 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
 }
 
 /// The norms' epsilon. LayerNorm families (Cohere's, MPT's, DBRX's, OLMo's, Orion's, StableLM's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's,
-/// GPT-2's, StarCoder's, BLOOM's, CodeShell's, Jais's) read `attention.layer_norm_epsilon`,
+/// GPT-2's, StarCoder's, BLOOM's, CodeShell's, Jais's, Nemotron's) read `attention.layer_norm_epsilon`,
 /// which llama.cpp requires of them; the others `attention.layer_norm_rms_epsilon`, else
 /// `attention.layer_norm_epsilon` (Nemotron-H's files may give only that: llama.cpp's
 /// fallback), else 1e-5.
@@ -3295,6 +3298,16 @@ mod tests {
         let hp = HParams::from_metadata(&md("chatglm", &[("rope.dimension_count", Value::U32(32)), sections]), Some(100)).unwrap();
         assert_eq!((hp.family, hp.rope_dims, hp.rope_style, hp.post_norms), (Family::Glm4, 32, RopeStyle::Interleaved, false));
         assert!(HParams::from_metadata(&md("glm4", &[]), Some(100)).unwrap().post_norms);
+    }
+
+    /// Nemotron's files: biased LayerNorms, NeoX pairs over the file's rotary width, up,
+    /// squared ReLU, down, no projection biases.
+    #[test]
+    fn nemotron_files_rotate_part_of_each_head_in_neox_pairs() {
+        let extra = [("attention.layer_norm_epsilon", Value::F32(1e-5)), ("rope.dimension_count", Value::U32(32))];
+        let hp = HParams::from_metadata(&md("nemotron", &extra), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.norm, hp.rope_style, hp.rope_dims), (Family::Llama, NormKind::BiasedLayer, RopeStyle::Neox, 32));
+        assert_eq!((hp.mlp, hp.out_biases), (MlpKind::UpReluSquared, false));
     }
 
     /// Gemma 1's files (`gemma`) are Gemma 2's layer without post-norms, soft caps or local

@@ -591,6 +591,20 @@ impl TinyModelSpec {
         }
     }
 
+    /// Nemotron's files (`nemotron`: Nemotron-Mini-4B, Minitron): biased LayerNorms, NeoX rope
+    /// over half of each head, an MLP of up, squared ReLU, down without biases; a SentencePiece
+    /// vocabulary, an output projection of its own.
+    pub fn nemotron(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("nemotron"),
+            vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+            rope_dims: Some(32),
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 81 } else { 82 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -1072,14 +1086,15 @@ fn mlp_tensors(
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
-    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell")), [_, up, down]) =
+    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "nemotron")), [_, up, down]) =
         (spec.arch, dense.as_slice())
     {
         // Arcee's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's, GPT-2's, StarCoder's, BLOOM's,
-        // MPT's and CodeShell's MLPs have no gate (the gate's draw is left unused, so the draws
-        // after it keep their order); all but Arcee's, Falcon's and MPT's projections have biases.
+        // MPT's, CodeShell's and Nemotron's MLPs have no gate (the gate's draw is left unused, so
+        // the draws after it keep their order); all but Arcee's, Falcon's, MPT's and Nemotron's
+        // projections have biases.
         let mut out = vec![quantized("ffn_up", up.clone(), f, d)?, quantized("ffn_down", down.clone(), d, f)?];
-        if !matches!(arch, "arcee" | "falcon" | "mpt") {
+        if !matches!(arch, "arcee" | "falcon" | "mpt" | "nemotron") {
             for (name, len) in [("ffn_up", f), ("ffn_down", d)] {
                 let b = Tensor::from_vec(rng.around(len, 0.0, 0.5), len, &Device::Cpu)?;
                 out.push((format!("blk.{layer}.{name}.bias"), QTensor::quantize(&b, GgmlDType::F32)?));
