@@ -417,6 +417,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // squared ReLU, down; in f32 too.
         ("tiny-nemotron-q8_0.gguf", TinyModelSpec::nemotron(WeightType::Q8_0)),
         ("tiny-nemotron-f32.gguf", TinyModelSpec::nemotron(WeightType::F32)),
+        // DeepSeekMoE's (`deepseek`): a dense layer, then experts beside a shared one, weights
+        // scaled, not renormalized; in f32 too.
+        ("tiny-deepseek-q8_0.gguf", TinyModelSpec::deepseek(WeightType::Q8_0)),
+        ("tiny-deepseek-f32.gguf", TinyModelSpec::deepseek(WeightType::F32)),
         // Baichuan's (`baichuan`): Llama's layer, rope in a 7B's 32 layers, ALiBi in a 13B's 40;
         // in f32 too.
         ("tiny-baichuan-7b-layout-q8_0.gguf", TinyModelSpec::baichuan(WeightType::Q8_0, false)),

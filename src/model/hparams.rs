@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -358,9 +358,12 @@ impl Family {
             // ALiBi in the 13Bs' 40 (as llama.cpp tells them apart). Nemotron (`nemotron`:
             // Nemotron-4 and Minitron, Nemotron-Mini-4B): biased LayerNorms (their converter adds
             // layernorm1p's 1 to the weights), NeoX rope over part of each head, an MLP of up,
-            // squared ReLU, down (as Arcee's).
+            // squared ReLU, down (as Arcee's). DeepSeek's first MoE (`deepseek`: DeepSeekMoE
+            // 16B): Llama's layer, its first `leading_dense_block_count` layers dense, the others'
+            // experts softmax-routed, not renormalized, scaled by `expert_weights_scale`, beside
+            // `expert_shared_count` shared experts.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
@@ -2101,7 +2104,7 @@ fn moe_params(
     let hunyuan = arch == "hunyuan-moe";
     // Architectures that are mixtures of experts by name: `expert_count` is required and
     // must not be 0.
-    let required = qwen2moe || arch == "dbrx" || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
+    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek") || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
     let experts = match family {
         _ if required => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
@@ -2145,8 +2148,8 @@ fn moe_params(
         // llama.cpp's fallback: a MoE layer's `feed_forward_length` (one per layer) over
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
-        // llama.cpp requires it of `lfm2moe` and `hunyuan-moe` files.
-        None if family == Family::Lfm2 || hunyuan => md_usize(md, &key("expert_feed_forward_length"))?,
+        // llama.cpp requires it of `lfm2moe`, `hunyuan-moe` and `deepseek` files.
+        None if family == Family::Lfm2 || hunyuan || arch == "deepseek" => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -2165,9 +2168,9 @@ fn moe_params(
     }
     let gating = moe_gating(md, key, family, [layers, vocab])?;
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
-        // Only llama.cpp's GLM-4.5, DeepSeek-V2 and Nemotron-H graphs read the scale (its other
-        // graphs pass a scale that stays 0: none).
-        _ if !matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH) => 1.0,
+        // Only llama.cpp's GLM-4.5, DeepSeek (V1 and V2) and Nemotron-H graphs read the scale
+        // (its other graphs pass a scale that stays 0: none).
+        _ if !matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH) && arch != "deepseek" => 1.0,
         None | Some(0.0) => 1.0,
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
         Some(s) => return Err(bad("expert_weights_scale", format!("{s} must be a positive number"))),
@@ -2185,8 +2188,8 @@ fn moe_params(
                 md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false)
             }
             // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's and OLMoE's
-            // weights are the softmax over all experts (`norm_topk_prob` false).
-            _ if olmoe => false,
+            // weights are the softmax over all experts (`norm_topk_prob` false); DeepSeekMoE's too.
+            _ if olmoe || arch == "deepseek" => false,
             Family::GptOss | Family::Qwen2 => false,
             _ => true,
         },
@@ -2277,6 +2280,7 @@ fn moe_layers(
     let leading = || -> Result<usize, ModelError> { Ok(md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0)) };
     Ok(match family {
         Family::Glm4Moe | Family::DeepSeek2 => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
+        _ if arch == "deepseek" => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
         // Qwen3.5's, Qwen2's and Hunyuan's MoE files: a shared expert of
         // `expert_shared_feed_forward_length`, else of `feed_forward_length` (llama.cpp's
         // fallback), in every layer.
@@ -3308,6 +3312,32 @@ mod tests {
         let hp = HParams::from_metadata(&md("nemotron", &extra), Some(100)).unwrap();
         assert_eq!((hp.family, hp.norm, hp.rope_style, hp.rope_dims), (Family::Llama, NormKind::BiasedLayer, RopeStyle::Neox, 32));
         assert_eq!((hp.mlp, hp.out_biases), (MlpKind::UpReluSquared, false));
+    }
+
+    /// DeepSeekMoE's files: experts (and their width, and the shared count) required, softmax
+    /// weights not renormalized, scaled by the file's scale, dense leading layers.
+    #[test]
+    fn deepseek_moe_files_read_their_shared_experts_and_scale() {
+        let moe = [
+            ("expert_count", Value::U32(64)),
+            ("expert_used_count", Value::U32(6)),
+            ("expert_feed_forward_length", Value::U32(128)),
+            ("expert_shared_count", Value::U32(2)),
+            ("leading_dense_block_count", Value::U32(1)),
+            ("expert_weights_scale", Value::F32(1.5)),
+        ];
+        let hp = HParams::from_metadata(&md("deepseek", &moe), Some(100)).unwrap();
+        let m = hp.moe.unwrap();
+        assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.shared_ffn, m.dense_leading), (64, 6, 128, 256, 1));
+        assert_eq!((m.gating, m.normalize, m.weights_scale, hp.rope_style), (MoeGating::Softmax, false, 1.5, RopeStyle::Interleaved));
+        assert!(matches!(
+            HParams::from_metadata(&md("deepseek", &moe[..2]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "deepseek.expert_feed_forward_length"
+        ));
+        assert!(matches!(
+            HParams::from_metadata(&md("deepseek", &moe[..3]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "deepseek.expert_shared_count"
+        ));
     }
 
     /// Gemma 1's files (`gemma`) are Gemma 2's layer without post-norms, soft caps or local

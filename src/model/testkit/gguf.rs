@@ -605,6 +605,25 @@ impl TinyModelSpec {
         }
     }
 
+    /// DeepSeekMoE's files (`deepseek`): Llama's layer, the first of three dense, the others'
+    /// 4 experts (2 per token) softmax-routed, not renormalized, scaled by 1.5, beside one
+    /// shared expert; an output projection of its own; its pre-tokenizer (`deepseek-llm`).
+    pub fn deepseek(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("deepseek"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "deepseek-llm" }),
+            layers: 3,
+            tie_embeddings: false,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            seed: if weight_type == WeightType::F32 { 83 } else { 84 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -1066,8 +1085,11 @@ fn mlp_tensors(
         Some(_) if leads_dense(spec) && layer < MOE_DENSE_LEADING => {}
         Some(m) => {
             let mut t = moe_tensors(layer, d, f, m, dense, wt, moe_rng)?;
-            if leads_dense(spec) {
-                t.extend(glm4moe_extras(layer, d, f, m.experts, wt, moe_rng)?);
+            match spec.arch {
+                // DeepSeekMoE's shared expert has no selection bias beside it.
+                Some("deepseek") => t.extend(shared_expert(layer, d, f, wt, moe_rng)?),
+                _ if leads_dense(spec) => t.extend(glm4moe_extras(layer, d, f, m.experts, wt, moe_rng)?),
+                _ => {}
             }
             if spec.family == Family::GptOss {
                 t.extend(gpt_oss_expert_biases(layer, d, f, m.experts, moe_rng)?);
@@ -1142,7 +1164,7 @@ const MOE_DENSE_LEADING: usize = 1;
 /// Whether `spec`'s first layers are dense, the others' experts beside a shared one with a
 /// selection bias: GLM-4.5's layout, and ERNIE 4.5's MoE files'.
 fn leads_dense(spec: &TinyModelSpec) -> bool {
-    spec.family == Family::Glm4Moe || (spec.family == Family::Ernie45 && spec.moe.is_some())
+    spec.family == Family::Glm4Moe || (spec.family == Family::Ernie45 && spec.moe.is_some()) || (spec.arch == Some("deepseek") && spec.moe.is_some())
 }
 
 /// GLM-4.5's per-layer extras beside the experts: the router's selection bias (f32, spread so
@@ -1267,8 +1289,14 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.expert_count"), u32v(m.experts)));
         md.push((format!("{arch}.expert_used_count"), u32v(m.used)));
         // (Mixtral's and OLMoE's experts are `feed_forward_length` wide.)
-        if spec.family != Family::Llama && arch != "olmoe" {
+        if (spec.family != Family::Llama || arch == "deepseek") && arch != "olmoe" {
             md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
+        }
+        if arch == "deepseek" {
+            // DeepSeekMoE's routing: softmax, not renormalized, scaled; one shared expert.
+            md.push((format!("{arch}.expert_shared_count"), u32v(1)));
+            md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
+            md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
         }
         if spec.family == Family::Glm4Moe {
             // GLM-4.5's routing: sigmoid, renormalized, scaled; one shared expert.
