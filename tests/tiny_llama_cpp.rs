@@ -421,6 +421,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // scaled, not renormalized; in f32 too.
         ("tiny-deepseek-q8_0.gguf", TinyModelSpec::deepseek(WeightType::Q8_0)),
         ("tiny-deepseek-f32.gguf", TinyModelSpec::deepseek(WeightType::F32)),
+        // Qwen (1)'s (`qwen`): Qwen2's layer with a fused QKV and an MLP half the file's width;
+        // in f32 too.
+        ("tiny-qwen-q8_0.gguf", TinyModelSpec::qwen(WeightType::Q8_0)),
+        ("tiny-qwen-f32.gguf", TinyModelSpec::qwen(WeightType::F32)),
         // Baichuan's (`baichuan`): Llama's layer, rope in a 7B's 32 layers, ALiBi in a 13B's 40;
         // in f32 too.
         ("tiny-baichuan-7b-layout-q8_0.gguf", TinyModelSpec::baichuan(WeightType::Q8_0, false)),

@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -365,7 +365,10 @@ impl Family {
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
             | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
-            "qwen2" | "qwen2vl" => Ok(Self::Qwen2),
+            // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
+            // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
+            // `feed_forward_length` says (llama.cpp's `qwen` graph).
+            "qwen2" | "qwen2vl" | "qwen" => Ok(Self::Qwen2),
             // Qwen1.5-MoE and Qwen2-57B-A14B: Qwen2's attention, experts beside a gated shared
             // one (`HParams::moe`).
             "qwen2moe" => Ok(Self::Qwen2),
@@ -1369,6 +1372,8 @@ impl HParams {
             short_conv,
             mamba2,
         } = LayerKinds::read(md, &key, family, layers, by_kv)?;
+        // Qwen (1)'s files give the MLP's width before its halving into gate and up.
+        let ffn = if a == "qwen" { ffn / 2 } else { ffn };
         // DeepSeek-V2's heads attend over one latent K/V head.
         let mla = match family {
             Family::DeepSeek2 => Some(MlaParams::read(md, &key)?),
@@ -3338,6 +3343,13 @@ mod tests {
             HParams::from_metadata(&md("deepseek", &moe[..3]), Some(100)),
             Err(ModelError::MissingMetadata { key }) if key == "deepseek.expert_shared_count"
         ));
+    }
+
+    /// Qwen (1)'s files: Qwen2's layer, the MLP half the width the file gives.
+    #[test]
+    fn qwen_files_halve_their_mlp_width() {
+        let hp = HParams::from_metadata(&md("qwen", &[]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.ffn, hp.rope_style, hp.moe), (Family::Qwen2, 256, RopeStyle::Neox, None));
     }
 
     /// Gemma 1's files (`gemma`) are Gemma 2's layer without post-norms, soft caps or local

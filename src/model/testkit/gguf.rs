@@ -624,6 +624,19 @@ impl TinyModelSpec {
         }
     }
 
+    /// Qwen (1)'s files (`qwen`): the tiny Qwen2's layer (NeoX rope) with one `attn_qkv` and
+    /// its bias, as many K/V heads as query heads, `feed_forward_length` twice the MLP's width
+    /// (as its files give it); an output projection of its own.
+    pub fn qwen(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("qwen"),
+            kv_heads: 4,
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 85 } else { 86 },
+            ..Self::tiny(Family::Qwen2, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -1265,7 +1278,8 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (format!("{arch}.context_length"), u32v(spec.context_length)),
         (format!("{arch}.embedding_length"), u32v(d)),
         (format!("{arch}.block_count"), u32v(spec.layers)),
-        (format!("{arch}.feed_forward_length"), u32v(spec.ffn)),
+        // (Qwen (1)'s files give the width before the MLP's halving into gate and up.)
+        (format!("{arch}.feed_forward_length"), u32v(if arch == "qwen" { 2 * spec.ffn } else { spec.ffn })),
         (format!("{arch}.attention.head_count"), u32v(spec.heads)),
         (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
         // (LayerNorms read their own key.)
@@ -1472,7 +1486,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         let q = rng.matrix(q_dim, d, 1.0);
         let k = rng.matrix(kv_dim, d, 1.0);
         let v = rng.matrix(kv_dim, d, 1.0);
-        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "jais" | "dbrx" | "chatglm")) {
+        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "jais" | "dbrx" | "chatglm" | "qwen")) {
             tensors.push(quantize(n("attn_qkv.weight"), [q, k, v].concat(), q_dim + 2 * kv_dim, d)?);
         } else {
             tensors.push(quantize(n("attn_q.weight"), q, q_dim, d)?);
@@ -1555,7 +1569,7 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     let mut out = Vec::new();
     let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss);
     let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais"));
-    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm")) {
+    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm" | "qwen")) {
         // One bias beside the fused `attn_qkv`.
         out.push(vector(n("attn_qkv.bias"), rng.around(q_dim + 2 * kv_dim, 0.0, 0.5))?);
     } else if qkv || coder || spec.arch == Some("stablelm") {
