@@ -106,7 +106,9 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // Phi-2's (parallel blocks of biased LayerNorms and projections, an ungated GELU MLP, logit biases),
     // Falcon 7B's (one K/V head for four query heads, a fused QKV), GPT-NeoX's (parallel blocks
     // whose MLP reads its own norm, a fused QKV bias), StarCoder's (learned positions, one K/V
-    // head), BLOOM's (ALiBi, the embedding normalized).
+    // head), BLOOM's (ALiBi, the embedding normalized), the first OLMo's (LayerNorms without
+    // weights, Q/K/V clamped), Jais's (ALiBi, a gated MLP with biases, scores by 1/head_dim),
+    // DBRX's (experts under unbiased LayerNorms, a fused QKV, Q/K/V clamped).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -125,6 +127,9 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("GptNeoX".to_string(), TinyModelSpec::gptneox(weights, true)),
             ("StarCoder".to_string(), TinyModelSpec::gpt2(weights, true)),
             ("Bloom".to_string(), TinyModelSpec::bloom(weights)),
+            ("Olmo".to_string(), TinyModelSpec::olmo(weights)),
+            ("Jais".to_string(), TinyModelSpec::jais(weights)),
+            ("Dbrx".to_string(), TinyModelSpec::dbrx(weights)),
         ]);
     specs
         .map(|(name, spec)| {
