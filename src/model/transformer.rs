@@ -871,9 +871,10 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         }
     };
     // Output and MLP biases: only gpt-oss's (output), StarCoder2's, Phi-2's, GPT-NeoX's and the
-    // other coder and GPT-2 layouts' (output, up, down; Jais's gate too) files have them, where they are required (llama.cpp reads them as optional for
-    // Granite and Ministral 3, whose files have none); another file that has one is refused
-    // rather than run without it.
+    // other coder and GPT-2 layouts' (output, up, down; Jais's gate too) files have them, where
+    // they are required (llama.cpp reads them as optional for Granite, Ministral 3 and
+    // Nemotron, whose files have none); another file that has one is refused rather than run
+    // without it.
     // AWQ's activation scales (MPT files converted from AWQ checkpoints) are not run: refused
     // rather than left out.
     if file.has_tensor(&n("ffn_act.scales")) {
