@@ -425,6 +425,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // in f32 too.
         ("tiny-qwen-q8_0.gguf", TinyModelSpec::qwen(WeightType::Q8_0)),
         ("tiny-qwen-f32.gguf", TinyModelSpec::qwen(WeightType::F32)),
+        // Phi-3.5-MoE's (`phimoe`): Phi-3's attention under biased RMSNorms, experts, logit
+        // biases; in f32 too.
+        ("tiny-phimoe-q8_0.gguf", TinyModelSpec::phimoe(WeightType::Q8_0)),
+        ("tiny-phimoe-f32.gguf", TinyModelSpec::phimoe(WeightType::F32)),
         // Baichuan's (`baichuan`): Llama's layer, rope in a 7B's 32 layers, ALiBi in a 13B's 40;
         // in f32 too.
         ("tiny-baichuan-7b-layout-q8_0.gguf", TinyModelSpec::baichuan(WeightType::Q8_0, false)),

@@ -5,9 +5,12 @@
 //! `(x − mean) / √(var + ε) · α + β`, as llama.cpp's `build_norm` with `LLM_NORM` and a bias
 //! (`ggml_norm`, `ggml_mul`, `ggml_add`); OLMo's LayerNorm with neither (its `α` all ones).
 //!
-//! Invariant: a norm holds a bias exactly when its kind is [`NormKind::BiasedLayer`], and a
-//! weight read from its file unless its kind is [`NormKind::PlainLayer`]. A file whose norm
-//! has a bias or weight its family does not read is refused (llama.cpp refuses a file with a
+//! Phi-3.5-MoE's RMSNorm has a bias too (`x / √(mean(x²) + ε) · α + β`).
+//!
+//! Invariant: a norm holds a bias exactly when its kind is [`NormKind::BiasedLayer`] or
+//! [`NormKind::BiasedRms`], and a weight read from its file unless its kind is
+//! [`NormKind::PlainLayer`]. A file whose norm has a bias or weight its family does not read
+//! is refused (llama.cpp refuses a file with a
 //! tensor it does not load), never run without it.
 //!
 //! Counterpart: vLLM's `RMSNorm` and `nn.LayerNorm` as its model files hold them
@@ -47,7 +50,7 @@ impl BlockNorm {
             _ => load_vec(file, &weight, hp.hidden, device)?,
         };
         let beta = match hp.norm {
-            NormKind::BiasedLayer => Some(load_vec(file, &bias, hp.hidden, device)?),
+            NormKind::BiasedLayer | NormKind::BiasedRms => Some(load_vec(file, &bias, hp.hidden, device)?),
             NormKind::Rms | NormKind::Layer | NormKind::PlainLayer if file.has_tensor(&bias) => {
                 return Err(ModelError::UnsupportedTensor {
                     name: bias,
@@ -67,7 +70,7 @@ impl BlockNorm {
     /// `x` (`[.., hidden]`) normalized over its last dimension.
     pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
         let y = match self.kind {
-            NormKind::Rms => norm::rms_norm(x, &self.alpha, self.eps)?,
+            NormKind::Rms | NormKind::BiasedRms => norm::rms_norm(x, &self.alpha, self.eps)?,
             NormKind::Layer | NormKind::BiasedLayer | NormKind::PlainLayer => norm::layer_norm(x, &self.alpha, self.eps)?,
         };
         Ok(match &self.beta {

@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -385,7 +385,9 @@ impl Family {
             // post-norms, soft caps and sliding windows (`HParams::post_norms`).
             "gemma2" | "gemma" => Ok(Self::Gemma2),
             "gemma3" => Ok(Self::Gemma3),
-            "phi3" => Ok(Self::Phi3),
+            // Phi-3.5-MoE's (`phimoe`): Phi-3's attention (LongRoPE, an output bias) under RMSNorms
+            // with a bias, experts for its MLP, logit biases.
+            "phi3" | "phimoe" => Ok(Self::Phi3),
             "mistral3" => Ok(Self::Mistral3),
             "smollm3" => Ok(Self::SmolLM3),
             // Granite 3.x's MoE files: the same layer with experts (`HParams::moe`).
@@ -506,6 +508,8 @@ pub enum NormKind {
     Layer,
     /// The same plus a bias `β` per column (`LLM_NORM` with a bias): Orion's.
     BiasedLayer,
+    /// RMSNorm plus a bias `β` per column (`LLM_NORM_RMS` with a bias): Phi-3.5-MoE's.
+    BiasedRms,
     /// `(x − mean(x)) / √(var(x) + ε)`, neither weight nor bias (llama.cpp's `LLM_NORM` with
     /// no tensors): OLMo's (the first OLMo, `olmo`) non-parametric LayerNorm.
     PlainLayer,
@@ -620,11 +624,12 @@ pub struct HParams {
     pub qk_norm_after_rope: bool,
     /// What a dense MLP computes between its input projections and `down` ([`MlpKind`]).
     pub mlp: MlpKind,
-    /// StarCoder2, Phi-2, GPT-NeoX, GPT-2, StarCoder, BLOOM, CodeShell, Jais: the attention's
-    /// output projection and the dense MLP's projections add biases (`attn_output.bias`,
-    /// `ffn_up.bias`, `ffn_down.bias`, and a gated MLP's `ffn_gate.bias` (Jais's); required).
+    /// StarCoder2, Phi-2, GPT-NeoX, GPT-2, StarCoder, BLOOM, CodeShell, Jais, Phi-3.5-MoE: the
+    /// attention's output projection and the dense MLP's projections add biases
+    /// (`attn_output.bias`, `ffn_up.bias`, `ffn_down.bias`, and a gated MLP's `ffn_gate.bias`
+    /// (Jais's); required; Phi-3.5-MoE's layers have experts, not a dense MLP).
     pub out_biases: bool,
-    /// Phi-2: the output projection adds a bias, one per vocabulary entry (`output.bias`,
+    /// Phi-2, Phi-3.5-MoE: the output projection adds a bias, one per vocabulary entry (`output.bias`,
     /// required).
     pub output_bias: bool,
     /// GPT-2, StarCoder: each position adds its own learned vector to the token's embedding
@@ -1446,7 +1451,7 @@ impl HParams {
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
             mlp: mlp_kind(family, a),
-            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais"),
+            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe"),
             learned_positions: matches!(a, "gpt2" | "starcoder"),
             alibi_max_bias: alibi_max_bias(md, &key, a, layers)?,
             clamp_kqv: clamp_kqv(md, &key, a)?,
@@ -1457,7 +1462,7 @@ impl HParams {
                 _ => "ffn_norm",
             },
             embedding_norm: a == "bloom",
-            output_bias: a == "phi2",
+            output_bias: matches!(a, "phi2" | "phimoe"),
             rope_base,
             rope_scaling,
             rope_attn_factor,
@@ -2000,6 +2005,7 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
         (Family::Cohere, _) | (_, "mpt" | "dbrx") => NormKind::Layer,
         (_, "olmo") => NormKind::PlainLayer,
+        (_, "phimoe") => NormKind::BiasedRms,
         (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron") => {
             NormKind::BiasedLayer
         }
@@ -2014,7 +2020,7 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
 /// fallback), else 1e-5.
 fn norm_eps(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, norm: NormKind) -> Result<f64, ModelError> {
     let layer = md_opt_f64(md, &key("attention.layer_norm_epsilon"))?;
-    if norm != NormKind::Rms {
+    if !matches!(norm, NormKind::Rms | NormKind::BiasedRms) {
         return layer.ok_or_else(|| ModelError::MissingMetadata {
             key: key("attention.layer_norm_epsilon"),
         });
@@ -2109,7 +2115,7 @@ fn moe_params(
     let hunyuan = arch == "hunyuan-moe";
     // Architectures that are mixtures of experts by name: `expert_count` is required and
     // must not be 0.
-    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek") || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
+    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek" | "phimoe") || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
     let experts = match family {
         _ if required => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
@@ -3350,6 +3356,21 @@ mod tests {
     fn qwen_files_halve_their_mlp_width() {
         let hp = HParams::from_metadata(&md("qwen", &[]), Some(100)).unwrap();
         assert_eq!((hp.family, hp.ffn, hp.rope_style, hp.moe), (Family::Qwen2, 256, RopeStyle::Neox, None));
+    }
+
+    /// Phi-3.5-MoE's files: Phi-3's layer with biased RMSNorms (their RMS epsilon), output and
+    /// logit biases, experts required and renormalized.
+    #[test]
+    fn phimoe_files_have_biased_rms_norms_and_experts() {
+        let experts = [("expert_count", Value::U32(16)), ("expert_used_count", Value::U32(2)), ("attention.layer_norm_rms_epsilon", Value::F32(1e-5))];
+        let hp = HParams::from_metadata(&md("phimoe", &experts), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.norm, hp.out_biases, hp.output_bias), (Family::Phi3, NormKind::BiasedRms, true, true));
+        let m = hp.moe.unwrap();
+        assert_eq!((m.experts, m.experts_used, m.gating, m.normalize, m.weights_scale), (16, 2, MoeGating::Softmax, true, 1.0));
+        assert!(matches!(
+            HParams::from_metadata(&md("phimoe", &experts[2..]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "phimoe.expert_count"
+        ));
     }
 
     /// Gemma 1's files (`gemma`) are Gemma 2's layer without post-norms, soft caps or local

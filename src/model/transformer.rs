@@ -798,7 +798,7 @@ fn load_output_bias(file: &mut GgufFile, hp: &HParams, device: &Device) -> Resul
         (true, _) => Ok(Some(load_vec(file, "output.bias", hp.vocab_size, device)?)),
         (false, true) => Err(ModelError::UnsupportedTensor {
             name: "output.bias".into(),
-            reason: "a bias on the output projection is read for Phi-2's files only".into(),
+            reason: "a bias on the output projection is read for Phi-2's and Phi-3.5-MoE's files only".into(),
         }),
         (false, false) => Ok(None),
     }
@@ -1030,9 +1030,9 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
     // LayerNorm families (Command R+, StableLM 2 12B) with weights per head.
     let qk_norm = match (hp.norm, hp.qk_norm_whole, hp.qk_norm_after_rope) {
         (NormKind::Layer | NormKind::BiasedLayer | NormKind::PlainLayer, _, _) => QkNorm::PerHeadLayer,
-        (NormKind::Rms, true, _) => QkNorm::Whole,
-        (NormKind::Rms, false, true) => QkNorm::PerHeadAfterRope,
-        (NormKind::Rms, false, false) => QkNorm::PerHead,
+        (NormKind::Rms | NormKind::BiasedRms, true, _) => QkNorm::Whole,
+        (NormKind::Rms | NormKind::BiasedRms, false, true) => QkNorm::PerHeadAfterRope,
+        (NormKind::Rms | NormKind::BiasedRms, false, false) => QkNorm::PerHead,
     };
     let has_q_norm = file.has_tensor(&n("attn_q_norm.weight"));
     let load_norm = |file: &mut GgufFile, name: &str, heads: usize| match qk_norm {

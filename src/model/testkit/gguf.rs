@@ -637,6 +637,22 @@ impl TinyModelSpec {
         }
     }
 
+    /// Phi-3.5-MoE's files (`phimoe`): the tiny Phi-3's attention (a fused `attn_qkv`, here with
+    /// its bias, NeoX rope, an output bias) under RMSNorms with a bias each, 4 experts (2 per
+    /// token, renormalized softmax weights) for its MLP, logit biases.
+    pub fn phimoe(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("phimoe"),
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            seed: if weight_type == WeightType::F32 { 87 } else { 88 },
+            ..Self::tiny(Family::Phi3, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -1283,7 +1299,7 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (format!("{arch}.attention.head_count"), u32v(spec.heads)),
         (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
         // (LayerNorms read their own key.)
-        if norm_kind(spec.family, arch) != NormKind::Rms {
+        if !matches!(norm_kind(spec.family, arch), NormKind::Rms | NormKind::BiasedRms) {
             (format!("{arch}.attention.layer_norm_epsilon"), Value::F32(1e-5))
         } else {
             (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6))
@@ -1449,7 +1465,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     let final_norm = if gemma2 { 6.0 } else { 1.0 };
     // (LFM2's is `token_embd_norm`, written with its layers.)
     // Orion's, StableLM's, StarCoder2's and Phi-2's LayerNorms have a bias each.
-    let norm_bias = norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch())) == NormKind::BiasedLayer;
+    let norm_bias = matches!(norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch())), NormKind::BiasedLayer | NormKind::BiasedRms);
     // OLMo's LayerNorms have no weight either.
     let norm_weight = norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch())) != NormKind::PlainLayer;
     if spec.family != Family::Lfm2 && norm_weight {
@@ -1540,7 +1556,7 @@ fn embedding_and_output_extras(spec: &TinyModelSpec, embd_gain: f32, rng: &mut R
     if !spec.tie_embeddings {
         out.push(mat("output.weight", v, d, 3.0, rng)?);
     }
-    if spec.arch == Some("phi2") {
+    if matches!(spec.arch, Some("phi2" | "phimoe")) {
         let b = Tensor::from_vec(rng.around(v, 0.0, 1.0), v, &Device::Cpu)?;
         out.push(("output.bias".to_string(), QTensor::quantize(&b, GgmlDType::F32)?));
     }
@@ -1568,8 +1584,8 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     };
     let mut out = Vec::new();
     let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss);
-    let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais"));
-    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm" | "qwen")) {
+    let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe"));
+    if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm" | "qwen" | "phimoe")) {
         // One bias beside the fused `attn_qkv`.
         out.push(vector(n("attn_qkv.bias"), rng.around(q_dim + 2 * kv_dim, 0.0, 0.5))?);
     } else if qkv || coder || spec.arch == Some("stablelm") {
