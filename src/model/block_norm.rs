@@ -49,15 +49,15 @@ impl BlockNorm {
             NormKind::PlainLayer => Tensor::ones(hp.hidden, candle_core::DType::F32, device)?,
             _ => load_vec(file, &weight, hp.hidden, device)?,
         };
-        let beta = match hp.norm {
-            NormKind::BiasedLayer | NormKind::BiasedRms => Some(load_vec(file, &bias, hp.hidden, device)?),
-            NormKind::Rms | NormKind::Layer | NormKind::PlainLayer if file.has_tensor(&bias) => {
+        let beta = match hp.norm.has_bias() {
+            true => Some(load_vec(file, &bias, hp.hidden, device)?),
+            false if file.has_tensor(&bias) => {
                 return Err(ModelError::UnsupportedTensor {
                     name: bias,
                     reason: "this architecture's norms have no bias".into(),
                 })
             }
-            NormKind::Rms | NormKind::Layer | NormKind::PlainLayer => None,
+            false => None,
         };
         Ok(Self {
             alpha,
@@ -69,9 +69,9 @@ impl BlockNorm {
 
     /// `x` (`[.., hidden]`) normalized over its last dimension.
     pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
-        let y = match self.kind {
-            NormKind::Rms | NormKind::BiasedRms => norm::rms_norm(x, &self.alpha, self.eps)?,
-            NormKind::Layer | NormKind::BiasedLayer | NormKind::PlainLayer => norm::layer_norm(x, &self.alpha, self.eps)?,
+        let y = match self.kind.is_layer() {
+            false => norm::rms_norm(x, &self.alpha, self.eps)?,
+            true => norm::layer_norm(x, &self.alpha, self.eps)?,
         };
         Ok(match &self.beta {
             Some(b) => y.broadcast_add(b)?,

@@ -515,6 +515,18 @@ pub enum NormKind {
     PlainLayer,
 }
 
+impl NormKind {
+    /// Whether it is a LayerNorm (mean subtracted), not an RMSNorm.
+    pub fn is_layer(self) -> bool {
+        matches!(self, Self::Layer | Self::BiasedLayer | Self::PlainLayer)
+    }
+
+    /// Whether it adds a bias `β` (`{stem}.bias`, required).
+    pub fn has_bias(self) -> bool {
+        matches!(self, Self::BiasedLayer | Self::BiasedRms)
+    }
+}
+
 /// Which dimensions rotary embeddings rotate together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RopeStyle {
@@ -1407,7 +1419,11 @@ impl HParams {
         let sliding = family_sliding(md, &key, (family, a), layers, rope_base)?;
         let [attn_softcap, final_softcap] = softcaps(md, &key, (family, a))?;
         let scales = Scales::read(md, &key, (family, a), [hidden, heads, head_dim, layers])?;
-        let no_rope = no_rope_layers(md, &key, (family, a), layers, sliding.as_ref())?;
+        let learned_positions = matches!(a, "gpt2" | "starcoder");
+        let alibi_max_bias = alibi_max_bias(md, &key, a, layers)?;
+        // Positions learned or given by ALiBi: no layer rotates.
+        let rope_replaced = learned_positions || alibi_max_bias.is_some();
+        let no_rope = no_rope_layers(md, &key, (family, a), layers, sliding.as_ref(), rope_replaced)?;
         let global = AttnShape {
             heads,
             kv_heads,
@@ -1452,8 +1468,8 @@ impl HParams {
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
             mlp: mlp_kind(family, a),
             out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe"),
-            learned_positions: matches!(a, "gpt2" | "starcoder"),
-            alibi_max_bias: alibi_max_bias(md, &key, a, layers)?,
+            learned_positions,
+            alibi_max_bias,
             clamp_kqv: clamp_kqv(md, &key, a)?,
             ffn_norm_stem: match (family, a) {
                 // GLM-4.5's, gpt-oss's, Seed-OSS's and Qwen3.5's under Hugging Face's name for it.
@@ -1896,13 +1912,15 @@ const MINICPM_BASE_WIDTH: f64 = 256.0;
 /// One flag per layer, `true` where it skips rope: SmolLM3's every fourth layer; every layer of
 /// a Granite file whose `rope.scaling.finetuned` is false (llama.cpp: Granite's rope is on
 /// unless the file says so; MiniCPM's always); EXAONE 4.0's global layers where it has local ones;
-/// every layer of Nemotron-H, GPT-2, StarCoder, Refact, BLOOM and MPT. Empty when every layer rotates.
+/// every layer of Nemotron-H, and of a file whose positions are learned or ALiBi's
+/// (`rope_replaced`). Empty when every layer rotates.
 fn no_rope_layers(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
     (family, arch): (Family, &str),
     layers: usize,
     sliding: Option<&SlidingWindow>,
+    rope_replaced: bool,
 ) -> Result<Vec<bool>, ModelError> {
     Ok(match (family, sliding) {
         // MiniCPM's rope is always on (llama.cpp sets `rope_finetuned` for it).
@@ -1910,12 +1928,10 @@ fn no_rope_layers(
         (Family::Exaone4 | Family::Cohere, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
         // Nemotron-H's attention never rotates (llama.cpp's graph has no rope); GPT-2's and
-        // StarCoder's learn their positions instead, Refact's, BLOOM's, MPT's and Jais's bias by
-        // ALiBi.
+        // StarCoder's learn their positions instead, Refact's, BLOOM's, MPT's, Jais's and
+        // Baichuan 13B's bias by ALiBi (`rope_replaced`).
         (Family::NemotronH, _) => vec![true; layers],
-        _ if matches!(arch, "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "jais") => vec![true; layers],
-        // Baichuan's 13Bs (40 layers; other counts are refused by `alibi_max_bias`).
-        _ if arch == "baichuan" && layers != BAICHUAN_ROPE_LAYERS => vec![true; layers],
+        _ if rope_replaced => vec![true; layers],
         (Family::Granite | Family::GraniteHybrid, _) if md_opt_bool(md, &key("rope.scaling.finetuned"))? == Some(false) => vec![true; layers],
         _ => Vec::new(),
     })
@@ -2020,7 +2036,7 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
 /// fallback), else 1e-5.
 fn norm_eps(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, norm: NormKind) -> Result<f64, ModelError> {
     let layer = md_opt_f64(md, &key("attention.layer_norm_epsilon"))?;
-    if !matches!(norm, NormKind::Rms | NormKind::BiasedRms) {
+    if norm.is_layer() {
         return layer.ok_or_else(|| ModelError::MissingMetadata {
             key: key("attention.layer_norm_epsilon"),
         });

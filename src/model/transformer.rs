@@ -27,7 +27,7 @@ use super::gguf::GgufFile;
 use super::delta_net::{DeltaNet, RecurrentSeq, RecurrentState};
 use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
 use super::block_norm::BlockNorm;
-use super::hparams::{AttnShape, Family, HParams, LocalRope, MlpKind, NormKind, RopeScaling};
+use super::hparams::{AttnShape, Family, HParams, LocalRope, MlpKind, RopeScaling};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::mla::LatentAttention;
@@ -884,8 +884,8 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         });
     }
     let gpt_oss = hp.family == Family::GptOss;
+    let gated = hp.mlp == MlpKind::Gated;
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
-        let gated = hp.mlp == MlpKind::Gated;
         let read = (gpt_oss && name == "attn_output.bias") || (hp.out_biases && (name != "ffn_gate.bias" || gated));
         if file.has_tensor(&n(name)) && !read {
             return Err(ModelError::UnsupportedTensor {
@@ -1028,11 +1028,11 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
     let bias = load_qkv_bias(file, &n, [q_dim, kv_dim], device)?;
     // OLMo 2 and OLMoE normalize Q and K whole (over every head), the others per head; the
     // LayerNorm families (Command R+, StableLM 2 12B) with weights per head.
-    let qk_norm = match (hp.norm, hp.qk_norm_whole, hp.qk_norm_after_rope) {
-        (NormKind::Layer | NormKind::BiasedLayer | NormKind::PlainLayer, _, _) => QkNorm::PerHeadLayer,
-        (NormKind::Rms | NormKind::BiasedRms, true, _) => QkNorm::Whole,
-        (NormKind::Rms | NormKind::BiasedRms, false, true) => QkNorm::PerHeadAfterRope,
-        (NormKind::Rms | NormKind::BiasedRms, false, false) => QkNorm::PerHead,
+    let qk_norm = match (hp.norm.is_layer(), hp.qk_norm_whole, hp.qk_norm_after_rope) {
+        (true, _, _) => QkNorm::PerHeadLayer,
+        (false, true, _) => QkNorm::Whole,
+        (false, false, true) => QkNorm::PerHeadAfterRope,
+        (false, false, false) => QkNorm::PerHead,
     };
     let has_q_norm = file.has_tensor(&n("attn_q_norm.weight"));
     let load_norm = |file: &mut GgufFile, name: &str, heads: usize| match qk_norm {

@@ -1299,7 +1299,7 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (format!("{arch}.attention.head_count"), u32v(spec.heads)),
         (format!("{arch}.attention.head_count_kv"), u32v(spec.kv_heads)),
         // (LayerNorms read their own key.)
-        if !matches!(norm_kind(spec.family, arch), NormKind::Rms | NormKind::BiasedRms) {
+        if norm_kind(spec.family, arch).is_layer() {
             (format!("{arch}.attention.layer_norm_epsilon"), Value::F32(1e-5))
         } else {
             (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6))
@@ -1465,9 +1465,10 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     let final_norm = if gemma2 { 6.0 } else { 1.0 };
     // (LFM2's is `token_embd_norm`, written with its layers.)
     // Orion's, StableLM's, StarCoder2's and Phi-2's LayerNorms have a bias each.
-    let norm_bias = matches!(norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch())), NormKind::BiasedLayer | NormKind::BiasedRms);
+    let norm = norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch()));
+    let norm_bias = norm.has_bias();
     // OLMo's LayerNorms have no weight either.
-    let norm_weight = norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch())) != NormKind::PlainLayer;
+    let norm_weight = norm != NormKind::PlainLayer;
     if spec.family != Family::Lfm2 && norm_weight {
         tensors.push(vector("output_norm.weight".into(), rng.around(d, final_norm, 0.1))?);
     }
