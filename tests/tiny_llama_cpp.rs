@@ -413,6 +413,9 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // in f32 too.
         ("tiny-chatglm-q8_0.gguf", TinyModelSpec::chatglm(WeightType::Q8_0)),
         ("tiny-chatglm-f32.gguf", TinyModelSpec::chatglm(WeightType::F32)),
+        // PLaMo's (`plamo`): Llama's layer in parallel form, NeoX pairs; in f32 too.
+        ("tiny-plamo-q8_0.gguf", TinyModelSpec::plamo(WeightType::Q8_0)),
+        ("tiny-plamo-f32.gguf", TinyModelSpec::plamo(WeightType::F32)),
         // Nemotron's (`nemotron`): biased LayerNorms, NeoX rope over half of each head, up,
         // squared ReLU, down; in f32 too.
         ("tiny-nemotron-q8_0.gguf", TinyModelSpec::nemotron(WeightType::Q8_0)),

@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -361,9 +361,11 @@ impl Family {
             // squared ReLU, down (as Arcee's). DeepSeek's first MoE (`deepseek`: DeepSeekMoE
             // 16B): Llama's layer, its first `leading_dense_block_count` layers dense, the others'
             // experts softmax-routed, not renormalized, scaled by `expert_weights_scale`, beside
-            // `expert_shared_count` shared experts.
+            // `expert_shared_count` shared experts. PLaMo (`plamo`: PLaMo-13B and its instruct
+            // model): Llama's layer in parallel form, its MLP reading the attention's norm, NeoX
+            // pairs.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -1798,7 +1800,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -1947,14 +1949,14 @@ fn mlp_kind(family: Family, arch: &str) -> MlpKind {
 }
 
 /// Whether a file of `arch` runs its layers in parallel form (`HParams::parallel_block`):
-/// Cohere's, Phi-2's and Falcon's always; GPT-NeoX's where `use_parallel_residual` says so
+/// Cohere's, Phi-2's, Falcon's and PLaMo's always; GPT-NeoX's where `use_parallel_residual` says so
 /// (llama.cpp requires the key; Pythia's and GPT-NeoX-20B's say true, RedPajama-INCITE's false).
 fn parallel_block(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<bool, ModelError> {
     if arch == "gptneox" {
         let k = key("use_parallel_residual");
         return md_opt_bool(md, &k)?.ok_or(ModelError::MissingMetadata { key: k });
     }
-    Ok(family == Family::Cohere || matches!(arch, "phi2" | "falcon"))
+    Ok(family == Family::Cohere || matches!(arch, "phi2" | "falcon" | "plamo"))
 }
 
 /// The Q/K/V clamp of a file of `arch` (`HParams::clamp_kqv`): MPT's and OLMo's where the file
@@ -3329,6 +3331,15 @@ mod tests {
         let hp = HParams::from_metadata(&md("chatglm", &[("rope.dimension_count", Value::U32(32)), sections]), Some(100)).unwrap();
         assert_eq!((hp.family, hp.rope_dims, hp.rope_style, hp.post_norms), (Family::Glm4, 32, RopeStyle::Interleaved, false));
         assert!(HParams::from_metadata(&md("glm4", &[]), Some(100)).unwrap().post_norms);
+    }
+
+    /// PLaMo's files: Llama's layer in parallel form (one RMSNorm read by attention and MLP
+    /// both), NeoX pairs, a gated SiLU MLP.
+    #[test]
+    fn plamo_files_run_llama_layers_in_parallel_form() {
+        let hp = HParams::from_metadata(&md("plamo", &[]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.norm, hp.rope_style, hp.parallel_block), (Family::Llama, NormKind::Rms, RopeStyle::Neox, true));
+        assert_eq!((hp.mlp, hp.out_biases, hp.parallel_mlp_norm), (MlpKind::Gated, false, false));
     }
 
     /// Nemotron's files: biased LayerNorms, NeoX pairs over the file's rotary width, up,

@@ -935,8 +935,8 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         },
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
         // (The MLP pre-norm's name: `HParams::ffn_norm_stem`.)
-        // (Cohere's, Phi-2's, Falcon's and StableLM 2 12B's MLPs read the attention norm's
-        // output; GPT-NeoX's parallel layers' their own norm's.)
+        // (Cohere's, Phi-2's, Falcon's, PLaMo's and StableLM 2 12B's MLPs read the attention
+        // norm's output; GPT-NeoX's parallel layers' their own norm's.)
         ffn_norm: match parallel && !hp.parallel_mlp_norm {
             true => None,
             false => pre_norm(file, hp.ffn_norm_stem)?,

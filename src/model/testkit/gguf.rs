@@ -653,6 +653,19 @@ impl TinyModelSpec {
         }
     }
 
+    /// PLaMo's files (`plamo`: PLaMo-13B): Llama's layer in parallel form (the MLP reads the
+    /// attention's RMSNorm), NeoX pairs, a SentencePiece vocabulary, an output projection of
+    /// its own.
+    pub fn plamo(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("plamo"),
+            vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 89 } else { 90 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Hunyuan's dense files (`hunyuan-dense`): the tiny Qwen3's layers with each head's Q and
     /// K normalized after rope rather than before, its DeepSeek-V3-style pre-tokenizer, and an
     /// NTK alpha of 4 (the 64-wide heads rotate on 10,000 × 4^(64/62)).
@@ -1522,9 +1535,9 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
-        // (Cohere's, Phi-2's, Falcon's and StableLM 2 12B's MLPs read the attention norm's
-        // output; GPT-NeoX's parallel layers have an MLP norm.)
-        let parallel = spec.family == Family::Cohere || matches!(spec.arch, Some("phi2" | "falcon")) || spec.qk_layer_norm;
+        // (Cohere's, Phi-2's, Falcon's, PLaMo's and StableLM 2 12B's MLPs read the attention
+        // norm's output; GPT-NeoX's parallel layers have an MLP norm.)
+        let parallel = spec.family == Family::Cohere || matches!(spec.arch, Some("phi2" | "falcon" | "plamo")) || spec.qk_layer_norm;
         if pre_norms && !parallel && norm_weight {
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name, DBRX
             // under its own.
