@@ -413,6 +413,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // in f32 too.
         ("tiny-chatglm-q8_0.gguf", TinyModelSpec::chatglm(WeightType::Q8_0)),
         ("tiny-chatglm-f32.gguf", TinyModelSpec::chatglm(WeightType::F32)),
+        // Ling's (`bailingmoe`): experts in every layer, renormalized and scaled, beside a shared
+        // one; in f32 too.
+        ("tiny-bailingmoe-q8_0.gguf", TinyModelSpec::bailingmoe(WeightType::Q8_0)),
+        ("tiny-bailingmoe-f32.gguf", TinyModelSpec::bailingmoe(WeightType::F32)),
         // PLaMo's (`plamo`): Llama's layer in parallel form, NeoX pairs; in f32 too.
         ("tiny-plamo-q8_0.gguf", TinyModelSpec::plamo(WeightType::Q8_0)),
         ("tiny-plamo-f32.gguf", TinyModelSpec::plamo(WeightType::F32)),

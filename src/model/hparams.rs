@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,9 +363,11 @@ impl Family {
             // experts softmax-routed, not renormalized, scaled by `expert_weights_scale`, beside
             // `expert_shared_count` shared experts. PLaMo (`plamo`: PLaMo-13B and its instruct
             // model): Llama's layer in parallel form, its MLP reading the attention's norm, NeoX
-            // pairs.
+            // pairs. Ling (`bailingmoe`: Ling-lite, Ling-plus, Ling-Coder-lite): Llama's layer
+            // whose every MLP is experts (softmax-routed, renormalized where
+            // `expert_weights_norm` says, scaled) beside `expert_shared_count` shared experts.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -2133,7 +2135,7 @@ fn moe_params(
     let hunyuan = arch == "hunyuan-moe";
     // Architectures that are mixtures of experts by name: `expert_count` is required and
     // must not be 0.
-    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek" | "phimoe") || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
+    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek" | "phimoe" | "bailingmoe") || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
     let experts = match family {
         _ if required => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
@@ -2177,8 +2179,8 @@ fn moe_params(
         // llama.cpp's fallback: a MoE layer's `feed_forward_length` (one per layer) over
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
-        // llama.cpp requires it of `lfm2moe`, `hunyuan-moe` and `deepseek` files.
-        None if family == Family::Lfm2 || hunyuan || arch == "deepseek" => md_usize(md, &key("expert_feed_forward_length"))?,
+        // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and `bailingmoe` files.
+        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe") => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -2197,9 +2199,9 @@ fn moe_params(
     }
     let gating = moe_gating(md, key, family, [layers, vocab])?;
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
-        // Only llama.cpp's GLM-4.5, DeepSeek (V1 and V2) and Nemotron-H graphs read the scale
-        // (its other graphs pass a scale that stays 0: none).
-        _ if !matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH) && arch != "deepseek" => 1.0,
+        // Only llama.cpp's GLM-4.5, DeepSeek (V1 and V2), Nemotron-H and Ling graphs read the
+        // scale (its other graphs pass a scale that stays 0: none).
+        _ if !matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH) && !matches!(arch, "deepseek" | "bailingmoe") => 1.0,
         None | Some(0.0) => 1.0,
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
         Some(s) => return Err(bad("expert_weights_scale", format!("{s} must be a positive number"))),
@@ -2216,6 +2218,7 @@ fn moe_params(
             Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH => {
                 md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false)
             }
+            _ if arch == "bailingmoe" => md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false),
             // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's and OLMoE's
             // weights are the softmax over all experts (`norm_topk_prob` false); DeepSeekMoE's too.
             _ if olmoe || arch == "deepseek" => false,
@@ -2310,6 +2313,9 @@ fn moe_layers(
     Ok(match family {
         Family::Glm4Moe | Family::DeepSeek2 => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
         _ if arch == "deepseek" => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
+        // Ling's: the same shared experts in every layer (llama.cpp's graph gives each layer
+        // experts whatever `leading_dense_block_count` says).
+        _ if arch == "bailingmoe" => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, 0, 1),
         // Qwen3.5's, Qwen2's and Hunyuan's MoE files: a shared expert of
         // `expert_shared_feed_forward_length`, else of `feed_forward_length` (llama.cpp's
         // fallback), in every layer.
@@ -3331,6 +3337,32 @@ mod tests {
         let hp = HParams::from_metadata(&md("chatglm", &[("rope.dimension_count", Value::U32(32)), sections]), Some(100)).unwrap();
         assert_eq!((hp.family, hp.rope_dims, hp.rope_style, hp.post_norms), (Family::Glm4, 32, RopeStyle::Interleaved, false));
         assert!(HParams::from_metadata(&md("glm4", &[]), Some(100)).unwrap().post_norms);
+    }
+
+    /// Ling's files: every layer's experts (their width and the shared count required),
+    /// renormalized as `expert_weights_norm` says, scaled; no dense leading layer whatever the
+    /// file says (llama.cpp's graph has none).
+    #[test]
+    fn bailingmoe_files_route_every_layer_beside_shared_experts() {
+        let moe = [
+            ("expert_count", Value::U32(64)),
+            ("expert_used_count", Value::U32(6)),
+            ("expert_feed_forward_length", Value::U32(128)),
+            ("expert_shared_count", Value::U32(2)),
+            ("leading_dense_block_count", Value::U32(1)),
+            ("expert_weights_scale", Value::F32(1.5)),
+            ("expert_weights_norm", Value::Bool(true)),
+        ];
+        let hp = HParams::from_metadata(&md("bailingmoe", &moe), Some(100)).unwrap();
+        let m = hp.moe.unwrap();
+        assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.shared_ffn, m.dense_leading), (64, 6, 128, 256, 0));
+        assert_eq!((m.gating, m.normalize, m.weights_scale, hp.rope_style), (MoeGating::Softmax, true, 1.5, RopeStyle::Interleaved));
+        let unnormalized = HParams::from_metadata(&md("bailingmoe", &moe[..5]), Some(100)).unwrap();
+        assert!(!unnormalized.moe.unwrap().normalize);
+        assert!(matches!(
+            HParams::from_metadata(&md("bailingmoe", &moe[..3]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "bailingmoe.expert_shared_count"
+        ));
     }
 
     /// PLaMo's files: Llama's layer in parallel form (one RMSNorm read by attention and MLP

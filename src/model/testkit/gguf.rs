@@ -653,6 +653,24 @@ impl TinyModelSpec {
         }
     }
 
+    /// Ling's files (`bailingmoe`): Llama's layer whose MLPs are 4 experts (2 per token),
+    /// softmax-routed, renormalized, scaled by 1.5, beside one shared expert; an output
+    /// projection of its own; its pre-tokenizer (`bailingmoe`).
+    pub fn bailingmoe(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("bailingmoe"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "bailingmoe" }),
+            tie_embeddings: false,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            seed: if weight_type == WeightType::F32 { 91 } else { 92 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// PLaMo's files (`plamo`: PLaMo-13B): Llama's layer in parallel form (the MLP reads the
     /// attention's RMSNorm), NeoX pairs, a SentencePiece vocabulary, an output projection of
     /// its own.
@@ -1128,8 +1146,8 @@ fn mlp_tensors(
         Some(m) => {
             let mut t = moe_tensors(layer, d, f, m, dense, wt, moe_rng)?;
             match spec.arch {
-                // DeepSeekMoE's shared expert has no selection bias beside it.
-                Some("deepseek") => t.extend(shared_expert(layer, d, f, wt, moe_rng)?),
+                // DeepSeekMoE's and Ling's shared experts have no selection bias beside them.
+                Some("deepseek" | "bailingmoe") => t.extend(shared_expert(layer, d, f, wt, moe_rng)?),
                 _ if leads_dense(spec) => t.extend(glm4moe_extras(layer, d, f, m.experts, wt, moe_rng)?),
                 _ => {}
             }
@@ -1332,7 +1350,7 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.expert_count"), u32v(m.experts)));
         md.push((format!("{arch}.expert_used_count"), u32v(m.used)));
         // (Mixtral's and OLMoE's experts are `feed_forward_length` wide.)
-        if (spec.family != Family::Llama || arch == "deepseek") && arch != "olmoe" {
+        if (spec.family != Family::Llama || matches!(arch, "deepseek" | "bailingmoe")) && arch != "olmoe" {
             md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
         }
         if arch == "deepseek" {
@@ -1340,6 +1358,14 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
             md.push((format!("{arch}.expert_shared_count"), u32v(1)));
             md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
             md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
+        }
+        if arch == "bailingmoe" {
+            // Ling's routing: softmax, renormalized, scaled; one shared expert; a leading dense
+            // count its converter writes and llama.cpp's graph does not read.
+            md.push((format!("{arch}.expert_shared_count"), u32v(1)));
+            md.push((format!("{arch}.leading_dense_block_count"), u32v(0)));
+            md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
+            md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
         }
         if spec.family == Family::Glm4Moe {
             // GLM-4.5's routing: sigmoid, renormalized, scaled; one shared expert.

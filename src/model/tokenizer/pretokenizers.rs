@@ -96,7 +96,7 @@ pub(crate) enum PreKind {
     Qwen2,
     /// [`QWEN35_REGEX`] after an NFC normalizer (Qwen3.5, Qwen3.6).
     Qwen35,
-    /// [`QWEN2_REGEX`] without a normalizer (StableLM 2).
+    /// [`QWEN2_REGEX`] without a normalizer (StableLM 2, Ling).
     StableLm2,
     /// Every digit split off, then GPT-2's regex (SmolLM, StarCoder).
     DigitsGpt2,
@@ -139,7 +139,10 @@ impl PreKind {
             | "glm5" => Self::Llama3,
             "qwen2" | "deepseek-r1-qwen" | "megrez" | "kormo" => Self::Qwen2,
             "qwen35" => Self::Qwen35,
-            "stablelm2" => Self::StableLm2,
+            // Ling's (and LLaDA-MoE's) `tokenizer.json` spells Qwen2's split with possessive
+            // quantifiers, which match as the greedy ones here: what they keep from
+            // backtracking could never begin the piece after it.
+            "stablelm2" | "bailingmoe" | "bailingmoe2" | "llada-moe" => Self::StableLm2,
             "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" => Self::DigitsGpt2,
             // GLM-4-9B-chat's (`chatglm-bpe`): the same regex without ignore_merges.
             "dbrx" | "smaug-bpe" | "chatglm-bpe" => Self::Cl100k,
@@ -234,6 +237,8 @@ mod tests {
         assert!(!bpe_adds_bos(Some("dbrx")) && !bpe_adds_bos(Some("gpt-4o")));
         assert_eq!(PreKind::from_gguf(Some("no-such-pre")), PreKind::Gpt2);
         assert!(bpe_adds_bos(Some("llama3")));
+        assert_eq!(PreKind::from_gguf(Some("bailingmoe")), PreKind::StableLm2);
+        assert!(!bpe_adds_bos(Some("bailingmoe")));
         assert!(!bpe_adds_bos(Some("qwen2")));
         // GLM's split is Llama 3's, its BOS llama.cpp's "none".
         assert_eq!(PreKind::from_gguf(Some("glm4")), PreKind::Llama3);
