@@ -1347,45 +1347,7 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.rope.freq_base_swa"), Value::F32(spec.rope_base / 10.0)));
     }
     if let Some(m) = spec.moe {
-        md.push((format!("{arch}.expert_count"), u32v(m.experts)));
-        md.push((format!("{arch}.expert_used_count"), u32v(m.used)));
-        // (Mixtral's and OLMoE's experts are `feed_forward_length` wide.)
-        if (spec.family != Family::Llama || matches!(arch, "deepseek" | "bailingmoe")) && arch != "olmoe" {
-            md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
-        }
-        if arch == "deepseek" {
-            // DeepSeekMoE's routing: softmax, not renormalized, scaled; one shared expert.
-            md.push((format!("{arch}.expert_shared_count"), u32v(1)));
-            md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
-            md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
-        }
-        if arch == "bailingmoe" {
-            // Ling's routing: softmax, renormalized, scaled; one shared expert; a leading dense
-            // count its converter writes and llama.cpp's graph does not read.
-            md.push((format!("{arch}.expert_shared_count"), u32v(1)));
-            md.push((format!("{arch}.leading_dense_block_count"), u32v(0)));
-            md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
-            md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
-        }
-        if spec.family == Family::Glm4Moe {
-            // GLM-4.5's routing: sigmoid, renormalized, scaled; one shared expert.
-            md.push((format!("{arch}.expert_shared_count"), u32v(1)));
-            md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
-            md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
-            md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
-            md.push((format!("{arch}.expert_gating_func"), u32v(2)));
-        }
-        if spec.family == Family::Qwen2 || arch == "hunyuan-moe" {
-            // Qwen2 MoE's and Hunyuan's: the shared expert's own width.
-            md.push((format!("{arch}.expert_shared_feed_forward_length"), u32v(WIDE_SHARED * spec.ffn)));
-        }
-        if spec.family == Family::Ernie45 {
-            // ERNIE 4.5's: softmax with a selection bias, renormalized; a shared expert of its
-            // own width (here an expert's); every layer after the first with experts.
-            md.push((format!("{arch}.expert_shared_feed_forward_length"), u32v(spec.ffn)));
-            md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
-            md.push((format!("{arch}.interleave_moe_layer_step"), u32v(1)));
-        }
+        md.extend(moe_keys(spec, arch, m));
     }
     if arch.starts_with("qwen3vl") {
         // Its first layers' (3 of 28 and more; here the first of 2: llama.cpp adds them before
@@ -1436,6 +1398,51 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.rope.scaling.attn_factor"), Value::F32(l.attn_factor)));
     }
     md.extend(spec.vocab.metadata.iter().cloned());
+    md
+}
+
+/// A MoE file's keys: the expert counts and widths, and each architecture's routing and
+/// shared-expert keys.
+fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)> {
+    let u32v = |x: usize| Value::U32(x as u32);
+    let mut md = vec![(format!("{arch}.expert_count"), u32v(m.experts)), (format!("{arch}.expert_used_count"), u32v(m.used))];
+    // (Mixtral's and OLMoE's experts are `feed_forward_length` wide.)
+    if (spec.family != Family::Llama || matches!(arch, "deepseek" | "bailingmoe")) && arch != "olmoe" {
+        md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
+    }
+    if arch == "deepseek" {
+        // DeepSeekMoE's routing: softmax, not renormalized, scaled; one shared expert.
+        md.push((format!("{arch}.expert_shared_count"), u32v(1)));
+        md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
+        md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
+    }
+    if arch == "bailingmoe" {
+        // Ling's routing: softmax, renormalized, scaled; one shared expert; a leading dense
+        // count its converter writes and llama.cpp's graph does not read.
+        md.push((format!("{arch}.expert_shared_count"), u32v(1)));
+        md.push((format!("{arch}.leading_dense_block_count"), u32v(0)));
+        md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
+        md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
+    }
+    if spec.family == Family::Glm4Moe {
+        // GLM-4.5's routing: sigmoid, renormalized, scaled; one shared expert.
+        md.push((format!("{arch}.expert_shared_count"), u32v(1)));
+        md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
+        md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
+        md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
+        md.push((format!("{arch}.expert_gating_func"), u32v(2)));
+    }
+    if spec.family == Family::Qwen2 || arch == "hunyuan-moe" {
+        // Qwen2 MoE's and Hunyuan's: the shared expert's own width.
+        md.push((format!("{arch}.expert_shared_feed_forward_length"), u32v(WIDE_SHARED * spec.ffn)));
+    }
+    if spec.family == Family::Ernie45 {
+        // ERNIE 4.5's: softmax with a selection bias, renormalized; a shared expert of its
+        // own width (here an expert's); every layer after the first with experts.
+        md.push((format!("{arch}.expert_shared_feed_forward_length"), u32v(spec.ffn)));
+        md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
+        md.push((format!("{arch}.interleave_moe_layer_step"), u32v(1)));
+    }
     md
 }
 
