@@ -413,6 +413,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // in f32 too.
         ("tiny-chatglm-q8_0.gguf", TinyModelSpec::chatglm(WeightType::Q8_0)),
         ("tiny-chatglm-f32.gguf", TinyModelSpec::chatglm(WeightType::F32)),
+        // Ling 2.0's (`bailingmoe2`): GLM-4.5's layout with a fused, unbiased Q/K/V and its
+        // experts in groups (4 of 2, the best 2 used); in f32 too.
+        ("tiny-bailingmoe2-q8_0.gguf", TinyModelSpec::bailingmoe2(WeightType::Q8_0)),
+        ("tiny-bailingmoe2-f32.gguf", TinyModelSpec::bailingmoe2(WeightType::F32)),
         // Ling's (`bailingmoe`): experts in every layer, renormalized and scaled, beside a shared
         // one; in f32 too.
         ("tiny-bailingmoe-q8_0.gguf", TinyModelSpec::bailingmoe(WeightType::Q8_0)),

@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -406,7 +406,11 @@ impl Family {
             // (llama.cpp's `chatglm` graph: half of each head rotated in adjacent pairs, a fused
             // gate/up, Q/K/V biases).
             "glm4" | "chatglm" => Ok(Self::Glm4),
-            "glm4moe" => Ok(Self::Glm4Moe),
+            // Ling 2.0's (`bailingmoe2`: Ling-mini-2.0, Ling-flash-2.0, Ring-mini-2.0): GLM-4.5's
+            // layer with Q, K and V fused and unbiased, the MLP's norm as `ffn_norm`, a shared
+            // expert `expert_shared_feed_forward_length` (else an expert's) wide per shared
+            // count, the gating the file's (required), its experts in groups.
+            "glm4moe" | "bailingmoe2" => Ok(Self::Glm4Moe),
             "gpt-oss" => Ok(Self::GptOss),
             "gemma4" => Ok(Self::Gemma4),
             // Mistral 4's files are `deepseek2`'s under another name (llama.cpp runs them so),
@@ -1075,6 +1079,18 @@ pub struct MoeParams {
     /// goes down to it (`ffn_latent_down`) before them and their weighted sum back up
     /// (`ffn_latent_up`) after; the router and the shared expert see the token itself.
     pub latent: Option<usize>,
+    /// `expert_group_count` groups of experts, of which a token chooses among the best
+    /// `expert_group_used_count` only (DeepSeek-V3's, Ling 2.0's); none for a file without
+    /// groups or with one.
+    pub groups: Option<ExpertGroups>,
+}
+
+/// Experts in `count` equal groups, a token choosing among the best `used` of them (llama.cpp's
+/// `n_expert_groups`, `n_group_used`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpertGroups {
+    pub count: usize,
+    pub used: usize,
 }
 
 /// A router's gating function (llama.cpp's `llama_expert_gating_func_type`).
@@ -1476,7 +1492,9 @@ impl HParams {
             alibi_max_bias,
             clamp_kqv: clamp_kqv(md, &key, a)?,
             ffn_norm_stem: match (family, a) {
-                // GLM-4.5's, gpt-oss's, Seed-OSS's and Qwen3.5's under Hugging Face's name for it.
+                // GLM-4.5's, gpt-oss's, Seed-OSS's and Qwen3.5's under Hugging Face's name for it
+                // (not Ling 2.0's).
+                (_, "bailingmoe2") => "ffn_norm",
                 (Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35, _) => "post_attention_norm",
                 (_, "dbrx") => "attn_output_norm",
                 _ => "ffn_norm",
@@ -2179,8 +2197,8 @@ fn moe_params(
         // llama.cpp's fallback: a MoE layer's `feed_forward_length` (one per layer) over
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
-        // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and `bailingmoe` files.
-        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe") => md_usize(md, &key("expert_feed_forward_length"))?,
+        // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and Ling's files.
+        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | "bailingmoe2") => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -2193,11 +2211,8 @@ fn moe_params(
     if expert_ffn == 0 {
         return Err(bad("expert_feed_forward_length", "experts of width 0".into()));
     }
-    // llama.cpp's `deepseek2` graph routes over all experts whatever groups the file gives.
-    if family != Family::DeepSeek2 && md_opt_usize(md, &key("expert_group_count"))?.unwrap_or(0) > 1 {
-        return Err(bad("expert_group_count", "routing over expert groups is not supported".into()));
-    }
-    let gating = moe_gating(md, key, family, [layers, vocab])?;
+    let groups = expert_groups(md, key, experts, experts_used)?;
+    let gating = moe_gating(md, key, (family, arch), [layers, vocab])?;
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
         // Only llama.cpp's GLM-4.5, DeepSeek (V1 and V2), Nemotron-H and Ling graphs read the
         // scale (its other graphs pass a scale that stays 0: none).
@@ -2233,7 +2248,31 @@ fn moe_params(
         shared_gate: matches!(family, Family::Qwen35 | Family::Qwen2),
         ungated: family == Family::NemotronH,
         latent: md_opt_usize(md, &key("moe_latent_size"))?.filter(|&l| l > 0),
+        groups,
     }))
+}
+
+/// A MoE file's expert groups (`expert_group_count`, above 1, and `expert_group_used_count`),
+/// which llama.cpp's `build_moe_ffn` routes by in any architecture. Refused where llama.cpp
+/// would route nonsense: groups that do not split the experts evenly, or of fewer than the two
+/// experts a group's score sums, or too few groups used to hold the experts a token runs.
+fn expert_groups(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, experts: usize, experts_used: usize) -> Result<Option<ExpertGroups>, ModelError> {
+    let count = match md_opt_usize(md, &key("expert_group_count"))? {
+        Some(c) if c > 1 => c,
+        _ => return Ok(None),
+    };
+    let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+    if !experts.is_multiple_of(count) || experts / count < 2 {
+        return Err(bad("expert_group_count", format!("{count} groups of {experts} experts: each group needs an equal share of two or more")));
+    }
+    let used = md_opt_usize(md, &key("expert_group_used_count"))?.unwrap_or(0);
+    if used == 0 || used > count || used * (experts / count) < experts_used {
+        return Err(bad(
+            "expert_group_used_count",
+            format!("{used} of {count} groups of {} experts cannot hold the {experts_used} experts a token runs", experts / count),
+        ));
+    }
+    Ok(Some(ExpertGroups { count, used }))
 }
 
 /// `rope.freq_base` (10,000 when absent); Hunyuan's dense files' scaled by NTK-aware alpha
@@ -2261,14 +2300,14 @@ fn rope_base(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &s
 }
 
 /// A MoE file's router gating: `expert_gating_func` where llama.cpp's graph reads it (GLM-4.5's,
-/// DeepSeek-V2's and LFM2's, with their defaults); the others' graphs fix it whatever the file
+/// DeepSeek-V2's, LFM2's and Ling 2.0's, with their defaults); the others' graphs fix it whatever the file
 /// says: gpt-oss's a softmax over the chosen, Nemotron-H's a sigmoid, every other one's
 /// (Mixtral's, Qwen3 MoE's, Qwen2 MoE's, Granite's, ERNIE 4.5's, Gemma 4's, Qwen3.5's) a
 /// softmax.
 fn moe_gating(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
-    family: Family,
+    (family, arch): (Family, &str),
     [layers, vocab]: [usize; 2],
 ) -> Result<MoeGating, ModelError> {
     let reads_key = matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::Lfm2);
@@ -2276,10 +2315,17 @@ fn moe_gating(
         _ if family == Family::GptOss => MoeGating::SoftmaxWeight,
         _ if family == Family::NemotronH => MoeGating::Sigmoid,
         _ if !reads_key => MoeGating::Softmax,
-        // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid).
-        None if family == Family::Lfm2 => {
+        // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid) and of
+        // `bailingmoe2` ones, whose graph has no default for 0 either.
+        None if family == Family::Lfm2 || arch == "bailingmoe2" => {
             return Err(ModelError::MissingMetadata {
                 key: key("expert_gating_func"),
+            })
+        }
+        Some(0) if arch == "bailingmoe2" => {
+            return Err(ModelError::BadMetadata {
+                key: key("expert_gating_func"),
+                reason: "0 names no gating (1 softmax, 2 sigmoid, 3 softmax over the chosen)".into(),
             })
         }
         None | Some(0) if family == Family::Glm4Moe => MoeGating::Sigmoid,
@@ -2311,6 +2357,12 @@ fn moe_layers(
 ) -> Result<(usize, usize, usize), ModelError> {
     let leading = || -> Result<usize, ModelError> { Ok(md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0)) };
     Ok(match family {
+        // Ling 2.0's: `expert_shared_count` shared experts of `expert_shared_feed_forward_length`
+        // where the file gives it, else of an expert's width (llama.cpp multiplies either).
+        _ if arch == "bailingmoe2" => {
+            let width = md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.filter(|&w| w > 0).unwrap_or(expert_ffn);
+            (md_usize(md, &key("expert_shared_count"))? * width, leading()?, 1)
+        }
         Family::Glm4Moe | Family::DeepSeek2 => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
         _ if arch == "deepseek" => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
         // Ling's: the same shared experts in every layer (llama.cpp's graph gives each layer
@@ -2981,7 +3033,7 @@ mod tests {
 
     /// GLM-4.5's routing as llama.cpp reads it: sigmoid unless the file says, weights not
     /// renormalized unless it says, its scale, the shared expert's width, the leading dense
-    /// layers; Qwen3 MoE keeps softmax, renormalized. Expert groups are refused.
+    /// layers; Qwen3 MoE keeps softmax, renormalized. Expert groups are read where they make sense.
     #[test]
     fn glm4moe_reads_its_routing() {
         fn base(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
@@ -3008,8 +3060,17 @@ mod tests {
         assert_eq!((m.normalize, m.weights_scale, m.dense_leading), (true, 2.5, 1));
         let q = HParams::from_metadata(&md("qwen3moe", &base(&[])), Some(100)).unwrap().moe.unwrap();
         assert_eq!((q.gating, q.normalize, q.shared_ffn), (MoeGating::Softmax, true, 0));
-        let groups = md("glm4moe", &base(&[("expert_group_count", Value::U32(8))]));
+        // Groups: 4 of 2 experts, the best 2 used; groups of one expert, or too few used to
+        // hold a token's experts, refused.
+        let grouped = [("expert_group_count", Value::U32(4)), ("expert_group_used_count", Value::U32(2))];
+        let m = HParams::from_metadata(&md("glm4moe", &base(&grouped)), Some(100)).unwrap().moe.unwrap();
+        assert_eq!(m.groups, Some(ExpertGroups { count: 4, used: 2 }));
+        let groups = md("glm4moe", &base(&[("expert_group_count", Value::U32(8)), ("expert_group_used_count", Value::U32(4))]));
         assert_eq!(bad_key(&groups), "glm4moe.expert_group_count");
+        let groups = md("glm4moe", &base(&[("expert_group_count", Value::U32(4))]));
+        assert_eq!(bad_key(&groups), "glm4moe.expert_group_used_count");
+        let one = md("glm4moe", &base(&[("expert_group_count", Value::U32(1))]));
+        assert_eq!(HParams::from_metadata(&one, Some(100)).unwrap().moe.unwrap().groups, None);
         let gating = md("glm4moe", &base(&[("expert_gating_func", Value::U32(4))]));
         assert_eq!(bad_key(&gating), "glm4moe.expert_gating_func");
         let no_shared: Vec<(&str, Value)> = base(&[]).into_iter().filter(|(k, _)| *k != "expert_shared_count").collect();
@@ -3337,6 +3398,34 @@ mod tests {
         let hp = HParams::from_metadata(&md("chatglm", &[("rope.dimension_count", Value::U32(32)), sections]), Some(100)).unwrap();
         assert_eq!((hp.family, hp.rope_dims, hp.rope_style, hp.post_norms), (Family::Glm4, 32, RopeStyle::Interleaved, false));
         assert!(HParams::from_metadata(&md("glm4", &[]), Some(100)).unwrap().post_norms);
+    }
+
+    /// Ling 2.0's files: GLM-4.5's family with the MLP norm as `ffn_norm`, the gating required,
+    /// shared experts of their own width per shared count, experts in groups.
+    #[test]
+    fn bailingmoe2_files_read_their_gating_groups_and_shared_width() {
+        let moe = [
+            ("expert_count", Value::U32(8)),
+            ("expert_used_count", Value::U32(2)),
+            ("expert_feed_forward_length", Value::U32(64)),
+            ("expert_shared_count", Value::U32(2)),
+            ("leading_dense_block_count", Value::U32(1)),
+            ("expert_group_count", Value::U32(4)),
+            ("expert_group_used_count", Value::U32(2)),
+            ("expert_shared_feed_forward_length", Value::U32(96)),
+            ("expert_gating_func", Value::U32(2)),
+        ];
+        let hp = HParams::from_metadata(&md("bailingmoe2", &moe), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.ffn_norm_stem, hp.rope_style), (Family::Glm4Moe, "ffn_norm", RopeStyle::Neox));
+        let m = hp.moe.unwrap();
+        assert_eq!((m.gating, m.shared_ffn, m.dense_leading, m.groups), (MoeGating::Sigmoid, 192, 1, Some(ExpertGroups { count: 4, used: 2 })));
+        let mut no_width = moe.to_vec();
+        no_width.retain(|(k, _)| *k != "expert_shared_feed_forward_length");
+        assert_eq!(HParams::from_metadata(&md("bailingmoe2", &no_width), Some(100)).unwrap().moe.unwrap().shared_ffn, 128);
+        assert!(matches!(
+            HParams::from_metadata(&md("bailingmoe2", &moe[..8]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "bailingmoe2.expert_gating_func"
+        ));
     }
 
     /// Ling's files: every layer's experts (their width and the shared count required),

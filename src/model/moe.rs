@@ -11,7 +11,10 @@
 //! file's per-expert selection bias (`exp_probs_b`), their unbiased sigmoids as weights,
 //! renormalized where the file says (`expert_weights_norm`), times `expert_weights_scale`;
 //! with gpt-oss's softmax-of-the-chosen gating, the top `k` by raw score, weighted by a softmax
-//! over those `k` scores. gpt-oss's router and experts also have biases (`ffn_gate_inp.bias`,
+//! over those `k` scores. Where the file groups its experts (`expert_group_count` above 1:
+//! DeepSeek-V3's, Ling 2.0's), a token chooses only among the `expert_group_used_count`
+//! groups whose two best selection scores sum highest, as llama.cpp does for every
+//! architecture. gpt-oss's router and experts also have biases (`ffn_gate_inp.bias`,
 //! `ffn_{gate,up,down}_exps.bias`): added to the router's scores before anything else, to each
 //! expert's gate and up outputs before the activation, and to its down output before its
 //! weight multiplies it, as llama.cpp's `ggml_add_id`.
@@ -33,7 +36,7 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
-use super::hparams::{MoeGating, MoeParams};
+use super::hparams::{ExpertGroups, MoeGating, MoeParams};
 use super::linear::{FusedLinear, QLinear};
 use super::ModelError;
 use crate::ops::glu::{self, Gate};
@@ -104,6 +107,8 @@ pub struct Routing {
     /// Gemma 4: multiplies each expert's weight (`ffn_down_exps.scale`, one per expert: its
     /// output's scale, folded into the weight).
     pub expert_scale: Option<Vec<f32>>,
+    /// The experts in groups, of which a token chooses among the best few only.
+    pub groups: Option<ExpertGroups>,
 }
 
 #[cfg(test)]
@@ -117,6 +122,7 @@ impl Routing {
             normalize: true,
             scale: 1.0,
             expert_scale: None,
+            groups: None,
         }
     }
 }
@@ -150,10 +156,13 @@ pub fn route(logits: &[f32], experts: usize, routing: &Routing) -> Routes {
     let mut order: Vec<u32> = Vec::with_capacity(experts);
     for row in logits.chunks_exact(experts.max(1)).take(tokens) {
         let probs = gate(row, routing.gating);
-        let selection: Vec<f32> = match &routing.selection_bias {
+        let mut selection: Vec<f32> = match &routing.selection_bias {
             Some(b) => probs.iter().zip(b).map(|(p, b)| p + b).collect(),
             None => probs.clone(),
         };
+        if let Some(g) = routing.groups {
+            mask_groups(&mut selection, g);
+        }
         order.clear();
         order.extend(0..experts as u32);
         // Stable: equal scores keep the lower id first.
@@ -177,6 +186,33 @@ pub fn route(logits: &[f32], experts: usize, routing: &Routing) -> Routes {
         weights.extend(w);
     }
     Routes { k, ids, weights }
+}
+
+/// Leaves `selection`'s scores in its best `g.used` groups and sets the others' to -inf: a
+/// group's score is the sum of its two best experts' (llama.cpp's `build_moe_ffn`, after
+/// DeepSeek-V3's `noaux_tc`); equal group scores keep the lower group.
+fn mask_groups(selection: &mut [f32], g: ExpertGroups) {
+    let per = selection.len() / g.count.max(1);
+    if g.count <= 1 || per < 2 {
+        return;
+    }
+    let score = |group: &[f32]| {
+        let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+        for &x in group {
+            if x > a {
+                (a, b) = (x, a);
+            } else if x > b {
+                b = x;
+            }
+        }
+        a + b
+    };
+    let scores: Vec<f32> = selection.chunks(per).map(score).collect();
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+    for &dropped in &order[g.used.min(order.len())..] {
+        selection[dropped * per..(dropped + 1) * per].fill(f32::NEG_INFINITY);
+    }
 }
 
 /// One token's gated router scores: softmax over the experts, each one's sigmoid, or (gpt-oss)
@@ -295,6 +331,7 @@ impl MoeMlp {
             normalize: p.normalize,
             scale: p.weights_scale,
             expert_scale: host_vec(file, &n("ffn_down_exps.scale"), &[p.experts])?,
+            groups: p.groups,
         })
     }
 
@@ -648,6 +685,7 @@ mod tests {
             normalize: true,
             scale: 2.5,
             expert_scale: None,
+            groups: None,
         };
         let cpu = Device::Cpu;
         let mut moe = MoeMlp::new(weight(n, d, 1, GgmlDType::F32, 6.0), experts(), routing.clone(), &cpu).unwrap();
@@ -733,6 +771,7 @@ mod tests {
             normalize: false,
             scale: 1.0,
             expert_scale: None,
+            groups: None,
         };
         let r = route(&logits, 4, &routing);
         assert_eq!((r.ids.clone(), r.weights.clone()), (vec![0, 1], vec![sig(2.0), sig(1.0)]));
@@ -748,6 +787,35 @@ mod tests {
         assert!((r.weights[0] - 2.5 * sig(-1.0) / sum).abs() < 1e-6 && (r.weights[1] - 2.5 * sig(2.0) / sum).abs() < 1e-6);
     }
 
+    /// Grouped experts: a token chooses only in the best groups by their two best selection
+    /// scores' sum, a group with one very good expert losing to one with two good ones.
+    #[test]
+    fn grouped_routes_choose_within_the_best_groups() {
+        // Four groups of two: sums 3+(-5), 2+2, 1.5+1.5, 0+0.
+        let logits = [3.0, -5.0, 2.0, 2.0, 1.5, 1.5, 0.0, 0.0];
+        let mut routing = Routing {
+            k: 2,
+            gating: MoeGating::Sigmoid,
+            selection_bias: None,
+            normalize: false,
+            scale: 1.0,
+            expert_scale: None,
+            groups: Some(ExpertGroups { count: 4, used: 2 }),
+        };
+        // Groups 1 and 2 (sums 4 and 3) win over group 0 (sum of sigmoids lower), though
+        // expert 0 is the best alone.
+        let r = route(&logits, 8, &routing);
+        assert_eq!(r.ids, vec![2, 3]);
+        routing.k = 3;
+        assert_eq!(route(&logits, 8, &routing).ids, vec![2, 3, 4]);
+        // Without groups expert 0 comes first.
+        routing.groups = None;
+        assert_eq!(route(&logits, 8, &routing).ids, vec![0, 2, 3]);
+        // One group holding every expert: no masking.
+        routing.groups = Some(ExpertGroups { count: 1, used: 1 });
+        assert_eq!(route(&logits, 8, &routing).ids, vec![0, 2, 3]);
+    }
+
     /// gpt-oss's gating: the raw scores choose, a softmax over the chosen ones weighs.
     #[test]
     fn softmax_weight_routes_weigh_by_a_softmax_over_the_chosen() {
@@ -758,6 +826,7 @@ mod tests {
             normalize: false,
             scale: 1.0,
             expert_scale: None,
+            groups: None,
         };
         let r = route(&[1.0, 3.0, 2.0, -4.0], 4, &routing);
         assert_eq!(r.ids, vec![1, 2]);
@@ -784,6 +853,7 @@ mod tests {
             normalize: false,
             scale: 1.0,
             expert_scale: None,
+            groups: None,
         };
         let plain = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts().into_iter().map(Vec::from).collect(), routing.clone(), &Device::Cpu).unwrap();
         let mut moe = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts().into_iter().map(Vec::from).collect(), routing.clone(), &Device::Cpu).unwrap();

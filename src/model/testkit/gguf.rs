@@ -152,6 +152,9 @@ pub struct TinyModelSpec {
     pub delta_net: Option<TinyDeltaNet>,
     /// Granite 4.0's hybrids: the Mamba-2 mixer of their recurrent layers.
     pub mamba2: Option<TinyMamba2>,
+    /// Experts in this many groups, of which this many are used (`expert_group_count`,
+    /// `expert_group_used_count`).
+    pub expert_groups: Option<(usize, usize)>,
     pub seed: u64,
 }
 
@@ -268,6 +271,7 @@ impl TinyModelSpec {
             mla: (family == Family::DeepSeek2).then(TinyMla::v3),
             delta_net: (family == Family::Qwen35).then(TinyDeltaNet::tiny),
             mamba2: matches!(family, Family::GraniteHybrid | Family::NemotronH).then(|| TinyMamba2::tiny(256)),
+            expert_groups: None,
             seed: 7,
         }
     }
@@ -653,6 +657,26 @@ impl TinyModelSpec {
         }
     }
 
+    /// Ling 2.0's files (`bailingmoe2`): GLM-4.5's tiny layout (a dense layer, then two of
+    /// experts with a selection bias and a shared expert, sigmoid-routed, renormalized, scaled)
+    /// with Q, K and V fused and unbiased, the MLP norm as `ffn_norm`, 8 experts in 4 groups of
+    /// which 2 are used; its pre-tokenizer (`bailingmoe2`), an output projection of its own.
+    pub fn bailingmoe2(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("bailingmoe2"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "bailingmoe2" }),
+            tie_embeddings: false,
+            moe: Some(TinyMoe {
+                experts: 8,
+                used: 2,
+                identical: false,
+            }),
+            expert_groups: Some((4, 2)),
+            seed: if weight_type == WeightType::F32 { 93 } else { 94 },
+            ..Self::tiny(Family::Glm4Moe, weight_type)
+        }
+    }
+
     /// Ling's files (`bailingmoe`): Llama's layer whose MLPs are 4 experts (2 per token),
     /// softmax-routed, renormalized, scaled by 1.5, beside one shared expert; an output
     /// projection of its own; its pre-tokenizer (`bailingmoe`).
@@ -850,6 +874,7 @@ impl TinyModelSpec {
             mla: None,
             delta_net: None,
             mamba2: None,
+            expert_groups: None,
             seed: 11,
         }
     }
@@ -892,6 +917,7 @@ impl TinyModelSpec {
             mla: None,
             delta_net: None,
             mamba2: None,
+            expert_groups: None,
             seed: 12,
         }
     }
@@ -938,6 +964,7 @@ impl TinyModelSpec {
             mla: None,
             delta_net: None,
             mamba2: None,
+            expert_groups: None,
             seed: 13,
         }
     }
@@ -1424,6 +1451,10 @@ fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)
         md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
         md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
     }
+    if let Some((count, used)) = spec.expert_groups {
+        md.push((format!("{arch}.expert_group_count"), u32v(count)));
+        md.push((format!("{arch}.expert_group_used_count"), u32v(used)));
+    }
     if spec.family == Family::Glm4Moe {
         // GLM-4.5's routing: sigmoid, renormalized, scaled; one shared expert.
         md.push((format!("{arch}.expert_shared_count"), u32v(1)));
@@ -1549,7 +1580,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         let q = rng.matrix(q_dim, d, 1.0);
         let k = rng.matrix(kv_dim, d, 1.0);
         let v = rng.matrix(kv_dim, d, 1.0);
-        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "jais" | "dbrx" | "chatglm" | "qwen")) {
+        if spec.family == Family::Phi3 || matches!(spec.arch, Some("falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "jais" | "dbrx" | "chatglm" | "qwen" | "bailingmoe2")) {
             tensors.push(quantize(n("attn_qkv.weight"), [q, k, v].concat(), q_dim + 2 * kv_dim, d)?);
         } else {
             tensors.push(quantize(n("attn_q.weight"), q, q_dim, d)?);
@@ -1575,7 +1606,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name, DBRX
             // under its own.
             let name = match spec.family {
-                Family::Glm4Moe | Family::GptOss | Family::SeedOss => "post_attention_norm.weight",
+                Family::Glm4Moe | Family::GptOss | Family::SeedOss if spec.arch != Some("bailingmoe2") => "post_attention_norm.weight",
                 _ if spec.arch == Some("dbrx") => "attn_output_norm.weight",
                 _ => "ffn_norm.weight",
             };
@@ -1630,7 +1661,8 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
         Ok((name, QTensor::quantize(&Tensor::from_vec(data, len, &Device::Cpu)?, GgmlDType::F32)?))
     };
     let mut out = Vec::new();
-    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss);
+    // (Ling 2.0's fused Q/K/V has none.)
+    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) && spec.arch != Some("bailingmoe2");
     let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe"));
     if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm" | "qwen" | "phimoe")) {
         // One bias beside the fused `attn_qkv`.
