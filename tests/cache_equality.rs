@@ -108,7 +108,8 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // whose MLP reads its own norm, a fused QKV bias), StarCoder's (learned positions, one K/V
     // head), BLOOM's (ALiBi, the embedding normalized), the first OLMo's (LayerNorms without
     // weights, Q/K/V clamped), Jais's (ALiBi, a gated MLP with biases, scores by 1/head_dim),
-    // DBRX's (experts under unbiased LayerNorms, a fused QKV, Q/K/V clamped).
+    // DBRX's (experts under unbiased LayerNorms, a fused QKV, Q/K/V clamped), Ling 2.0's
+    // (experts in groups, a token choosing among the best ones only).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -130,6 +131,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("Olmo".to_string(), TinyModelSpec::olmo(weights)),
             ("Jais".to_string(), TinyModelSpec::jais(weights)),
             ("Dbrx".to_string(), TinyModelSpec::dbrx(weights)),
+            ("Ling2".to_string(), TinyModelSpec::bailingmoe2(weights)),
         ]);
     specs
         .map(|(name, spec)| {
