@@ -417,6 +417,14 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // experts in groups (4 of 2, the best 2 used); in f32 too.
         ("tiny-bailingmoe2-q8_0.gguf", TinyModelSpec::bailingmoe2(WeightType::Q8_0)),
         ("tiny-bailingmoe2-f32.gguf", TinyModelSpec::bailingmoe2(WeightType::F32)),
+        // Apertus's (`apertus`): per-head Q/K norms before NeoX rope, up, xIELU, down; in f32
+        // too.
+        ("tiny-apertus-q8_0.gguf", TinyModelSpec::apertus(WeightType::Q8_0)),
+        ("tiny-apertus-f32.gguf", TinyModelSpec::apertus(WeightType::F32)),
+        // dots.llm1's (`dots1`): GLM-4.5's layout with Q, K and V apart and unbiased, whole heads
+        // rotated, the MLP norm as `ffn_norm`; in f32 too.
+        ("tiny-dots1-q8_0.gguf", TinyModelSpec::dots1(WeightType::Q8_0)),
+        ("tiny-dots1-f32.gguf", TinyModelSpec::dots1(WeightType::F32)),
         // Ling's (`bailingmoe`): experts in every layer, renormalized and scaled, beside a shared
         // one; in f32 too.
         ("tiny-bailingmoe-q8_0.gguf", TinyModelSpec::bailingmoe(WeightType::Q8_0)),

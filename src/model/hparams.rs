@@ -196,7 +196,7 @@ use std::collections::HashMap;
 use candle_core::quantized::gguf_file::Value;
 
 use super::gguf::{
-    md_opt_bool, md_opt_f64, md_opt_per_layer_usize, md_opt_str, md_opt_usize, md_opt_usize_array, md_opt_usize_per_layer,
+    md_opt_bool, md_opt_f64, md_opt_f64_per_layer, md_opt_per_layer_usize, md_opt_str, md_opt_usize, md_opt_usize_array, md_opt_usize_per_layer,
     md_str, md_usize,
 };
 use super::ModelError;
@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,11 +363,13 @@ impl Family {
             // experts softmax-routed, not renormalized, scaled by `expert_weights_scale`, beside
             // `expert_shared_count` shared experts. PLaMo (`plamo`: PLaMo-13B and its instruct
             // model): Llama's layer in parallel form, its MLP reading the attention's norm, NeoX
-            // pairs. Ling (`bailingmoe`: Ling-lite, Ling-plus, Ling-Coder-lite): Llama's layer
+            // pairs. Apertus (`apertus`: Apertus 8B and 70B, base and instruct): Llama's layer with
+            // each head's Q and K normalized before NeoX rope, an MLP of up, xIELU (its
+            // parameters per layer, `HParams::xielu`), down. Ling (`bailingmoe`: Ling-lite, Ling-plus, Ling-Coder-lite): Llama's layer
             // whose every MLP is experts (softmax-routed, renormalized where
             // `expert_weights_norm` says, scaled) beside `expert_shared_count` shared experts.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -409,8 +411,10 @@ impl Family {
             // Ling 2.0's (`bailingmoe2`: Ling-mini-2.0, Ling-flash-2.0, Ring-mini-2.0): GLM-4.5's
             // layer with Q, K and V fused and unbiased, the MLP's norm as `ffn_norm`, a shared
             // expert `expert_shared_feed_forward_length` (else an expert's) wide per shared
-            // count, the gating the file's (required), its experts in groups.
-            "glm4moe" | "bailingmoe2" => Ok(Self::Glm4Moe),
+            // count, the gating the file's (required), its experts in groups. dots.llm1's
+            // (`dots1`): GLM-4.5's layer with Q, K and V apart and unbiased, rotated whole, the
+            // MLP's norm as `ffn_norm`, the gating the file's (required).
+            "glm4moe" | "bailingmoe2" | "dots1" => Ok(Self::Glm4Moe),
             "gpt-oss" => Ok(Self::GptOss),
             "gemma4" => Ok(Self::Gemma4),
             // Mistral 4's files are `deepseek2`'s under another name (llama.cpp runs them so),
@@ -505,6 +509,31 @@ pub enum MlpKind {
     /// StarCoder2's and Phi-2's: `gelu(up)` (tanh's approximation, as llama.cpp's
     /// `LLM_FFN_GELU`), no `ffn_gate`.
     UpGelu,
+    /// Apertus's: `xielu(up)` with each layer's parameters ([`Xielu`]), no `ffn_gate`.
+    UpXielu,
+}
+
+/// One layer's xIELU (Apertus's activation), its parameters as ggml's `ggml_xielu` keeps them:
+/// `a_p·x² + β·x` for `x > 0`, else `(expm1(min(x, ε)) − x)·a_n + β·x`, where the file's
+/// `xielu.alpha_p` and `xielu.alpha_n` give `a_p = softplus(alpha_p)` and
+/// `a_n = β + softplus(alpha_n)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Xielu {
+    pub a_p: f32,
+    pub a_n: f32,
+    pub beta: f32,
+    pub eps: f32,
+}
+
+impl Xielu {
+    /// The activation of one value.
+    pub fn apply(&self, x: f32) -> f32 {
+        if x > 0.0 {
+            self.a_p * x * x + self.beta * x
+        } else {
+            (x.min(self.eps).exp_m1() - x) * self.a_n + self.beta * x
+        }
+    }
 }
 
 /// What a layer's input norm and the final norm compute over a row `x` with weight `α`.
@@ -708,6 +737,8 @@ pub struct HParams {
     /// Each layer's dense MLP width where they differ (Gemma 4's E models double it in their
     /// K/V-sharing layers); empty when every layer's is `ffn`.
     pub ffn_per_layer: Vec<usize>,
+    /// Apertus: each layer's xIELU ([`MlpKind::UpXielu`]); empty for the other files.
+    pub xielu: Vec<Xielu>,
     /// DeepSeek-V2/V3: multi-head latent attention. The cache then keeps one K/V head per layer
     /// (`kv_heads` 1) of the latent and its rotated part (`head_dim` = `kv_lora_rank +
     /// qk_rope`, `rope_dims` = `qk_rope`), which every query head attends over.
@@ -1493,8 +1524,8 @@ impl HParams {
             clamp_kqv: clamp_kqv(md, &key, a)?,
             ffn_norm_stem: match (family, a) {
                 // GLM-4.5's, gpt-oss's, Seed-OSS's and Qwen3.5's under Hugging Face's name for it
-                // (not Ling 2.0's).
-                (_, "bailingmoe2") => "ffn_norm",
+                // (not Ling 2.0's or dots.llm1's).
+                (_, "bailingmoe2" | "dots1") => "ffn_norm",
                 (Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35, _) => "post_attention_norm",
                 (_, "dbrx") => "attn_output_norm",
                 _ => "ffn_norm",
@@ -1521,6 +1552,7 @@ impl HParams {
             kv_layers,
             per_layer_input,
             ffn_per_layer,
+            xielu: xielu_params(md, a, layers)?,
             mla,
             recurrent,
             short_conv,
@@ -1820,7 +1852,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -1963,9 +1995,43 @@ fn no_rope_layers(
 fn mlp_kind(family: Family, arch: &str) -> MlpKind {
     match (family, arch) {
         (Family::NemotronH, _) | (_, "arcee" | "nemotron") => MlpKind::UpReluSquared,
+        (_, "apertus") => MlpKind::UpXielu,
         (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell") => MlpKind::UpGelu,
         _ => MlpKind::Gated,
     }
+}
+
+/// Apertus's per-layer xIELU (`xielu.alpha_n`, `xielu.alpha_p`, `xielu.beta`, `xielu.eps`, not
+/// under the architecture's prefix: each required, one value or one per layer, as llama.cpp
+/// reads them); none for other files.
+fn xielu_params(md: &HashMap<String, Value>, arch: &str, layers: usize) -> Result<Vec<Xielu>, ModelError> {
+    if arch != "apertus" {
+        return Ok(Vec::new());
+    }
+    // (Not under the architecture: llama.cpp names these keys bare.)
+    let read = |k: &str| -> Result<Vec<f64>, ModelError> {
+        md_opt_f64_per_layer(md, k, layers)?.ok_or(ModelError::MissingMetadata { key: k.to_string() })
+    };
+    let [alpha_n, alpha_p, beta, eps] = [read("xielu.alpha_n")?, read("xielu.alpha_p")?, read("xielu.beta")?, read("xielu.eps")?];
+    // ggml's softplus, linear above 20.
+    let softplus = |x: f64| if x > 20.0 { x } else { x.exp().ln_1p() };
+    (0..layers)
+        .map(|i| {
+            let x = Xielu {
+                a_p: softplus(alpha_p[i]) as f32,
+                a_n: (beta[i] + softplus(alpha_n[i])) as f32,
+                beta: beta[i] as f32,
+                eps: eps[i] as f32,
+            };
+            match [x.a_p, x.a_n, x.beta, x.eps].iter().all(|v| v.is_finite()) {
+                true => Ok(x),
+                false => Err(ModelError::BadMetadata {
+                    key: "xielu.alpha_p".into(),
+                    reason: format!("layer {i}'s xIELU parameters are not finite numbers"),
+                }),
+            }
+        })
+        .collect()
 }
 
 /// Whether a file of `arch` runs its layers in parallel form (`HParams::parallel_block`):
@@ -2198,7 +2264,7 @@ fn moe_params(
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
         // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and Ling's files.
-        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | "bailingmoe2") => md_usize(md, &key("expert_feed_forward_length"))?,
+        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | "bailingmoe2" | "dots1") => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -2300,7 +2366,7 @@ fn rope_base(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &s
 }
 
 /// A MoE file's router gating: `expert_gating_func` where llama.cpp's graph reads it (GLM-4.5's,
-/// DeepSeek-V2's, LFM2's and Ling 2.0's, with their defaults); the others' graphs fix it whatever the file
+/// DeepSeek-V2's, LFM2's, Ling 2.0's and dots.llm1's, with their defaults); the others' graphs fix it whatever the file
 /// says: gpt-oss's a softmax over the chosen, Nemotron-H's a sigmoid, every other one's
 /// (Mixtral's, Qwen3 MoE's, Qwen2 MoE's, Granite's, ERNIE 4.5's, Gemma 4's, Qwen3.5's) a
 /// softmax.
@@ -2316,13 +2382,14 @@ fn moe_gating(
         _ if family == Family::NemotronH => MoeGating::Sigmoid,
         _ if !reads_key => MoeGating::Softmax,
         // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid) and of
-        // `bailingmoe2` ones, whose graph has no default for 0 either.
-        None if family == Family::Lfm2 || arch == "bailingmoe2" => {
+        // `bailingmoe2` ones; `dots1` ones without it, or with 0, it fails to run (its graph has
+        // no default gating).
+        None if family == Family::Lfm2 || matches!(arch, "bailingmoe2" | "dots1") => {
             return Err(ModelError::MissingMetadata {
                 key: key("expert_gating_func"),
             })
         }
-        Some(0) if arch == "bailingmoe2" => {
+        Some(0) if matches!(arch, "bailingmoe2" | "dots1") => {
             return Err(ModelError::BadMetadata {
                 key: key("expert_gating_func"),
                 reason: "0 names no gating (1 softmax, 2 sigmoid, 3 softmax over the chosen)".into(),
@@ -3425,6 +3492,62 @@ mod tests {
         assert!(matches!(
             HParams::from_metadata(&md("bailingmoe2", &moe[..8]), Some(100)),
             Err(ModelError::MissingMetadata { key }) if key == "bailingmoe2.expert_gating_func"
+        ));
+    }
+
+    /// Apertus's files: per-head Q/K norms by presence, NeoX pairs, up, xIELU, down; the four
+    /// xIELU keys (bare, not under `apertus.`) required, one value or one per layer, turned into
+    /// ggml's parameters.
+    #[test]
+    fn apertus_files_read_each_layers_xielu() {
+        let xielu = [
+            ("xielu.alpha_n", Value::Array(vec![Value::F32(0.3), Value::F32(1.4)])),
+            ("xielu.alpha_p", Value::F32(0.9)),
+            ("xielu.beta", Value::F32(0.5)),
+            ("xielu.eps", Value::F32(-1e-6)),
+        ];
+        let mut m = md("apertus", &[]);
+        m.extend(xielu.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        let hp = HParams::from_metadata(&m, Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.mlp, hp.xielu.len()), (Family::Llama, RopeStyle::Neox, MlpKind::UpXielu, 2));
+        let softplus = |x: f32| x.exp().ln_1p();
+        let x = hp.xielu[1];
+        assert!((x.a_p - softplus(0.9)).abs() < 1e-6 && (x.a_n - (0.5 + softplus(1.4))).abs() < 1e-6);
+        assert_eq!((x.beta, x.eps), (0.5, -1e-6));
+        // The activation: quadratic above 0; below, `(expm1(min(x, ε)) − x)·a_n + β·x`.
+        assert!((x.apply(2.0) - (4.0 * x.a_p + 1.0)).abs() < 1e-6);
+        assert!((x.apply(-1.0) - (((-1f32).exp_m1() + 1.0) * x.a_n - 0.5)).abs() < 1e-6);
+        assert_eq!(x.apply(0.0), x.eps.exp_m1() * x.a_n);
+        // Missing, or one value too few.
+        let mut missing = m.clone();
+        missing.remove("xielu.eps");
+        assert!(matches!(HParams::from_metadata(&missing, Some(100)), Err(ModelError::MissingMetadata { key }) if key == "xielu.eps"));
+        m.insert("xielu.alpha_n".into(), Value::Array(vec![Value::F32(0.3)]));
+        assert!(matches!(HParams::from_metadata(&m, Some(100)), Err(ModelError::BadMetadata { key, .. }) if key == "xielu.alpha_n"));
+        assert!(HParams::from_metadata(&md("llama", &[]), Some(100)).unwrap().xielu.is_empty());
+    }
+
+    /// dots.llm1's files: GLM-4.5's family with the MLP norm as `ffn_norm`, experts (and their
+    /// width) and the gating required.
+    #[test]
+    fn dots1_files_require_their_gating() {
+        let moe = [
+            ("expert_count", Value::U32(8)),
+            ("expert_used_count", Value::U32(2)),
+            ("expert_shared_count", Value::U32(2)),
+            ("expert_feed_forward_length", Value::U32(64)),
+            ("expert_gating_func", Value::U32(2)),
+        ];
+        let hp = HParams::from_metadata(&md("dots1", &moe), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.ffn_norm_stem, hp.rope_dims, hp.head_dim), (Family::Glm4Moe, "ffn_norm", 64, 64));
+        let m = hp.moe.unwrap();
+        assert_eq!((m.gating, m.shared_ffn, m.groups), (MoeGating::Sigmoid, 128, None));
+        for gating in [&moe[..4], &[&moe[..4], &[("expert_gating_func", Value::U32(0))]].concat()] {
+            assert!(HParams::from_metadata(&md("dots1", gating), Some(100)).is_err());
+        }
+        assert!(matches!(
+            HParams::from_metadata(&md("dots1", &moe[..3]), Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "dots1.expert_feed_forward_length"
         ));
     }
 

@@ -27,7 +27,7 @@ use super::gguf::GgufFile;
 use super::delta_net::{DeltaNet, RecurrentSeq, RecurrentState};
 use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
 use super::block_norm::BlockNorm;
-use super::hparams::{AttnShape, Family, HParams, LocalRope, MlpKind, RopeScaling};
+use super::hparams::{AttnShape, Family, HParams, LocalRope, MlpKind, RopeScaling, Xielu};
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::mla::LatentAttention;
@@ -106,6 +106,8 @@ pub(super) struct Mlp {
     down: QLinear,
     /// What runs between them.
     kind: MlpKind,
+    /// Apertus: the layer's xIELU parameters ([`MlpKind::UpXielu`]).
+    xielu: Option<Xielu>,
     /// The projections' biases where the family has them (`HParams::out_biases`).
     biases: Option<MlpBiases>,
 }
@@ -132,6 +134,10 @@ impl Mlp {
         let hidden = match (self.kind, gate_up.as_slice()) {
             // candle's `gelu` is tanh's approximation, as ggml's.
             (MlpKind::UpGelu, [up]) => up.gelu()?,
+            (MlpKind::UpXielu, [up]) => match self.xielu {
+                Some(x) => xielu(up, x)?,
+                None => return Err(ModelError::Ops(crate::ops::OpsError::Layout("an xIELU MLP without its parameters".into()))),
+            },
             // Gated, or Nemotron-H's and Arcee's squared ReLU of up.
             _ => super::moe::activated(&gate_up, act)?,
         };
@@ -141,6 +147,16 @@ impl Mlp {
             None => out,
         })
     }
+}
+
+/// Apertus's xIELU of every value of `x` (see [`Xielu`]), in candle's ops on any device:
+/// `a_p·x² + β·x` where `x > 0`, else `(exp(min(x, ε)) − 1 − x)·a_n + β·x`.
+fn xielu(x: &Tensor, p: Xielu) -> Result<Tensor, ModelError> {
+    let linear = x.affine(f64::from(p.beta), 0.0)?;
+    let positive = (x.sqr()?.affine(f64::from(p.a_p), 0.0)? + &linear)?;
+    let clipped = x.minimum(f64::from(p.eps))?;
+    let negative = ((clipped.exp()?.affine(1.0, -1.0)? - x)?.affine(f64::from(p.a_n), 0.0)? + &linear)?;
+    Ok(x.gt(0.0)?.where_cond(&positive, &negative)?)
 }
 
 /// A layer's feed-forward block.
@@ -900,6 +916,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             gate_up: FusedLinear::new(load_gate_up(file, &n, hp, f, device)?, device)?,
             down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, f], device)?, device)?,
             kind: hp.mlp,
+            xielu: hp.xielu.get(i).copied(),
             biases: match hp.out_biases {
                 true => Some(MlpBiases {
                     gate: match hp.mlp {

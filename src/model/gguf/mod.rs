@@ -527,6 +527,27 @@ pub fn md_opt_f64(md: &HashMap<String, Value>, key: &str) -> Result<Option<f64>,
     }
 }
 
+/// One float per layer of `layers`: the key's array of exactly that many, or its one value for
+/// every layer (llama.cpp's `get_key_or_arr`); `None` when absent.
+pub fn md_opt_f64_per_layer(md: &HashMap<String, Value>, key: &str, layers: usize) -> Result<Option<Vec<f64>>, ModelError> {
+    let one = |v: &Value| -> Result<f64, ModelError> {
+        match v {
+            Value::F32(x) => Ok(f64::from(*x)),
+            Value::F64(x) => Ok(*x),
+            other => usize_of(key, other).map(|n| n as f64),
+        }
+    };
+    match md.get(key) {
+        None => Ok(None),
+        Some(Value::Array(items)) if items.len() == layers => items.iter().map(one).collect::<Result<Vec<_>, _>>().map(Some),
+        Some(Value::Array(items)) => Err(ModelError::BadMetadata {
+            key: key.to_string(),
+            reason: format!("{} values for {layers} layers", items.len()),
+        }),
+        Some(v) => Ok(Some(vec![one(v)?; layers])),
+    }
+}
+
 /// An optional string.
 pub fn md_opt_str<'a>(md: &'a HashMap<String, Value>, key: &str) -> Result<Option<&'a str>, ModelError> {
     match md.get(key) {

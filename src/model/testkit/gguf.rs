@@ -677,6 +677,38 @@ impl TinyModelSpec {
         }
     }
 
+    /// Apertus's files (`apertus`): Llama's layer with each head's Q and K normalized before
+    /// NeoX rope, an MLP of up, xIELU (each layer's own), down; Tekken's pre-tokenizer, an
+    /// output projection of its own.
+    pub fn apertus(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("apertus"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "tekken" }),
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 97 } else { 98 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
+    /// dots.llm1's files (`dots1`): GLM-4.5's tiny layout (a dense layer, then two of experts
+    /// with a selection bias and a shared expert, sigmoid-routed, renormalized, scaled) with
+    /// Q, K and V apart, unbiased and of as many heads, whole heads rotated, the MLP norm as
+    /// `ffn_norm`; Qwen2's
+    /// pre-tokenizer, an output projection of its own.
+    pub fn dots1(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("dots1"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "qwen2" }),
+            // (llama.cpp reads dots.llm1's K and V as wide as Q: as many K/V heads as query
+            // heads, as its files have.)
+            kv_heads: 4,
+            rope_dims: None,
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 95 } else { 96 },
+            ..Self::tiny(Family::Glm4Moe, weight_type)
+        }
+    }
+
     /// Ling's files (`bailingmoe`): Llama's layer whose MLPs are 4 experts (2 per token),
     /// softmax-routed, renormalized, scaled by 1.5, beside one shared expert; an output
     /// projection of its own; its pre-tokenizer (`bailingmoe`).
@@ -1195,7 +1227,7 @@ fn mlp_tensors(
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
-    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "nemotron")), [_, up, down]) =
+    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "nemotron" | "apertus")), [_, up, down]) =
         (spec.arch, dense.as_slice())
     {
         // Arcee's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's, GPT-2's, StarCoder's, BLOOM's,
@@ -1203,7 +1235,7 @@ fn mlp_tensors(
         // the draws after it keep their order); all but Arcee's, Falcon's, MPT's and Nemotron's
         // projections have biases.
         let mut out = vec![quantized("ffn_up", up.clone(), f, d)?, quantized("ffn_down", down.clone(), d, f)?];
-        if !matches!(arch, "arcee" | "falcon" | "mpt" | "nemotron") {
+        if !matches!(arch, "arcee" | "falcon" | "mpt" | "nemotron" | "apertus") {
             for (name, len) in [("ffn_up", f), ("ffn_down", d)] {
                 let b = Tensor::from_vec(rng.around(len, 0.0, 0.5), len, &Device::Cpu)?;
                 out.push((format!("blk.{layer}.{name}.bias"), QTensor::quantize(&b, GgmlDType::F32)?));
@@ -1477,7 +1509,7 @@ fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)
     md
 }
 
-/// GPT-NeoX's `use_parallel_residual`, MPT's and Jais's ALiBi bias, MPT's, OLMo's and DBRX's
+/// Apertus's xIELU parameters, GPT-NeoX's `use_parallel_residual`, MPT's and Jais's ALiBi bias, MPT's, OLMo's and DBRX's
 /// Q/K/V clamp,
 /// Cohere's logit scale.
 fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
@@ -1490,6 +1522,15 @@ fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
     }
     if matches!(arch, "mpt" | "olmo" | "dbrx") {
         md.push((format!("{arch}.attention.clamp_kqv"), Value::F32(1.5)));
+    }
+    if arch == "apertus" {
+        // Apertus's xIELU, each layer's own (its files' lie near alpha 0.8, beta 0.5): one layer
+        // curving its negative side more than its positive, the other the reverse.
+        let per_layer = |values: [f32; 2]| Value::Array((0..spec.layers).map(|i| Value::F32(values[i % 2])).collect());
+        md.push(("xielu.alpha_n".to_string(), per_layer([0.3, 1.4])));
+        md.push(("xielu.alpha_p".to_string(), per_layer([0.9, -0.4])));
+        md.push(("xielu.beta".to_string(), Value::F32(0.5)));
+        md.push(("xielu.eps".to_string(), Value::F32(-1e-6)));
     }
     if spec.family == Family::Cohere {
         // Command R7B's is 0.25, Command R's 0.0625: here one that spreads the tied
@@ -1606,7 +1647,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name, DBRX
             // under its own.
             let name = match spec.family {
-                Family::Glm4Moe | Family::GptOss | Family::SeedOss if spec.arch != Some("bailingmoe2") => "post_attention_norm.weight",
+                Family::Glm4Moe | Family::GptOss | Family::SeedOss if !matches!(spec.arch, Some("bailingmoe2" | "dots1")) => "post_attention_norm.weight",
                 _ if spec.arch == Some("dbrx") => "attn_output_norm.weight",
                 _ => "ffn_norm.weight",
             };
@@ -1661,8 +1702,8 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
         Ok((name, QTensor::quantize(&Tensor::from_vec(data, len, &Device::Cpu)?, GgmlDType::F32)?))
     };
     let mut out = Vec::new();
-    // (Ling 2.0's fused Q/K/V has none.)
-    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) && spec.arch != Some("bailingmoe2");
+    // (Ling 2.0's fused Q/K/V has none, nor dots.llm1's.)
+    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) && !matches!(spec.arch, Some("bailingmoe2" | "dots1"));
     let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe"));
     if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm" | "qwen" | "phimoe")) {
         // One bias beside the fused `attn_qkv`.
@@ -1697,7 +1738,7 @@ fn qk_norm_widths(spec: &TinyModelSpec) -> Option<(usize, usize)> {
     let per_head = matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe);
     if spec.family == Family::Olmo2 || olmoe {
         Some((spec.heads * hd, spec.kv_heads * hd))
-    } else if per_head || spec.arch == Some("maincoder") {
+    } else if per_head || matches!(spec.arch, Some("maincoder" | "apertus")) {
         Some((hd, hd))
     } else {
         None
