@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Records how llama.cpp tokenizes text with tiny byte-level BPE vocabularies whose
-`tokenizer.ggml.pre` is one of the DeepSeek splits, Seed-Coder's, Qwen3.5's, Falcon's or BLOOM's (written by hearth's testkit): the reference
+`tokenizer.ggml.pre` is one of the DeepSeek splits, Seed-Coder's, Qwen3.5's, Falcon's, BLOOM's, Ling's or Jais 2's (written by hearth's testkit): the reference
 `tests/tokenizer.rs` holds hearth's pre-tokenizers for them to.
 
     HEARTH_WRITE_TINY_MODELS=DIR cargo test --test tokenizer pre_tokenizers_match_llama_cpp
     scripts/record-pre-tokens.py LLAMA_BIN_DIR DIR [--out tests/data]
 
-For each `DIR/tiny-pre-NAME.gguf` (NAME: deepseek-v3, deepseek-llm, seed-coder, qwen35, falcon, bloom), llama-server's /tokenize
+For each `DIR/tiny-pre-NAME.gguf` (NAME: deepseek-v3, deepseek-llm, seed-coder, qwen35, falcon, bloom,
+bailingmoe, jais-2), llama-server's /tokenize
 (nothing added) and /detokenize of each text. Writes tests/data/llama-cpp-pre-tokens.json.
 Only the Python standard library is used.
 """
@@ -19,17 +20,18 @@ import pathlib
 from llama_server import TOKENIZER_TEXTS, start, tokenize_cases, version
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-NAMES = ["deepseek-v3", "deepseek-llm", "seed-coder", "qwen35", "falcon", "bloom"]
+NAMES = ["deepseek-v3", "deepseek-llm", "seed-coder", "qwen35", "falcon", "bloom", "bailingmoe", "jais-2"]
 
 # Beside the shared texts: the scripts and punctuation DeepSeek LLM's splits single out, and
 # punctuation before line breaks (Seed-Coder's keeps them apart); words with combining marks
-# (Qwen3.5's keeps them in the word).
+# (Qwen3.5's keeps them in the word); long runs of spaces (Jais 2's cuts them by powers of two).
 TEXTS = TOKENIZER_TEXTS + [
     "Ελληνικά κείμενα, кириллица и ΐ ΰ µ ǅ K Ω ℭ",
     "全角：ＡＢＣ１２３！？「引用」…‘quotes’ “double”",
     "path/to/file.rs:12:5 -> x.y_z(), #tag @user $var %mod ^caret ~tilde `tick`",
     "end;\n}\n\n// done.\r\nOK!\n",
     "हिन्दी में लिखा, தமிழ் எழுத்து, ภาษาไทย",
+    "a" + " " * 21 + "b\n" + " " * 7 + "indented(x)\n\n\n" + " " * 600 + "far   ",
 ]
 
 

@@ -417,6 +417,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // experts in groups (4 of 2, the best 2 used); in f32 too.
         ("tiny-bailingmoe2-q8_0.gguf", TinyModelSpec::bailingmoe2(WeightType::Q8_0)),
         ("tiny-bailingmoe2-f32.gguf", TinyModelSpec::bailingmoe2(WeightType::F32)),
+        // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
+        // every projection; in f32 too.
+        ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),
+        ("tiny-jais2-f32.gguf", TinyModelSpec::jais2(WeightType::F32)),
         // Apertus's (`apertus`): per-head Q/K norms before NeoX rope, up, xIELU, down; in f32
         // too.
         ("tiny-apertus-q8_0.gguf", TinyModelSpec::apertus(WeightType::Q8_0)),

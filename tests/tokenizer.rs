@@ -214,13 +214,13 @@ fn gemma4_matches_llama_cpp() {
     assert_eq!(tok.stop_ids(), [id("<eos>"), id("<turn|>"), id("<|tool_response>")]);
 }
 
-/// DeepSeek-V3's, DeepSeek LLM's (V2's), Seed-Coder's, Qwen3.5's, Falcon's and BLOOM's splits give llama.cpp's ids and text on tiny
+/// DeepSeek-V3's, DeepSeek LLM's (V2's), Seed-Coder's, Qwen3.5's, Falcon's, BLOOM's, Ling's and Jais 2's splits give llama.cpp's ids and text on tiny
 /// vocabularies of those `tokenizer.ggml.pre` values (`tests/data/llama-cpp-pre-tokens.json`,
 /// recorded by `scripts/record-pre-tokens.py`; `HEARTH_WRITE_TINY_MODELS=DIR` writes the
 /// files it reads).
 #[test]
 fn pre_tokenizers_match_llama_cpp() {
-    let pres = ["deepseek-v3", "deepseek-llm", "seed-coder", "qwen35", "falcon", "bloom"];
+    let pres = ["deepseek-v3", "deepseek-llm", "seed-coder", "qwen35", "falcon", "bloom", "bailingmoe", "jais-2"];
     if let Ok(dir) = std::env::var("HEARTH_WRITE_TINY_MODELS") {
         std::fs::create_dir_all(&dir).unwrap();
         for pre in pres {

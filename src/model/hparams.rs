@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -365,11 +365,13 @@ impl Family {
             // model): Llama's layer in parallel form, its MLP reading the attention's norm, NeoX
             // pairs. Apertus (`apertus`: Apertus 8B and 70B, base and instruct): Llama's layer with
             // each head's Q and K normalized before NeoX rope, an MLP of up, xIELU (its
-            // parameters per layer, `HParams::xielu`), down. Ling (`bailingmoe`: Ling-lite, Ling-plus, Ling-Coder-lite): Llama's layer
+            // parameters per layer, `HParams::xielu`), down. Jais 2 (`jais2`): Nemotron's layer
+            // (biased LayerNorms, NeoX rope, up, squared ReLU, down) with biases on the output
+            // and MLP projections. Ling (`bailingmoe`: Ling-lite, Ling-plus, Ling-Coder-lite): Llama's layer
             // whose every MLP is experts (softmax-routed, renormalized where
             // `expert_weights_norm` says, scaled) beside `expert_shared_count` shared experts.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -1518,7 +1520,7 @@ impl HParams {
             qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
             mlp: mlp_kind(family, a),
-            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe"),
+            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2"),
             learned_positions,
             alibi_max_bias,
             clamp_kqv: clamp_kqv(md, &key, a)?,
@@ -1852,7 +1854,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -1994,7 +1996,7 @@ fn no_rope_layers(
 /// What a dense MLP of a file of `arch` computes between its projections.
 fn mlp_kind(family: Family, arch: &str) -> MlpKind {
     match (family, arch) {
-        (Family::NemotronH, _) | (_, "arcee" | "nemotron") => MlpKind::UpReluSquared,
+        (Family::NemotronH, _) | (_, "arcee" | "nemotron" | "jais2") => MlpKind::UpReluSquared,
         (_, "apertus") => MlpKind::UpXielu,
         (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell") => MlpKind::UpGelu,
         _ => MlpKind::Gated,
@@ -2110,7 +2112,7 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
         (Family::Cohere, _) | (_, "mpt" | "dbrx") => NormKind::Layer,
         (_, "olmo") => NormKind::PlainLayer,
         (_, "phimoe") => NormKind::BiasedRms,
-        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron") => {
+        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron" | "jais2") => {
             NormKind::BiasedLayer
         }
         _ => NormKind::Rms,
@@ -3493,6 +3495,15 @@ mod tests {
             HParams::from_metadata(&md("bailingmoe2", &moe[..8]), Some(100)),
             Err(ModelError::MissingMetadata { key }) if key == "bailingmoe2.expert_gating_func"
         ));
+    }
+
+    /// Jais 2's files: biased LayerNorms, NeoX pairs, up, squared ReLU, down, the output and
+    /// MLP projections biased.
+    #[test]
+    fn jais2_files_run_nemotrons_layer_with_biases() {
+        let hp = HParams::from_metadata(&md("jais2", &[("attention.layer_norm_epsilon", Value::F32(1e-5))]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.norm, hp.rope_style), (Family::Llama, NormKind::BiasedLayer, RopeStyle::Neox));
+        assert_eq!((hp.mlp, hp.out_biases, hp.no_rope.clone()), (MlpKind::UpReluSquared, true, Vec::new()));
     }
 
     /// Apertus's files: per-head Q/K norms by presence, NeoX pairs, up, xIELU, down; the four

@@ -677,6 +677,19 @@ impl TinyModelSpec {
         }
     }
 
+    /// Jais 2's files (`jais2`): biased LayerNorms, NeoX rope, Q/K/V biases, an MLP of up,
+    /// squared ReLU, down with biases on every projection; its pre-tokenizer (`jais-2`), an
+    /// output projection of its own.
+    pub fn jais2(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("jais2"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "jais-2" }),
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 99 } else { 100 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Apertus's files (`apertus`): Llama's layer with each head's Q and K normalized before
     /// NeoX rope, an MLP of up, xIELU (each layer's own), down; Tekken's pre-tokenizer, an
     /// output projection of its own.
@@ -1227,7 +1240,7 @@ fn mlp_tensors(
         let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
         Ok((format!("blk.{layer}.{name}.weight"), QTensor::quantize(&t, wt)?))
     };
-    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "nemotron" | "apertus")), [_, up, down]) =
+    if let (Some(arch @ ("arcee" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | "nemotron" | "apertus" | "jais2")), [_, up, down]) =
         (spec.arch, dense.as_slice())
     {
         // Arcee's, StarCoder2's, Phi-2's, Falcon's, GPT-NeoX's, GPT-2's, StarCoder's, BLOOM's,
@@ -1704,7 +1717,7 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     let mut out = Vec::new();
     // (Ling 2.0's fused Q/K/V has none, nor dots.llm1's.)
     let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) && !matches!(spec.arch, Some("bailingmoe2" | "dots1"));
-    let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe"));
+    let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2"));
     if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm" | "qwen" | "phimoe")) {
         // One bias beside the fused `attn_qkv`.
         out.push(vector(n("attn_qkv.bias"), rng.around(q_dim + 2 * kv_dim, 0.0, 0.5))?);

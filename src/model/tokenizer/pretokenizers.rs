@@ -32,6 +32,11 @@ pub(crate) const QWEN2_REGEX: &str =
 /// (`\p{M}`) kept in words, as its `tokenizer.json` writes it.
 pub(crate) const QWEN35_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// Jais 2's split (llama.cpp `LLAMA_VOCAB_PRE_TYPE_JAIS2`): Llama 3's (contractions spelled
+/// case by case) with a run of spaces before a word cut into pieces of 512, 256, ... 4, then
+/// one or two, as its `tokenizer.json` cascades them.
+pub(crate) const JAIS2_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}";
+
 /// GPT-4o's split (`o200k`, llama.cpp `LLAMA_VOCAB_PRE_TYPE_GPT4O`; Phi-4-mini, Llama 4): a
 /// word is split before each run of capitals, contractions stay on their word, and `/` joins a
 /// run of punctuation's trailing newlines. As written in the models' `tokenizer.json`.
@@ -116,6 +121,8 @@ pub(crate) enum PreKind {
     Falcon,
     /// [`BLOOM_REGEX`] (BLOOM, Poro, GPT-3 Finnish).
     Bloom,
+    /// [`JAIS2_REGEX`] (Jais 2).
+    Jais2,
 }
 
 impl PreKind {
@@ -151,6 +158,7 @@ impl PreKind {
             "bloom" | "poro-chat" | "gpt3-finnish" => Self::Bloom,
             "deepseek-v3" => Self::DeepSeek3,
             "seed-coder" => Self::SeedCoder,
+            "jais-2" => Self::Jais2,
             "deepseek-llm" => Self::DeepSeekLlm,
             "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => Self::Gpt4o,
             _ => return None,
@@ -192,6 +200,7 @@ impl PreKind {
             Self::DeepSeekLlm => splits_then_bytes(&DEEPSEEK_LLM_REGEXES),
             Self::Falcon => splits_then_bytes(&FALCON_REGEXES),
             Self::Bloom => split_then_bytes(BLOOM_REGEX),
+            Self::Jais2 => split_then_bytes(JAIS2_REGEX),
             Self::Qwen2 | Self::StableLm2 => split_then_bytes(QWEN2_REGEX),
             Self::Qwen35 => split_then_bytes(QWEN35_REGEX),
             Self::DigitsGpt2 => Ok(Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into()),
@@ -271,6 +280,18 @@ mod tests {
         assert!(!bpe_adds_bos(Some("falcon")));
         assert_eq!(PreKind::from_gguf(Some("bloom")), PreKind::Bloom);
         assert_eq!(split(PreKind::Bloom, "Hi, it's 12!"), ["Hi", ",", "Ġit's", "Ġ12", "!"]);
+    }
+
+    /// Jais 2: Llama 3's split, a long run of spaces before a word cut into pieces of powers of
+    /// two (the last space staying with the word), a short one whole.
+    #[test]
+    fn jais2_cuts_runs_of_spaces_by_powers_of_two() {
+        assert_eq!(PreKind::from_gguf(Some("jais-2")), PreKind::Jais2);
+        assert!(!PreKind::Jais2.ignore_merges() && !bpe_adds_bos(Some("jais-2")));
+        assert_eq!(split(PreKind::Jais2, "12345 It's"), ["123", "45", "ĠIt", "'s"]);
+        // Eleven spaces then a word: 8, then 2, then the last one joins the word.
+        let pieces = split(PreKind::Jais2, &format!("a{}b", " ".repeat(11)));
+        assert_eq!(pieces, ["a", &"Ġ".repeat(8), "ĠĠ", "Ġb"]);
     }
 
     /// Qwen3.5 keeps a word's combining marks in it (Devanagari's vowel signs and virama, which
