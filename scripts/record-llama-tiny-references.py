@@ -82,7 +82,7 @@ MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf", "tiny-qwen3-yarn-
           "tiny-codeshell-q8_0.gguf", "tiny-codeshell-f32.gguf", "tiny-jais-q8_0.gguf", "tiny-jais-f32.gguf", "tiny-dbrx-q8_0.gguf", "tiny-dbrx-f32.gguf",
           "tiny-baichuan-7b-layout-q8_0.gguf", "tiny-baichuan-7b-layout-f32.gguf", "tiny-baichuan-13b-layout-q8_0.gguf", "tiny-baichuan-13b-layout-f32.gguf", "tiny-chatglm-q8_0.gguf", "tiny-chatglm-f32.gguf",
           "tiny-nemotron-q8_0.gguf", "tiny-nemotron-f32.gguf",
-          "tiny-plamo-q8_0.gguf", "tiny-plamo-f32.gguf", "tiny-bailingmoe-q8_0.gguf", "tiny-bailingmoe-f32.gguf", "tiny-bailingmoe2-q8_0.gguf", "tiny-bailingmoe2-f32.gguf", "tiny-dots1-q8_0.gguf", "tiny-dots1-f32.gguf", "tiny-apertus-q8_0.gguf", "tiny-apertus-f32.gguf", "tiny-jais2-q8_0.gguf", "tiny-jais2-f32.gguf", "tiny-deepseek-q8_0.gguf", "tiny-deepseek-f32.gguf", "tiny-qwen-q8_0.gguf", "tiny-qwen-f32.gguf", "tiny-phimoe-q8_0.gguf", "tiny-phimoe-f32.gguf",
+          "tiny-plamo-q8_0.gguf", "tiny-plamo-f32.gguf", "tiny-bailingmoe-q8_0.gguf", "tiny-bailingmoe-f32.gguf", "tiny-bailingmoe2-q8_0.gguf", "tiny-bailingmoe2-f32.gguf", "tiny-dots1-q8_0.gguf", "tiny-dots1-f32.gguf", "tiny-apertus-q8_0.gguf", "tiny-apertus-f32.gguf", "tiny-jais2-q8_0.gguf", "tiny-jais2-f32.gguf", "tiny-exaone-moe-q8_0.gguf", "tiny-exaone-moe-f32.gguf", "tiny-deepseek-q8_0.gguf", "tiny-deepseek-f32.gguf", "tiny-qwen-q8_0.gguf", "tiny-qwen-f32.gguf", "tiny-phimoe-q8_0.gguf", "tiny-phimoe-f32.gguf",
           "tiny-minicpm-q8_0.gguf", "tiny-minicpm-defaults-f32.gguf",
           "tiny-granitehybrid-q8_0.gguf", "tiny-granitehybrid-f32.gguf", "tiny-granitehybrid-moe-q8_0.gguf",
           "tiny-granitehybrid-moe-f32.gguf", "tiny-granitemoe-q8_0.gguf",

@@ -417,6 +417,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // experts in groups (4 of 2, the best 2 used); in f32 too.
         ("tiny-bailingmoe2-q8_0.gguf", TinyModelSpec::bailingmoe2(WeightType::Q8_0)),
         ("tiny-bailingmoe2-f32.gguf", TinyModelSpec::bailingmoe2(WeightType::F32)),
+        // EXAONE's MoE files (`exaone-moe`): three local layers with rope, a global one
+        // without, experts beside a shared one; in f32 too.
+        ("tiny-exaone-moe-q8_0.gguf", TinyModelSpec::exaone_moe(WeightType::Q8_0)),
+        ("tiny-exaone-moe-f32.gguf", TinyModelSpec::exaone_moe(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),

@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,6 +319,7 @@ impl Family {
         Self::Cohere,
     ];
 
+    // long: one arm per family, each saying which architectures' files it runs and how they differ.
     pub fn from_arch(arch: &str) -> Result<Self, ModelError> {
         match arch {
             // InternLM2 and EXAONE 3.5 (and EXAONE Deep): Llama's layer under names of their own
@@ -416,7 +417,12 @@ impl Family {
             // count, the gating the file's (required), its experts in groups. dots.llm1's
             // (`dots1`): GLM-4.5's layer with Q, K and V apart and unbiased, rotated whole, the
             // MLP's norm as `ffn_norm`, the gating the file's (required).
-            "glm4moe" | "bailingmoe2" | "dots1" => Ok(Self::Glm4Moe),
+            // EXAONE's MoE files (`exaone-moe`: K-EXAONE): GLM-4.5's layer with per-head Q/K
+            // norms, three sliding-window layers rotated then a global one without rope (as
+            // EXAONE 4.0 32B's, but normalized before each block), a shared expert
+            // `expert_shared_feed_forward_length` (else an expert's) wide whatever the count,
+            // the gating the file's (required).
+            "glm4moe" | "bailingmoe2" | "dots1" | "exaone-moe" => Ok(Self::Glm4Moe),
             "gpt-oss" => Ok(Self::GptOss),
             "gemma4" => Ok(Self::Gemma4),
             // Mistral 4's files are `deepseek2`'s under another name (llama.cpp runs them so),
@@ -1527,7 +1533,7 @@ impl HParams {
             ffn_norm_stem: match (family, a) {
                 // GLM-4.5's, gpt-oss's, Seed-OSS's and Qwen3.5's under Hugging Face's name for it
                 // (not Ling 2.0's or dots.llm1's).
-                (_, "bailingmoe2" | "dots1") => "ffn_norm",
+                (_, "bailingmoe2" | "dots1" | "exaone-moe") => "ffn_norm",
                 (Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35, _) => "post_attention_norm",
                 (_, "dbrx") => "attn_output_norm",
                 _ => "ffn_norm",
@@ -1981,7 +1987,8 @@ fn no_rope_layers(
     Ok(match (family, sliding) {
         // MiniCPM's rope is always on (llama.cpp sets `rope_finetuned` for it).
         _ if arch == "minicpm" => Vec::new(),
-        (Family::Exaone4 | Family::Cohere, Some(s)) => s.local.iter().map(|local| !local).collect(),
+        // (GLM-4.5's family has windows in EXAONE's MoE files only.)
+        (Family::Exaone4 | Family::Cohere | Family::Glm4Moe, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
         // Nemotron-H's attention never rotates (llama.cpp's graph has no rope); GPT-2's and
         // StarCoder's learn their positions instead, Refact's, BLOOM's, MPT's, Jais's and
@@ -2266,7 +2273,7 @@ fn moe_params(
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
         // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and Ling's files.
-        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | "bailingmoe2" | "dots1") => md_usize(md, &key("expert_feed_forward_length"))?,
+        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | "bailingmoe2" | "dots1" | "exaone-moe") => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -2384,14 +2391,14 @@ fn moe_gating(
         _ if family == Family::NemotronH => MoeGating::Sigmoid,
         _ if !reads_key => MoeGating::Softmax,
         // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid) and of
-        // `bailingmoe2` ones; `dots1` ones without it, or with 0, it fails to run (its graph has
+        // `bailingmoe2` and `exaone-moe` ones; `dots1` ones without it, or with 0, it fails to run (its graph has
         // no default gating).
-        None if family == Family::Lfm2 || matches!(arch, "bailingmoe2" | "dots1") => {
+        None if family == Family::Lfm2 || matches!(arch, "bailingmoe2" | "dots1" | "exaone-moe") => {
             return Err(ModelError::MissingMetadata {
                 key: key("expert_gating_func"),
             })
         }
-        Some(0) if matches!(arch, "bailingmoe2" | "dots1") => {
+        Some(0) if matches!(arch, "bailingmoe2" | "dots1" | "exaone-moe") => {
             return Err(ModelError::BadMetadata {
                 key: key("expert_gating_func"),
                 reason: "0 names no gating (1 softmax, 2 sigmoid, 3 softmax over the chosen)".into(),
@@ -2431,6 +2438,13 @@ fn moe_layers(
         _ if arch == "bailingmoe2" => {
             let width = md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.filter(|&w| w > 0).unwrap_or(expert_ffn);
             (md_usize(md, &key("expert_shared_count"))? * width, leading()?, 1)
+        }
+        // EXAONE's MoE files: one shared expert of `expert_shared_feed_forward_length`, else of
+        // an expert's width, whatever `expert_shared_count` says (llama.cpp reads it, then
+        // builds one).
+        _ if arch == "exaone-moe" => {
+            let width = md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.filter(|&w| w > 0).unwrap_or(expert_ffn);
+            (width, leading()?, 1)
         }
         Family::Glm4Moe | Family::DeepSeek2 => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
         _ if arch == "deepseek" => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
@@ -2495,6 +2509,9 @@ fn family_sliding(
             Some(sliding_window(md, key, layers, exaone4_sliding(rope_base))?)
         }
         Family::GptOss => Some(sliding_window(md, key, layers, gpt_oss_sliding(rope_base))?),
+        // EXAONE's MoE files: Command R7B's (the file's window, required; three local layers,
+        // then a global one; the local ones on the global base and scaling, as its graph).
+        Family::Glm4Moe if arch == "exaone-moe" => Some(sliding_window(md, key, layers, cohere2_sliding(rope_base))?),
         // llama.cpp requires Gemma 4's pattern (one flag per layer).
         Family::Gemma4 if !md.contains_key(&key("attention.sliding_window_pattern")) => {
             return Err(ModelError::MissingMetadata {
@@ -3495,6 +3512,37 @@ mod tests {
             HParams::from_metadata(&md("bailingmoe2", &moe[..8]), Some(100)),
             Err(ModelError::MissingMetadata { key }) if key == "bailingmoe2.expert_gating_func"
         ));
+    }
+
+    /// EXAONE's MoE files: GLM-4.5's family with pre-norms, three local layers then a global
+    /// one without rope, on the global base; one shared expert of its own width whatever the
+    /// count; window and gating required.
+    #[test]
+    fn exaone_moe_files_have_windows_and_one_shared_expert() {
+        let keys = [
+            ("expert_count", Value::U32(8)),
+            ("expert_used_count", Value::U32(2)),
+            ("expert_feed_forward_length", Value::U32(64)),
+            ("expert_gating_func", Value::U32(2)),
+            ("expert_shared_count", Value::U32(2)),
+            ("expert_shared_feed_forward_length", Value::U32(96)),
+            ("rope.freq_base_swa", Value::F32(1000.0)),
+            ("block_count", Value::U32(8)),
+            ("attention.sliding_window", Value::U32(128)),
+        ];
+        let hp = HParams::from_metadata(&md("exaone-moe", &keys), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.post_norms, hp.ffn_norm_stem), (Family::Glm4Moe, false, "ffn_norm"));
+        let s = hp.sliding.clone().unwrap();
+        assert_eq!((s.window, s.local.clone(), s.rope_base), (128, vec![true, true, true, false, true, true, true, false], hp.rope_base));
+        assert_eq!(hp.no_rope, vec![false, false, false, true, false, false, false, true]);
+        assert_eq!(hp.moe.unwrap().shared_ffn, 96);
+        for missing in ["attention.sliding_window", "expert_gating_func"] {
+            let partial: Vec<_> = keys.iter().filter(|(k, _)| *k != missing).cloned().collect();
+            assert!(matches!(
+                HParams::from_metadata(&md("exaone-moe", &partial), Some(100)),
+                Err(ModelError::MissingMetadata { key }) if key == format!("exaone-moe.{missing}")
+            ));
+        }
     }
 
     /// Jais 2's files: biased LayerNorms, NeoX pairs, up, squared ReLU, down, the output and

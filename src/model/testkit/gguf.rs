@@ -677,6 +677,24 @@ impl TinyModelSpec {
         }
     }
 
+    /// EXAONE's MoE files (`exaone-moe`): GLM-4.5's tiny layout (a dense layer, then experts
+    /// with a selection bias and a shared expert, sigmoid-routed, renormalized, scaled) in four
+    /// layers, three of them local with an 8-token window and rope, the fourth global without;
+    /// Q, K and V apart and unbiased, whole heads rotated, the MLP norm as `ffn_norm`; EXAONE
+    /// 4.0's pre-tokenizer, an output projection of its own.
+    pub fn exaone_moe(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("exaone-moe"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "exaone4" }),
+            layers: 4,
+            rope_dims: None,
+            sliding_window: Some((8, 4)),
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 101 } else { 102 },
+            ..Self::tiny(Family::Glm4Moe, weight_type)
+        }
+    }
+
     /// Jais 2's files (`jais2`): biased LayerNorms, NeoX rope, Q/K/V biases, an MLP of up,
     /// squared ReLU, down with biases on every projection; its pre-tokenizer (`jais-2`), an
     /// output projection of its own.
@@ -1660,7 +1678,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name, DBRX
             // under its own.
             let name = match spec.family {
-                Family::Glm4Moe | Family::GptOss | Family::SeedOss if !matches!(spec.arch, Some("bailingmoe2" | "dots1")) => "post_attention_norm.weight",
+                Family::Glm4Moe | Family::GptOss | Family::SeedOss if !matches!(spec.arch, Some("bailingmoe2" | "dots1" | "exaone-moe")) => "post_attention_norm.weight",
                 _ if spec.arch == Some("dbrx") => "attn_output_norm.weight",
                 _ => "ffn_norm.weight",
             };
@@ -1716,7 +1734,7 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     };
     let mut out = Vec::new();
     // (Ling 2.0's fused Q/K/V has none, nor dots.llm1's.)
-    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) && !matches!(spec.arch, Some("bailingmoe2" | "dots1"));
+    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) && !matches!(spec.arch, Some("bailingmoe2" | "dots1" | "exaone-moe"));
     let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2"));
     if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm" | "qwen" | "phimoe")) {
         // One bias beside the fused `attn_qkv`.
