@@ -109,7 +109,8 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // head), BLOOM's (ALiBi, the embedding normalized), the first OLMo's (LayerNorms without
     // weights, Q/K/V clamped), Jais's (ALiBi, a gated MLP with biases, scores by 1/head_dim),
     // DBRX's (experts under unbiased LayerNorms, a fused QKV, Q/K/V clamped), Ling 2.0's
-    // (experts in groups, a token choosing among the best ones only).
+    // (experts in groups, a token choosing among the best ones only), EXAONE's MoE files
+    // (sliding-window layers with rope, a global one without, in GLM-4.5's MoE layer).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -132,6 +133,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("Jais".to_string(), TinyModelSpec::jais(weights)),
             ("Dbrx".to_string(), TinyModelSpec::dbrx(weights)),
             ("Ling2".to_string(), TinyModelSpec::bailingmoe2(weights)),
+            ("ExaoneMoe".to_string(), TinyModelSpec::exaone_moe(weights)),
         ]);
     specs
         .map(|(name, spec)| {
