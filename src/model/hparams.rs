@@ -2432,25 +2432,22 @@ fn moe_layers(
     expert_ffn: usize,
 ) -> Result<(usize, usize, usize), ModelError> {
     let leading = || -> Result<usize, ModelError> { Ok(md_opt_usize(md, &key("leading_dense_block_count"))?.unwrap_or(0)) };
+    let shared_count = || md_usize(md, &key("expert_shared_count"));
+    // `expert_shared_feed_forward_length` where the file gives it, else an expert's width.
+    let shared_width = || -> Result<usize, ModelError> {
+        Ok(md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.filter(|&w| w > 0).unwrap_or(expert_ffn))
+    };
     Ok(match family {
-        // Ling 2.0's: `expert_shared_count` shared experts of `expert_shared_feed_forward_length`
-        // where the file gives it, else of an expert's width (llama.cpp multiplies either).
-        _ if arch == "bailingmoe2" => {
-            let width = md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.filter(|&w| w > 0).unwrap_or(expert_ffn);
-            (md_usize(md, &key("expert_shared_count"))? * width, leading()?, 1)
-        }
-        // EXAONE's MoE files: one shared expert of `expert_shared_feed_forward_length`, else of
-        // an expert's width, whatever `expert_shared_count` says (llama.cpp reads it, then
-        // builds one).
-        _ if arch == "exaone-moe" => {
-            let width = md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.filter(|&w| w > 0).unwrap_or(expert_ffn);
-            (width, leading()?, 1)
-        }
-        Family::Glm4Moe | Family::DeepSeek2 => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
-        _ if arch == "deepseek" => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, leading()?, 1),
+        // Ling 2.0's: `expert_shared_count` shared experts of `shared_width` (llama.cpp
+        // multiplies either).
+        _ if arch == "bailingmoe2" => (shared_count()? * shared_width()?, leading()?, 1),
+        // EXAONE's MoE files: one shared expert of `shared_width`, whatever
+        // `expert_shared_count` says (llama.cpp reads it, then builds one).
+        _ if arch == "exaone-moe" => (shared_width()?, leading()?, 1),
+        _ if matches!(family, Family::Glm4Moe | Family::DeepSeek2) || arch == "deepseek" => (shared_count()? * expert_ffn, leading()?, 1),
         // Ling's: the same shared experts in every layer (llama.cpp's graph gives each layer
         // experts whatever `leading_dense_block_count` says).
-        _ if arch == "bailingmoe" => (md_usize(md, &key("expert_shared_count"))? * expert_ffn, 0, 1),
+        _ if arch == "bailingmoe" => (shared_count()? * expert_ffn, 0, 1),
         // Qwen3.5's, Qwen2's and Hunyuan's MoE files: a shared expert of
         // `expert_shared_feed_forward_length`, else of `feed_forward_length` (llama.cpp's
         // fallback), in every layer.

@@ -794,13 +794,10 @@ mod tests {
         // Four groups of two: sums 3+(-5), 2+2, 1.5+1.5, 0+0.
         let logits = [3.0, -5.0, 2.0, 2.0, 1.5, 1.5, 0.0, 0.0];
         let mut routing = Routing {
-            k: 2,
             gating: MoeGating::Sigmoid,
-            selection_bias: None,
             normalize: false,
-            scale: 1.0,
-            expert_scale: None,
             groups: Some(ExpertGroups { count: 4, used: 2 }),
+            ..Routing::softmax(2)
         };
         // Groups 1 and 2 (sums 4 and 3) win over group 0 (sum of sigmoids lower), though
         // expert 0 is the best alone.

@@ -472,16 +472,25 @@ pub fn md_opt_per_layer_usize(md: &HashMap<String, Value>, key: &str) -> Result<
 /// One value per layer of `layers`: the key's array of exactly that many, or its one value for
 /// every layer (llama.cpp's `get_key_or_arr`); `None` when absent.
 pub fn md_opt_usize_per_layer(md: &HashMap<String, Value>, key: &str, layers: usize) -> Result<Option<Vec<usize>>, ModelError> {
+    per_layer(md, key, layers, usize_of)
+}
+
+/// One value per layer of `layers`, each read by `of`: the key's array of exactly that many, or
+/// its one value for every layer; `None` when absent.
+fn per_layer<T: Clone>(
+    md: &HashMap<String, Value>,
+    key: &str,
+    layers: usize,
+    of: fn(&str, &Value) -> Result<T, ModelError>,
+) -> Result<Option<Vec<T>>, ModelError> {
     match md.get(key) {
         None => Ok(None),
-        Some(Value::Array(_)) => match md_opt_usize_array(md, key)? {
-            Some(v) if v.len() != layers => Err(ModelError::BadMetadata {
-                key: key.to_string(),
-                reason: format!("{} values for {layers} layers", v.len()),
-            }),
-            v => Ok(v),
-        },
-        Some(_) => Ok(Some(vec![md_usize(md, key)?; layers])),
+        Some(Value::Array(items)) if items.len() != layers => Err(ModelError::BadMetadata {
+            key: key.to_string(),
+            reason: format!("{} values for {layers} layers", items.len()),
+        }),
+        Some(Value::Array(items)) => items.iter().map(|v| of(key, v)).collect::<Result<Vec<_>, _>>().map(Some),
+        Some(v) => Ok(Some(vec![of(key, v)?; layers])),
     }
 }
 
@@ -519,33 +528,22 @@ fn usize_of(key: &str, v: &Value) -> Result<usize, ModelError> {
 
 /// An optional float (f32 or f64, or an integer).
 pub fn md_opt_f64(md: &HashMap<String, Value>, key: &str) -> Result<Option<f64>, ModelError> {
-    match md.get(key) {
-        None => Ok(None),
-        Some(Value::F32(x)) => Ok(Some(*x as f64)),
-        Some(Value::F64(x)) => Ok(Some(*x)),
-        Some(_) => md_opt_usize(md, key).map(|o| o.map(|n| n as f64)),
+    md.get(key).map(|v| f64_of(key, v)).transpose()
+}
+
+/// `v`, the value of `key`, as a float: f32, f64, or an unsigned integer of any width.
+fn f64_of(key: &str, v: &Value) -> Result<f64, ModelError> {
+    match v {
+        Value::F32(x) => Ok(f64::from(*x)),
+        Value::F64(x) => Ok(*x),
+        other => usize_of(key, other).map(|n| n as f64),
     }
 }
 
 /// One float per layer of `layers`: the key's array of exactly that many, or its one value for
 /// every layer (llama.cpp's `get_key_or_arr`); `None` when absent.
 pub fn md_opt_f64_per_layer(md: &HashMap<String, Value>, key: &str, layers: usize) -> Result<Option<Vec<f64>>, ModelError> {
-    let one = |v: &Value| -> Result<f64, ModelError> {
-        match v {
-            Value::F32(x) => Ok(f64::from(*x)),
-            Value::F64(x) => Ok(*x),
-            other => usize_of(key, other).map(|n| n as f64),
-        }
-    };
-    match md.get(key) {
-        None => Ok(None),
-        Some(Value::Array(items)) if items.len() == layers => items.iter().map(one).collect::<Result<Vec<_>, _>>().map(Some),
-        Some(Value::Array(items)) => Err(ModelError::BadMetadata {
-            key: key.to_string(),
-            reason: format!("{} values for {layers} layers", items.len()),
-        }),
-        Some(v) => Ok(Some(vec![one(v)?; layers])),
-    }
+    per_layer(md, key, layers, f64_of)
 }
 
 /// An optional string.
