@@ -421,6 +421,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // without, experts beside a shared one; in f32 too.
         ("tiny-exaone-moe-q8_0.gguf", TinyModelSpec::exaone_moe(WeightType::Q8_0)),
         ("tiny-exaone-moe-f32.gguf", TinyModelSpec::exaone_moe(WeightType::F32)),
+        // MiniMax-M2's (`minimax-m2`): Q and K normalized whole before partial rope, experts
+        // alone in every layer with a selection bias; in f32 too.
+        ("tiny-minimax-m2-q8_0.gguf", TinyModelSpec::minimax_m2(WeightType::Q8_0)),
+        ("tiny-minimax-m2-f32.gguf", TinyModelSpec::minimax_m2(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),

@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -421,8 +421,12 @@ impl Family {
             // norms, three sliding-window layers rotated then a global one without rope (as
             // EXAONE 4.0 32B's, but normalized before each block), a shared expert
             // `expert_shared_feed_forward_length` (else an expert's) wide whatever the count,
-            // the gating the file's (required).
-            "glm4moe" | "bailingmoe2" | "dots1" | "exaone-moe" => Ok(Self::Glm4Moe),
+            // the gating the file's (required). MiniMax-M2's (`minimax-m2`: M2, M2.1, M2.5):
+            // GLM-4.5's layer with Q, K and V apart and unbiased, Q and K normalized whole
+            // (over every head, `HParams::qk_norm_whole`) before partial NeoX rope, the MLP's
+            // norm as `ffn_norm`, every layer's MLP experts (no shared expert, no dense layer),
+            // their weights renormalized and never scaled, the gating the file's (required).
+            "glm4moe" | "bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2" => Ok(Self::Glm4Moe),
             "gpt-oss" => Ok(Self::GptOss),
             "gemma4" => Ok(Self::Gemma4),
             // Mistral 4's files are `deepseek2`'s under another name (llama.cpp runs them so),
@@ -1523,7 +1527,7 @@ impl HParams {
             parallel_block: parallel_block(md, &key, (family, a))?,
             parallel_mlp_norm: a == "gptneox",
             ffn_norm_optional: a == "stablelm",
-            qk_norm_whole: family == Family::Olmo2 || a == "olmoe",
+            qk_norm_whole: family == Family::Olmo2 || matches!(a, "olmoe" | "minimax-m2"),
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
             mlp: mlp_kind(family, a),
             out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2"),
@@ -1533,7 +1537,7 @@ impl HParams {
             ffn_norm_stem: match (family, a) {
                 // GLM-4.5's, gpt-oss's, Seed-OSS's and Qwen3.5's under Hugging Face's name for it
                 // (not Ling 2.0's or dots.llm1's).
-                (_, "bailingmoe2" | "dots1" | "exaone-moe") => "ffn_norm",
+                (_, "bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2") => "ffn_norm",
                 (Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35, _) => "post_attention_norm",
                 (_, "dbrx") => "attn_output_norm",
                 _ => "ffn_norm",
@@ -2273,7 +2277,7 @@ fn moe_params(
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
         // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and Ling's files.
-        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | "bailingmoe2" | "dots1" | "exaone-moe") => md_usize(md, &key("expert_feed_forward_length"))?,
+        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | "bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2") => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -2290,8 +2294,9 @@ fn moe_params(
     let gating = moe_gating(md, key, (family, arch), [layers, vocab])?;
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
         // Only llama.cpp's GLM-4.5, DeepSeek (V1 and V2), Nemotron-H and Ling graphs read the
-        // scale (its other graphs pass a scale that stays 0: none).
+        // scale (its other graphs, MiniMax-M2's among them, pass a scale that stays 0: none).
         _ if !matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH) && !matches!(arch, "deepseek" | "bailingmoe") => 1.0,
+        _ if arch == "minimax-m2" => 1.0,
         None | Some(0.0) => 1.0,
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
         Some(s) => return Err(bad("expert_weights_scale", format!("{s} must be a positive number"))),
@@ -2305,6 +2310,8 @@ fn moe_params(
         // llama.cpp passes `true` for Qwen3 MoE and Mixtral, the file's flag for GLM-4.5, `false`
         // for gpt-oss (its softmax over the chosen already sums to 1).
         normalize: match family {
+            // MiniMax-M2's graph renormalizes whatever the file says.
+            _ if arch == "minimax-m2" => true,
             Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH => {
                 md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false)
             }
@@ -2391,14 +2398,14 @@ fn moe_gating(
         _ if family == Family::NemotronH => MoeGating::Sigmoid,
         _ if !reads_key => MoeGating::Softmax,
         // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid) and of
-        // `bailingmoe2` and `exaone-moe` ones; `dots1` ones without it, or with 0, it fails to run (its graph has
-        // no default gating).
-        None if family == Family::Lfm2 || matches!(arch, "bailingmoe2" | "dots1" | "exaone-moe") => {
+        // `bailingmoe2` and `exaone-moe` ones; `dots1` and `minimax-m2` ones without it, or with
+        // 0, it fails to run (their graphs have no default gating).
+        None if family == Family::Lfm2 || matches!(arch, "bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2") => {
             return Err(ModelError::MissingMetadata {
                 key: key("expert_gating_func"),
             })
         }
-        Some(0) if matches!(arch, "bailingmoe2" | "dots1" | "exaone-moe") => {
+        Some(0) if matches!(arch, "bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2") => {
             return Err(ModelError::BadMetadata {
                 key: key("expert_gating_func"),
                 reason: "0 names no gating (1 softmax, 2 sigmoid, 3 softmax over the chosen)".into(),
@@ -2444,6 +2451,8 @@ fn moe_layers(
         // EXAONE's MoE files: one shared expert of `shared_width`, whatever
         // `expert_shared_count` says (llama.cpp reads it, then builds one).
         _ if arch == "exaone-moe" => (shared_width()?, leading()?, 1),
+        // MiniMax-M2's: experts alone in every layer (llama.cpp's graph reads neither key).
+        _ if arch == "minimax-m2" => (0, 0, 1),
         _ if matches!(family, Family::Glm4Moe | Family::DeepSeek2) || arch == "deepseek" => (shared_count()? * expert_ffn, leading()?, 1),
         // Ling's: the same shared experts in every layer (llama.cpp's graph gives each layer
         // experts whatever `leading_dense_block_count` says).
@@ -3605,6 +3614,36 @@ mod tests {
             HParams::from_metadata(&md("dots1", &moe[..3]), Some(100)),
             Err(ModelError::MissingMetadata { key }) if key == "dots1.expert_feed_forward_length"
         ));
+    }
+
+    /// MiniMax-M2's files: Q and K normalized whole, the MLP norm as `ffn_norm`, experts alone
+    /// in every layer whatever the shared and leading keys say, renormalized and never scaled
+    /// whatever the flag and scale say (llama.cpp's graph reads neither), the gating and the
+    /// experts' width required.
+    #[test]
+    fn minimax_m2_files_route_every_layer_to_experts_alone() {
+        let moe = [
+            ("expert_count", Value::U32(8)),
+            ("expert_used_count", Value::U32(2)),
+            ("expert_feed_forward_length", Value::U32(64)),
+            ("expert_gating_func", Value::U32(2)),
+            ("expert_shared_count", Value::U32(2)),
+            ("leading_dense_block_count", Value::U32(1)),
+            ("expert_weights_scale", Value::F32(2.5)),
+            ("expert_weights_norm", Value::Bool(false)),
+        ];
+        let hp = HParams::from_metadata(&md("minimax-m2", &moe), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.ffn_norm_stem, hp.qk_norm_whole, hp.rope_style), (Family::Glm4Moe, "ffn_norm", true, RopeStyle::Neox));
+        let m = hp.moe.unwrap();
+        assert_eq!((m.gating, m.normalize, m.weights_scale), (MoeGating::Sigmoid, true, 1.0));
+        assert_eq!((m.shared_ffn, m.dense_leading, m.layer_step, m.expert_ffn), (0, 0, 1, 64));
+        for missing in ["expert_gating_func", "expert_feed_forward_length"] {
+            let partial: Vec<_> = moe.iter().filter(|(k, _)| *k != missing).cloned().collect();
+            assert!(matches!(
+                HParams::from_metadata(&md("minimax-m2", &partial), Some(100)),
+                Err(ModelError::MissingMetadata { key }) if key == format!("minimax-m2.{missing}")
+            ));
+        }
     }
 
     /// Ling's files: every layer's experts (their width and the shared count required),

@@ -695,6 +695,21 @@ impl TinyModelSpec {
         }
     }
 
+    /// MiniMax-M2's files (`minimax-m2`): GLM-4.5's tiny layer with Q, K and V apart and
+    /// unbiased, Q and K normalized whole before half of each head is rotated, the MLP norm as
+    /// `ffn_norm`, every layer's MLP experts with a selection bias (no shared expert, no dense
+    /// layer), sigmoid-routed, renormalized, not scaled; its pre-tokenizer (`minimax-m2`), an
+    /// output projection of its own.
+    pub fn minimax_m2(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("minimax-m2"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "minimax-m2" }),
+            tie_embeddings: false,
+            seed: if weight_type == WeightType::F32 { 103 } else { 104 },
+            ..Self::tiny(Family::Glm4Moe, weight_type)
+        }
+    }
+
     /// Jais 2's files (`jais2`): biased LayerNorms, NeoX rope, Q/K/V biases, an MLP of up,
     /// squared ReLU, down with biases on every projection; its pre-tokenizer (`jais-2`), an
     /// output projection of its own.
@@ -1239,6 +1254,8 @@ fn mlp_tensors(
                 // DeepSeekMoE's and Ling's shared experts have no selection bias beside them.
                 Some("deepseek" | "bailingmoe") => t.extend(shared_expert(layer, d, f, wt, moe_rng)?),
                 _ if leads_dense(spec) => t.extend(glm4moe_extras(layer, d, f, m.experts, wt, moe_rng)?),
+                // MiniMax-M2's selection bias, without a shared expert.
+                Some("minimax-m2") => t.push(selection_bias(layer, m.experts, moe_rng)?),
                 _ => {}
             }
             if spec.family == Family::GptOss {
@@ -1314,7 +1331,7 @@ const MOE_DENSE_LEADING: usize = 1;
 /// Whether `spec`'s first layers are dense, the others' experts beside a shared one with a
 /// selection bias: GLM-4.5's layout, and ERNIE 4.5's MoE files'.
 fn leads_dense(spec: &TinyModelSpec) -> bool {
-    spec.family == Family::Glm4Moe || (spec.family == Family::Ernie45 && spec.moe.is_some()) || (spec.arch == Some("deepseek") && spec.moe.is_some())
+    (spec.family == Family::Glm4Moe && spec.arch != Some("minimax-m2")) || (spec.family == Family::Ernie45 && spec.moe.is_some()) || (spec.arch == Some("deepseek") && spec.moe.is_some())
 }
 
 /// GLM-4.5's per-layer extras beside the experts: the router's selection bias (f32, spread so
@@ -1327,12 +1344,16 @@ fn glm4moe_extras(
     wt: GgmlDType,
     rng: &mut Rand,
 ) -> Result<Vec<(String, QTensor)>, ModelError> {
-    let cpu = Device::Cpu;
-    let n = |s: &str| format!("blk.{layer}.{s}");
-    let bias = Tensor::from_vec(rng.around(experts, 0.0, 0.3), experts, &cpu)?;
-    let mut out = vec![(n("exp_probs_b.bias"), QTensor::quantize(&bias, GgmlDType::F32)?)];
+    let mut out = vec![selection_bias(layer, experts, rng)?];
     out.extend(shared_expert(layer, d, f, wt, rng)?);
     Ok(out)
+}
+
+/// Layer `layer`'s router selection bias (`exp_probs_b`, f32, spread so that it changes some
+/// choices).
+fn selection_bias(layer: usize, experts: usize, rng: &mut Rand) -> Result<(String, QTensor), ModelError> {
+    let bias = Tensor::from_vec(rng.around(experts, 0.0, 0.3), experts, &Device::Cpu)?;
+    Ok((format!("blk.{layer}.exp_probs_b.bias"), QTensor::quantize(&bias, GgmlDType::F32)?))
 }
 
 /// Layer `layer`'s shared expert of width `f` (`ffn_{gate,up,down}_shexp`).
@@ -1518,7 +1539,13 @@ fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)
         md.push((format!("{arch}.expert_group_count"), u32v(count)));
         md.push((format!("{arch}.expert_group_used_count"), u32v(used)));
     }
-    if spec.family == Family::Glm4Moe {
+    if arch == "minimax-m2" {
+        // MiniMax-M2's: sigmoid; a scale and a flag its graph does not read (renormalized,
+        // never scaled), no shared expert, no dense layer.
+        md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
+        md.push((format!("{arch}.expert_weights_norm"), Value::Bool(false)));
+        md.push((format!("{arch}.expert_gating_func"), u32v(2)));
+    } else if spec.family == Family::Glm4Moe {
         // GLM-4.5's routing: sigmoid, renormalized, scaled; one shared expert.
         md.push((format!("{arch}.expert_shared_count"), u32v(1)));
         md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
@@ -1678,7 +1705,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name, DBRX
             // under its own.
             let name = match spec.family {
-                Family::Glm4Moe | Family::GptOss | Family::SeedOss if !matches!(spec.arch, Some("bailingmoe2" | "dots1" | "exaone-moe")) => "post_attention_norm.weight",
+                Family::Glm4Moe | Family::GptOss | Family::SeedOss if !matches!(spec.arch, Some("bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2")) => "post_attention_norm.weight",
                 _ if spec.arch == Some("dbrx") => "attn_output_norm.weight",
                 _ => "ffn_norm.weight",
             };
@@ -1734,7 +1761,7 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     };
     let mut out = Vec::new();
     // (Ling 2.0's fused Q/K/V has none, nor dots.llm1's.)
-    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) && !matches!(spec.arch, Some("bailingmoe2" | "dots1" | "exaone-moe"));
+    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) && !matches!(spec.arch, Some("bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2"));
     let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2"));
     if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm" | "qwen" | "phimoe")) {
         // One bias beside the fused `attn_qkv`.
@@ -1764,10 +1791,9 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
 /// of Q and all of K (OLMo 2's and OLMoE's).
 fn qk_norm_widths(spec: &TinyModelSpec) -> Option<(usize, usize)> {
     let hd = spec.head_dim;
-    let olmoe = spec.arch == Some("olmoe");
     // (Maincoder's: Llama's layer with per-head norms, after rope.)
     let per_head = matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe);
-    if spec.family == Family::Olmo2 || olmoe {
+    if spec.family == Family::Olmo2 || matches!(spec.arch, Some("olmoe" | "minimax-m2")) {
         Some((spec.heads * hd, spec.kv_heads * hd))
     } else if per_head || matches!(spec.arch, Some("maincoder" | "apertus")) {
         Some((hd, hd))
