@@ -1087,6 +1087,56 @@ async fn cohere_forced_calls_are_json_lists_between_action_marks() {
     assert!(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{v}");
 }
 
+/// MiniMax-M2's template (llama.cpp's copy, the tiny vocabulary's own) on a tiny `minimax-m2`
+/// file (its call wrapper and reasoning tags special tokens): a forced call is
+/// `<minimax:tool_call>`, `<invoke name="get_weather">` with a `<parameter name="…">` line per
+/// required argument, `</invoke>`, the wrapper's end, the wrapper written as the vocabulary's
+/// tokens and kept in the text. Through the API the prompt opens the reasoning, so the call
+/// waits for `</think>` (made the first token here by a bias: the random model would not write
+/// it); the call comes back whole and streamed (no text chunk shows its markup), and the agent's
+/// next request, which the template renders with the call and its result, answers from the
+/// cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minimax_forced_calls_are_invoke_blocks_in_their_wrapper() {
+    let template = include_str!("../src/model/chat/fixtures/minimax-m2.jinja");
+    let spec = TinyModelSpec {
+        context_length: 8192,
+        ..TinyModelSpec::minimax_m2(WeightType::Q8_0)
+    };
+    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::MinimaxXml).await;
+    let tokenizer = &s.state.engine().model().tokenizer;
+    let marks = ["<minimax:tool_call>", "</minimax:tool_call>"].map(|t| tokenizer.special_token_id(t));
+    assert!(marks.iter().all(Option::is_some), "the tiny vocabulary has MiniMax's wrapper");
+    assert_eq!((reply.tokens.first().copied(), reply.tokens.last().copied()), (marks[0], marks[1]));
+    let written = tokenizer.decode(&reply.tokens).unwrap();
+    assert!(written.starts_with("<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">"), "{written:?}");
+    assert!(written.ends_with("</parameter>\n</invoke>\n</minimax:tool_call>"), "{written:?}");
+
+    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
+    let mut body = forced_call_request(&user, &json!([weather_tool()]));
+    body["max_tokens"] = json!(300);
+    let closer = tokenizer.special_token_id("</think>").unwrap();
+    body["logit_bias"] = json!({closer.to_string(): 100});
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    assert_eq!(message(&v)["content"], Value::Null, "{v}");
+    let call = message(&v)["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{v}");
+    assert!(["C", "F"].contains(&args["unit"].as_str().unwrap()), "{v}");
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (status, bytes) = post(&s.app, "/v1/chat/completions", &streamed).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, text) = streamed_parts(&bytes);
+    assert_eq!(text, "", "no text chunk shows the call's markup: {:?}", sse_chunks(&bytes));
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &next_turn(&user, &call, "sunny", &json!([weather_tool()]))).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert!(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{v}");
+}
+
 /// The API's side of a forced weather call whose greedy reply was `reply`: the same request
 /// comes back as the call (a city and a unit of the tool's enums), streamed with no text chunk
 /// showing its markup; the agent's next request, with the call and its result, renders the

@@ -46,8 +46,8 @@
 //! `strftime_now`, `tojson`, `iterable`), `tools.rs` (tool-call formats: parsing, forcing, templates
 //! without tools), `reasoning.rs` (a reply's `<think>` part split from its answer), `harmony.rs`
 //! (gpt-oss's harmony format: its tool calls, and histories whose assistant turns hold a whole
-//! harmony reply), `gemma4.rs`, `qwen_xml.rs`, `lfm2.rs` and `cohere.rs` (those models' own call formats; the first and last read
-//! their notation with `cursor.rs`'s moves), `tests.rs` with real models' templates in `fixtures/`.
+//! harmony reply), `gemma4.rs`, `qwen_xml.rs`, `lfm2.rs`, `cohere.rs` and `minimax_xml.rs` (those models' own call
+//! formats; Gemma 4's and LFM2's read their notation with `cursor.rs`'s moves), `tests.rs` with real models' templates in `fixtures/`.
 
 mod cohere;
 mod cursor;
@@ -55,6 +55,7 @@ mod gemma4;
 mod harmony;
 mod lfm2;
 mod message;
+mod minimax_xml;
 mod python;
 mod qwen_xml;
 pub mod reasoning;

@@ -43,6 +43,10 @@
 //!   content where the template renders no `tool_calls`.
 //! - [`ToolFormat::Cohere`]: Cohere's `<|START_ACTION|>[{"tool_call_id": "0", "tool_name":
 //!   NAME, "parameters": {…}}, …]<|END_ACTION|>` (`chat::cohere`).
+//! - [`ToolFormat::MinimaxXml`]: MiniMax-M2's `<minimax:tool_call>` then `<invoke name="NAME">`
+//!   with a `<parameter name="KEY">VALUE</parameter>` line per argument, `</invoke>` (a turn's
+//!   calls in one block), its values raw text where the tool's schema says string
+//!   (`chat::minimax_xml`).
 //! - [`ToolFormat::Injected`]: the template renders no tools (or never reads `tools`, as
 //!   DeepSeek-R1's distills' renders earlier calls but not the offered tools); hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
@@ -95,6 +99,9 @@ pub enum ToolFormat {
     /// Cohere's: `<|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}, …]<|END_ACTION|>`
     /// (`chat::cohere`).
     Cohere,
+    /// MiniMax-M2's: `<minimax:tool_call>`, an `<invoke name="NAME">` block per call with a
+    /// `<parameter name="KEY">` line per argument, `</minimax:tool_call>` (`chat::minimax_xml`).
+    MinimaxXml,
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -170,6 +177,7 @@ impl ToolFormat {
             Self::Gemma4 => super::gemma4::call_start(text),
             Self::Lfm2 => super::lfm2::call_start(text),
             Self::Cohere => super::cohere::call_start(text),
+            Self::MinimaxXml => super::minimax_xml::call_start(text),
             _ => super::harmony::call_start(text),
         }
     }
@@ -185,6 +193,8 @@ impl ToolFormat {
             Self::Lfm2
         } else if super::cohere::writes(template) {
             Self::Cohere
+        } else if super::minimax_xml::writes(template) {
+            Self::MinimaxXml
         } else if super::qwen_xml::writes(template) {
             Self::QwenXml {
                 seed: super::qwen_xml::seed_writes(template),
@@ -231,16 +241,18 @@ impl ToolFormat {
             Self::Gemma4 => super::gemma4::parse(text),
             Self::Lfm2 => super::lfm2::parse(text),
             Self::Cohere => super::cohere::parse(text),
+            Self::MinimaxXml => super::minimax_xml::parse(text, &[]),
         }
     }
 
-    /// [`Self::parse`] knowing the offered `tools`: GLM-4.5's and Qwen3-Coder's values are raw
+    /// [`Self::parse`] knowing the offered `tools`: GLM-4.5's, Qwen3-Coder's and MiniMax-M2's values are raw
     /// text where the tool's schema says the argument is a string (`"123"` stays a string), JSON
     /// otherwise (as llama.cpp and vLLM read them); without the tool, JSON where it parses.
     pub fn parse_for(self, text: &str, tools: &[Tool]) -> Option<ParsedReply> {
         match self {
             Self::GlmXml { .. } => parse_glm_xml(text, tools),
             Self::QwenXml { seed } => super::qwen_xml::parse(text, tools, super::qwen_xml::Dialect::of(seed)),
+            Self::MinimaxXml => super::minimax_xml::parse(text, tools),
             _ => self.parse(text),
         }
     }
@@ -277,6 +289,7 @@ impl ToolFormat {
             Self::QwenXml { seed: true } => super::qwen_xml::seed_markers(special_id),
             Self::Lfm2 => super::lfm2::markers(special_id),
             Self::Cohere => super::cohere::markers(special_id),
+            Self::MinimaxXml => super::minimax_xml::markers(special_id),
             _ => CallMarkers::default(),
         }
     }
@@ -314,6 +327,7 @@ impl ToolFormat {
             (Self::Gemma4, _) => Grammar::Lark(super::gemma4::forced_call(tools)),
             (Self::Lfm2, _) => Grammar::Lark(super::lfm2::forced_call(tools, markers)),
             (Self::Cohere, _) => Grammar::Lark(super::cohere::forced_call(tools, markers)),
+            (Self::MinimaxXml, _) => Grammar::Lark(super::minimax_xml::forced_call(tools, markers)),
             (Self::Harmony, _) => super::harmony::forced_call(tools),
             (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
@@ -389,6 +403,7 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         | ToolFormat::Gemma4
         | ToolFormat::Lfm2
         | ToolFormat::Cohere
+        | ToolFormat::MinimaxXml
         | ToolFormat::Harmony
         | ToolFormat::Granite => {
             "arguments"
@@ -900,7 +915,12 @@ impl ToolStream {
                     self.text.len()
                 }
             }
-            ToolFormat::QwenXml { .. } | ToolFormat::Harmony | ToolFormat::Gemma4 | ToolFormat::Lfm2 | ToolFormat::Cohere => match self.format.call_start(&self.text[self.sent..]) {
+            ToolFormat::QwenXml { .. }
+            | ToolFormat::Harmony
+            | ToolFormat::Gemma4
+            | ToolFormat::Lfm2
+            | ToolFormat::Cohere
+            | ToolFormat::MinimaxXml => match self.format.call_start(&self.text[self.sent..]) {
                 Ok(at) => {
                     self.holding = true;
                     self.sent + at

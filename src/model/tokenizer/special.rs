@@ -44,11 +44,15 @@ impl TokenType {
 }
 
 /// Texts of special tokens that a reply's text keeps (decoding leaves every other special
-/// token out): the reasoning markers of Mistral's thinking models (Magistral, Ministral 3
-/// Reasoning), Seed-OSS's reasoning and call markers, LFM2's call marks and Cohere's reasoning and call
-/// marks, which are special tokens in their
-/// vocabularies, as llama.cpp's `preserved_tokens` keep them.
+/// token out): `<think>` and `</think>` where a vocabulary makes them special, the reasoning
+/// markers of Mistral's thinking models (Magistral, Ministral 3 Reasoning), Seed-OSS's reasoning
+/// and call markers, LFM2's call marks, Cohere's reasoning and call marks and MiniMax-M2's call
+/// wrapper, which are special tokens in their vocabularies, as llama.cpp's `preserved_tokens`
+/// keep them.
 pub const PRESERVED_TOKENS: &[&str] = &[
+    // The reasoning's tags (`chat::reasoning`), wherever they are special tokens.
+    "<think>",
+    "</think>",
     "[THINK]",
     "[/THINK]",
     // Seed-OSS's reasoning and call markers.
@@ -64,6 +68,9 @@ pub const PRESERVED_TOKENS: &[&str] = &[
     "<|END_THINKING|>",
     "<|START_ACTION|>",
     "<|END_ACTION|>",
+    // MiniMax-M2's call wrapper (`chat::minimax_xml`).
+    "<minimax:tool_call>",
+    "</minimax:tool_call>",
 ];
 
 /// The special tokens of OpenAI's harmony format (gpt-oss) that a reply's text keeps, in a
@@ -105,6 +112,8 @@ pub const END_OF_TURN_TOKENS: &[&str] = &[
     "<|observation|>",
     // Gemma 4: the end of a turn.
     "<turn|>",
+    // MiniMax-M2: the end of a turn (its EOS).
+    "[e~[",
 ];
 
 /// Gemma 4's mark after its tool calls: the model waits there for the results (llama.cpp ends

@@ -83,6 +83,28 @@ const SEED_CODER: Gpt2Family = Gpt2Family {
     chat_template: SEED_OSS_TEMPLATE,
 };
 
+/// MiniMax-M2's vocabulary: its turn marks (`]~!b[` opens the text, `]~b]` a role's turn, `[e~[`
+/// ends one: its EOS), reasoning tags and call wrapper, all special here (the harder case for
+/// the reply's text, which keeps the tags and the wrapper), and its template (llama.cpp's
+/// copy), which writes `]~!b[` itself.
+const MINIMAX_M2: Gpt2Family = Gpt2Family {
+    added: &[
+        ("]~!b[", true),
+        ("]~b]", true),
+        ("[e~[", true),
+        ("<think>", true),
+        ("</think>", true),
+        ("<minimax:tool_call>", true),
+        ("</minimax:tool_call>", true),
+    ],
+    bos: "]~!b[",
+    eos: "[e~[",
+    eot: None,
+    pad: "[e~[",
+    add_bos: false,
+    chat_template: include_str!("../../chat/fixtures/minimax-m2.jinja"),
+};
+
 /// GLM-4 (0414): its template writes `[gMASK]<sop>` itself, no BOS is added; a turn ends
 /// at the next role tag (`<|user|>` is its EOT, `<|observation|>` follows a tool call).
 const GLM4: Gpt2Family = Gpt2Family {
@@ -235,6 +257,7 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
         "seed-coder" => SEED_CODER,
         "lfm2" => LFM2,
         "command-r" => COHERE,
+        "minimax-m2" => MINIMAX_M2,
         "qwen2" | "qwen35" => Gpt2Family {
             added: &[
                 ("<|endoftext|>", true),
