@@ -1064,27 +1064,8 @@ async fn cohere_forced_calls_are_json_lists_between_action_marks() {
 
     // Through the API a reply may open a reasoning part first (the grammar then waits for its
     // end): this random model's favourite first token is that mark, so it is kept out.
-    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
-    let mut body = forced_call_request(&user, &json!([weather_tool()]));
-    body["max_tokens"] = json!(300);
     let opener = tokenizer.special_token_id("<|START_THINKING|>").unwrap();
-    body["logit_bias"] = json!({opener.to_string(): -100});
-    let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
-    let call = message(&v)["tool_calls"][0].clone();
-    assert_eq!(call["function"]["name"], "get_weather", "{v}");
-    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
-    assert!(["Paris", "Oslo", "Lima"].contains(&args["city"].as_str().unwrap()), "{v}");
-    let mut streamed = body.clone();
-    streamed["stream"] = json!(true);
-    let (status, bytes) = post(&s.app, "/v1/chat/completions", &streamed).await;
-    assert_eq!(status, StatusCode::OK);
-    let (_, text) = streamed_parts(&bytes);
-    assert_eq!(text, "", "no text chunk shows the call's markup: {:?}", sse_chunks(&bytes));
-    let (status, v) = post_json(&s.app, "/v1/chat/completions", &next_turn(&user, &call, "sunny", &json!([weather_tool()]))).await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    assert!(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{v}");
+    biased_forced_call_round_trip(&s, json!({opener.to_string(): -100})).await;
 }
 
 /// MiniMax-M2's template (llama.cpp's copy, the tiny vocabulary's own) on a tiny `minimax-m2`
@@ -1112,11 +1093,19 @@ async fn minimax_forced_calls_are_invoke_blocks_in_their_wrapper() {
     assert!(written.starts_with("<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">"), "{written:?}");
     assert!(written.ends_with("</parameter>\n</invoke>\n</minimax:tool_call>"), "{written:?}");
 
+    let closer = tokenizer.special_token_id("</think>").unwrap();
+    biased_forced_call_round_trip(&s, json!({closer.to_string(): 100})).await;
+}
+
+/// The API's forced weather call under `logit_bias` (greedy, room for it): it comes back as
+/// the call (a city and a unit of the tool's enums) with no content, streamed with no text
+/// chunk showing its markup, and the agent's next request, with the call and its result,
+/// answers from the cache.
+async fn biased_forced_call_round_trip(s: &TestServer, logit_bias: Value) {
     let user = json!({"role": "user", "content": "What is the weather in Paris?"});
     let mut body = forced_call_request(&user, &json!([weather_tool()]));
     body["max_tokens"] = json!(300);
-    let closer = tokenizer.special_token_id("</think>").unwrap();
-    body["logit_bias"] = json!({closer.to_string(): 100});
+    body["logit_bias"] = logit_bias;
     let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");

@@ -28,8 +28,7 @@ use serde_json::Value;
 
 use super::python::dumps;
 use super::tools::{
-    is_string_schema, json_value_rule, parse_lists_between, partial_suffix, required_args, string_value_rule, CallMarkers, ParsedCall,
-    ParsedReply, Tool, XmlArgs,
+    parse_lists_between, partial_suffix, required_args, rule_per_tool, xml_value_rule, CallMarkers, ParsedCall, ParsedReply, Tool, XmlArgs,
 };
 
 /// Before a turn's calls and after them.
@@ -117,27 +116,16 @@ pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
     let literal = |text: &str| dumps(&Value::String(text.to_owned()));
     let open = markers.calls.map_or_else(|| literal(OPEN), |id| format!("<[{id}]>"));
     let close = markers.end.map_or_else(|| literal(CLOSE), |id| format!("<[{id}]>"));
-    let mut rules = Vec::new();
-    let mut alternatives = Vec::new();
-    for (i, t) in tools.iter().enumerate() {
+    rule_per_tool(tools, |t| {
         let mut body = format!("{open} {}", literal(&format!("\n{INVOKE}{}\">\n", t.name)));
         for (k, schema) in required_args(t) {
-            let value = if is_string_schema(schema) {
-                match string_value_rule(schema).as_str() {
-                    "/[^<]*/" => r"/([^<]|<[^\/])*/".to_owned(),
-                    literals => literals.to_owned(),
-                }
-            } else {
-                json_value_rule(schema)
-            };
+            let value = xml_value_rule(schema);
             let key = literal(&format!("{PARAMETER}{k}\">"));
             body.push_str(&format!(" {key} {value} {}", literal(&format!("{PARAMETER_CLOSE}\n"))));
         }
         body.push_str(&format!(" {} {close}", literal(&format!("{INVOKE_CLOSE}\n"))));
-        alternatives.push(format!("c{i}"));
-        rules.push(format!("c{i}: {body}"));
-    }
-    format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
+        body
+    })
 }
 
 #[cfg(test)]
@@ -146,21 +134,11 @@ mod tests {
 
     use super::*;
     use crate::model::chat::reasoning::{Reasoning, ThinkTags};
-    use crate::model::chat::tools::{ToolFormat, ToolStream};
+    use crate::model::chat::tools::{write_tool, ToolFormat, ToolStream};
     use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
 
     /// llama.cpp's copy (`models/templates/MiniMax-M2.jinja`) of MiniMax-M2's template.
     const TEMPLATE: &str = include_str!("fixtures/minimax-m2.jinja");
-
-    fn write_tool() -> Tool {
-        Tool {
-            name: "write_file".into(),
-            description: Some("Writes a file.".into()),
-            parameters: json!({"type": "object", "properties": {
-                "path": {"type": "string"}, "content": {"type": "string"}, "lines": {"type": "integer"},
-                "opts": {"type": "object"}, "mode": {"enum": ["a", "w"]}}, "required": ["path", "content"]}),
-        }
-    }
 
     /// The template is this format, with `<think>` reasoning that its prompt opens; no other
     /// fixture is this format.

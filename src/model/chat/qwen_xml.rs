@@ -31,8 +31,7 @@ use serde_json::Value;
 
 use super::python::dumps;
 use super::tools::{
-    CallMarkers, is_string_schema, json_value_rule, parse_blocks_between, required_args, string_value_rule, ParsedCall, ParsedReply, Tool,
-    XmlArgs,
+    parse_blocks_between, required_args, rule_per_tool, xml_value_rule, CallMarkers, ParsedCall, ParsedReply, Tool, XmlArgs,
 };
 
 pub(super) const OPEN: &str = "<tool_call>";
@@ -155,28 +154,17 @@ pub(super) fn forced_call(tools: &[Tool], d: Dialect, markers: CallMarkers) -> S
         (Some(o), Some(c)) => (format!("<[{o}]> "), format!(" <[{c}]>")),
         _ => (literal(d.open) + " ", format!(" {}", literal(d.close))),
     };
-    let mut rules = Vec::new();
-    let mut alternatives = Vec::new();
-    for (i, t) in tools.iter().enumerate() {
+    rule_per_tool(tools, |t| {
         let mut body = format!("{open}{}", literal(&format!("\n{FUNCTION}{}>\n", t.name)));
         for (k, schema) in required_args(t) {
             let key = dumps(&Value::String(format!("{PARAMETER}{k}>{nl}")));
-            let value = if is_string_schema(schema) {
-                match string_value_rule(schema).as_str() {
-                    "/[^<]*/" => r"/([^<]|<[^\/])*/".to_owned(),
-                    literals => literals.to_owned(),
-                }
-            } else {
-                json_value_rule(schema)
-            };
+            let value = xml_value_rule(schema);
             let end = dumps(&Value::String(format!("{nl}{PARAMETER_CLOSE}\n")));
             body.push_str(&format!(" {key} {value} {end}"));
         }
         body.push_str(&format!(" {}{close}", literal(&format!("{FUNCTION_CLOSE}\n"))));
-        alternatives.push(format!("c{i}"));
-        rules.push(format!("c{i}: {body}"));
-    }
-    format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
+        body
+    })
 }
 
 #[cfg(test)]
@@ -184,20 +172,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::chat::tools::{ToolFormat, ToolStream};
+    use crate::model::chat::tools::{write_tool, ToolFormat, ToolStream};
     use crate::model::chat::{ChatTemplate, Message, ToolCall};
 
     const TEMPLATE: &str = include_str!("fixtures/qwen3-coder-30b-a3b-instruct.jinja");
-
-    fn write_tool() -> Tool {
-        Tool {
-            name: "write_file".into(),
-            description: Some("Writes a file.".into()),
-            parameters: json!({"type": "object", "properties": {
-                "path": {"type": "string"}, "content": {"type": "string"}, "lines": {"type": "integer"},
-                "opts": {"type": "object"}, "mode": {"enum": ["a", "w"]}}, "required": ["path", "content"]}),
-        }
-    }
 
     /// The template (llama.cpp's copy of Qwen3-Coder's) is recognised, and a call renders back
     /// in the XML the model writes, which parses into the same call.

@@ -423,18 +423,22 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
 /// where the vocabulary lacks them, as the text reads), GLM-4's (`name`, a newline, the
 /// arguments) and harmony's call message (`chat::harmony`). A rule per tool.
 pub(super) fn named_call_grammar(tools: &[Tool], before: &str, between: &str) -> String {
-    let mut rules = Vec::with_capacity(tools.len());
-    let mut alternatives = Vec::with_capacity(tools.len());
-    for (i, t) in tools.iter().enumerate() {
+    rule_per_tool(tools, |t| {
         let mut schema = t.parameters.clone();
         if let Some(obj) = schema.as_object_mut() {
             obj.insert("x-guidance".into(), json_layout());
         }
-        alternatives.push(format!("c{i}"));
         // Tool names are letters, digits, `_`, `-` and `.` (OpenAI's rule, checked when the
         // request is read), so they need no escaping in a Lark string.
-        rules.push(format!("c{i}: {before}\"{}\" {between}%json {schema}", t.name));
-    }
+        format!("{before}\"{}\" {between}%json {schema}", t.name)
+    })
+}
+
+/// A Lark grammar whose `start` is one of `tools`' calls, each its own rule (`c0`, `c1`, …)
+/// whose items `body` gives.
+pub(super) fn rule_per_tool(tools: &[Tool], body: impl Fn(&Tool) -> String) -> String {
+    let alternatives: Vec<String> = (0..tools.len()).map(|i| format!("c{i}")).collect();
+    let rules: Vec<String> = tools.iter().enumerate().map(|(i, t)| format!("c{i}: {}", body(t))).collect();
     format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
 }
 
@@ -666,9 +670,7 @@ fn parse_named(text: &str) -> Option<ParsedReply> {
 /// tool.
 fn glm_xml_grammar(tools: &[Tool], compact: bool) -> String {
     let nl = if compact { "" } else { "\n" };
-    let mut rules = Vec::new();
-    let mut alternatives = Vec::new();
-    for (i, t) in tools.iter().enumerate() {
+    rule_per_tool(tools, |t| {
         let mut body = format!("\"{OPEN}{}\" ", t.name);
         for (k, schema) in required_args(t) {
             let key = dumps(&Value::String(format!("{nl}{}{k}{}{nl}{}", ARG_KEY.0, ARG_KEY.1, ARG_VALUE.0)));
@@ -680,10 +682,8 @@ fn glm_xml_grammar(tools: &[Tool], compact: bool) -> String {
             body.push_str(&format!("{key} {value} \"{}\" ", ARG_VALUE.1));
         }
         body.push_str(&dumps(&Value::String(format!("{nl}{CLOSE}"))));
-        alternatives.push(format!("c{i}"));
-        rules.push(format!("c{i}: {body}"));
-    }
-    format!("start: {}\n{}", alternatives.join(" | "), rules.join("\n"))
+        body
+    })
 }
 
 /// A string argument's value in GLM-4.5's grammar: one of its `enum` (or its `const`) values,
@@ -802,6 +802,19 @@ fn reads_tools(template: &str) -> bool {
     template.match_indices("tools").any(|(at, _)| {
         !word(template[..at].chars().next_back()) && !word(template[at + "tools".len()..].chars().next())
     })
+}
+
+/// The Lark rule of one argument's value in the XML formats whose values are raw text
+/// (Qwen3-Coder's, MiniMax-M2's): a string's as text without `</` (code with `<` in it passes), a
+/// string enum's as one of its values, any other as its JSON under `schema`.
+pub(super) fn xml_value_rule(schema: &Value) -> String {
+    if !is_string_schema(schema) {
+        return json_value_rule(schema);
+    }
+    match string_value_rule(schema).as_str() {
+        "/[^<]*/" => r"/([^<]|<[^\/])*/".to_owned(),
+        literals => literals.to_owned(),
+    }
 }
 
 /// The required arguments of `tool`'s schema, in the schema's order, each with its schema: what
@@ -1026,6 +1039,19 @@ pub(super) fn partial_suffix(text: &str, tag: &str) -> usize {
         .rev()
         .find(|&n| text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..]))
         .unwrap_or(0)
+}
+
+/// A tool whose arguments take code (the XML formats' tests): `path` and `content` strings
+/// (required), an integer, an object, and a string enum.
+#[cfg(test)]
+pub(super) fn write_tool() -> Tool {
+    Tool {
+        name: "write_file".into(),
+        description: Some("Writes a file.".into()),
+        parameters: json!({"type": "object", "properties": {
+            "path": {"type": "string"}, "content": {"type": "string"}, "lines": {"type": "integer"},
+            "opts": {"type": "object"}, "mode": {"enum": ["a", "w"]}}, "required": ["path", "content"]}),
+    }
 }
 
 #[cfg(test)]
