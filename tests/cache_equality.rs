@@ -134,6 +134,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("Dbrx".to_string(), TinyModelSpec::dbrx(weights)),
             ("Ling2".to_string(), TinyModelSpec::bailingmoe2(weights)),
             ("ExaoneMoe".to_string(), TinyModelSpec::exaone_moe(weights)),
+            ("MinimaxM2".to_string(), TinyModelSpec::minimax_m2(weights)),
         ]);
     specs
         .map(|(name, spec)| {
