@@ -1097,6 +1097,34 @@ async fn minimax_forced_calls_are_invoke_blocks_in_their_wrapper() {
     biased_forced_call_round_trip(&s, json!({closer.to_string(): 100})).await;
 }
 
+/// Nemotron Nano 2's, Apriel's and Apertus's templates (llama.cpp's copies) on tiny files: a
+/// forced call is a JSON list of one call between the template's marks (Apertus's keyed by the
+/// function's name), and comes back through the API as the call, whole and streamed; the agent's
+/// next request renders it back as written (the cache holds) and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_list_forced_calls_come_back_between_their_marks() {
+    use hearth::engine::ListMarks;
+    let cases = [
+        (include_str!("../src/model/chat/fixtures/nvidia-nemotron-nano-v2.jinja"), Family::NemotronH, ListMarks::Nemotron, "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \""),
+        (include_str!("../src/model/chat/fixtures/apriel-1.6-15b-thinker.jinja"), Family::Llama, ListMarks::Apriel, "<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \""),
+        (include_str!("../src/model/chat/fixtures/apertus-8b-instruct.jinja"), Family::Llama, ListMarks::Apertus, "<|tools_prefix|>[{\"get_weather\": {\"city\": \""),
+    ];
+    for (template, family, marks, start) in cases {
+        // (Nemotron Nano 2's prompt opens the reasoning unless the user says `/no_think`: the
+        // call through the API would wait for its end.)
+        let question = if marks == ListMarks::Nemotron { "What is the weather in Paris? /no_think" } else { PARIS };
+        let spec = TinyModelSpec {
+            context_length: 8192,
+            ..TinyModelSpec::tiny(family, WeightType::Q8_0)
+        };
+        let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::JsonList(marks)).await;
+        let written = s.state.engine().model().tokenizer.decode(&reply.tokens).unwrap();
+        assert!(written.starts_with(start), "{marks:?}: {written:?}");
+        assert!(written.ends_with(&format!("\"}}}}]{}", marks.close())), "{marks:?}: {written:?}");
+        forced_call_round_trip_asking(&s, &reply, question).await;
+    }
+}
+
 /// The API's forced weather call under `logit_bias` (greedy, room for it): it comes back as
 /// the call (a city and a unit of the tool's enums) with no content, streamed with no text
 /// chunk showing its markup, and the agent's next request, with the call and its result,
@@ -1131,9 +1159,19 @@ async fn biased_forced_call_round_trip(s: &TestServer, logit_bias: Value) {
 /// showing its markup; the agent's next request, with the call and its result, renders the
 /// call back as the model wrote it (the cache holds) and answers.
 async fn forced_call_round_trip(s: &TestServer, reply: &GenerationReport) {
+    forced_call_round_trip_asking(s, reply, PARIS).await;
+}
+
+/// The user's question in the forced-call tests.
+const PARIS: &str = "What is the weather in Paris?";
+
+/// [`forced_call_round_trip`] where the user asks `question` through the API (the reply was to
+/// [`PARIS`]): a question that also switches a template's reasoning off, as Nemotron Nano 2's
+/// `/no_think`.
+async fn forced_call_round_trip_asking(s: &TestServer, reply: &GenerationReport, question: &str) {
     let (engine, tools) = (s.state.engine(), weather_tools());
-    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
-    let (body, _, call) = forced_call_over_api(s, None).await;
+    let user = json!({"role": "user", "content": question});
+    let (body, _, call) = forced_call_over_api_asking(s, None, question).await;
 
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
@@ -1147,13 +1185,19 @@ async fn forced_call_round_trip(s: &TestServer, reply: &GenerationReport) {
     let written = engine.model().tokenizer.decode(&reply.tokens).unwrap();
     let rendered = engine
         .tokenize_chat_with_tools(
-            &[Message::user("What is the weather in Paris?"), {
+            &[Message::user(PARIS), {
                 let mut m = Message::assistant(String::new());
                 m.tool_calls = vec![hearth::engine::ToolCall {
                     id: "c1".into(),
                     name: "get_weather".into(),
                     arguments: call["function"]["arguments"].as_str().unwrap().to_owned(),
                 }];
+                m
+            }, {
+                // (With its result after it, as the next request has it: Nemotron Nano 2's
+                // template renders a last turn of calls otherwise.)
+                let mut m = Message::new(hearth::engine::Role::parse("tool"), "sunny");
+                m.tool_call_id = Some("c1".into());
                 m
             }],
             &tools,
@@ -1168,7 +1212,12 @@ async fn forced_call_round_trip(s: &TestServer, reply: &GenerationReport) {
 /// where given): the request, the response, and the call, which must be `get_weather` with a
 /// city and a unit of the tool's enums.
 async fn forced_call_over_api(s: &TestServer, kwargs: Option<&Value>) -> (Value, Value, Value) {
-    let user = json!({"role": "user", "content": "What is the weather in Paris?"});
+    forced_call_over_api_asking(s, kwargs, PARIS).await
+}
+
+/// [`forced_call_over_api`] where the user asks `question`.
+async fn forced_call_over_api_asking(s: &TestServer, kwargs: Option<&Value>, question: &str) -> (Value, Value, Value) {
+    let user = json!({"role": "user", "content": question});
     let mut body = forced_call_request(&user, &json!([weather_tool()]));
     body["max_tokens"] = json!(300);
     if let Some(k) = kwargs {

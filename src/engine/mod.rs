@@ -57,6 +57,7 @@ pub use stats::{EngineStats, Histogram, StateCacheStats, RequestCounters, TOKENS
 // `engine` and `config` (tests/code_rules.rs checks it).
 pub use crate::kv::{PrefixMatch, TierStats};
 pub use crate::model::chat::tools::{ParsedCall, ParsedReply, Tool, ToolFormat, ToolStream};
+pub use crate::model::chat::ListMarks;
 pub use crate::model::chat::reasoning::{Reasoning, ReasoningStream, Section, SplitPiece, SplitReply, ThinkTags};
 pub use crate::model::chat::{check_kwargs, Message, Role, TemplateKwargs, ToolCall};
 pub use crate::model::grammar::{Grammar, GrammarError};

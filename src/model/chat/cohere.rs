@@ -27,7 +27,7 @@
 use serde_json::{json, Value};
 
 use super::python::dumps;
-use super::tools::{call_of, named_call_grammar, parse_lists_between, partial_suffix, CallMarkers, ParsedCall, ParsedReply, Tool};
+use super::tools::{call_of, named_call_grammar, nonempty_json_list, parse_lists_between, partial_suffix, CallMarkers, ParsedCall, ParsedReply, Tool};
 
 /// Before a list of calls, and after it (special tokens of Cohere's vocabulary).
 pub(super) const START: &str = "<|START_ACTION|>";
@@ -64,13 +64,7 @@ pub(super) fn parse(text: &str) -> Option<ParsedReply> {
 
 /// One block's calls: a non-empty JSON list of `{"tool_call_id", "tool_name", "parameters"}`.
 fn block(inner: &str) -> Option<Vec<ParsedCall>> {
-    let Value::Array(items) = serde_json::from_str::<Value>(inner.trim()).ok()? else {
-        return None;
-    };
-    if items.is_empty() {
-        return None;
-    }
-    items
+    nonempty_json_list(inner)?
         .iter()
         .map(|item| {
             let obj = item.as_object()?;
@@ -118,25 +112,13 @@ pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
     use crate::model::chat::reasoning::{Reasoning, ThinkTags};
-    use crate::model::chat::tools::{ToolFormat, ToolStream};
+    use crate::model::chat::tools::{assert_only_fixtures_are, weather_tool, ToolFormat, ToolStream};
     use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
 
     const R7B: &str = include_str!("fixtures/cohere-command-r7b.jinja");
     const MOE: &str = include_str!("fixtures/cohere2-moe.jinja");
-
-    fn weather() -> Tool {
-        Tool {
-            name: "get_weather".into(),
-            description: Some("The weather in a city.".into()),
-            parameters: json!({"type": "object", "properties": {
-                "city": {"type": "string"}, "days": {"type": "integer"}},
-                "required": ["city", "days"]}),
-        }
-    }
 
     /// Both Cohere templates are this format, with Cohere's reasoning marks; no other fixture
     /// is.
@@ -146,13 +128,7 @@ mod tests {
             assert_eq!(ToolFormat::of_template(t), ToolFormat::Cohere);
             assert_eq!(Reasoning::tags_in_template(t), Some(ThinkTags::Cohere));
         }
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model/chat/fixtures");
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            let source = std::fs::read_to_string(&path).unwrap();
-            let cohere = path.file_name().unwrap().to_string_lossy().starts_with("cohere");
-            assert_eq!(ToolFormat::of_template(&source) == ToolFormat::Cohere, cohere, "{}", path.display());
-        }
+        assert_only_fixtures_are(&["cohere"], |f| f == ToolFormat::Cohere);
     }
 
     /// Several calls in one list and in two blocks, text before them; the model's ids dropped;
@@ -198,9 +174,9 @@ mod tests {
         }];
         let mut result = Message::new(Role::parse("tool"), "sunny");
         result.tool_call_id = Some("c1".into());
-        let messages = ToolFormat::Cohere.prepare(&[Message::user("Weather?"), call, result], &[weather()], R7B);
+        let messages = ToolFormat::Cohere.prepare(&[Message::user("Weather?"), call, result], &[weather_tool()], R7B);
         let t = ChatTemplate::new(R7B.to_owned(), Some("<BOS_TOKEN>".into()), Some("<|END_OF_TURN_TOKEN|>".into())).unwrap();
-        let out = t.render_with_tools(&messages, &[weather().to_json()], true).unwrap();
+        let out = t.render_with_tools(&messages, &[weather_tool().to_json()], true).unwrap();
         assert!(out.contains("\"name\": \"get_weather\""), "{out}");
         let turn = format!("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|><|END_THINKING|>{written}<|END_OF_TURN_TOKEN|>");
         assert!(out.contains(&turn), "{out}");
@@ -211,7 +187,7 @@ mod tests {
     /// A streamed reply's text goes out until the call's mark, held while it may be one.
     #[test]
     fn a_stream_holds_back_from_the_call() {
-        let mut s = ToolStream::with_tools(ToolFormat::Cohere, vec![weather()]);
+        let mut s = ToolStream::with_tools(ToolFormat::Cohere, vec![weather_tool()]);
         let mut out = s.push("Sure. <|START_AC");
         assert_eq!(out, "Sure. ");
         out += &s.push("TION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\", \"days\": 1}}]<|END_ACTION|>");
@@ -230,13 +206,13 @@ mod tests {
             args: None,
             end: Some(8),
         };
-        let g = forced_call(&[weather()], tokens);
+        let g = forced_call(&[weather_tool()], tokens);
         assert!(g.starts_with("start: <[7]> \"[\\n    \" call \"}\" \"\\n]\" <[8]>\ncall: c0\n"), "{g}");
         assert!(
             g.contains("c0: \"{\\\"tool_call_id\\\": \\\"\" /(0|[1-9][0-9]{0,3})/ \"\\\", \\\"tool_name\\\": \\\"\" \"get_weather\" \"\\\", \\\"parameters\\\": \" %json {"),
             "{g}"
         );
-        let text = forced_call(&[weather()], CallMarkers::default());
+        let text = forced_call(&[weather_tool()], CallMarkers::default());
         assert!(text.starts_with("start: \"<|START_ACTION|>\" "), "{text}");
     }
 }

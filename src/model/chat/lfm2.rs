@@ -278,7 +278,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::chat::tools::{ToolFormat, ToolStream};
+    use crate::model::chat::tools::{assert_only_fixtures_are, ToolFormat, ToolStream};
     use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
 
     const LFM2_8B_A1B: &str = include_str!("fixtures/lfm2-8b-a1b.jinja");
@@ -308,13 +308,7 @@ mod tests {
         }
         assert!(renders_calls(LFM25_8B_A1B));
         assert!(!renders_calls(LFM2_8B_A1B) && !renders_calls(LFM25_INSTRUCT));
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model/chat/fixtures");
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            let source = std::fs::read_to_string(&path).unwrap();
-            let lfm2 = path.file_name().unwrap().to_string_lossy().starts_with("lfm2");
-            assert_eq!(ToolFormat::of_template(&source) == ToolFormat::Lfm2, lfm2, "{}", path.display());
-        }
+        assert_only_fixtures_are(&["lfm2"], |f| f == ToolFormat::Lfm2);
     }
 
     /// Calls with every kind of value, Python's and JSON's literals, text before them, several in

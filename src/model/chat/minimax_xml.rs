@@ -134,7 +134,7 @@ mod tests {
 
     use super::*;
     use crate::model::chat::reasoning::{Reasoning, ThinkTags};
-    use crate::model::chat::tools::{write_tool, ToolFormat, ToolStream};
+    use crate::model::chat::tools::{assert_only_fixtures_are, write_tool, ToolFormat, ToolStream};
     use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
 
     /// llama.cpp's copy (`models/templates/MiniMax-M2.jinja`) of MiniMax-M2's template.
@@ -146,13 +146,7 @@ mod tests {
     fn the_template_is_minimaxs() {
         assert_eq!(ToolFormat::of_template(TEMPLATE), ToolFormat::MinimaxXml);
         assert_eq!(Reasoning::tags_in_template(TEMPLATE), Some(ThinkTags::Think));
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model/chat/fixtures");
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            let source = std::fs::read_to_string(&path).unwrap();
-            let minimax = path.file_name().unwrap().to_string_lossy().starts_with("minimax");
-            assert_eq!(ToolFormat::of_template(&source) == ToolFormat::MinimaxXml, minimax, "{}", path.display());
-        }
+        assert_only_fixtures_are(&["minimax"], |f| f == ToolFormat::MinimaxXml);
     }
 
     /// A call the model made, sent back as history, renders in the XML the model writes (values

@@ -46,13 +46,14 @@
 //! `strftime_now`, `tojson`, `iterable`), `tools.rs` (tool-call formats: parsing, forcing, templates
 //! without tools), `reasoning.rs` (a reply's `<think>` part split from its answer), `harmony.rs`
 //! (gpt-oss's harmony format: its tool calls, and histories whose assistant turns hold a whole
-//! harmony reply), `gemma4.rs`, `qwen_xml.rs`, `lfm2.rs`, `cohere.rs` and `minimax_xml.rs` (those models' own call
+//! harmony reply), `gemma4.rs`, `qwen_xml.rs`, `lfm2.rs`, `cohere.rs`, `minimax_xml.rs` and `json_list.rs` (those models' own call
 //! formats; Gemma 4's and LFM2's read their notation with `cursor.rs`'s moves), `tests.rs` with real models' templates in `fixtures/`.
 
 mod cohere;
 mod cursor;
 mod gemma4;
 mod harmony;
+mod json_list;
 mod lfm2;
 mod message;
 mod minimax_xml;
@@ -65,5 +66,6 @@ mod tests;
 pub mod tools;
 
 pub use harmony::split_history as harmony_history;
+pub use json_list::ListMarks;
 pub use message::{Message, Role, ToolCall};
 pub use template::{check_kwargs, ChatTemplate, TemplateKwargs, GGUF_CHAT_TEMPLATE_KEY};

@@ -361,9 +361,12 @@ struct TemplateMessage<'a> {
 }
 
 /// A tool call as templates read it: OpenAI's shape, with the arguments as an object (the
-/// templates `tojson` them, as transformers' callers pass them), not OpenAI's JSON string.
+/// templates `tojson` them, as transformers' callers pass them), not OpenAI's JSON string. An
+/// empty id is left out (`ToolFormat::prepare` clears them where a template would write ids
+/// the model never writes: Apriel's).
 #[derive(serde::Serialize)]
 struct TemplateToolCall<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
     id: &'a str,
     #[serde(rename = "type")]
     kind: &'static str,

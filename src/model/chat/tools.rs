@@ -47,6 +47,9 @@
 //!   with a `<parameter name="KEY">VALUE</parameter>` line per argument, `</invoke>` (a turn's
 //!   calls in one block), its values raw text where the tool's schema says string
 //!   (`chat::minimax_xml`).
+//! - [`ToolFormat::JsonList`]: a JSON list of calls between two marks after any text: Nemotron
+//!   Nano 2's `<TOOLCALL>[{"name": …, "arguments": {…}}]</TOOLCALL>`, Apriel's `<tool_calls>`,
+//!   Apertus's `<|tools_prefix|>[{"NAME": {…}}]<|tools_suffix|>` (`chat::json_list`).
 //! - [`ToolFormat::Injected`]: the template renders no tools (or never reads `tools`, as
 //!   DeepSeek-R1's distills' renders earlier calls but not the offered tools); hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
@@ -65,6 +68,7 @@
 
 use serde_json::{json, Value};
 
+use super::json_list::ListMarks;
 use super::python::dumps;
 use super::{Message, Role};
 use crate::model::grammar::{json_layout, Grammar};
@@ -102,6 +106,9 @@ pub enum ToolFormat {
     /// MiniMax-M2's: `<minimax:tool_call>`, an `<invoke name="NAME">` block per call with a
     /// `<parameter name="KEY">` line per argument, `</minimax:tool_call>` (`chat::minimax_xml`).
     MinimaxXml,
+    /// A JSON list of calls between the marks of Nemotron Nano 2, Apriel or Apertus
+    /// (`chat::json_list`).
+    JsonList(ListMarks),
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -178,6 +185,7 @@ impl ToolFormat {
             Self::Lfm2 => super::lfm2::call_start(text),
             Self::Cohere => super::cohere::call_start(text),
             Self::MinimaxXml => super::minimax_xml::call_start(text),
+            Self::JsonList(m) => super::json_list::call_start(text, m),
             _ => super::harmony::call_start(text),
         }
     }
@@ -195,6 +203,8 @@ impl ToolFormat {
             Self::Cohere
         } else if super::minimax_xml::writes(template) {
             Self::MinimaxXml
+        } else if let Some(m) = ListMarks::of_template(template) {
+            Self::JsonList(m)
         } else if super::qwen_xml::writes(template) {
             Self::QwenXml {
                 seed: super::qwen_xml::seed_writes(template),
@@ -242,6 +252,7 @@ impl ToolFormat {
             Self::Lfm2 => super::lfm2::parse(text),
             Self::Cohere => super::cohere::parse(text),
             Self::MinimaxXml => super::minimax_xml::parse(text, &[]),
+            Self::JsonList(m) => super::json_list::parse(text, m),
         }
     }
 
@@ -290,6 +301,7 @@ impl ToolFormat {
             Self::Lfm2 => super::lfm2::markers(special_id),
             Self::Cohere => super::cohere::markers(special_id),
             Self::MinimaxXml => super::minimax_xml::markers(special_id),
+            Self::JsonList(m) => super::json_list::markers(m, special_id),
             _ => CallMarkers::default(),
         }
     }
@@ -328,6 +340,7 @@ impl ToolFormat {
             (Self::Lfm2, _) => Grammar::Lark(super::lfm2::forced_call(tools, markers)),
             (Self::Cohere, _) => Grammar::Lark(super::cohere::forced_call(tools, markers)),
             (Self::MinimaxXml, _) => Grammar::Lark(super::minimax_xml::forced_call(tools, markers)),
+            (Self::JsonList(m), _) => Grammar::Lark(super::json_list::forced_call(tools, m, markers)),
             (Self::Harmony, _) => super::harmony::forced_call(tools),
             (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
@@ -340,7 +353,8 @@ impl ToolFormat {
     /// results written as text; for a Hermes template that writes calls but renders no
     /// `tool_calls` back (SmolLM3's: an assistant turn is its content alone), earlier calls
     /// written into their turn's content as the model wrote them, so the model sees them and
-    /// the prompt repeats its tokens; the others render `tools` and the messages as they are.
+    /// the prompt repeats its tokens; for Apriel's, the calls without their ids; the others
+    /// render `tools` and the messages as they are.
     pub fn prepare(self, messages: &[Message], tools: &[Tool], template: &str) -> Vec<Message> {
         match self {
             Self::Injected => {}
@@ -351,6 +365,14 @@ impl ToolFormat {
                 return with_calls_as_text(messages, super::lfm2::history_text)
             }
             Self::Hermes if !template.contains("tool_calls") => return with_calls_as_text(messages, hermes_text),
+            // Apriel's template writes each call's id back in every turn but the last, which
+            // its model never writes: without them the history renders as the model wrote it
+            // (the prefix cache holds through the call).
+            Self::JsonList(ListMarks::Apriel) => {
+                let mut out = messages.to_vec();
+                out.iter_mut().flat_map(|m| m.tool_calls.iter_mut()).for_each(|c| c.id.clear());
+                return out;
+            }
             _ => return messages.to_vec(),
         }
         let mut out: Vec<Message> = Vec::with_capacity(messages.len() + 1);
@@ -404,6 +426,7 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         | ToolFormat::Lfm2
         | ToolFormat::Cohere
         | ToolFormat::MinimaxXml
+        | ToolFormat::JsonList(_)
         | ToolFormat::Harmony
         | ToolFormat::Granite => {
             "arguments"
@@ -592,6 +615,15 @@ pub(super) fn parse_blocks_between(
     call: impl Fn(&str) -> Option<ParsedCall>,
 ) -> Option<ParsedReply> {
     parse_lists_between(text, tags, cut_off, |inner| call(inner).map(|c| vec![c]))
+}
+
+/// `inner`, whitespace aside, as a non-empty JSON list (of calls, for the formats that write
+/// their calls as one: Cohere's, `chat::json_list`'s); `None` otherwise.
+pub(super) fn nonempty_json_list(inner: &str) -> Option<Vec<Value>> {
+    match serde_json::from_str::<Value>(inner.trim()).ok()? {
+        Value::Array(items) if !items.is_empty() => Some(items),
+        _ => None,
+    }
 }
 
 /// [`parse_blocks_between`] where a block holds a list of calls (Cohere's), each block's inside
@@ -933,7 +965,8 @@ impl ToolStream {
             | ToolFormat::Gemma4
             | ToolFormat::Lfm2
             | ToolFormat::Cohere
-            | ToolFormat::MinimaxXml => match self.format.call_start(&self.text[self.sent..]) {
+            | ToolFormat::MinimaxXml
+            | ToolFormat::JsonList(_) => match self.format.call_start(&self.text[self.sent..]) {
                 Ok(at) => {
                     self.holding = true;
                     self.sent + at
@@ -1039,6 +1072,31 @@ pub(super) fn partial_suffix(text: &str, tag: &str) -> usize {
         .rev()
         .find(|&n| text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..]))
         .unwrap_or(0)
+}
+
+/// A weather tool (a string and an integer, both required), for the formats' tests.
+#[cfg(test)]
+pub(super) fn weather_tool() -> Tool {
+    Tool {
+        name: "get_weather".into(),
+        description: Some("The weather in a city.".into()),
+        parameters: json!({"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city", "days"]}),
+    }
+}
+
+/// Asserts that of the template fixtures exactly those whose file names start with one of
+/// `prefixes` are read as a format `is_format` accepts.
+#[cfg(test)]
+pub(super) fn assert_only_fixtures_are(prefixes: &[&str], is_format: impl Fn(ToolFormat) -> bool) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model/chat/fixtures");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let source = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(is_format(ToolFormat::of_template(&source)), prefixes.iter().any(|p| name.starts_with(p)), "{name}");
+    }
 }
 
 /// A tool whose arguments take code (the XML formats' tests): `path` and `content` strings

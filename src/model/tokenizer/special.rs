@@ -46,9 +46,9 @@ impl TokenType {
 /// Texts of special tokens that a reply's text keeps (decoding leaves every other special
 /// token out): `<think>` and `</think>` where a vocabulary makes them special, the reasoning
 /// markers of Mistral's thinking models (Magistral, Ministral 3 Reasoning), Seed-OSS's reasoning
-/// and call markers, LFM2's call marks, Cohere's reasoning and call marks and MiniMax-M2's call
-/// wrapper, which are special tokens in their vocabularies, as llama.cpp's `preserved_tokens`
-/// keep them.
+/// and call markers, LFM2's call marks, Cohere's reasoning and call marks, MiniMax-M2's call
+/// wrapper and the marks around Nemotron Nano 2's, Apriel's and Apertus's lists of calls, which
+/// are special tokens in their vocabularies, as llama.cpp's `preserved_tokens` keep them.
 pub const PRESERVED_TOKENS: &[&str] = &[
     // The reasoning's tags (`chat::reasoning`), wherever they are special tokens.
     "<think>",
@@ -71,6 +71,13 @@ pub const PRESERVED_TOKENS: &[&str] = &[
     // MiniMax-M2's call wrapper (`chat::minimax_xml`).
     "<minimax:tool_call>",
     "</minimax:tool_call>",
+    // The marks around Nemotron Nano 2's, Apriel's and Apertus's lists of calls (`chat::json_list`).
+    "<TOOLCALL>",
+    "</TOOLCALL>",
+    "<tool_calls>",
+    "</tool_calls>",
+    "<|tools_prefix|>",
+    "<|tools_suffix|>",
 ];
 
 /// The special tokens of OpenAI's harmony format (gpt-oss) that a reply's text keeps, in a
