@@ -1536,8 +1536,8 @@ impl HParams {
             clamp_kqv: clamp_kqv(md, &key, a)?,
             ffn_norm_stem: match (family, a) {
                 // GLM-4.5's, gpt-oss's, Seed-OSS's and Qwen3.5's under Hugging Face's name for it
-                // (not Ling 2.0's or dots.llm1's).
-                (_, "bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2") => "ffn_norm",
+                // (not those of the files run on GLM-4.5's layer under other names).
+                _ if glm45_kin((family, a)) => "ffn_norm",
                 (Family::Glm4Moe | Family::GptOss | Family::SeedOss | Family::Qwen35, _) => "post_attention_norm",
                 (_, "dbrx") => "attn_output_norm",
                 _ => "ffn_norm",
@@ -2277,7 +2277,7 @@ fn moe_params(
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
         // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and Ling's files.
-        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | "bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2") => md_usize(md, &key("expert_feed_forward_length"))?,
+        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe") || glm45_kin((family, arch)) => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -2381,6 +2381,13 @@ fn rope_base(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &s
     }
 }
 
+/// Whether a file is one llama.cpp runs on a graph of its own and hearth on GLM-4.5's layer (Ling
+/// 2.0's, dots.llm1's, EXAONE's MoE files, MiniMax-M2's): unlike `glm4moe` files they name the
+/// MLP's norm `ffn_norm`, and llama.cpp requires their gating and their experts' width.
+fn glm45_kin((family, arch): (Family, &str)) -> bool {
+    family == Family::Glm4Moe && arch != "glm4moe"
+}
+
 /// A MoE file's router gating: `expert_gating_func` where llama.cpp's graph reads it (GLM-4.5's,
 /// DeepSeek-V2's, LFM2's, Ling 2.0's and dots.llm1's, with their defaults); the others' graphs fix it whatever the file
 /// says: gpt-oss's a softmax over the chosen, Nemotron-H's a sigmoid, every other one's
@@ -2400,12 +2407,12 @@ fn moe_gating(
         // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid) and of
         // `bailingmoe2` and `exaone-moe` ones; `dots1` and `minimax-m2` ones without it, or with
         // 0, it fails to run (their graphs have no default gating).
-        None if family == Family::Lfm2 || matches!(arch, "bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2") => {
+        None if family == Family::Lfm2 || glm45_kin((family, arch)) => {
             return Err(ModelError::MissingMetadata {
                 key: key("expert_gating_func"),
             })
         }
-        Some(0) if matches!(arch, "bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2") => {
+        Some(0) if glm45_kin((family, arch)) => {
             return Err(ModelError::BadMetadata {
                 key: key("expert_gating_func"),
                 reason: "0 names no gating (1 softmax, 2 sigmoid, 3 softmax over the chosen)".into(),

@@ -27,7 +27,7 @@
 use serde_json::{json, Value};
 
 use super::python::dumps;
-use super::tools::{call_of, named_call_grammar, nonempty_json_list, parse_lists_between, partial_suffix, CallMarkers, ParsedCall, ParsedReply, Tool};
+use super::tools::{call_of, mark_rule, named_call_grammar, nonempty_json_list, parse_lists_between, CallMarkers, ParsedCall, ParsedReply, Tool};
 
 /// Before a list of calls, and after it (special tokens of Cohere's vocabulary).
 pub(super) const START: &str = "<|START_ACTION|>";
@@ -44,15 +44,6 @@ const LIST_CLOSE: &str = "\n]";
 /// Whether `template` (its Jinja source) writes calls in this format.
 pub(super) fn writes(template: &str) -> bool {
     template.contains(START)
-}
-
-/// The special tokens a forced call is written with, where the vocabulary has them.
-pub(super) fn markers(special_id: impl Fn(&str) -> Option<u32>) -> CallMarkers {
-    CallMarkers {
-        calls: special_id(START),
-        args: None,
-        end: special_id(END),
-    }
 }
 
 /// The calls in `text`, text around them allowed; `None` when there are none or a block is not
@@ -81,12 +72,6 @@ fn block(inner: &str) -> Option<Vec<ParsedCall>> {
         .collect()
 }
 
-/// Where in `text` (a streamed reply) a call may have begun: at `<|START_ACTION|>`, or at the
-/// end of a piece that may still become it. `Err(held)`: no call yet, the last `held` bytes wait.
-pub(super) fn call_start(text: &str) -> Result<usize, usize> {
-    text.find(START).ok_or_else(|| partial_suffix(text, START))
-}
-
 /// The grammar of one call of one of `tools`, as the templates write a turn's one call back:
 /// the start mark (its special token where the vocabulary has it), `[`, the call's object
 /// (`tool_call_id` a number of up to four digits in quotes, `tool_name`, then `parameters` valid against the tool's
@@ -94,7 +79,6 @@ pub(super) fn call_start(text: &str) -> Result<usize, usize> {
 /// ([`named_call_grammar`]'s, the object's closing brace after it).
 pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
     let text = |t: &str| dumps(&Value::String(t.to_owned()));
-    let mark = |id: Option<u32>, t: &str| id.map_or_else(|| text(t), |id| format!("<[{id}]>"));
     let calls = named_call_grammar(
         tools,
         &format!("{} {ID} {} ", text("{\"tool_call_id\": \""), text("\", \"tool_name\": \"")),
@@ -102,10 +86,10 @@ pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
     );
     format!(
         "start: {} {} call \"}}\" {} {}\n{}",
-        mark(markers.calls, START),
+        mark_rule(markers.calls, START),
         text(LIST_OPEN),
         text(LIST_CLOSE),
-        mark(markers.end, END),
+        mark_rule(markers.end, END),
         calls.replacen("start:", "call:", 1)
     )
 }

@@ -118,13 +118,6 @@ impl Reader<'_> {
     }
 }
 
-/// Where in `text` (a streamed reply) a call may have begun: at `<|tool_call>`, or at the end
-/// of a piece that may still become one. `Err(held)`: no call yet, and the last `held` bytes
-/// must wait.
-pub(super) fn call_start(text: &str) -> Result<usize, usize> {
-    text.find(OPEN).ok_or_else(|| super::tools::partial_suffix(text, OPEN))
-}
-
 /// The rules of any value in Gemma's notation (arguments without a simpler schema).
 const VALUE_RULES: &str = r#"gv: gstr | gobj | garr | GNUM | "true" | "false" | "null"
 gstr: "<|\"|>" /([^<]|<[^|])*/ "<|\"|>"

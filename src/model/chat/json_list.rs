@@ -23,7 +23,9 @@
 use serde_json::{json, Value};
 
 use super::python::dumps;
-use super::tools::{call_of, is_name_char, named_call_grammar, nonempty_json_list, parse_lists_between, partial_suffix, CallMarkers, ParsedCall, ParsedReply, Tool};
+use super::tools::{
+    call_of, is_name_char, mark_rule, named_call_grammar, nonempty_json_list, parse_lists_between, CallMarkers, ParsedCall, ParsedReply, Tool,
+};
 
 /// Which model's marks a list of calls sits between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,15 +73,6 @@ impl ListMarks {
     }
 }
 
-/// The marks as the vocabulary's special tokens, where it has them.
-pub(super) fn markers(m: ListMarks, special_id: impl Fn(&str) -> Option<u32>) -> CallMarkers {
-    CallMarkers {
-        calls: special_id(m.open()),
-        args: None,
-        end: special_id(m.close()),
-    }
-}
-
 /// The calls in `text`, text around them allowed; `None` when there are none or a block is not
 /// a whole list of calls.
 pub(super) fn parse(text: &str, m: ListMarks) -> Option<ParsedReply> {
@@ -90,24 +83,18 @@ pub(super) fn parse(text: &str, m: ListMarks) -> Option<ParsedReply> {
 fn list(inner: &str, keyed: bool) -> Option<Vec<ParsedCall>> {
     nonempty_json_list(inner)?
         .iter()
-        .map(|item| match (keyed, item.as_object()) {
-            (true, Some(obj)) if obj.len() == 1 => {
-                let (name, args) = obj.iter().next()?;
-                if !name.chars().all(is_name_char) {
-                    return None;
+        .map(|item| {
+            let call = match (keyed, item.as_object()) {
+                (true, Some(obj)) if obj.len() == 1 => {
+                    let (name, args) = obj.iter().next()?;
+                    call_of(&json!({"name": name, "arguments": args}))
                 }
-                call_of(&json!({"name": name, "arguments": args}))
-            }
-            (false, Some(_)) => call_of(item).filter(|c| c.name.chars().all(is_name_char)),
-            _ => None,
+                (false, Some(_)) => call_of(item),
+                _ => None,
+            };
+            call.filter(|c| c.name.chars().all(is_name_char))
         })
         .collect()
-}
-
-/// Where in `text` (a streamed reply) a call may have begun: at the open mark, or at the end of a
-/// piece that may still become it. `Err(held)`: no call yet, the last `held` bytes wait.
-pub(super) fn call_start(text: &str, m: ListMarks) -> Result<usize, usize> {
-    text.find(m.open()).ok_or_else(|| partial_suffix(text, m.open()))
 }
 
 /// The grammar of one call of one of `tools`, as the templates write a turn's one call back: the
@@ -116,13 +103,12 @@ pub(super) fn call_start(text: &str, m: ListMarks) -> Result<usize, usize> {
 /// close mark. A rule per tool ([`named_call_grammar`]'s, the object's closing brace after it).
 pub(super) fn forced_call(tools: &[Tool], m: ListMarks, markers: CallMarkers) -> String {
     let text = |t: &str| dumps(&Value::String(t.to_owned()));
-    let mark = |id: Option<u32>, t: &str| id.map_or_else(|| text(t), |id| format!("<[{id}]>"));
     let (before, between) = if m.keyed() { ("{\"", "\": ") } else { ("{\"name\": \"", "\", \"arguments\": ") };
     let calls = named_call_grammar(tools, &format!("{} ", text(before)), &format!("{} ", text(between)));
     format!(
         "start: {} \"[\" call \"}}]\" {}\n{}",
-        mark(markers.calls, m.open()),
-        mark(markers.end, m.close()),
+        mark_rule(markers.calls, m.open()),
+        mark_rule(markers.end, m.close()),
         calls.replacen("start:", "call:", 1)
     )
 }

@@ -31,7 +31,7 @@ use serde_json::{Number, Value};
 use super::cursor::Cursor;
 use super::python::dumps;
 use super::tools::{
-    is_string_schema, json_value_rule, partial_suffix, required_args, string_choice, CallMarkers, ParsedCall, ParsedReply, Tool,
+    is_string_schema, json_value_rule, mark_rule, required_args, string_choice, CallMarkers, ParsedCall, ParsedReply, Tool,
 };
 use super::ToolCall;
 
@@ -49,15 +49,6 @@ pub(super) fn writes(template: &str) -> bool {
 /// the others render content only, so earlier calls go into it ([`history_text`]).
 pub(super) fn renders_calls(template: &str) -> bool {
     template.contains("tool_calls")
-}
-
-/// The special tokens a forced call is written with, where the vocabulary has them.
-pub(super) fn markers(special_id: impl Fn(&str) -> Option<u32>) -> CallMarkers {
-    CallMarkers {
-        calls: special_id(START),
-        args: None,
-        end: special_id(END),
-    }
 }
 
 /// The calls in `text`, text around them allowed; `None` when there are none or a block is not a
@@ -83,12 +74,6 @@ pub(super) fn parse(text: &str) -> Option<ParsedReply> {
         content: content.trim().to_owned(),
         calls,
     })
-}
-
-/// Where in `text` (a streamed reply) a call may have begun: at `<|tool_call_start|>`, or at the
-/// end of a piece that may still become it. `Err(held)`: no call yet, the last `held` bytes wait.
-pub(super) fn call_start(text: &str) -> Result<usize, usize> {
-    text.find(START).ok_or_else(|| partial_suffix(text, START))
 }
 
 /// A cursor over a list of Python-style calls.
@@ -240,7 +225,6 @@ pub(super) fn history_text(calls: &[ToolCall]) -> String {
 /// its `enum` values, or any text without a quote); any other is its JSON under its schema, laid
 /// out as `tojson` writes it. A rule per tool.
 pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
-    let mark = |id: Option<u32>, text: &str| id.map_or_else(|| dumps(&Value::String(text.to_owned())), |id| format!("<[{id}]>"));
     let mut rules = Vec::new();
     let mut alternatives = Vec::new();
     for (i, t) in tools.iter().enumerate() {
@@ -260,9 +244,9 @@ pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
     }
     format!(
         "start: {} \"[\" ({}) \"]\" {}\n{}",
-        mark(markers.calls, START),
+        mark_rule(markers.calls, START),
         alternatives.join(" | "),
-        mark(markers.end, END),
+        mark_rule(markers.end, END),
         rules.join("\n")
     )
 }

@@ -28,12 +28,12 @@ use serde_json::Value;
 
 use super::python::dumps;
 use super::tools::{
-    parse_lists_between, partial_suffix, required_args, rule_per_tool, xml_value_rule, CallMarkers, ParsedCall, ParsedReply, Tool, XmlArgs,
+    mark_rule, parse_lists_between, required_args, rule_per_tool, xml_value_rule, CallMarkers, ParsedCall, ParsedReply, Tool, XmlArgs,
 };
 
 /// Before a turn's calls and after them.
 pub(super) const OPEN: &str = "<minimax:tool_call>";
-const CLOSE: &str = "</minimax:tool_call>";
+pub(super) const CLOSE: &str = "</minimax:tool_call>";
 /// One call: `<invoke name="NAME">` … `</invoke>`.
 const INVOKE: &str = "<invoke name=\"";
 const INVOKE_CLOSE: &str = "</invoke>";
@@ -44,15 +44,6 @@ const PARAMETER_CLOSE: &str = "</parameter>";
 /// Whether `template` (its Jinja source) writes calls in this format.
 pub(super) fn writes(template: &str) -> bool {
     template.contains(OPEN) && template.contains("<invoke name=")
-}
-
-/// The wrapper as the vocabulary's special tokens, where it has them.
-pub(super) fn markers(special_id: impl Fn(&str) -> Option<u32>) -> CallMarkers {
-    CallMarkers {
-        calls: special_id(OPEN),
-        args: None,
-        end: special_id(CLOSE),
-    }
 }
 
 /// The calls in `text`, text around their blocks allowed; `None` when there are none or a block
@@ -101,12 +92,6 @@ fn call(s: &str, tools: &[Tool]) -> Option<ParsedCall> {
     args.call()
 }
 
-/// Where in `text` (a streamed reply) a call may have begun: at `<minimax:tool_call>`, or at the
-/// end of a piece that may still become it. `Err(held)`: no call yet, the last `held` bytes wait.
-pub(super) fn call_start(text: &str) -> Result<usize, usize> {
-    text.find(OPEN).ok_or_else(|| partial_suffix(text, OPEN))
-}
-
 /// The grammar of one call of one of `tools`, as the template writes a turn's one call back:
 /// the wrapper (its special tokens where `markers` has them), `<invoke name="NAME">`, each
 /// required argument of its schema in the schema's order as a parameter line, `</invoke>`, the
@@ -114,8 +99,7 @@ pub(super) fn call_start(text: &str) -> Result<usize, usize> {
 /// any other its JSON under its schema. A rule per tool.
 pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
     let literal = |text: &str| dumps(&Value::String(text.to_owned()));
-    let open = markers.calls.map_or_else(|| literal(OPEN), |id| format!("<[{id}]>"));
-    let close = markers.end.map_or_else(|| literal(CLOSE), |id| format!("<[{id}]>"));
+    let (open, close) = (mark_rule(markers.calls, OPEN), mark_rule(markers.end, CLOSE));
     rule_per_tool(tools, |t| {
         let mut body = format!("{open} {}", literal(&format!("\n{INVOKE}{}\">\n", t.name)));
         for (k, schema) in required_args(t) {

@@ -37,8 +37,8 @@ use super::tools::{
 pub(super) const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
 /// Seed-OSS's call wrapper.
-const SEED_OPEN: &str = "<seed:tool_call>";
-const SEED_CLOSE: &str = "</seed:tool_call>";
+pub(super) const SEED_OPEN: &str = "<seed:tool_call>";
+pub(super) const SEED_CLOSE: &str = "</seed:tool_call>";
 
 /// Which model's variant of the format: its call wrapper, and whether a value has a line of its
 /// own (`<parameter=k>\nVALUE\n</parameter>`, Qwen3-Coder's) or not (Seed-OSS's).
@@ -76,15 +76,6 @@ const PARAMETER_CLOSE: &str = "</parameter>";
 /// Whether `template` (its Jinja source) writes calls in this format.
 pub(super) fn writes(template: &str) -> bool {
     template.contains(FUNCTION) && template.contains(PARAMETER)
-}
-
-/// Seed-OSS's wrapper as its vocabulary's special tokens, where `special_id` has them.
-pub(super) fn seed_markers(special_id: impl Fn(&str) -> Option<u32>) -> CallMarkers {
-    CallMarkers {
-        calls: special_id(SEED_OPEN),
-        args: None,
-        end: special_id(SEED_CLOSE),
-    }
 }
 
 /// Whether `template` writes them in Seed-OSS's wrapper.

@@ -175,17 +175,43 @@ pub struct CallMarkers {
     pub end: Option<u32>,
 }
 
+impl CallMarkers {
+    /// A call's (or a list of calls') `open` and `close` marks as the vocabulary's special
+    /// tokens, where `special_id` has them.
+    fn around(special_id: impl Fn(&str) -> Option<u32>, open: &str, close: &str) -> Self {
+        Self {
+            calls: special_id(open),
+            args: None,
+            end: special_id(close),
+        }
+    }
+}
+
+/// A mark in a forced call's grammar: its special token where the vocabulary has it (`id`), else
+/// its text.
+pub(super) fn mark_rule(id: Option<u32>, text: &str) -> String {
+    id.map_or_else(|| dumps(&Value::String(text.to_owned())), |id| format!("<[{id}]>"))
+}
+
+/// Where in `text` (a streamed reply) a call that opens with `mark` may have begun: at the mark,
+/// or at the end of a piece that may still become it. `Err(held)`: no call yet, the last `held`
+/// bytes must wait.
+fn mark_start(text: &str, mark: &str) -> Result<usize, usize> {
+    text.find(mark).ok_or_else(|| partial_suffix(text, mark))
+}
+
 impl ToolFormat {
-    /// Where in `text` (a streamed reply) a call of a format with several markers may have
-    /// begun (`Err(held)`: none yet, the last `held` bytes must wait): harmony's, Qwen3-Coder's.
+    /// Where in `text` (a streamed reply) a call of a format read by its marks may have begun
+    /// (`Err(held)`: none yet, the last `held` bytes must wait): one open mark's, or harmony's
+    /// and Qwen3-Coder's, which have two.
     fn call_start(self, text: &str) -> Result<usize, usize> {
         match self {
             Self::QwenXml { seed } => super::qwen_xml::call_start(text, super::qwen_xml::Dialect::of(seed)),
-            Self::Gemma4 => super::gemma4::call_start(text),
-            Self::Lfm2 => super::lfm2::call_start(text),
-            Self::Cohere => super::cohere::call_start(text),
-            Self::MinimaxXml => super::minimax_xml::call_start(text),
-            Self::JsonList(m) => super::json_list::call_start(text, m),
+            Self::Gemma4 => mark_start(text, super::gemma4::OPEN),
+            Self::Lfm2 => mark_start(text, super::lfm2::START),
+            Self::Cohere => mark_start(text, super::cohere::START),
+            Self::MinimaxXml => mark_start(text, super::minimax_xml::OPEN),
+            Self::JsonList(m) => mark_start(text, m.open()),
             _ => super::harmony::call_start(text),
         }
     }
@@ -297,11 +323,11 @@ impl ToolFormat {
                 calls: special_id(GRANITE_CALL),
                 ..CallMarkers::default()
             },
-            Self::QwenXml { seed: true } => super::qwen_xml::seed_markers(special_id),
-            Self::Lfm2 => super::lfm2::markers(special_id),
-            Self::Cohere => super::cohere::markers(special_id),
-            Self::MinimaxXml => super::minimax_xml::markers(special_id),
-            Self::JsonList(m) => super::json_list::markers(m, special_id),
+            Self::QwenXml { seed: true } => CallMarkers::around(special_id, super::qwen_xml::SEED_OPEN, super::qwen_xml::SEED_CLOSE),
+            Self::Lfm2 => CallMarkers::around(special_id, super::lfm2::START, super::lfm2::END),
+            Self::Cohere => CallMarkers::around(special_id, super::cohere::START, super::cohere::END),
+            Self::MinimaxXml => CallMarkers::around(special_id, super::minimax_xml::OPEN, super::minimax_xml::CLOSE),
+            Self::JsonList(m) => CallMarkers::around(special_id, m.open(), m.close()),
             _ => CallMarkers::default(),
         }
     }

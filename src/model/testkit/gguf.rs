@@ -1331,8 +1331,15 @@ fn gated_shared_expert(layer: usize, d: usize, f: usize, wt: GgmlDType, rng: &mu
 /// GLM-4.5's and ERNIE 4.5 MoE's tiny files: the first this-many layers dense.
 const MOE_DENSE_LEADING: usize = 1;
 
+/// Whether the spec is of a file llama.cpp runs on a graph of its own and hearth on GLM-4.5's
+/// layer (Ling 2.0's, dots.llm1's, EXAONE's MoE, MiniMax-M2's): the MLP norm as `ffn_norm`, Q, K
+/// and V unbiased.
+fn glm45_kin(spec: &TinyModelSpec) -> bool {
+    spec.family == Family::Glm4Moe && spec.arch.is_some()
+}
+
 /// Whether `spec`'s first layers are dense, the others' experts beside a shared one with a
-/// selection bias: GLM-4.5's layout, and ERNIE 4.5's MoE files'.
+/// selection bias: GLM-4.5's layout (not MiniMax-M2's), and ERNIE 4.5's MoE files'.
 fn leads_dense(spec: &TinyModelSpec) -> bool {
     (spec.family == Family::Glm4Moe && spec.arch != Some("minimax-m2")) || (spec.family == Family::Ernie45 && spec.moe.is_some()) || (spec.arch == Some("deepseek") && spec.moe.is_some())
 }
@@ -1708,7 +1715,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             // GLM-4.5 and gpt-oss store their MLP pre-norm under Hugging Face's name, DBRX
             // under its own.
             let name = match spec.family {
-                Family::Glm4Moe | Family::GptOss | Family::SeedOss if !matches!(spec.arch, Some("bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2")) => "post_attention_norm.weight",
+                Family::Glm4Moe | Family::GptOss | Family::SeedOss if !glm45_kin(spec) => "post_attention_norm.weight",
                 _ if spec.arch == Some("dbrx") => "attn_output_norm.weight",
                 _ => "ffn_norm.weight",
             };
@@ -1764,7 +1771,7 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     };
     let mut out = Vec::new();
     // (Ling 2.0's fused Q/K/V has none, nor dots.llm1's.)
-    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) && !matches!(spec.arch, Some("bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2"));
+    let qkv = matches!(spec.family, Family::Qwen2 | Family::Glm4 | Family::Glm4Moe | Family::GptOss | Family::SeedOss) && !glm45_kin(spec);
     let coder = matches!(spec.arch, Some("starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2"));
     if matches!(spec.arch, Some("gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "chatglm" | "qwen" | "phimoe")) {
         // One bias beside the fused `attn_qkv`.
