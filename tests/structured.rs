@@ -1099,8 +1099,9 @@ async fn minimax_forced_calls_are_invoke_blocks_in_their_wrapper() {
 
 /// Nemotron Nano 2's, Apriel's and Apertus's templates (llama.cpp's copies) on tiny files: a
 /// forced call is a JSON list of one call between the template's marks (Apertus's keyed by the
-/// function's name), and comes back through the API as the call, whole and streamed; the agent's
-/// next request renders it back as written (the cache holds) and answers.
+/// function's name), and comes back through the API as the call, whole and streamed (Apriel's
+/// after its reasoning); the agent's next request renders it back as written (the cache holds)
+/// and answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_list_forced_calls_come_back_between_their_marks() {
     use hearth::engine::ListMarks;
@@ -1110,8 +1111,8 @@ async fn json_list_forced_calls_come_back_between_their_marks() {
         (include_str!("../src/model/chat/fixtures/apertus-8b-instruct.jinja"), Family::Llama, ListMarks::Apertus, "<|tools_prefix|>[{\"get_weather\": {\"city\": \""),
     ];
     for (template, family, marks, start) in cases {
-        // (Nemotron Nano 2's prompt opens the reasoning unless the user says `/no_think`: the
-        // call through the API would wait for its end.)
+        // (Nemotron Nano 2's prompt opens the reasoning unless the user says `/no_think`, and
+        // Apriel's always: the call through the API waits for its end.)
         let question = if marks == ListMarks::Nemotron { "What is the weather in Paris? /no_think" } else { PARIS };
         let spec = TinyModelSpec {
             context_length: 8192,
@@ -1121,8 +1122,35 @@ async fn json_list_forced_calls_come_back_between_their_marks() {
         let written = s.state.engine().model().tokenizer.decode(&reply.tokens).unwrap();
         assert!(written.starts_with(start), "{marks:?}: {written:?}");
         assert!(written.ends_with(&format!("\"}}}}]{}", marks.close())), "{marks:?}: {written:?}");
-        forced_call_round_trip_asking(&s, &reply, question).await;
+        if marks == ListMarks::Apriel {
+            apriel_forced_call_waits_for_its_reasoning(&s, &reply).await;
+        } else {
+            forced_call_round_trip_asking(&s, &reply, question).await;
+        }
     }
+}
+
+/// Apriel's prompt opens its reasoning, so a call the API forces waits for
+/// `[BEGIN FINAL RESPONSE]` (which a tiny model never writes: the reply runs to its length as
+/// reasoning, whether split or not); the call the engine forced (`reply`) renders back as
+/// written in the agent's next request.
+async fn apriel_forced_call_waits_for_its_reasoning(s: &TestServer, reply: &GenerationReport) {
+    let user = json!({"role": "user", "content": PARIS});
+    for format in ["auto", "none"] {
+        let mut body = forced_call_request(&user, &json!([weather_tool()]));
+        body["max_tokens"] = json!(40);
+        body["reasoning_format"] = json!(format);
+        let (status, v) = post_json(&s.app, "/v1/chat/completions", &body).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
+        let text = if format == "auto" { &message(&v)["reasoning_content"] } else { &message(&v)["content"] };
+        assert!(!text.as_str().unwrap_or_default().is_empty() && message(&v)["tool_calls"].is_null(), "{v}");
+    }
+    let written = s.state.engine().model().tokenizer.decode(&reply.tokens).unwrap();
+    let list = written.trim_start_matches("<tool_calls>").trim_end_matches("</tool_calls>");
+    let args = serde_json::from_str::<Value>(list).unwrap()[0]["arguments"].to_string();
+    let call = json!({"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": args}});
+    next_turn_renders_the_call_back(s, reply, &user, &call).await;
 }
 
 /// The API's forced weather call under `logit_bias` (greedy, room for it): it comes back as
@@ -1169,7 +1197,6 @@ const PARIS: &str = "What is the weather in Paris?";
 /// [`PARIS`]): a question that also switches a template's reasoning off, as Nemotron Nano 2's
 /// `/no_think`.
 async fn forced_call_round_trip_asking(s: &TestServer, reply: &GenerationReport, question: &str) {
-    let (engine, tools) = (s.state.engine(), weather_tools());
     let user = json!({"role": "user", "content": question});
     let (body, _, call) = forced_call_over_api_asking(s, None, question).await;
 
@@ -1179,8 +1206,15 @@ async fn forced_call_round_trip_asking(s: &TestServer, reply: &GenerationReport,
     assert_eq!(status, StatusCode::OK);
     let (_, text) = streamed_parts(&bytes);
     assert_eq!(text, "", "no text chunk shows the call's markup: {:?}", sse_chunks(&bytes));
+    next_turn_renders_the_call_back(s, reply, &user, &call).await;
+}
 
-    let (status, v) = post_json(&s.app, "/v1/chat/completions", &next_turn(&user, &call, "sunny", &json!([weather_tool()]))).await;
+/// The agent's next request after the user's `user` and the model's call `call` (its greedy
+/// reply was `reply`), with the call's result: it answers, the call renders back as the model
+/// wrote it, and the prompt comes partly from the cache.
+async fn next_turn_renders_the_call_back(s: &TestServer, reply: &GenerationReport, user: &Value, call: &Value) {
+    let (engine, tools) = (s.state.engine(), weather_tools());
+    let (status, v) = post_json(&s.app, "/v1/chat/completions", &next_turn(user, call, "sunny", &json!([weather_tool()]))).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     let written = engine.model().tokenizer.decode(&reply.tokens).unwrap();
     let rendered = engine

@@ -10,7 +10,9 @@
 //! distills, SmolLM3, ...), `[THINK]` (Magistral, Ministral 3 Reasoning: special tokens,
 //! which decoding keeps as text for this, see `tokenizer::PRESERVED_TOKENS`), Seed-OSS's
 //! `<seed:think>` … `</seed:think>` and Cohere's `<|START_THINKING|>` … `<|END_THINKING|>`
-//! (special tokens kept the same way) or Gemma 4's
+//! (special tokens kept the same way), Apertus's `<|inner_prefix|>` … `<|inner_suffix|>` (kept
+//! the same way), Apriel's `Here are my reasoning steps:` … `[BEGIN FINAL RESPONSE]` (plain
+//! text; its prompt writes the first) or Gemma 4's
 //! `<|channel>thought` … `<channel|>` (tokens its vocabulary marks user-defined, so decoded as
 //! text). Two ways a reply starts:
 //! - the model writes `<think>` itself (Qwen3, SmolLM3 in think mode): the reply is reasoning
@@ -63,6 +65,11 @@ pub enum ThinkTags {
     Seed,
     /// Cohere's `<|START_THINKING|>` … `<|END_THINKING|>` (Command R7B, Command A).
     Cohere,
+    /// Apertus's `<|inner_prefix|>` … `<|inner_suffix|>` (its "deliberation").
+    Apertus,
+    /// Apriel's: the prompt ends with `Here are my reasoning steps:`, the answer follows
+    /// `[BEGIN FINAL RESPONSE]` (plain text, not special tokens).
+    Apriel,
 }
 
 impl ThinkTags {
@@ -74,6 +81,8 @@ impl ThinkTags {
             Self::Gemma4 => "<|channel>thought",
             Self::Seed => "<seed:think>",
             Self::Cohere => "<|START_THINKING|>",
+            Self::Apertus => "<|inner_prefix|>",
+            Self::Apriel => "Here are my reasoning steps:",
         }
     }
 
@@ -85,6 +94,8 @@ impl ThinkTags {
             Self::Gemma4 => "<channel|>",
             Self::Seed => "</seed:think>",
             Self::Cohere => "<|END_THINKING|>",
+            Self::Apertus => "<|inner_suffix|>",
+            Self::Apriel => "[BEGIN FINAL RESPONSE]",
         }
     }
 
@@ -94,7 +105,7 @@ impl ThinkTags {
     fn answer_header(self, content: &str) -> Header {
         match self {
             Self::Harmony => super::harmony::final_header(content),
-            Self::Think | Self::Mistral | Self::Gemma4 | Self::Seed | Self::Cohere => Header::Absent,
+            Self::Think | Self::Mistral | Self::Gemma4 | Self::Seed | Self::Cohere | Self::Apertus | Self::Apriel => Header::Absent,
         }
     }
 
@@ -103,7 +114,7 @@ impl ThinkTags {
     fn reopen(self, content: &str) -> Header {
         match self {
             Self::Harmony => super::harmony::analysis_header(content),
-            Self::Think | Self::Mistral | Self::Gemma4 | Self::Seed | Self::Cohere => Header::Absent,
+            Self::Think | Self::Mistral | Self::Gemma4 | Self::Seed | Self::Cohere | Self::Apertus | Self::Apriel => Header::Absent,
         }
     }
 }
@@ -142,7 +153,7 @@ impl Reasoning {
     pub fn tags_in_template(template: &str) -> Option<ThinkTags> {
         // Seed's tags before `<think>`'s: `</seed:think>` does not contain `</think>`, but the
         // order keeps the more specific first.
-        [ThinkTags::Harmony, ThinkTags::Gemma4, ThinkTags::Mistral, ThinkTags::Seed, ThinkTags::Cohere, ThinkTags::Think].into_iter().find(|&t| {
+        [ThinkTags::Harmony, ThinkTags::Gemma4, ThinkTags::Mistral, ThinkTags::Seed, ThinkTags::Cohere, ThinkTags::Apertus, ThinkTags::Apriel, ThinkTags::Think].into_iter().find(|&t| {
             template.contains(t.open()) || (t != ThinkTags::Harmony && template.contains(t.close()))
         })
     }
@@ -166,7 +177,7 @@ impl Reasoning {
     pub fn answer_tag(self) -> &'static str {
         match self.tags {
             ThinkTags::Harmony => super::harmony::FINAL_CHANNEL,
-            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 | ThinkTags::Seed | ThinkTags::Cohere => self.tags.close(),
+            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 | ThinkTags::Seed | ThinkTags::Cohere | ThinkTags::Apertus | ThinkTags::Apriel => self.tags.close(),
         }
     }
 
@@ -175,7 +186,7 @@ impl Reasoning {
     pub fn answer_tag_end(self) -> Option<&'static str> {
         match self.tags {
             ThinkTags::Harmony => Some(super::harmony::MESSAGE),
-            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 | ThinkTags::Seed | ThinkTags::Cohere => None,
+            ThinkTags::Think | ThinkTags::Mistral | ThinkTags::Gemma4 | ThinkTags::Seed | ThinkTags::Cohere | ThinkTags::Apertus | ThinkTags::Apriel => None,
         }
     }
 
@@ -512,6 +523,44 @@ mod tests {
         assert_eq!(tags(include_str!("fixtures/phi-3.5-mini-instruct.jinja")), None);
         assert_eq!(tags(include_str!("fixtures/smollm2-instruct.jinja")), None);
         assert_eq!(tags(include_str!("fixtures/mistral-small-3.2-24b-instruct-2506.jinja")), None);
+    }
+
+    /// Apertus deliberates between its own marks, which it writes itself (the prompt ends at
+    /// its assistant mark, deliberation on or off); Apriel's prompt opens its reasoning with
+    /// `Here are my reasoning steps:`, and the answer follows `[BEGIN FINAL RESPONSE]`. Both
+    /// split the same streamed however cut.
+    #[test]
+    fn apertus_and_apriel_reason_between_their_own_marks() {
+        use crate::model::chat::{ChatTemplate, Message, TemplateKwargs};
+        let apertus = include_str!("fixtures/apertus-8b-instruct.jinja");
+        let apriel = include_str!("fixtures/apriel-1.6-15b-thinker.jinja");
+        assert_eq!(Reasoning::tags_in_template(apertus), Some(ThinkTags::Apertus));
+        assert_eq!(Reasoning::tags_in_template(apriel), Some(ThinkTags::Apriel));
+        let hi = [Message::user("Hi")];
+        let template = |source: &str| ChatTemplate::new(source.to_owned(), Some("<s>".into()), Some("</s>".into())).unwrap();
+        let mut on = TemplateKwargs::new();
+        on.insert("enable_thinking".into(), true.into());
+        let prompt = template(apertus).render_with(&hi, &[], &on, true).unwrap();
+        assert!(prompt.contains("Deliberation: enabled") && prompt.ends_with("<|assistant_start|>"), "{prompt:?}");
+        let r = Reasoning::for_prompt(ThinkTags::Apertus, &prompt);
+        assert!(!r.starts_open);
+        let reply = "<|inner_prefix|>The user greets me.<|inner_suffix|>Hello!";
+        assert_eq!(split(r, reply), parts(Some("The user greets me."), "Hello!"));
+        assert_eq!(split(r, "Hello!"), parts(None, "Hello!"));
+        check_every_cut(r, reply);
+        let prompt = template(apriel).render(&hi, true).unwrap();
+        let r = Reasoning::for_prompt(ThinkTags::Apriel, &prompt);
+        assert!(r.starts_open, "{prompt:?}");
+        let reply = "\n1. The user greets me.\n2. Greet back.\n[BEGIN FINAL RESPONSE]\nHello!";
+        assert_eq!(split(r, reply), parts(Some("1. The user greets me.\n2. Greet back."), "Hello!"));
+        assert_eq!(split(r, "Cut off in the steps"), parts(Some("Cut off in the steps"), ""));
+        check_every_cut(r, reply);
+        // The reasoning sent back with the last turn renders before the marker (the template
+        // leaves out the prompt's opening line there).
+        let mut turn = Message::assistant("Hello!");
+        turn.reasoning_content = Some("1. The user greets me.".into());
+        let back = template(apriel).render(&[Message::user("Hi"), turn], false).unwrap();
+        assert!(back.contains("1. The user greets me.\n[BEGIN FINAL RESPONSE]\nHello!"), "{back:?}");
     }
 
     /// Streams `text` cut at `cuts` and joins what comes out.

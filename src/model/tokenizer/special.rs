@@ -78,6 +78,9 @@ pub const PRESERVED_TOKENS: &[&str] = &[
     "</tool_calls>",
     "<|tools_prefix|>",
     "<|tools_suffix|>",
+    // Apertus's deliberation (`chat::reasoning`).
+    "<|inner_prefix|>",
+    "<|inner_suffix|>",
 ];
 
 /// The special tokens of OpenAI's harmony format (gpt-oss) that a reply's text keeps, in a
