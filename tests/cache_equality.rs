@@ -110,7 +110,9 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // weights, Q/K/V clamped), Jais's (ALiBi, a gated MLP with biases, scores by 1/head_dim),
     // DBRX's (experts under unbiased LayerNorms, a fused QKV, Q/K/V clamped), Ling 2.0's
     // (experts in groups, a token choosing among the best ones only), EXAONE's MoE files
-    // (sliding-window layers with rope, a global one without, in GLM-4.5's MoE layer).
+    // (sliding-window layers with rope, a global one without, in GLM-4.5's MoE layer),
+    // MiniMax-M2's (experts alone in every layer), Falcon-H1's (a Mamba-2 state and K/V in
+    // every layer).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -135,6 +137,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("Ling2".to_string(), TinyModelSpec::bailingmoe2(weights)),
             ("ExaoneMoe".to_string(), TinyModelSpec::exaone_moe(weights)),
             ("MinimaxM2".to_string(), TinyModelSpec::minimax_m2(weights)),
+            ("FalconH1".to_string(), TinyModelSpec::falcon_h1(weights)),
         ]);
     specs
         .map(|(name, spec)| {

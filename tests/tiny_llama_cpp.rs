@@ -425,6 +425,11 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // alone in every layer with a selection bias; in f32 too.
         ("tiny-minimax-m2-q8_0.gguf", TinyModelSpec::minimax_m2(WeightType::Q8_0)),
         ("tiny-minimax-m2-f32.gguf", TinyModelSpec::minimax_m2(WeightType::F32)),
+        // Falcon-H1's (`falcon-h1`): a Mamba-2 mixer beside every layer's attention, both over
+        // the attention norm's output; the Q8_0 file's mixers without their output norm; in
+        // f32 too.
+        ("tiny-falcon-h1-q8_0.gguf", TinyModelSpec::falcon_h1(WeightType::Q8_0)),
+        ("tiny-falcon-h1-f32.gguf", TinyModelSpec::falcon_h1(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),

@@ -37,7 +37,12 @@ impl BlockNorm {
     /// The norm whose tensors are `{stem}.weight` (and `{stem}.bias` for a biased LayerNorm),
     /// each one value per hidden column.
     pub(super) fn load(file: &mut GgufFile, stem: &str, hp: &HParams, device: &Device) -> Result<Self, ModelError> {
-        let (weight, bias) = (format!("{stem}.weight"), format!("{stem}.bias"));
+        let (mut weight, bias) = (format!("{stem}.weight"), format!("{stem}.bias"));
+        // Falcon-H1's converter names its MLP norm's weight without the suffix (`ffn_norm`, as
+        // llama.cpp reads it).
+        if hp.ssm_beside_attention && !file.has_tensor(&weight) && file.has_tensor(stem) {
+            weight = stem.to_owned();
+        }
         let alpha = match hp.norm {
             NormKind::PlainLayer if file.has_tensor(&weight) => {
                 return Err(ModelError::UnsupportedTensor {

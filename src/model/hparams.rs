@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,8 +371,12 @@ impl Family {
             // and MLP projections. Ling (`bailingmoe`: Ling-lite, Ling-plus, Ling-Coder-lite): Llama's layer
             // whose every MLP is experts (softmax-routed, renormalized where
             // `expert_weights_norm` says, scaled) beside `expert_shared_count` shared experts.
+            // Falcon-H1 (`falcon-h1`: 0.5B to 34B, Falcon-H1R): Llama's layer with NeoX pairs
+            // and a Mamba-2 mixer beside its attention in every layer, both reading the
+            // attention norm's output, their outputs added ([`HParams::ssm_beside_attention`];
+            // the model's multipliers are in its weights, as its converter writes them).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -761,8 +765,12 @@ pub struct HParams {
     /// LFM2: its short convolution layers (the others attend, and only they keep K/V).
     pub short_conv: Option<ShortConvParams>,
     /// Granite 4.0's hybrids, Nemotron-H: their Mamba-2 layers (the others attend, and only
-    /// they keep K/V; Nemotron-H's MLP layers aside).
+    /// they keep K/V; Nemotron-H's MLP layers aside). Falcon-H1: every layer's, beside its
+    /// attention ([`HParams::ssm_beside_attention`]).
     pub mamba2: Option<Mamba2Params>,
+    /// Falcon-H1: every layer both attends (keeping K/V) and runs its Mamba-2 mixer over the
+    /// same normed rows (keeping a state), the two outputs added before the residual.
+    pub ssm_beside_attention: bool,
     /// Nemotron-H: one flag per layer, `true` where the layer is an MLP alone (no mixer, no
     /// K/V; its `attn_norm` the MLP's); empty for the other families, whose every layer has a
     /// mixer, and whose every layer but Nemotron-H's has an MLP too.
@@ -1368,9 +1376,10 @@ impl HParams {
             .unwrap_or(self.kv_layers - 1)
     }
 
-    /// Whether `layer` has attention (none in recurrent layers and Nemotron-H's MLP layers).
+    /// Whether `layer` has attention (none in recurrent layers, but Falcon-H1's, and
+    /// Nemotron-H's MLP layers).
     pub fn attends(&self, layer: usize) -> bool {
-        !self.is_recurrent(layer) && !self.is_mlp_only(layer)
+        (self.ssm_beside_attention || !self.is_recurrent(layer)) && !self.is_mlp_only(layer)
     }
 
     /// Whether `layer` is an MLP alone (Nemotron-H's).
@@ -1429,6 +1438,10 @@ const ALIBI_MAX_BIAS: f32 = 8.0;
 
 /// SmolLM3: every this-many-th layer skips rope (llama.cpp's `n_no_rope_layer_step`).
 const SMOLLM3_NO_ROPE_STEP: usize = 4;
+
+/// Falcon-H1's architecture name: Llama's family with a Mamba-2 mixer beside every layer's
+/// attention ([`HParams::ssm_beside_attention`]).
+const FALCON_H1: &str = "falcon-h1";
 
 impl HParams {
     /// Reads the hyper-parameters; `vocab_size` comes from the embedding tensor
@@ -1502,7 +1515,8 @@ impl HParams {
             (_, _, Some(r)) => (global, None, layers - r.recurrent_layers(), 0),
             _ => {
                 let flags = short_conv.as_ref().map(|c| &c.layers).or(mamba2.as_ref().map(|m| &m.layers));
-                let mixer_free = flags.map_or(0, |f| f.iter().filter(|&&r| r).count()) + mlp_only.iter().filter(|&&m| m).count();
+                let recurrent_only = flags.map_or(0, |f| f.iter().filter(|&&r| r).count()) * usize::from(a != FALCON_H1);
+                let mixer_free = recurrent_only + mlp_only.iter().filter(|&&m| m).count();
                 (global, None, layers - mixer_free, 0)
             }
         };
@@ -1569,6 +1583,7 @@ impl HParams {
             recurrent,
             short_conv,
             mamba2,
+            ssm_beside_attention: a == FALCON_H1,
             mlp_only,
         })
     }
@@ -1834,6 +1849,7 @@ impl LayerKinds {
         let (short_conv, mamba2) = match (family, by_kv) {
             (Family::Lfm2, Some(l)) => (Some(ShortConvParams::read(md, key, l)?), None),
             (Family::GraniteHybrid, Some(l)) => (None, Some(Mamba2Params::read(md, key, l)?)),
+            (Family::Llama, None) if md_str(md, "general.architecture")? == FALCON_H1 => (None, Some(Mamba2Params::read(md, key, vec![true; layers])?)),
             (Family::NemotronH, Some(l)) => {
                 let l = l.iter().zip(&mlp_only).map(|(&no_kv, &mlp)| no_kv && !mlp).collect();
                 (None, Some(Mamba2Params::read(md, key, l)?))
@@ -1864,7 +1880,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -3891,6 +3907,35 @@ mod tests {
             Err(ModelError::MissingMetadata { key }) if key == "granitehybrid.ssm.state_size"
         ));
     }
+
+    /// Falcon-H1: Llama's family with NeoX pairs; every layer both attends (keeping K/V, in
+    /// its own store layer) and carries a Mamba-2 state of the `ssm.*` keys, which it requires.
+    #[test]
+    fn falcon_h1_attends_and_scans_in_every_layer() {
+        let keys = [
+            ("attention.head_count_kv", Value::U32(2)),
+            ("ssm.conv_kernel", Value::U32(4)),
+            ("ssm.inner_size", Value::U32(512)),
+            ("ssm.state_size", Value::U32(16)),
+            ("ssm.time_step_rank", Value::U32(8)),
+            ("ssm.group_count", Value::U32(2)),
+        ];
+        let hp = HParams::from_metadata(&md("falcon-h1", &keys), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.ssm_beside_attention), (Family::Llama, RopeStyle::Neox, true));
+        assert_eq!((hp.kv_heads, hp.kv_layers, hp.kv_layer(1)), (2, 2, 1));
+        assert!((0..2).all(|l| hp.attends(l) && hp.is_recurrent(l) && hp.has_mlp(l) && hp.rotates(l)));
+        assert_eq!(hp.state_shape(), Some(vec![[3 * 576, 512 * 16]; 2]));
+        // A Llama file has neither.
+        let llama = HParams::from_metadata(&md("llama", &keys), Some(100)).unwrap();
+        assert_eq!((llama.mamba2.is_none(), llama.ssm_beside_attention, llama.recurrent_flags()), (true, false, None));
+        let mut missing = md("falcon-h1", &keys);
+        missing.remove("falcon-h1.ssm.group_count");
+        assert!(matches!(
+            HParams::from_metadata(&missing, Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "falcon-h1.ssm.group_count"
+        ));
+    }
+
     /// Nemotron-H: a layer without K/V heads is an MLP where its width is not 0, else Mamba-2;
     /// only attention layers keep K/V, none rotates; the epsilon may be `layer_norm_epsilon`.
     #[test]

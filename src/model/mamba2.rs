@@ -7,7 +7,8 @@
 //! `g = h / (heads / groups)`) then keeps a `head_dim × state` state `S`, token after token:
 //! `dt = softplus(dt + dt_bias[h])`; `S ← S · exp(dt · A[h]) + (x · dt) ⊗ B_g`;
 //! `y = S · C_g + D[h] · x`. The output is `y · SiLU(z)`, RMS-normalized per group
-//! (`ssm_norm`), projected back (`ssm_out`).
+//! (`ssm_norm`; Falcon-H1's files may have none), projected back (`ssm_out`). Falcon-H1 runs
+//! one beside every layer's attention (`HParams::ssm_beside_attention`).
 //!
 //! Invariants: a sequence's state after `n` tokens depends on those `n` tokens only, so a copy
 //! taken at a block boundary stands for the whole prefix (`engine::states`), as the delta
@@ -42,8 +43,9 @@ pub(super) struct Mamba2 {
     dt_bias: Vec<f32>,
     a: Vec<f32>,
     d: Vec<f32>,
-    /// `ssm_norm`: the grouped RMSNorm's weights, `inner` of them.
-    norm: Vec<f32>,
+    /// `ssm_norm`: the grouped RMSNorm's weights, `inner` of them (none in Falcon-H1's files
+    /// without it, whose output is not normalized).
+    norm: Option<Vec<f32>>,
     out: QLinear,
     eps: f32,
 }
@@ -70,7 +72,10 @@ impl Mamba2 {
             // Stored `[heads, 1]` (ggml's `{1, n_head}`).
             a: host_vec(file, &n("ssm_a"), &[&[heads, 1], &[heads]])?,
             d: host_vec(file, &n("ssm_d"), &[&[heads, 1], &[heads]])?,
-            norm: host_vec(file, &n("ssm_norm.weight"), &[&[p.groups, p.inner / p.groups], &[p.inner]])?,
+            norm: match hp.ssm_beside_attention && !file.has_tensor(&n("ssm_norm.weight")) {
+                true => None,
+                false => Some(host_vec(file, &n("ssm_norm.weight"), &[&[p.groups, p.inner / p.groups], &[p.inner]])?),
+            },
             out: QLinear::new(load_2d(file, &n("ssm_out.weight"), [d, p.inner], device)?, device)?,
             eps: hp.rms_eps as f32,
             p,
@@ -119,7 +124,8 @@ impl Mamba2 {
         let group = inner / p.groups;
         for (o, row) in out.chunks_exact_mut(inner).zip(rows.chunks_exact(width)) {
             o.iter_mut().zip(&row[..inner]).for_each(|(y, z)| *y *= silu(*z));
-            for (og, w) in o.chunks_exact_mut(group).zip(self.norm.chunks_exact(group)) {
+            let Some(norm) = &self.norm else { continue };
+            for (og, w) in o.chunks_exact_mut(group).zip(norm.chunks_exact(group)) {
                 let r = 1.0 / (og.iter().map(|v| v * v).sum::<f32>() / group as f32 + self.eps).sqrt();
                 og.iter_mut().zip(w).for_each(|(v, w)| *v *= r * w);
             }

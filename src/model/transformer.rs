@@ -212,6 +212,9 @@ struct Layer {
     /// MLP then reading `attn_norm`'s output alone.
     attn_norm_2: Option<BlockNorm>,
     attn: SelfAttention,
+    /// Falcon-H1: the Mamba-2 mixer beside the attention, over the same normed rows, its
+    /// output added to the attention's (`HParams::ssm_beside_attention`).
+    ssm: Option<Mamba2>,
     /// Gemma, OLMo 2, EXAONE 4.0, GLM-4: RMSNorm of the attention output before the residual add.
     post_attn_norm: Option<Tensor>,
     /// The norm before the MLP (none in OLMo 2 and EXAONE 4.0, nor in parallel layers but
@@ -603,7 +606,7 @@ impl Transformer {
         states: &mut [RecurrentSeq],
     ) -> Result<Option<Tensor>, ModelError> {
         let hp = &self.hp;
-        Ok(Some(match &layer.attn {
+        let out = match &layer.attn {
             SelfAttention::Heads(a) => {
                 let (attn, gate) = self.attention(li, a, h, rope, q_scale, batch, kv)?;
                 let attn = match gate {
@@ -624,6 +627,11 @@ impl Transformer {
             SelfAttention::ShortConv(c) => c.forward(h, batch, states)?,
             SelfAttention::Mamba2(m) => m.forward(h, batch, states)?,
             SelfAttention::None => return Ok(None),
+        };
+        // Falcon-H1: the Mamba-2 mixer's output added to the attention's (llama.cpp's order).
+        Ok(Some(match &layer.ssm {
+            Some(m) => (out + m.forward(h, batch, states)?)?,
+            None => out,
         }))
     }
 
@@ -946,9 +954,14 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         attn: match hp.mla {
             Some(_) => SelfAttention::Latent(LatentAttention::load(file, hp, i, device)?),
             None if hp.is_recurrent(i) && hp.short_conv.is_some() => SelfAttention::ShortConv(ShortConv::load(file, hp, i, device)?),
+            None if hp.ssm_beside_attention => SelfAttention::Heads(load_attention(file, hp, i, device)?),
             None if hp.is_recurrent(i) && hp.mamba2.is_some() => SelfAttention::Mamba2(Mamba2::load(file, hp, i, device)?),
             None if hp.is_recurrent(i) => SelfAttention::Recurrent(DeltaNet::load(file, hp, i, device)?),
             None => SelfAttention::Heads(load_attention(file, hp, i, device)?),
+        },
+        ssm: match hp.ssm_beside_attention {
+            true => Some(Mamba2::load(file, hp, i, device)?),
+            false => None,
         },
         post_attn_norm: post_norm(file, "post_attention_norm.weight")?,
         // (The MLP pre-norm's name: `HParams::ffn_norm_stem`.)
@@ -1001,6 +1014,7 @@ fn nemotron_h_layer(
             (false, true) => SelfAttention::Mamba2(Mamba2::load(file, hp, i, device)?),
             (false, false) => SelfAttention::Heads(load_attention(file, hp, i, device)?),
         },
+        ssm: None,
         post_attn_norm: None,
         ffn_norm: mlp.then_some(norm),
         ffn: match &hp.moe {

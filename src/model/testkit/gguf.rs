@@ -150,7 +150,8 @@ pub struct TinyModelSpec {
     pub mla: Option<TinyMla>,
     /// Qwen3.5: its gated delta net layers (`qwen35`).
     pub delta_net: Option<TinyDeltaNet>,
-    /// Granite 4.0's hybrids: the Mamba-2 mixer of their recurrent layers.
+    /// Granite 4.0's hybrids: the Mamba-2 mixer of their recurrent layers (Falcon-H1's: of
+    /// every layer, beside its attention).
     pub mamba2: Option<TinyMamba2>,
     /// Experts in this many groups, of which this many are used (`expert_group_count`,
     /// `expert_group_used_count`).
@@ -726,6 +727,26 @@ impl TinyModelSpec {
         }
     }
 
+    /// Falcon-H1's files (`falcon-h1`): Llama's layer with NeoX pairs and a Mamba-2 mixer
+    /// (16 heads of 32 in 2 groups, a state of 16, 4 taps) beside every layer's attention; the
+    /// Q8_0 file's mixers without their output norm (as files converted without
+    /// `mamba_rms_norm`); Falcon-H1's pre-tokenizer, an output projection of its own.
+    pub fn falcon_h1(weight_type: WeightType) -> Self {
+        let f32 = weight_type == WeightType::F32;
+        Self {
+            arch: Some("falcon-h1"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "falcon-h1" }),
+            tie_embeddings: false,
+            mamba2: Some(TinyMamba2 {
+                no_rope: false,
+                ssm_norm: f32,
+                ..TinyMamba2::tiny(256)
+            }),
+            seed: if f32 { 106 } else { 107 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Apertus's files (`apertus`): Llama's layer with each head's Q and K normalized before
     /// NeoX rope, an MLP of up, xIELU (each layer's own), down; Tekken's pre-tokenizer, an
     /// output projection of its own.
@@ -1216,6 +1237,7 @@ impl TinyModelSpec {
                 no_rope: true,
                 attention_every: 8,
                 moe_latent: None,
+                ssm_norm: true,
             }),
             seed: 21,
             ..Self::tiny(Family::GraniteHybrid, WeightType::Q8_0)
@@ -1577,7 +1599,7 @@ fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)
     md
 }
 
-/// Apertus's xIELU parameters, GPT-NeoX's `use_parallel_residual`, MPT's and Jais's ALiBi bias, MPT's, OLMo's and DBRX's
+/// Apertus's xIELU parameters, Falcon-H1's Mamba-2 sizes, GPT-NeoX's `use_parallel_residual`, MPT's and Jais's ALiBi bias, MPT's, OLMo's and DBRX's
 /// Q/K/V clamp,
 /// Cohere's logit scale.
 fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
@@ -1600,6 +1622,11 @@ fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
         md.push(("xielu.beta".to_string(), Value::F32(0.5)));
         md.push(("xielu.eps".to_string(), Value::F32(-1e-6)));
     }
+    if let (Some(t), "falcon-h1") = (spec.mamba2, arch) {
+        for (k, v) in [("conv_kernel", t.conv_kernel), ("inner_size", t.inner), ("state_size", t.state), ("time_step_rank", t.heads), ("group_count", t.groups)] {
+            md.push((format!("{arch}.ssm.{k}"), Value::U32(v as u32)));
+        }
+    }
     if spec.family == Family::Cohere {
         // Command R7B's is 0.25, Command R's 0.0625: here one that spreads the tied
         // projection's logits.
@@ -1609,6 +1636,8 @@ fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
 }
 
 /// Writes `spec` as a GGUF file at `path`.
+// long: the layers of every family without a module of its own, each tensor drawn in the order
+// the recorded references' files were (`tests/data/llama-cpp-tiny.json` holds their sizes).
 pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> {
     let cpu = Device::Cpu;
     let mut rng = Rand(rand::rngs::StdRng::seed_from_u64(spec.seed));
@@ -1717,6 +1746,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             let name = match spec.family {
                 Family::Glm4Moe | Family::GptOss | Family::SeedOss if !glm45_kin(spec) => "post_attention_norm.weight",
                 _ if spec.arch == Some("dbrx") => "attn_output_norm.weight",
+                _ if spec.arch == Some("falcon-h1") => "ffn_norm", // (its converter's name)
                 _ => "ffn_norm.weight",
             };
             tensors.push(vector(n(name), rng.around(d, 1.0, 0.1))?);
@@ -1761,7 +1791,7 @@ fn embedding_and_output_extras(spec: &TinyModelSpec, embd_gain: f32, rng: &mut R
 
 /// Layer `i`'s attention biases, sinks and per-head LayerNorm weights where the spec has them:
 /// Q/K/V biases (GPT-NeoX's one fused), gpt-oss's, StarCoder2's, Phi-2's and GPT-NeoX's output bias, gpt-oss's sinks, StableLM 2
-/// 12B's Q/K norms.
+/// 12B's Q/K norms; and Falcon-H1's Mamba-2 mixer beside the attention.
 fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
     let (q_dim, kv_dim) = (spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim);
     let n = |s: &str| format!("blk.{i}.{s}");
@@ -1793,6 +1823,10 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
             let w = Tensor::from_vec(rng.around(heads * spec.head_dim, 1.0, 0.3), (heads, spec.head_dim), &Device::Cpu)?;
             out.push((n(name), QTensor::quantize(&w, GgmlDType::F32)?));
         }
+    }
+    if spec.arch == Some("falcon-h1") {
+        let t = spec.mamba2.unwrap_or_else(|| TinyMamba2::tiny(spec.hidden));
+        out.extend(granite_hybrid::mamba2_tensors(i, spec.hidden, &t, spec.weight_type.ggml(), rng)?);
     }
     Ok(out)
 }

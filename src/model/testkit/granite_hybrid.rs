@@ -31,6 +31,9 @@ pub struct TinyMamba2 {
     /// Nemotron 3 Super's layout (`nemotron_h_moe` with experts): the experts' latent width
     /// (`moe_latent_size`).
     pub moe_latent: Option<usize>,
+    /// The grouped RMSNorm of the mixer's output (`ssm_norm`); Falcon-H1's files without
+    /// `mamba_rms_norm` have none.
+    pub ssm_norm: bool,
 }
 
 impl TinyMamba2 {
@@ -47,6 +50,7 @@ impl TinyMamba2 {
             no_rope: true,
             attention_every: 4,
             moe_latent: None,
+            ssm_norm: true,
         }
     }
 
@@ -173,7 +177,9 @@ pub(super) fn mamba2_tensors(i: usize, d: usize, t: &TinyMamba2, wt: GgmlDType, 
     let a: Vec<f32> = rng.around(heads, -0.5, 0.4).into_iter().map(|x| -x.exp()).collect();
     out.push(f32s(n("ssm_a"), a, &[heads, 1])?);
     out.push(f32s(n("ssm_d"), rng.around(heads, 1.0, 0.5), &[heads, 1])?);
-    out.push(f32s(n("ssm_norm.weight"), rng.around(t.inner, 1.0, 0.1), &[t.groups, t.inner / t.groups])?);
+    if t.ssm_norm {
+        out.push(f32s(n("ssm_norm.weight"), rng.around(t.inner, 1.0, 0.1), &[t.groups, t.inner / t.groups])?);
+    }
     out.push(mat(n("ssm_out.weight"), d, t.inner, rng)?);
     Ok(out)
 }
