@@ -430,6 +430,11 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // f32 too.
         ("tiny-falcon-h1-q8_0.gguf", TinyModelSpec::falcon_h1(WeightType::Q8_0)),
         ("tiny-falcon-h1-f32.gguf", TinyModelSpec::falcon_h1(WeightType::F32)),
+        // SmallThinker's (`smallthinker`): experts with a ReLU gate routed on the layer's input;
+        // the f32 file sigmoid-routed with a global first layer without rope and local ones on
+        // their own base, the Q8_0 file softmax-routed without windows.
+        ("tiny-smallthinker-q8_0.gguf", TinyModelSpec::smallthinker(WeightType::Q8_0)),
+        ("tiny-smallthinker-f32.gguf", TinyModelSpec::smallthinker(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),

@@ -204,7 +204,7 @@ use super::ModelError;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -375,8 +375,13 @@ impl Family {
             // and a Mamba-2 mixer beside its attention in every layer, both reading the
             // attention norm's output, their outputs added ([`HParams::ssm_beside_attention`];
             // the model's multipliers are in its weights, as its converter writes them).
+            // SmallThinker (`smallthinker`: 4B-A0.6B, 21B-A3B): Llama's layer with NeoX pairs
+            // whose every MLP is experts with a ReLU gate ([`HParams::relu_gate`]), routed on
+            // the layer's input before its attention ([`HParams::route_on_layer_input`]) by the
+            // file's gating, renormalized; where the file has a window, three local layers of
+            // 4,096 positions then a global one without rope.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -687,6 +692,11 @@ pub struct HParams {
     /// Hunyuan's dense and MoE files, Maincoder's: each head's Q and K are normalized after
     /// rope, not before.
     pub qk_norm_after_rope: bool,
+    /// SmallThinker: the experts' gate is `max(x, 0)` (llama.cpp's gated `LLM_FFN_RELU`).
+    pub relu_gate: bool,
+    /// SmallThinker: the router scores the layer's input itself, before the attention and
+    /// its norm (llama.cpp's `probs_in`).
+    pub route_on_layer_input: bool,
     /// What a dense MLP computes between its input projections and `down` ([`MlpKind`]).
     pub mlp: MlpKind,
     /// StarCoder2, Phi-2, GPT-NeoX, GPT-2, StarCoder, BLOOM, CodeShell, Jais, Phi-3.5-MoE: the
@@ -1443,6 +1453,17 @@ const SMOLLM3_NO_ROPE_STEP: usize = 4;
 /// attention ([`HParams::ssm_beside_attention`]).
 const FALCON_H1: &str = "falcon-h1";
 
+/// SmallThinker's architecture name (its experts' ReLU gate, its router on the layer's input,
+/// its windows).
+const SMALLTHINKER: &str = "smallthinker";
+
+/// SmallThinker's window, whatever its file's `attention.sliding_window` says (llama.cpp's).
+const SMALLTHINKER_WINDOW: usize = 4096;
+
+/// SmallThinker's windowed files: every this-many-th layer, from the first, is global and
+/// skips rope (llama.cpp's default pattern and `n_no_rope_layer_step`).
+const SMALLTHINKER_PERIOD: usize = 4;
+
 impl HParams {
     /// Reads the hyper-parameters; `vocab_size` comes from the embedding tensor
     /// when the metadata does not say.
@@ -1543,6 +1564,8 @@ impl HParams {
             ffn_norm_optional: a == "stablelm",
             qk_norm_whole: family == Family::Olmo2 || matches!(a, "olmoe" | "minimax-m2"),
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
+            relu_gate: a == SMALLTHINKER,
+            route_on_layer_input: a == SMALLTHINKER,
             mlp: mlp_kind(family, a),
             out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2"),
             learned_positions,
@@ -1880,7 +1903,7 @@ fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, lay
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -2010,6 +2033,12 @@ fn no_rope_layers(
         // (GLM-4.5's family has windows in EXAONE's MoE files only.)
         (Family::Exaone4 | Family::Cohere | Family::Glm4Moe, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
+        // SmallThinker's windowed files: every fourth layer from the first (whatever the
+        // pattern), as llama.cpp's graph, which rotates every layer of a file of exactly four
+        // layers (its step equal to the layer count); without windows every layer rotates.
+        (Family::Llama, Some(_)) if arch == SMALLTHINKER && layers != SMALLTHINKER_PERIOD => {
+            (0..layers).map(|l| l % SMALLTHINKER_PERIOD == 0).collect()
+        }
         // Nemotron-H's attention never rotates (llama.cpp's graph has no rope); GPT-2's and
         // StarCoder's learn their positions instead, Refact's, BLOOM's, MPT's, Jais's and
         // Baichuan 13B's bias by ALiBi (`rope_replaced`).
@@ -2248,7 +2277,7 @@ fn moe_params(
     let hunyuan = arch == "hunyuan-moe";
     // Architectures that are mixtures of experts by name: `expert_count` is required and
     // must not be 0.
-    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek" | "phimoe" | "bailingmoe") || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
+    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek" | "phimoe" | "bailingmoe" | SMALLTHINKER) || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
     let experts = match family {
         _ if required => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
@@ -2293,7 +2322,7 @@ fn moe_params(
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
         // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and Ling's files.
-        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe") || glm45_kin((family, arch)) => md_usize(md, &key("expert_feed_forward_length"))?,
+        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | SMALLTHINKER) || glm45_kin((family, arch)) => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -2405,7 +2434,7 @@ fn glm45_kin((family, arch): (Family, &str)) -> bool {
 }
 
 /// A MoE file's router gating: `expert_gating_func` where llama.cpp's graph reads it (GLM-4.5's,
-/// DeepSeek-V2's, LFM2's, Ling 2.0's and dots.llm1's, with their defaults); the others' graphs fix it whatever the file
+/// DeepSeek-V2's, LFM2's, Ling 2.0's, dots.llm1's and SmallThinker's, with their defaults); the others' graphs fix it whatever the file
 /// says: gpt-oss's a softmax over the chosen, Nemotron-H's a sigmoid, every other one's
 /// (Mixtral's, Qwen3 MoE's, Qwen2 MoE's, Granite's, ERNIE 4.5's, Gemma 4's, Qwen3.5's) a
 /// softmax.
@@ -2415,7 +2444,7 @@ fn moe_gating(
     (family, arch): (Family, &str),
     [layers, vocab]: [usize; 2],
 ) -> Result<MoeGating, ModelError> {
-    let reads_key = matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::Lfm2);
+    let reads_key = matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::Lfm2) || arch == SMALLTHINKER;
     Ok(match md_opt_usize(md, &key("expert_gating_func"))? {
         _ if family == Family::GptOss => MoeGating::SoftmaxWeight,
         _ if family == Family::NemotronH => MoeGating::Sigmoid,
@@ -2423,12 +2452,12 @@ fn moe_gating(
         // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid) and of
         // `bailingmoe2` and `exaone-moe` ones; `dots1` and `minimax-m2` ones without it, or with
         // 0, it fails to run (their graphs have no default gating).
-        None if family == Family::Lfm2 || glm45_kin((family, arch)) => {
+        None if family == Family::Lfm2 || glm45_kin((family, arch)) || arch == SMALLTHINKER => {
             return Err(ModelError::MissingMetadata {
                 key: key("expert_gating_func"),
             })
         }
-        Some(0) if glm45_kin((family, arch)) => {
+        Some(0) if glm45_kin((family, arch)) || arch == SMALLTHINKER => {
             return Err(ModelError::BadMetadata {
                 key: key("expert_gating_func"),
                 reason: "0 names no gating (1 softmax, 2 sigmoid, 3 softmax over the chosen)".into(),
@@ -2548,8 +2577,34 @@ fn family_sliding(
             })
         }
         Family::Gemma4 => Some(sliding_window(md, key, layers, GEMMA4_SLIDING)?),
+        Family::Llama if arch == SMALLTHINKER => smallthinker_sliding(md, key, layers, rope_base)?,
         _ => None,
     })
+}
+
+/// SmallThinker's windows, as llama.cpp's graph runs them: only where the file has a window
+/// (above 0), then one of [`SMALLTHINKER_WINDOW`] positions whatever its value; local layers
+/// by the file's pattern (one flag per layer, or a period whose first layer is global; 4 when
+/// absent); the local layers rotated on `rope.freq_base_swa` (else the global base) with the
+/// global scaling.
+fn smallthinker_sliding(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize, rope_base: f64) -> Result<Option<SlidingWindow>, ModelError> {
+    if md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(0) == 0 {
+        return Ok(None);
+    }
+    let defaults = SlidingDefaults {
+        window: None,
+        period: SMALLTHINKER_PERIOD,
+        rope_base,
+        swa_base_key: true,
+        rope: LocalRope::Scaled,
+    };
+    let mut s = sliding_window(md, key, layers, defaults)?;
+    s.window = SMALLTHINKER_WINDOW;
+    if !matches!(md.get(&key("attention.sliding_window_pattern")), Some(Value::Array(_))) {
+        let n = md_opt_usize(md, &key("attention.sliding_window_pattern"))?.unwrap_or(SMALLTHINKER_PERIOD);
+        s.local = (0..layers).map(|il| n == 0 || il % n != 0).collect();
+    }
+    Ok(Some(s))
 }
 
 /// Sliding-window layers (Gemma, OLMo 3) from `{arch}.attention.sliding_window`, the pattern and the
@@ -3934,6 +3989,50 @@ mod tests {
             HParams::from_metadata(&missing, Some(100)),
             Err(ModelError::MissingMetadata { key }) if key == "falcon-h1.ssm.group_count"
         ));
+    }
+
+    /// SmallThinker: experts with a ReLU gate, routed on the layer's input by the file's gating
+    /// (required), renormalized; with a window in the file, one of 4,096 positions, the first
+    /// of every four layers global and without rope (but in a file of four layers, as
+    /// llama.cpp's graph), the local ones on `rope.freq_base_swa`.
+    #[test]
+    fn smallthinker_reads_its_experts_and_windows() {
+        let with = |layers: u32, extra: &[(&str, Value)]| {
+            let mut keys = vec![
+                ("block_count", Value::U32(layers)),
+                ("expert_count", Value::U32(4)),
+                ("expert_used_count", Value::U32(2)),
+                ("expert_feed_forward_length", Value::U32(128)),
+                ("expert_gating_func", Value::U32(2)),
+            ];
+            keys.extend(extra.iter().cloned());
+            md("smallthinker", &keys)
+        };
+        let hp = HParams::from_metadata(&with(8, &[]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.relu_gate, hp.route_on_layer_input), (Family::Llama, RopeStyle::Neox, true, true));
+        let m = hp.moe.clone().unwrap();
+        assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.gating, m.normalize, m.weights_scale), (4, 2, 128, MoeGating::Sigmoid, true, 1.0));
+        assert!(hp.sliding.is_none() && (0..8).all(|l| hp.rotates(l)));
+        let windowed = [("attention.sliding_window", Value::U32(32)), ("rope.freq_base_swa", Value::F32(1000.0))];
+        let hp = HParams::from_metadata(&with(8, &windowed), Some(100)).unwrap();
+        let s = hp.sliding.clone().unwrap();
+        assert_eq!((s.window, s.rope_base), (4096, 1000.0));
+        assert_eq!(s.local, [false, true, true, true, false, true, true, true]);
+        assert_eq!((0..8).filter(|&l| !hp.rotates(l)).collect::<Vec<_>>(), [0, 4]);
+        let hp = HParams::from_metadata(&with(4, &windowed), Some(100)).unwrap();
+        assert!((0..4).all(|l| hp.rotates(l)));
+        let mut no_gating = with(8, &[]);
+        no_gating.remove("smallthinker.expert_gating_func");
+        assert!(matches!(
+            HParams::from_metadata(&no_gating, Some(100)),
+            Err(ModelError::MissingMetadata { key }) if key == "smallthinker.expert_gating_func"
+        ));
+        let mut no_experts = with(8, &[]);
+        no_experts.remove("smallthinker.expert_count");
+        assert!(HParams::from_metadata(&no_experts, Some(100)).is_err());
+        // Llama's experts keep SiLU, routed on their own input.
+        let llama = HParams::from_metadata(&md("llama", &[("expert_count", Value::U32(4)), ("expert_used_count", Value::U32(2))]), Some(100)).unwrap();
+        assert!(!llama.relu_gate && !llama.route_on_layer_input);
     }
 
     /// Nemotron-H: a layer without K/V heads is an MLP where its width is not 0, else Mamba-2;

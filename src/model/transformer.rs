@@ -171,11 +171,15 @@ enum Ffn {
 }
 
 impl Ffn {
-    /// The block's output for the residual stream `x`, whose input norm is `norm`.
-    fn forward(&self, x: &Tensor, norm: Option<&BlockNorm>, eps: f64, act: Gate) -> Result<Tensor, ModelError> {
+    /// The block's output for the residual stream `x`, whose input norm is `norm`; experts
+    /// routed on `router_in` where given (SmallThinker's layer input), else on their input.
+    fn forward(&self, x: &Tensor, norm: Option<&BlockNorm>, eps: f64, act: Gate, router_in: Option<&Tensor>) -> Result<Tensor, ModelError> {
         match (self, norm) {
             (Self::Dense(m), _) => m.forward(&pre_norm(x, norm)?, act),
-            (Self::Moe(m), _) => m.forward(&pre_norm(x, norm)?, act),
+            (Self::Moe(m), _) => match router_in {
+                Some(r) => m.forward_routed(&pre_norm(x, norm)?, r, act),
+                None => m.forward(&pre_norm(x, norm)?, act),
+            },
             (Self::DenseAndExperts(f), Some(n)) => f.forward(x, n, eps, act),
             (Self::DenseAndExperts(_), None) => {
                 Err(OpsError::Layout("a dense-and-experts block without its input norm".into()).into())
@@ -379,6 +383,7 @@ impl Transformer {
             activation: match hp.family {
                 Family::Gemma2 | Family::Gemma3 | Family::Gemma4 => Gate::GeluTanh,
                 Family::GptOss => Gate::SwigluOai,
+                _ if hp.relu_gate => Gate::Relu,
                 _ => Gate::Silu,
             },
             device: device.clone(),
@@ -503,6 +508,8 @@ impl Transformer {
                 x = self.parallel_layer(li, layer, x, rope, q_scale.as_ref(), batch, kv, states)?;
                 continue;
             }
+            // SmallThinker routes its experts on the layer's input.
+            let layer_in = hp.route_on_layer_input.then(|| x.clone());
             if let Some(mut attn) = self.mixer(li, layer, &x, rope, q_scale.as_ref(), batch, kv, states)? {
                 if let Some(n) = &layer.post_attn_norm {
                     attn = norm::rms_norm(&attn, n, hp.rms_eps as f32)?;
@@ -514,7 +521,7 @@ impl Transformer {
             }
             // (Nemotron-H's mixer layers have no MLP.)
             if !matches!(layer.ffn, Ffn::None) {
-                let mut mlp = layer.ffn.forward(&x, layer.ffn_norm.as_ref(), hp.rms_eps, self.activation)?;
+                let mut mlp = layer.ffn.forward(&x, layer.ffn_norm.as_ref(), hp.rms_eps, self.activation, layer_in.as_ref())?;
                 if let Some(n) = &layer.post_ffn_norm {
                     mlp = norm::rms_norm(&mlp, n, hp.rms_eps as f32)?;
                 }
@@ -588,7 +595,7 @@ impl Transformer {
             Some(nf) => nf.forward(&x)?,
             None => h,
         };
-        let mlp = layer.ffn.forward(&h_mlp, None, self.hp.rms_eps, self.activation)?;
+        let mlp = layer.ffn.forward(&h_mlp, None, self.hp.rms_eps, self.activation, None)?;
         Ok(((mlp + x)? + attn)?)
     }
 

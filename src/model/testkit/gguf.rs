@@ -747,6 +747,31 @@ impl TinyModelSpec {
         }
     }
 
+    /// SmallThinker's files (`smallthinker`): Llama's layers with NeoX pairs, each MLP 4
+    /// experts (2 per token) with a ReLU gate, routed on the layer's input; the f32 file eight
+    /// layers, sigmoid-routed, with windows (`attention.sliding_window` 32, which llama.cpp and
+    /// hearth run as 4,096: every fourth layer from the first global and without rope, the
+    /// others local on a base of their own), the Q8_0 file four layers, softmax-routed, without;
+    /// Qwen2's pre-tokenizer, an output projection of its own.
+    pub fn smallthinker(weight_type: WeightType) -> Self {
+        let f32 = weight_type == WeightType::F32;
+        Self {
+            arch: Some("smallthinker"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "qwen2" }),
+            layers: if f32 { 8 } else { 4 },
+            ffn: 128,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            sliding_window: f32.then_some((32, 4)),
+            tie_embeddings: false,
+            seed: if f32 { 108 } else { 109 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Apertus's files (`apertus`): Llama's layer with each head's Q and K normalized before
     /// NeoX rope, an MLP of up, xIELU (each layer's own), down; Tekken's pre-tokenizer, an
     /// output projection of its own.
@@ -1550,7 +1575,7 @@ fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)
     let u32v = |x: usize| Value::U32(x as u32);
     let mut md = vec![(format!("{arch}.expert_count"), u32v(m.experts)), (format!("{arch}.expert_used_count"), u32v(m.used))];
     // (Mixtral's and OLMoE's experts are `feed_forward_length` wide.)
-    if (spec.family != Family::Llama || matches!(arch, "deepseek" | "bailingmoe")) && arch != "olmoe" {
+    if (spec.family != Family::Llama || matches!(arch, "deepseek" | "bailingmoe" | "smallthinker")) && arch != "olmoe" {
         md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
     }
     if arch == "deepseek" {
@@ -1570,6 +1595,10 @@ fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)
     if let Some((count, used)) = spec.expert_groups {
         md.push((format!("{arch}.expert_group_count"), u32v(count)));
         md.push((format!("{arch}.expert_group_used_count"), u32v(used)));
+    }
+    if arch == "smallthinker" {
+        // SmallThinker's: sigmoid in the windowed file, softmax in the other; renormalized.
+        md.push((format!("{arch}.expert_gating_func"), u32v(if spec.sliding_window.is_some() { 2 } else { 1 })));
     }
     if arch == "minimax-m2" {
         // MiniMax-M2's: sigmoid; a scale and a flag its graph does not read (renormalized,
