@@ -1097,6 +1097,49 @@ async fn minimax_forced_calls_are_invoke_blocks_in_their_wrapper() {
     biased_forced_call_round_trip(&s, json!({closer.to_string(): 100})).await;
 }
 
+/// DeepSeek-V3.1's template (llama.cpp's copy) on a tiny file with DeepSeek-V3's vocabulary: the
+/// tools are described in the system prompt as its model card does; a forced call is the list
+/// of one call, `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{…}` and the
+/// end marks, every mark the vocabulary's token and kept in the text; the history renders it
+/// back as written; it comes back through the API as the call, whole and streamed, and the
+/// agent's next request answers from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deepseek_forced_calls_are_lists_of_marked_calls() {
+    let template = include_str!("../src/model/chat/fixtures/deepseek-v3.1.jinja");
+    let spec = TinyModelSpec {
+        context_length: 8192,
+        vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "deepseek-v3" }),
+        ..TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0)
+    };
+    let (s, reply) = forced_weather_call(spec, template, hearth::engine::ToolFormat::DeepSeek { fenced: false }).await;
+    let tokenizer = &s.state.engine().model().tokenizer;
+    let prompt = s.state.engine().tokenize_chat_with_tools(&[Message::user(PARIS)], &weather_tools()).unwrap();
+    let prompt = tokenizer.decode(&prompt).unwrap();
+    assert!(prompt.contains("## Tools\nYou have access to the following tools:\n\n### get_weather\n"), "{prompt:?}");
+    let marks = ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"].map(|t| tokenizer.special_token_id(t));
+    assert!(marks.iter().all(Option::is_some), "the tiny vocabulary has DeepSeek's marks");
+    assert_eq!(&reply.tokens[..2], &[marks[0].unwrap(), marks[1].unwrap()]);
+    assert_eq!(&reply.tokens[reply.tokens.len() - 2..], &[marks[3].unwrap(), marks[4].unwrap()]);
+    let written = tokenizer.decode(&reply.tokens).unwrap();
+    assert!(written.starts_with("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \""), "{written:?}");
+    // The history renders the call back as written.
+    let args = written.split("<｜tool▁sep｜>").nth(1).and_then(|a| a.split("<｜tool▁call▁end｜>").next()).unwrap();
+    let mut call = Message::assistant(String::new());
+    call.tool_calls = vec![hearth::engine::ToolCall {
+        id: "c1".into(),
+        name: "get_weather".into(),
+        arguments: args.to_owned(),
+    }];
+    let mut result = Message::new(hearth::engine::Role::parse("tool"), "sunny");
+    result.tool_call_id = Some("c1".into());
+    let history = s.state.engine().tokenize_chat_with_tools(&[Message::user(PARIS), call, result], &weather_tools()).unwrap();
+    let history = tokenizer.decode(&history).unwrap();
+    assert!(history.contains(&written), "{written:?} in {history:?}");
+    // (A random model might open reasoning the template closed: `<think>` is kept from it.)
+    let opener = tokenizer.special_token_id("<think>").unwrap();
+    biased_forced_call_round_trip(&s, json!({opener.to_string(): -100})).await;
+}
+
 /// Nemotron Nano 2's, Apriel's and Apertus's templates (llama.cpp's copies) on tiny files: a
 /// forced call is a JSON list of one call between the template's marks (Apertus's keyed by the
 /// function's name), and comes back through the API as the call, whole and streamed (Apriel's

@@ -189,6 +189,7 @@ mod tests {
             calls: Some(7),
             args: None,
             end: Some(8),
+            ..CallMarkers::default()
         };
         let g = forced_call(&[weather_tool()], tokens);
         assert!(g.starts_with("start: <[7]> \"[\\n    \" call \"}\" \"\\n]\" <[8]>\ncall: c0\n"), "{g}");

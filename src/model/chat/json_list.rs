@@ -205,7 +205,7 @@ mod tests {
     /// the call's object as the template writes it (named or keyed), the tool's schema.
     #[test]
     fn the_forced_call_grammar_writes_one_call_in_the_list() {
-        let tokens = CallMarkers { calls: Some(7), args: None, end: Some(8) };
+        let tokens = CallMarkers { calls: Some(7), args: None, end: Some(8), ..CallMarkers::default() };
         let g = forced_call(&[weather_tool()], ListMarks::Apertus, tokens);
         assert!(g.starts_with("start: <[7]> \"[\" call \"}]\" <[8]>\ncall: c0\n"), "{g}");
         assert!(g.contains("c0: \"{\\\"\" \"get_weather\" \"\\\": \" %json {"), "{g}");

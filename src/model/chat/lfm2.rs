@@ -403,6 +403,7 @@ mod tests {
             calls: Some(7),
             args: None,
             end: Some(8),
+            ..CallMarkers::default()
         };
         let g = forced_call(&[weather()], tokens);
         assert!(g.starts_with("start: <[7]> \"[\" (c0) \"]\" <[8]>\nc0: \"get_weather(\" \"city=\" \"'\" /[^']*/ \"'\" \", days=\" %json"), "{g}");

@@ -226,7 +226,7 @@ mod tests {
         assert!(g.starts_with(head), "{g}");
         assert!(g.contains("\"<parameter name=\\\"lines\\\">\" %json {") && g.contains("\"<parameter name=\\\"mode\\\">\" (\"a\" | \"w\")"), "{g}");
         assert!(!g.contains("content") && g.ends_with("\"</invoke>\\n\" \"</minimax:tool_call>\""), "{g}");
-        let markers = CallMarkers { calls: Some(7), args: None, end: Some(8) };
+        let markers = CallMarkers { calls: Some(7), args: None, end: Some(8), ..CallMarkers::default() };
         let g = forced_call(&[write_tool()], markers);
         assert!(g.starts_with("start: c0\nc0: <[7]> \"\\n<invoke") && g.ends_with("\"</invoke>\\n\" <[8]>"), "{g}");
         let text = "<minimax:tool_call>\n<invoke name=\"write_file\">\n<parameter name=\"path\">a.rs</parameter>\n\

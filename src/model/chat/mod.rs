@@ -51,6 +51,7 @@
 
 mod cohere;
 mod cursor;
+mod deepseek;
 mod gemma4;
 mod harmony;
 mod json_list;

@@ -256,7 +256,7 @@ mod tests {
         assert!(g.contains("\"<parameter=lines>\\n\" %json {") && g.contains("\"<parameter=mode>\\n\" (\"a\" | \"w\")"), "{g}");
         assert!(!g.contains("content") && g.ends_with("\"</function>\\n\" \"</tool_call>\""), "{g}");
         // Seed-OSS's wrapper as its special tokens, where the vocabulary has them.
-        let markers = CallMarkers { calls: Some(7), args: None, end: Some(8) };
+        let markers = CallMarkers { calls: Some(7), args: None, end: Some(8), ..CallMarkers::default() };
         let g = forced_call(&[write_tool()], Dialect::of(true), markers);
         assert!(g.starts_with("start: c0\nc0: <[7]> \"\\n<function=write_file>\\n\" \"<parameter=path>\" "), "{g}");
         assert!(g.ends_with("\"</parameter>\\n\" \"</function>\\n\" <[8]>"), "{g}");

@@ -50,6 +50,11 @@
 //! - [`ToolFormat::JsonList`]: a JSON list of calls between two marks after any text: Nemotron
 //!   Nano 2's `<TOOLCALL>[{"name": …, "arguments": {…}}]</TOOLCALL>`, Apriel's `<tool_calls>`,
 //!   Apertus's `<|tools_prefix|>[{"NAME": {…}}]<|tools_suffix|>` (`chat::json_list`).
+//! - [`ToolFormat::DeepSeek`]: DeepSeek-V3.1's `<｜tool▁calls▁begin｜>` list of
+//!   `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜>` blocks (its template renders no
+//!   tools: they are described in the system prompt as its model card does), or (`fenced`)
+//!   R1's in llama.cpp's template, `function<｜tool▁sep｜>NAME` and the arguments in a JSON fence
+//!   (`chat::deepseek`).
 //! - [`ToolFormat::Injected`]: the template renders no tools (or never reads `tools`, as
 //!   DeepSeek-R1's distills' renders earlier calls but not the offered tools); hearth describes them in the
 //!   system message and asks for the Hermes format, and rewrites earlier calls and results into
@@ -109,6 +114,11 @@ pub enum ToolFormat {
     /// A JSON list of calls between the marks of Nemotron Nano 2, Apriel or Apertus
     /// (`chat::json_list`).
     JsonList(ListMarks),
+    /// DeepSeek's: `<｜tool▁calls▁begin｜>`, a `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜>`
+    /// block per call, `<｜tool▁calls▁end｜>` (V3.1's); `fenced`: the head `function`, the name and
+    /// the arguments in a JSON fence after the separator (R1's in llama.cpp's template;
+    /// `chat::deepseek`).
+    DeepSeek { fenced: bool },
     /// The template knows no tools: hearth describes them and asks for the Hermes format.
     Injected,
 }
@@ -173,6 +183,9 @@ pub struct CallMarkers {
     pub args: Option<u32>,
     /// `</seed:tool_call>`, after each call.
     pub end: Option<u32>,
+    /// DeepSeek's `<｜tool▁call▁begin｜>` and `<｜tool▁call▁end｜>`, around each call inside the
+    /// list `calls` and `end` open and close.
+    pub call: Option<(u32, u32)>,
 }
 
 impl CallMarkers {
@@ -181,8 +194,8 @@ impl CallMarkers {
     fn around(special_id: impl Fn(&str) -> Option<u32>, open: &str, close: &str) -> Self {
         Self {
             calls: special_id(open),
-            args: None,
             end: special_id(close),
+            ..Self::default()
         }
     }
 }
@@ -212,6 +225,7 @@ impl ToolFormat {
             Self::Cohere => mark_start(text, super::cohere::START),
             Self::MinimaxXml => mark_start(text, super::minimax_xml::OPEN),
             Self::JsonList(m) => mark_start(text, m.open()),
+            Self::DeepSeek { .. } => mark_start(text, super::deepseek::CALLS_BEGIN),
             _ => super::harmony::call_start(text),
         }
     }
@@ -229,6 +243,9 @@ impl ToolFormat {
             Self::Cohere
         } else if super::minimax_xml::writes(template) {
             Self::MinimaxXml
+        } else if let Some(fenced) = super::deepseek::writes(template).filter(|&fenced| !fenced || reads_tools(template)) {
+            // (R1's distills' templates write fenced calls but render no tools: `Injected`.)
+            Self::DeepSeek { fenced }
         } else if let Some(m) = ListMarks::of_template(template) {
             Self::JsonList(m)
         } else if super::qwen_xml::writes(template) {
@@ -279,6 +296,7 @@ impl ToolFormat {
             Self::Cohere => super::cohere::parse(text),
             Self::MinimaxXml => super::minimax_xml::parse(text, &[]),
             Self::JsonList(m) => super::json_list::parse(text, m),
+            Self::DeepSeek { fenced } => super::deepseek::parse(text, fenced),
         }
     }
 
@@ -317,7 +335,7 @@ impl ToolFormat {
             Self::Mistral { named } => CallMarkers {
                 calls: special_id(TOOL_CALLS),
                 args: if named { special_id(ARGS) } else { None },
-                end: None,
+                ..CallMarkers::default()
             },
             Self::Granite => CallMarkers {
                 calls: special_id(GRANITE_CALL),
@@ -328,6 +346,15 @@ impl ToolFormat {
             Self::Cohere => CallMarkers::around(special_id, super::cohere::START, super::cohere::END),
             Self::MinimaxXml => CallMarkers::around(special_id, super::minimax_xml::OPEN, super::minimax_xml::CLOSE),
             Self::JsonList(m) => CallMarkers::around(special_id, m.open(), m.close()),
+            Self::DeepSeek { .. } => {
+                use super::deepseek::{CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP};
+                CallMarkers {
+                    calls: special_id(CALLS_BEGIN),
+                    args: special_id(SEP),
+                    end: special_id(CALLS_END),
+                    call: special_id(CALL_BEGIN).zip(special_id(CALL_END)),
+                }
+            }
             _ => CallMarkers::default(),
         }
     }
@@ -367,6 +394,7 @@ impl ToolFormat {
             (Self::Cohere, _) => Grammar::Lark(super::cohere::forced_call(tools, markers)),
             (Self::MinimaxXml, _) => Grammar::Lark(super::minimax_xml::forced_call(tools, markers)),
             (Self::JsonList(m), _) => Grammar::Lark(super::json_list::forced_call(tools, m, markers)),
+            (Self::DeepSeek { fenced }, _) => Grammar::Lark(super::deepseek::forced_call(tools, fenced, markers)),
             (Self::Harmony, _) => super::harmony::forced_call(tools),
             (Self::Hermes | Self::Injected, _) => {
                 Grammar::Lark(format!("start: \"{OPEN}\\n\" call \"\\n{CLOSE}\"\ncall: %json {schema}"))
@@ -379,8 +407,9 @@ impl ToolFormat {
     /// results written as text; for a Hermes template that writes calls but renders no
     /// `tool_calls` back (SmolLM3's: an assistant turn is its content alone), earlier calls
     /// written into their turn's content as the model wrote them, so the model sees them and
-    /// the prompt repeats its tokens; for Apriel's, the calls without their ids; the others
-    /// render `tools` and the messages as they are.
+    /// the prompt repeats its tokens; for Apriel's, the calls without their ids; for
+    /// DeepSeek-V3.1's, which never reads `tools`, the tools described after the system prompt
+    /// as its model card does; the others render `tools` and the messages as they are.
     pub fn prepare(self, messages: &[Message], tools: &[Tool], template: &str) -> Vec<Message> {
         match self {
             Self::Injected => {}
@@ -397,6 +426,17 @@ impl ToolFormat {
             Self::JsonList(ListMarks::Apriel) => {
                 let mut out = messages.to_vec();
                 out.iter_mut().flat_map(|m| m.tool_calls.iter_mut()).for_each(|c| c.id.clear());
+                return out;
+            }
+            // DeepSeek-V3.1's template never reads `tools`: they are described after the
+            // system prompt as its model card does (`{system prompt}\n\n{tool_description}`).
+            Self::DeepSeek { .. } if !tools.is_empty() && !reads_tools(template) => {
+                let mut out = messages.to_vec();
+                let described = super::deepseek::describe(tools);
+                match out.first_mut() {
+                    Some(first) if first.role == Role::System => first.content = format!("{}\n\n{described}", first.content),
+                    _ => out.insert(0, Message::system(format!("\n\n{described}"))),
+                }
                 return out;
             }
             _ => return messages.to_vec(),
@@ -453,6 +493,7 @@ fn call_schema(format: ToolFormat, tool: &Tool) -> Value {
         | ToolFormat::Cohere
         | ToolFormat::MinimaxXml
         | ToolFormat::JsonList(_)
+        | ToolFormat::DeepSeek { .. }
         | ToolFormat::Harmony
         | ToolFormat::Granite => {
             "arguments"
@@ -992,7 +1033,8 @@ impl ToolStream {
             | ToolFormat::Lfm2
             | ToolFormat::Cohere
             | ToolFormat::MinimaxXml
-            | ToolFormat::JsonList(_) => match self.format.call_start(&self.text[self.sent..]) {
+            | ToolFormat::JsonList(_)
+            | ToolFormat::DeepSeek { .. } => match self.format.call_start(&self.text[self.sent..]) {
                 Ok(at) => {
                     self.holding = true;
                     self.sent + at
@@ -1488,12 +1530,12 @@ mod tests {
             _ => None,
         };
         let markers = named.markers(ids);
-        assert_eq!(markers, CallMarkers { calls: Some(9), args: Some(32), end: None });
+        assert_eq!(markers, CallMarkers { calls: Some(9), args: Some(32), end: None, ..CallMarkers::default() });
         let Grammar::Lark(g) = named.forced_call(&tools, markers) else {
             panic!("not a Lark grammar")
         };
         assert!(g.contains("c0: <[9]> \"weather\" <[32]> %json {"), "{g}");
-        assert_eq!(list.markers(ids), CallMarkers { calls: Some(9), args: None, end: None });
+        assert_eq!(list.markers(ids), CallMarkers { calls: Some(9), args: None, end: None, ..CallMarkers::default() });
         let Grammar::Lark(g) = list.forced_call(&tools[..1], list.markers(ids)) else {
             panic!("not a Lark grammar")
         };
@@ -1707,7 +1749,7 @@ mod tests {
     fn granite_forced_call_and_stream() {
         let f = ToolFormat::Granite;
         let ids = |t: &str| (t == "<|tool_call|>").then_some(49_154);
-        assert_eq!(f.markers(ids), CallMarkers { calls: Some(49_154), args: None, end: None });
+        assert_eq!(f.markers(ids), CallMarkers { calls: Some(49_154), args: None, end: None, ..CallMarkers::default() });
         let Grammar::Lark(g) = f.forced_call(&[tool("weather")], f.markers(ids)) else {
             panic!("not a Lark grammar")
         };

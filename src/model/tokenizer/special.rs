@@ -78,6 +78,12 @@ pub const PRESERVED_TOKENS: &[&str] = &[
     "</tool_calls>",
     "<|tools_prefix|>",
     "<|tools_suffix|>",
+    // DeepSeek's call marks (`chat::deepseek`).
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
     // Apertus's deliberation (`chat::reasoning`).
     "<|inner_prefix|>",
     "<|inner_suffix|>",

@@ -2,7 +2,7 @@
 //! vocabularies imitate: Llama 3 (`llama-bpe`), Qwen2 (`qwen2`, ChatML), Phi-4 (`dbrx`),
 //! Phi-4-mini (`gpt-4o`), Mistral's Tekken (`tekken`), GLM-4 (`glm4`), GPT-2 (`gpt-2`), gpt-oss
 //! (`gpt-4o` with harmony's tokens: [`HARMONY`]), Seed-OSS (`seed-coder`), LFM2 (`lfm2`), Cohere's
-//! Command models (`command-r`), and Llama 2's `[INST]` template for the
+//! Command models (`command-r`), MiniMax-M2 (`minimax-m2`), DeepSeek-V3 (`deepseek-v3`), and Llama 2's `[INST]` template for the
 //! SentencePiece style.
 
 pub(super) struct Gpt2Family {
@@ -103,6 +103,33 @@ const MINIMAX_M2: Gpt2Family = Gpt2Family {
     pad: "[e~[",
     add_bos: false,
     chat_template: include_str!("../../chat/fixtures/minimax-m2.jinja"),
+};
+
+/// DeepSeek-V3's vocabulary (`deepseek-v3`): its turn marks, reasoning tags and tool-call
+/// marks, all special, and DeepSeek-V3.1's template (llama.cpp's copy), which writes the BOS
+/// itself.
+const DEEPSEEK3: Gpt2Family = Gpt2Family {
+    added: &[
+        ("<｜begin▁of▁sentence｜>", true),
+        ("<｜end▁of▁sentence｜>", true),
+        ("<｜User｜>", true),
+        ("<｜Assistant｜>", true),
+        ("<think>", true),
+        ("</think>", true),
+        ("<｜tool▁calls▁begin｜>", true),
+        ("<｜tool▁calls▁end｜>", true),
+        ("<｜tool▁call▁begin｜>", true),
+        ("<｜tool▁call▁end｜>", true),
+        ("<｜tool▁sep｜>", true),
+        ("<｜tool▁output▁begin｜>", true),
+        ("<｜tool▁output▁end｜>", true),
+    ],
+    bos: "<｜begin▁of▁sentence｜>",
+    eos: "<｜end▁of▁sentence｜>",
+    eot: None,
+    pad: "<｜end▁of▁sentence｜>",
+    add_bos: false,
+    chat_template: include_str!("../../chat/fixtures/deepseek-v3.1.jinja"),
 };
 
 /// GLM-4 (0414): its template writes `[gMASK]<sop>` itself, no BOS is added; a turn ends
@@ -258,6 +285,7 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
         "lfm2" => LFM2,
         "command-r" => COHERE,
         "minimax-m2" => MINIMAX_M2,
+        "deepseek-v3" => DEEPSEEK3,
         "qwen2" | "qwen35" => Gpt2Family {
             added: &[
                 ("<|endoftext|>", true),
