@@ -98,8 +98,8 @@ pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
 mod tests {
     use super::*;
     use crate::model::chat::reasoning::{Reasoning, ThinkTags};
-    use crate::model::chat::tools::{assert_only_fixtures_are, weather_tool, ToolFormat, ToolStream};
-    use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
+    use crate::model::chat::tools::{assert_only_fixtures_are, call_then_result, weather_tool, ToolFormat, ToolStream};
+    use crate::model::chat::{ChatTemplate, Message};
 
     const R7B: &str = include_str!("fixtures/cohere-command-r7b.jinja");
     const MOE: &str = include_str!("fixtures/cohere2-moe.jinja");
@@ -150,14 +150,7 @@ mod tests {
         let call_json = r#"{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris", "days": 3}}"#;
         let written = format!("{START}{LIST_OPEN}{call_json}{LIST_CLOSE}{END}");
         let p = parse(&written).unwrap();
-        let mut call = Message::assistant("");
-        call.tool_calls = vec![ToolCall {
-            id: "c1".into(),
-            name: p.calls[0].name.clone(),
-            arguments: p.calls[0].arguments.clone(),
-        }];
-        let mut result = Message::new(Role::parse("tool"), "sunny");
-        result.tool_call_id = Some("c1".into());
+        let [call, result] = call_then_result(&p.calls[0].name, &p.calls[0].arguments, "sunny");
         let messages = ToolFormat::Cohere.prepare(&[Message::user("Weather?"), call, result], &[weather_tool()], R7B);
         let t = ChatTemplate::new(R7B.to_owned(), Some("<BOS_TOKEN>".into()), Some("<|END_OF_TURN_TOKEN|>".into())).unwrap();
         let out = t.render_with_tools(&messages, &[weather_tool().to_json()], true).unwrap();

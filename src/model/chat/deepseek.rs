@@ -140,8 +140,8 @@ pub(super) fn describe(tools: &[Tool]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::chat::tools::{assert_only_fixtures_are, weather_tool, ToolFormat, ToolStream};
-    use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
+    use crate::model::chat::tools::{assert_only_fixtures_are, call_then_result, weather_tool, ToolFormat, ToolStream};
+    use crate::model::chat::{ChatTemplate, Message, Role};
 
     /// DeepSeek-V3.1's template and llama.cpp's for DeepSeek-R1 (`models/templates/`).
     const V31: &str = include_str!("fixtures/deepseek-v3.1.jinja");
@@ -168,14 +168,7 @@ mod tests {
         ];
         for (source, fenced, written) in cases {
             let t = ChatTemplate::new(source.to_owned(), Some("<｜begin▁of▁sentence｜>".into()), Some("<｜end▁of▁sentence｜>".into())).unwrap();
-            let mut call = Message::assistant("");
-            call.tool_calls = vec![ToolCall {
-                id: "c1".into(),
-                name: "get_weather".into(),
-                arguments: r#"{"city": "Paris", "days": 3}"#.into(),
-            }];
-            let mut result = Message::new(Role::parse("tool"), "sunny");
-            result.tool_call_id = Some("c1".into());
+            let [call, result] = call_then_result("get_weather", r#"{"city": "Paris", "days": 3}"#, "sunny");
             let history = [Message::system("Be brief."), Message::user("Weather?"), call, result];
             let format = ToolFormat::DeepSeek { fenced };
             let out = t.render_with_tools(&format.prepare(&history, &[weather_tool()], source), &[weather_tool().to_json()], true).unwrap();

@@ -167,8 +167,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::chat::tools::{ToolFormat, ToolStream};
-    use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
+    use crate::model::chat::tools::{call_then_result, ToolFormat, ToolStream};
+    use crate::model::chat::{ChatTemplate, Message};
 
     const TEMPLATE: &str = crate::model::chat::template::GEMMA4_TEMPLATE;
 
@@ -221,14 +221,7 @@ mod tests {
     fn a_call_renders_back_as_the_model_wrote_it() {
         let written = "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3}<tool_call|>";
         let p = ToolFormat::Gemma4.parse(written).unwrap();
-        let mut call = Message::assistant("");
-        call.tool_calls = vec![ToolCall {
-            id: "c1".into(),
-            name: p.calls[0].name.clone(),
-            arguments: p.calls[0].arguments.clone(),
-        }];
-        let mut result = Message::new(Role::parse("tool"), "sunny");
-        result.tool_call_id = Some("c1".into());
+        let [call, result] = call_then_result(&p.calls[0].name, &p.calls[0].arguments, "sunny");
         let t = ChatTemplate::new(TEMPLATE.to_owned(), Some("<bos>".into()), Some("<eos>".into())).unwrap();
         let out = t
             .render_with_tools(&[Message::user("Weather?"), call, result], &[weather().to_json()], true)

@@ -116,8 +116,8 @@ pub(super) fn forced_call(tools: &[Tool], m: ListMarks, markers: CallMarkers) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::chat::tools::{assert_only_fixtures_are, weather_tool, ToolFormat, ToolStream};
-    use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
+    use crate::model::chat::tools::{assert_only_fixtures_are, call_then_result, weather_tool, ToolFormat, ToolStream};
+    use crate::model::chat::{ChatTemplate, Message};
 
     /// llama.cpp's copies (`models/templates/`) of the three models' templates.
     const NEMOTRON: &str = include_str!("fixtures/nvidia-nemotron-nano-v2.jinja");
@@ -146,14 +146,7 @@ mod tests {
         ];
         for (source, m, written) in cases {
             let t = ChatTemplate::new(source.to_owned(), Some("<s>".into()), Some("</s>".into())).unwrap();
-            let mut call = Message::assistant("");
-            call.tool_calls = vec![ToolCall {
-                id: "c1".into(),
-                name: "get_weather".into(),
-                arguments: r#"{"city": "Paris", "days": 3}"#.into(),
-            }];
-            let mut result = Message::new(Role::parse("tool"), "sunny");
-            result.tool_call_id = Some("c1".into());
+            let [call, result] = call_then_result("get_weather", r#"{"city": "Paris", "days": 3}"#, "sunny");
             let history = [Message::user("Weather?"), call, result];
             let format = ToolFormat::JsonList(m);
             let out = t.render_with_tools(&format.prepare(&history, &[weather_tool()], source), &[weather_tool().to_json()], true).unwrap();

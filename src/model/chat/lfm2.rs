@@ -262,8 +262,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::chat::tools::{assert_only_fixtures_are, ToolFormat, ToolStream};
-    use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
+    use crate::model::chat::tools::{assert_only_fixtures_are, call_then_result, ToolFormat, ToolStream};
+    use crate::model::chat::{ChatTemplate, Message, ToolCall};
 
     const LFM2_8B_A1B: &str = include_str!("fixtures/lfm2-8b-a1b.jinja");
     const LFM25_8B_A1B: &str = include_str!("fixtures/lfm2.5-8b-a1b.jinja");
@@ -338,14 +338,7 @@ mod tests {
     fn a_call_renders_back_as_the_model_wrote_it() {
         let written = "<|tool_call_start|>[get_weather(city='Paris', days=3, units='C')]<|tool_call_end|>";
         let p = parse(written).unwrap();
-        let mut call = Message::assistant("");
-        call.tool_calls = vec![ToolCall {
-            id: "c1".into(),
-            name: p.calls[0].name.clone(),
-            arguments: p.calls[0].arguments.clone(),
-        }];
-        let mut result = Message::new(Role::parse("tool"), "sunny");
-        result.tool_call_id = Some("c1".into());
+        let [call, result] = call_then_result(&p.calls[0].name, &p.calls[0].arguments, "sunny");
         let messages = [Message::user("Weather?"), call, result];
         for (template, listed, response) in [
             (LFM2_8B_A1B, "List of tools: <|tool_list_start|>[{\"type\": \"function\"", "<|tool_response_start|>sunny<|tool_response_end|>"),

@@ -118,8 +118,8 @@ mod tests {
 
     use super::*;
     use crate::model::chat::reasoning::{Reasoning, ThinkTags};
-    use crate::model::chat::tools::{assert_only_fixtures_are, write_tool, ToolFormat, ToolStream};
-    use crate::model::chat::{ChatTemplate, Message, Role, ToolCall};
+    use crate::model::chat::tools::{assert_only_fixtures_are, call_then_result, write_tool, ToolFormat, ToolStream};
+    use crate::model::chat::{ChatTemplate, Message};
 
     /// llama.cpp's copy (`models/templates/MiniMax-M2.jinja`) of MiniMax-M2's template.
     const TEMPLATE: &str = include_str!("fixtures/minimax-m2.jinja");
@@ -139,14 +139,8 @@ mod tests {
     #[test]
     fn the_template_renders_calls_in_the_xml_that_parses_back() {
         let t = ChatTemplate::new(TEMPLATE.to_owned(), Some("]~!b[".into()), Some("[e~[".into())).unwrap();
-        let mut said = Message::assistant(String::new());
-        said.tool_calls = vec![ToolCall {
-            id: "c1".into(),
-            name: "write_file".into(),
-            arguments: r#"{"path": "src/main.rs", "content": "fn main() {\n    if a < b {}\n}", "lines": 3, "opts": {"x": [1, 2]}}"#.into(),
-        }];
-        let mut result = Message::new(Role::parse("tool"), "written");
-        result.tool_call_id = Some("c1".into());
+        let arguments = r#"{"path": "src/main.rs", "content": "fn main() {\n    if a < b {}\n}", "lines": 3, "opts": {"x": [1, 2]}}"#;
+        let [said, result] = call_then_result("write_file", arguments, "written");
         let history = [Message::user("Write it."), said, result];
         let messages = ToolFormat::MinimaxXml.prepare(&history, &[write_tool()], TEMPLATE);
         let out = t.render_with_tools(&messages, &[write_tool().to_json()], true).unwrap();

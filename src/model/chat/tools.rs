@@ -1142,6 +1142,21 @@ pub(super) fn partial_suffix(text: &str, tag: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// The assistant's call of `name` with `arguments` (id `c1`) and the tool's `result` after it,
+/// the history the formats' tests render back.
+#[cfg(test)]
+pub(super) fn call_then_result(name: &str, arguments: &str, result: &str) -> [Message; 2] {
+    let mut call = Message::assistant("");
+    call.tool_calls = vec![super::ToolCall {
+        id: "c1".into(),
+        name: name.into(),
+        arguments: arguments.into(),
+    }];
+    let mut answer = Message::new(Role::parse("tool"), result);
+    answer.tool_call_id = Some("c1".into());
+    [call, answer]
+}
+
 /// A weather tool (a string and an integer, both required), for the formats' tests.
 #[cfg(test)]
 pub(super) fn weather_tool() -> Tool {
