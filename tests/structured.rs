@@ -1122,19 +1122,10 @@ async fn deepseek_forced_calls_are_lists_of_marked_calls() {
     assert_eq!(&reply.tokens[reply.tokens.len() - 2..], &[marks[3].unwrap(), marks[4].unwrap()]);
     let written = tokenizer.decode(&reply.tokens).unwrap();
     assert!(written.starts_with("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \""), "{written:?}");
-    // The history renders the call back as written.
+    // The agent's next request renders the call back as written.
     let args = written.split("<｜tool▁sep｜>").nth(1).and_then(|a| a.split("<｜tool▁call▁end｜>").next()).unwrap();
-    let mut call = Message::assistant(String::new());
-    call.tool_calls = vec![hearth::engine::ToolCall {
-        id: "c1".into(),
-        name: "get_weather".into(),
-        arguments: args.to_owned(),
-    }];
-    let mut result = Message::new(hearth::engine::Role::parse("tool"), "sunny");
-    result.tool_call_id = Some("c1".into());
-    let history = s.state.engine().tokenize_chat_with_tools(&[Message::user(PARIS), call, result], &weather_tools()).unwrap();
-    let history = tokenizer.decode(&history).unwrap();
-    assert!(history.contains(&written), "{written:?} in {history:?}");
+    let call = json!({"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": args}});
+    next_turn_renders_the_call_back(&s, &reply, &json!({"role": "user", "content": PARIS}), &call).await;
     // (A random model might open reasoning the template closed: `<think>` is kept from it.)
     let opener = tokenizer.special_token_id("<think>").unwrap();
     biased_forced_call_round_trip(&s, json!({opener.to_string(): -100})).await;

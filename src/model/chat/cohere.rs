@@ -24,10 +24,9 @@
 //! Counterpart: llama.cpp's `common/parsers/cohere2moe.cpp` (`standard_json_tools` with
 //! `tool_name`, `parameters` and a generated `tool_call_id`, wrapped in a list).
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::python::dumps;
-use super::tools::{call_of, mark_rule, named_call_grammar, nonempty_json_list, parse_lists_between, CallMarkers, ParsedCall, ParsedReply, Tool};
+use super::tools::{call_of, literal, mark_rule, named_call_grammar, nonempty_json_list, parse_lists_between, CallMarkers, ParsedCall, ParsedReply, Tool};
 
 /// Before a list of calls, and after it (special tokens of Cohere's vocabulary).
 pub(super) const START: &str = "<|START_ACTION|>";
@@ -78,17 +77,16 @@ fn block(inner: &str) -> Option<Vec<ParsedCall>> {
 /// schema, laid out as `tojson` writes it), `]`, the end mark. A rule per tool
 /// ([`named_call_grammar`]'s, the object's closing brace after it).
 pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
-    let text = |t: &str| dumps(&Value::String(t.to_owned()));
     let calls = named_call_grammar(
         tools,
-        &format!("{} {ID} {} ", text("{\"tool_call_id\": \""), text("\", \"tool_name\": \"")),
-        &format!("{} ", text("\", \"parameters\": ")),
+        &format!("{} {ID} {} ", literal("{\"tool_call_id\": \""), literal("\", \"tool_name\": \"")),
+        &format!("{} ", literal("\", \"parameters\": ")),
     );
     format!(
         "start: {} {} call \"}}\" {} {}\n{}",
         mark_rule(markers.calls, START),
-        text(LIST_OPEN),
-        text(LIST_CLOSE),
+        literal(LIST_OPEN),
+        literal(LIST_CLOSE),
         mark_rule(markers.end, END),
         calls.replacen("start:", "call:", 1)
     )

@@ -34,7 +34,7 @@
 use serde_json::{json, Value};
 
 use super::python::dumps;
-use super::tools::{call_of, is_name_char, mark_rule, named_call_grammar, parse_lists_between, CallMarkers, ParsedCall, ParsedReply, Tool};
+use super::tools::{call_of, is_name_char, literal, mark_rule, named_call_grammar, only_blocks, parse_lists_between, CallMarkers, ParsedCall, ParsedReply, Tool};
 
 /// Before and after a turn's calls.
 pub(super) const CALLS_BEGIN: &str = "<｜tool▁calls▁begin｜>";
@@ -63,18 +63,7 @@ pub(super) fn parse(text: &str, fenced: bool) -> Option<ParsedReply> {
 /// One list's calls: blocks between the call marks, whitespace between them (llama.cpp's R1
 /// template writes a line break), the last block's end mark missing where the reply was cut.
 fn calls(inner: &str, fenced: bool) -> Option<Vec<ParsedCall>> {
-    let mut rest = inner.trim_start();
-    let mut out = Vec::new();
-    while !rest.is_empty() {
-        rest = rest.strip_prefix(CALL_BEGIN)?;
-        let (block, after) = match rest.find(CALL_END) {
-            Some(end) => (&rest[..end], &rest[end + CALL_END.len()..]),
-            None => (rest, ""),
-        };
-        out.push(call(block, fenced)?);
-        rest = after.trim_start();
-    }
-    (!out.is_empty()).then_some(out)
+    only_blocks(inner, (CALL_BEGIN, CALL_END), |block| call(block, fenced))
 }
 
 /// One call's block: the function's name and its arguments, a JSON object.
@@ -103,9 +92,8 @@ fn call(block: &str, fenced: bool) -> Option<ParsedCall> {
 /// arguments).
 pub(super) fn forced_call(tools: &[Tool], fenced: bool, markers: CallMarkers) -> String {
     let sep = mark_rule(markers.args, SEP);
-    let text = |t: &str| dumps(&Value::String(t.to_owned()));
     let (calls, close) = match fenced {
-        true => (named_call_grammar(tools, &format!("{} {sep} ", text(FUNCTION)), &format!("{} ", text(&format!("\n{}\n", FENCE.0)))), text(&format!("\n{}", FENCE.1))),
+        true => (named_call_grammar(tools, &format!("{} {sep} ", literal(FUNCTION)), &format!("{} ", literal(&format!("\n{}\n", FENCE.0)))), literal(&format!("\n{}", FENCE.1))),
         false => (named_call_grammar(tools, "", &format!("{sep} ")), String::new()),
     };
     let (call_begin, call_end) = markers.call.unzip();

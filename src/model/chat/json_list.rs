@@ -20,11 +20,10 @@
 //! Counterpart: llama.cpp's template-derived parser (`common/chat.cpp`'s autoparser), which
 //! reads the same lists from these templates; vLLM's `tool_parsers/` for Apertus and Apriel.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::python::dumps;
 use super::tools::{
-    call_of, is_name_char, mark_rule, named_call_grammar, nonempty_json_list, parse_lists_between, CallMarkers, ParsedCall, ParsedReply, Tool,
+    call_of, is_name_char, literal, mark_rule, named_call_grammar, nonempty_json_list, parse_lists_between, CallMarkers, ParsedCall, ParsedReply, Tool,
 };
 
 /// Which model's marks a list of calls sits between.
@@ -102,9 +101,8 @@ fn list(inner: &str, keyed: bool) -> Option<Vec<ParsedCall>> {
 /// its arguments valid against the tool's schema, laid out as `tojson` writes them), `]`, the
 /// close mark. A rule per tool ([`named_call_grammar`]'s, the object's closing brace after it).
 pub(super) fn forced_call(tools: &[Tool], m: ListMarks, markers: CallMarkers) -> String {
-    let text = |t: &str| dumps(&Value::String(t.to_owned()));
     let (before, between) = if m.keyed() { ("{\"", "\": ") } else { ("{\"name\": \"", "\", \"arguments\": ") };
-    let calls = named_call_grammar(tools, &format!("{} ", text(before)), &format!("{} ", text(between)));
+    let calls = named_call_grammar(tools, &format!("{} ", literal(before)), &format!("{} ", literal(between)));
     format!(
         "start: {} \"[\" call \"}}]\" {}\n{}",
         mark_rule(markers.calls, m.open()),

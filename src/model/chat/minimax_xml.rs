@@ -24,11 +24,8 @@
 //! Counterpart: vLLM's `tool_parsers/minimax_m2_tool_parser.py`; llama.cpp reads it with its
 //! template-derived parser (`common/chat.cpp`'s autoparser).
 
-use serde_json::Value;
-
-use super::python::dumps;
 use super::tools::{
-    mark_rule, parse_lists_between, required_args, rule_per_tool, xml_value_rule, CallMarkers, ParsedCall, ParsedReply, Tool, XmlArgs,
+    literal, mark_rule, only_blocks, parse_lists_between, required_args, rule_per_tool, xml_value_rule, CallMarkers, ParsedCall, ParsedReply, Tool, XmlArgs,
 };
 
 /// Before a turn's calls and after them.
@@ -56,18 +53,7 @@ pub(super) fn parse(text: &str, tools: &[Tool]) -> Option<ParsedReply> {
 /// One block's calls: `<invoke>` blocks and whitespace, at least one; the last one's
 /// `</invoke>` may be cut off.
 fn block(inner: &str, tools: &[Tool]) -> Option<Vec<ParsedCall>> {
-    let mut calls = Vec::new();
-    let mut rest = inner.trim_start();
-    while !rest.is_empty() {
-        let after = rest.strip_prefix(INVOKE)?;
-        let (body, next) = match after.find(INVOKE_CLOSE) {
-            Some(end) => (&after[..end], &after[end + INVOKE_CLOSE.len()..]),
-            None => (after, ""),
-        };
-        calls.push(call(body, tools)?);
-        rest = next.trim_start();
-    }
-    (!calls.is_empty()).then_some(calls)
+    only_blocks(inner, (INVOKE, INVOKE_CLOSE), |body| call(body, tools))
 }
 
 /// One call after its `<invoke name="`: `NAME">`, parameter blocks, and nothing else but
@@ -98,7 +84,6 @@ fn call(s: &str, tools: &[Tool]) -> Option<ParsedCall> {
 /// wrapper's end. A string argument's value is text without `</` (code with `<` in it passes),
 /// any other its JSON under its schema. A rule per tool.
 pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
-    let literal = |text: &str| dumps(&Value::String(text.to_owned()));
     let (open, close) = (mark_rule(markers.calls, OPEN), mark_rule(markers.end, CLOSE));
     rule_per_tool(tools, |t| {
         let mut body = format!("{open} {}", literal(&format!("\n{INVOKE}{}\">\n", t.name)));
@@ -114,7 +99,7 @@ pub(super) fn forced_call(tools: &[Tool], markers: CallMarkers) -> String {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     use super::*;
     use crate::model::chat::reasoning::{Reasoning, ThinkTags};

@@ -27,11 +27,8 @@
 //! Counterpart: llama.cpp's `common/parsers/qwen3-coder.cpp`, vLLM's
 //! `tool_parsers/qwen3coder_tool_parser.py`.
 
-use serde_json::Value;
-
-use super::python::dumps;
 use super::tools::{
-    parse_blocks_between, required_args, rule_per_tool, xml_value_rule, CallMarkers, ParsedCall, ParsedReply, Tool, XmlArgs,
+    literal, parse_blocks_between, required_args, rule_per_tool, xml_value_rule, CallMarkers, ParsedCall, ParsedReply, Tool, XmlArgs,
 };
 
 pub(super) const OPEN: &str = "<tool_call>";
@@ -140,7 +137,6 @@ pub(super) fn call_start(text: &str, d: Dialect) -> Result<usize, usize> {
 /// as the model writes it.
 pub(super) fn forced_call(tools: &[Tool], d: Dialect, markers: CallMarkers) -> String {
     let nl = if d.value_lines { "\n" } else { "" };
-    let literal = |text: &str| dumps(&Value::String(text.to_owned()));
     let (open, close) = match (markers.calls, markers.end) {
         (Some(o), Some(c)) => (format!("<[{o}]> "), format!(" <[{c}]>")),
         _ => (literal(d.open) + " ", format!(" {}", literal(d.close))),
@@ -148,9 +144,9 @@ pub(super) fn forced_call(tools: &[Tool], d: Dialect, markers: CallMarkers) -> S
     rule_per_tool(tools, |t| {
         let mut body = format!("{open}{}", literal(&format!("\n{FUNCTION}{}>\n", t.name)));
         for (k, schema) in required_args(t) {
-            let key = dumps(&Value::String(format!("{PARAMETER}{k}>{nl}")));
+            let key = literal(&format!("{PARAMETER}{k}>{nl}"));
             let value = xml_value_rule(schema);
-            let end = dumps(&Value::String(format!("{nl}{PARAMETER_CLOSE}\n")));
+            let end = literal(&format!("{nl}{PARAMETER_CLOSE}\n"));
             body.push_str(&format!(" {key} {value} {end}"));
         }
         body.push_str(&format!(" {}{close}", literal(&format!("{FUNCTION_CLOSE}\n"))));
@@ -160,7 +156,7 @@ pub(super) fn forced_call(tools: &[Tool], d: Dialect, markers: CallMarkers) -> S
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     use super::*;
     use crate::model::chat::tools::{write_tool, ToolFormat, ToolStream};

@@ -200,10 +200,16 @@ impl CallMarkers {
     }
 }
 
+/// `text` as a string literal of a forced call's Lark grammar (JSON's quoting, which llguidance
+/// reads).
+pub(super) fn literal(text: &str) -> String {
+    dumps(&Value::String(text.to_owned()))
+}
+
 /// A mark in a forced call's grammar: its special token where the vocabulary has it (`id`), else
 /// its text.
 pub(super) fn mark_rule(id: Option<u32>, text: &str) -> String {
-    id.map_or_else(|| dumps(&Value::String(text.to_owned())), |id| format!("<[{id}]>"))
+    id.map_or_else(|| literal(text), |id| format!("<[{id}]>"))
 }
 
 /// Where in `text` (a streamed reply) a call that opens with `mark` may have begun: at the mark,
@@ -691,6 +697,24 @@ pub(super) fn nonempty_json_list(inner: &str) -> Option<Vec<Value>> {
         Value::Array(items) if !items.is_empty() => Some(items),
         _ => None,
     }
+}
+
+/// `inner`, whitespace aside, as blocks between `open` and `close` and nothing else, at least
+/// one, each block's inside read by `call` (MiniMax-M2's `<invoke>` blocks, DeepSeek's calls in
+/// their list); the last block's `close` may be missing (the reply was cut at its stop).
+pub(super) fn only_blocks(inner: &str, (open, close): (&str, &str), call: impl Fn(&str) -> Option<ParsedCall>) -> Option<Vec<ParsedCall>> {
+    let mut calls = Vec::new();
+    let mut rest = inner.trim_start();
+    while !rest.is_empty() {
+        let after = rest.strip_prefix(open)?;
+        let (body, next) = match after.find(close) {
+            Some(end) => (&after[..end], &after[end + close.len()..]),
+            None => (after, ""),
+        };
+        calls.push(call(body)?);
+        rest = next.trim_start();
+    }
+    (!calls.is_empty()).then_some(calls)
 }
 
 /// [`parse_blocks_between`] where a block holds a list of calls (Cohere's), each block's inside
