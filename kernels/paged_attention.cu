@@ -49,7 +49,8 @@ __device__ __forceinline__ float warp_sum(float x) {
 //   tables:     [seqs, max_blocks] block tables
 //   token_seq:  [tokens] which sequence each query token belongs to
 //   token_pos:  [tokens] its position; it attends to positions 0 ..= pos
-//   window:     0, or a sliding window: it attends to positions pos - window + 1 ..= pos only
+//   window:     0; or n > 0, a sliding window: it attends to positions pos - n + 1 ..= pos only;
+//               or -n, chunks of n (Llama 4): it attends to (pos / n) * n ..= pos only
 //   softcap:    0, or a soft cap c: each scaled score s becomes c * tanh(s / c) (Gemma 2)
 //   sinks:      [heads] sink logits, read when has_sinks is 1 (gpt-oss): the softmax counts
 //               one more score, sinks[h], whose value is 0 (its maximum taken over it too)
@@ -82,7 +83,7 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
     const int kvh = h / (heads / kv_heads);
     const uint32_t *table = tables + (size_t)token_seq[t] * max_blocks;
     const int ctx = token_pos[t] + 1;
-    const int first = window > 0 && ctx > window ? ctx - window : 0;
+    const int first = window < 0 ? (ctx - 1) / -window * -window : window > 0 && ctx > window ? ctx - window : 0;
     const float *qh = q + ((size_t)t * heads + h) * head_dim;
     const int row_elems = kv_heads * head_dim;
 

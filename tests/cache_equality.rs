@@ -112,7 +112,8 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // (experts in groups, a token choosing among the best ones only), EXAONE's MoE files
     // (sliding-window layers with rope, a global one without, in GLM-4.5's MoE layer),
     // MiniMax-M2's (experts alone in every layer), Falcon-H1's (a Mamba-2 state and K/V in
-    // every layer), SmallThinker's (experts routed on the layer's input).
+    // every layer), SmallThinker's (experts routed on the layer's input), Llama 4's (experts
+    // weighing their inputs, unweighted Q/K norms, a layer without rope).
     let specs = Family::ALL
         .into_iter()
         .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -139,6 +140,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("MinimaxM2".to_string(), TinyModelSpec::minimax_m2(weights)),
             ("FalconH1".to_string(), TinyModelSpec::falcon_h1(weights)),
             ("SmallThinker".to_string(), TinyModelSpec::smallthinker(weights)),
+            ("Llama4".to_string(), TinyModelSpec::llama4(weights)),
         ]);
     specs
         .map(|(name, spec)| {

@@ -15,7 +15,7 @@ use hearth::config::KvDtype;
 use hearth::kv::{BlockId, CopyPlan, Tier};
 use hearth::ops::cuda_paged::{CudaPagedKvBatch, CudaPool};
 use hearth::ops::test_util::rand_vec;
-use hearth::ops::{Attend, BatchLayout, KvShape, KvStore, LayerKv, PagedKvBatch, PagedLayout, SeqChunk};
+use hearth::ops::{Attend, BatchLayout, KvShape, KvStore, LayerKv, PagedKvBatch, PagedLayout, SeqChunk, Window};
 use hearth::runtime::KvMemory;
 
 /// The CUDA device, or `None` (the test then skips) where there is none; with
@@ -95,7 +95,8 @@ fn paged_attention_matches_the_cpu_store() {
                 let k = mk(t * kv_heads * head_dim, seed + 100, (t, kv_heads, head_dim));
                 // Where V is read from K, the caller passes K as V.
                 let v = if v_from_k { k.clone() } else { mk(t * kv_heads * head_dim, seed + 200, (t, kv_heads, head_dim)) };
-                // Layer 0 is a sliding-window layer (Gemma's local layers), layer 1 global; from
+                // Layer 0 is a sliding-window layer (Gemma's local layers; in the third step a
+                // chunked one, Llama 4's), layer 1 global; from
                 // the second step on, scores are soft-capped (Gemma 2) at a cap that bends them;
                 // in the first and last steps layer 1 has attention sinks (gpt-oss); in the second,
                 // ALiBi (BLOOM's, MPT's).
@@ -103,7 +104,7 @@ fn paged_attention_matches_the_cpu_store() {
                 let slopes: Vec<f32> = (0..heads).map(|h| 0.5f32.powi(h as i32 + 1)).collect();
                 let how = Attend {
                     scale: 1.0 / (head_dim as f64).sqrt(),
-                    window: (layer == 0).then_some(19),
+                    window: (layer == 0).then_some(if s == 2 { Window::Chunked(16) } else { Window::Sliding(19) }),
                     softcap: (s > 0).then_some(0.3),
                     sinks: (layer == 1 && s != 1).then_some(&sinks[..]),
                     alibi: (s == 1).then_some(&slopes[..]),

@@ -5,7 +5,8 @@
 //! with (`hearth::ops::kernel_args`). Against the CPU store, the reference, as
 //! `tests/cuda_kernels.rs` does on a GPU: packed prefill chunks over cached prefixes and decode
 //! steps through scattered block tables, GQA, heads of 64, 256 and 512, layers of different
-//! shapes and a layer reading another's K/V without writing (Gemma 4), a sliding-window layer,
+//! shapes and a layer reading another's K/V without writing (Gemma 4), a sliding-window layer
+//! and a chunked one (Llama 4),
 //! soft-capped scores (Gemma 2), K/V as f32, f16 and bf16; the outputs agree and both pools
 //! hold the same bytes.
 //!
@@ -22,7 +23,7 @@ use candle_core::{Device, Tensor};
 use hearth::config::KvDtype;
 use hearth::ops::kernel_args::{attention_shared_bytes, KernelArgs, LayerGeometry, THREADS};
 use hearth::ops::test_util::rand_vec;
-use hearth::ops::{Attend, BatchLayout, KvShape, KvStore, LayerKv, PagedKvBatch, PagedLayout, SeqChunk};
+use hearth::ops::{Attend, BatchLayout, KvShape, KvStore, LayerKv, PagedKvBatch, PagedLayout, SeqChunk, Window};
 
 /// Compiles the emulator with the kernels into `dir`; `None` when there is no C++ compiler.
 fn build_emulator(dir: &Path) -> Option<PathBuf> {
@@ -202,13 +203,14 @@ fn the_kernels_emulated_on_the_cpu_match_the_cpu_store() {
                 // Where V is read from K, the caller passes K as V.
                 let v = if v_from_k { k.clone() } else { rand_vec(t * kv_heads * head_dim, seed + 200) };
                 let tensor = |x: &[f32], h: usize| Tensor::from_vec(x.to_vec(), (t, h, head_dim), &Device::Cpu).unwrap();
-                // Layer 0 is a sliding-window layer (Gemma's local layers), layer 1 global; from
+                // Layer 0 is a sliding-window layer (Gemma's local layers; in the third step a
+                // chunked one, Llama 4's), layer 1 global; from
                 // the second step on, scores are soft-capped (Gemma 2) at a cap that bends them;
                 // in the first and last steps layer 1 has attention sinks (gpt-oss); in the second,
                 // ALiBi (BLOOM's, MPT's).
                 let how = Attend {
                     scale: 1.0 / (head_dim as f64).sqrt(),
-                    window: (layer == 0).then_some(5),
+                    window: (layer == 0).then_some(if s == 2 { Window::Chunked(4) } else { Window::Sliding(5) }),
                     softcap: (s > 0).then_some(0.3),
                     sinks: (layer == 1 && s != 1).then_some(&sinks[..]),
                     alibi: (s == 1).then_some(&slopes[..]),

@@ -8,7 +8,7 @@ use common::*;
 use hearth::model::hparams::Family;
 use hearth::model::testkit::{TinyModelSpec, TinyMoe, WeightType};
 use hearth::model::Logits;
-use hearth::ops::{BatchLayout, ContiguousBatch, SeqChunk};
+use hearth::ops::{BatchLayout, ContiguousBatch, SeqChunk, Window};
 
 /// Logits of the two implementations differ by float rounding (rope tables
 /// computed differently, another summation order in attention). With f32
@@ -266,7 +266,7 @@ fn gemma3_sliding_window_is_a_mask_over_the_cached_positions() {
     wide.sliding_window = Some((10_000, period));
     let local = load_ours(&write_tiny(dir.path(), &spec, "g.gguf"), 512);
     let global = load_ours(&write_tiny(dir.path(), &wide, "wide.gguf"), 512);
-    assert_eq!(local.hparams().window(0), Some(window));
+    assert_eq!(local.hparams().window(0), Some(Window::Sliding(window)));
     assert_eq!(local.hparams().window(1), None);
     let v = spec.vocab.size;
 

@@ -435,6 +435,12 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // their own base, the Q8_0 file softmax-routed without windows.
         ("tiny-smallthinker-q8_0.gguf", TinyModelSpec::smallthinker(WeightType::Q8_0)),
         ("tiny-smallthinker-f32.gguf", TinyModelSpec::smallthinker(WeightType::F32)),
+        // Llama 4's (`llama4`): experts every second layer, chosen by raw score and weighing
+        // their inputs, beside a shared expert; unweighted Q/K norms after rope; three chunked
+        // layers, then a global one without rope (the Q8_0 file: alternating, its chunked
+        // layers on a base of their own).
+        ("tiny-llama4-q8_0.gguf", TinyModelSpec::llama4(WeightType::Q8_0)),
+        ("tiny-llama4-f32.gguf", TinyModelSpec::llama4(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),

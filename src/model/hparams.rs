@@ -47,6 +47,10 @@
 //! is multiplied by `1 + scale·ln(⌊pos / original_context⌋ + 1)`
 //! (`attention.temperature_scale`; llama.cpp's `build_inp_attn_scale`).
 //!
+//! Llama 4 (`llama4`) runs three of every four layers over chunks of 8,192 positions (a query
+//! sees its own chunk up to itself: [`Window::Chunked`]) and the fourth globally without rope,
+//! its queries multiplied by `1 + 0.1·ln(⌊(pos + 1) / 8192⌋ + 1)` (llama.cpp's fixed values).
+//!
 //! SmolLM3 (`smollm3`) is Llama's layer, except that every fourth layer (the 4th, 8th, …)
 //! skips rope ("NoPE": llama.cpp's `n_no_rope_layer_step`, fixed at 4 for this architecture);
 //! its K there carries no position.
@@ -200,11 +204,12 @@ use super::gguf::{
     md_str, md_usize,
 };
 use super::ModelError;
+use crate::ops::Window;
 
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -379,9 +384,16 @@ impl Family {
             // whose every MLP is experts with a ReLU gate ([`HParams::relu_gate`]), routed on
             // the layer's input before its attention ([`HParams::route_on_layer_input`]) by the
             // file's gating, renormalized; where the file has a window, three local layers of
-            // 4,096 positions then a global one without rope.
+            // 4,096 positions then a global one without rope. Llama 4 (`llama4`: Scout, Maverick,
+            // MobileLLM-R1): Llama's layer, every `interleave_moe_layer_step`-th MLP experts
+            // (sigmoid-routed by raw score, each weight multiplying its expert's input, beside a
+            // shared expert of an expert's width), three layers of 8,192-position chunks then a
+            // global one without rope whose queries take Llama 4's temperature, each head's Q
+            // and K RMS-normalized without a weight after rope in the rotating layers (all but
+            // Maverick's); a file whose window is 0 (MobileLLM-R1's) has no chunks, no
+            // temperature, and rope in every layer.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -692,6 +704,9 @@ pub struct HParams {
     /// Hunyuan's dense and MoE files, Maincoder's: each head's Q and K are normalized after
     /// rope, not before.
     pub qk_norm_after_rope: bool,
+    /// Llama 4: each head's Q and K RMS-normalized without a weight, after rope, in the layers
+    /// that rotate (llama.cpp's `use_kq_norm`: every file but the 128-expert one's).
+    pub qk_norm_unweighted: bool,
     /// SmallThinker: the experts' gate is `max(x, 0)` (llama.cpp's gated `LLM_FFN_RELU`).
     pub relu_gate: bool,
     /// SmallThinker: the router scores the layer's input itself, before the attention and
@@ -1085,20 +1100,25 @@ impl MlaParams {
     }
 }
 
-/// Llama 4's attention temperature (Ministral 3): the query at position `p` is multiplied by
-/// `1 + scale·ln(⌊p / floor⌋ + 1)`; K and V are untouched, so cached K/V are unaffected.
+/// Llama 4's attention temperature (Ministral 3's, Mistral Large 3's): the query at position
+/// `p` is multiplied by `1 + scale·ln(⌊(p + offset) / floor⌋ + 1)`; K and V are untouched, so
+/// cached K/V are unaffected.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttnTemperature {
-    /// `attention.temperature_scale`.
+    /// `attention.temperature_scale` (Llama 4's: 0.1).
     pub scale: f64,
-    /// Positions per step: `rope.scaling.original_context_length`.
+    /// Positions per step: `rope.scaling.original_context_length` (Llama 4's: 8,192).
     pub floor: usize,
+    /// Added to the position (Llama 4's: 1; llama.cpp's `f_attn_temp_offset`).
+    pub offset: usize,
+    /// Only the layers without rope scale their queries (Llama 4's); else every layer.
+    pub no_rope_only: bool,
 }
 
 impl AttnTemperature {
     /// The factor for the query at `pos`.
     pub fn at(&self, pos: usize) -> f32 {
-        ((((pos / self.floor) + 1) as f64).ln() * self.scale + 1.0) as f32
+        (((((pos + self.offset) / self.floor) + 1) as f64).ln() * self.scale + 1.0) as f32
     }
 }
 
@@ -1136,6 +1156,9 @@ pub struct MoeParams {
     pub shared_gate: bool,
     /// Nemotron-H: the experts and the shared expert have no gate: up, squared ReLU, down.
     pub ungated: bool,
+    /// Llama 4: the experts are chosen by raw score and each one's weight multiplies its input,
+    /// not its output (llama.cpp's `weight_before_ffn`); their outputs are summed as they are.
+    pub weigh_inputs: bool,
     /// Nemotron 3 Super: the experts work in a narrower space (`moe_latent_size`): the token
     /// goes down to it (`ffn_latent_down`) before them and their weighted sum back up
     /// (`ffn_latent_up`) after; the router and the shared expert see the token itself.
@@ -1171,8 +1194,10 @@ pub enum MoeGating {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlidingWindow {
     /// A local layer's query at position `p` attends to positions `p - window + 1 ..= p`
-    /// (llama.cpp's `LLAMA_SWA_TYPE_STANDARD`).
+    /// (llama.cpp's `LLAMA_SWA_TYPE_STANDARD`), or where `chunked` to its chunk of `window`.
     pub window: usize,
+    /// Llama 4's: chunks, not a sliding window ([`Window::Chunked`]).
+    pub chunked: bool,
     /// One flag per layer: `true` for a local (sliding-window) layer.
     pub local: Vec<bool>,
     /// The rope base of the local layers.
@@ -1329,10 +1354,11 @@ impl HParams {
         Some((0..self.heads).map(|h| if h < n { m0.powf((h + 1) as f32) } else { m1.powf((2 * (h - n) + 1) as f32) }).collect())
     }
 
-    /// The attention window of `layer`: `Some(n)` for a local layer, `None` for a global one.
-    pub fn window(&self, layer: usize) -> Option<usize> {
+    /// The attention window of `layer`: `Some` for a local layer, `None` for a global one.
+    pub fn window(&self, layer: usize) -> Option<Window> {
         let s = self.sliding.as_ref()?;
-        s.local.get(layer).copied().unwrap_or(false).then_some(s.window)
+        let w = if s.chunked { Window::Chunked(s.window) } else { Window::Sliding(s.window) };
+        s.local.get(layer).copied().unwrap_or(false).then_some(w)
     }
 
     /// The K/V geometry a store must provide: the heads of every layer that keeps K/V (with
@@ -1453,6 +1479,30 @@ const SMOLLM3_NO_ROPE_STEP: usize = 4;
 /// attention ([`HParams::ssm_beside_attention`]).
 const FALCON_H1: &str = "falcon-h1";
 
+/// Llama 4's architecture name (its chunks, its rope-less layers' temperature, its
+/// unweighted Q/K norms, its routing).
+const LLAMA4: &str = "llama4";
+
+/// Llama 4's local layers attend within chunks of this many positions, whatever the file says
+/// (llama.cpp's `n_swa` for it).
+const LLAMA4_CHUNK: usize = 8192;
+
+/// Llama 4's chunked files: three chunked layers, then a global one without rope (llama.cpp's
+/// default pattern and `n_no_rope_layer_step`).
+const LLAMA4_PERIOD: usize = 4;
+
+/// Llama 4's temperature on its layers without rope (llama.cpp's `f_attn_temp_scale`,
+/// `n_attn_temp_floor_scale`, `f_attn_temp_offset`).
+const LLAMA4_TEMPERATURE: AttnTemperature = AttnTemperature {
+    scale: 0.1,
+    floor: 8192,
+    offset: 1,
+    no_rope_only: true,
+};
+
+/// Llama 4 Maverick's expert count: llama.cpp leaves its Q and K unnormalized.
+const LLAMA4_MAVERICK_EXPERTS: usize = 128;
+
 /// SmallThinker's architecture name (its experts' ReLU gate, its router on the layer's input,
 /// its windows).
 const SMALLTHINKER: &str = "smallthinker";
@@ -1508,12 +1558,18 @@ impl HParams {
         let rope_original_context =
             md_opt_usize(md, &key("rope.scaling.original_context_length"))?.unwrap_or(context_length);
         let rope_scaling = rope_scaling(md, &key, rope_original_context, family, mla.as_ref())?;
-        let attn_temperature = attn_temperature(md, &key, family, rope_original_context)?;
         let moe = moe_params(md, &key, (family, a), [layers, vocab_size])?;
         let rope_base = rope_base(md, &key, a, head_dim)?;
         let norm = norm_kind(family, a);
         let rope_attn_factor = md_opt_f64(md, &key("rope.scaling.attn_factor"))?.unwrap_or(1.0);
         let sliding = family_sliding(md, &key, (family, a), layers, rope_base)?;
+        // llama.cpp's `use_kq_norm`: every Llama 4 file but the 128-expert one (Maverick's).
+        let qk_norm_unweighted = a == LLAMA4 && moe.as_ref().is_none_or(|m| m.experts != LLAMA4_MAVERICK_EXPERTS);
+        // Llama 4's temperature goes with its chunks (llama.cpp sets both or neither).
+        let attn_temperature = match a {
+            LLAMA4 => sliding.as_ref().map(|_| LLAMA4_TEMPERATURE),
+            _ => attn_temperature(md, &key, family, rope_original_context)?,
+        };
         let [attn_softcap, final_softcap] = softcaps(md, &key, (family, a))?;
         let scales = Scales::read(md, &key, (family, a), [hidden, heads, head_dim, layers])?;
         let learned_positions = matches!(a, "gpt2" | "starcoder");
@@ -1564,6 +1620,7 @@ impl HParams {
             ffn_norm_optional: a == "stablelm",
             qk_norm_whole: family == Family::Olmo2 || matches!(a, "olmoe" | "minimax-m2"),
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
+            qk_norm_unweighted,
             relu_gate: a == SMALLTHINKER,
             route_on_layer_input: a == SMALLTHINKER,
             mlp: mlp_kind(family, a),
@@ -1696,11 +1753,18 @@ fn attn_temperature(
             Some(AttnTemperature {
                 scale,
                 floor: rope_original_context,
+                offset: 0,
+                no_rope_only: false,
             })
         }
         // Mistral Large 3's (a `deepseek2` file): steps of `attention.temperature_length`.
         (Family::DeepSeek2, Some(scale)) if scale != 0.0 => match md_opt_usize(md, &key("attention.temperature_length"))? {
-            Some(floor) if floor > 0 => Some(AttnTemperature { scale, floor }),
+            Some(floor) if floor > 0 => Some(AttnTemperature {
+                scale,
+                floor,
+                offset: 0,
+                no_rope_only: false,
+            }),
             _ => {
                 return Err(bad(
                     "attention.temperature_length",
@@ -2033,6 +2097,10 @@ fn no_rope_layers(
         // (GLM-4.5's family has windows in EXAONE's MoE files only.)
         (Family::Exaone4 | Family::Cohere | Family::Glm4Moe, Some(s)) => s.local.iter().map(|local| !local).collect(),
         (Family::SmolLM3, _) => (0..layers).map(|l| (l + 1) % SMOLLM3_NO_ROPE_STEP == 0).collect(),
+        // Llama 4's chunked files: every fourth layer, whatever the pattern. Its files with a
+        // window of 0 rotate every layer, as llama.cpp's loader says it means to (its graph
+        // skips rope in the last layer and then aborts on the temperature it has not set).
+        (Family::Llama, Some(_)) if arch == LLAMA4 => (0..layers).map(|l| (l + 1) % LLAMA4_PERIOD == 0).collect(),
         // SmallThinker's windowed files: every fourth layer from the first (whatever the
         // pattern), as llama.cpp's graph, which rotates every layer of a file of exactly four
         // layers (its step equal to the layer count); without windows every layer rotates.
@@ -2277,7 +2345,7 @@ fn moe_params(
     let hunyuan = arch == "hunyuan-moe";
     // Architectures that are mixtures of experts by name: `expert_count` is required and
     // must not be 0.
-    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek" | "phimoe" | "bailingmoe" | SMALLTHINKER) || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
+    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek" | "phimoe" | "bailingmoe" | SMALLTHINKER | LLAMA4) || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
     let experts = match family {
         _ if required => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
@@ -2322,7 +2390,7 @@ fn moe_params(
         // `expert_used_count`.
         None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
         // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and Ling's files.
-        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | SMALLTHINKER) || glm45_kin((family, arch)) => md_usize(md, &key("expert_feed_forward_length"))?,
+        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | SMALLTHINKER | LLAMA4) || glm45_kin((family, arch)) => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -2362,8 +2430,9 @@ fn moe_params(
             }
             _ if arch == "bailingmoe" => md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false),
             // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's and OLMoE's
-            // weights are the softmax over all experts (`norm_topk_prob` false); DeepSeekMoE's too.
-            _ if olmoe || arch == "deepseek" => false,
+            // weights are the softmax over all experts (`norm_topk_prob` false); DeepSeekMoE's
+            // and Llama 4's too.
+            _ if olmoe || matches!(arch, "deepseek" | LLAMA4) => false,
             Family::GptOss | Family::Qwen2 => false,
             _ => true,
         },
@@ -2374,6 +2443,7 @@ fn moe_params(
         biases: family == Family::GptOss,
         shared_gate: matches!(family, Family::Qwen35 | Family::Qwen2),
         ungated: family == Family::NemotronH,
+        weigh_inputs: arch == LLAMA4,
         latent: md_opt_usize(md, &key("moe_latent_size"))?.filter(|&l| l > 0),
         groups,
     }))
@@ -2447,7 +2517,7 @@ fn moe_gating(
     let reads_key = matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::Lfm2) || arch == SMALLTHINKER;
     Ok(match md_opt_usize(md, &key("expert_gating_func"))? {
         _ if family == Family::GptOss => MoeGating::SoftmaxWeight,
-        _ if family == Family::NemotronH => MoeGating::Sigmoid,
+        _ if family == Family::NemotronH || arch == LLAMA4 => MoeGating::Sigmoid,
         _ if !reads_key => MoeGating::Softmax,
         // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid) and of
         // `bailingmoe2` and `exaone-moe` ones; `dots1` and `minimax-m2` ones without it, or with
@@ -2505,6 +2575,9 @@ fn moe_layers(
         _ if arch == "exaone-moe" => (shared_width()?, leading()?, 1),
         // MiniMax-M2's: experts alone in every layer (llama.cpp's graph reads neither key).
         _ if arch == "minimax-m2" => (0, 0, 1),
+        // Llama 4's: a shared expert of an expert's width beside the experts of every
+        // `interleave_moe_layer_step`-th layer (required), the others dense.
+        _ if arch == LLAMA4 => (expert_ffn, 0, moe_layer_step(md, key)?),
         _ if matches!(family, Family::Glm4Moe | Family::DeepSeek2) || arch == "deepseek" => (shared_count()? * expert_ffn, leading()?, 1),
         // Ling's: the same shared experts in every layer (llama.cpp's graph gives each layer
         // experts whatever `leading_dense_block_count` says).
@@ -2520,18 +2593,23 @@ fn moe_layers(
         // Granite's: a shared expert where `expert_shared_feed_forward_length` gives one.
         Family::Granite | Family::GraniteHybrid => (md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.unwrap_or(0), 0, 1),
         Family::Ernie45 => {
-            let step = md_usize(md, &key("interleave_moe_layer_step"))?;
-            if step == 0 {
-                return Err(ModelError::BadMetadata {
-                    key: key("interleave_moe_layer_step"),
-                    reason: "0: no layer would have experts".into(),
-                });
-            }
             let shared = md_opt_usize(md, &key("expert_shared_feed_forward_length"))?.unwrap_or(0);
-            (shared, leading()?, step)
+            (shared, leading()?, moe_layer_step(md, key)?)
         }
         _ => (0, 0, 1),
     })
+}
+
+/// `interleave_moe_layer_step` (required, above 0): every this-many-th layer has experts.
+fn moe_layer_step(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<usize, ModelError> {
+    let step = md_usize(md, &key("interleave_moe_layer_step"))?;
+    if step == 0 {
+        return Err(ModelError::BadMetadata {
+            key: key("interleave_moe_layer_step"),
+            reason: "0: no layer would have experts".into(),
+        });
+    }
+    Ok(step)
 }
 
 /// A shared expert in every layer, of `expert_shared_feed_forward_length`, else of
@@ -2578,6 +2656,7 @@ fn family_sliding(
         }
         Family::Gemma4 => Some(sliding_window(md, key, layers, GEMMA4_SLIDING)?),
         Family::Llama if arch == SMALLTHINKER => smallthinker_sliding(md, key, layers, rope_base)?,
+        Family::Llama if arch == LLAMA4 => llama4_chunks(md, key, layers, rope_base)?,
         _ => None,
     })
 }
@@ -2605,6 +2684,30 @@ fn smallthinker_sliding(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> Strin
         s.local = (0..layers).map(|il| n == 0 || il % n != 0).collect();
     }
     Ok(Some(s))
+}
+
+/// Llama 4's chunked layers, as llama.cpp runs them: none where the file's window is 0 (its
+/// converter writes 0 for files whose every layer is global); else chunks of [`LLAMA4_CHUNK`]
+/// positions whatever the file's window, local layers by the file's pattern (one flag per
+/// layer, or a period whose last layer is global; [`LLAMA4_PERIOD`] when absent), rotated on
+/// `rope.freq_base_swa` (else the global base) with the global scaling.
+fn llama4_chunks(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize, rope_base: f64) -> Result<Option<SlidingWindow>, ModelError> {
+    if md_opt_usize(md, &key("attention.sliding_window"))? == Some(0) {
+        return Ok(None);
+    }
+    let defaults = SlidingDefaults {
+        window: Some(LLAMA4_CHUNK),
+        period: LLAMA4_PERIOD,
+        rope_base,
+        swa_base_key: true,
+        rope: LocalRope::Scaled,
+    };
+    let s = sliding_window(md, key, layers, defaults)?;
+    Ok(Some(SlidingWindow {
+        window: LLAMA4_CHUNK,
+        chunked: true,
+        ..s
+    }))
 }
 
 /// Sliding-window layers (Gemma, OLMo 3) from `{arch}.attention.sliding_window`, the pattern and the
@@ -2661,6 +2764,7 @@ fn sliding_window(
     };
     Ok(SlidingWindow {
         window,
+        chunked: false,
         local,
         rope_base,
         rope: defaults.rope,
@@ -3133,7 +3237,7 @@ mod tests {
         assert_eq!((hp.family, hp.rope_style), (Family::GptOss, RopeStyle::Neox));
         let m = hp.moe.clone().unwrap();
         assert_eq!((m.gating, m.normalize, m.biases, m.experts_used, m.expert_ffn), (MoeGating::SoftmaxWeight, false, true, 4, 2880));
-        assert_eq!((0..4).map(|l| hp.window(l)).collect::<Vec<_>>(), [Some(128), None, Some(128), None]);
+        assert_eq!((0..4).map(|l| hp.window(l)).collect::<Vec<_>>(), [Some(Window::Sliding(128)), None, Some(Window::Sliding(128)), None]);
         assert!(matches!(hp.rope_scaling, RopeScaling::Yarn { factor, original_context: 4096, .. } if factor == 32.0));
         // The window is required, as llama.cpp requires it.
         let no_window: Vec<(&str, Value)> = keys.iter().filter(|(k, _)| *k != "attention.sliding_window").cloned().collect();
@@ -3275,7 +3379,7 @@ mod tests {
         let s = hp.sliding.as_ref().unwrap();
         assert_eq!((s.window, s.rope_base, s.rope), (4096, 10_000.0, LocalRope::Scaled));
         assert_eq!(s.local, [true, false, true, false]);
-        assert_eq!((hp.window(0), hp.window(1)), (Some(4096), None));
+        assert_eq!((hp.window(0), hp.window(1)), (Some(Window::Sliding(4096)), None));
         assert_eq!((hp.attn_softcap, hp.final_softcap), (Some(50.0), Some(30.0)));
         assert_eq!(hp.embedding_scale, Some(16.0));
         assert_eq!(hp.attention_scale, 1.0 / 8.0);
@@ -4033,6 +4137,53 @@ mod tests {
         // Llama's experts keep SiLU, routed on their own input.
         let llama = HParams::from_metadata(&md("llama", &[("expert_count", Value::U32(4)), ("expert_used_count", Value::U32(2))]), Some(100)).unwrap();
         assert!(!llama.relu_gate && !llama.route_on_layer_input);
+    }
+
+    /// Llama 4: chunks of 8,192 in three layers of four (the file's pattern where it has one),
+    /// the fourth global, without rope, its queries under the temperature; unweighted Q/K norms
+    /// but in Maverick's 128-expert files; experts every `interleave_moe_layer_step`-th layer
+    /// beside a shared expert as wide, sigmoid-routed, not renormalized, weighing the inputs;
+    /// a window of 0: no chunks, no temperature, rope in every layer.
+    #[test]
+    fn llama4_reads_its_chunks_temperature_and_experts() {
+        let with = |extra: &[(&str, Value)]| {
+            let mut keys = vec![
+                ("block_count", Value::U32(8)),
+                ("expert_count", Value::U32(16)),
+                ("expert_used_count", Value::U32(1)),
+                ("expert_feed_forward_length", Value::U32(96)),
+                ("interleave_moe_layer_step", Value::U32(2)),
+            ];
+            keys.extend(extra.iter().cloned());
+            md("llama4", &keys)
+        };
+        let hp = HParams::from_metadata(&with(&[("attention.sliding_window", Value::U32(8192))]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.qk_norm_unweighted), (Family::Llama, RopeStyle::Interleaved, true));
+        let chunk = Some(Window::Chunked(8192));
+        assert_eq!((0..8).map(|l| hp.window(l)).collect::<Vec<_>>(), [chunk, chunk, chunk, None, chunk, chunk, chunk, None]);
+        assert_eq!((0..8).filter(|&l| !hp.rotates(l)).collect::<Vec<_>>(), [3, 7]);
+        let t = hp.attn_temperature.unwrap();
+        assert!(t.no_rope_only && t.at(8190) == 1.0 && t.at(8191) > 1.0);
+        assert!((t.at(8191) - (1.0 + 0.1 * 2f32.ln())).abs() < 1e-6);
+        let m = hp.moe.clone().unwrap();
+        assert_eq!((m.expert_ffn, m.shared_ffn, m.layer_step, m.dense_leading), (96, 96, 2, 0));
+        assert_eq!((m.gating, m.normalize, m.weights_scale, m.weigh_inputs), (MoeGating::Sigmoid, false, 1.0, true));
+        // A pattern and a local base of the file's own; Maverick's expert count.
+        let hp = HParams::from_metadata(&with(&[("attention.sliding_window_pattern", Value::U32(2)), ("rope.freq_base_swa", Value::F32(500.0))]), Some(100)).unwrap();
+        assert_eq!((0..4).map(|l| hp.window(l).is_some()).collect::<Vec<_>>(), [true, false, true, false]);
+        assert_eq!(hp.sliding.as_ref().map(|s| s.rope_base), Some(500.0));
+        let hp = HParams::from_metadata(&with(&[("expert_count", Value::U32(128))]), Some(200)).unwrap();
+        assert!(!hp.qk_norm_unweighted);
+        // A window of 0 (MobileLLM-R1's files).
+        let hp = HParams::from_metadata(&with(&[("attention.sliding_window", Value::U32(0))]), Some(100)).unwrap();
+        assert!(hp.sliding.is_none() && hp.attn_temperature.is_none() && (0..8).all(|l| hp.rotates(l)));
+        // Experts and the step are required.
+        for k in ["llama4.expert_count", "llama4.interleave_moe_layer_step", "llama4.expert_feed_forward_length"] {
+            let mut without = with(&[]);
+            without.remove(k);
+            assert!(HParams::from_metadata(&without, Some(100)).is_err(), "{k}");
+        }
+        assert!(HParams::from_metadata(&with(&[("interleave_moe_layer_step", Value::U32(0))]), Some(100)).is_err());
     }
 
     /// Nemotron-H: a layer without K/V heads is an MLP where its width is not 0, else Mamba-2;

@@ -11,7 +11,9 @@
 //! file's per-expert selection bias (`exp_probs_b`), their unbiased sigmoids as weights,
 //! renormalized where the file says (`expert_weights_norm`), times `expert_weights_scale`;
 //! with gpt-oss's softmax-of-the-chosen gating, the top `k` by raw score, weighted by a softmax
-//! over those `k` scores. Where the file groups its experts (`expert_group_count` above 1:
+//! over those `k` scores; with Llama 4's, the top `k` by raw score, each weighted by its
+//! sigmoid, the weight multiplying the expert's input instead of its output (`weigh_inputs`:
+//! llama.cpp's `weight_before_ffn`). Where the file groups its experts (`expert_group_count` above 1:
 //! DeepSeek-V3's, Ling 2.0's), a token chooses only among the `expert_group_used_count`
 //! groups whose two best selection scores sum highest, as llama.cpp does for every
 //! architecture. gpt-oss's router and experts also have biases (`ffn_gate_inp.bias`,
@@ -109,6 +111,9 @@ pub struct Routing {
     pub expert_scale: Option<Vec<f32>>,
     /// The experts in groups, of which a token chooses among the best few only.
     pub groups: Option<ExpertGroups>,
+    /// Llama 4's: chosen by raw score (the gating gives the weights only), each weight
+    /// multiplying its expert's input rather than its output.
+    pub weigh_inputs: bool,
 }
 
 #[cfg(test)]
@@ -123,6 +128,7 @@ impl Routing {
             scale: 1.0,
             expert_scale: None,
             groups: None,
+            weigh_inputs: false,
         }
     }
 }
@@ -158,6 +164,7 @@ pub fn route(logits: &[f32], experts: usize, routing: &Routing) -> Routes {
         let probs = gate(row, routing.gating);
         let mut selection: Vec<f32> = match &routing.selection_bias {
             Some(b) => probs.iter().zip(b).map(|(p, b)| p + b).collect(),
+            None if routing.weigh_inputs => row.to_vec(),
             None => probs.clone(),
         };
         if let Some(g) = routing.groups {
@@ -332,6 +339,7 @@ impl MoeMlp {
             scale: p.weights_scale,
             expert_scale: host_vec(file, &n("ffn_down_exps.scale"), &[p.experts])?,
             groups: p.groups,
+            weigh_inputs: p.weigh_inputs,
         })
     }
 
@@ -425,9 +433,19 @@ impl MoeMlp {
         let k = routes.k;
         let hv = h.flatten_all()?.to_vec1::<f32>()?;
         let active: Vec<usize> = (0..rows_of.len()).filter(|&e| !rows_of[e].is_empty()).collect();
+        // Llama 4's: each row times its weight before the expert.
+        let weigh = self.routing.weigh_inputs;
         let xs: Vec<Vec<f32>> = active
             .iter()
-            .map(|&e| rows_of[e].iter().flat_map(|&(r, _)| &hv[r as usize * d..][..d]).copied().collect())
+            .map(|&e| {
+                rows_of[e]
+                    .iter()
+                    .flat_map(|&(r, s)| {
+                        let w = if weigh { routes.weights[r as usize * k + s as usize] } else { 1.0 };
+                        hv[r as usize * d..][..d].iter().map(move |&x| if weigh { x * w } else { x })
+                    })
+                    .collect()
+            })
             .collect();
         let jobs = |mats: Vec<&PackedMatrix>, xs: &[Vec<f32>]| -> Vec<Vec<f32>> {
             let mut outs: Vec<Vec<f32>> = mats
@@ -491,7 +509,7 @@ impl MoeMlp {
         // tensor path's broadcast multiply and adds.
         let mut out = vec![0f32; t * d];
         for (i, &(ai, pos)) in at.iter().enumerate() {
-            let w = routes.weights[i];
+            let w = if weigh { 1.0 } else { routes.weights[i] };
             let y = &ys[ai][pos * d..][..d];
             let o = &mut out[(i / k) * d..][..d];
             if i % k == 0 {
@@ -524,6 +542,12 @@ impl MoeMlp {
             let idx: Vec<u32> = rows.iter().map(|&(r, _)| r).collect();
             let w: Vec<f32> = rows.iter().map(|&(r, s)| routes.weights[(r as usize) * k + s as usize]).collect();
             let x = h.index_select(&Tensor::new(idx.as_slice(), h.device())?, 0)?;
+            let w = Tensor::from_vec(w, (rows.len(), 1), h.device())?;
+            // Llama 4's: the weight on the input, the output summed as it is.
+            let (x, w) = match self.routing.weigh_inputs {
+                true => (x.broadcast_mul(&w)?, None),
+                false => (x, Some(w)),
+            };
             let gu = expert.gate_up.forward(&x)?;
             let y = match &expert.bias {
                 Some(b) => {
@@ -532,8 +556,10 @@ impl MoeMlp {
                 }
                 None => expert.down.forward(&activated(&gu, act)?)?,
             };
-            let w = Tensor::from_vec(w, (rows.len(), 1), h.device())?;
-            outs.push(y.broadcast_mul(&w)?);
+            outs.push(match w {
+                Some(w) => y.broadcast_mul(&w)?,
+                None => y,
+            });
             for &(r, s) in rows {
                 at[(r as usize) * k + s as usize] = next;
                 next += 1;
@@ -609,18 +635,32 @@ mod tests {
     }
 
     /// Six experts, two per token, Q8_0 (our kernels) against a token-by-token reference
-    /// with candle's `QMatMul` and ops: the routing, grouping and weighted sum. Widths are not
-    /// multiples of 256, where candle keeps ggml's Q8_0 activations (see tests/forward.rs).
+    /// with candle's `QMatMul` and ops: the routing, grouping and weighted sum; softmax-routed
+    /// and renormalized, and as Llama 4's (sigmoid weights on the experts' inputs). Widths are
+    /// not multiples of 256, where candle keeps ggml's Q8_0 activations (see tests/forward.rs).
     #[test]
     fn forward_equals_each_token_through_its_own_experts() {
-        let (d, f, n, k) = (96, 160, 6, 2);
+        let k = 2;
+        let llama4 = Routing {
+            gating: MoeGating::Sigmoid,
+            normalize: false,
+            weigh_inputs: true,
+            ..Routing::softmax(k)
+        };
+        for routing in [Routing::softmax(k), llama4] {
+            experts_against_tokens(routing);
+        }
+    }
+
+    fn experts_against_tokens(routing: Routing) {
+        let (d, f, n) = (96, 160, 6);
         let q8 = GgmlDType::Q8_0;
         let experts = || -> Vec<[QTensor; 3]> {
             (0..n as u64)
                 .map(|e| [weight(f, d, 10 + e, q8, 1.7), weight(f, d, 20 + e, q8, 1.7), weight(d, f, 30 + e, q8, 1.7)])
                 .collect()
         };
-        let moe = MoeMlp::new(weight(n, d, 1, GgmlDType::F32, 6.0), experts().into_iter().map(Vec::from).collect(), Routing::softmax(k), &Device::Cpu).unwrap();
+        let moe = MoeMlp::new(weight(n, d, 1, GgmlDType::F32, 6.0), experts().into_iter().map(Vec::from).collect(), routing.clone(), &Device::Cpu).unwrap();
         let experts: Vec<[QMatMul; 3]> = experts()
             .into_iter()
             .map(|ws| ws.map(|w| QMatMul::from_qtensor(w).unwrap()))
@@ -636,12 +676,14 @@ mod tests {
         for row in 0..t {
             let x = h.narrow(0, row, 1).unwrap();
             let logits = x.matmul(&router.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let r = route(&logits, n, &Routing::softmax(k));
+            let r = route(&logits, n, &routing);
             let mut expect = Tensor::zeros((1, d), DType::F32, &Device::Cpu).unwrap();
             for (&e, &w) in r.ids.iter().zip(&r.weights) {
                 let [g, u, dn] = &experts[e as usize];
+                // Llama 4's weight scales the input; the others' the output.
+                let (x, w) = if routing.weigh_inputs { ((&x * w as f64).unwrap(), 1.0) } else { (x.clone(), w as f64) };
                 let a = (candle_nn::ops::silu(&mm(g, &x)).unwrap() * mm(u, &x)).unwrap();
-                expect = (expect + (mm(dn, &a) * w as f64).unwrap()).unwrap();
+                expect = (expect + (mm(dn, &a) * w).unwrap()).unwrap();
                 used[e as usize] += 1;
             }
             let got = ours.narrow(0, row, 1).unwrap();
@@ -652,7 +694,7 @@ mod tests {
         assert!(used.iter().filter(|&&u| u > 0).count() >= 4, "routing too narrow to test: {used:?}");
         // The CPU path and candle's ops per expert: the same bits.
         let logits = moe.router.forward(&h).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let routes = route(&logits, n, &Routing::softmax(k));
+        let routes = route(&logits, n, &routing);
         let rows_of = routes.by_expert(n);
         let packed = moe.packed_experts().expect("Q8_0 experts run on our kernels");
         let a = moe.forward_packed(&h, &packed, &routes, &rows_of, Gate::Silu).unwrap();
@@ -686,6 +728,7 @@ mod tests {
             scale: 2.5,
             expert_scale: None,
             groups: None,
+            weigh_inputs: false,
         };
         let cpu = Device::Cpu;
         let mut moe = MoeMlp::new(weight(n, d, 1, GgmlDType::F32, 6.0), experts(), routing.clone(), &cpu).unwrap();
@@ -772,6 +815,7 @@ mod tests {
             scale: 1.0,
             expert_scale: None,
             groups: None,
+            weigh_inputs: false,
         };
         let r = route(&logits, 4, &routing);
         assert_eq!((r.ids.clone(), r.weights.clone()), (vec![0, 1], vec![sig(2.0), sig(1.0)]));
@@ -824,6 +868,7 @@ mod tests {
             scale: 1.0,
             expert_scale: None,
             groups: None,
+            weigh_inputs: false,
         };
         let r = route(&[1.0, 3.0, 2.0, -4.0], 4, &routing);
         assert_eq!(r.ids, vec![1, 2]);
@@ -851,6 +896,7 @@ mod tests {
             scale: 1.0,
             expert_scale: None,
             groups: None,
+            weigh_inputs: false,
         };
         let plain = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts().into_iter().map(Vec::from).collect(), routing.clone(), &Device::Cpu).unwrap();
         let mut moe = MoeMlp::new(weight(n, d, 2, GgmlDType::F32, 6.0), experts().into_iter().map(Vec::from).collect(), routing.clone(), &Device::Cpu).unwrap();

@@ -720,7 +720,8 @@ impl Transformer {
         if a.qk_norm == QkNorm::PerHeadAfterRope {
             (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;
         }
-        if let Some(s) = q_scale {
+        // (Llama 4's temperature is its rope-less layers' alone.)
+        if let Some(s) = q_scale.filter(|_| !(rotates && hp.attn_temperature.is_some_and(|t| t.no_rope_only))) {
             q = q.broadcast_mul(s)?;
         }
         let how = Attend {
@@ -1066,7 +1067,9 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
     let bias = load_qkv_bias(file, &n, [q_dim, kv_dim], device)?;
     // OLMo 2 and OLMoE normalize Q and K whole (over every head), the others per head; the
     // LayerNorm families (Command R+, StableLM 2 12B) with weights per head.
-    let qk_norm = match (hp.norm.is_layer(), hp.qk_norm_whole, hp.qk_norm_after_rope) {
+    // Llama 4's rotating layers: unweighted norms after rope (weights of ones: the same bits).
+    let unweighted = hp.qk_norm_unweighted && hp.rotates(i);
+    let qk_norm = match (hp.norm.is_layer(), hp.qk_norm_whole, hp.qk_norm_after_rope || unweighted) {
         (true, _, _) => QkNorm::PerHeadLayer,
         (false, true, _) => QkNorm::Whole,
         (false, false, true) => QkNorm::PerHeadAfterRope,
@@ -1078,10 +1081,17 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         QkNorm::PerHeadLayer => load_rows_f32(file, &n(name), [heads, hd], device),
         _ => load_vec(file, &n(name), hd, device),
     };
-    let q_norm = if has_q_norm { Some(load_norm(file, "attn_q_norm.weight", shape.heads)?) } else { None };
-    let k_norm = match (has_q_norm, writes_kv) {
-        (true, true) => Some(load_norm(file, "attn_k_norm.weight", shape.kv_heads)?),
-        _ => None,
+    let ones = || Tensor::ones(hd, DType::F32, device);
+    let q_norm = match (unweighted, has_q_norm) {
+        (true, _) => Some(ones()?),
+        (false, true) => Some(load_norm(file, "attn_q_norm.weight", shape.heads)?),
+        (false, false) => None,
+    };
+    let k_norm = match (unweighted, has_q_norm, writes_kv) {
+        (_, _, false) => None,
+        (true, _, true) => Some(ones()?),
+        (false, true, true) => Some(load_norm(file, "attn_k_norm.weight", shape.kv_heads)?),
+        (false, false, true) => None,
     };
     let gpt_oss = hp.family == Family::GptOss;
     Ok(Attention {

@@ -157,6 +157,7 @@ pub fn attend_reference(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::Window;
 
     fn rand(shape: (usize, usize, usize), seed: u64) -> Tensor {
         let n = shape.0 * shape.1 * shape.2;
@@ -192,7 +193,8 @@ mod tests {
             let v = rand((cached + new, kv_heads, d), 3);
             let sink_logits: Vec<f32> = (0..heads).map(|h| h as f32 * 0.7 - 1.0).collect();
             let slopes: Vec<f32> = (0..heads).map(|h| 0.5f32.powi(h as i32 + 1)).collect();
-            for window in [None, Some(1), Some(3), Some(100)] {
+            let (sliding, chunked) = (Window::Sliding, Window::Chunked);
+            for window in [None, Some(sliding(1)), Some(sliding(3)), Some(sliding(100)), Some(chunked(1)), Some(chunked(3)), Some(chunked(100))] {
                 for (softcap, sinks, alibi) in [
                     (None, None, None),
                     (Some(0.4), None, None),
@@ -280,7 +282,7 @@ mod tests {
             &v,
             cached,
             Attend {
-                window: Some(w),
+                window: Some(Window::Sliding(w)),
                 ..Attend::causal(0.5)
             },
         )
@@ -293,6 +295,33 @@ mod tests {
         assert!(max_diff(&windowed, &alone) < 1e-6);
         let full = attend(&q, &k, &v, cached, Attend::causal(0.5)).unwrap();
         assert!(max_diff(&windowed, &full) > 1e-3, "the window changes the result");
+    }
+
+    /// Chunks of 4 over a prompt of 10: the row at position 9 equals attention over keys 8..=9
+    /// alone, the row at 8 (its chunk's first) is its own value, the row at 3 sees all of
+    /// 0..=3, as without chunks.
+    #[test]
+    fn a_chunk_sees_its_own_chunk_up_to_itself() {
+        let (n, d, c) = (10, 8, 4);
+        let q = rand((n, 2, d), 7);
+        let k = rand((n, 1, d), 8);
+        let v = rand((n, 1, d), 9);
+        let how = Attend {
+            window: Some(Window::Chunked(c)),
+            ..Attend::causal(0.5)
+        };
+        let chunked = attend(&q, &k, &v, 0, how).unwrap();
+        let full = attend(&q, &k, &v, 0, Attend::causal(0.5)).unwrap();
+        let row = |t: &Tensor, i: usize| t.narrow(0, i, 1).unwrap();
+        let alone = attend(&row(&q, 9), &k.narrow(0, 8, 2).unwrap(), &v.narrow(0, 8, 2).unwrap(), 1, Attend::causal(0.5)).unwrap();
+        assert!(max_diff(&row(&chunked, 9), &alone) < 1e-6);
+        let own_value = row(&v, 8).flatten_all().unwrap().repeat(2).unwrap().reshape((1, 2 * d)).unwrap();
+        assert!(max_diff(&row(&chunked, 8), &own_value) < 1e-6);
+        assert!(max_diff(&row(&chunked, 3), &row(&full, 3)) < 1e-6);
+        assert!(max_diff(&row(&chunked, 9), &row(&full, 9)) > 1e-3, "the chunk changes the result");
+        // Decoding position 9 over the cached rest gives the prefill's row.
+        let decoded = attend(&row(&q, 9), &k, &v, 9, how).unwrap();
+        assert!(max_diff(&decoded, &row(&chunked, 9)) < 1e-6);
     }
 
     /// One query over three keys, worked by hand in f64: the weights are the softmax of

@@ -12,7 +12,7 @@
 //!
 //! Counterpart: vLLM's `slot_mapping`, `block_tables` and `seq_lens` attention metadata.
 
-use super::{BatchLayout, OpsError, PagedLayout};
+use super::{BatchLayout, OpsError, PagedLayout, Window};
 
 /// Threads per block of both kernels: whole warps (8).
 pub const THREADS: u32 = 256;
@@ -31,7 +31,7 @@ pub struct KernelArgs {
     /// Each new token's sequence and position.
     pub token_seq: Vec<u32>,
     pub token_pos: Vec<u32>,
-    /// The sliding window in positions, 0 for none.
+    /// The window: 0 for none, `n > 0` a sliding window of `n` positions, `-n` chunks of `n`.
     pub window: i32,
 }
 
@@ -42,11 +42,13 @@ impl KernelArgs {
         batch: &BatchLayout,
         tables: &[Vec<u32>],
         blocks: usize,
-        window: Option<usize>,
+        window: Option<Window>,
     ) -> Result<Self, OpsError> {
+        let bad = || OpsError::Layout(format!("a window of {window:?} positions"));
         let window = match window {
             None => 0,
-            Some(w) => i32::try_from(w).map_err(|_| OpsError::Layout(format!("a window of {w} positions")))?,
+            Some(Window::Sliding(w)) => i32::try_from(w).ok().filter(|&w| w > 0).ok_or_else(bad)?,
+            Some(Window::Chunked(c)) => -i32::try_from(c).ok().filter(|&c| c > 0).ok_or_else(bad)?,
         };
         let max_blocks = tables.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let mut flat = vec![0u32; tables.len() * max_blocks];
@@ -151,10 +153,14 @@ mod tests {
     #[test]
     fn slots_follow_the_tables_and_short_tables_are_refused() {
         let batch = BatchLayout::new(vec![SeqChunk { cached: 3, new: 2 }, SeqChunk { cached: 0, new: 1 }]).unwrap();
-        let a = KernelArgs::new(&layout(), &batch, &[vec![7, 2], vec![5]], 8, Some(3)).unwrap();
+        let a = KernelArgs::new(&layout(), &batch, &[vec![7, 2], vec![5]], 8, Some(Window::Sliding(3))).unwrap();
         assert_eq!(a.slots, vec![7 * 4 + 3, 2 * 4, 5 * 4]);
         assert_eq!((a.token_seq, a.token_pos), (vec![0, 0, 1], vec![3, 4, 0]));
         assert_eq!((a.tables, a.max_blocks, a.window), (vec![7, 2, 5, 0], 2, 3));
+        // Chunks go to the kernel negated; windows of nothing are refused.
+        let chunked = |w| KernelArgs::new(&layout(), &batch, &[vec![7, 2], vec![5]], 8, Some(w));
+        assert_eq!(chunked(Window::Chunked(8192)).unwrap().window, -8192);
+        assert!(chunked(Window::Chunked(0)).is_err() && chunked(Window::Sliding(0)).is_err());
         // A table one block short, a block outside the pool, a missing table.
         for tables in [vec![vec![7], vec![5]], vec![vec![7, 8], vec![5]], vec![vec![7, 2]]] {
             assert!(matches!(

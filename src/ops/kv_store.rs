@@ -103,9 +103,9 @@ impl KvShape {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Attend<'a> {
     pub scale: f64,
-    /// `Some(w)`: a query at position `p` sees positions `p - w + 1 ..= p` only (Gemma's
-    /// local layers; llama.cpp's `LLAMA_SWA_TYPE_STANDARD`). `None`: all of `0 ..= p`.
-    pub window: Option<usize>,
+    /// `Some(w)`: a query at position `p` sees the positions `w` leaves it only (a sliding
+    /// window, Gemma's local layers; a chunk, Llama 4's). `None`: all of `0 ..= p`.
+    pub window: Option<Window>,
     /// `Some(c)`: each scaled score `s` becomes `c · tanh(s / c)` before the softmax (Gemma 2's
     /// `attn_logit_softcapping`; llama.cpp's `attn_soft_cap`). `None`: scores as they are.
     pub softcap: Option<f32>,
@@ -154,9 +154,28 @@ impl Attend<'_> {
 
     /// The first position a query at `pos` attends to.
     pub fn first_visible(&self, pos: usize) -> usize {
-        match self.window {
-            Some(w) => (pos + 1).saturating_sub(w),
-            None => 0,
+        self.window.map_or(0, |w| w.first_visible(pos))
+    }
+}
+
+/// The positions a local layer's query sees, up to its own (llama.cpp's `llama_swa_type`): a
+/// mask over the same keys, so every token's K/V is stored whatever the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// The last `n`: a query at `p` sees `p - n + 1 ..= p` (Gemma's local layers;
+    /// `LLAMA_SWA_TYPE_STANDARD`).
+    Sliding(usize),
+    /// Its own chunk of `n`: a query at `p` sees `⌊p / n⌋ · n ..= p`, so the first query of
+    /// each chunk sees itself alone (Llama 4's local layers; `LLAMA_SWA_TYPE_CHUNKED`).
+    Chunked(usize),
+}
+
+impl Window {
+    /// The first position a query at `pos` attends to (a chunk of 0 taken as 1).
+    pub fn first_visible(self, pos: usize) -> usize {
+        match self {
+            Self::Sliding(n) => (pos + 1).saturating_sub(n),
+            Self::Chunked(n) => pos - pos % n.max(1),
         }
     }
 }

@@ -42,7 +42,7 @@ use candle_core::Tensor;
 use super::fast_math::{self, exp};
 use super::par::{self, SharedMut};
 use super::row_kernels::{self, Codec, Rows, F32, MAX_QUERIES};
-use super::{alibi_bias, Attend, BatchLayout, KvDtype, KvShape, KvStore, LayerKv, OpsError};
+use super::{alibi_bias, Attend, BatchLayout, KvDtype, KvShape, KvStore, LayerKv, OpsError, Window};
 
 /// The geometry of a block pool: the model's [`KvShape`], the block size and the stored type.
 ///
@@ -161,8 +161,8 @@ pub struct SeqLayer<'a> {
     /// The sequence's block table.
     pub table: &'a [u32],
     pub layer: usize,
-    /// The layer's sliding window, if it has one ([`Attend::window`]).
-    pub window: Option<usize>,
+    /// The layer's window, if it has one ([`Attend::window`]).
+    pub window: Option<Window>,
     /// The model's soft cap on scores, if it has one ([`Attend::softcap`]).
     pub softcap: Option<f32>,
     /// The layer's sink logits, one per query head, if it has them ([`Attend::sinks`]).
@@ -383,7 +383,7 @@ impl SeqLayer<'_> {
         // Row t sees positions `lo_of(t) .. ctx_of(t)`; blocks wholly before the first row's
         // window are skipped, and in the rest a row's earlier positions weigh exactly 0 (so
         // the row's bits do not depend on its tile).
-        let lo_of = |t: usize| self.window.map_or(0, |w| ctx_of(t).saturating_sub(w));
+        let lo_of = |t: usize| self.window.map_or(0, |w| w.first_visible(ctx_of(t) - 1));
         let first_block = lo_of(0) / bs;
         let blocks = &self.table[first_block..ctx.div_ceil(bs)];
         // scores[(t * group + g) * ctx + p]: row t, head `kvh · group + g`, position p;
@@ -759,7 +759,8 @@ mod tests {
     /// Runs the same attention through a paged pool (with scattered,
     /// non-monotonic block tables) and through the contiguous store, for every
     /// stored type: exact for f32, within the type's rounding otherwise; with and
-    /// without a sliding window (layer 0 local, layer 1 global), a soft cap, sinks and ALiBi;
+    /// without a sliding window or chunks (layer 0 local, layer 1 global), a soft cap, sinks and
+    /// ALiBi;
     /// with both layers alike, with the global layer's heads fewer and twice as wide
     /// (Gemma 4's), and with K kept alone and V read from it (DeepSeek-V2's latent).
     #[test]
@@ -770,7 +771,8 @@ mod tests {
             (KvDtype::Bf16, 8, 4e-2),
             (KvDtype::Q8_0, 32, 4e-2),
         ] {
-            for window in [None, Some(1), Some(3), Some(5)] {
+            let (sliding, chunked) = (Window::Sliding, Window::Chunked);
+            for window in [None, Some(sliding(1)), Some(sliding(3)), Some(sliding(5)), Some(chunked(1)), Some(chunked(4)), Some(chunked(6))] {
                 for softcap in [None, Some(0.3)] {
                     paged_against_contiguous(dtype, d, tol, window, softcap, (None, None), Layers::Alike);
                 }
@@ -797,7 +799,7 @@ mod tests {
         dtype: KvDtype,
         d: usize,
         tol: f32,
-        window: Option<usize>,
+        window: Option<Window>,
         softcap: Option<f32>,
         (sinks, alibi): (Option<&[f32]>, Option<&[f32]>),
         layers: Layers,
@@ -879,20 +881,23 @@ mod tests {
 
     /// Prompt rows, attended in tiles of several rows on the thread pool,
     /// get the same bits as each row decoded alone at its position, for every
-    /// stored type, with windows shorter than a tile, than a block, and none, and with a soft cap.
+    /// stored type, with windows and chunks shorter than a tile, than a block, and none, and with
+    /// a soft cap.
     #[test]
     fn prefill_tiles_equal_rows_decoded_alone() {
         for dtype in KvDtype::ALL {
-            for window in [None, Some(3), Some(11), Some(17)] {
+            let (sliding, chunked) = (Window::Sliding, Window::Chunked);
+            for window in [None, Some(sliding(3)), Some(sliding(11)), Some(sliding(17)), Some(chunked(3)), Some(chunked(8)), Some(chunked(13))] {
                 tiles_against_rows(dtype, window, None, (None, None));
             }
-            tiles_against_rows(dtype, Some(11), Some(0.2), (None, None));
-            tiles_against_rows(dtype, Some(3), None, (Some(&[1.0, -2.0, 0.5, 3.0, 0.0, -0.5]), None));
+            tiles_against_rows(dtype, Some(sliding(11)), Some(0.2), (None, None));
+            tiles_against_rows(dtype, Some(chunked(8)), Some(0.2), (None, None));
+            tiles_against_rows(dtype, Some(sliding(3)), None, (Some(&[1.0, -2.0, 0.5, 3.0, 0.0, -0.5]), None));
             tiles_against_rows(dtype, None, Some(0.2), (None, Some(&[0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625])));
         }
     }
 
-    fn tiles_against_rows(dtype: KvDtype, window: Option<usize>, softcap: Option<f32>, (sinks, alibi): (Option<&[f32]>, Option<&[f32]>)) {
+    fn tiles_against_rows(dtype: KvDtype, window: Option<Window>, softcap: Option<f32>, (sinks, alibi): (Option<&[f32]>, Option<&[f32]>)) {
         let l = PagedLayout::uniform(1, 2, 32, 8, dtype);
         let heads = 6;
         let (cached, new) = (5, 2 * ROW_TILE + 3);

@@ -772,6 +772,43 @@ impl TinyModelSpec {
         }
     }
 
+    /// Llama 4's files (`llama4`): four of Llama's layers, every second MLP 4 experts (2 per
+    /// token, sigmoid-routed by raw score, each weight on its expert's input) beside a shared
+    /// expert of an expert's width, the others dense; Llama 3.1-style rope divisors; each
+    /// rotating layer's Q and K normalized without a weight after rope; the fourth layer global
+    /// and without rope (its temperature 1 below position 8,191). The f32 file has no window
+    /// keys: three layers of chunks (8,192 positions: within these prompts, causal attention);
+    /// the Q8_0 file's pattern alternates, its chunked layers on a rope base of their own (so
+    /// its second layer is global with rope). Llama 4's pre-tokenizer, an output projection of
+    /// its own.
+    pub fn llama4(weight_type: WeightType) -> Self {
+        let f32 = weight_type == WeightType::F32;
+        let tiny = Self::tiny(Family::Llama, weight_type);
+        // 1 for the fast frequencies, 8 for the slow ones, a ramp between (as Llama 3.1's).
+        let pairs = tiny.head_dim / 2;
+        let divisors = (0..pairs).map(|i| match i * 32 / pairs {
+            0..=11 => 1.0,
+            j @ 12..=19 => 1.0 + (j - 11) as f32 * 7.0 / 9.0,
+            _ => 8.0,
+        });
+        Self {
+            arch: Some("llama4"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "llama4" }),
+            layers: 4,
+            ffn: 256,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            rope_freqs: Some(divisors.collect()),
+            sliding_window: (!f32).then_some((8192, 2)),
+            tie_embeddings: false,
+            seed: if f32 { 112 } else { 111 },
+            ..tiny
+        }
+    }
+
     /// Apertus's files (`apertus`): Llama's layer with each head's Q and K normalized before
     /// NeoX rope, an MLP of up, xIELU (each layer's own), down; Tekken's pre-tokenizer, an
     /// output projection of its own.
@@ -1295,14 +1332,17 @@ fn mlp_tensors(
     let (d, f, wt) = (spec.hidden, spec.ffn, spec.weight_type.ggml());
     let shapes = [(f, d), (f, d), (d, f)];
     let dense: Vec<Vec<f32>> = shapes.iter().map(|&(rows, cols)| rng.matrix(rows, cols, 1.0)).collect();
+    // Llama 4's dense layers between its layers of experts.
+    let dense_between = spec.arch == Some("llama4") && !(layer + 1).is_multiple_of(LLAMA4_MOE_STEP);
     match spec.moe {
         // GLM-4.5's first layer is dense.
-        Some(_) if leads_dense(spec) && layer < MOE_DENSE_LEADING => {}
+        Some(_) if dense_between || (leads_dense(spec) && layer < MOE_DENSE_LEADING) => {}
         Some(m) => {
             let mut t = moe_tensors(layer, d, f, m, dense, wt, moe_rng)?;
             match spec.arch {
-                // DeepSeekMoE's and Ling's shared experts have no selection bias beside them.
-                Some("deepseek" | "bailingmoe") => t.extend(shared_expert(layer, d, f, wt, moe_rng)?),
+                // DeepSeekMoE's, Ling's and Llama 4's shared experts have no selection bias
+                // beside them.
+                Some("deepseek" | "bailingmoe" | "llama4") => t.extend(shared_expert(layer, d, f, wt, moe_rng)?),
                 _ if leads_dense(spec) => t.extend(glm4moe_extras(layer, d, f, m.experts, wt, moe_rng)?),
                 // MiniMax-M2's selection bias, without a shared expert.
                 Some("minimax-m2") => t.push(selection_bias(layer, m.experts, moe_rng)?),
@@ -1363,6 +1403,9 @@ fn mlp_tensors(
     }
     Ok(out)
 }
+
+/// Llama 4's tiny files: every this-many-th layer has experts (`interleave_moe_layer_step`).
+const LLAMA4_MOE_STEP: usize = 2;
 
 /// Qwen2 MoE's and Hunyuan MoE's tiny files: the shared expert is this many experts wide.
 const WIDE_SHARED: usize = 2;
@@ -1575,7 +1618,7 @@ fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)
     let u32v = |x: usize| Value::U32(x as u32);
     let mut md = vec![(format!("{arch}.expert_count"), u32v(m.experts)), (format!("{arch}.expert_used_count"), u32v(m.used))];
     // (Mixtral's and OLMoE's experts are `feed_forward_length` wide.)
-    if (spec.family != Family::Llama || matches!(arch, "deepseek" | "bailingmoe" | "smallthinker")) && arch != "olmoe" {
+    if (spec.family != Family::Llama || matches!(arch, "deepseek" | "bailingmoe" | "smallthinker" | "llama4")) && arch != "olmoe" {
         md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
     }
     if arch == "deepseek" {
@@ -1595,6 +1638,9 @@ fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)
     if let Some((count, used)) = spec.expert_groups {
         md.push((format!("{arch}.expert_group_count"), u32v(count)));
         md.push((format!("{arch}.expert_group_used_count"), u32v(used)));
+    }
+    if arch == "llama4" {
+        md.push((format!("{arch}.interleave_moe_layer_step"), u32v(LLAMA4_MOE_STEP)));
     }
     if arch == "smallthinker" {
         // SmallThinker's: sigmoid in the windowed file, softmax in the other; renormalized.
