@@ -36,6 +36,9 @@
 //! its pick at every position, or, at a near-tie (its top two within `NEAR_TIE`; where it gave
 //! no log-probabilities, our own two), one of that pair; and our log-probabilities of its top
 //! 10 are within `LOGPROB_TOL` (`DEEP_LOGPROB_TOL` for the files of 32 layers and more).
+//! A second reference, `tests/data/llama-cpp-llama4-long.json`
+//! (`scripts/record-llama4-long-reference.py`), holds llama.cpp's next-token log-probabilities
+//! at 30 positions either side of a Llama 4 file's first chunk boundary, 8,192 tokens in.
 //!
 //! The MoE router picks 2 of 8 experts from float scores, so a difference in the last bits
 //! could change a token's experts where two scores nearly tie; the files' router scores are
@@ -751,6 +754,7 @@ fn tiny_models_match_llama_cpp() {
         for (name, spec, pick) in all_models() {
             write_file(&spec, pick, &Path::new(&dir).join(name));
         }
+        write_model(&llama4_long(), &Path::new(&dir).join(LLAMA4_LONG)).unwrap();
         eprintln!("wrote the tiny models into {dir}");
         return;
     }
@@ -794,6 +798,64 @@ fn tiny_models_match_llama_cpp() {
         assert!(seen.worst.0 < logprob_tol(name), "{}", seen.worst.1);
     }
 }
+
+/// The tiny f32 Llama 4 file with a context of 16,384: `scripts/record-llama4-long-reference.py`
+/// records llama.cpp on it.
+const LLAMA4_LONG: &str = "tiny-llama4-long-f32.gguf";
+
+fn llama4_long() -> TinyModelSpec {
+    TinyModelSpec {
+        context_length: 16_384,
+        ..TinyModelSpec::llama4(WeightType::F32)
+    }
+}
+
+/// Llama 4's chunks and its global layers' query temperature act only past 8,191 positions:
+/// the tiny f32 Llama 4 reads one prompt of 8,210 byte tokens, and at each of its last 30
+/// positions, either side of the first chunk boundary, its next-token log-probabilities are
+/// llama.cpp's (`tests/data/llama-cpp-llama4-long.json`; when it was recorded, 0.000 before
+/// the boundary and at most 0.0005 after it, where the two sum the softmax of a chunk's
+/// scores in different orders; the same model without chunks picks another token at every
+/// position past the boundary).
+#[test]
+fn llama4_chunks_and_temperature_match_llama_cpp_past_8192() {
+    let data: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-llama4-long.json")).unwrap(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(LLAMA4_LONG);
+    write_model(&llama4_long(), &path).unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        data["bytes"].as_u64().unwrap(),
+        "{LLAMA4_LONG} is not the file llama.cpp was recorded on; re-record (scripts/record-llama4-long-reference.py)"
+    );
+    let tf = Transformer::from_gguf(&mut GgufFile::open(&path).unwrap(), &Device::Cpu, 16_384).unwrap();
+    let ids: Vec<u32> = (0..8210u32).map(|i| (i * 7919 + 523_648) % 256).collect();
+    let positions = data["positions"].as_array().unwrap();
+    let first = positions[0]["n"].as_u64().unwrap() as usize;
+    assert!(first < 8192 && first + positions.len() - 1 == ids.len(), "the recorded positions straddle the boundary");
+    // Rows for n = first ..= 8,210 tokens read: the reply's last token is never fed.
+    let mut reply = ids[first..].to_vec();
+    reply.push(0);
+    let rows = teacher_forced_logits(&tf, &ids[..first], &reply, KvDtype::F32).unwrap();
+    let mut seen = AgainstLlama::default();
+    for (row, p) in rows.iter().zip(positions) {
+        let at = format!("after {} tokens", p["n"]);
+        match serde_json::from_value::<Option<Vec<(usize, f64)>>>(p["top_logprobs"].clone()).unwrap() {
+            Some(top) => seen.position(LLAMA4_LONG, &at, row, &top, COMPARED_ABOVE, NEAR_TIE),
+            None => seen.unscored(LLAMA4_LONG, &at, row, p["token"].as_u64().unwrap() as usize, NEAR_TIE),
+        }
+    }
+    eprintln!("{LLAMA4_LONG}: {} log-probabilities compared; largest difference {:.4} ({})", seen.compared, seen.worst.0, seen.worst.1);
+    assert!(seen.compared > 100 && seen.ties.is_empty(), "{} compared, near-ties taken the other way: {}", seen.compared, seen.ties_line());
+    assert!(seen.worst.0 < LONG_LOGPROB_TOL, "{}", seen.worst.1);
+}
+
+/// [`llama4_chunks_and_temperature_match_llama_cpp_past_8192`]'s tolerance: f32 both, but
+/// llama.cpp's softmax over a chunk's scores sums them in another order than ours.
+const LONG_LOGPROB_TOL: f64 = 0.005;
 
 /// llama.cpp reads Granite's output and MLP biases as optional; its dense files have none and
 /// hearth adds them only for the architectures whose files have them (gpt-oss, StarCoder2,
