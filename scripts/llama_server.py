@@ -1,6 +1,7 @@
 """A llama-server child process for the measuring scripts (llama-kv-error.py,
 record-llama-references.py, the tokenizer recorders): start one on a free loopback port, wait
-for /health, POST JSON; and what the tokenizer recorders share. Only the Python standard library
+for /health, POST JSON, ask for one greedy token and its log-probabilities, write a reference;
+and what the tokenizer recorders share. Only the Python standard library
 is used."""
 
 import json
@@ -17,6 +18,30 @@ def post(port, path, body):
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=900) as r:
         return json.loads(r.read())
+
+
+def next_token(port, ids):
+    """llama.cpp's greedy next token after the token ids `ids` and its top 10 log-probabilities,
+    or None where it reports none: llama-server keeps back the text, and with it the
+    probabilities, of a token that ends in an incomplete UTF-8 sequence (a lone byte token of a
+    tiny vocabulary), which is why the recorders ask one position at a time instead of decoding
+    in one request."""
+    r = post(port, "/completion", {"prompt": ids, "n_predict": 1, "temperature": 0, "n_probs": 10,
+                                   "ignore_eos": True, "return_tokens": True, "cache_prompt": False})
+    tok = r["tokens"][0]
+    probs = r.get("completion_probabilities") or []
+    if not probs:
+        return tok, None
+    assert probs[0]["id"] == tok, (probs[0]["id"], tok)
+    return tok, [[t["id"], t["logprob"]] for t in probs[0]["top_logprobs"]]
+
+
+def write_json(path, data):
+    """Writes a recorded reference: compact JSON and a final line break."""
+    with open(path, "w") as f:
+        json.dump(data, f, separators=(",", ":"))
+        f.write("\n")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def version(bin_dir):

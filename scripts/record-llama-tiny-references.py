@@ -25,7 +25,7 @@ llama-server with K/V
 f32 and flash attention
 off (so f32 is really f32) decodes 24 greedy tokens after each of a few fixed token-id prompts
 (`ignore_eos`), one request per position, and reports the top 10 log-probabilities at each
-(where llama-server gives them; see `step`): teacher-forced on llama.cpp's own tokens, which is
+(where llama-server gives them; see `llama_server.next_token`): teacher-forced on llama.cpp's own tokens, which is
 what the test compares. The prompts are byte
 tokens (ids below 256, every tiny vocabulary's first 256), so they need no tokenizer. The
 test writes the models again from the same specs and checks their size against the one
@@ -36,12 +36,11 @@ Only the Python standard library is used.
 """
 
 import argparse
-import json
 import os
 import pathlib
 import sys
 
-from llama_server import post, start, version
+from llama_server import next_token, start, version, write_json
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODELS = ["tiny-qwen3moe-q8_0.gguf", "tiny-mixtral-q8_0.gguf", "tiny-qwen3-yarn-q8_0.gguf",
@@ -103,21 +102,6 @@ def prompts():
     return out
 
 
-def step(port, ids):
-    """llama.cpp's greedy next token after `ids` and its top 10 log-probabilities, or None
-    where it reports none: llama-server keeps back the text, and with it the probabilities, of
-    a token that ends in an incomplete UTF-8 sequence (a lone byte token of a tiny vocabulary),
-    which is why this asks one position at a time instead of decoding in one request."""
-    r = post(port, "/completion", {"prompt": ids, "n_predict": 1, "temperature": 0, "n_probs": 10,
-                                   "ignore_eos": True, "return_tokens": True, "cache_prompt": False})
-    tok = r["tokens"][0]
-    probs = r.get("completion_probabilities") or []
-    if not probs:
-        return tok, None
-    assert probs[0]["id"] == tok, (probs[0]["id"], tok)
-    return tok, [[t["id"], t["logprob"]] for t in probs[0]["top_logprobs"]]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bin_dir")
@@ -137,7 +121,7 @@ def main():
             for ids in prompts():
                 tokens, tops = [], []
                 for _ in range(a.tokens):
-                    tok, top = step(port, ids + tokens)
+                    tok, top = next_token(port, ids + tokens)
                     tokens.append(tok)
                     tops.append(top)
                 cases.append({"prompt_ids": ids, "tokens": tokens, "top_logprobs": tops})
@@ -147,11 +131,7 @@ def main():
         data["models"][name] = {"bytes": os.path.getsize(path),
                                 "command": " ".join(["llama-server", "-m", name, *args]), "cases": cases}
         print(f"{name}: {len(cases)} prompts", file=sys.stderr)
-    out = os.path.join(a.out, "llama-cpp-tiny.json")
-    with open(out, "w") as f:
-        json.dump(data, f, separators=(",", ":"))
-        f.write("\n")
-    print(f"wrote {out}", file=sys.stderr)
+    write_json(os.path.join(a.out, "llama-cpp-tiny.json"), data)
 
 
 if __name__ == "__main__":

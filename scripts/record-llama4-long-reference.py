@@ -17,12 +17,11 @@ Writes tests/data/llama-cpp-llama4-long.json. Only the Python standard library i
 """
 
 import argparse
-import json
 import os
 import pathlib
 import sys
 
-from llama_server import post, start, version
+from llama_server import next_token, start, version, write_json
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODEL = "tiny-llama4-long-f32.gguf"
@@ -48,14 +47,7 @@ def main():
     proc, port = start(a.bin_dir, path, args)
     try:
         for n in range(FIRST, PROMPT_LEN + 1):
-            r = post(port, "/completion", {"prompt": ids[:n], "n_predict": 1, "temperature": 0, "n_probs": 10,
-                                           "ignore_eos": True, "return_tokens": True, "cache_prompt": False})
-            tok = r["tokens"][0]
-            probs = r.get("completion_probabilities") or []
-            # (None where llama-server keeps back a token ending in an incomplete UTF-8 sequence.)
-            top = [[t["id"], t["logprob"]] for t in probs[0]["top_logprobs"]] if probs else None
-            if probs:
-                assert probs[0]["id"] == tok, (probs[0]["id"], tok)
+            tok, top = next_token(port, ids[:n])
             positions.append({"n": n, "token": tok, "top_logprobs": top})
             print(f"{n}: {tok}", file=sys.stderr)
     finally:
@@ -65,11 +57,7 @@ def main():
             "model": MODEL, "bytes": os.path.getsize(path),
             "command": " ".join(["llama-server", "-m", MODEL, *args]),
             "prompt": f"{PROMPT_LEN} ids, id i = (i * 7919 + 523648) % 256", "positions": positions}
-    out = os.path.join(a.out, "llama-cpp-llama4-long.json")
-    with open(out, "w") as f:
-        json.dump(data, f, separators=(",", ":"))
-        f.write("\n")
-    print(f"wrote {out}", file=sys.stderr)
+    write_json(os.path.join(a.out, "llama-cpp-llama4-long.json"), data)
 
 
 if __name__ == "__main__":
