@@ -1116,6 +1116,16 @@ pub struct AttnTemperature {
 }
 
 impl AttnTemperature {
+    /// Ministral 3's and Mistral Large 3's: every layer's queries, steps of `floor` from 0.
+    fn every_layer(scale: f64, floor: usize) -> Self {
+        Self {
+            scale,
+            floor,
+            offset: 0,
+            no_rope_only: false,
+        }
+    }
+
     /// The factor for the query at `pos`.
     pub fn at(&self, pos: usize) -> f32 {
         (((((pos + self.offset) / self.floor) + 1) as f64).ln() * self.scale + 1.0) as f32
@@ -1225,6 +1235,9 @@ struct SlidingDefaults {
     window: Option<usize>,
     /// `attention.sliding_window_pattern`.
     period: usize,
+    /// In each period the first layer is global (llama.cpp's `dense_first`: SmallThinker's),
+    /// else the last.
+    dense_first: bool,
     /// The local layers' rope base: `rope.freq_base_swa` replaces it where `swa_base_key`.
     rope_base: f64,
     /// Whether the family's graph reads `rope.freq_base_swa` (Gemma's; OLMo 3's and EXAONE
@@ -1237,6 +1250,7 @@ struct SlidingDefaults {
 const GEMMA3_SLIDING: SlidingDefaults = SlidingDefaults {
     window: None,
     period: 6,
+    dense_first: false,
     rope_base: 10_000.0,
     swa_base_key: true,
     rope: LocalRope::Unscaled,
@@ -1247,6 +1261,7 @@ const GEMMA3_SLIDING: SlidingDefaults = SlidingDefaults {
 const GEMMA4_SLIDING: SlidingDefaults = SlidingDefaults {
     window: None,
     period: 6,
+    dense_first: false,
     rope_base: 10_000.0,
     swa_base_key: true,
     rope: LocalRope::Unscaled,
@@ -1258,6 +1273,7 @@ fn gemma2_sliding(rope_base: f64) -> SlidingDefaults {
     SlidingDefaults {
         window: Some(4096),
         period: 2,
+        dense_first: false,
         rope_base,
         swa_base_key: true,
         rope: LocalRope::Scaled,
@@ -1271,6 +1287,7 @@ fn olmo3_sliding(rope_base: f64) -> SlidingDefaults {
     SlidingDefaults {
         window: None,
         period: 4,
+        dense_first: false,
         rope_base,
         swa_base_key: false,
         rope: LocalRope::Plain,
@@ -1283,6 +1300,7 @@ fn exaone4_sliding(rope_base: f64) -> SlidingDefaults {
     SlidingDefaults {
         window: Some(4096),
         period: 4,
+        dense_first: false,
         rope_base,
         swa_base_key: false,
         rope: LocalRope::Scaled,
@@ -1296,6 +1314,7 @@ fn cohere2_sliding(rope_base: f64) -> SlidingDefaults {
     SlidingDefaults {
         window: None,
         period: 4,
+        dense_first: false,
         rope_base,
         swa_base_key: false,
         rope: LocalRope::Scaled,
@@ -1308,6 +1327,7 @@ fn gpt_oss_sliding(rope_base: f64) -> SlidingDefaults {
     SlidingDefaults {
         window: None,
         period: 2,
+        dense_first: false,
         rope_base,
         swa_base_key: true,
         rope: LocalRope::Scaled,
@@ -1750,21 +1770,11 @@ fn attn_temperature(
                     "0, but attention temperature steps by it".into(),
                 ));
             }
-            Some(AttnTemperature {
-                scale,
-                floor: rope_original_context,
-                offset: 0,
-                no_rope_only: false,
-            })
+            Some(AttnTemperature::every_layer(scale, rope_original_context))
         }
         // Mistral Large 3's (a `deepseek2` file): steps of `attention.temperature_length`.
         (Family::DeepSeek2, Some(scale)) if scale != 0.0 => match md_opt_usize(md, &key("attention.temperature_length"))? {
-            Some(floor) if floor > 0 => Some(AttnTemperature {
-                scale,
-                floor,
-                offset: 0,
-                no_rope_only: false,
-            }),
+            Some(floor) if floor > 0 => Some(AttnTemperature::every_layer(scale, floor)),
             _ => {
                 return Err(bad(
                     "attention.temperature_length",
@@ -2673,17 +2683,16 @@ fn smallthinker_sliding(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> Strin
     let defaults = SlidingDefaults {
         window: None,
         period: SMALLTHINKER_PERIOD,
+        dense_first: true,
         rope_base,
         swa_base_key: true,
         rope: LocalRope::Scaled,
     };
-    let mut s = sliding_window(md, key, layers, defaults)?;
-    s.window = SMALLTHINKER_WINDOW;
-    if !matches!(md.get(&key("attention.sliding_window_pattern")), Some(Value::Array(_))) {
-        let n = md_opt_usize(md, &key("attention.sliding_window_pattern"))?.unwrap_or(SMALLTHINKER_PERIOD);
-        s.local = (0..layers).map(|il| n == 0 || il % n != 0).collect();
-    }
-    Ok(Some(s))
+    let s = sliding_window(md, key, layers, defaults)?;
+    Ok(Some(SlidingWindow {
+        window: SMALLTHINKER_WINDOW,
+        ..s
+    }))
 }
 
 /// Llama 4's chunked layers, as llama.cpp runs them: none where the file's window is 0 (its
@@ -2698,6 +2707,7 @@ fn llama4_chunks(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, laye
     let defaults = SlidingDefaults {
         window: Some(LLAMA4_CHUNK),
         period: LLAMA4_PERIOD,
+        dense_first: false,
         rope_base,
         swa_base_key: true,
         rope: LocalRope::Scaled,
@@ -2728,7 +2738,7 @@ fn sliding_window(
         return Err(bad("attention.sliding_window", "a window of 0 positions".into()));
     }
     let local = match md.get(&key("attention.sliding_window_pattern")) {
-        None => period_pattern(defaults.period, layers),
+        None => period_pattern(defaults.period, layers, defaults.dense_first),
         Some(Value::Array(flags)) => {
             let flags: Option<Vec<bool>> = flags
                 .iter()
@@ -2755,7 +2765,7 @@ fn sliding_window(
         }
         Some(_) => {
             let period = md_usize(md, &key("attention.sliding_window_pattern"))?;
-            period_pattern(period, layers)
+            period_pattern(period, layers, defaults.dense_first)
         }
     };
     let rope_base = match defaults.swa_base_key {
@@ -2810,10 +2820,16 @@ fn softcaps(
     ])
 }
 
-/// llama.cpp's `set_swa_pattern(n)`: in every run of `n` layers the last is global; `n = 0`
-/// makes every layer local.
-fn period_pattern(n: usize, layers: usize) -> Vec<bool> {
-    (0..layers).map(|il| n == 0 || il % n < n - 1).collect()
+/// llama.cpp's `set_swa_pattern(n, dense_first)`: in every run of `n` layers the last (the
+/// first, `dense_first`) is global; `n = 0` makes every layer local.
+fn period_pattern(n: usize, layers: usize, dense_first: bool) -> Vec<bool> {
+    (0..layers)
+        .map(|il| match (n, dense_first) {
+            (0, _) => true,
+            (_, true) => il % n != 0,
+            (_, false) => il % n < n - 1,
+        })
+        .collect()
 }
 
 #[cfg(test)]

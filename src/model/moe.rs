@@ -433,16 +433,18 @@ impl MoeMlp {
         let k = routes.k;
         let hv = h.flatten_all()?.to_vec1::<f32>()?;
         let active: Vec<usize> = (0..rows_of.len()).filter(|&e| !rows_of[e].is_empty()).collect();
-        // Llama 4's: each row times its weight before the expert.
+        // Llama 4's: each row times its weight before the expert (the others' times 1: the
+        // same bits).
         let weigh = self.routing.weigh_inputs;
+        let input_weight = |r: u32, s: u32| if weigh { routes.weights[r as usize * k + s as usize] } else { 1.0 };
         let xs: Vec<Vec<f32>> = active
             .iter()
             .map(|&e| {
                 rows_of[e]
                     .iter()
                     .flat_map(|&(r, s)| {
-                        let w = if weigh { routes.weights[r as usize * k + s as usize] } else { 1.0 };
-                        hv[r as usize * d..][..d].iter().map(move |&x| if weigh { x * w } else { x })
+                        let w = input_weight(r, s);
+                        hv[r as usize * d..][..d].iter().map(move |&x| x * w)
                     })
                     .collect()
             })
