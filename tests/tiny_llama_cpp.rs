@@ -56,7 +56,7 @@ use hearth::config::KvDtype;
 use hearth::model::gguf::GgufFile;
 use hearth::model::hparams::Family;
 use hearth::model::gguf::types::GgmlType;
-use hearth::model::testkit::{requantize, write_model, TinyLongRope, TinyModelSpec, TinyMoe, TinyVocab, VocabStyle, WeightType};
+use hearth::model::testkit::{llama31_rope_divisors, requantize, write_model, TinyLongRope, TinyModelSpec, TinyMoe, TinyVocab, VocabStyle, WeightType};
 use hearth::model::Transformer;
 use serde_json::Value;
 
@@ -586,16 +586,10 @@ fn command_r_plus(weight_type: WeightType) -> TinyModelSpec {
 /// with Llama 3.1-style per-frequency divisors (`rope_freqs`, as its files carry), its
 /// pre-tokenizer (digits one by one); its own output projection.
 fn exaone(weight_type: WeightType) -> TinyModelSpec {
-    // 1 for the fast frequencies, 8 for the slow ones, a ramp between (as Llama 3.1's).
-    let divisors = (0..32).map(|i: u8| match i {
-        0..=11 => 1.0,
-        12..=19 => 1.0 + f32::from(i - 11) * 7.0 / 9.0,
-        _ => 8.0,
-    });
     TinyModelSpec {
         arch: Some("exaone"),
         vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "exaone" }),
-        rope_freqs: Some(divisors.collect()),
+        rope_freqs: Some(llama31_rope_divisors(32)),
         rope_base: 1_000_000.0,
         seed: 26,
         ..TinyModelSpec::tiny(Family::Llama, weight_type)

@@ -784,13 +784,6 @@ impl TinyModelSpec {
     pub fn llama4(weight_type: WeightType) -> Self {
         let f32 = weight_type == WeightType::F32;
         let tiny = Self::tiny(Family::Llama, weight_type);
-        // 1 for the fast frequencies, 8 for the slow ones, a ramp between (as Llama 3.1's).
-        let pairs = tiny.head_dim / 2;
-        let divisors = (0..pairs).map(|i| match i * 32 / pairs {
-            0..=11 => 1.0,
-            j @ 12..=19 => 1.0 + (j - 11) as f32 * 7.0 / 9.0,
-            _ => 8.0,
-        });
         Self {
             arch: Some("llama4"),
             vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "llama4" }),
@@ -801,7 +794,7 @@ impl TinyModelSpec {
                 used: 2,
                 identical: false,
             }),
-            rope_freqs: Some(divisors.collect()),
+            rope_freqs: Some(llama31_rope_divisors(tiny.head_dim / 2)),
             sliding_window: (!f32).then_some((8192, 2)),
             tie_embeddings: false,
             seed: if f32 { 112 } else { 111 },
@@ -1402,6 +1395,18 @@ fn mlp_tensors(
         }
     }
     Ok(out)
+}
+
+/// Llama 3.1-style `rope_freqs` divisors for a head of `pairs` rotated pairs: 1 for the fast
+/// frequencies, 8 for the slow ones, a ramp between (on 32 steps, whatever `pairs`).
+pub fn llama31_rope_divisors(pairs: usize) -> Vec<f32> {
+    (0..pairs)
+        .map(|i| match i * 32 / pairs {
+            0..=11 => 1.0,
+            j @ 12..=19 => 1.0 + (j - 11) as f32 * 7.0 / 9.0,
+            _ => 8.0,
+        })
+        .collect()
 }
 
 /// Llama 4's tiny files: every this-many-th layer has experts (`interleave_moe_layer_step`).

@@ -30,6 +30,6 @@ pub use deepseek2::TinyMla;
 pub use gemma4::TinyGemma4;
 pub use granite_hybrid::TinyMamba2;
 pub use qwen35::TinyDeltaNet;
-pub use gguf::{write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
+pub use gguf::{llama31_rope_divisors, write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
 pub use requant::{requantize, split_model};
 pub use vocab::{TinyVocab, VocabStyle};
