@@ -90,14 +90,21 @@ impl Pair {
     }
 }
 
+/// A tiny model's name, spec and file; the file is removed when the last is dropped.
+type TinyModel = (String, TinyModelSpec, tempfile::TempPath);
+
 /// A tiny Q8_0 model of every family, written into `dir`.
-fn models(dir: &std::path::Path) -> Vec<(String, TinyModelSpec, std::path::PathBuf)> {
+fn models(dir: &std::path::Path) -> impl Iterator<Item = TinyModel> + '_ {
     models_of(dir, WeightType::Q8_0)
 }
 
 /// A tiny model of every family with `weights`, written into `dir`. Gemma 3's layer 0 has an
 /// 8-token sliding window, so every prompt here crosses it (cached prefixes included).
-fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyModelSpec, std::path::PathBuf)> {
+///
+/// Lazily, one file at a time: each is written when the loop reaches it and removed when the
+/// loop moves on (every family's at once were ~600 MB per test, ~1 GB with two tests at once,
+/// and CI's disk ran out).
+fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item = TinyModel> + '_ {
     // Every family, Qwen3.5's MoE files (recurrent layers with experts), Qwen3-Next's (V
     // heads grouped by Q/K head, the older `ssm_in`), Granite 4.0 H-Tiny's (Mamba-2 layers
     // with experts, rope), Nemotron 3 Super's and LFM2-8B-A1B's (short convolutions with
@@ -116,7 +123,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
     // weighing their inputs, unweighted Q/K norms, a layer without rope).
     let specs = Family::ALL
         .into_iter()
-        .map(|family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
+        .map(move |family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
         .chain([
             ("Qwen35Moe".to_string(), TinyModelSpec::qwen35_moe(weights)),
             ("Qwen3Next".to_string(), TinyModelSpec::qwen3next(true, weights)),
@@ -142,12 +149,10 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> Vec<(String, TinyMod
             ("SmallThinker".to_string(), TinyModelSpec::smallthinker(weights)),
             ("Llama4".to_string(), TinyModelSpec::llama4(weights)),
         ]);
-    specs
-        .map(|(name, spec)| {
-            let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));
-            (format!("{name} {weights:?}"), spec, path)
-        })
-        .collect()
+    specs.map(move |(name, spec)| {
+        let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));
+        (format!("{name} {weights:?}"), spec, tempfile::TempPath::try_from_path(path).unwrap())
+    })
 }
 
 #[test]
@@ -212,9 +217,7 @@ fn three_turn_chat_hits_through_the_generated_reply() {
         (WeightType::Q8_0, Tolerance::QuantizedReplies),
     ];
     for (f, spec, path, tol) in runs.into_iter().flat_map(|(w, tol)| {
-        models_of(dir.path(), w)
-            .into_iter()
-            .map(move |(f, s, p)| (f, s, p, tol))
+        models_of(dir.path(), w).map(move |(f, s, p)| (f, s, p, tol))
     }) {
         let mut p = Pair::new(&path, 64, 16);
         p.tol = tol;
