@@ -120,7 +120,8 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
     // (sliding-window layers with rope, a global one without, in GLM-4.5's MoE layer),
     // MiniMax-M2's (experts alone in every layer), Falcon-H1's (a Mamba-2 state and K/V in
     // every layer), SmallThinker's (experts routed on the layer's input), Llama 4's (experts
-    // weighing their inputs, unweighted Q/K norms, a layer without rope).
+    // weighing their inputs, unweighted Q/K norms, a layer without rope), Nemotron 51B's
+    // (`deci`: each layer its own K/V heads, linear attention, layers without attention).
     let specs = Family::ALL
         .into_iter()
         .map(move |family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -148,6 +149,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
             ("FalconH1".to_string(), TinyModelSpec::falcon_h1(weights)),
             ("SmallThinker".to_string(), TinyModelSpec::smallthinker(weights)),
             ("Llama4".to_string(), TinyModelSpec::llama4(weights)),
+            ("Deci".to_string(), TinyModelSpec::deci(weights)),
         ]);
     specs.map(move |(name, spec)| {
         let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));

@@ -56,7 +56,7 @@ use hearth::config::KvDtype;
 use hearth::model::gguf::GgufFile;
 use hearth::model::hparams::Family;
 use hearth::model::gguf::types::GgmlType;
-use hearth::model::testkit::{llama31_rope_divisors, requantize, write_model, TinyLongRope, TinyModelSpec, TinyMoe, TinyVocab, VocabStyle, WeightType};
+use hearth::model::testkit::{llama31_rope_divisors, DeciLayer, requantize, write_model, TinyLongRope, TinyModelSpec, TinyMoe, TinyVocab, VocabStyle, WeightType};
 use hearth::model::Transformer;
 use serde_json::Value;
 
@@ -444,6 +444,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // layers on a base of their own).
         ("tiny-llama4-q8_0.gguf", TinyModelSpec::llama4(WeightType::Q8_0)),
         ("tiny-llama4-f32.gguf", TinyModelSpec::llama4(WeightType::F32)),
+        // Llama-3.1-Nemotron 51B's (`deci`): each layer its own K/V heads (2, 4, 1) and MLP
+        // width, a linear-attention layer, an MLP alone, a layer with nothing.
+        ("tiny-deci-q8_0.gguf", TinyModelSpec::deci(WeightType::Q8_0)),
+        ("tiny-deci-f32.gguf", TinyModelSpec::deci(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),
@@ -939,6 +943,76 @@ fn multi_token_prediction_blocks_are_not_run() {
     let la = teacher_forced_logits(&a, &ids[..2], &ids[2..], KvDtype::F32).unwrap();
     let lb = teacher_forced_logits(&b, &ids[..2], &ids[2..], KvDtype::F32).unwrap();
     assert_eq!(la, lb);
+}
+
+/// Deci: a layer with attention and no MLP (a width of 0, the checkpoint's `ffn.no_op`) adds
+/// its attention to the residual stream, as the checkpoint's own code (Hugging Face's DeciLM)
+/// does. llama.cpp's graph skips the rest of such a layer, its attention's output with it, so
+/// there is no llama.cpp reference for it; instead: the same logits as the file whose layer has
+/// an MLP adding nothing (its down projection all zeros), and others than the file whose layer
+/// has no attention either (Ultra 253B's empty layers, the tiny file's layer 4, which both run
+/// as llama.cpp does).
+#[test]
+fn a_deci_layer_without_an_mlp_keeps_its_attention() {
+    let layer = |heads, kv_heads, ffn| DeciLayer { heads, kv_heads, ffn };
+    let spec = TinyModelSpec::deci_of(
+        vec![layer(4, 2, 512), layer(4, 4, 256), layer(4, 1, 512)],
+        true,
+        TinyModelSpec::tiny(Family::Llama, WeightType::F32),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let with_mlp = dir.path().join("with-mlp.gguf");
+    write_model(&spec, &with_mlp).unwrap();
+    let (md, _) = read_gguf(&with_mlp);
+    // Layer 1's MLP zeroed; left out; left out with its attention.
+    use candle_core::quantized::gguf_file::Value as Md;
+    let set = |md: &[(String, Md)], key: &str, value: u32| -> Vec<(String, Md)> {
+        md.iter()
+            .map(|(k, v)| match (k == key, v) {
+                (true, Md::Array(a)) => {
+                    let mut a = a.clone();
+                    a[1] = Md::U32(value);
+                    (k.clone(), Md::Array(a))
+                }
+                _ => (k.clone(), v.clone()),
+            })
+            .collect()
+    };
+    // The file's tensors but those under `prefixes`, layer 1's down projection zeroed.
+    let tensors = |prefixes: &[&str]| -> Vec<_> {
+        read_gguf(&with_mlp)
+            .1
+            .into_iter()
+            .filter(|(n, _)| !prefixes.iter().any(|p| n.starts_with(p)))
+            .map(|(n, t)| match n.as_str() {
+                "blk.1.ffn_down.weight" => {
+                    let zeros = candle_core::Tensor::zeros(t.shape(), candle_core::DType::F32, &Device::Cpu).unwrap();
+                    let zeros = candle_core::quantized::QTensor::quantize(&zeros, t.dtype()).unwrap();
+                    (n, zeros)
+                }
+                _ => (n, t),
+            })
+            .collect()
+    };
+    let no_mlp = set(&md, "deci.feed_forward_length", 0);
+    let nothing = set(&set(&no_mlp, "deci.attention.head_count", 0), "deci.attention.head_count_kv", 0);
+    let files = [
+        ("zeroed.gguf", md.clone(), tensors(&[])),
+        ("no-mlp.gguf", no_mlp, tensors(&["blk.1.ffn_"])),
+        ("nothing.gguf", nothing, tensors(&["blk.1."])),
+    ];
+    let ids: Vec<u32> = (0..24).map(|i| (i * 37 + 5) % spec.vocab.size as u32).collect();
+    let logits: Vec<_> = files
+        .iter()
+        .map(|(name, md, tensors)| {
+            let path = dir.path().join(name);
+            write_gguf(&path, md, tensors);
+            let tf = Transformer::from_gguf(&mut GgufFile::open(&path).unwrap(), &Device::Cpu, 512).unwrap();
+            teacher_forced_logits(&tf, &ids[..4], &ids[4..], KvDtype::F32).unwrap()
+        })
+        .collect();
+    assert_eq!(logits[0], logits[1], "a layer without an MLP differs from one whose MLP adds nothing");
+    assert_ne!(logits[1], logits[2], "the layer's attention was dropped");
 }
 
 /// The metadata and tensors of the GGUF at `path`, to be written again changed.

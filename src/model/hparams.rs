@@ -209,7 +209,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -391,9 +391,12 @@ impl Family {
             // global one without rope whose queries take Llama 4's temperature, each head's Q
             // and K RMS-normalized without a weight after rope in the rotating layers (all but
             // Maverick's); a file whose window is 0 (MobileLLM-R1's) has no chunks, no
-            // temperature, and rope in every layer.
+            // temperature, and rope in every layer. Deci (`deci`: Llama-3.1-Nemotron 51B,
+            // Super 49B, Ultra 253B, DeciLM-7B): Llama's layer, each of its own K/V heads and
+            // MLP width, some with "linear attention", some without attention or MLP
+            // ([`DeciLayers`]).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -796,10 +799,18 @@ pub struct HParams {
     /// Falcon-H1: every layer both attends (keeping K/V) and runs its Mamba-2 mixer over the
     /// same normed rows (keeping a state), the two outputs added before the residual.
     pub ssm_beside_attention: bool,
-    /// Nemotron-H: one flag per layer, `true` where the layer is an MLP alone (no mixer, no
-    /// K/V; its `attn_norm` the MLP's); empty for the other families, whose every layer has a
-    /// mixer, and whose every layer but Nemotron-H's has an MLP too.
+    /// Nemotron-H, Deci: one flag per layer, `true` where the layer is an MLP alone (no mixer,
+    /// no K/V; Nemotron-H's `attn_norm` the MLP's, Deci's `ffn_norm`); empty for the other
+    /// families, whose every layer has a mixer.
     pub mlp_only: Vec<bool>,
+    /// Deci: each layer's K/V heads, 0 in a layer without K/V (its "linear attention" and
+    /// attention-free layers); empty for the other families, whose attending layers all have
+    /// `kv_heads` (Gemma 4's global ones aside).
+    pub layer_kv_heads: Vec<usize>,
+    /// Deci (Nemotron 51B): one flag per layer, `true` where the layer's attention is its output
+    /// projection alone over its normed input (`attn_output` of `hidden × hidden`, no heads, no
+    /// K/V: the checkpoint's `replace_with_linear`); empty for the other families.
+    pub linear_attn: Vec<bool>,
 }
 
 /// Mamba-2's selective state space mixer (llama.cpp's `ssm.*` keys, its `build_mamba2_layer`):
@@ -1384,10 +1395,12 @@ impl HParams {
     /// The K/V geometry a store must provide: the heads of every layer that keeps K/V (with
     /// latent attention, K alone: V is the latent K holds).
     pub fn kv_shape(&self) -> crate::ops::KvShape {
+        // Store layer `s`'s heads are those of the first layer that writes it.
+        let writer = |s: usize| (0..self.layers).find(|&l| self.attends(l) && self.kv_layer(l) == s).unwrap_or(s);
         let shape = crate::ops::KvShape::per_layer(
             (0..self.kv_layers)
-                .map(|l| {
-                    let a = self.attn_shape(l);
+                .map(|s| {
+                    let a = self.attn_shape(writer(s));
                     crate::ops::LayerKv {
                         kv_heads: a.kv_heads,
                         head_dim: a.head_dim,
@@ -1407,7 +1420,7 @@ impl HParams {
             (Some(g), None) => *g,
             _ => AttnShape {
                 heads: self.heads,
-                kv_heads: self.kv_heads,
+                kv_heads: self.layer_kv_heads.get(layer).copied().filter(|&k| k > 0).unwrap_or(self.kv_heads),
                 head_dim: self.head_dim,
                 rope_dims: self.rope_dims,
             },
@@ -1418,8 +1431,8 @@ impl HParams {
     /// the last layer before them of its kind (local or global), as llama.cpp's Gemma 4
     /// `layer_reuse_cb`.
     pub fn kv_layer(&self, layer: usize) -> usize {
-        // Qwen3.5, LFM2, the Mamba-2 hybrids: the attention layers' store layers, in order.
-        if self.recurrent_flags().is_some() {
+        // Qwen3.5, LFM2, the Mamba-2 hybrids, Deci: the attention layers' store layers, in order.
+        if self.recurrent_flags().is_some() || !self.layer_kv_heads.is_empty() {
             return (0..layer).filter(|&l| self.attends(l)).count();
         }
         if layer < self.kv_layers {
@@ -1432,10 +1445,21 @@ impl HParams {
             .unwrap_or(self.kv_layers - 1)
     }
 
-    /// Whether `layer` has attention (none in recurrent layers, but Falcon-H1's, and
-    /// Nemotron-H's MLP layers).
+    /// Whether attending `layer` writes the K/V of its store layer ([`Self::kv_layer`]) rather
+    /// than reading an earlier layer's: all but Gemma 4's E models' last layers.
+    pub fn writes_kv(&self, layer: usize) -> bool {
+        self.recurrent_flags().is_some() || !self.layer_kv_heads.is_empty() || self.kv_layer(layer) == layer
+    }
+
+    /// Whether `layer` has attention that keeps K/V (none in recurrent layers, but
+    /// Falcon-H1's, in Nemotron-H's and Deci's MLP layers, nor in Deci's linear ones).
     pub fn attends(&self, layer: usize) -> bool {
-        (self.ssm_beside_attention || !self.is_recurrent(layer)) && !self.is_mlp_only(layer)
+        (self.ssm_beside_attention || !self.is_recurrent(layer)) && !self.is_mlp_only(layer) && !self.is_linear_attn(layer)
+    }
+
+    /// Whether `layer`'s attention is its output projection alone (Deci's "linear attention").
+    pub fn is_linear_attn(&self, layer: usize) -> bool {
+        self.linear_attn.get(layer).copied().unwrap_or(false)
     }
 
     /// Whether `layer` is an MLP alone (Nemotron-H's).
@@ -1443,9 +1467,10 @@ impl HParams {
         self.mlp_only.get(layer).copied().unwrap_or(false)
     }
 
-    /// Whether `layer` has an MLP (all but Nemotron-H's mixer layers).
+    /// Whether `layer` has an MLP: all but those whose width is 0 (Nemotron-H's mixer layers,
+    /// Deci's layers without one).
     pub fn has_mlp(&self, layer: usize) -> bool {
-        self.family != Family::NemotronH || self.is_mlp_only(layer)
+        self.ffn_per_layer.get(layer).is_none_or(|&f| f > 0)
     }
 
     /// Whether `layer` is recurrent (Qwen3.5's gated delta nets, LFM2's short convolutions)
@@ -1499,6 +1524,9 @@ const SMOLLM3_NO_ROPE_STEP: usize = 4;
 /// attention ([`HParams::ssm_beside_attention`]).
 const FALCON_H1: &str = "falcon-h1";
 
+/// Deci's layers of their own shapes ([`DeciLayers`]).
+const DECI: &str = "deci";
+
 /// Llama 4's architecture name (its chunks, its rope-less layers' temperature, its
 /// unweighted Q/K norms, its routing).
 const LLAMA4: &str = "llama4";
@@ -1544,18 +1572,29 @@ impl HParams {
         let family = Family::from_arch(a)?;
         let key = |k: &str| format!("{a}.{k}");
         let hidden = md_usize(md, &key("embedding_length"))?;
-        let heads = md_opt_per_layer_usize(md, &key("attention.head_count"))?.ok_or_else(|| ModelError::MissingMetadata {
-            key: key("attention.head_count"),
-        })?;
-        let (kv_heads, by_kv) = kv_heads_of(md, &key, family, heads)?;
         let (layers, mtp_layers) = trunk_layers(md, &key)?;
+        // Deci's layers each have their own heads (and some none).
+        let deci = match a {
+            DECI => Some(DeciLayers::read(md, &key, layers)?),
+            _ => None,
+        };
+        let (heads, (kv_heads, by_kv)) = match &deci {
+            Some(d) => (d.heads, (d.first_kv_heads(), None)),
+            None => {
+                let heads = md_opt_per_layer_usize(md, &key("attention.head_count"))?.ok_or_else(|| ModelError::MissingMetadata {
+                    key: key("attention.head_count"),
+                })?;
+                (heads, kv_heads_of(md, &key, family, heads)?)
+            }
+        };
         let LayerKinds {
             ffn,
             ffn_per_layer,
             mlp_only,
             short_conv,
             mamba2,
-        } = LayerKinds::read(md, &key, family, layers, by_kv)?;
+        } = LayerKinds::read(md, &key, family, layers, by_kv, deci.as_ref())?;
+        let linear_attn = deci.as_ref().map(DeciLayers::linear).unwrap_or_default();
         // Qwen (1)'s files give the MLP's width before its halving into gate and up.
         let ffn = if a == "qwen" { ffn / 2 } else { ffn };
         // DeepSeek-V2's heads attend over one latent K/V head.
@@ -1613,7 +1652,7 @@ impl HParams {
             _ => {
                 let flags = short_conv.as_ref().map(|c| &c.layers).or(mamba2.as_ref().map(|m| &m.layers));
                 let recurrent_only = flags.map_or(0, |f| f.iter().filter(|&&r| r).count()) * usize::from(a != FALCON_H1);
-                let mixer_free = recurrent_only + mlp_only.iter().filter(|&&m| m).count();
+                let mixer_free = recurrent_only + mlp_only.iter().chain(&linear_attn).filter(|&&m| m).count();
                 (global, None, layers - mixer_free, 0)
             }
         };
@@ -1685,6 +1724,8 @@ impl HParams {
             mamba2,
             ssm_beside_attention: a == FALCON_H1,
             mlp_only,
+            layer_kv_heads: deci.map(|d| d.kv_heads).unwrap_or_default(),
+            linear_attn,
         })
     }
 }
@@ -1734,6 +1775,54 @@ fn recurrent_by_kv(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) ->
         return Err(bad(format!("attention layers with {kv_heads} and {other} K/V heads")));
     }
     Ok((kv.iter().map(|&k| k == 0).collect(), kv_heads))
+}
+
+/// Deci's files (`deci`: Llama-3.1-Nemotron 51B, -Super 49B and -Ultra 253B, DeciLM-7B): each
+/// layer its own heads, as llama.cpp's converter writes them from the checkpoint's
+/// `block_configs` (`attention.head_count` and `attention.head_count_kv`, one each per layer,
+/// or one for every layer). A layer with query and K/V heads attends (its K/V heads its own);
+/// one with query heads and no K/V heads is "linear attention" ([`HParams::linear_attn`]); one
+/// with neither has no attention ([`HParams::mlp_only`]).
+struct DeciLayers {
+    /// The query heads of every layer that has them (all the same).
+    heads: usize,
+    /// Each layer's query heads: 0 in an attention-free layer.
+    query_heads: Vec<usize>,
+    /// Each layer's K/V heads: 0 where it keeps no K/V.
+    kv_heads: Vec<usize>,
+}
+
+impl DeciLayers {
+    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize) -> Result<Self, ModelError> {
+        let (q_key, kv_key) = (key("attention.head_count"), key("attention.head_count_kv"));
+        let query_heads = md_opt_usize_per_layer(md, &q_key, layers)?.ok_or_else(|| ModelError::MissingMetadata { key: q_key.clone() })?;
+        let kv_heads = md_opt_usize_per_layer(md, &kv_key, layers)?.unwrap_or_else(|| query_heads.clone());
+        let bad = |key: &str, reason: String| ModelError::BadMetadata { key: key.into(), reason };
+        let mut with_heads = query_heads.iter().copied().filter(|&h| h > 0);
+        let heads = with_heads.next().ok_or_else(|| bad(&q_key, "no layer has attention heads".into()))?;
+        if let Some(other) = with_heads.find(|&h| h != heads) {
+            return Err(bad(&q_key, format!("layers with {heads} and {other} query heads")));
+        }
+        for (l, (&q, &kv)) in query_heads.iter().zip(&kv_heads).enumerate() {
+            if kv > 0 && (q == 0 || !q.is_multiple_of(kv)) {
+                return Err(bad(&kv_key, format!("layer {l}: {q} query heads cannot share {kv} K/V heads")));
+            }
+        }
+        if kv_heads.iter().all(|&kv| kv == 0) {
+            return Err(bad(&kv_key, "no layer keeps K/V".into()));
+        }
+        Ok(Self { heads, query_heads, kv_heads })
+    }
+
+    /// The first attending layer's K/V heads (the model's `kv_heads`).
+    fn first_kv_heads(&self) -> usize {
+        self.kv_heads.iter().copied().find(|&kv| kv > 0).unwrap_or(1)
+    }
+
+    /// One flag per layer: `true` where its attention is "linear" (query heads, no K/V heads).
+    fn linear(&self) -> Vec<bool> {
+        self.query_heads.iter().zip(&self.kv_heads).map(|(&q, &kv)| q > 0 && kv == 0).collect()
+    }
 }
 
 impl ShortConvParams {
@@ -1928,10 +2017,12 @@ impl LayerKinds {
         family: Family,
         layers: usize,
         by_kv: Option<Vec<bool>>,
+        deci: Option<&DeciLayers>,
     ) -> Result<Self, ModelError> {
         let (ffn, ffn_per_layer) = match family {
             Family::Gemma4 => gemma4_ffn(md, key, layers)?,
-            Family::NemotronH => nemotron_h_ffn(md, key, layers)?,
+            Family::NemotronH => ffn_widths(md, key, layers)?,
+            _ if deci.is_some() => ffn_widths(md, key, layers)?,
             _ => match (md_opt_usize(md, &key("expert_count"))?.unwrap_or(0) > 0, md_opt_per_layer_usize(md, &key("feed_forward_length"))?) {
                 (_, Some(f)) => (f, Vec::new()),
                 (true, None) => (0, Vec::new()),
@@ -1939,8 +2030,10 @@ impl LayerKinds {
             },
         };
         // Nemotron-H: a layer without K/V heads is an MLP where it has a width, else Mamba-2.
-        let mlp_only: Vec<bool> = match family {
-            Family::NemotronH => ffn_per_layer.iter().map(|&f| f > 0).collect(),
+        // Deci: a layer without query heads is its MLP alone (if it has one).
+        let mlp_only: Vec<bool> = match (family, deci) {
+            (Family::NemotronH, _) => ffn_per_layer.iter().map(|&f| f > 0).collect(),
+            (_, Some(d)) => d.query_heads.iter().map(|&h| h == 0).collect(),
             _ => Vec::new(),
         };
         let (short_conv, mamba2) = match (family, by_kv) {
@@ -1963,9 +2056,9 @@ impl LayerKinds {
     }
 }
 
-/// Nemotron-H's MLP widths, one per layer (`feed_forward_length`, 0 where a layer has no
-/// MLP): the widest, and the widths.
-fn nemotron_h_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize) -> Result<(usize, Vec<usize>), ModelError> {
+/// Nemotron-H's and Deci's MLP widths, one per layer (`feed_forward_length`, 0 where a layer
+/// has no MLP): the widest, and the widths.
+fn ffn_widths(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize) -> Result<(usize, Vec<usize>), ModelError> {
     let k = key("feed_forward_length");
     let widths = md_opt_usize_per_layer(md, &k, layers)?.ok_or(ModelError::MissingMetadata { key: k })?;
     Ok((widths.iter().copied().max().unwrap_or(0), widths))
@@ -2014,6 +2107,13 @@ impl Scales {
         };
         if arch == "minicpm" {
             return Self::minicpm(md, key, plain, [hidden, layers]);
+        }
+        if arch == DECI {
+            // llama.cpp's `deci` graph: the file's `attention.scale` where it is not 0.
+            return Ok(Self {
+                attention: granite_scale(md, key, "attention.scale")?.unwrap_or(plain.attention),
+                ..plain
+            });
         }
         if arch == "jais" {
             // llama.cpp's `jais` graph scales the scores by 1/head_dim (muP's), not its root.
@@ -2398,7 +2498,7 @@ fn moe_params(
         Some(f) => f,
         // llama.cpp's fallback: a MoE layer's `feed_forward_length` (one per layer) over
         // `expert_used_count`.
-        None if family == Family::NemotronH => nemotron_h_ffn(md, key, layers)?.0 / experts_used,
+        None if family == Family::NemotronH => ffn_widths(md, key, layers)?.0 / experts_used,
         // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and Ling's files.
         None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | SMALLTHINKER | LLAMA4) || glm45_kin((family, arch)) => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
@@ -4200,6 +4300,48 @@ mod tests {
             assert!(HParams::from_metadata(&without, Some(100)).is_err(), "{k}");
         }
         assert!(HParams::from_metadata(&with(&[("interleave_moe_layer_step", Value::U32(0))]), Some(100)).is_err());
+    }
+
+    /// Deci: each layer its own K/V heads (only those with K/V keep any, the store layers
+    /// numbered over them), linear attention where there are query heads alone, an MLP alone
+    /// where there are none, no MLP where the width is 0; a file's `attention.scale`.
+    #[test]
+    fn deci_reads_each_layers_heads_and_width() {
+        let per_layer = |v: &[u32]| Value::Array(v.iter().map(|&x| Value::U32(x)).collect());
+        let with = |heads: &[u32], kv: &[u32], extra: &[(&str, Value)]| {
+            let mut keys = vec![
+                ("block_count", Value::U32(heads.len() as u32)),
+                ("attention.head_count", per_layer(heads)),
+                ("attention.head_count_kv", per_layer(kv)),
+                ("attention.key_length", Value::U32(64)),
+                ("feed_forward_length", per_layer(&[512, 384, 256, 512, 0, 640][..heads.len()])),
+            ];
+            keys.extend(extra.iter().cloned());
+            md("deci", &keys)
+        };
+        let hp = HParams::from_metadata(&with(&[4, 4, 0, 4, 0, 4], &[2, 0, 0, 4, 0, 1], &[]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.heads, hp.kv_heads, hp.kv_layers, hp.ffn), (Family::Llama, 4, 2, 3, 640));
+        assert_eq!((0..6).filter(|&l| hp.attends(l)).collect::<Vec<_>>(), [0, 3, 5]);
+        assert_eq!((0..6).filter(|&l| hp.is_linear_attn(l)).collect::<Vec<_>>(), [1]);
+        assert_eq!((0..6).filter(|&l| hp.is_mlp_only(l)).collect::<Vec<_>>(), [2, 4]);
+        assert_eq!((0..6).filter(|&l| !hp.has_mlp(l)).collect::<Vec<_>>(), [4]);
+        assert_eq!([0, 3, 5].map(|l| (hp.kv_layer(l), hp.writes_kv(l))), [(0, true), (1, true), (2, true)]);
+        assert_eq!([0, 3, 5].map(|l| hp.attn_shape(l).kv_heads), [2, 4, 1]);
+        let shape = hp.kv_shape();
+        assert_eq!((0..3).map(|s| shape.layer(s).kv_heads).collect::<Vec<_>>(), [2, 4, 1]);
+        assert_eq!(hp.attention_scale, 1.0 / 8.0);
+        let scaled = HParams::from_metadata(&with(&[4, 4], &[2, 2], &[("attention.scale", Value::F32(0.25))]), Some(100)).unwrap();
+        assert_eq!((scaled.attention_scale, scaled.kv_layers), (0.25, 2));
+        // DeciLM-7B's: one query head count, K/V heads per layer.
+        let mut decilm = with(&[4, 4, 4], &[4, 2, 1], &[]);
+        decilm.insert("deci.attention.head_count".into(), Value::U32(4));
+        let hp = HParams::from_metadata(&decilm, Some(100)).unwrap();
+        assert_eq!(((0..3).map(|l| hp.attn_shape(l).kv_heads).collect::<Vec<_>>(), hp.kv_layers), (vec![4, 2, 1], 3));
+        // Refused: query heads that differ, K/V heads that do not divide them or without query
+        // heads, no layer with K/V.
+        for (heads, kv) in [(&[4, 2][..], &[2, 2][..]), (&[4, 4], &[3, 2]), (&[0, 4], &[2, 2]), (&[4, 0], &[0, 0])] {
+            assert!(HParams::from_metadata(&with(heads, kv, &[]), Some(100)).is_err(), "{heads:?} {kv:?}");
+        }
     }
 
     /// Nemotron-H: a layer without K/V heads is an MLP where its width is not 0, else Mamba-2;

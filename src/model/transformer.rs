@@ -201,7 +201,10 @@ enum SelfAttention {
     ShortConv(ShortConv),
     /// Granite 4.0's and Nemotron-H's Mamba-2 mixer (a state per head per sequence).
     Mamba2(Mamba2),
-    /// None: Nemotron-H's MLP layers.
+    /// Deci's "linear attention": the output projection alone over the normed rows (no heads,
+    /// no K/V, nothing kept between tokens).
+    Linear(QLinear),
+    /// None: Nemotron-H's and Deci's MLP layers.
     None,
 }
 
@@ -351,6 +354,7 @@ impl Transformer {
                     | SelfAttention::Recurrent(_)
                     | SelfAttention::ShortConv(_)
                     | SelfAttention::Mamba2(_)
+                    | SelfAttention::Linear(_)
                     | SelfAttention::None => 0,
                 })
                 .sum::<u64>();
@@ -633,6 +637,7 @@ impl Transformer {
             SelfAttention::Recurrent(net) => net.forward(h, batch, states)?,
             SelfAttention::ShortConv(c) => c.forward(h, batch, states)?,
             SelfAttention::Mamba2(m) => m.forward(h, batch, states)?,
+            SelfAttention::Linear(wo) => wo.forward(h)?,
             SelfAttention::None => return Ok(None),
         };
         // Falcon-H1: the Mamba-2 mixer's output added to the attention's (llama.cpp's order).
@@ -882,6 +887,34 @@ fn load_positions(file: &mut GgufFile, hp: &HParams, max_positions: usize) -> Re
     Ok(Some(TokenEmbedding::new(&t)?))
 }
 
+/// Refuses layer `i`'s tensors that hearth would not read rather than run without them.
+/// Output and MLP biases: only gpt-oss's (output), StarCoder2's, Phi-2's, GPT-NeoX's and the
+/// other coder and GPT-2 layouts' (output, up, down; Jais's gate too) files have them, where
+/// they are required (llama.cpp reads them as optional for Granite, Ministral 3, Nemotron and
+/// Deci, whose files have none). AWQ's activation scales (MPT files converted from AWQ
+/// checkpoints).
+fn refuse_unread(file: &GgufFile, hp: &HParams, i: usize) -> Result<(), ModelError> {
+    let n = |s: &str| format!("blk.{i}.{s}");
+    if file.has_tensor(&n("ffn_act.scales")) {
+        return Err(ModelError::UnsupportedTensor {
+            name: n("ffn_act.scales"),
+            reason: "AWQ activation scales are not supported".into(),
+        });
+    }
+    let gpt_oss = hp.family == Family::GptOss;
+    let gated = hp.mlp == MlpKind::Gated;
+    for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
+        let read = (gpt_oss && name == "attn_output.bias") || (hp.out_biases && (name != "ffn_gate.bias" || gated));
+        if file.has_tensor(&n(name)) && !read {
+            return Err(ModelError::UnsupportedTensor {
+                name: n(name),
+                reason: "output and MLP biases are not supported".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Layer `i`'s weights: the tensors `blk.{i}.*`; optional ones by family (biases, q/k
 /// norms, Gemma's post-norms) when the file has them.
 fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Layer, ModelError> {
@@ -902,30 +935,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             false => Ok(None),
         }
     };
-    // Output and MLP biases: only gpt-oss's (output), StarCoder2's, Phi-2's, GPT-NeoX's and the
-    // other coder and GPT-2 layouts' (output, up, down; Jais's gate too) files have them, where
-    // they are required (llama.cpp reads them as optional for Granite, Ministral 3 and
-    // Nemotron, whose files have none); another file that has one is refused rather than run
-    // without it.
-    // AWQ's activation scales (MPT files converted from AWQ checkpoints) are not run: refused
-    // rather than left out.
-    if file.has_tensor(&n("ffn_act.scales")) {
-        return Err(ModelError::UnsupportedTensor {
-            name: n("ffn_act.scales"),
-            reason: "AWQ activation scales are not supported".into(),
-        });
-    }
-    let gpt_oss = hp.family == Family::GptOss;
-    let gated = hp.mlp == MlpKind::Gated;
-    for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
-        let read = (gpt_oss && name == "attn_output.bias") || (hp.out_biases && (name != "ffn_gate.bias" || gated));
-        if file.has_tensor(&n(name)) && !read {
-            return Err(ModelError::UnsupportedTensor {
-                name: n(name),
-                reason: "output and MLP biases are not supported".into(),
-            });
-        }
-    }
+    refuse_unread(file, hp, i)?;
     let dense = |file: &mut GgufFile| -> Result<Mlp, ModelError> {
         let f = hp.ffn_of(i);
         Ok(Mlp {
@@ -951,15 +961,23 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     }
     // StableLM 2 12B's layers have no MLP norm: parallel ones.
     let parallel = hp.parallel_block || (hp.ffn_norm_optional && !file.has_tensor(&n("ffn_norm.weight")));
+    // Deci's layers: some without attention (their MLP reads the residual stream), some without
+    // an MLP.
+    let (mlp_only, has_mlp) = (hp.is_mlp_only(i), hp.has_mlp(i));
     Ok(Layer {
         parallel,
-        attn_norm: pre_norm(file, "attn_norm")?,
+        attn_norm: match mlp_only {
+            true => None,
+            false => pre_norm(file, "attn_norm")?,
+        },
         // (llama.cpp reads `attn_norm_2` for Falcon alone; no other family's files have it.)
         attn_norm_2: match parallel && file.has_tensor(&n("attn_norm_2.weight")) {
             true => pre_norm(file, "attn_norm_2")?,
             false => None,
         },
         attn: match hp.mla {
+            _ if mlp_only => SelfAttention::None,
+            _ if hp.is_linear_attn(i) => SelfAttention::Linear(QLinear::new(load_2d(file, &n("attn_output.weight"), [d, d], device)?, device)?),
             Some(_) => SelfAttention::Latent(LatentAttention::load(file, hp, i, device)?),
             None if hp.is_recurrent(i) && hp.short_conv.is_some() => SelfAttention::ShortConv(ShortConv::load(file, hp, i, device)?),
             None if hp.ssm_beside_attention => SelfAttention::Heads(load_attention(file, hp, i, device)?),
@@ -975,11 +993,12 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         // (The MLP pre-norm's name: `HParams::ffn_norm_stem`.)
         // (Cohere's, Phi-2's, Falcon's, PLaMo's and StableLM 2 12B's MLPs read the attention
         // norm's output; GPT-NeoX's parallel layers' their own norm's.)
-        ffn_norm: match parallel && !hp.parallel_mlp_norm {
+        ffn_norm: match (parallel && !hp.parallel_mlp_norm) || !has_mlp {
             true => None,
             false => pre_norm(file, hp.ffn_norm_stem)?,
         },
         ffn: match &hp.moe {
+            _ if !has_mlp => Ffn::None,
             // Gemma 4's experts run beside its dense MLP.
             Some(_) if hp.family == Family::Gemma4 => {
                 let mlp = dense(file)?;
@@ -1049,7 +1068,7 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
     let kv_layer = hp.kv_layer(i);
     // Qwen3.5's attention layers are the store's layers in order; Gemma 4's that share read
     // an earlier one's.
-    let writes_kv = kv_layer == i || hp.recurrent_flags().is_some();
+    let writes_kv = hp.writes_kv(i);
     let q_gate = hp.family == Family::Qwen35;
     // Its gate's rows follow each head's Q rows in the one projection.
     let q_rows = if q_gate { 2 * q_dim } else { q_dim };

@@ -19,6 +19,7 @@ use super::gemma4::{self, TinyGemma4};
 use super::granite_hybrid::{self, TinyMamba2};
 use super::lfm2;
 use super::nemotron_h;
+use super::deci::{self, DeciLayer};
 use super::qwen35::{self, TinyDeltaNet};
 use super::vocab::{TinyVocab, VocabStyle};
 use crate::model::hparams::{norm_kind, Family, NormKind};
@@ -156,6 +157,8 @@ pub struct TinyModelSpec {
     /// Experts in this many groups, of which this many are used (`expert_group_count`,
     /// `expert_group_used_count`).
     pub expert_groups: Option<(usize, usize)>,
+    /// Deci's layers, each of its own shape (`layers` and `heads` are then theirs).
+    pub deci: Option<Vec<DeciLayer>>,
     pub seed: u64,
 }
 
@@ -273,6 +276,7 @@ impl TinyModelSpec {
             delta_net: (family == Family::Qwen35).then(TinyDeltaNet::tiny),
             mamba2: matches!(family, Family::GraniteHybrid | Family::NemotronH).then(|| TinyMamba2::tiny(256)),
             expert_groups: None,
+            deci: None,
             seed: 7,
         }
     }
@@ -802,6 +806,29 @@ impl TinyModelSpec {
         }
     }
 
+    /// Llama-3.1-Nemotron 51B's files (`deci`): the layers of [`deci::LAYERS`], each its own
+    /// K/V heads and MLP width (attention with 2, 4 and 1 K/V heads, linear attention, an MLP
+    /// alone, a layer with nothing), Llama 3.1's rope factors, Llama 3's pre-tokenizer, an
+    /// output projection of its own.
+    pub fn deci(weight_type: WeightType) -> Self {
+        let tiny = Self::tiny(Family::Llama, weight_type);
+        Self::deci_of(deci::LAYERS.to_vec(), weight_type == WeightType::F32, tiny)
+    }
+
+    /// A `deci` file of `layers` (their query heads 4), from `tiny`'s other settings.
+    pub fn deci_of(layers: Vec<DeciLayer>, f32: bool, tiny: Self) -> Self {
+        Self {
+            arch: Some("deci"),
+            layers: layers.len(),
+            kv_heads: layers.iter().map(|l| l.kv_heads).find(|&k| k > 0).unwrap_or(tiny.kv_heads),
+            rope_freqs: Some(llama31_rope_divisors(tiny.head_dim / 2)),
+            tie_embeddings: false,
+            deci: Some(layers),
+            seed: if f32 { 113 } else { 114 },
+            ..tiny
+        }
+    }
+
     /// Apertus's files (`apertus`): Llama's layer with each head's Q and K normalized before
     /// NeoX rope, an MLP of up, xIELU (each layer's own), down; Tekken's pre-tokenizer, an
     /// output projection of its own.
@@ -1032,6 +1059,7 @@ impl TinyModelSpec {
             delta_net: None,
             mamba2: None,
             expert_groups: None,
+            deci: None,
             seed: 11,
         }
     }
@@ -1075,6 +1103,7 @@ impl TinyModelSpec {
             delta_net: None,
             mamba2: None,
             expert_groups: None,
+            deci: None,
             seed: 12,
         }
     }
@@ -1122,6 +1151,7 @@ impl TinyModelSpec {
             delta_net: None,
             mamba2: None,
             expert_groups: None,
+            deci: None,
             seed: 13,
         }
     }
@@ -1960,6 +1990,11 @@ fn family_layers(
         (Family::DeepSeek2, _, _, Some(m)) => {
             tensors.extend(deepseek2::tensors(spec, m, rng, moe_rng)?);
             Some(deepseek2::metadata(spec, m))
+        }
+        _ if spec.deci.is_some() => {
+            let layers = spec.deci.as_deref().unwrap_or_default();
+            tensors.extend(deci::tensors(spec, layers, rng)?);
+            Some(deci::metadata(spec, layers))
         }
         _ => None,
     })

@@ -3,7 +3,8 @@
 //! - [`vocab`]: small BPE / SentencePiece vocabularies, as GGUF metadata and as
 //!   an equivalent `tokenizer.json`.
 //! - [`gguf`]: random GGUF models of each family and quantization ([`gemma4`]: Gemma 4's
-//!   layers; [`deepseek2`]: DeepSeek-V2's latent attention; [`qwen35`]: Qwen3.5's gated delta net).
+//!   layers; [`deepseek2`]: DeepSeek-V2's latent attention; [`qwen35`]: Qwen3.5's gated delta net;
+//!   [`deci`]: Nemotron 51B's layers of their own shapes).
 //! - [`requant`]: those models rewritten in the types candle cannot write (IQ4_NL, IQ4_XS,
 //!   MXFP4).
 //! - `fake_hub`: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path
@@ -14,6 +15,7 @@
 
 #[cfg(any(test, feature = "testkit"))]
 pub mod fake_hub;
+pub mod deci;
 pub mod deepseek2;
 pub mod gemma4;
 pub mod gguf;
@@ -26,6 +28,7 @@ pub mod vocab;
 
 #[cfg(any(test, feature = "testkit"))]
 pub use fake_hub::{FakeHub, SeenRequest};
+pub use deci::DeciLayer;
 pub use deepseek2::TinyMla;
 pub use gemma4::TinyGemma4;
 pub use granite_hybrid::TinyMamba2;
