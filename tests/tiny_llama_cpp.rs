@@ -771,7 +771,13 @@ fn tiny_models_match_llama_cpp() {
             recorded["bytes"].as_u64().unwrap(),
             "{name} is not the file llama.cpp was recorded on; re-record (scripts/record-llama-tiny-references.py)"
         );
-        let tf = Transformer::from_gguf(&mut GgufFile::open(&path).unwrap(), &Device::Cpu, 512).unwrap();
+        let mut file = GgufFile::open(&path).unwrap();
+        let tf = Transformer::from_gguf(&mut file, &Device::Cpu, 512).unwrap();
+        // Every tensor is read: one left unread is a layer wired wrong (as Deci's attending layers
+        // were, reading the first one's K/V while their own K and V projections sat unread).
+        // (Of a LongRoPE file's two factor sets, the context picks one.)
+        let unread: Vec<String> = file.unread_tensors().into_iter().filter(|n| !(spec.longrope.is_some() && n.starts_with("rope_factors_"))).collect();
+        assert_eq!(unread, Vec::<String>::new(), "{name}: tensors the forward never reads");
         let mut seen = AgainstLlama::default();
         for (ci, case) in recorded["cases"].as_array().unwrap().iter().enumerate() {
             let ids: Vec<u32> = serde_json::from_value(case["prompt_ids"].clone()).unwrap();

@@ -18,7 +18,7 @@ pub mod split;
 pub mod types;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -50,6 +50,8 @@ pub struct GgufFile {
     meter: Option<ReadMeter>,
     /// The meter said to stop.
     stopped: bool,
+    /// The tensors read so far, by name ([`Self::unread_tensors`]).
+    read_names: HashSet<String>,
 }
 
 /// One file of a model.
@@ -110,6 +112,7 @@ impl GgufFile {
             header,
             parts: vec![first],
             read: 0,
+            read_names: HashSet::new(),
             meter: None,
             stopped: false,
         };
@@ -306,6 +309,7 @@ impl GgufFile {
         match read {
             Ok(()) => {
                 self.read += raw.len() as u64;
+                self.read_names.insert(name.to_string());
                 if let Some(meter) = &self.meter {
                     self.stopped = !meter(self.read);
                 }
@@ -313,6 +317,15 @@ impl GgufFile {
             }
             Err(e) => Err(self.corrupt_tensor(name, &e.to_string())),
         }
+    }
+
+    /// The tensors not read so far, sorted: after a model's load, those its forward never uses
+    /// (the tests check there are none in the tiny files: a tensor left unread is a layer
+    /// wired wrong, such as one reading another's K/V while the file has its own).
+    pub fn unread_tensors(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.header.tensors.keys().filter(|n| !self.read_names.contains(*n)).cloned().collect();
+        names.sort();
+        names
     }
 
     /// A tensor that could not be read: the file it is in, damaged.
