@@ -1395,12 +1395,11 @@ impl HParams {
     /// The K/V geometry a store must provide: the heads of every layer that keeps K/V (with
     /// latent attention, K alone: V is the latent K holds).
     pub fn kv_shape(&self) -> crate::ops::KvShape {
-        // Store layer `s`'s heads are those of the first layer that writes it.
-        let writer = |s: usize| (0..self.layers).find(|&l| self.attends(l) && self.kv_layer(l) == s).unwrap_or(s);
         let shape = crate::ops::KvShape::per_layer(
             (0..self.kv_layers)
                 .map(|s| {
-                    let a = self.attn_shape(writer(s));
+                    // Its heads are those of the layer that writes it.
+                    let a = self.attn_shape(self.store_writer(s).unwrap_or(s));
                     crate::ops::LayerKv {
                         kv_heads: a.kv_heads,
                         head_dim: a.head_dim,
@@ -1446,9 +1445,16 @@ impl HParams {
     }
 
     /// Whether attending `layer` writes the K/V of its store layer ([`Self::kv_layer`]) rather
-    /// than reading an earlier layer's: all but Gemma 4's E models' last layers.
+    /// than reading an earlier layer's: the first attending layer of each store layer writes
+    /// it (every attending layer but Gemma 4's E models' last ones).
     pub fn writes_kv(&self, layer: usize) -> bool {
-        self.recurrent_flags().is_some() || !self.layer_kv_heads.is_empty() || self.kv_layer(layer) == layer
+        self.store_writer(self.kv_layer(layer)) == Some(layer)
+    }
+
+    /// The layer that writes store layer `store`: the first attending layer whose store layer
+    /// it is.
+    fn store_writer(&self, store: usize) -> Option<usize> {
+        (0..self.layers).find(|&l| self.attends(l) && self.kv_layer(l) == store)
     }
 
     /// Whether `layer` has attention that keeps K/V (none in recurrent layers, but

@@ -1956,8 +1956,8 @@ fn qk_norm_widths(spec: &TinyModelSpec) -> Option<(usize, usize)> {
     }
 }
 
-/// Gemma 4's, LFM2's, Qwen3.5's and DeepSeek-V2's layers (into `tensors`) and metadata (the
-/// vocabulary's aside), from their modules; `None` for the other families.
+/// Gemma 4's, LFM2's, Qwen3.5's, DeepSeek-V2's, the Mamba-2 hybrids' and Deci's layers (into
+/// `tensors`) and metadata (the vocabulary's aside), from their modules; `None` for the others.
 fn family_layers(
     spec: &TinyModelSpec,
     tensors: &mut Vec<(String, QTensor)>,
@@ -1991,12 +1991,13 @@ fn family_layers(
             tensors.extend(deepseek2::tensors(spec, m, rng, moe_rng)?);
             Some(deepseek2::metadata(spec, m))
         }
-        _ if spec.deci.is_some() => {
-            let layers = spec.deci.as_deref().unwrap_or_default();
-            tensors.extend(deci::tensors(spec, layers, rng)?);
-            Some(deci::metadata(spec, layers))
-        }
-        _ => None,
+        _ => match &spec.deci {
+            Some(layers) => {
+                tensors.extend(deci::tensors(spec, layers, rng)?);
+                Some(deci::metadata(spec, layers))
+            }
+            None => None,
+        },
     })
 }
 
