@@ -121,7 +121,8 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
     // MiniMax-M2's (experts alone in every layer), Falcon-H1's (a Mamba-2 state and K/V in
     // every layer), SmallThinker's (experts routed on the layer's input), Llama 4's (experts
     // weighing their inputs, unweighted Q/K norms, a layer without rope), Nemotron 51B's
-    // (`deci`: each layer its own K/V heads, linear attention, layers without attention).
+    // (`deci`: each layer its own K/V heads, linear attention, layers without attention),
+    // OpenELM's (each layer its own query and K/V heads).
     let specs = Family::ALL
         .into_iter()
         .map(move |family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -150,6 +151,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
             ("SmallThinker".to_string(), TinyModelSpec::smallthinker(weights)),
             ("Llama4".to_string(), TinyModelSpec::llama4(weights)),
             ("Deci".to_string(), TinyModelSpec::deci(weights)),
+            ("OpenElm".to_string(), TinyModelSpec::openelm(weights)),
         ]);
     specs.map(move |(name, spec)| {
         let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));

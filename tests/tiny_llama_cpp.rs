@@ -56,7 +56,7 @@ use hearth::config::KvDtype;
 use hearth::model::gguf::GgufFile;
 use hearth::model::hparams::Family;
 use hearth::model::gguf::types::GgmlType;
-use hearth::model::testkit::{llama31_rope_divisors, DeciLayer, requantize, write_model, TinyLongRope, TinyModelSpec, TinyMoe, TinyVocab, VocabStyle, WeightType};
+use hearth::model::testkit::{llama31_rope_divisors, LayerShape, requantize, write_model, TinyLongRope, TinyModelSpec, TinyMoe, TinyVocab, VocabStyle, WeightType};
 use hearth::model::Transformer;
 use serde_json::Value;
 
@@ -448,6 +448,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // width, a linear-attention layer, an MLP alone, a layer with nothing.
         ("tiny-deci-q8_0.gguf", TinyModelSpec::deci(WeightType::Q8_0)),
         ("tiny-deci-f32.gguf", TinyModelSpec::deci(WeightType::F32)),
+        // OpenELM's (`openelm`): each layer its own query heads (2 to 8), K/V heads and MLP
+        // width, a fused QKV, per-head Q/K norms, NeoX pairs, the embedding as output.
+        ("tiny-openelm-q8_0.gguf", TinyModelSpec::openelm(WeightType::Q8_0)),
+        ("tiny-openelm-f32.gguf", TinyModelSpec::openelm(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),
@@ -960,7 +964,7 @@ fn multi_token_prediction_blocks_are_not_run() {
 /// as llama.cpp does).
 #[test]
 fn a_deci_layer_without_an_mlp_keeps_its_attention() {
-    let layer = |heads, kv_heads, ffn| DeciLayer { heads, kv_heads, ffn };
+    let layer = |heads, kv_heads, ffn| LayerShape { heads, kv_heads, ffn };
     let spec = TinyModelSpec::deci_of(
         vec![layer(4, 2, 512), layer(4, 4, 256), layer(4, 1, 512)],
         true,

@@ -209,7 +209,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -394,9 +394,11 @@ impl Family {
             // temperature, and rope in every layer. Deci (`deci`: Llama-3.1-Nemotron 51B,
             // Super 49B, Ultra 253B, DeciLM-7B): Llama's layer, each of its own K/V heads and
             // MLP width, some with "linear attention", some without attention or MLP
-            // ([`DeciLayers`]).
+            // ([`LayerHeads`]). OpenELM (`openelm`: OpenELM 270M to 3B and their instruct
+            // models): Llama's layer with each layer's own query heads, K/V heads and MLP
+            // width, a fused QKV, each head's Q and K normalized before NeoX rope.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" | "openelm" => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -803,9 +805,12 @@ pub struct HParams {
     /// no K/V; Nemotron-H's `attn_norm` the MLP's, Deci's `ffn_norm`); empty for the other
     /// families, whose every layer has a mixer.
     pub mlp_only: Vec<bool>,
-    /// Deci: each layer's K/V heads, 0 in a layer without K/V (its "linear attention" and
-    /// attention-free layers); empty for the other families, whose attending layers all have
-    /// `kv_heads` (Gemma 4's global ones aside).
+    /// Deci, OpenELM: each layer's query heads, 0 in a layer without attention; empty for the
+    /// other families, whose layers all have `heads` (Gemma 4's global ones aside).
+    pub layer_heads: Vec<usize>,
+    /// Deci, OpenELM: each layer's K/V heads, 0 in a layer without K/V (Deci's "linear
+    /// attention" and attention-free layers); empty for the other families, whose attending
+    /// layers all have `kv_heads` (Gemma 4's global ones aside).
     pub layer_kv_heads: Vec<usize>,
     /// Deci (Nemotron 51B): one flag per layer, `true` where the layer's attention is its output
     /// projection alone over its normed input (`attn_output` of `hidden × hidden`, no heads, no
@@ -1413,12 +1418,13 @@ impl HParams {
         }
     }
 
-    /// `layer`'s attention heads: the global ones on Gemma 4's global layers, else the model's.
+    /// `layer`'s attention heads: the global ones on Gemma 4's global layers, the layer's own
+    /// in Deci's and OpenELM's files, else the model's.
     pub fn attn_shape(&self, layer: usize) -> AttnShape {
         match (&self.global_attn, self.window(layer)) {
             (Some(g), None) => *g,
             _ => AttnShape {
-                heads: self.heads,
+                heads: self.layer_heads.get(layer).copied().filter(|&h| h > 0).unwrap_or(self.heads),
                 kv_heads: self.layer_kv_heads.get(layer).copied().filter(|&k| k > 0).unwrap_or(self.kv_heads),
                 head_dim: self.head_dim,
                 rope_dims: self.rope_dims,
@@ -1530,8 +1536,11 @@ const SMOLLM3_NO_ROPE_STEP: usize = 4;
 /// attention ([`HParams::ssm_beside_attention`]).
 const FALCON_H1: &str = "falcon-h1";
 
-/// Deci's layers of their own shapes ([`DeciLayers`]).
+/// Deci's layers of their own shapes ([`LayerHeads`]).
 const DECI: &str = "deci";
+
+/// OpenELM's layers, each with its own query heads, K/V heads and MLP width ([`LayerHeads`]).
+const OPENELM: &str = "openelm";
 
 /// Llama 4's architecture name (its chunks, its rope-less layers' temperature, its
 /// unweighted Q/K norms, its routing).
@@ -1579,13 +1588,13 @@ impl HParams {
         let key = |k: &str| format!("{a}.{k}");
         let hidden = md_usize(md, &key("embedding_length"))?;
         let (layers, mtp_layers) = trunk_layers(md, &key)?;
-        // Deci's layers each have their own heads (and some none).
-        let deci = match a {
-            DECI => Some(DeciLayers::read(md, &key, layers)?),
+        // Deci's and OpenELM's layers each have their own heads (and some of Deci's none).
+        let own_heads = match a {
+            DECI | OPENELM => Some(LayerHeads::read(md, &key, layers, a)?),
             _ => None,
         };
-        let (heads, (kv_heads, by_kv)) = match &deci {
-            Some(d) => (d.heads, (d.first_kv_heads(), None)),
+        let (heads, (kv_heads, by_kv)) = match &own_heads {
+            Some(d) => (d.first_heads(), (d.first_kv_heads(), None)),
             None => {
                 let heads = md_opt_per_layer_usize(md, &key("attention.head_count"))?.ok_or_else(|| ModelError::MissingMetadata {
                     key: key("attention.head_count"),
@@ -1599,8 +1608,8 @@ impl HParams {
             mlp_only,
             short_conv,
             mamba2,
-        } = LayerKinds::read(md, &key, family, layers, by_kv, deci.as_ref())?;
-        let linear_attn = deci.as_ref().map(DeciLayers::linear).unwrap_or_default();
+        } = LayerKinds::read(md, &key, family, layers, by_kv, own_heads.as_ref())?;
+        let linear_attn = own_heads.as_ref().map(LayerHeads::linear).unwrap_or_default();
         // Qwen (1)'s files give the MLP's width before its halving into gate and up.
         let ffn = if a == "qwen" { ffn / 2 } else { ffn };
         // DeepSeek-V2's heads attend over one latent K/V head.
@@ -1730,7 +1739,8 @@ impl HParams {
             mamba2,
             ssm_beside_attention: a == FALCON_H1,
             mlp_only,
-            layer_kv_heads: deci.map(|d| d.kv_heads).unwrap_or_default(),
+            layer_heads: own_heads.as_ref().map(|d| d.query_heads.clone()).unwrap_or_default(),
+            layer_kv_heads: own_heads.map(|d| d.kv_heads).unwrap_or_default(),
             linear_attn,
         })
     }
@@ -1783,41 +1793,50 @@ fn recurrent_by_kv(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) ->
     Ok((kv.iter().map(|&k| k == 0).collect(), kv_heads))
 }
 
-/// Deci's files (`deci`: Llama-3.1-Nemotron 51B, -Super 49B and -Ultra 253B, DeciLM-7B): each
-/// layer its own heads, as llama.cpp's converter writes them from the checkpoint's
-/// `block_configs` (`attention.head_count` and `attention.head_count_kv`, one each per layer,
-/// or one for every layer). A layer with query and K/V heads attends (its K/V heads its own);
-/// one with query heads and no K/V heads is "linear attention" ([`HParams::linear_attn`]); one
-/// with neither has no attention ([`HParams::mlp_only`]).
-struct DeciLayers {
-    /// The query heads of every layer that has them (all the same).
-    heads: usize,
+/// Files whose layers each have their own heads, as llama.cpp's converters write them
+/// (`attention.head_count` and `attention.head_count_kv`, one each per layer, or one for every
+/// layer): Deci's (`deci`: Llama-3.1-Nemotron 51B, -Super 49B and -Ultra 253B, DeciLM-7B, from
+/// the checkpoint's `block_configs`) and OpenELM's (`openelm`, from its `num_query_heads` and
+/// `num_kv_heads`, both growing with depth). A layer with query and K/V heads attends (with
+/// its own of both); in Deci's files one with query heads and no K/V heads is "linear
+/// attention" ([`HParams::linear_attn`]), and one with neither has no attention
+/// ([`HParams::mlp_only`]); every OpenELM layer attends.
+struct LayerHeads {
     /// Each layer's query heads: 0 in an attention-free layer.
     query_heads: Vec<usize>,
     /// Each layer's K/V heads: 0 where it keeps no K/V.
     kv_heads: Vec<usize>,
 }
 
-impl DeciLayers {
-    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize) -> Result<Self, ModelError> {
+impl LayerHeads {
+    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize, arch: &str) -> Result<Self, ModelError> {
         let (q_key, kv_key) = (key("attention.head_count"), key("attention.head_count_kv"));
         let query_heads = md_opt_usize_per_layer(md, &q_key, layers)?.ok_or_else(|| ModelError::MissingMetadata { key: q_key.clone() })?;
         let kv_heads = md_opt_usize_per_layer(md, &kv_key, layers)?.unwrap_or_else(|| query_heads.clone());
         let bad = |key: &str, reason: String| ModelError::BadMetadata { key: key.into(), reason };
-        let mut with_heads = query_heads.iter().copied().filter(|&h| h > 0);
-        let heads = with_heads.next().ok_or_else(|| bad(&q_key, "no layer has attention heads".into()))?;
-        if let Some(other) = with_heads.find(|&h| h != heads) {
-            return Err(bad(&q_key, format!("layers with {heads} and {other} query heads")));
-        }
         for (l, (&q, &kv)) in query_heads.iter().zip(&kv_heads).enumerate() {
             if kv > 0 && (q == 0 || !q.is_multiple_of(kv)) {
                 return Err(bad(&kv_key, format!("layer {l}: {q} query heads cannot share {kv} K/V heads")));
+            }
+            if arch == OPENELM && kv == 0 {
+                return Err(bad(&kv_key, format!("layer {l} has no attention: every OpenELM layer attends")));
             }
         }
         if kv_heads.iter().all(|&kv| kv == 0) {
             return Err(bad(&kv_key, "no layer keeps K/V".into()));
         }
-        Ok(Self { heads, query_heads, kv_heads })
+        // Without a head width, the hidden width over the heads, which only one count gives.
+        let mut with_heads = query_heads.iter().copied().filter(|&h| h > 0);
+        let first = with_heads.next().unwrap_or(1);
+        if with_heads.any(|h| h != first) && md_opt_usize(md, &key("attention.key_length"))?.is_none() {
+            return Err(ModelError::MissingMetadata { key: key("attention.key_length") });
+        }
+        Ok(Self { query_heads, kv_heads })
+    }
+
+    /// The first layer's query heads that has any (the model's `heads`).
+    fn first_heads(&self) -> usize {
+        self.query_heads.iter().copied().find(|&h| h > 0).unwrap_or(1)
     }
 
     /// The first attending layer's K/V heads (the model's `kv_heads`).
@@ -2023,12 +2042,12 @@ impl LayerKinds {
         family: Family,
         layers: usize,
         by_kv: Option<Vec<bool>>,
-        deci: Option<&DeciLayers>,
+        own_heads: Option<&LayerHeads>,
     ) -> Result<Self, ModelError> {
         let (ffn, ffn_per_layer) = match family {
             Family::Gemma4 => gemma4_ffn(md, key, layers)?,
             Family::NemotronH => ffn_widths(md, key, layers)?,
-            _ if deci.is_some() => ffn_widths(md, key, layers)?,
+            _ if own_heads.is_some() => ffn_widths(md, key, layers)?,
             _ => match (md_opt_usize(md, &key("expert_count"))?.unwrap_or(0) > 0, md_opt_per_layer_usize(md, &key("feed_forward_length"))?) {
                 (_, Some(f)) => (f, Vec::new()),
                 (true, None) => (0, Vec::new()),
@@ -2037,7 +2056,7 @@ impl LayerKinds {
         };
         // Nemotron-H: a layer without K/V heads is an MLP where it has a width, else Mamba-2.
         // Deci: a layer without query heads is its MLP alone (if it has one).
-        let mlp_only: Vec<bool> = match (family, deci) {
+        let mlp_only: Vec<bool> = match (family, own_heads) {
             (Family::NemotronH, _) => ffn_per_layer.iter().map(|&f| f > 0).collect(),
             (_, Some(d)) => d.query_heads.iter().map(|&h| h == 0).collect(),
             _ => Vec::new(),
@@ -2062,8 +2081,8 @@ impl LayerKinds {
     }
 }
 
-/// Nemotron-H's and Deci's MLP widths, one per layer (`feed_forward_length`, 0 where a layer
-/// has no MLP): the widest, and the widths.
+/// Nemotron-H's, Deci's and OpenELM's MLP widths, one per layer (`feed_forward_length`, 0
+/// where a layer has no MLP): the widest, and the widths.
 fn ffn_widths(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize) -> Result<(usize, Vec<usize>), ModelError> {
     let k = key("feed_forward_length");
     let widths = md_opt_usize_per_layer(md, &k, layers)?.ok_or(ModelError::MissingMetadata { key: k })?;
@@ -2076,7 +2095,7 @@ fn ffn_widths(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers:
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm") {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -4343,11 +4362,48 @@ mod tests {
         decilm.insert("deci.attention.head_count".into(), Value::U32(4));
         let hp = HParams::from_metadata(&decilm, Some(100)).unwrap();
         assert_eq!(((0..3).map(|l| hp.attn_shape(l).kv_heads).collect::<Vec<_>>(), hp.kv_layers), (vec![4, 2, 1], 3));
-        // Refused: query heads that differ, K/V heads that do not divide them or without query
-        // heads, no layer with K/V.
-        for (heads, kv) in [(&[4, 2][..], &[2, 2][..]), (&[4, 4], &[3, 2]), (&[0, 4], &[2, 2]), (&[4, 0], &[0, 0])] {
+        // Query heads may differ too (llama.cpp's graph reads each layer's).
+        let hp = HParams::from_metadata(&with(&[4, 2], &[2, 2], &[]), Some(100)).unwrap();
+        assert_eq!([0, 1].map(|l| (hp.attn_shape(l).heads, hp.attn_shape(l).kv_heads)), [(4, 2), (2, 2)]);
+        // Refused: K/V heads that do not divide the query heads or without query heads, no
+        // layer with K/V, query heads that differ without a head width.
+        for (heads, kv) in [(&[4, 4][..], &[3, 2][..]), (&[0, 4], &[2, 2]), (&[4, 0], &[0, 0])] {
             assert!(HParams::from_metadata(&with(heads, kv, &[]), Some(100)).is_err(), "{heads:?} {kv:?}");
         }
+        let mut no_width = with(&[4, 2], &[2, 2], &[]);
+        no_width.remove("deci.attention.key_length");
+        assert!(matches!(HParams::from_metadata(&no_width, Some(100)), Err(ModelError::MissingMetadata { .. })));
+    }
+
+    /// OpenELM: each layer its own query heads, K/V heads and MLP width, every layer attending
+    /// and keeping its own K/V (of its own heads); NeoX pairs. A layer without K/V heads is
+    /// refused.
+    #[test]
+    fn openelm_reads_each_layers_heads_and_width() {
+        let per_layer = |v: &[u32]| Value::Array(v.iter().map(|&x| Value::U32(x)).collect());
+        let with = |heads: &[u32], kv: &[u32]| {
+            md(
+                "openelm",
+                &[
+                    ("block_count", Value::U32(heads.len() as u32)),
+                    ("attention.head_count", per_layer(heads)),
+                    ("attention.head_count_kv", per_layer(kv)),
+                    ("attention.key_length", Value::U32(64)),
+                    ("attention.value_length", Value::U32(64)),
+                    ("feed_forward_length", per_layer(&[256, 384, 512, 640][..heads.len()])),
+                ],
+            )
+        };
+        let hp = HParams::from_metadata(&with(&[2, 4, 6, 8], &[1, 2, 3, 2]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.heads, hp.kv_heads, hp.kv_layers, hp.ffn), (Family::Llama, 2, 1, 4, 640));
+        assert_eq!((0..4).map(|l| (hp.attn_shape(l).heads, hp.attn_shape(l).kv_heads)).collect::<Vec<_>>(), [(2, 1), (4, 2), (6, 3), (8, 2)]);
+        assert_eq!((0..4).map(|l| hp.ffn_of(l)).collect::<Vec<_>>(), [256, 384, 512, 640]);
+        assert!((0..4).all(|l| hp.attends(l) && hp.has_mlp(l) && !hp.is_linear_attn(l) && !hp.is_mlp_only(l)));
+        assert_eq!((0..4).map(|l| (hp.kv_layer(l), hp.writes_kv(l))).collect::<Vec<_>>(), [(0, true), (1, true), (2, true), (3, true)]);
+        let shape = hp.kv_shape();
+        assert_eq!((0..4).map(|s| shape.layer(s).kv_heads).collect::<Vec<_>>(), [1, 2, 3, 2]);
+        assert_eq!((hp.rope_style, hp.attention_scale), (RopeStyle::Neox, 1.0 / 8.0));
+        assert!(HParams::from_metadata(&with(&[2, 4], &[1, 0]), Some(100)).is_err());
     }
 
     /// Nemotron-H: a layer without K/V heads is an MLP where its width is not 0, else Mamba-2;

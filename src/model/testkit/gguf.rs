@@ -19,7 +19,7 @@ use super::gemma4::{self, TinyGemma4};
 use super::granite_hybrid::{self, TinyMamba2};
 use super::lfm2;
 use super::nemotron_h;
-use super::deci::{self, DeciLayer};
+use super::layer_shapes::{self, LayerShape};
 use super::qwen35::{self, TinyDeltaNet};
 use super::vocab::{TinyVocab, VocabStyle};
 use crate::model::hparams::{norm_kind, Family, NormKind};
@@ -157,8 +157,9 @@ pub struct TinyModelSpec {
     /// Experts in this many groups, of which this many are used (`expert_group_count`,
     /// `expert_group_used_count`).
     pub expert_groups: Option<(usize, usize)>,
-    /// Deci's layers, each of its own shape (`layers` and `heads` are then theirs).
-    pub deci: Option<Vec<DeciLayer>>,
+    /// Deci's and OpenELM's layers, each of its own shape (`layers` and `heads` are then
+    /// theirs; `arch` says which).
+    pub layer_shapes: Option<Vec<LayerShape>>,
     pub seed: u64,
 }
 
@@ -276,7 +277,7 @@ impl TinyModelSpec {
             delta_net: (family == Family::Qwen35).then(TinyDeltaNet::tiny),
             mamba2: matches!(family, Family::GraniteHybrid | Family::NemotronH).then(|| TinyMamba2::tiny(256)),
             expert_groups: None,
-            deci: None,
+            layer_shapes: None,
             seed: 7,
         }
     }
@@ -806,25 +807,45 @@ impl TinyModelSpec {
         }
     }
 
-    /// Llama-3.1-Nemotron 51B's files (`deci`): the layers of [`deci::LAYERS`], each its own
+    /// Llama-3.1-Nemotron 51B's files (`deci`): the layers of [`layer_shapes::DECI`], each its own
     /// K/V heads and MLP width (attention with 2, 4 and 1 K/V heads, linear attention, an MLP
     /// alone, a layer with nothing), Llama 3.1's rope factors, Llama 3's pre-tokenizer, an
     /// output projection of its own.
     pub fn deci(weight_type: WeightType) -> Self {
         let tiny = Self::tiny(Family::Llama, weight_type);
-        Self::deci_of(deci::LAYERS.to_vec(), weight_type == WeightType::F32, tiny)
+        Self::deci_of(layer_shapes::DECI.to_vec(), weight_type == WeightType::F32, tiny)
     }
 
-    /// A `deci` file of `layers` (their query heads 4), from `tiny`'s other settings.
-    pub fn deci_of(layers: Vec<DeciLayer>, f32: bool, tiny: Self) -> Self {
+    /// A `deci` file of `layers`, from `tiny`'s other settings.
+    pub fn deci_of(layers: Vec<LayerShape>, f32: bool, tiny: Self) -> Self {
         Self {
             arch: Some("deci"),
             layers: layers.len(),
             kv_heads: layers.iter().map(|l| l.kv_heads).find(|&k| k > 0).unwrap_or(tiny.kv_heads),
             rope_freqs: Some(llama31_rope_divisors(tiny.head_dim / 2)),
             tie_embeddings: false,
-            deci: Some(layers),
+            layer_shapes: Some(layers),
             seed: if f32 { 113 } else { 114 },
+            ..tiny
+        }
+    }
+
+    /// OpenELM's files (`openelm`): the layers of [`layer_shapes::OPENELM`], each its own query
+    /// heads, K/V heads and MLP width, with a fused QKV, each head's Q and K normalized, NeoX
+    /// pairs, Llama 2's SentencePiece vocabulary, the output projection the embedding's.
+    pub fn openelm(weight_type: WeightType) -> Self {
+        let f32 = weight_type == WeightType::F32;
+        let tiny = Self::tiny(Family::Llama, weight_type);
+        let layers = layer_shapes::OPENELM.to_vec();
+        Self {
+            arch: Some("openelm"),
+            vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+            layers: layers.len(),
+            heads: layers[0].heads,
+            kv_heads: layers[0].kv_heads,
+            tie_embeddings: true,
+            layer_shapes: Some(layers),
+            seed: if f32 { 115 } else { 116 },
             ..tiny
         }
     }
@@ -1059,7 +1080,7 @@ impl TinyModelSpec {
             delta_net: None,
             mamba2: None,
             expert_groups: None,
-            deci: None,
+            layer_shapes: None,
             seed: 11,
         }
     }
@@ -1103,7 +1124,7 @@ impl TinyModelSpec {
             delta_net: None,
             mamba2: None,
             expert_groups: None,
-            deci: None,
+            layer_shapes: None,
             seed: 12,
         }
     }
@@ -1151,7 +1172,7 @@ impl TinyModelSpec {
             delta_net: None,
             mamba2: None,
             expert_groups: None,
-            deci: None,
+            layer_shapes: None,
             seed: 13,
         }
     }
@@ -1778,16 +1799,17 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     // them by √hidden, so its rows are that much smaller (as a trained Gemma's are), and its
     // final norm is larger (as a trained Gemma's is): the tied output projection then spreads
     // the logits without the last token's own row winning every position.
-    let gemma2 = spec.family == Family::Gemma2;
+    // OpenELM's tied rows, read unscaled, the same way: small rows, a large final norm.
+    let small_rows = spec.family == Family::Gemma2 || spec.arch == Some("openelm");
     let embd_gain = match spec.family {
-        Family::Gemma2 => 0.4 / 3f32.sqrt(),
+        _ if small_rows => 0.4 / 3f32.sqrt(),
         // Gemma 4 multiplies them by √hidden too: unit scale after it.
         Family::Gemma4 => 1.0,
         _ => (d as f32 / 3.0).sqrt(),
     };
     tensors.push(mat("token_embd.weight".into(), v, d, embd_gain, &mut rng)?);
     tensors.extend(embedding_and_output_extras(spec, embd_gain, &mut rng)?);
-    let final_norm = if gemma2 { 6.0 } else { 1.0 };
+    let final_norm = if small_rows { 6.0 } else { 1.0 };
     // (LFM2's is `token_embd_norm`, written with its layers.)
     // Orion's, StableLM's, StarCoder2's and Phi-2's LayerNorms have a bias each.
     let norm = norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch()));
@@ -1991,10 +2013,10 @@ fn family_layers(
             tensors.extend(deepseek2::tensors(spec, m, rng, moe_rng)?);
             Some(deepseek2::metadata(spec, m))
         }
-        _ => match &spec.deci {
+        _ => match &spec.layer_shapes {
             Some(layers) => {
-                tensors.extend(deci::tensors(spec, layers, rng)?);
-                Some(deci::metadata(spec, layers))
+                tensors.extend(layer_shapes::tensors(spec, layers, rng)?);
+                Some(layer_shapes::metadata(spec, layers))
             }
             None => None,
         },

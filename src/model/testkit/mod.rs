@@ -4,7 +4,7 @@
 //!   an equivalent `tokenizer.json`.
 //! - [`gguf`]: random GGUF models of each family and quantization ([`gemma4`]: Gemma 4's
 //!   layers; [`deepseek2`]: DeepSeek-V2's latent attention; [`qwen35`]: Qwen3.5's gated delta net;
-//!   [`deci`]: Nemotron 51B's layers of their own shapes).
+//!   [`layer_shapes`]: Nemotron 51B's and OpenELM's layers of their own shapes).
 //! - [`requant`]: those models rewritten in the types candle cannot write (IQ4_NL, IQ4_XS,
 //!   MXFP4).
 //! - `fake_hub`: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path
@@ -15,11 +15,11 @@
 
 #[cfg(any(test, feature = "testkit"))]
 pub mod fake_hub;
-pub mod deci;
 pub mod deepseek2;
 pub mod gemma4;
 pub mod gguf;
 pub mod granite_hybrid;
+pub mod layer_shapes;
 pub mod lfm2;
 pub mod nemotron_h;
 pub mod qwen35;
@@ -28,10 +28,10 @@ pub mod vocab;
 
 #[cfg(any(test, feature = "testkit"))]
 pub use fake_hub::{FakeHub, SeenRequest};
-pub use deci::DeciLayer;
 pub use deepseek2::TinyMla;
 pub use gemma4::TinyGemma4;
 pub use granite_hybrid::TinyMamba2;
+pub use layer_shapes::LayerShape;
 pub use qwen35::TinyDeltaNet;
 pub use gguf::{llama31_rope_divisors, write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
 pub use requant::{requantize, split_model};
