@@ -122,7 +122,8 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
     // every layer), SmallThinker's (experts routed on the layer's input), Llama 4's (experts
     // weighing their inputs, unweighted Q/K norms, a layer without rope), Nemotron 51B's
     // (`deci`: each layer its own K/V heads, linear attention, layers without attention),
-    // OpenELM's (each layer its own query and K/V heads).
+    // OpenELM's (each layer its own query and K/V heads), MiniCPM3's (latent attention over
+    // dense layers).
     let specs = Family::ALL
         .into_iter()
         .map(move |family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -152,6 +153,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
             ("Llama4".to_string(), TinyModelSpec::llama4(weights)),
             ("Deci".to_string(), TinyModelSpec::deci(weights)),
             ("OpenElm".to_string(), TinyModelSpec::openelm(weights)),
+            ("MiniCpm3".to_string(), TinyModelSpec::minicpm3(weights)),
         ]);
     specs.map(move |(name, spec)| {
         let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));

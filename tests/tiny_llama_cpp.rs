@@ -452,6 +452,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // width, a fused QKV, per-head Q/K norms, NeoX pairs, the embedding as output.
         ("tiny-openelm-q8_0.gguf", TinyModelSpec::openelm(WeightType::Q8_0)),
         ("tiny-openelm-f32.gguf", TinyModelSpec::openelm(WeightType::F32)),
+        // MiniCPM3's (`minicpm3`): DeepSeek-V2's latent attention (one `attn_kv_b`, NeoX
+        // pairs, LongRoPE's short factors) over dense layers, MiniCPM's fixed multipliers.
+        ("tiny-minicpm3-q8_0.gguf", TinyModelSpec::minicpm3(WeightType::Q8_0)),
+        ("tiny-minicpm3-f32.gguf", TinyModelSpec::minicpm3(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),

@@ -209,7 +209,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -457,7 +457,10 @@ impl Family {
             "gemma4" => Ok(Self::Gemma4),
             // Mistral 4's files are `deepseek2`'s under another name (llama.cpp runs them so),
             // YaRN's magnitude aside.
-            "deepseek2" | "mistral4" => Ok(Self::DeepSeek2),
+            // MiniCPM3 (`minicpm3`: MiniCPM3-4B): DeepSeek-V2's latent attention (Q through a
+            // low-rank pair, one `attn_kv_b`) with NeoX pairs over a dense Llama MLP, MiniCPM's
+            // multipliers fixed (`Scales::minicpm3`), LongRoPE factors.
+            "deepseek2" | "mistral4" | MINICPM3 => Ok(Self::DeepSeek2),
             "seed_oss" => Ok(Self::SeedOss),
             // Qwen3-Next (80B-A3B, Qwen3-Coder-Next): the same layers, its V heads grouped by
             // Q/K head (`DeltaNetParams::grouped`).
@@ -1072,20 +1075,22 @@ impl MlaParams {
     /// Reads them (`key` prefixes the architecture). The head widths are the `_mla` keys where
     /// the file has them (files whose K/B and V/B are split, `attn_k_b`/`attn_v_b`: their
     /// `key_length`/`value_length` are the latent's), else `key_length`/`value_length` (older
-    /// files with one `attn_kv_b`).
-    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<Self, ModelError> {
+    /// files with one `attn_kv_b`); without a V width, `default_width` (the hidden width over
+    /// the heads, llama.cpp's default: MiniCPM3's files give none).
+    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, default_width: usize) -> Result<Self, ModelError> {
         let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
         let kv_lora_rank = md_usize(md, &key("attention.kv_lora_rank"))?;
         let q_lora_rank = md_opt_usize(md, &key("attention.q_lora_rank"))?.unwrap_or(0);
         let qk_rope = md_usize(md, &key("rope.dimension_count"))?;
-        let width = |mla: &'static str, plain: &'static str| -> Result<(&'static str, usize), ModelError> {
-            match md_opt_usize(md, &key(mla))? {
-                Some(w) => Ok((mla, w)),
-                None => Ok((plain, md_usize(md, &key(plain))?)),
+        let width = |mla: &'static str, plain: &'static str, default: Option<usize>| -> Result<(&'static str, usize), ModelError> {
+            match (md_opt_usize(md, &key(mla))?, default) {
+                (Some(w), _) => Ok((mla, w)),
+                (None, Some(d)) => Ok((plain, md_opt_usize(md, &key(plain))?.unwrap_or(d))),
+                (None, None) => Ok((plain, md_usize(md, &key(plain))?)),
             }
         };
-        let (k_key, qk) = width("attention.key_length_mla", "attention.key_length")?;
-        let (v_key, v_head) = width("attention.value_length_mla", "attention.value_length")?;
+        let (k_key, qk) = width("attention.key_length_mla", "attention.key_length", None)?;
+        let (v_key, v_head) = width("attention.value_length_mla", "attention.value_length", Some(default_width))?;
         if kv_lora_rank == 0 {
             return Err(bad("attention.kv_lora_rank", "a latent of width 0".into()));
         }
@@ -1542,6 +1547,10 @@ const DECI: &str = "deci";
 /// OpenELM's layers, each with its own query heads, K/V heads and MLP width ([`LayerHeads`]).
 const OPENELM: &str = "openelm";
 
+/// MiniCPM3's architecture name: DeepSeek-V2's latent attention over a dense MLP, MiniCPM's
+/// multipliers.
+const MINICPM3: &str = "minicpm3";
+
 /// Llama 4's architecture name (its chunks, its rope-less layers' temperature, its
 /// unweighted Q/K norms, its routing).
 const LLAMA4: &str = "llama4";
@@ -1614,7 +1623,7 @@ impl HParams {
         let ffn = if a == "qwen" { ffn / 2 } else { ffn };
         // DeepSeek-V2's heads attend over one latent K/V head.
         let mla = match family {
-            Family::DeepSeek2 => Some(MlaParams::read(md, &key)?),
+            Family::DeepSeek2 => Some(MlaParams::read(md, &key, hidden / heads.max(1))?),
             _ => None,
         };
         let (kv_heads, head_dim, rope_dims) = match &mla {
@@ -2095,7 +2104,7 @@ fn ffn_widths(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers:
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm") {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3) {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -2132,6 +2141,16 @@ impl Scales {
         };
         if arch == "minicpm" {
             return Self::minicpm(md, key, plain, [hidden, layers]);
+        }
+        if arch == MINICPM3 {
+            // llama.cpp's `minicpm3` graph: MiniCPM's multipliers, whatever the file says; the
+            // logits multiplied by the base width over the hidden one.
+            return Ok(Self {
+                embedding: Some(MINICPM_EMBEDDING_SCALE),
+                residual: Some(MINICPM_DEPTH_SCALE / (layers.max(1) as f64).sqrt()),
+                logit: Some(hidden as f64 / MINICPM_BASE_WIDTH),
+                ..plain
+            });
         }
         if arch == DECI {
             // llama.cpp's `deci` graph: the file's `attention.scale` where it is not 0.
@@ -2479,8 +2498,8 @@ fn moe_params(
     // Hunyuan-A13B: Qwen3 MoE's routing beside a shared expert.
     let hunyuan = arch == "hunyuan-moe";
     // Architectures that are mixtures of experts by name: `expert_count` is required and
-    // must not be 0.
-    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek" | "phimoe" | "bailingmoe" | SMALLTHINKER | LLAMA4) || matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
+    // must not be 0 (not MiniCPM3's, DeepSeek-V2's attention over a dense MLP).
+    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek" | "phimoe" | "bailingmoe" | SMALLTHINKER | LLAMA4) || (matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2) && arch != MINICPM3);
     let experts = match family {
         _ if required => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
@@ -3006,6 +3025,36 @@ mod tests {
             let m = md("phi3", &[("rope.dimension_count", Value::U32(bad))]);
             assert_eq!(bad_key(&m), "phi3.rope.dimension_count", "{bad}");
         }
+    }
+
+    /// MiniCPM3: DeepSeek-V2's latent attention with NeoX pairs, V heads of the hidden width
+    /// over the heads (its files give no `value_length`), no experts, MiniCPM's multipliers
+    /// whatever the file says (the logits multiplied by 256 over the hidden width).
+    #[test]
+    fn minicpm3_reads_latent_attention_over_dense_layers() {
+        let u = Value::U32;
+        let keys = [
+            ("embedding_length", u(2560)),
+            ("attention.head_count", u(40)),
+            ("attention.head_count_kv", u(40)),
+            ("block_count", u(62)),
+            ("attention.q_lora_rank", u(768)),
+            ("attention.kv_lora_rank", u(256)),
+            ("attention.key_length", u(96)),
+            ("rope.dimension_count", u(32)),
+            ("logit_scale", Value::F32(3.0)),
+        ];
+        let hp = HParams::from_metadata(&md("minicpm3", &keys), Some(100)).unwrap();
+        let m = hp.mla.unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.moe.is_none()), (Family::DeepSeek2, RopeStyle::Neox, true));
+        assert_eq!((m.q_lora_rank, m.kv_lora_rank, m.qk_nope, m.qk_rope, m.v_head), (768, 256, 64, 32, 64));
+        assert_eq!((hp.kv_heads, hp.head_dim), (1, 288));
+        assert!((hp.attention_scale - 1.0 / 96f64.sqrt()).abs() < 1e-12);
+        assert_eq!((hp.embedding_scale, hp.logit_scale), (Some(12.0), Some(10.0)));
+        assert!((hp.residual_scale.unwrap() - 1.4 / 62f64.sqrt()).abs() < 1e-12);
+        // A K width is required.
+        let no_k: Vec<_> = keys.iter().filter(|(k, _)| *k != "attention.key_length").cloned().collect();
+        assert!(HParams::from_metadata(&md("minicpm3", &no_k), Some(100)).is_err());
     }
 
     /// DeepSeek-V2's latent attention: one K/V head of the latent and its rotated part, the

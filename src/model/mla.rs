@@ -1,5 +1,6 @@
 //! DeepSeek-V2's multi-head latent attention (MLA), as `deepseek2` files run it: DeepSeek-V2
-//! and V2-Lite, DeepSeek-V3 and R1, GLM-4.7-Flash, Moonlight, Kimi K2.
+//! and V2-Lite, DeepSeek-V3 and R1, GLM-4.7-Flash, Moonlight, Kimi K2; and MiniCPM3 (`minicpm3`),
+//! whose one `attn_kv_b` llama.cpp runs unabsorbed (K and V per head), the same scores.
 //!
 //! Each token's K and V come from one latent per layer: `attn_kv_a_mqa` projects the normed
 //! input to `kv_lora_rank` values (normalized by `attn_kv_a_norm`) and `qk_rope` more, which

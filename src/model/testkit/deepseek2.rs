@@ -6,7 +6,8 @@
 //! [`super::gguf::write_model`] writes a [`TinyModelSpec`] whose family is DeepSeek2 with the
 //! tensors and metadata here: the spec's `heads`, `ffn` (each expert's width, the shared
 //! expert's too) and `moe` are read; [`TinyMla`] says the rest. The first layer is dense, the
-//! others have experts and a shared one.
+//! others have experts and a shared one (every layer dense without `moe`). A `minicpm3` file
+//! (MiniCPM3's) has that attention over dense layers, with its converter's keys.
 
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -84,11 +85,18 @@ pub(super) fn metadata(spec: &TinyModelSpec, m: &TinyMla) -> Vec<(String, Value)
         (k("attention.kv_lora_rank"), u32v(m.kv_lora_rank)),
         (k("rope.freq_base"), Value::F32(spec.rope_base)),
         (k("rope.dimension_count"), u32v(m.qk_rope)),
-        (k("leading_dense_block_count"), u32v(1)),
-        (k("expert_feed_forward_length"), u32v(spec.ffn)),
-        (k("expert_shared_count"), u32v(1)),
         (k("vocab_size"), u32v(spec.vocab.size)),
     ];
+    if arch == "minicpm3" {
+        // Its converter's keys: the heads' K width alone (V's is the hidden width over the
+        // heads), no experts.
+        md.push((k("attention.head_count_kv"), u32v(spec.heads)));
+        md.push((k("attention.key_length"), u32v(k_len)));
+        return md;
+    }
+    md.push((k("leading_dense_block_count"), u32v(1)));
+    md.push((k("expert_feed_forward_length"), u32v(spec.ffn)));
+    md.push((k("expert_shared_count"), u32v(1)));
     if m.kv_b {
         md.push((k("attention.head_count_kv"), u32v(spec.heads)));
         md.push((k("attention.key_length"), u32v(k_len)));

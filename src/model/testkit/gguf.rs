@@ -1043,6 +1043,39 @@ impl TinyModelSpec {
         }
     }
 
+    /// MiniCPM3's files (`minicpm3`): DeepSeek-V2's latent attention (Q through a low-rank
+    /// pair, one `attn_kv_b`, V heads of the hidden width over the heads, no `value_length`)
+    /// over a dense MLP in each of three layers, NeoX pairs rotated by LongRoPE's short
+    /// factors (the file's context is its original one, as the converter writes it), hidden
+    /// 512 so that the logits' multiplier (256 over the hidden width) is not 1.
+    pub fn minicpm3(weight_type: WeightType) -> Self {
+        let f32 = weight_type == WeightType::F32;
+        let mla = TinyMla {
+            v_head: 64,
+            kv_b: true,
+            sigmoid: false,
+            ..TinyMla::v3()
+        };
+        let pairs = mla.qk_rope / 2;
+        Self {
+            arch: Some("minicpm3"),
+            vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+            hidden: 512,
+            layers: 3,
+            heads: 8,
+            moe: None,
+            longrope: Some(TinyLongRope {
+                short: (0..pairs).map(|i| 1.0 + 0.3 * i as f32).collect(),
+                long: (0..pairs).map(|i| 1.0 + 2.0 * i as f32).collect(),
+                original_context: 512,
+                attn_factor: 1.0,
+            }),
+            mla: Some(mla),
+            seed: if f32 { 117 } else { 118 },
+            ..Self::tiny(Family::DeepSeek2, weight_type)
+        }
+    }
+
     /// The benchmark model: Llama-shaped, ~50M parameters, Q8_0, 32k vocabulary, 8k context.
     pub fn bench_50m() -> Self {
         Self {
