@@ -2480,6 +2480,13 @@ fn rope_scaling(
     })
 }
 
+/// Whether the architecture is a mixture of experts by name: `expert_count` is then required
+/// and must not be 0 (not MiniCPM3's, DeepSeek-V2's attention over a dense MLP).
+fn experts_required(family: Family, arch: &str) -> bool {
+    let by_family = matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2);
+    matches!(arch, "dbrx" | "deepseek" | "phimoe" | "bailingmoe" | SMALLTHINKER | LLAMA4) || (by_family && arch != MINICPM3)
+}
+
 /// The MoE parameters: required for `qwen3moe` and `qwen2moe`; for `llama` when
 /// `llama.expert_count` is above 0 (Mixtral); none for the other families.
 fn moe_params(
@@ -2497,9 +2504,7 @@ fn moe_params(
     let olmoe = arch == "olmoe";
     // Hunyuan-A13B: Qwen3 MoE's routing beside a shared expert.
     let hunyuan = arch == "hunyuan-moe";
-    // Architectures that are mixtures of experts by name: `expert_count` is required and
-    // must not be 0 (not MiniCPM3's, DeepSeek-V2's attention over a dense MLP).
-    let required = qwen2moe || matches!(arch, "dbrx" | "deepseek" | "phimoe" | "bailingmoe" | SMALLTHINKER | LLAMA4) || (matches!(family, Family::Qwen3Moe | Family::Glm4Moe | Family::GptOss | Family::DeepSeek2) && arch != MINICPM3);
+    let required = qwen2moe || experts_required(family, arch);
     let experts = match family {
         _ if required => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
