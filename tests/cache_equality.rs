@@ -123,7 +123,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
     // weighing their inputs, unweighted Q/K norms, a layer without rope), Nemotron 51B's
     // (`deci`: each layer its own K/V heads, linear attention, layers without attention),
     // OpenELM's (each layer its own query and K/V heads), MiniCPM3's (latent attention over
-    // dense layers).
+    // dense layers), Jamba's (Mamba states beside K/V, experts in some layers).
     let specs = Family::ALL
         .into_iter()
         .map(move |family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -154,6 +154,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
             ("Deci".to_string(), TinyModelSpec::deci(weights)),
             ("OpenElm".to_string(), TinyModelSpec::openelm(weights)),
             ("MiniCpm3".to_string(), TinyModelSpec::minicpm3(weights)),
+            ("Jamba".to_string(), TinyModelSpec::jamba(weights)),
         ]);
     specs.map(move |(name, spec)| {
         let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));

@@ -85,22 +85,28 @@ fn three_turns(e: &mut Engine, conversation: &ConversationId, vocab: usize) -> H
 
 /// Llama's layers all alike (cache files of format 1), Gemma 4's E model (local and global
 /// layers of different heads, layers sharing K/V: format 2 with its layer table),
-/// DeepSeek-V2's latent attention (K kept alone: format 3) and Qwen3.5's, LFM2's, Granite 4.0's and Nemotron-H's recurrent
-/// layers (their state after the last whole block stored after the blocks: format 4).
+/// DeepSeek-V2's latent attention (K kept alone: format 3) and Qwen3.5's, LFM2's, Granite 4.0's,
+/// Nemotron-H's and Jamba's recurrent layers (their state after the last whole block stored
+/// after the blocks: format 4).
 #[test]
 fn a_conversation_stays_warm_across_a_restart() {
     for family in [Family::Llama, Family::Gemma4, Family::DeepSeek2, Family::Qwen35, Family::Lfm2, Family::GraniteHybrid, Family::NemotronH] {
-        warm_across_a_restart(family);
+        let dir = tempfile::tempdir().unwrap();
+        let (spec, path) = model_of(dir.path(), family);
+        warm_across_a_restart(dir.path(), spec, &path);
     }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::jamba(WeightType::F32);
+    let path = write_tiny(dir.path(), &spec, "jamba-f32.gguf");
+    warm_across_a_restart(dir.path(), spec, &path);
 }
 
-fn warm_across_a_restart(family: Family) {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let (spec, path) = model_of(dir.path(), family);
+fn warm_across_a_restart(dir: &Path, spec: TinyModelSpec, path: &Path) {
+    let family = spec.family;
+    let data = dir.join("data");
     let c = id("chat-1");
 
-    let mut first = disk_engine(&path, &data, Faults::none());
+    let mut first = disk_engine(path, &data, Faults::none());
     let h = three_turns(&mut first, &c, spec.vocab.size);
     first.flush_disk();
     let stats = first.stats().disk.unwrap();
@@ -109,18 +115,19 @@ fn warm_across_a_restart(family: Family) {
     drop(first);
 
     // A run that never restarted: turn 4 from its RAM tiers.
-    let mut kept = engine(&path, true, 64, 16);
+    let mut kept = engine(path, true, 64, 16);
     for p in &h.turns {
         kept.generate(p, &greedy_exactly(20), |_| Ok(())).unwrap();
     }
     let never_restarted = kept.generate(&h.next, &greedy_exactly(20), |_| Ok(())).unwrap();
 
     // A new engine: its RAM tiers are empty; turn 4 reads the history from the cache file.
-    let mut second = disk_engine(&path, &data, Faults::none());
+    let mut second = disk_engine(path, &data, Faults::none());
     assert_eq!(second.stats().disk.unwrap().files, 1);
     let file = std::fs::read_dir(data.join("cache")).unwrap().next().unwrap().unwrap().path();
     let version = std::fs::read(&file).unwrap()[8];
     let expected = match family {
+        _ if spec.jamba.is_some() => 4,
         Family::Gemma4 => 2,
         Family::DeepSeek2 => 3,
         Family::Qwen35 | Family::Lfm2 | Family::GraniteHybrid | Family::NemotronH => 4,
@@ -134,7 +141,7 @@ fn warm_across_a_restart(family: Family) {
     assert_eq!(r.tokens, never_restarted.tokens);
     assert_eq!(r.logits, never_restarted.logits, "K/V from disk are the same bits");
 
-    let cold = engine(&path, false, 64, 0)
+    let cold = engine(path, false, 64, 0)
         .generate(&h.next, &greedy_exactly(20), |_| Ok(()))
         .unwrap();
     assert_same_run(&r, &cold, "after a restart vs uncached", F32_TOL);
@@ -148,7 +155,7 @@ fn warm_across_a_restart(family: Family) {
     assert_eq!(conv.messages[1].role, Role::Assistant);
     assert_eq!(conv.messages[1].content, r.text);
     if family == Family::Qwen35 {
-        a_damaged_state_is_not_used(&path, &data, &file, &h, &cold);
+        a_damaged_state_is_not_used(path, &data, &file, &h, &cold);
     }
 }
 

@@ -76,6 +76,10 @@ const NEAR_TIE: f64 = 0.2;
 /// 0.041 over 630); a Llama file of the same shape, recorded and compared the same way, gave
 /// 0.120 (mean 0.024), and with rope in its global layers, without its window, or with its
 /// local layers on `rope.freq_base_swa`, it fails at the third to fifth token by a wrong pick.
+/// Also for the Jamba file, whose Mamba states carry a rounding difference from token to
+/// token into its experts' routing: when recorded, one position's difference was 0.331 and
+/// the mean 0.019 over 650 (lower than most files' here, the deep ones' 0.03 to 0.04; its f32
+/// file 0.000).
 const DEEP_LOGPROB_TOL: f64 = 0.35;
 
 /// [`LOGPROB_TOL`] for the IQ4_XS file and the file of the types under 4 bits: llama.cpp
@@ -108,7 +112,7 @@ fn logprob_tol(name: &str) -> f64 {
         F32_LOGPROB_TOL
     } else if name.contains("deepseek2-kv-b") {
         KV_B_LOGPROB_TOL
-    } else if name.contains("32b-layout") || name.contains("baichuan") {
+    } else if name.contains("32b-layout") || name.contains("baichuan") || name.contains("jamba") {
         DEEP_LOGPROB_TOL
     } else {
         LOGPROB_TOL
@@ -456,6 +460,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // pairs, LongRoPE's short factors) over dense layers, MiniCPM's fixed multipliers.
         ("tiny-minicpm3-q8_0.gguf", TinyModelSpec::minicpm3(WeightType::Q8_0)),
         ("tiny-minicpm3-f32.gguf", TinyModelSpec::minicpm3(WeightType::F32)),
+        // Jamba's (`jamba`): Mamba layers (a state per channel, the step, B and C normalized)
+        // around an attention layer without rope, experts where a layer has a router.
+        ("tiny-jamba-q8_0.gguf", TinyModelSpec::jamba(WeightType::Q8_0)),
+        ("tiny-jamba-f32.gguf", TinyModelSpec::jamba(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),
@@ -801,10 +809,11 @@ fn tiny_models_match_llama_cpp() {
             }
         }
         eprintln!(
-            "{name}: {} log-probabilities compared; largest difference {:.3} ({}); near-ties taken the other way: {}",
+            "{name}: {} log-probabilities compared; largest difference {:.3} ({}), mean {:.4}; near-ties taken the other way: {}",
             seen.compared,
             seen.worst.0,
             seen.worst.1,
+            seen.mean(),
             seen.ties_line()
         );
         assert!(seen.compared > 300, "{name}: only {} log-probabilities compared", seen.compared);

@@ -209,7 +209,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,9 +396,12 @@ impl Family {
             // MLP width, some with "linear attention", some without attention or MLP
             // ([`LayerHeads`]). OpenELM (`openelm`: OpenELM 270M to 3B and their instruct
             // models): Llama's layer with each layer's own query heads, K/V heads and MLP
-            // width, a fused QKV, each head's Q and K normalized before NeoX rope.
+            // width, a fused QKV, each head's Q and K normalized before NeoX rope. Jamba
+            // (`jamba`: Jamba v0.1, 1.5 Mini and Large, Jamba Reasoning 3B): Mamba layers
+            // ([`MambaParams`]) with an attention layer without rope every so often (its
+            // `attention.head_count_kv` not 0), experts where the file has a layer's router.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" | "openelm" => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" | "openelm" | JAMBA => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -801,6 +804,8 @@ pub struct HParams {
     /// they keep K/V; Nemotron-H's MLP layers aside). Falcon-H1: every layer's, beside its
     /// attention ([`HParams::ssm_beside_attention`]).
     pub mamba2: Option<Mamba2Params>,
+    /// Jamba: its Mamba layers (the others attend, and only they keep K/V).
+    pub mamba: Option<MambaParams>,
     /// Falcon-H1: every layer both attends (keeping K/V) and runs its Mamba-2 mixer over the
     /// same normed rows (keeping a state), the two outputs added before the residual.
     pub ssm_beside_attention: bool,
@@ -894,6 +899,53 @@ impl Mamba2Params {
             groups,
             layers,
         })
+    }
+}
+
+/// Mamba's selective state space mixer, its first form (llama.cpp's `build_mamba_layer`, as
+/// Jamba's Mamba layers run it): `ssm_in` gives each token's `x` and gate `z`; `x` runs through
+/// a causal convolution of `conv_kernel` taps and SiLU; `ssm_x` then gives a low-rank step
+/// (`time_step_rank` values, taken up to one per channel by `ssm_dt`), `B` and `C` (`state`
+/// values each; Jamba's three RMS-normalized first); each channel keeps `state` values that
+/// decay by `exp(softplus(dt) · A)` (`A` per channel and state value) and take `B · x · dt`,
+/// read at `C`. What a sequence carries is that state and the convolution's last inputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MambaParams {
+    /// `ssm.conv_kernel`: the convolution's taps.
+    pub conv_kernel: usize,
+    /// `ssm.inner_size`: the channels (`x`'s and `z`'s width).
+    pub inner: usize,
+    /// `ssm.state_size`: the state values per channel (`B`'s and `C`'s width).
+    pub state: usize,
+    /// `ssm.time_step_rank`: the step's low rank.
+    pub dt_rank: usize,
+    /// One flag per layer: `true` for a Mamba layer (`attention.head_count_kv` 0 there).
+    pub layers: Vec<bool>,
+}
+
+impl MambaParams {
+    /// The floats one layer carries per sequence: the convolution's last `conv_kernel - 1`
+    /// inputs and every channel's state.
+    pub fn state_floats(&self) -> [usize; 2] {
+        [(self.conv_kernel - 1) * self.inner, self.inner * self.state]
+    }
+
+    /// Reads them (`key` prefixes the architecture) for the Mamba layers `layers`.
+    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: Vec<bool>) -> Result<Self, ModelError> {
+        let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+        let p = Self {
+            conv_kernel: md_usize(md, &key("ssm.conv_kernel"))?,
+            inner: md_usize(md, &key("ssm.inner_size"))?,
+            state: md_usize(md, &key("ssm.state_size"))?,
+            dt_rank: md_usize(md, &key("ssm.time_step_rank"))?,
+            layers,
+        };
+        for (k, v) in [("ssm.conv_kernel", p.conv_kernel), ("ssm.inner_size", p.inner), ("ssm.state_size", p.state), ("ssm.time_step_rank", p.dt_rank)] {
+            if v == 0 {
+                return Err(bad(k, "0".into()));
+            }
+        }
+        Ok(p)
     }
 }
 
@@ -1180,6 +1232,10 @@ pub struct MoeParams {
     /// After those, every this-many-th layer has experts, the others a dense MLP (ERNIE 4.5's
     /// `interleave_moe_layer_step`; 1 elsewhere).
     pub layer_step: usize,
+    /// Jamba: a layer has experts where the file has its router (`ffn_gate_inp`), as llama.cpp
+    /// reads its files (the checkpoint's `expert_layer_offset` and `_period` are not in them);
+    /// `dense_leading` and `layer_step` then say nothing.
+    pub where_routed: bool,
     /// gpt-oss: the router and every expert have biases (required).
     pub biases: bool,
     /// Qwen3.5 and Qwen2 MoE: the shared expert's output is multiplied by the sigmoid of one
@@ -1498,11 +1554,12 @@ impl HParams {
 
     /// One flag per layer, `true` where it is recurrent; `None` for a model without such layers.
     pub fn recurrent_flags(&self) -> Option<&[bool]> {
-        match (&self.recurrent, &self.short_conv, &self.mamba2) {
-            (Some(r), _, _) => Some(&r.layers),
-            (None, Some(c), _) => Some(&c.layers),
-            (None, None, Some(m)) => Some(&m.layers),
-            (None, None, None) => None,
+        match (&self.recurrent, &self.short_conv, &self.mamba2, &self.mamba) {
+            (Some(r), _, _, _) => Some(&r.layers),
+            (None, Some(c), _, _) => Some(&c.layers),
+            (None, None, Some(m), _) => Some(&m.layers),
+            (None, None, None, Some(m)) => Some(&m.layers),
+            (None, None, None, None) => None,
         }
     }
 
@@ -1510,11 +1567,12 @@ impl HParams {
     /// see `RecurrentState`); `None` for a model without recurrent layers.
     pub fn state_shape(&self) -> Option<Vec<[usize; 2]>> {
         let flags = self.recurrent_flags()?;
-        let per_layer = match (&self.recurrent, &self.short_conv, &self.mamba2) {
-            (Some(r), _, _) => r.state_floats(),
-            (None, Some(c), _) => [(c.l_cache - 1) * self.hidden, 0],
-            (None, None, Some(m)) => m.state_floats(),
-            (None, None, None) => return None,
+        let per_layer = match (&self.recurrent, &self.short_conv, &self.mamba2, &self.mamba) {
+            (Some(r), _, _, _) => r.state_floats(),
+            (None, Some(c), _, _) => [(c.l_cache - 1) * self.hidden, 0],
+            (None, None, Some(m), _) => m.state_floats(),
+            (None, None, None, Some(m)) => m.state_floats(),
+            (None, None, None, None) => return None,
         };
         Some(flags.iter().filter(|&&r| r).map(|_| per_layer).collect())
     }
@@ -1546,6 +1604,10 @@ const DECI: &str = "deci";
 
 /// OpenELM's layers, each with its own query heads, K/V heads and MLP width ([`LayerHeads`]).
 const OPENELM: &str = "openelm";
+
+/// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
+/// rope, experts where the file has a layer's router.
+const JAMBA: &str = "jamba";
 
 /// MiniCPM3's architecture name: DeepSeek-V2's latent attention over a dense MLP, MiniCPM's
 /// multipliers.
@@ -1608,7 +1670,7 @@ impl HParams {
                 let heads = md_opt_per_layer_usize(md, &key("attention.head_count"))?.ok_or_else(|| ModelError::MissingMetadata {
                     key: key("attention.head_count"),
                 })?;
-                (heads, kv_heads_of(md, &key, family, heads)?)
+                (heads, kv_heads_of(md, &key, (family, a), heads)?)
             }
         };
         let LayerKinds {
@@ -1617,6 +1679,7 @@ impl HParams {
             mlp_only,
             short_conv,
             mamba2,
+            mamba,
         } = LayerKinds::read(md, &key, family, layers, by_kv, own_heads.as_ref())?;
         let linear_attn = own_heads.as_ref().map(LayerHeads::linear).unwrap_or_default();
         // Qwen (1)'s files give the MLP's width before its halving into gate and up.
@@ -1658,7 +1721,8 @@ impl HParams {
         let learned_positions = matches!(a, "gpt2" | "starcoder");
         let alibi_max_bias = alibi_max_bias(md, &key, a, layers)?;
         // Positions learned or given by ALiBi: no layer rotates.
-        let rope_replaced = learned_positions || alibi_max_bias.is_some();
+        // (Jamba's attention layers have no positions at all: its Mamba layers give order.)
+        let rope_replaced = learned_positions || alibi_max_bias.is_some() || a == JAMBA;
         let no_rope = no_rope_layers(md, &key, (family, a), layers, sliding.as_ref(), rope_replaced)?;
         let global = AttnShape {
             heads,
@@ -1674,7 +1738,7 @@ impl HParams {
             (Family::Gemma4, Some(s), _) => gemma4_attention(md, &key, global, &s.local)?,
             (_, _, Some(r)) => (global, None, layers - r.recurrent_layers(), 0),
             _ => {
-                let flags = short_conv.as_ref().map(|c| &c.layers).or(mamba2.as_ref().map(|m| &m.layers));
+                let flags = short_conv.as_ref().map(|c| &c.layers).or(mamba2.as_ref().map(|m| &m.layers)).or(mamba.as_ref().map(|m| &m.layers));
                 let recurrent_only = flags.map_or(0, |f| f.iter().filter(|&&r| r).count()) * usize::from(a != FALCON_H1);
                 let mixer_free = recurrent_only + mlp_only.iter().chain(&linear_attn).filter(|&&m| m).count();
                 (global, None, layers - mixer_free, 0)
@@ -1746,6 +1810,7 @@ impl HParams {
             recurrent,
             short_conv,
             mamba2,
+            mamba,
             ssm_beside_attention: a == FALCON_H1,
             mlp_only,
             layer_heads: own_heads.as_ref().map(|d| d.query_heads.clone()).unwrap_or_default(),
@@ -1755,17 +1820,21 @@ impl HParams {
     }
 }
 
-/// The K/V heads (one count for every attending layer) and, for LFM2 and Granite 4.0's hybrids,
-/// which layers are recurrent (their `attention.head_count_kv` entries are 0); Gemma 4's
+/// The K/V heads (one count for every attending layer) and, for LFM2, Granite 4.0's hybrids,
+/// Nemotron-H and Jamba, which layers are recurrent (their `attention.head_count_kv` entries are 0); Gemma 4's
 /// counts differ by layer kind and are read with its sliding pattern (`gemma4_attention`: here
 /// the query heads').
 fn kv_heads_of(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
-    family: Family,
+    (family, arch): (Family, &str),
     heads: usize,
 ) -> Result<(usize, Option<Vec<bool>>), ModelError> {
     let (kv_heads, recurrent) = match family {
+        _ if arch == JAMBA => {
+            let (flags, kv) = recurrent_by_kv(md, key)?;
+            (Some(kv), Some(flags))
+        }
         Family::Lfm2 | Family::GraniteHybrid | Family::NemotronH => {
             let (flags, kv) = recurrent_by_kv(md, key)?;
             (Some(kv), Some(flags))
@@ -2034,14 +2103,15 @@ fn gemma4_ffn(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers:
 }
 
 /// What each layer holds beyond attention: its MLP's width, and the recurrent mixers of LFM2,
-/// Granite 4.0's hybrids and Nemotron-H (whose layers without K/V heads, `by_kv`, are the
-/// recurrent ones, or Nemotron-H's MLPs).
+/// Granite 4.0's hybrids, Nemotron-H and Jamba (whose layers without K/V heads, `by_kv`, are
+/// the recurrent ones, or Nemotron-H's MLPs).
 struct LayerKinds {
     ffn: usize,
     ffn_per_layer: Vec<usize>,
     mlp_only: Vec<bool>,
     short_conv: Option<ShortConvParams>,
     mamba2: Option<Mamba2Params>,
+    mamba: Option<MambaParams>,
 }
 
 impl LayerKinds {
@@ -2070,6 +2140,11 @@ impl LayerKinds {
             (_, Some(d)) => d.query_heads.iter().map(|&h| h == 0).collect(),
             _ => Vec::new(),
         };
+        // Jamba: Mamba in the layers without K/V heads.
+        let (mamba, by_kv) = match by_kv {
+            Some(l) if md_str(md, "general.architecture")? == JAMBA => (Some(MambaParams::read(md, key, l)?), None),
+            other => (None, other),
+        };
         let (short_conv, mamba2) = match (family, by_kv) {
             (Family::Lfm2, Some(l)) => (Some(ShortConvParams::read(md, key, l)?), None),
             (Family::GraniteHybrid, Some(l)) => (None, Some(Mamba2Params::read(md, key, l)?)),
@@ -2086,6 +2161,7 @@ impl LayerKinds {
             mlp_only,
             short_conv,
             mamba2,
+            mamba,
         })
     }
 }
@@ -2591,7 +2667,7 @@ fn moe_params(
             // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's and OLMoE's
             // weights are the softmax over all experts (`norm_topk_prob` false); DeepSeekMoE's
             // and Llama 4's too.
-            _ if olmoe || matches!(arch, "deepseek" | LLAMA4) => false,
+            _ if olmoe || matches!(arch, "deepseek" | LLAMA4 | JAMBA) => false,
             Family::GptOss | Family::Qwen2 => false,
             _ => true,
         },
@@ -2599,6 +2675,7 @@ fn moe_params(
         shared_ffn,
         dense_leading,
         layer_step,
+        where_routed: arch == JAMBA,
         biases: family == Family::GptOss,
         shared_gate: matches!(family, Family::Qwen35 | Family::Qwen2),
         ungated: family == Family::NemotronH,
@@ -3029,6 +3106,40 @@ mod tests {
         for bad in [0, 47, 66] {
             let m = md("phi3", &[("rope.dimension_count", Value::U32(bad))]);
             assert_eq!(bad_key(&m), "phi3.rope.dimension_count", "{bad}");
+        }
+    }
+
+    /// Jamba: Mamba in the layers without K/V heads (only the others keep K/V), no layer
+    /// rotating, softmax-routed experts not renormalized, found where the file has a router.
+    #[test]
+    fn jamba_reads_mamba_layers_among_attention_without_rope() {
+        let per_layer = |v: &[u32]| Value::Array(v.iter().map(|&x| Value::U32(x)).collect());
+        let keys = [
+            ("block_count", Value::U32(4)),
+            ("attention.head_count_kv", per_layer(&[0, 0, 2, 0])),
+            ("ssm.conv_kernel", Value::U32(4)),
+            ("ssm.inner_size", Value::U32(512)),
+            ("ssm.state_size", Value::U32(16)),
+            ("ssm.time_step_rank", Value::U32(16)),
+            ("expert_count", Value::U32(16)),
+            ("expert_used_count", Value::U32(2)),
+        ];
+        let hp = HParams::from_metadata(&md("jamba", &keys), Some(100)).unwrap();
+        let m = hp.mamba.clone().unwrap();
+        assert_eq!((hp.family, m.layers.clone(), m.dt_rank), (Family::Llama, vec![true, true, false, true], 16));
+        assert_eq!((hp.kv_heads, hp.kv_layers, hp.kv_layer(2)), (2, 1, 0));
+        assert_eq!(hp.state_shape(), Some(vec![[3 * 512, 512 * 16]; 3]));
+        assert!((0..4).all(|l| !hp.rotates(l)));
+        let moe = hp.moe.unwrap();
+        assert_eq!((moe.gating, moe.normalize, moe.where_routed, moe.expert_ffn), (MoeGating::Softmax, false, true, 512));
+        // Every Mamba key is required, none may be 0.
+        for k in ["ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank"] {
+            let without: Vec<_> = keys.iter().filter(|(key, _)| *key != k).cloned().collect();
+            assert!(HParams::from_metadata(&md("jamba", &without), Some(100)).is_err(), "{k}");
+            let mut zero = keys.to_vec();
+            zero.retain(|(key, _)| *key != k);
+            zero.push((k, Value::U32(0)));
+            assert!(HParams::from_metadata(&md("jamba", &zero), Some(100)).is_err(), "{k} 0");
         }
     }
 

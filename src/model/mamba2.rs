@@ -141,15 +141,8 @@ impl Mamba2 {
         let (inner, ch, heads, ds) = (p.inner, p.conv_channels(), p.heads, p.state);
         let (hd, per_group) = (p.head_dim(), heads / p.groups);
         let n = x.len() / ch;
-        let capture = s.capture_after.filter(|m| (1..=n).contains(m));
-        let ssm = &mut s.state.layer_mut(self.slot).ok_or_else(|| missing_slot(self.slot))?[1];
-        let mut captured = match capture {
-            Some(_) => s.captured.as_mut().and_then(|c| c.layer_mut(self.slot)).map(|l| &mut l[1]),
-            None => None,
-        };
+        let (shared_ssm, shared_cap, capture) = scan_targets(s, self.slot, n)?;
         let shared_out = SharedMut::new(out);
-        let shared_ssm = SharedMut::new(ssm);
-        let shared_cap = captured.as_mut().map(|v| SharedMut::new(v.as_mut_slice()));
         for_ranges(heads, |range| {
             for h in range {
                 // SAFETY: each head's state, captured state and output segments are its own.
@@ -177,6 +170,24 @@ impl Mamba2 {
     }
 }
 
+/// Where a scan over `n` new tokens of `s` writes: layer slot `slot`'s state (its second
+/// buffer; the first is the convolution's), the copy's where `s` asks for one within these
+/// tokens (taken by the convolution before: [`CausalConv::carry`]), and after how many.
+#[allow(clippy::type_complexity)]
+pub(super) fn scan_targets(
+    s: &mut RecurrentSeq,
+    slot: usize,
+    n: usize,
+) -> Result<(SharedMut<'_, f32>, Option<SharedMut<'_, f32>>, Option<usize>), ModelError> {
+    let capture = s.capture_after.filter(|m| (1..=n).contains(m));
+    let state = &mut s.state.layer_mut(slot).ok_or_else(|| missing_slot(slot))?[1];
+    let captured = match capture {
+        Some(_) => s.captured.as_mut().and_then(|c| c.layer_mut(slot)).map(|l| SharedMut::new(l[1].as_mut_slice())),
+        None => None,
+    };
+    Ok((SharedMut::new(state), captured, capture))
+}
+
 /// `s ← s·a + u·b`, then `s · c` (ggml's `ssm_scan` for one row of a head's state).
 fn decay_add_read(s: &mut [f32], a: f32, u: f32, b: &[f32], c: &[f32]) -> f32 {
     for (x, bb) in s.iter_mut().zip(b) {
@@ -185,12 +196,12 @@ fn decay_add_read(s: &mut [f32], a: f32, u: f32, b: &[f32], c: &[f32]) -> f32 {
     dot(s, c)
 }
 
-fn silu(x: f32) -> f32 {
+pub(super) fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
 /// Tensor `name` as host f32 values, its shape one of `shapes`.
-fn host_vec(file: &mut GgufFile, name: &str, shapes: &[&[usize]]) -> Result<Vec<f32>, ModelError> {
+pub(super) fn host_vec(file: &mut GgufFile, name: &str, shapes: &[&[usize]]) -> Result<Vec<f32>, ModelError> {
     let cpu = Device::Cpu;
     let t = file.tensor(name, &cpu)?;
     let dims = t.shape().dims().to_vec();

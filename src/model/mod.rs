@@ -35,6 +35,7 @@ mod loaded;
 mod mla;
 mod moe;
 mod rope;
+mod mamba;
 mod mamba2;
 mod short_conv;
 pub mod sampling;

@@ -31,6 +31,7 @@ use super::hparams::{AttnShape, Family, HParams, LocalRope, MlpKind, RopeScaling
 use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::mla::LatentAttention;
+use super::mamba::Mamba;
 use super::mamba2::Mamba2;
 use super::short_conv::ShortConv;
 use super::moe::MoeMlp;
@@ -201,11 +202,24 @@ enum SelfAttention {
     ShortConv(ShortConv),
     /// Granite 4.0's and Nemotron-H's Mamba-2 mixer (a state per head per sequence).
     Mamba2(Mamba2),
+    /// Jamba's Mamba mixer (a state per channel per sequence).
+    Mamba(Mamba),
     /// Deci's "linear attention": the output projection alone over the normed rows (no heads,
     /// no K/V, nothing kept between tokens).
     Linear(QLinear),
     /// None: Nemotron-H's and Deci's MLP layers.
     None,
+}
+
+impl SelfAttention {
+    /// Bytes its weights take in memory beyond the file's (DeepSeek-V2's per-head latent maps,
+    /// held as f32).
+    fn extra_bytes(&self) -> u64 {
+        match self {
+            Self::Latent(m) => m.extra_bytes(),
+            Self::Heads(_) | Self::Recurrent(_) | Self::ShortConv(_) | Self::Mamba2(_) | Self::Mamba(_) | Self::Linear(_) | Self::None => 0,
+        }
+    }
 }
 
 struct Layer {
@@ -345,19 +359,7 @@ impl Transformer {
             .map(|i| load_layer(file, &hp, i, device))
             .collect::<Result<Vec<_>, _>>()?;
         // DeepSeek-V2's per-head latent maps are held as f32, wider than the file's.
-        let weight_bytes = weight_bytes
-            + layers
-                .iter()
-                .map(|l| match &l.attn {
-                    SelfAttention::Latent(m) => m.extra_bytes(),
-                    SelfAttention::Heads(_)
-                    | SelfAttention::Recurrent(_)
-                    | SelfAttention::ShortConv(_)
-                    | SelfAttention::Mamba2(_)
-                    | SelfAttention::Linear(_)
-                    | SelfAttention::None => 0,
-                })
-                .sum::<u64>();
+        let weight_bytes = weight_bytes + layers.iter().map(|l| l.attn.extra_bytes()).sum::<u64>();
         let per_layer_embd = PerLayerEmbedding::load(file, &hp, device)?;
         let positions = load_positions(file, &hp, max_positions)?;
         // Their tables stay in host memory, as the token embedding's does.
@@ -637,6 +639,7 @@ impl Transformer {
             SelfAttention::Recurrent(net) => net.forward(h, batch, states)?,
             SelfAttention::ShortConv(c) => c.forward(h, batch, states)?,
             SelfAttention::Mamba2(m) => m.forward(h, batch, states)?,
+            SelfAttention::Mamba(m) => m.forward(h, batch, states)?,
             SelfAttention::Linear(wo) => wo.forward(h)?,
             SelfAttention::None => return Ok(None),
         };
@@ -982,6 +985,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             None if hp.is_recurrent(i) && hp.short_conv.is_some() => SelfAttention::ShortConv(ShortConv::load(file, hp, i, device)?),
             None if hp.ssm_beside_attention => SelfAttention::Heads(load_attention(file, hp, i, device)?),
             None if hp.is_recurrent(i) && hp.mamba2.is_some() => SelfAttention::Mamba2(Mamba2::load(file, hp, i, device)?),
+            None if hp.is_recurrent(i) && hp.mamba.is_some() => SelfAttention::Mamba(Mamba::load(file, hp, i, device)?),
             None if hp.is_recurrent(i) => SelfAttention::Recurrent(DeltaNet::load(file, hp, i, device)?),
             None => SelfAttention::Heads(load_attention(file, hp, i, device)?),
         },
@@ -1006,6 +1010,11 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             }
             // GLM-4.5's first layers are dense; ERNIE 4.5's every `layer_step`-th after them has
             // experts (llama.cpp's `(il + 1) % n_moe_layer_step == 0`).
+            // Jamba's layers with a router have experts.
+            Some(p) if p.where_routed => match file.has_tensor(&n("ffn_gate_inp.weight")) {
+                true => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
+                false => Ffn::Dense(dense(file)?),
+            },
             Some(p) if i >= p.dense_leading && (i + 1).is_multiple_of(p.layer_step) => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
             _ => Ffn::Dense(dense(file)?),
         },

@@ -17,9 +17,16 @@ pub struct AgainstLlama {
     pub ties: Vec<String>,
     /// Log-probabilities compared.
     pub compared: usize,
+    /// The sum of their differences from llama.cpp's (over `compared`: the mean).
+    pub total: f64,
 }
 
 impl AgainstLlama {
+    /// The mean difference of the log-probabilities compared.
+    pub fn mean(&self) -> f64 {
+        self.total / self.compared.max(1) as f64
+    }
+
     /// One position (`at`, e.g. "prompt 2 token 5"; `context` names the model and run in
     /// messages): our log-probabilities of llama.cpp's `top` tokens (id, log p) above
     /// `compared_above` are compared; our greedy pick must be llama.cpp's top token, or, where
@@ -29,6 +36,7 @@ impl AgainstLlama {
         for &(id, lp) in top.iter().filter(|t| t.1 > compared_above) {
             self.compared += 1;
             let d = (ours[id] - lp).abs();
+            self.total += d;
             if d > self.worst.0 {
                 self.worst = (d, format!("{context} {at}: log p({id}) {:.3} vs llama.cpp {lp:.3}", ours[id]));
             }

@@ -17,6 +17,7 @@ use rand::{Rng, SeedableRng};
 use super::deepseek2::{self, TinyMla};
 use super::gemma4::{self, TinyGemma4};
 use super::granite_hybrid::{self, TinyMamba2};
+use super::jamba::{self, TinyJamba};
 use super::lfm2;
 use super::nemotron_h;
 use super::layer_shapes::{self, LayerShape};
@@ -160,6 +161,8 @@ pub struct TinyModelSpec {
     /// Deci's and OpenELM's layers, each of its own shape (`layers` and `heads` are then
     /// theirs; `arch` says which).
     pub layer_shapes: Option<Vec<LayerShape>>,
+    /// Jamba's layers (required for `jamba`).
+    pub jamba: Option<TinyJamba>,
     pub seed: u64,
 }
 
@@ -278,6 +281,7 @@ impl TinyModelSpec {
             mamba2: matches!(family, Family::GraniteHybrid | Family::NemotronH).then(|| TinyMamba2::tiny(256)),
             expert_groups: None,
             layer_shapes: None,
+            jamba: None,
             seed: 7,
         }
     }
@@ -1076,6 +1080,28 @@ impl TinyModelSpec {
         }
     }
 
+    /// Jamba's files (`jamba`): [`TinyJamba::tiny`]'s four layers (Mamba, Mamba with experts,
+    /// attention without rope, Mamba with experts; 4 experts, 2 per token, softmax-routed and
+    /// not renormalized), SentencePiece's vocabulary, an output projection of its own.
+    pub fn jamba(weight_type: WeightType) -> Self {
+        let f32 = weight_type == WeightType::F32;
+        let tiny = Self::tiny(Family::Llama, weight_type);
+        let j = TinyJamba::tiny(tiny.hidden);
+        Self {
+            arch: Some("jamba"),
+            vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+            layers: j.kv_heads.len(),
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            jamba: Some(j),
+            seed: if f32 { 119 } else { 120 },
+            ..tiny
+        }
+    }
+
     /// The benchmark model: Llama-shaped, ~50M parameters, Q8_0, 32k vocabulary, 8k context.
     pub fn bench_50m() -> Self {
         Self {
@@ -1114,6 +1140,7 @@ impl TinyModelSpec {
             mamba2: None,
             expert_groups: None,
             layer_shapes: None,
+            jamba: None,
             seed: 11,
         }
     }
@@ -1158,6 +1185,7 @@ impl TinyModelSpec {
             mamba2: None,
             expert_groups: None,
             layer_shapes: None,
+            jamba: None,
             seed: 12,
         }
     }
@@ -1206,6 +1234,7 @@ impl TinyModelSpec {
             mamba2: None,
             expert_groups: None,
             layer_shapes: None,
+            jamba: None,
             seed: 13,
         }
     }
@@ -2046,12 +2075,16 @@ fn family_layers(
             tensors.extend(deepseek2::tensors(spec, m, rng, moe_rng)?);
             Some(deepseek2::metadata(spec, m))
         }
-        _ => match &spec.layer_shapes {
-            Some(layers) => {
+        _ => match (&spec.layer_shapes, &spec.jamba) {
+            (Some(layers), _) => {
                 tensors.extend(layer_shapes::tensors(spec, layers, rng)?);
                 Some(layer_shapes::metadata(spec, layers))
             }
-            None => None,
+            (None, Some(j)) => {
+                tensors.extend(jamba::tensors(spec, j, rng, moe_rng)?);
+                Some(jamba::metadata(spec, j))
+            }
+            (None, None) => None,
         },
     })
 }

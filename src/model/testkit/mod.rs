@@ -4,7 +4,8 @@
 //!   an equivalent `tokenizer.json`.
 //! - [`gguf`]: random GGUF models of each family and quantization ([`gemma4`]: Gemma 4's
 //!   layers; [`deepseek2`]: DeepSeek-V2's latent attention; [`qwen35`]: Qwen3.5's gated delta net;
-//!   [`layer_shapes`]: Nemotron 51B's and OpenELM's layers of their own shapes).
+//!   [`layer_shapes`]: Nemotron 51B's and OpenELM's layers of their own shapes; [`jamba`]:
+//!   Jamba's Mamba layers).
 //! - [`requant`]: those models rewritten in the types candle cannot write (IQ4_NL, IQ4_XS,
 //!   MXFP4).
 //! - `fake_hub`: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path
@@ -19,6 +20,7 @@ pub mod deepseek2;
 pub mod gemma4;
 pub mod gguf;
 pub mod granite_hybrid;
+pub mod jamba;
 pub mod layer_shapes;
 pub mod lfm2;
 pub mod nemotron_h;
@@ -31,6 +33,7 @@ pub use fake_hub::{FakeHub, SeenRequest};
 pub use deepseek2::TinyMla;
 pub use gemma4::TinyGemma4;
 pub use granite_hybrid::TinyMamba2;
+pub use jamba::TinyJamba;
 pub use layer_shapes::LayerShape;
 pub use qwen35::TinyDeltaNet;
 pub use gguf::{llama31_rope_divisors, write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
