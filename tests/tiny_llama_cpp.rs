@@ -76,10 +76,10 @@ const NEAR_TIE: f64 = 0.2;
 /// 0.041 over 630); a Llama file of the same shape, recorded and compared the same way, gave
 /// 0.120 (mean 0.024), and with rope in its global layers, without its window, or with its
 /// local layers on `rope.freq_base_swa`, it fails at the third to fifth token by a wrong pick.
-/// Also for the Jamba file, whose Mamba states carry a rounding difference from token to
-/// token into its experts' routing: when recorded, one position's difference was 0.331 and
-/// the mean 0.019 over 650 (lower than most files' here, the deep ones' 0.03 to 0.04; its f32
-/// file 0.000).
+/// Also for the Jamba file (its Mamba states carry a rounding difference on from token to
+/// token, into experts chosen by thresholds): when recorded, one position's difference was
+/// 0.331 and the mean 0.019 over 650, lower than most files' here (the deep ones' 0.03 to
+/// 0.04); its f32 file's 0.000.
 const DEEP_LOGPROB_TOL: f64 = 0.35;
 
 /// [`LOGPROB_TOL`] for the IQ4_XS file and the file of the types under 4 bits: llama.cpp
