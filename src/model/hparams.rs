@@ -1821,9 +1821,9 @@ impl HParams {
 }
 
 /// The K/V heads (one count for every attending layer) and, for LFM2, Granite 4.0's hybrids,
-/// Nemotron-H and Jamba, which layers are recurrent (their `attention.head_count_kv` entries are 0); Gemma 4's
-/// counts differ by layer kind and are read with its sliding pattern (`gemma4_attention`: here
-/// the query heads').
+/// Nemotron-H and Jamba, which layers are recurrent (their `attention.head_count_kv` entries
+/// are 0); Gemma 4's counts differ by layer kind and are read with its sliding pattern
+/// (`gemma4_attention`: here the query heads').
 fn kv_heads_of(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
@@ -1912,7 +1912,7 @@ impl LayerHeads {
         Ok(Self { query_heads, kv_heads })
     }
 
-    /// The first layer's query heads that has any (the model's `heads`).
+    /// The query heads of the first layer that has any (the model's `heads`).
     fn first_heads(&self) -> usize {
         self.query_heads.iter().copied().find(|&h| h > 0).unwrap_or(1)
     }
