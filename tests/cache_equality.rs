@@ -123,7 +123,8 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
     // weighing their inputs, unweighted Q/K norms, a layer without rope), Nemotron 51B's
     // (`deci`: each layer its own K/V heads, linear attention, layers without attention),
     // OpenELM's (each layer its own query and K/V heads), MiniCPM3's (latent attention over
-    // dense layers), Jamba's (Mamba states beside K/V, experts in some layers).
+    // dense layers), Jamba's (Mamba states beside K/V, experts in some layers), AFMoE's
+    // (windows, the attention's output gate).
     let specs = Family::ALL
         .into_iter()
         .map(move |family| (format!("{family:?}"), TinyModelSpec::tiny(family, weights)))
@@ -155,6 +156,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
             ("OpenElm".to_string(), TinyModelSpec::openelm(weights)),
             ("MiniCpm3".to_string(), TinyModelSpec::minicpm3(weights)),
             ("Jamba".to_string(), TinyModelSpec::jamba(weights)),
+            ("Afmoe".to_string(), TinyModelSpec::afmoe(weights)),
         ]);
     specs.map(move |(name, spec)| {
         let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));

@@ -464,6 +464,11 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // around an attention layer without rope, experts where a layer has a router.
         ("tiny-jamba-q8_0.gguf", TinyModelSpec::jamba(WeightType::Q8_0)),
         ("tiny-jamba-f32.gguf", TinyModelSpec::jamba(WeightType::F32)),
+        // AFMoE's (`afmoe`, Trinity): post-norms, the embedding × √hidden, per-head Q/K norms,
+        // the attention's output gate, every fourth layer global without rope (the others
+        // local), sigmoid-routed experts with a selection bias beside a shared one.
+        ("tiny-afmoe-q8_0.gguf", TinyModelSpec::afmoe(WeightType::Q8_0)),
+        ("tiny-afmoe-f32.gguf", TinyModelSpec::afmoe(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),

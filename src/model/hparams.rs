@@ -209,7 +209,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -400,8 +400,14 @@ impl Family {
             // (`jamba`: Jamba v0.1, 1.5 Mini and Large, Jamba Reasoning 3B): Mamba layers
             // ([`MambaParams`]) with an attention layer without rope every so often (its
             // `attention.head_count_kv` not 0), experts where the file has a layer's router.
+            // AFMoE (`afmoe`: Arcee's Trinity Nano, Mini, Large): Llama's layer with Gemma 2's
+            // post-norms, the embedding × √hidden, each head's Q and K normalized before NeoX
+            // rope, the attention's output gated by a sigmoid of its own projection
+            // (`HParams::attn_gate`), three local layers then a global one without rope,
+            // sigmoid-routed experts with a selection bias beside shared ones after the
+            // leading dense layers.
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" | "openelm" | JAMBA => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" | "openelm" | JAMBA | AFMOE => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -820,6 +826,9 @@ pub struct HParams {
     /// attention" and attention-free layers); empty for the other families, whose attending
     /// layers all have `kv_heads` (Gemma 4's global ones aside).
     pub layer_kv_heads: Vec<usize>,
+    /// AFMoE: each attending layer's output (before `attn_output`) is multiplied by the sigmoid
+    /// of its own projection of the layer's normed input (`attn_gate`, required).
+    pub attn_gate: bool,
     /// Deci (Nemotron 51B): one flag per layer, `true` where the layer's attention is its output
     /// projection alone over its normed input (`attn_output` of `hidden × hidden`, no heads, no
     /// K/V: the checkpoint's `replace_with_linear`); empty for the other families.
@@ -1605,6 +1614,13 @@ const DECI: &str = "deci";
 /// OpenELM's layers, each with its own query heads, K/V heads and MLP width ([`LayerHeads`]).
 const OPENELM: &str = "openelm";
 
+/// AFMoE's architecture name (Arcee's Trinity models).
+const AFMOE: &str = "afmoe";
+
+/// AFMoE: every this-many-th layer is global and skips rope (llama.cpp's default pattern and
+/// `n_no_rope_layer_step`).
+const AFMOE_PERIOD: usize = 4;
+
 /// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
 /// rope, experts where the file has a layer's router.
 const JAMBA: &str = "jamba";
@@ -1816,6 +1832,7 @@ impl HParams {
             layer_heads: own_heads.as_ref().map(|d| d.query_heads.clone()).unwrap_or_default(),
             layer_kv_heads: own_heads.map(|d| d.kv_heads).unwrap_or_default(),
             linear_attn,
+            attn_gate: a == AFMOE,
         })
     }
 }
@@ -2180,7 +2197,7 @@ fn ffn_widths(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers:
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3) {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3 | AFMOE) {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -2217,6 +2234,13 @@ impl Scales {
         };
         if arch == "minicpm" {
             return Self::minicpm(md, key, plain, [hidden, layers]);
+        }
+        if arch == AFMOE {
+            // llama.cpp's `afmoe` graph: muP's embedding multiplier.
+            return Ok(Self {
+                embedding: Some((hidden as f64).sqrt()),
+                ..plain
+            });
         }
         if arch == MINICPM3 {
             // llama.cpp's `minicpm3` graph: MiniCPM's multipliers, whatever the file says; the
@@ -2337,6 +2361,8 @@ fn no_rope_layers(
         (Family::Llama, Some(_)) if arch == SMALLTHINKER && layers != SMALLTHINKER_PERIOD => {
             (0..layers).map(|l| l % SMALLTHINKER_PERIOD == 0).collect()
         }
+        // AFMoE: every fourth layer, with windows or without (llama.cpp's graph).
+        (Family::Llama, _) if arch == AFMOE => (0..layers).map(|l| (l + 1) % AFMOE_PERIOD == 0).collect(),
         // Nemotron-H's attention never rotates (llama.cpp's graph has no rope); GPT-2's and
         // StarCoder's learn their positions instead, Refact's, BLOOM's, MPT's, Jais's and
         // Baichuan 13B's bias by ALiBi (`rope_replaced`).
@@ -2456,7 +2482,7 @@ fn alibi_max_bias(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arc
 /// 1's (`gemma`) or ChatGLM's (`chatglm`), though their families' later files do.
 fn post_norms(family: Family, arch: &str) -> bool {
     let family_has = matches!(family, Family::Gemma2 | Family::Gemma3 | Family::Gemma4 | Family::Olmo2 | Family::Exaone4 | Family::Glm4);
-    family_has && !matches!(arch, "gemma" | "chatglm")
+    (family_has && !matches!(arch, "gemma" | "chatglm")) || arch == AFMOE
 }
 
 /// The kind of the blocks' input norms and the final norm of a file of `arch` (the testkit
@@ -2625,7 +2651,7 @@ fn moe_params(
         // `expert_used_count`.
         None if family == Family::NemotronH => ffn_widths(md, key, layers)?.0 / experts_used,
         // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and Ling's files.
-        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | SMALLTHINKER | LLAMA4) || glm45_kin((family, arch)) => md_usize(md, &key("expert_feed_forward_length"))?,
+        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | SMALLTHINKER | LLAMA4 | AFMOE) || glm45_kin((family, arch)) => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -2643,7 +2669,7 @@ fn moe_params(
     let weights_scale = match md_opt_f64(md, &key("expert_weights_scale"))? {
         // Only llama.cpp's GLM-4.5, DeepSeek (V1 and V2), Nemotron-H and Ling graphs read the
         // scale (its other graphs, MiniMax-M2's among them, pass a scale that stays 0: none).
-        _ if !matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH) && !matches!(arch, "deepseek" | "bailingmoe") => 1.0,
+        _ if !matches!(family, Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH) && !matches!(arch, "deepseek" | "bailingmoe" | AFMOE) => 1.0,
         _ if arch == "minimax-m2" => 1.0,
         None | Some(0.0) => 1.0,
         Some(s) if s.is_finite() && s > 0.0 => s as f32,
@@ -2663,7 +2689,7 @@ fn moe_params(
             Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH => {
                 md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false)
             }
-            _ if arch == "bailingmoe" => md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false),
+            _ if matches!(arch, "bailingmoe" | AFMOE) => md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false),
             // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's and OLMoE's
             // weights are the softmax over all experts (`norm_topk_prob` false); DeepSeekMoE's
             // and Llama 4's too.
@@ -2754,7 +2780,9 @@ fn moe_gating(
     Ok(match md_opt_usize(md, &key("expert_gating_func"))? {
         _ if family == Family::GptOss => MoeGating::SoftmaxWeight,
         _ if family == Family::NemotronH || arch == LLAMA4 => MoeGating::Sigmoid,
-        _ if !reads_key => MoeGating::Softmax,
+        // AFMoE's: the file's, sigmoid without it (llama.cpp's default for it).
+        None | Some(0) if arch == AFMOE => MoeGating::Sigmoid,
+        _ if !reads_key && arch != AFMOE => MoeGating::Softmax,
         // llama.cpp requires it of `lfm2moe` files (its converter writes sigmoid) and of
         // `bailingmoe2` and `exaone-moe` ones; `dots1` and `minimax-m2` ones without it, or with
         // 0, it fails to run (their graphs have no default gating).
@@ -2814,7 +2842,7 @@ fn moe_layers(
         // Llama 4's: a shared expert of an expert's width beside the experts of every
         // `interleave_moe_layer_step`-th layer (required), the others dense.
         _ if arch == LLAMA4 => (expert_ffn, 0, moe_layer_step(md, key)?),
-        _ if matches!(family, Family::Glm4Moe | Family::DeepSeek2) || arch == "deepseek" => (shared_count()? * expert_ffn, leading()?, 1),
+        _ if matches!(family, Family::Glm4Moe | Family::DeepSeek2) || matches!(arch, "deepseek" | AFMOE) => (shared_count()? * expert_ffn, leading()?, 1),
         // Ling's: the same shared experts in every layer (llama.cpp's graph gives each layer
         // experts whatever `leading_dense_block_count` says).
         _ if arch == "bailingmoe" => (shared_count()? * expert_ffn, 0, 1),
@@ -2893,6 +2921,21 @@ fn family_sliding(
         Family::Gemma4 => Some(sliding_window(md, key, layers, GEMMA4_SLIDING)?),
         Family::Llama if arch == SMALLTHINKER => smallthinker_sliding(md, key, layers, rope_base)?,
         Family::Llama if arch == LLAMA4 => llama4_chunks(md, key, layers, rope_base)?,
+        // AFMoE: where the file has a window, three local layers then a global one (or the
+        // file's pattern), the local ones on `rope.freq_base_swa` where it gives one.
+        Family::Llama if arch == AFMOE && md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(0) > 0 => Some(sliding_window(
+            md,
+            key,
+            layers,
+            SlidingDefaults {
+                window: None,
+                period: AFMOE_PERIOD,
+                dense_first: false,
+                rope_base,
+                swa_base_key: true,
+                rope: LocalRope::Scaled,
+            },
+        )?),
         _ => None,
     })
 }
@@ -3106,6 +3149,43 @@ mod tests {
         for bad in [0, 47, 66] {
             let m = md("phi3", &[("rope.dimension_count", Value::U32(bad))]);
             assert_eq!(bad_key(&m), "phi3.rope.dimension_count", "{bad}");
+        }
+    }
+
+    /// AFMoE: post-norms, the embedding × √hidden, NeoX pairs, the output gate; windows where
+    /// the file has one (three local layers, then a global one), every fourth layer without
+    /// rope either way; sigmoid routing by default, the file's scale and renormalization, one
+    /// shared expert's width per `expert_shared_count`, the leading dense layers.
+    #[test]
+    fn afmoe_reads_trinitys_layers() {
+        let keys = [
+            ("block_count", Value::U32(8)),
+            ("attention.head_count_kv", Value::U32(2)),
+            ("attention.sliding_window", Value::U32(2048)),
+            ("expert_count", Value::U32(8)),
+            ("expert_used_count", Value::U32(2)),
+            ("expert_feed_forward_length", Value::U32(128)),
+            ("expert_shared_count", Value::U32(1)),
+            ("leading_dense_block_count", Value::U32(2)),
+            ("expert_weights_scale", Value::F32(2.5)),
+            ("expert_weights_norm", Value::Bool(true)),
+        ];
+        let hp = HParams::from_metadata(&md("afmoe", &keys), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.post_norms, hp.attn_gate), (Family::Llama, RopeStyle::Neox, true, true));
+        assert_eq!(hp.embedding_scale, Some(16.0));
+        let s = hp.sliding.as_ref().unwrap();
+        assert_eq!((s.window, s.local.clone()), (2048, vec![true, true, true, false, true, true, true, false]));
+        assert_eq!((0..8).filter(|&l| !hp.rotates(l)).collect::<Vec<_>>(), [3, 7]);
+        let m = hp.moe.clone().unwrap();
+        assert_eq!((m.gating, m.normalize, m.weights_scale, m.shared_ffn, m.dense_leading), (MoeGating::Sigmoid, true, 2.5, 128, 2));
+        // Without a window every layer is global, every fourth still without rope.
+        let plain: Vec<_> = keys.iter().filter(|(k, _)| *k != "attention.sliding_window").cloned().collect();
+        let hp = HParams::from_metadata(&md("afmoe", &plain), Some(100)).unwrap();
+        assert!(hp.sliding.is_none() && !hp.rotates(3) && hp.rotates(4));
+        // The experts' width and the shared count are required.
+        for k in ["expert_feed_forward_length", "expert_shared_count"] {
+            let without: Vec<_> = keys.iter().filter(|(key, _)| *key != k).cloned().collect();
+            assert!(HParams::from_metadata(&md("afmoe", &without), Some(100)).is_err(), "{k}");
         }
     }
 

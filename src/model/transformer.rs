@@ -67,6 +67,8 @@ struct Attention {
     /// Qwen3.5: each head's Q projection is followed by as many gate values; the attention
     /// output is multiplied by their sigmoid before the output projection.
     q_gate: bool,
+    /// AFMoE's output gate: its own projection of the normed input (`attn_gate`).
+    out_gate: Option<QLinear>,
     /// Gemma 4: V normalized per head (RMS, weights of 1).
     v_norm: Option<Tensor>,
     wo: QLinear,
@@ -653,7 +655,7 @@ impl Transformer {
     /// One layer's attention of the normed rows `h` (`[t, hidden]`), before its output
     /// projection: Q/K/V, their biases and norms, rope from `rope` (the layer's tables and
     /// their cos/sin at the batch's positions), then the store (`[t, heads · head_dim]`); and
-    /// Qwen3.5's output gate (`[t, heads · head_dim]`, before its sigmoid).
+    /// Qwen3.5's and AFMoE's output gate (`[t, heads · head_dim]`, before its sigmoid).
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
@@ -676,7 +678,8 @@ impl Transformer {
             q = qg.narrow(2, 0, head_dim)?.contiguous()?.reshape((t, heads * head_dim))?;
             Some(qg.narrow(2, head_dim, head_dim)?.contiguous()?.reshape((t, heads * head_dim))?)
         } else {
-            None
+            // AFMoE's: a projection of its own.
+            a.out_gate.as_ref().map(|g| g.forward(h)).transpose()?
         };
         // K and V where the layer writes them: V is K's projection where the layer has no V.
         let mut kv_rows = match (a.writes_kv, qkv.next(), qkv.next()) {
@@ -1128,6 +1131,10 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         kv_layer,
         writes_kv,
         q_gate,
+        out_gate: match hp.attn_gate {
+            true => Some(QLinear::new(load_2d(file, &n("attn_gate.weight"), [q_dim, d], device)?, device)?),
+            false => None,
+        },
         v_norm: if gemma4 { Some(Tensor::ones(hd, DType::F32, device)?) } else { None },
         wo: QLinear::new(load_2d(file, &n("attn_output.weight"), [d, q_dim], device)?, device)?,
         bias,

@@ -1102,6 +1102,29 @@ impl TinyModelSpec {
         }
     }
 
+    /// AFMoE's files (`afmoe`, Arcee's Trinity): four layers (the fourth global and without
+    /// rope), the first dense, the others 4 experts (2 per token, sigmoid-routed with a
+    /// selection bias, renormalized, scaled) beside a shared one; post-norms, per-head Q/K
+    /// norms, the output gate; the first three layers local (a window of 8: llama.cpp's graph
+    /// runs no file without one). (Routing decides by thresholds: seed 122's Q8_0 file had one
+    /// position 0.735 off llama.cpp, the mean 0.033, where the same file with identical experts
+    /// had none: an expert choice the two programs' rounding broke differently; 123's has none.)
+    pub fn afmoe(weight_type: WeightType) -> Self {
+        let f32 = weight_type == WeightType::F32;
+        Self {
+            arch: Some("afmoe"),
+            layers: 4,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            sliding_window: Some((8, 4)),
+            seed: if f32 { 121 } else { 123 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// The benchmark model: Llama-shaped, ~50M parameters, Q8_0, 32k vocabulary, 8k context.
     pub fn bench_50m() -> Self {
         Self {
@@ -1547,9 +1570,9 @@ fn glm45_kin(spec: &TinyModelSpec) -> bool {
 }
 
 /// Whether `spec`'s first layers are dense, the others' experts beside a shared one with a
-/// selection bias: GLM-4.5's layout (not MiniMax-M2's), and ERNIE 4.5's MoE files'.
+/// selection bias: GLM-4.5's layout (not MiniMax-M2's), ERNIE 4.5's MoE files' and AFMoE's.
 fn leads_dense(spec: &TinyModelSpec) -> bool {
-    (spec.family == Family::Glm4Moe && spec.arch != Some("minimax-m2")) || (spec.family == Family::Ernie45 && spec.moe.is_some()) || (spec.arch == Some("deepseek") && spec.moe.is_some())
+    (spec.family == Family::Glm4Moe && spec.arch != Some("minimax-m2")) || (spec.family == Family::Ernie45 && spec.moe.is_some()) || (matches!(spec.arch, Some("deepseek" | "afmoe")) && spec.moe.is_some())
 }
 
 /// GLM-4.5's per-layer extras beside the experts: the router's selection bias (f32, spread so
@@ -1736,7 +1759,7 @@ fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)
     let u32v = |x: usize| Value::U32(x as u32);
     let mut md = vec![(format!("{arch}.expert_count"), u32v(m.experts)), (format!("{arch}.expert_used_count"), u32v(m.used))];
     // (Mixtral's and OLMoE's experts are `feed_forward_length` wide.)
-    if (spec.family != Family::Llama || matches!(arch, "deepseek" | "bailingmoe" | "smallthinker" | "llama4")) && arch != "olmoe" {
+    if (spec.family != Family::Llama || matches!(arch, "deepseek" | "bailingmoe" | "smallthinker" | "llama4" | "afmoe")) && arch != "olmoe" {
         md.push((format!("{arch}.expert_feed_forward_length"), u32v(spec.ffn)));
     }
     if arch == "deepseek" {
@@ -1744,6 +1767,14 @@ fn moe_keys(spec: &TinyModelSpec, arch: &str, m: TinyMoe) -> Vec<(String, Value)
         md.push((format!("{arch}.expert_shared_count"), u32v(1)));
         md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
         md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
+    }
+    if arch == "afmoe" {
+        // AFMoE's (Trinity's): one shared expert after the dense layers, renormalized, scaled;
+        // no gating key (llama.cpp's default for it: sigmoid).
+        md.push((format!("{arch}.expert_shared_count"), u32v(1)));
+        md.push((format!("{arch}.leading_dense_block_count"), u32v(MOE_DENSE_LEADING)));
+        md.push((format!("{arch}.expert_weights_scale"), Value::F32(1.5)));
+        md.push((format!("{arch}.expert_weights_norm"), Value::Bool(true)));
     }
     if arch == "bailingmoe" {
         // Ling's routing: softmax, renormalized, scaled; one shared expert; a leading dense
@@ -1862,7 +1893,9 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     // final norm is larger (as a trained Gemma's is): the tied output projection then spreads
     // the logits without the last token's own row winning every position.
     // OpenELM's tied rows, read unscaled, the same way: small rows, a large final norm.
-    let small_rows = spec.family == Family::Gemma2 || spec.arch == Some("openelm");
+    // AFMoE's, multiplied by √hidden as Gemma 2's, small too (its output is its own).
+    let tied_small = spec.family == Family::Gemma2 || spec.arch == Some("openelm");
+    let small_rows = tied_small || spec.arch == Some("afmoe");
     let embd_gain = match spec.family {
         _ if small_rows => 0.4 / 3f32.sqrt(),
         // Gemma 4 multiplies them by √hidden too: unit scale after it.
@@ -1871,7 +1904,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     };
     tensors.push(mat("token_embd.weight".into(), v, d, embd_gain, &mut rng)?);
     tensors.extend(embedding_and_output_extras(spec, embd_gain, &mut rng)?);
-    let final_norm = if small_rows { 6.0 } else { 1.0 };
+    let final_norm = if tied_small { 6.0 } else { 1.0 };
     // (LFM2's is `token_embd_norm`, written with its layers.)
     // Orion's, StableLM's, StarCoder2's and Phi-2's LayerNorms have a bias each.
     let norm = norm_kind(spec.family, spec.arch.unwrap_or(spec.family.arch()));
@@ -1927,7 +1960,8 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
         }
         let gemma1 = spec.arch == Some("gemma");
         // (ChatGLM's layer is GLM-4's without them.)
-        if matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 | Family::Glm4) && !gemma1 && spec.arch != Some("chatglm") {
+        let post_norms = matches!(spec.family, Family::Gemma2 | Family::Gemma3 | Family::Olmo2 | Family::Exaone4 | Family::Glm4) && !gemma1 && spec.arch != Some("chatglm");
+        if post_norms || spec.arch == Some("afmoe") {
             tensors.push(vector(n("post_attention_norm.weight"), rng.around(d, 1.0, 0.1))?);
             tensors.push(vector(n("post_ffw_norm.weight"), rng.around(d, 1.0, 0.1))?);
         }
@@ -2008,6 +2042,11 @@ fn attention_extras(spec: &TinyModelSpec, i: usize, rng: &mut Rand) -> Result<Ve
     if spec.family == Family::GptOss || coder {
         out.push(vector(n("attn_output.bias"), rng.around(spec.hidden, 0.0, 0.5))?);
     }
+    if spec.arch == Some("afmoe") {
+        // AFMoE's output gate, a projection of the normed input.
+        let w = Tensor::from_vec(rng.matrix(q_dim, spec.hidden, 1.0), (q_dim, spec.hidden), &Device::Cpu)?;
+        out.push((n("attn_gate.weight"), QTensor::quantize(&w, spec.weight_type.ggml())?));
+    }
     if spec.family == Family::GptOss {
         // Sink logits about as large as the scores: each takes a real share of its head.
         out.push(vector(n("attn_sinks.weight"), rng.around(spec.heads, 0.0, 2.0))?);
@@ -2033,7 +2072,7 @@ fn qk_norm_widths(spec: &TinyModelSpec) -> Option<(usize, usize)> {
     let per_head = matches!(spec.family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Exaone4 | Family::Glm4Moe);
     if spec.family == Family::Olmo2 || matches!(spec.arch, Some("olmoe" | "minimax-m2")) {
         Some((spec.heads * hd, spec.kv_heads * hd))
-    } else if per_head || matches!(spec.arch, Some("maincoder" | "apertus")) {
+    } else if per_head || matches!(spec.arch, Some("maincoder" | "apertus" | "afmoe")) {
         Some((hd, hd))
     } else {
         None
