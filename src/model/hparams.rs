@@ -1848,11 +1848,7 @@ fn kv_heads_of(
     heads: usize,
 ) -> Result<(usize, Option<Vec<bool>>), ModelError> {
     let (kv_heads, recurrent) = match family {
-        _ if arch == JAMBA => {
-            let (flags, kv) = recurrent_by_kv(md, key)?;
-            (Some(kv), Some(flags))
-        }
-        Family::Lfm2 | Family::GraniteHybrid | Family::NemotronH => {
+        _ if arch == JAMBA || matches!(family, Family::Lfm2 | Family::GraniteHybrid | Family::NemotronH) => {
             let (flags, kv) = recurrent_by_kv(md, key)?;
             (Some(kv), Some(flags))
         }

@@ -130,7 +130,7 @@ pub(super) fn metadata(spec: &TinyModelSpec, m: &TinyMla) -> Vec<(String, Value)
 
 /// `wt`, or where its blocks do not divide `cols` (K-quants on the latent's narrow matrices),
 /// Q8_0 as llama.cpp's quantizer falls back to, or f32.
-fn fitting(wt: GgmlDType, cols: usize) -> GgmlDType {
+pub(super) fn fitting(wt: GgmlDType, cols: usize) -> GgmlDType {
     if cols.is_multiple_of(wt.block_size()) {
         wt
     } else if cols.is_multiple_of(GgmlDType::Q8_0.block_size()) {

@@ -10,6 +10,7 @@ use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
+use super::deepseek2::fitting;
 use super::gguf::{Rand, TinyModelSpec};
 use crate::model::ModelError;
 
@@ -75,12 +76,11 @@ pub(super) fn tensors(spec: &TinyModelSpec, j: &TinyJamba, rng: &mut Rand, moe_r
     let cpu = Device::Cpu;
     let wt = spec.weight_type.ggml();
     let (d, f, hd) = (spec.hidden, spec.ffn, spec.hidden / spec.heads);
-    // The spec's type where its blocks fit a row, else f32 (the step's narrow `ssm_dt`).
+    // The spec's type where its blocks fit a row (f32 for the step's narrow `ssm_dt`).
     let mat = |name: String, dims: &[usize], rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
         let (rows, cols) = (dims[..dims.len() - 1].iter().product(), dims[dims.len() - 1]);
         let w = Tensor::from_vec(rng.matrix(rows, cols, 1.0), dims, &cpu)?;
-        let ty = if cols.is_multiple_of(wt.block_size()) { wt } else { GgmlDType::F32 };
-        Ok((name, QTensor::quantize(&w, ty)?))
+        Ok((name, QTensor::quantize(&w, fitting(wt, cols))?))
     };
     let f32s = |name: String, data: Vec<f32>, dims: &[usize]| -> Result<(String, QTensor), ModelError> {
         Ok((name, QTensor::quantize(&Tensor::from_vec(data, dims, &cpu)?, GgmlDType::F32)?))
