@@ -157,6 +157,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
             ("MiniCpm3".to_string(), TinyModelSpec::minicpm3(weights)),
             ("Jamba".to_string(), TinyModelSpec::jamba(weights)),
             ("Afmoe".to_string(), TinyModelSpec::afmoe(weights)),
+            ("Gemma3n".to_string(), TinyModelSpec::gemma3n_short(weights)),
         ]);
     specs.map(move |(name, spec)| {
         let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));

@@ -469,6 +469,11 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // local), sigmoid-routed experts with a selection bias beside a shared one.
         ("tiny-afmoe-q8_0.gguf", TinyModelSpec::afmoe(WeightType::Q8_0)),
         ("tiny-afmoe-f32.gguf", TinyModelSpec::afmoe(WeightType::F32)),
+        // Gemma 3n's (`gemma3n`): 25 layers (the last five reading layers 18's and 19's K/V)
+        // around AltUp's four streams, Laurel's blocks, sparse MLP gates in the first ten,
+        // per-layer inputs of 256.
+        ("tiny-gemma3n-q8_0.gguf", TinyModelSpec::gemma3n(WeightType::Q8_0)),
+        ("tiny-gemma3n-f32.gguf", TinyModelSpec::gemma3n(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),

@@ -103,9 +103,14 @@ impl PerLayerInput {
 
     /// `x` (`[t, hidden]`) plus what its input (`[t, width]`) adds.
     pub fn forward(&self, x: &Tensor, input: &Tensor, eps: f64) -> Result<Tensor, ModelError> {
+        Ok((x + self.added(x, input, eps)?)?)
+    }
+
+    /// What the layer's input (`[t, width]`), gated by `x` (`[t, hidden]`), adds:
+    /// `norm(proj(gelu(gate(x)) · input))` (Gemma 3n adds it to AltUp's other streams).
+    pub fn added(&self, x: &Tensor, input: &Tensor, eps: f64) -> Result<Tensor, ModelError> {
         let gated = glu::gated(&self.gate.forward(x)?, input, Gate::GeluTanh)?;
-        let y = norm::rms_norm(&self.proj.forward(&gated)?, &self.post_norm, eps as f32)?;
-        Ok((x + y)?)
+        Ok(norm::rms_norm(&self.proj.forward(&gated)?, &self.post_norm, eps as f32)?)
     }
 }
 

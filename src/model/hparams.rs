@@ -32,6 +32,7 @@
 //! | GLM-4 (0414), GLM-Z1 | `glm4` | interleaved, first half of each head (NeoX with M-RoPE sections) | yes | no |
 //! | gpt-oss (20B, 120B) | `gpt-oss` | NeoX (halves) | yes | no |
 //! | Gemma 4 (E2B, E4B, 26B-A4B, 31B) | `gemma4` | NeoX (halves; a quarter of each global head) | no | yes (and V, unweighted) |
+//! | Gemma 3n (E2B, E4B) | `gemma3n` | NeoX (halves) | no | yes (and V, unweighted) |
 //!
 //! Phi-3 stores Q, K and V as one `attn_qkv` tensor and the MLP's gate and up as one `ffn_up`
 //! (gate rows first); they are split at load. Its 128k-context files carry per-frequency
@@ -156,6 +157,12 @@
 //!   output scaled by `ffn_down_exps.scale`);
 //! - logits soft-capped at `final_logit_softcapping`, 30 where the file leaves it out.
 //!
+//! Gemma 3n (`gemma3n`) is Gemma 4's E models' layer with one head shape for every layer,
+//! inside AltUp's streams ([`AltUpParams`], `super::gemma3n`), as llama.cpp's
+//! `src/models/gemma3n.cpp`; what llama.cpp fixes for it (20 layers keeping K/V, per-layer
+//! inputs of 256, four local layers then a global one, ten layers of sparse MLP gates) is read
+//! from the file where it says, those values otherwise; logits soft-capped at 30.
+//!
 //! Qwen3.5 (`qwen35`, `qwen35moe`) and Qwen3-Next (`qwen3next`), as llama.cpp's
 //! `src/models/qwen35.cpp` and `qwen3next.cpp`: three of every four layers (`full_attention_interval`,
 //! or one flag per layer in `attention.recurrent_layers`) are gated delta nets
@@ -209,7 +216,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -463,7 +470,9 @@ impl Family {
             // their weights renormalized and never scaled, the gating the file's (required).
             "glm4moe" | "bailingmoe2" | "dots1" | "exaone-moe" | "minimax-m2" => Ok(Self::Glm4Moe),
             "gpt-oss" => Ok(Self::GptOss),
-            "gemma4" => Ok(Self::Gemma4),
+            // Gemma 3n (`gemma3n`): Gemma 4's E models' layer (its local and global layers of one
+            // shape) inside AltUp's streams, with Laurel's residual (`HParams::altup`).
+            "gemma4" | "gemma3n" => Ok(Self::Gemma4),
             // Mistral 4's files are `deepseek2`'s under another name (llama.cpp runs them so),
             // YaRN's magnitude aside.
             // MiniCPM3 (`minicpm3`: MiniCPM3-4B): DeepSeek-V2's latent attention (Q through a
@@ -812,6 +821,8 @@ pub struct HParams {
     pub mamba2: Option<Mamba2Params>,
     /// Jamba: its Mamba layers (the others attend, and only they keep K/V).
     pub mamba: Option<MambaParams>,
+    /// Gemma 3n: AltUp's streams and the MLPs' activation sparsity.
+    pub altup: Option<AltUpParams>,
     /// Falcon-H1: every layer both attends (keeping K/V) and runs its Mamba-2 mixer over the
     /// same normed rows (keeping a state), the two outputs added before the residual.
     pub ssm_beside_attention: bool,
@@ -955,6 +966,51 @@ impl MambaParams {
             }
         }
         Ok(p)
+    }
+}
+
+/// Gemma 3n's alternating updates ([`super::gemma3n`]): each token's hidden state is
+/// `inputs` streams, of which the layers run on the first (the "active" one: the file's
+/// `altup.active_idx`, which must be 0, as llama.cpp reads none other) and correct the
+/// others by what they did; and its MLPs' activation sparsity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AltUpParams {
+    /// `altup.num_inputs` (4 in the published files; llama.cpp's default).
+    pub inputs: usize,
+    /// Each layer's Gaussian top-k on its MLP gate: the gate less its mean and this many
+    /// standard deviations, floored at 0 (`activation_sparsity_scale`, the normal quantile of
+    /// the checkpoint's sparsity); `None` where the layer keeps every value (a quantile of
+    /// −∞, from a sparsity of 0).
+    pub sparsity: Vec<Option<f32>>,
+}
+
+impl AltUpParams {
+    /// Reads them (`key` prefixes the architecture) for `layers` layers. Without
+    /// `activation_sparsity_scale`, llama.cpp's constants: the first
+    /// [`GEMMA3N_SPARSE_LAYERS`] layers at the 95th percentile.
+    fn read(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers: usize) -> Result<Self, ModelError> {
+        let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
+        let inputs = md_opt_usize(md, &key("altup.num_inputs"))?.unwrap_or(4);
+        if inputs < 2 {
+            return Err(bad("altup.num_inputs", format!("{inputs}: AltUp needs two streams or more")));
+        }
+        let active = md_opt_usize(md, &key("altup.active_idx"))?.unwrap_or(0);
+        if active != 0 {
+            return Err(bad("altup.active_idx", format!("{active}: hearth runs the first stream, as llama.cpp does")));
+        }
+        let sparsity = match md_opt_f64_per_layer(md, &key("activation_sparsity_scale"), layers)? {
+            Some(scales) => scales
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| match s {
+                    s if s == f64::NEG_INFINITY => Ok(None),
+                    s if s.is_finite() => Ok(Some(s as f32)),
+                    s => Err(bad("activation_sparsity_scale", format!("layer {i}'s is {s}"))),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            None => (0..layers).map(|i| (i < GEMMA3N_SPARSE_LAYERS).then_some(GEMMA3N_SPARSITY)).collect(),
+        };
+        Ok(Self { inputs, sparsity })
     }
 }
 
@@ -1353,6 +1409,14 @@ const GEMMA4_SLIDING: SlidingDefaults = SlidingDefaults {
     rope: LocalRope::Unscaled,
 };
 
+/// Gemma 3n's, as llama.cpp's: the file's window (required), its pattern (an array in the
+/// published files) else four local layers then a global one, local layers on
+/// `rope.freq_base_swa` (10 000 when absent), unscaled.
+const GEMMA3N_SLIDING: SlidingDefaults = SlidingDefaults {
+    period: 5,
+    ..GEMMA4_SLIDING
+};
+
 /// Gemma 2's defaults, as llama.cpp's: a window of 4,096, even layers local, the global rope
 /// base (`rope_base`) and scaling.
 fn gemma2_sliding(rope_base: f64) -> SlidingDefaults {
@@ -1621,6 +1685,25 @@ const AFMOE: &str = "afmoe";
 /// `n_no_rope_layer_step`).
 const AFMOE_PERIOD: usize = 4;
 
+/// Gemma 3n's architecture name (E2B, E4B): Gemma 4's E models' layer (per-layer inputs,
+/// K/V shared by the last layers) around AltUp's streams and Laurel's low-rank residual
+/// ([`AltUpParams`]).
+pub(crate) const GEMMA3N: &str = "gemma3n";
+
+/// Gemma 3n: the layers from this one on read an earlier layer's K/V where the file does not
+/// say (`attention.shared_kv_layers`; llama.cpp's `n_layer_kv_from_start`, fixed there).
+const GEMMA3N_KV_LAYERS: usize = 20;
+
+/// Gemma 3n: the per-layer inputs' width where the file does not say
+/// (`embedding_length_per_layer_input`; llama.cpp's `n_embd_altup`, fixed there).
+const GEMMA3N_PER_LAYER_INPUT: usize = 256;
+
+/// Gemma 3n: the layers with sparse MLP gates where the file does not say, and their
+/// multiplier (the normal distribution's 95th percentile, as llama.cpp's `n_layer_sparsity`
+/// and `f_sparsity_std_mul`).
+const GEMMA3N_SPARSE_LAYERS: usize = 10;
+const GEMMA3N_SPARSITY: f32 = 1.644_853_4;
+
 /// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
 /// rope, experts where the file has a layer's router.
 const JAMBA: &str = "jamba";
@@ -1751,7 +1834,7 @@ impl HParams {
             _ => None,
         };
         let (local, global_attn, kv_layers, per_layer_input) = match (family, &sliding, &recurrent) {
-            (Family::Gemma4, Some(s), _) => gemma4_attention(md, &key, global, &s.local)?,
+            (Family::Gemma4, Some(s), _) => gemma4_attention(md, &key, global, &s.local, a == GEMMA3N)?,
             (_, _, Some(r)) => (global, None, layers - r.recurrent_layers(), 0),
             _ => {
                 let flags = short_conv.as_ref().map(|c| &c.layers).or(mamba2.as_ref().map(|m| &m.layers)).or(mamba.as_ref().map(|m| &m.layers));
@@ -1828,6 +1911,10 @@ impl HParams {
             mamba2,
             mamba,
             ssm_beside_attention: a == FALCON_H1,
+            altup: match a {
+                GEMMA3N => Some(AltUpParams::read(md, &key, layers)?),
+                _ => None,
+            },
             mlp_only,
             layer_heads: own_heads.as_ref().map(|d| d.query_heads.clone()).unwrap_or_default(),
             layer_kv_heads: own_heads.map(|d| d.kv_heads).unwrap_or_default(),
@@ -2036,13 +2123,15 @@ fn head_dims(
 /// `_swa` keys the local layers' (defaulting to the global ones), `attention.head_count_kv` one
 /// count per layer or one for all; the last `attention.shared_kv_layers` layers keep no K/V
 /// (at least one layer of each kind must); `embedding_length_per_layer_input` the per-layer
-/// embedding's width. Returns the local shape, the global one where it differs, the layers
-/// that keep K/V and that width.
+/// embedding's width. Gemma 3n's files (`gemma3n`) default these two to llama.cpp's constants
+/// for it. Returns the local shape, the global one where it differs, the layers that keep K/V
+/// and that width.
 fn gemma4_attention(
     md: &HashMap<String, Value>,
     key: &dyn Fn(&str) -> String,
     global: AttnShape,
     local_layers: &[bool],
+    gemma3n: bool,
 ) -> Result<(AttnShape, Option<AttnShape>, usize, usize), ModelError> {
     let bad = |k: &str, reason: String| ModelError::BadMetadata { key: key(k), reason };
     let layers = local_layers.len();
@@ -2090,7 +2179,8 @@ fn gemma4_attention(
         kv_heads: with_kv(count_of(false)?.unwrap_or(local.kv_heads))?,
         ..global
     };
-    let shared = md_opt_usize(md, &key("attention.shared_kv_layers"))?.unwrap_or(0);
+    let shared_default = if gemma3n { layers.saturating_sub(GEMMA3N_KV_LAYERS) } else { 0 };
+    let shared = md_opt_usize(md, &key("attention.shared_kv_layers"))?.unwrap_or(shared_default);
     let kv_layers = layers.saturating_sub(shared);
     // Each sharing layer reads the last earlier layer of its kind that keeps K/V.
     let kinds_kept: Vec<bool> = local_layers[..kv_layers].to_vec();
@@ -2100,7 +2190,8 @@ fn gemma4_attention(
             format!("{shared} of {layers} layers share K/V, but no earlier layer of layer {l}'s kind keeps any"),
         ));
     }
-    let per_layer_input = md_opt_usize(md, &key("embedding_length_per_layer_input"))?.unwrap_or(0);
+    let per_layer_default = if gemma3n { GEMMA3N_PER_LAYER_INPUT } else { 0 };
+    let per_layer_input = md_opt_usize(md, &key("embedding_length_per_layer_input"))?.unwrap_or(per_layer_default);
     let global_attn = (global != local).then_some(global);
     Ok((local, global_attn, kv_layers, per_layer_input))
 }
@@ -2908,6 +2999,8 @@ fn family_sliding(
         // EXAONE's MoE files: Command R7B's (the file's window, required; three local layers,
         // then a global one; the local ones on the global base and scaling, as its graph).
         Family::Glm4Moe if arch == "exaone-moe" => Some(sliding_window(md, key, layers, cohere2_sliding(rope_base))?),
+        // Gemma 3n's: the file's pattern, else four local layers then a global one.
+        Family::Gemma4 if arch == GEMMA3N => Some(sliding_window(md, key, layers, GEMMA3N_SLIDING)?),
         // llama.cpp requires Gemma 4's pattern (one flag per layer).
         Family::Gemma4 if !md.contains_key(&key("attention.sliding_window_pattern")) => {
             return Err(ModelError::MissingMetadata {
@@ -3624,6 +3717,59 @@ mod tests {
         // The window is required, as llama.cpp requires it.
         let no_window: Vec<(&str, Value)> = keys.iter().filter(|(k, _)| *k != "attention.sliding_window").cloned().collect();
         assert!(HParams::from_metadata(&md("gpt-oss", &no_window), Some(100)).is_err());
+    }
+
+    /// Gemma 3n's files: Gemma 4's E models' layer of one head shape, AltUp's streams and
+    /// the MLPs' sparsity read from the file (−∞: a dense layer); without the keys, llama.cpp's
+    /// constants (20 layers keeping K/V, per-layer inputs of 256, four local layers then a
+    /// global one, the first ten layers sparse); a stream other than the first as the active
+    /// one refused.
+    #[test]
+    fn gemma3n_reads_its_layers() {
+        let layers = 30;
+        let sparsity: Vec<Value> = (0..layers).map(|l| Value::F32(if l < 10 { 1.644_853_4 } else { f32::NEG_INFINITY })).collect();
+        let keys = vec![
+            ("block_count", Value::U32(layers as u32)),
+            ("attention.head_count", Value::U32(8)),
+            ("attention.head_count_kv", Value::U32(2)),
+            ("attention.key_length", Value::U32(256)),
+            ("attention.value_length", Value::U32(256)),
+            ("attention.sliding_window", Value::U32(512)),
+            ("attention.sliding_window_pattern", Value::Array((0..layers).map(|l| Value::Bool(l % 5 != 4)).collect())),
+            ("attention.shared_kv_layers", Value::U32(10)),
+            ("embedding_length_per_layer_input", Value::U32(256)),
+            ("altup.active_idx", Value::U32(0)),
+            ("altup.num_inputs", Value::U32(4)),
+            ("activation_sparsity_scale", Value::Array(sparsity)),
+        ];
+        let hp = HParams::from_metadata(&md("gemma3n", &keys), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.attention_scale, hp.final_softcap, hp.rope_style), (Family::Gemma4, 1.0, Some(30.0), RopeStyle::Neox));
+        let a = hp.altup.clone().unwrap();
+        assert_eq!(a.inputs, 4);
+        assert_eq!((a.sparsity[9], a.sparsity[10]), (Some(1.644_853_4), None));
+        assert_eq!((hp.kv_layers, hp.kv_layer(20), hp.kv_layer(24), hp.per_layer_input), (20, 18, 19, 256));
+        assert_eq!(hp.attn_shape(4), hp.attn_shape(0));
+        // Without the keys: llama.cpp's constants.
+        let bare: Vec<(&str, Value)> = keys
+            .iter()
+            .filter(|(k, _)| !matches!(*k, "attention.sliding_window_pattern" | "attention.shared_kv_layers" | "embedding_length_per_layer_input" | "activation_sparsity_scale" | "altup.num_inputs"))
+            .cloned()
+            .collect();
+        let hp = HParams::from_metadata(&md("gemma3n", &bare), Some(100)).unwrap();
+        assert_eq!((hp.kv_layers, hp.per_layer_input), (20, 256));
+        assert_eq!((0..6).map(|l| hp.window(l).is_some()).collect::<Vec<_>>(), [true, true, true, true, false, true]);
+        let a = hp.altup.unwrap();
+        assert_eq!((a.inputs, a.sparsity.iter().filter(|s| s.is_some()).count(), a.sparsity[0]), (4, 10, Some(GEMMA3N_SPARSITY)));
+        let with = |k: &'static str, v: Value| {
+            let mut all = keys.clone();
+            all.retain(|(key, _)| *key != k);
+            all.push((k, v));
+            all
+        };
+        assert_eq!(bad_key(&md("gemma3n", &with("altup.active_idx", Value::U32(1)))), "gemma3n.altup.active_idx");
+        assert_eq!(bad_key(&md("gemma3n", &with("altup.num_inputs", Value::U32(1)))), "gemma3n.altup.num_inputs");
+        let nan = Value::Array((0..layers).map(|_| Value::F32(f32::NAN)).collect());
+        assert_eq!(bad_key(&md("gemma3n", &with("activation_sparsity_scale", nan))), "gemma3n.activation_sparsity_scale");
     }
 
     /// Gemma 4's E models as their files write them: local and global layers of different

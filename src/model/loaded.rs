@@ -10,6 +10,7 @@ use super::chat::reasoning::{Reasoning, ThinkTags};
 use super::chat::{ChatTemplate, Message, TemplateKwargs};
 use super::gguf::{md_opt_str, GgufFile, ReadMeter};
 use super::grammar::{Grammar, GrammarCompiler, GrammarError};
+use super::hparams::Family;
 use super::source::ResolvedModel;
 use super::tokenizer::Tokenizer;
 use super::{ModelError, Transformer};
@@ -112,14 +113,16 @@ impl LoadedModel {
                 hp.vocab_size
             )));
         }
+        // Gemma 3n's turns are Gemma 3's (its files run on Gemma 4's layer).
+        let template_family = if hp.altup.is_some() { Family::Gemma3 } else { hp.family };
         let chat_template = match ChatTemplate::from_gguf_metadata(&md, &tokenizer)? {
             Some(t) => t,
             None => match &resolved.tokenizer_config {
                 Some(cfg) => match ChatTemplate::from_tokenizer_config(cfg, &tokenizer)? {
                     Some(t) => t,
-                    None => ChatTemplate::fallback(hp.family, &tokenizer),
+                    None => ChatTemplate::fallback(template_family, &tokenizer),
                 },
-                None => ChatTemplate::fallback(hp.family, &tokenizer),
+                None => ChatTemplate::fallback(template_family, &tokenizer),
             },
         };
         let transformer = Transformer::from_gguf(&mut file, device, context)?;

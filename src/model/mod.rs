@@ -26,6 +26,7 @@ mod causal_conv;
 mod device;
 mod embedding;
 mod error;
+mod gemma3n;
 mod gemma4;
 pub mod gguf;
 pub mod grammar;

@@ -25,6 +25,7 @@ use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
 use super::delta_net::{DeltaNet, RecurrentSeq, RecurrentState};
+use super::gemma3n::{AltUp, LayerAltUp};
 use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
 use super::block_norm::BlockNorm;
 use super::hparams::{AttnShape, Family, HParams, LocalRope, MlpKind, RopeScaling, Xielu};
@@ -113,6 +114,9 @@ pub(super) struct Mlp {
     xielu: Option<Xielu>,
     /// The projections' biases where the family has them (`HParams::out_biases`).
     biases: Option<MlpBiases>,
+    /// Gemma 3n's first layers: the gate's Gaussian top-k with this many standard deviations
+    /// ([`super::gemma3n::sparse_gate`]) before its activation.
+    sparsity: Option<f32>,
 }
 
 /// A dense MLP's biases: up's and down's (StarCoder2's, Phi-2's and the other coder and GPT-2
@@ -133,6 +137,9 @@ impl Mlp {
             if let (Some(gate_b), [gate, _]) = (&b.gate, gate_up.as_mut_slice()) {
                 *gate = gate.broadcast_add(gate_b)?;
             }
+        }
+        if let (Some(k), [gate, _]) = (self.sparsity, gate_up.as_mut_slice()) {
+            *gate = super::gemma3n::sparse_gate(gate, k)?;
         }
         let hidden = match (self.kind, gate_up.as_slice()) {
             // candle's `gelu` is tanh's approximation, as ggml's.
@@ -250,6 +257,9 @@ struct Layer {
     per_layer: Option<PerLayerInput>,
     /// Gemma 4: multiplies the layer's output (`layer_output_scale`).
     out_scale: Option<f64>,
+    /// Gemma 3n: the layer's prediction and correction of AltUp's streams, and its Laurel
+    /// block.
+    altup: Option<LayerAltUp>,
 }
 
 /// A loaded model: quantized weights and the forward over them.
@@ -267,6 +277,8 @@ pub struct Transformer {
     rope_local: Option<RopeTables>,
     /// Gemma 4's E models: the per-layer token embedding.
     per_layer_embd: Option<PerLayerEmbedding>,
+    /// Gemma 3n: AltUp's projections into and out of its streams.
+    altup: Option<AltUp>,
     /// GPT-2's and StarCoder's learned positions (`HParams::learned_positions`).
     positions: Option<TokenEmbedding>,
     /// BLOOM's LayerNorm of the embedding (`token_embd_norm`, `HParams::embedding_norm`).
@@ -305,6 +317,16 @@ impl Transformer {
         let mtp_bytes: u64 = (hp.layers..hp.layers + hp.mtp_layers)
             .map(|i| file.tensor_bytes_where(cpu, |name| name.starts_with(&format!("blk.{i}."))))
             .sum();
+        // Gemma 3n's files keep K and V projections (and K's norm) in the layers that read an
+        // earlier layer's K/V: the checkpoint's, unused by it as by llama.cpp. Passed over, not
+        // held.
+        let unused: Vec<String> = (0..hp.layers)
+            .filter(|&i| hp.family == Family::Gemma4 && !hp.writes_kv(i))
+            .flat_map(|i| ["attn_k.weight", "attn_v.weight", "attn_k_norm.weight"].map(|s| format!("blk.{i}.{s}")))
+            .filter(|name| file.has_tensor(name))
+            .collect();
+        let unused_bytes: u64 = unused.iter().filter_map(|name| file.tensor_bytes(name, cpu)).sum();
+        unused.iter().for_each(|name| file.pass_over(name));
         let tied = !file.has_tensor("output.weight");
         let (embedding, output) = load_embedding_and_output(file, embedding_q, tied, [hp.vocab_size, d], device)?;
         let embd_bytes = embedding.file_bytes();
@@ -316,7 +338,7 @@ impl Transformer {
             (false, false) => file_bytes.saturating_sub(embd_bytes),
             _ => file_bytes,
         }
-        .saturating_sub(rope_bytes + mtp_bytes);
+        .saturating_sub(rope_bytes + mtp_bytes + unused_bytes);
         // The global layers' rotated dimensions (Gemma 4's are wider than its local layers').
         let global_rope_dims = hp.global_attn.map_or(hp.rope_dims, |g| g.rope_dims);
         let freq_factors = match rope_factors_name(file, &hp, max_positions) {
@@ -363,6 +385,7 @@ impl Transformer {
         // DeepSeek-V2's per-head latent maps are held as f32, wider than the file's.
         let weight_bytes = weight_bytes + layers.iter().map(|l| l.attn.extra_bytes()).sum::<u64>();
         let per_layer_embd = PerLayerEmbedding::load(file, &hp, device)?;
+        let altup = AltUp::load(file, &hp, device)?;
         let positions = load_positions(file, &hp, max_positions)?;
         // Their tables stay in host memory, as the token embedding's does.
         let host_tables = per_layer_embd.as_ref().map_or(0, |p| p.table_bytes()) + positions.as_ref().map_or(0, |p| p.file_bytes());
@@ -376,6 +399,7 @@ impl Transformer {
             alibi: hp.alibi_slopes(),
             output_bias: load_output_bias(file, &hp, device)?,
             per_layer_embd,
+            altup,
             // LFM2's final norm is stored as `token_embd_norm` (llama.cpp reads it so).
             norm: BlockNorm::load(
                 file,
@@ -506,12 +530,16 @@ impl Transformer {
             Some(p) => Some(p.inputs(tokens, &x, hp.rms_eps)?),
             None => None,
         };
+        let rope_of = |li: usize| match (&local, hp.window(li)) {
+            (Some((r, cs)), Some(_)) => (*r, cs),
+            _ => (global.0, &global.1),
+        };
+        if let Some(altup) = &self.altup {
+            let x = self.altup_layers(altup, &x, per_layer_inputs.as_ref(), &rope_of, q_scale.as_ref(), batch, kv, states)?;
+            return self.logits(x, batch, which);
+        }
         for (li, layer) in self.layers.iter().enumerate() {
-            let window = hp.window(li);
-            let rope = match (&local, window) {
-                (Some((r, cs)), Some(_)) => (*r, cs),
-                _ => (global.0, &global.1),
-            };
+            let rope = rope_of(li);
             if layer.parallel {
                 x = self.parallel_layer(li, layer, x, rope, q_scale.as_ref(), batch, kv, states)?;
                 continue;
@@ -546,6 +574,52 @@ impl Transformer {
             }
         }
         self.logits(x, batch, which)
+    }
+
+    /// Gemma 3n's layers over AltUp's streams of the scaled embeddings `x` (`[t, hidden]`), as
+    /// llama.cpp's `gemma3n` graph: each layer runs on the first stream of its prediction
+    /// (attention beside Laurel, their mean, then the MLP), corrects every stream by its output,
+    /// and adds its per-layer input to the streams but the first. Returns the merged streams.
+    #[allow(clippy::too_many_arguments)]
+    fn altup_layers<'r>(
+        &self,
+        altup: &AltUp,
+        x: &Tensor,
+        per_layer_inputs: Option<&Tensor>,
+        rope_of: &dyn Fn(usize) -> (&'r RopeTables, &'r (Tensor, Tensor)),
+        q_scale: Option<&Tensor>,
+        batch: &BatchLayout,
+        kv: &mut dyn KvStore,
+        states: &mut [RecurrentSeq],
+    ) -> Result<Tensor, ModelError> {
+        let eps = self.hp.rms_eps;
+        let mut s = altup.spread(x)?;
+        for (li, layer) in self.layers.iter().enumerate() {
+            let Some(a) = &layer.altup else {
+                return Err(OpsError::Layout(format!("layer {li} has no AltUp weights")).into());
+            };
+            let pred = a.predict(&s)?;
+            let active = pred.narrow(1, 0, 1)?.squeeze(1)?.contiguous()?;
+            let h = pre_norm(&active, layer.attn_norm.as_ref())?;
+            let laurel = a.laurel(&h)?;
+            let mut attn = self
+                .mixer_of_normed(li, layer, &h, rope_of(li), q_scale, batch, kv, states)?
+                .ok_or_else(|| OpsError::Layout(format!("layer {li} has no attention")))?;
+            if let Some(n) = &layer.post_attn_norm {
+                attn = norm::rms_norm(&attn, n, eps as f32)?;
+            }
+            let attn = ((attn + &active)? + laurel)?.affine(std::f64::consts::FRAC_1_SQRT_2, 0.0)?;
+            let mut mlp = layer.ffn.forward(&attn, layer.ffn_norm.as_ref(), eps, self.activation, None)?;
+            if let Some(n) = &layer.post_ffn_norm {
+                mlp = norm::rms_norm(&mlp, n, eps as f32)?;
+            }
+            s = a.correct(&pred, &(mlp + attn)?)?;
+            if let (Some(p), Some(inputs)) = (&layer.per_layer, per_layer_inputs) {
+                let y = p.added(&a.gate_input(&s)?, &inputs.narrow(1, li, 1)?.squeeze(1)?.contiguous()?, eps)?;
+                s = a.add_to_others(&s, &y)?;
+            }
+        }
+        altup.merge(&s)
     }
 
     /// Layer `li`'s mixer (attention or a recurrent layer) over the residual stream `x`, after
@@ -949,6 +1023,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, f], device)?, device)?,
             kind: hp.mlp,
             xielu: hp.xielu.get(i).copied(),
+            sparsity: hp.altup.as_ref().and_then(|a| a.sparsity.get(i).copied().flatten()),
             biases: match hp.out_biases {
                 true => Some(MlpBiases {
                     gate: match hp.mlp {
@@ -1023,6 +1098,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
         },
         post_ffn_norm: post_norm(file, "post_ffw_norm.weight")?,
         per_layer: PerLayerInput::load(file, hp, i, device)?,
+        altup: LayerAltUp::load(file, hp, i, device)?,
         out_scale: match file.tensor_opt(&n("layer_output_scale.weight"), &Device::Cpu)? {
             Some(t) if hp.family == Family::Gemma4 => {
                 check_shape(&n("layer_output_scale.weight"), t.shape().dims(), &[1])?;
@@ -1065,6 +1141,7 @@ fn nemotron_h_layer(
         post_ffn_norm: None,
         per_layer: None,
         out_scale: None,
+        altup: None,
     })
 }
 
@@ -1238,7 +1315,7 @@ pub(super) fn load_2d(file: &mut GgufFile, name: &str, shape: [usize; 2], device
 }
 
 /// An f32 matrix of `shape` (Command R+'s and StableLM 2 12B's per-head norm weights).
-fn load_rows_f32(file: &mut GgufFile, name: &str, shape: [usize; 2], device: &Device) -> Result<Tensor, ModelError> {
+pub(super) fn load_rows_f32(file: &mut GgufFile, name: &str, shape: [usize; 2], device: &Device) -> Result<Tensor, ModelError> {
     let t = file.tensor(name, device)?;
     check_shape(name, t.shape().dims(), &shape)?;
     Ok(t.dequantize(device)?.to_dtype(DType::F32)?)

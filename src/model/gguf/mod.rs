@@ -319,6 +319,14 @@ impl GgufFile {
         }
     }
 
+    /// Counts tensor `name` as read without reading it: a tensor the model knowingly leaves
+    /// unused (Gemma 3n's K/V projections in the layers that read an earlier layer's K/V).
+    pub fn pass_over(&mut self, name: &str) {
+        if self.header.tensors.contains_key(name) {
+            self.read_names.insert(name.to_string());
+        }
+    }
+
     /// The tensors not read so far, sorted: after a model's load, those its forward never uses
     /// (the tests check there are none in the tiny files: a tensor left unread is a layer
     /// wired wrong, such as one reading another's K/V while the file has its own).

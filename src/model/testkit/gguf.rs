@@ -302,6 +302,38 @@ impl TinyModelSpec {
         }
     }
 
+    /// Gemma 3n's files (`gemma3n`) as llama.cpp runs them: [`TinyGemma4::gemma3n`]'s 25
+    /// layers (the last five sharing K/V), hidden 64, 2 heads sharing one K/V head of 32, MLPs
+    /// of 128; Gemma 3's SentencePiece vocabulary.
+    pub fn gemma3n(weight_type: WeightType) -> Self {
+        Self::gemma3n_of(25, 20, weight_type)
+    }
+
+    /// [`Self::gemma3n`] in 10 layers, the last three sharing K/V (two local layers reading
+    /// layer 6's, a global one reading layer 4's; the file says so, which llama.cpp would not
+    /// read): for the cache tests, where 25 random Q8_0 layers amplify an activation rounding
+    /// that a cached prefix flips (0.07 of logits of 9, with f32 weights 7·10⁻⁶).
+    pub fn gemma3n_short(weight_type: WeightType) -> Self {
+        Self::gemma3n_of(10, 7, weight_type)
+    }
+
+    fn gemma3n_of(layers: usize, kv_layers: usize, weight_type: WeightType) -> Self {
+        let (kv_heads, head_dim, ffn) = (1, 32, 128);
+        Self {
+            arch: Some("gemma3n"),
+            vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+            hidden: 64,
+            layers,
+            heads: 2,
+            kv_heads,
+            head_dim,
+            ffn,
+            gemma4: Some(TinyGemma4::gemma3n(layers, kv_layers, [kv_heads, head_dim, ffn])),
+            seed: if weight_type == WeightType::F32 { 124 } else { 125 },
+            ..Self::tiny(Family::Gemma4, weight_type)
+        }
+    }
+
     /// Qwen3-VL's language model (`qwen3vl`, with `moe` `qwen3vlmoe`): Qwen3's (or Qwen3 MoE's)
     /// layer under its own architecture, with M-RoPE sections (12, 10 and 10 of the head's 32
     /// pairs) and a deepstack layer, which a text token does not feel.
