@@ -158,6 +158,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
             ("Jamba".to_string(), TinyModelSpec::jamba(weights)),
             ("Afmoe".to_string(), TinyModelSpec::afmoe(weights)),
             ("Gemma3n".to_string(), TinyModelSpec::gemma3n_short(weights)),
+            ("Mellum".to_string(), TinyModelSpec::mellum(weights)),
         ]);
     specs.map(move |(name, spec)| {
         let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));

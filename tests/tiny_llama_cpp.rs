@@ -474,6 +474,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // per-layer inputs of 256.
         ("tiny-gemma3n-q8_0.gguf", TinyModelSpec::gemma3n(WeightType::Q8_0)),
         ("tiny-gemma3n-f32.gguf", TinyModelSpec::gemma3n(WeightType::F32)),
+        // Mellum 2's (`mellum`): Qwen3 MoE's layer, three local layers then a global one, YaRN
+        // in the global layer only, Mellum 2's pre-tokenizer.
+        ("tiny-mellum-q8_0.gguf", TinyModelSpec::mellum(WeightType::Q8_0)),
+        ("tiny-mellum-f32.gguf", TinyModelSpec::mellum(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),

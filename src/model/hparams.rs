@@ -18,6 +18,7 @@
 //! | Gemma 2 | `gemma2` | NeoX (halves) | no | no |
 //! | Gemma 3 | `gemma3` | NeoX (halves) | no | yes |
 //! | Qwen3 MoE | `qwen3moe` | NeoX (halves) | no | yes |
+//! | Mellum 2 (MoE, local layers) | `mellum` | NeoX (halves) | no | yes |
 //! | Hunyuan-A13B (MoE, a shared expert) | `hunyuan-moe` | NeoX (halves) | no | yes (after rope) |
 //! | OLMoE | `olmoe` | NeoX (halves) | no | yes (whole Q and K) |
 //! | Phi-3, Phi-3.5, Phi-4 | `phi3` | NeoX (halves) | no | no |
@@ -216,7 +217,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -430,8 +431,10 @@ impl Family {
             // OLMoE (`olmoe`): the same layer with Q and K normalized whole, its experts' weights
             // not renormalized (`HParams::qk_norm_whole`, `MoeParams::normalize`). Hunyuan's MoE
             // files (`hunyuan-moe`): with Q and K normalized after rope, as its dense ones, and a
-            // shared expert beside the experts.
-            "qwen3moe" | "qwen3vlmoe" | "olmoe" | "hunyuan-moe" => Ok(Self::Qwen3Moe),
+            // shared expert beside the experts. JetBrains' Mellum 2 (`mellum`): the same layer,
+            // three local layers (the file's window, where it has one) then a global one, the
+            // local ones rotated on the global base without its scaling.
+            "qwen3moe" | "qwen3vlmoe" | "olmoe" | "hunyuan-moe" | "mellum" => Ok(Self::Qwen3Moe),
             // Gemma 1 (`gemma`: Gemma, Gemma 1.1, CodeGemma): Gemma 2's layer without its
             // post-norms, soft caps and sliding windows (`HParams::post_norms`).
             "gemma2" | "gemma" => Ok(Self::Gemma2),
@@ -1704,6 +1707,10 @@ const GEMMA3N_PER_LAYER_INPUT: usize = 256;
 const GEMMA3N_SPARSE_LAYERS: usize = 10;
 const GEMMA3N_SPARSITY: f32 = 1.644_853_4;
 
+/// Mellum 2's architecture name (JetBrains' code models): Qwen3 MoE's layer with optional
+/// sliding-window layers.
+const MELLUM: &str = "mellum";
+
 /// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
 /// rope, experts where the file has a layer's router.
 const JAMBA: &str = "jamba";
@@ -2738,7 +2745,7 @@ fn moe_params(
         // `expert_used_count`.
         None if family == Family::NemotronH => ffn_widths(md, key, layers)?.0 / experts_used,
         // llama.cpp requires it of `lfm2moe`, `hunyuan-moe`, `deepseek` and Ling's files.
-        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | SMALLTHINKER | LLAMA4 | AFMOE) || glm45_kin((family, arch)) => md_usize(md, &key("expert_feed_forward_length"))?,
+        None if family == Family::Lfm2 || hunyuan || matches!(arch, "deepseek" | "bailingmoe" | SMALLTHINKER | LLAMA4 | AFMOE | MELLUM) || glm45_kin((family, arch)) => md_usize(md, &key("expert_feed_forward_length"))?,
         None => {
             let ffn = md_usize(md, &key("feed_forward_length"))?;
             match family {
@@ -3009,6 +3016,12 @@ fn family_sliding(
         }
         Family::Gemma4 => Some(sliding_window(md, key, layers, GEMMA4_SLIDING)?),
         Family::Llama if arch == SMALLTHINKER => smallthinker_sliding(md, key, layers, rope_base)?,
+        // Mellum 2: where the file has a window, OLMo 3's defaults (its pattern, else three
+        // local layers then a global one, the local layers on the global base, unscaled: its
+        // graph passes a scale and attention factor of 1 and reads no `rope.freq_base_swa`).
+        Family::Qwen3Moe if arch == MELLUM && md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(0) > 0 => {
+            Some(sliding_window(md, key, layers, olmo3_sliding(rope_base))?)
+        }
         Family::Llama if arch == LLAMA4 => llama4_chunks(md, key, layers, rope_base)?,
         // AFMoE: where the file has a window, three local layers then a global one (or the
         // file's pattern), the local ones on `rope.freq_base_swa` where it gives one.
@@ -3717,6 +3730,32 @@ mod tests {
         // The window is required, as llama.cpp requires it.
         let no_window: Vec<(&str, Value)> = keys.iter().filter(|(k, _)| *k != "attention.sliding_window").cloned().collect();
         assert!(HParams::from_metadata(&md("gpt-oss", &no_window), Some(100)).is_err());
+    }
+
+    /// Mellum 2's files: Qwen3 MoE's layer; where the file has a window, three local layers
+    /// then a global one, the local ones on the global base without its scaling (whatever
+    /// `rope.freq_base_swa` says); the experts' width required, as llama.cpp requires it.
+    #[test]
+    fn mellum_reads_its_windows() {
+        let keys = vec![
+            ("block_count", Value::U32(8)),
+            ("expert_count", Value::U32(8)),
+            ("expert_used_count", Value::U32(2)),
+            ("expert_feed_forward_length", Value::U32(128)),
+            ("rope.freq_base", Value::F32(5e5)),
+            ("rope.freq_base_swa", Value::F32(1e4)),
+            ("attention.sliding_window", Value::U32(1024)),
+        ];
+        let hp = HParams::from_metadata(&md("mellum", &keys), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style), (Family::Qwen3Moe, RopeStyle::Neox));
+        assert_eq!((0..4).map(|l| hp.window(l)).collect::<Vec<_>>(), [Some(Window::Sliding(1024)), Some(Window::Sliding(1024)), Some(Window::Sliding(1024)), None]);
+        let s = hp.sliding.clone().unwrap();
+        assert_eq!((s.rope_base, s.rope), (5e5, LocalRope::Plain));
+        assert_eq!(hp.moe.as_ref().map(|m| (m.expert_ffn, m.normalize)), Some((128, true)));
+        let no_window: Vec<(&str, Value)> = keys.iter().filter(|(k, _)| *k != "attention.sliding_window").cloned().collect();
+        assert!(HParams::from_metadata(&md("mellum", &no_window), Some(100)).unwrap().sliding.is_none());
+        let no_width: Vec<(&str, Value)> = keys.iter().filter(|(k, _)| *k != "expert_feed_forward_length").cloned().collect();
+        assert!(matches!(HParams::from_metadata(&md("mellum", &no_width), Some(100)), Err(ModelError::MissingMetadata { .. })));
     }
 
     /// Gemma 3n's files: Gemma 4's E models' layer of one head shape, AltUp's streams and

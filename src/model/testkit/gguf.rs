@@ -334,6 +334,21 @@ impl TinyModelSpec {
         }
     }
 
+    /// Mellum 2's files (`mellum`): the tiny Qwen3 MoE's layer in four layers, three local
+    /// (an 8-token window) then a global one, YaRN ×4 over 16 positions in the global layer
+    /// only; Mellum 2's pre-tokenizer (`mellum2`: digits one by one, then GPT-2's split).
+    pub fn mellum(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("mellum"),
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "mellum2" }),
+            layers: 4,
+            sliding_window: Some((8, 4)),
+            rope_yarn: Some((4.0, 16)),
+            seed: if weight_type == WeightType::F32 { 126 } else { 128 },
+            ..Self::tiny(Family::Qwen3Moe, weight_type)
+        }
+    }
+
     /// Qwen3-VL's language model (`qwen3vl`, with `moe` `qwen3vlmoe`): Qwen3's (or Qwen3 MoE's)
     /// layer under its own architecture, with M-RoPE sections (12, 10 and 10 of the head's 32
     /// pairs) and a deepstack layer, which a text token does not feel.

@@ -150,7 +150,7 @@ impl PreKind {
             // quantifiers, which match as the greedy ones here: what they keep from
             // backtracking could never begin the piece after it.
             "stablelm2" | "bailingmoe" | "bailingmoe2" | "llada-moe" => Self::StableLm2,
-            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" => Self::DigitsGpt2,
+            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva" | "mellum2" => Self::DigitsGpt2,
             // GLM-4-9B-chat's (`chatglm-bpe`): the same regex without ignore_merges.
             "dbrx" | "smaug-bpe" | "chatglm-bpe" => Self::Cl100k,
             "tekken" => Self::Tekken,
@@ -240,6 +240,9 @@ mod tests {
         assert_eq!(PreKind::from_gguf(Some("llama-bpe")), PreKind::Llama3);
         assert_eq!(PreKind::from_gguf(Some("qwen2")), PreKind::Qwen2);
         assert_eq!(PreKind::from_gguf(Some("smollm")), PreKind::DigitsGpt2);
+        // Mellum 2's and Minerva's: llama.cpp's StarCoder regexes.
+        assert_eq!(PreKind::from_gguf(Some("mellum2")), PreKind::DigitsGpt2);
+        assert_eq!(PreKind::from_gguf(Some("minerva")), PreKind::DigitsGpt2);
         assert_eq!(PreKind::from_gguf(Some("dbrx")), PreKind::Cl100k);
         assert_eq!(PreKind::from_gguf(Some("gpt-4o")), PreKind::Gpt4o);
         assert!(!PreKind::Cl100k.ignore_merges() && !PreKind::Gpt4o.ignore_merges());
