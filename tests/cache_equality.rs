@@ -159,6 +159,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
             ("Afmoe".to_string(), TinyModelSpec::afmoe(weights)),
             ("Gemma3n".to_string(), TinyModelSpec::gemma3n_short(weights)),
             ("Mellum".to_string(), TinyModelSpec::mellum(weights)),
+            ("Nanbeige".to_string(), TinyModelSpec::nanbeige(weights)),
         ]);
     specs.map(move |(name, spec)| {
         let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));

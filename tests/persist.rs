@@ -87,7 +87,7 @@ fn three_turns(e: &mut Engine, conversation: &ConversationId, vocab: usize) -> H
 /// layers of different heads, layers sharing K/V: format 2 with its layer table),
 /// DeepSeek-V2's latent attention (K kept alone: format 3) and Qwen3.5's, LFM2's, Granite 4.0's,
 /// Nemotron-H's and Jamba's recurrent layers (their state after the last whole block stored
-/// after the blocks: format 4).
+/// after the blocks: format 4), and Nanbeige's looped layers (a store layer per layer and pass).
 #[test]
 fn a_conversation_stays_warm_across_a_restart() {
     for family in [Family::Llama, Family::Gemma4, Family::DeepSeek2, Family::Qwen35, Family::Lfm2, Family::GraniteHybrid, Family::NemotronH] {
@@ -95,10 +95,11 @@ fn a_conversation_stays_warm_across_a_restart() {
         let (spec, path) = model_of(dir.path(), family);
         warm_across_a_restart(dir.path(), spec, &path);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let spec = TinyModelSpec::jamba(WeightType::F32);
-    let path = write_tiny(dir.path(), &spec, "jamba-f32.gguf");
-    warm_across_a_restart(dir.path(), spec, &path);
+    for (name, spec) in [("jamba", TinyModelSpec::jamba(WeightType::F32)), ("nanbeige", TinyModelSpec::nanbeige(WeightType::F32))] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_tiny(dir.path(), &spec, &format!("{name}-f32.gguf"));
+        warm_across_a_restart(dir.path(), spec, &path);
+    }
 }
 
 fn warm_across_a_restart(dir: &Path, spec: TinyModelSpec, path: &Path) {

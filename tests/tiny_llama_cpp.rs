@@ -478,6 +478,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // in the global layer only, Mellum 2's pre-tokenizer.
         ("tiny-mellum-q8_0.gguf", TinyModelSpec::mellum(WeightType::Q8_0)),
         ("tiny-mellum-f32.gguf", TinyModelSpec::mellum(WeightType::F32)),
+        // Nanbeige 4.2's (`nanbeige`): the layers run over twice with the final norm between
+        // (f32), three times without it (Q8_0), each pass on K/V of its own.
+        ("tiny-nanbeige-q8_0.gguf", TinyModelSpec::nanbeige(WeightType::Q8_0)),
+        ("tiny-nanbeige-f32.gguf", TinyModelSpec::nanbeige(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),

@@ -158,6 +158,10 @@
 //!   output scaled by `ffn_down_exps.scale`);
 //! - logits soft-capped at `final_logit_softcapping`, 30 where the file leaves it out.
 //!
+//! Nanbeige 4.2 (`nanbeige`) is Llama's layer with the whole stack run `num_loops` times over
+//! the same weights ([`HParams::loops`]), each pass with store layers of its own (the K/V shape
+//! repeats the stack's), the final norm between passes unless `skip_loop_final_norm`.
+//!
 //! Gemma 3n (`gemma3n`) is Gemma 4's E models' layer with one head shape for every layer,
 //! inside AltUp's streams ([`AltUpParams`], `super::gemma3n`), as llama.cpp's
 //! `src/models/gemma3n.cpp`; what llama.cpp fixes for it (20 layers keeping K/V, per-layer
@@ -217,7 +221,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -413,9 +417,10 @@ impl Family {
             // rope, the attention's output gated by a sigmoid of its own projection
             // (`HParams::attn_gate`), three local layers then a global one without rope,
             // sigmoid-routed experts with a selection bias beside shared ones after the
-            // leading dense layers.
+            // leading dense layers. Nanbeige 4.2 (`nanbeige`): Llama's layer, the whole stack
+            // run `num_loops` times over the same weights (`HParams::loops`).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" | "openelm" | JAMBA | AFMOE => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" | "openelm" | JAMBA | AFMOE | NANBEIGE => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -843,6 +848,13 @@ pub struct HParams {
     /// AFMoE: each attending layer's output (before `attn_output`) is multiplied by the sigmoid
     /// of its own projection of the layer's normed input (`attn_gate`, required).
     pub attn_gate: bool,
+    /// Nanbeige's looped layers: the whole stack runs this many times over the same weights
+    /// (`num_loops`; 1 for every other file), each pass with store layers of its own
+    /// ([`HParams::kv_shape`] repeats the stack's).
+    pub loops: usize,
+    /// Nanbeige: between passes the state goes through the final norm (`output_norm`), unless
+    /// the file says `skip_loop_final_norm`.
+    pub loop_norm: bool,
     /// Deci (Nemotron 51B): one flag per layer, `true` where the layer's attention is its output
     /// projection alone over its normed input (`attn_output` of `hidden × hidden`, no heads, no
     /// K/V: the checkpoint's `replace_with_linear`); empty for the other families.
@@ -1537,8 +1549,10 @@ impl HParams {
     /// The K/V geometry a store must provide: the heads of every layer that keeps K/V (with
     /// latent attention, K alone: V is the latent K holds).
     pub fn kv_shape(&self) -> crate::ops::KvShape {
+        // Nanbeige's passes each have the stack's store layers.
         let shape = crate::ops::KvShape::per_layer(
-            (0..self.kv_layers)
+            (0..self.kv_layers * self.loops)
+                .map(|s| s % self.kv_layers.max(1))
                 .map(|s| {
                     // Its heads are those of the layer that writes it.
                     let a = self.attn_shape(self.store_writer(s).unwrap_or(s));
@@ -1710,6 +1724,21 @@ const GEMMA3N_SPARSITY: f32 = 1.644_853_4;
 /// Mellum 2's architecture name (JetBrains' code models): Qwen3 MoE's layer with optional
 /// sliding-window layers.
 const MELLUM: &str = "mellum";
+
+/// Nanbeige's architecture name (Nanbeige 4.2): Llama's layer, the stack looped
+/// (`HParams::loops`).
+const NANBEIGE: &str = "nanbeige";
+
+/// Nanbeige's `num_loops` (1 where absent): passes of the layer stack.
+fn nanbeige_loops(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<usize, ModelError> {
+    match md_opt_usize(md, &key("num_loops"))?.unwrap_or(1) {
+        0 => Err(ModelError::BadMetadata {
+            key: key("num_loops"),
+            reason: "0 passes of the layers".into(),
+        }),
+        n => Ok(n),
+    }
+}
 
 /// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
 /// rope, experts where the file has a layer's router.
@@ -1927,6 +1956,11 @@ impl HParams {
             layer_kv_heads: own_heads.map(|d| d.kv_heads).unwrap_or_default(),
             linear_attn,
             attn_gate: a == AFMOE,
+            loops: match a {
+                NANBEIGE => nanbeige_loops(md, &key)?,
+                _ => 1,
+            },
+            loop_norm: a == NANBEIGE && !md_opt_bool(md, &key("skip_loop_final_norm"))?.unwrap_or(false),
         })
     }
 }
@@ -3730,6 +3764,21 @@ mod tests {
         // The window is required, as llama.cpp requires it.
         let no_window: Vec<(&str, Value)> = keys.iter().filter(|(k, _)| *k != "attention.sliding_window").cloned().collect();
         assert!(HParams::from_metadata(&md("gpt-oss", &no_window), Some(100)).is_err());
+    }
+
+    /// Nanbeige 4.2's files: Llama's layer looped `num_loops` times, each pass with store
+    /// layers of its own; the final norm between passes unless the file skips it; no passes
+    /// refused.
+    #[test]
+    fn nanbeige_loops_its_layers() {
+        let hp = HParams::from_metadata(&md("nanbeige", &[("num_loops", Value::U32(3))]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.loops, hp.loop_norm), (Family::Llama, RopeStyle::Interleaved, 3, true));
+        assert_eq!((hp.kv_layers, hp.kv_shape().layers()), (2, 6));
+        let skip = HParams::from_metadata(&md("nanbeige", &[("skip_loop_final_norm", Value::Bool(true))]), Some(100)).unwrap();
+        assert_eq!((skip.loops, skip.loop_norm, skip.kv_shape().layers()), (1, false, 2));
+        assert_eq!(bad_key(&md("nanbeige", &[("num_loops", Value::U32(0))])), "nanbeige.num_loops");
+        let llama = HParams::from_metadata(&md("llama", &[("num_loops", Value::U32(3))]), Some(100)).unwrap();
+        assert_eq!((llama.loops, llama.kv_shape().layers()), (1, 2));
     }
 
     /// Mellum 2's files: Qwen3 MoE's layer; where the file has a window, three local layers

@@ -40,7 +40,7 @@ use super::rope::{positions_tensor, RopeSpec, RopeTables};
 use super::ModelError;
 use crate::ops::glu::Gate;
 use crate::ops::norm;
-use crate::ops::{Attend, BatchLayout, KvShape, KvStore, OpsError};
+use crate::ops::{Attend, BatchLayout, KvShape, KvStore, OpsError, ShiftedLayers};
 
 /// Which rows get logits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -538,7 +538,18 @@ impl Transformer {
             let x = self.altup_layers(altup, &x, per_layer_inputs.as_ref(), &rope_of, q_scale.as_ref(), batch, kv, states)?;
             return self.logits(x, batch, which);
         }
-        for (li, layer) in self.layers.iter().enumerate() {
+        // Nanbeige's passes over the stack (one for every other file), each on store layers of
+        // its own, the final norm between them where the file says.
+        let passes = (0..hp.loops).flat_map(|pass| self.layers.iter().enumerate().map(move |l| (pass, l)));
+        for (pass, (li, layer)) in passes {
+            if pass > 0 && li == 0 && hp.loop_norm {
+                x = self.norm.forward(&x)?;
+            }
+            let mut shifted = ShiftedLayers {
+                inner: &mut *kv,
+                offset: pass * hp.kv_layers,
+            };
+            let kv: &mut dyn KvStore = &mut shifted;
             let rope = rope_of(li);
             if layer.parallel {
                 x = self.parallel_layer(li, layer, x, rope, q_scale.as_ref(), batch, kv, states)?;

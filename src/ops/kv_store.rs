@@ -188,6 +188,32 @@ pub fn alibi_bias(slope: f32, distance: usize) -> f32 {
     slope * -(distance as f32)
 }
 
+/// A store seen with its layers shifted by `offset`: layer `l` here is the inner store's
+/// `offset + l`. Nanbeige's looped layers run the same weights again over store layers of their
+/// own (each pass's K/V at `pass × kv_layers` on).
+pub struct ShiftedLayers<'a> {
+    pub inner: &'a mut dyn KvStore,
+    pub offset: usize,
+}
+
+impl KvStore for ShiftedLayers<'_> {
+    fn attend(
+        &mut self,
+        layer: usize,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        batch: &BatchLayout,
+        how: Attend<'_>,
+    ) -> Result<Tensor, OpsError> {
+        self.inner.attend(self.offset + layer, q, k, v, batch, how)
+    }
+
+    fn attend_shared(&mut self, layer: usize, q: &Tensor, batch: &BatchLayout, how: Attend<'_>) -> Result<Tensor, OpsError> {
+        self.inner.attend_shared(self.offset + layer, q, batch, how)
+    }
+}
+
 /// Where the forward writes new K/V and reads past K/V.
 ///
 /// The forward calls [`KvStore::attend`] once per layer, in layer order, with

@@ -45,7 +45,7 @@ pub use batch::{BatchLayout, SeqChunk};
 pub use contiguous::{ContiguousBatch, ContiguousKv};
 pub use error::OpsError;
 pub use kv_dtype::{KvDtype, Q8_0_GROUP, Q8_0_GROUP_BYTES};
-pub use kv_store::{alibi_bias, Attend, KvShape, KvStore, LayerKv, Window};
+pub use kv_store::{alibi_bias, Attend, KvShape, KvStore, LayerKv, ShiftedLayers, Window};
 pub use paged::{PagedKvBatch, PagedLayout};
 
 /// Deterministic test inputs, shared by the unit tests here and the integration tests

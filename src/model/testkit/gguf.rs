@@ -163,6 +163,9 @@ pub struct TinyModelSpec {
     pub layer_shapes: Option<Vec<LayerShape>>,
     /// Jamba's layers (required for `jamba`).
     pub jamba: Option<TinyJamba>,
+    /// Nanbeige's passes over the layers (`num_loops`) and whether the final norm is skipped
+    /// between them (`skip_loop_final_norm`).
+    pub loops: Option<(usize, bool)>,
     pub seed: u64,
 }
 
@@ -282,6 +285,7 @@ impl TinyModelSpec {
             expert_groups: None,
             layer_shapes: None,
             jamba: None,
+            loops: None,
             seed: 7,
         }
     }
@@ -331,6 +335,19 @@ impl TinyModelSpec {
             gemma4: Some(TinyGemma4::gemma3n(layers, kv_layers, [kv_heads, head_dim, ffn])),
             seed: if weight_type == WeightType::F32 { 124 } else { 125 },
             ..Self::tiny(Family::Gemma4, weight_type)
+        }
+    }
+
+    /// Nanbeige 4.2's files (`nanbeige`): the tiny Llama's two layers run over twice with the
+    /// final norm between (f32), or three times without it (Q8_0); SentencePiece's vocabulary.
+    pub fn nanbeige(weight_type: WeightType) -> Self {
+        let f32 = weight_type == WeightType::F32;
+        Self {
+            arch: Some("nanbeige"),
+            vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+            loops: Some(if f32 { (2, false) } else { (3, true) }),
+            seed: if f32 { 129 } else { 130 },
+            ..Self::tiny(Family::Llama, weight_type)
         }
     }
 
@@ -1211,6 +1228,7 @@ impl TinyModelSpec {
             expert_groups: None,
             layer_shapes: None,
             jamba: None,
+            loops: None,
             seed: 11,
         }
     }
@@ -1256,6 +1274,7 @@ impl TinyModelSpec {
             expert_groups: None,
             layer_shapes: None,
             jamba: None,
+            loops: None,
             seed: 12,
         }
     }
@@ -1305,6 +1324,7 @@ impl TinyModelSpec {
             expert_groups: None,
             layer_shapes: None,
             jamba: None,
+            loops: None,
             seed: 13,
         }
     }
@@ -1740,6 +1760,10 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (format!("{arch}.attention.value_length"), u32v(hd)),
         (format!("{arch}.vocab_size"), u32v(v)),
     ];
+    if let Some((loops, skip_norm)) = spec.loops {
+        md.push((format!("{arch}.num_loops"), u32v(loops)));
+        md.push((format!("{arch}.skip_loop_final_norm"), Value::Bool(skip_norm)));
+    }
     if let Some((window, period)) = spec.sliding_window {
         md.push((format!("{arch}.attention.sliding_window"), u32v(window)));
         md.push((format!("{arch}.attention.sliding_window_pattern"), u32v(period)));
