@@ -160,6 +160,7 @@ fn models_of(dir: &std::path::Path, weights: WeightType) -> impl Iterator<Item =
             ("Gemma3n".to_string(), TinyModelSpec::gemma3n_short(weights)),
             ("Mellum".to_string(), TinyModelSpec::mellum(weights)),
             ("Nanbeige".to_string(), TinyModelSpec::nanbeige(weights)),
+            ("Bitnet".to_string(), TinyModelSpec::bitnet(weights)),
         ]);
     specs.map(move |(name, spec)| {
         let path = write_tiny(dir, &spec, &format!("{name}-{weights:?}.gguf"));

@@ -482,6 +482,10 @@ fn models() -> Vec<(&'static str, TinyModelSpec)> {
         // (f32), three times without it (Q8_0), each pass on K/V of its own.
         ("tiny-nanbeige-q8_0.gguf", TinyModelSpec::nanbeige(WeightType::Q8_0)),
         ("tiny-nanbeige-f32.gguf", TinyModelSpec::nanbeige(WeightType::F32)),
+        // BitNet b1.58's (`bitnet`): NeoX rope, RMSNorms of the attention's output and of the
+        // MLP's gated product, the embedding as output.
+        ("tiny-bitnet-q8_0.gguf", TinyModelSpec::bitnet(WeightType::Q8_0)),
+        ("tiny-bitnet-f32.gguf", TinyModelSpec::bitnet(WeightType::F32)),
         // Jais 2's (`jais2`): biased LayerNorms, NeoX rope, up, squared ReLU, down, biases on
         // every projection; in f32 too.
         ("tiny-jais2-q8_0.gguf", TinyModelSpec::jais2(WeightType::Q8_0)),
@@ -924,6 +928,10 @@ fn a_file_with_tensors_hearth_does_not_run_is_refused() {
         (TinyModelSpec::mpt(WeightType::Q8_0), "blk.0.attn_norm.bias"),
         // (OLMo's LayerNorms have no weight.)
         (TinyModelSpec::olmo(WeightType::Q8_0), "blk.1.ffn_norm.weight"),
+        // (bitnet.cpp's per-matrix weight scales, which llama.cpp reads where a file has them;
+        // in any file.)
+        (TinyModelSpec::bitnet(WeightType::Q8_0), "blk.0.ffn_down.scale"),
+        (TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), "blk.1.attn_q.scale"),
     ] {
         let plain = dir.path().join("plain.gguf");
         write_model(&spec, &plain).unwrap();

@@ -158,6 +158,10 @@
 //!   output scaled by `ffn_down_exps.scale`);
 //! - logits soft-capped at `final_logit_softcapping`, 30 where the file leaves it out.
 //!
+//! BitNet b1.58 (`bitnet`) is Llama's layer with NeoX rope and RMSNorms inside its blocks (of
+//! the attention's output, of the MLP's gated product: [`HParams::sub_norms`]); its MLP's gate is
+//! SiLU, as llama.cpp's graph runs it, unless `hidden_activation` says `relu2`.
+//!
 //! Nanbeige 4.2 (`nanbeige`) is Llama's layer with the whole stack run `num_loops` times over
 //! the same weights ([`HParams::loops`]), each pass with store layers of its own (the K/V shape
 //! repeats the stack's), the final norm between passes unless `skip_loop_final_norm`.
@@ -221,7 +225,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -418,9 +422,11 @@ impl Family {
             // (`HParams::attn_gate`), three local layers then a global one without rope,
             // sigmoid-routed experts with a selection bias beside shared ones after the
             // leading dense layers. Nanbeige 4.2 (`nanbeige`): Llama's layer, the whole stack
-            // run `num_loops` times over the same weights (`HParams::loops`).
+            // run `num_loops` times over the same weights (`HParams::loops`). BitNet b1.58
+            // (`bitnet`): Llama's layer with NeoX rope, RMSNorms of the attention's output and of
+            // the MLP's gated product (`HParams::sub_norms`).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
-            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" | "openelm" | JAMBA | AFMOE | NANBEIGE => Ok(Self::Llama),
+            | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" | "openelm" | JAMBA | AFMOE | NANBEIGE | BITNET => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -743,6 +749,12 @@ pub struct HParams {
     pub qk_norm_unweighted: bool,
     /// SmallThinker: the experts' gate is `max(x, 0)` (llama.cpp's gated `LLM_FFN_RELU`).
     pub relu_gate: bool,
+    /// BitNet b1.58 where its file says `hidden_activation` `relu2`: the MLP's gate is
+    /// `max(x, 0)²` (else SiLU, as llama.cpp's graph runs every BitNet file).
+    pub relu_squared_gate: bool,
+    /// BitNet b1.58: RMSNorms inside the blocks, of the attention's output before `attn_output`
+    /// (`attn_sub_norm`) and of the MLP's gated product before `ffn_down` (`ffn_sub_norm`).
+    pub sub_norms: bool,
     /// SmallThinker: the router scores the layer's input itself, before the attention and
     /// its norm (llama.cpp's `probs_in`).
     pub route_on_layer_input: bool,
@@ -1725,6 +1737,24 @@ const GEMMA3N_SPARSITY: f32 = 1.644_853_4;
 /// sliding-window layers.
 const MELLUM: &str = "mellum";
 
+/// BitNet b1.58's architecture name (1bitLLM's bitnet_b1_58 models, Microsoft's 2B-4T): Llama's
+/// layer with NeoX rope and RMSNorms inside its blocks (`HParams::sub_norms`).
+const BITNET: &str = "bitnet";
+
+/// Whether a BitNet file's `hidden_activation` says `relu2` (squared ReLU, as the 2B-4T's
+/// checkpoint); `silu` or none: SiLU, as llama.cpp's graph runs every BitNet file; another
+/// refused.
+fn bitnet_relu_squared(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<bool, ModelError> {
+    match md_opt_str(md, &key("hidden_activation"))? {
+        None | Some("silu") => Ok(false),
+        Some("relu2") => Ok(true),
+        Some(other) => Err(ModelError::BadMetadata {
+            key: key("hidden_activation"),
+            reason: format!("\"{other}\": BitNet's MLP runs silu or relu2"),
+        }),
+    }
+}
+
 /// Nanbeige's architecture name (Nanbeige 4.2): Llama's layer, the stack looped
 /// (`HParams::loops`).
 const NANBEIGE: &str = "nanbeige";
@@ -1904,6 +1934,8 @@ impl HParams {
             qk_norm_after_rope: matches!(a, "hunyuan-dense" | "hunyuan-moe" | "maincoder"),
             qk_norm_unweighted,
             relu_gate: a == SMALLTHINKER,
+            relu_squared_gate: a == BITNET && bitnet_relu_squared(md, &key)?,
+            sub_norms: a == BITNET,
             route_on_layer_input: a == SMALLTHINKER,
             mlp: mlp_kind(family, a),
             out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2"),
@@ -2325,7 +2357,7 @@ fn ffn_widths(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers:
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3 | AFMOE) {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3 | AFMOE | BITNET) {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -3764,6 +3796,19 @@ mod tests {
         // The window is required, as llama.cpp requires it.
         let no_window: Vec<(&str, Value)> = keys.iter().filter(|(k, _)| *k != "attention.sliding_window").cloned().collect();
         assert!(HParams::from_metadata(&md("gpt-oss", &no_window), Some(100)).is_err());
+    }
+
+    /// BitNet b1.58's files: Llama's layer with NeoX rope and its norms inside the blocks; the
+    /// MLP's gate SiLU unless `hidden_activation` says `relu2`, another activation refused.
+    #[test]
+    fn bitnet_reads_its_activation() {
+        let hp = HParams::from_metadata(&md("bitnet", &[]), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.rope_style, hp.sub_norms, hp.relu_squared_gate), (Family::Llama, RopeStyle::Neox, true, false));
+        let relu2 = HParams::from_metadata(&md("bitnet", &[("hidden_activation", Value::String("relu2".into()))]), Some(100)).unwrap();
+        assert!(relu2.relu_squared_gate);
+        assert_eq!(bad_key(&md("bitnet", &[("hidden_activation", Value::String("gelu".into()))])), "bitnet.hidden_activation");
+        let llama = HParams::from_metadata(&md("llama", &[("hidden_activation", Value::String("relu2".into()))]), Some(100)).unwrap();
+        assert!(!llama.sub_norms && !llama.relu_squared_gate);
     }
 
     /// Nanbeige 4.2's files: Llama's layer looped `num_loops` times, each pass with store

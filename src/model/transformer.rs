@@ -70,6 +70,9 @@ struct Attention {
     q_gate: bool,
     /// AFMoE's output gate: its own projection of the normed input (`attn_gate`).
     out_gate: Option<QLinear>,
+    /// BitNet b1.58: the RMSNorm of the attention's output before `attn_output`
+    /// (`attn_sub_norm`).
+    sub_norm: Option<Tensor>,
     /// Gemma 4: V normalized per head (RMS, weights of 1).
     v_norm: Option<Tensor>,
     wo: QLinear,
@@ -117,6 +120,9 @@ pub(super) struct Mlp {
     /// Gemma 3n's first layers: the gate's Gaussian top-k with this many standard deviations
     /// ([`super::gemma3n::sparse_gate`]) before its activation.
     sparsity: Option<f32>,
+    /// BitNet b1.58: the RMSNorm (weights, epsilon) of the gated product before the down
+    /// projection (`ffn_sub_norm`).
+    sub_norm: Option<(Tensor, f32)>,
 }
 
 /// A dense MLP's biases: up's and down's (StarCoder2's, Phi-2's and the other coder and GPT-2
@@ -150,6 +156,10 @@ impl Mlp {
             },
             // Gated, or Nemotron-H's and Arcee's squared ReLU of up.
             _ => super::moe::activated(&gate_up, act)?,
+        };
+        let hidden = match &self.sub_norm {
+            Some((n, eps)) => norm::rms_norm(&hidden, n, *eps)?,
+            None => hidden,
         };
         let out = self.down.forward(&hidden)?;
         Ok(match &self.biases {
@@ -317,16 +327,7 @@ impl Transformer {
         let mtp_bytes: u64 = (hp.layers..hp.layers + hp.mtp_layers)
             .map(|i| file.tensor_bytes_where(cpu, |name| name.starts_with(&format!("blk.{i}."))))
             .sum();
-        // Gemma 3n's files keep K and V projections (and K's norm) in the layers that read an
-        // earlier layer's K/V: the checkpoint's, unused by it as by llama.cpp. Passed over, not
-        // held.
-        let unused: Vec<String> = (0..hp.layers)
-            .filter(|&i| hp.family == Family::Gemma4 && !hp.writes_kv(i))
-            .flat_map(|i| ["attn_k.weight", "attn_v.weight", "attn_k_norm.weight"].map(|s| format!("blk.{i}.{s}")))
-            .filter(|name| file.has_tensor(name))
-            .collect();
-        let unused_bytes: u64 = unused.iter().filter_map(|name| file.tensor_bytes(name, cpu)).sum();
-        unused.iter().for_each(|name| file.pass_over(name));
+        let unused_bytes = pass_over_shared_kv_weights(file, &hp, cpu);
         let tied = !file.has_tensor("output.weight");
         let (embedding, output) = load_embedding_and_output(file, embedding_q, tied, [hp.vocab_size, d], device)?;
         let embd_bytes = embedding.file_bytes();
@@ -416,6 +417,7 @@ impl Transformer {
                 Family::Gemma2 | Family::Gemma3 | Family::Gemma4 => Gate::GeluTanh,
                 Family::GptOss => Gate::SwigluOai,
                 _ if hp.relu_gate => Gate::Relu,
+                _ if hp.relu_squared_gate => Gate::ReluSquared,
                 _ => Gate::Silu,
             },
             device: device.clone(),
@@ -713,6 +715,10 @@ impl Transformer {
                     Some(g) => (attn * candle_nn::ops::sigmoid(&g)?)?,
                     None => attn,
                 };
+                let attn = match &a.sub_norm {
+                    Some(n) => norm::rms_norm(&attn, n, hp.rms_eps as f32)?,
+                    None => attn,
+                };
                 let attn = a.wo.forward(&attn)?;
                 match &a.out_bias {
                     Some(b) => attn.broadcast_add(b)?,
@@ -992,6 +998,15 @@ fn refuse_unread(file: &GgufFile, hp: &HParams, i: usize) -> Result<(), ModelErr
             reason: "AWQ activation scales are not supported".into(),
         });
     }
+    // BitNet's per-matrix scales (bitnet.cpp's files): not read, so refused.
+    for m in ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"] {
+        if file.has_tensor(&n(&format!("{m}.scale"))) {
+            return Err(ModelError::UnsupportedTensor {
+                name: n(&format!("{m}.scale")),
+                reason: "per-matrix weight scales are not supported".into(),
+            });
+        }
+    }
     let gpt_oss = hp.family == Family::GptOss;
     let gated = hp.mlp == MlpKind::Gated;
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
@@ -1004,6 +1019,19 @@ fn refuse_unread(file: &GgufFile, hp: &HParams, i: usize) -> Result<(), ModelErr
         }
     }
     Ok(())
+}
+
+/// Passes over the K and V projections (and K's norm) that Gemma 3n's files keep in the layers
+/// reading an earlier layer's K/V: the checkpoint's, unused by it as by llama.cpp, and not held.
+/// Returns their bytes (`on_cpu`: as [`GgufFile::tensor_bytes`] counts them).
+fn pass_over_shared_kv_weights(file: &mut GgufFile, hp: &HParams, on_cpu: bool) -> u64 {
+    let unused: Vec<String> = (0..hp.layers)
+        .filter(|&i| hp.family == Family::Gemma4 && !hp.writes_kv(i))
+        .flat_map(|i| ["attn_k.weight", "attn_v.weight", "attn_k_norm.weight"].map(|s| format!("blk.{i}.{s}")))
+        .filter(|name| file.has_tensor(name))
+        .collect();
+    unused.iter().for_each(|name| file.pass_over(name));
+    unused.iter().filter_map(|name| file.tensor_bytes(name, on_cpu)).sum()
 }
 
 /// Layer `i`'s weights: the tensors `blk.{i}.*`; optional ones by family (biases, q/k
@@ -1035,6 +1063,10 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             kind: hp.mlp,
             xielu: hp.xielu.get(i).copied(),
             sparsity: hp.altup.as_ref().and_then(|a| a.sparsity.get(i).copied().flatten()),
+            sub_norm: match hp.sub_norms {
+                true => Some((load_vec(file, &n("ffn_sub_norm.weight"), f, device)?, hp.rms_eps as f32)),
+                false => None,
+            },
             biases: match hp.out_biases {
                 true => Some(MlpBiases {
                     gate: match hp.mlp {
@@ -1221,6 +1253,10 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         q_gate,
         out_gate: match hp.attn_gate {
             true => Some(QLinear::new(load_2d(file, &n("attn_gate.weight"), [q_dim, d], device)?, device)?),
+            false => None,
+        },
+        sub_norm: match hp.sub_norms {
+            true => Some(load_vec(file, &n("attn_sub_norm.weight"), q_dim, device)?),
             false => None,
         },
         v_norm: if gemma4 { Some(Tensor::ones(hd, DType::F32, device)?) } else { None },

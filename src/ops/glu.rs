@@ -22,7 +22,8 @@
 //!
 //! gpt-oss's experts take OpenAI's clamped SwiGLU: with `g = min(gate, 7)`,
 //! `g · σ(1.702·g) · (clamp(up, −7, 7) + 1)` ([`Gate::SwigluOai`]); SmallThinker's
-//! `max(gate, 0) · up` ([`Gate::Relu`]).
+//! `max(gate, 0) · up` ([`Gate::Relu`]); BitNet b1.58's `max(gate, 0)² · up`
+//! ([`Gate::ReluSquared`]).
 //!
 //! Counterpart: vLLM's `SiluAndMul` / `GeluAndMul(approximate="tanh")` /
 //! `SwigluOAIAndMul`, llama.cpp's `ggml_swiglu` / `ggml_geglu` / `ggml_swiglu_oai`.
@@ -45,6 +46,8 @@ pub enum Gate {
     SwigluOai,
     /// SmallThinker's experts: `max(x, 0)` (llama.cpp's `ggml_reglu`).
     Relu,
+    /// BitNet b1.58's MLP where its file says `relu2`: `max(x, 0)²`.
+    ReluSquared,
 }
 
 /// gpt-oss's SwiGLU: the sigmoid's slope (llama.cpp's `alpha`, hard-coded as in OpenAI's
@@ -90,6 +93,7 @@ fn with_candle_ops(gate: &Tensor, up: &Tensor, act: Gate) -> Result<Tensor, OpsE
             ((g * sig)? * up.clamp(-l, l)?.affine(1.0, 1.0)?)?
         }
         Gate::Relu => (gate.relu()? * up)?,
+        Gate::ReluSquared => (gate.relu()?.sqr()? * up)?,
     })
 }
 
@@ -126,6 +130,10 @@ pub fn row(act: Gate, g: &[f32], u: &[f32], out: &mut [f32]) {
             *o = times_sigmoid(g, SWIGLU_OAI_ALPHA * g) * (y.clamp(-SWIGLU_OAI_LIMIT, SWIGLU_OAI_LIMIT) + 1.0)
         }),
         Gate::Relu => it.for_each(|((o, &x), &y)| *o = x.max(0.0) * y),
+        Gate::ReluSquared => it.for_each(|((o, &x), &y)| {
+            let r = x.max(0.0);
+            *o = r * r * y
+        }),
     }
 }
 
@@ -205,7 +213,7 @@ mod tests {
             for (&x, &o) in xs.iter().zip(&out) {
                 let e = exact(x as f64);
                 let z = match act {
-                    Gate::Silu | Gate::SwigluOai | Gate::Relu => 0.0,
+                    Gate::Silu | Gate::SwigluOai | Gate::Relu | Gate::ReluSquared => 0.0,
                     Gate::GeluTanh => 1.6 * (x.abs() as f64 + 0.044715 * (x.abs() as f64).powi(3)),
                 };
                 let tol = (6.0 + 2.0 * z) * f32::EPSILON as f64 * e.abs() + 1e-35;
@@ -226,7 +234,7 @@ mod tests {
                 .affine(6.0, 0.0)
                 .unwrap();
             let (g, u) = (fused.narrow(1, 0, width).unwrap(), fused.narrow(1, width, width).unwrap());
-            for act in [Gate::Silu, Gate::GeluTanh, Gate::SwigluOai, Gate::Relu] {
+            for act in [Gate::Silu, Gate::GeluTanh, Gate::SwigluOai, Gate::Relu, Gate::ReluSquared] {
                 let got = gated(&g, &u, act).unwrap();
                 assert!(got.is_contiguous());
                 assert_eq!(got.dims(), &[rows, width]);

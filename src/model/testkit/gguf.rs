@@ -338,6 +338,20 @@ impl TinyModelSpec {
         }
     }
 
+    /// BitNet b1.58's files (`bitnet`): the tiny Llama's layers with NeoX rope and the norms
+    /// inside their blocks, the output projection the embedding's (llama.cpp's graph reads no
+    /// other), SentencePiece's vocabulary; the MLP SiLU's (the files llama.cpp's converter
+    /// writes say no `hidden_activation`).
+    pub fn bitnet(weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("bitnet"),
+            vocab: TinyVocab::new(VocabStyle::LlamaSpm),
+            tie_embeddings: true,
+            seed: if weight_type == WeightType::F32 { 131 } else { 132 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
+    }
+
     /// Nanbeige 4.2's files (`nanbeige`): the tiny Llama's two layers run over twice with the
     /// final norm between (f32), or three times without it (Q8_0); SentencePiece's vocabulary.
     pub fn nanbeige(weight_type: WeightType) -> Self {
@@ -1965,7 +1979,8 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     // the logits without the last token's own row winning every position.
     // OpenELM's tied rows, read unscaled, the same way: small rows, a large final norm.
     // AFMoE's, multiplied by √hidden as Gemma 2's, small too (its output is its own).
-    let tied_small = spec.family == Family::Gemma2 || spec.arch == Some("openelm");
+    // BitNet's too (its graph reads no output projection).
+    let tied_small = spec.family == Family::Gemma2 || matches!(spec.arch, Some("openelm" | "bitnet"));
     let small_rows = tied_small || spec.arch == Some("afmoe");
     let embd_gain = match spec.family {
         _ if small_rows => 0.4 / 3f32.sqrt(),
@@ -2054,6 +2069,11 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
             }
         }
         tensors.extend(mlp_tensors(spec, i, &mut rng, &mut moe_rng)?);
+        if spec.arch == Some("bitnet") {
+            // BitNet's norms inside the blocks: of the attention's output, of the gated product.
+            tensors.push(vector(n("attn_sub_norm.weight"), rng.around(q_dim, 1.0, 0.1))?);
+            tensors.push(vector(n("ffn_sub_norm.weight"), rng.around(spec.ffn, 1.0, 0.1))?);
+        }
     }
 
     write_gguf_file(path, &metadata(spec), &tensors)
