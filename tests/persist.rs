@@ -87,7 +87,9 @@ fn three_turns(e: &mut Engine, conversation: &ConversationId, vocab: usize) -> H
 /// layers of different heads, layers sharing K/V: format 2 with its layer table),
 /// DeepSeek-V2's latent attention (K kept alone: format 3) and Qwen3.5's, LFM2's, Granite 4.0's,
 /// Nemotron-H's and Jamba's recurrent layers (their state after the last whole block stored
-/// after the blocks: format 4), and Nanbeige's looped layers (a store layer per layer and pass).
+/// after the blocks: format 4), Nanbeige's looped layers (a store layer per layer and pass) and
+/// Gemma 3n's layers inside AltUp's streams (K/V shared by its last layers, as Gemma 4's, but
+/// of one shape: format 1).
 #[test]
 fn a_conversation_stays_warm_across_a_restart() {
     for family in [Family::Llama, Family::Gemma4, Family::DeepSeek2, Family::Qwen35, Family::Lfm2, Family::GraniteHybrid, Family::NemotronH] {
@@ -95,7 +97,11 @@ fn a_conversation_stays_warm_across_a_restart() {
         let (spec, path) = model_of(dir.path(), family);
         warm_across_a_restart(dir.path(), spec, &path);
     }
-    for (name, spec) in [("jamba", TinyModelSpec::jamba(WeightType::F32)), ("nanbeige", TinyModelSpec::nanbeige(WeightType::F32))] {
+    for (name, spec) in [
+        ("jamba", TinyModelSpec::jamba(WeightType::F32)),
+        ("nanbeige", TinyModelSpec::nanbeige(WeightType::F32)),
+        ("gemma3n", TinyModelSpec::gemma3n_short(WeightType::F32)),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let path = write_tiny(dir.path(), &spec, &format!("{name}-f32.gguf"));
         warm_across_a_restart(dir.path(), spec, &path);
@@ -129,6 +135,8 @@ fn warm_across_a_restart(dir: &Path, spec: TinyModelSpec, path: &Path) {
     let version = std::fs::read(&file).unwrap()[8];
     let expected = match family {
         _ if spec.jamba.is_some() => 4,
+        // (Gemma 3n's layers are all of one shape: no layer table.)
+        _ if spec.arch == Some("gemma3n") => 1,
         Family::Gemma4 => 2,
         Family::DeepSeek2 => 3,
         Family::Qwen35 | Family::Lfm2 | Family::GraniteHybrid | Family::NemotronH => 4,
