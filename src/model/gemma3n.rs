@@ -31,7 +31,6 @@ use super::linear::QLinear;
 use super::transformer::{check_shape, load_2d, load_rows_f32, load_vec};
 use super::ModelError;
 use crate::ops::norm;
-use crate::ops::OpsError;
 
 /// Each row's Euclidean length (`[.., 1]`), as llama.cpp's `calc_magnitude`.
 fn magnitude(x: &Tensor) -> Result<Tensor, ModelError> {
@@ -161,6 +160,11 @@ impl LayerAltUp {
         Ok(pred.broadcast_add(&coefs.unsqueeze(2)?.broadcast_mul(&innovation.unsqueeze(1)?)?)?)
     }
 
+    /// The stream the layer runs on: the first of its predictions `pred` (`[t, hidden]`).
+    pub fn active(&self, pred: &Tensor) -> Result<Tensor, ModelError> {
+        stream(pred, 0)
+    }
+
     /// What gates the per-layer input: the corrected first stream times `altup_correct_scale`.
     pub fn gate_input(&self, corrected: &Tensor) -> Result<Tensor, ModelError> {
         Ok(stream(corrected, 0)?.broadcast_mul(&self.correct_scale)?)
@@ -201,7 +205,7 @@ impl Laurel {
                     expected: vec![0, d],
                 })
             }
-            None => return Err(OpsError::Layout(format!("{left_name} is missing")).into()),
+            None => return Err(ModelError::MissingTensor { name: left_name }),
         };
         Ok(Self {
             left: QLinear::new(load_2d(file, &left_name, [rank, d], device)?, device)?,

@@ -79,6 +79,12 @@ impl PerLayerEmbedding {
     }
 }
 
+/// Layer `layer`'s slice (`[t, width]`) of every layer's inputs (`[t, layers, width]`, as
+/// [`PerLayerEmbedding::inputs`] gives them).
+pub fn layer_input(inputs: &Tensor, layer: usize) -> Result<Tensor, ModelError> {
+    Ok(inputs.narrow(1, layer, 1)?.squeeze(1)?.contiguous()?)
+}
+
 /// A layer's gate into and projection out of its per-layer input.
 pub struct PerLayerInput {
     gate: QLinear,

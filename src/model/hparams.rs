@@ -1564,7 +1564,7 @@ impl HParams {
         // Nanbeige's passes each have the stack's store layers.
         let shape = crate::ops::KvShape::per_layer(
             (0..self.kv_layers * self.loops)
-                .map(|s| s % self.kv_layers.max(1))
+                .map(|s| s % self.kv_layers)
                 .map(|s| {
                     // Its heads are those of the layer that writes it.
                     let a = self.attn_shape(self.store_writer(s).unwrap_or(s));
@@ -1717,7 +1717,7 @@ const AFMOE_PERIOD: usize = 4;
 /// Gemma 3n's architecture name (E2B, E4B): Gemma 4's E models' layer (per-layer inputs,
 /// K/V shared by the last layers) around AltUp's streams and Laurel's low-rank residual
 /// ([`AltUpParams`]).
-pub(crate) const GEMMA3N: &str = "gemma3n";
+const GEMMA3N: &str = "gemma3n";
 
 /// Gemma 3n: the layers from this one on read an earlier layer's K/V where the file does not
 /// say (`attention.shared_kv_layers`; llama.cpp's `n_layer_kv_from_start`, fixed there).

@@ -26,7 +26,7 @@ use candle_core::{DType, Device, Tensor};
 use super::gguf::GgufFile;
 use super::delta_net::{DeltaNet, RecurrentSeq, RecurrentState};
 use super::gemma3n::{AltUp, LayerAltUp};
-use super::gemma4::{DenseAndExperts, PerLayerEmbedding, PerLayerInput};
+use super::gemma4::{layer_input, DenseAndExperts, PerLayerEmbedding, PerLayerInput};
 use super::block_norm::BlockNorm;
 use super::hparams::{AttnShape, Family, HParams, LocalRope, MlpKind, RopeScaling, Xielu};
 use super::embedding::TokenEmbedding;
@@ -580,7 +580,7 @@ impl Transformer {
                 x = (x + mlp)?;
             }
             if let (Some(p), Some(inputs)) = (&layer.per_layer, &per_layer_inputs) {
-                x = p.forward(&x, &inputs.narrow(1, li, 1)?.squeeze(1)?.contiguous()?, hp.rms_eps)?;
+                x = p.forward(&x, &layer_input(inputs, li)?, hp.rms_eps)?;
             }
             if let Some(s) = layer.out_scale {
                 x = x.affine(s, 0.0)?;
@@ -612,7 +612,7 @@ impl Transformer {
                 return Err(OpsError::Layout(format!("layer {li} has no AltUp weights")).into());
             };
             let pred = a.predict(&s)?;
-            let active = pred.narrow(1, 0, 1)?.squeeze(1)?.contiguous()?;
+            let active = a.active(&pred)?;
             let h = pre_norm(&active, layer.attn_norm.as_ref())?;
             let laurel = a.laurel(&h)?;
             let mut attn = self
@@ -628,7 +628,7 @@ impl Transformer {
             }
             s = a.correct(&pred, &(mlp + attn)?)?;
             if let (Some(p), Some(inputs)) = (&layer.per_layer, per_layer_inputs) {
-                let y = p.added(&a.gate_input(&s)?, &inputs.narrow(1, li, 1)?.squeeze(1)?.contiguous()?, eps)?;
+                let y = p.added(&a.gate_input(&s)?, &layer_input(inputs, li)?, eps)?;
                 s = a.add_to_others(&s, &y)?;
             }
         }
@@ -1000,9 +1000,10 @@ fn refuse_unread(file: &GgufFile, hp: &HParams, i: usize) -> Result<(), ModelErr
     }
     // BitNet's per-matrix scales (bitnet.cpp's files): not read, so refused.
     for m in ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"] {
-        if file.has_tensor(&n(&format!("{m}.scale"))) {
+        let name = n(&format!("{m}.scale"));
+        if file.has_tensor(&name) {
             return Err(ModelError::UnsupportedTensor {
-                name: n(&format!("{m}.scale")),
+                name,
                 reason: "per-matrix weight scales are not supported".into(),
             });
         }
