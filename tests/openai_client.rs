@@ -2,7 +2,8 @@
 //! `openai`: a two-step tool call (whole and streamed), a JSON-schema reply and the same call
 //! through the Responses API (`client.responses`, continued by `previous_response_id`); with
 //! `anthropic`: the tool call through `/v1/messages` as a coding agent sends it (the history
-//! resent, served from the cache), streamed through the SDK's helper, and `count_tokens`. On a
+//! resent, served from the cache), streamed through the SDK's helper, and `count_tokens`; and
+//! `client.embeddings` on a tiny embedding model (base64, floats, `dimensions`). On a
 //! tiny model with Qwen 2.5's template (the Hermes format) and on the real SmolLM2 and Gemma 3
 //! models (whose templates know no tools: hearth describes them itself). The clients come from
 //! `source .ci/python-client.sh` (`HEARTH_TEST_OPENAI`, one directory with both); without it
@@ -133,6 +134,20 @@ fn the_openai_client_calls_a_tool_on_a_tiny_model_with_qwens_template() {
     write_model(&spec, &path).unwrap();
     let server = headless(&path);
     drive(&client, &server);
+}
+
+#[test]
+fn the_openai_client_embeds_on_a_tiny_embedding_model() {
+    let Some(client) = openai_client("the_openai_client_embeds_on_a_tiny_embedding_model") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny-embed.gguf");
+    let mut spec = TinyModelSpec::embedding(3, WeightType::Q8_0);
+    spec.context_length = 2048;
+    write_model(&spec, &path).unwrap();
+    let server = headless(&path);
+    run_script(&client, &server, "openai_embeddings.py");
 }
 
 /// The client against the real model `file` (skipped without the client or the models).

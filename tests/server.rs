@@ -1818,3 +1818,128 @@ async fn logprobs_are_the_models_and_streamed_as_whole() {
         "logprobs"
     );
 }
+
+fn embeddings_server() -> TestServer {
+    server(Opts {
+        model: Some(TinyModelSpec::embedding(3, WeightType::Q8_0)),
+        ..Opts::default()
+    })
+}
+
+fn floats(v: &Value) -> Vec<f32> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+}
+
+fn norm(v: &[f32]) -> f32 {
+    v.iter().map(|x| x * x).sum::<f32>().sqrt()
+}
+
+/// `/v1/embeddings` on an embedding model (last-token pooling): one vector per input at unit
+/// length, in order, a text input equal to its token ids with BOS and EOS as the file says,
+/// `dimensions` the first values renormalized, `base64` the same floats, the same input the
+/// same vector from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_are_unit_vectors_in_order() {
+    let s = embeddings_server();
+    let width = TinyModelSpec::embedding(3, WeightType::Q8_0).hidden;
+    let r = post(&s.app, "/v1/embeddings", &json!({"model": "tiny-llama", "input": ["the cat sat", "hello world", "the cat sat"]})).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["object"], "list");
+    assert_eq!(v["model"], "tiny-llama");
+    let data = v["data"].as_array().unwrap();
+    assert_eq!(data.len(), 3);
+    let vectors: Vec<Vec<f32>> = data.iter().map(|d| floats(&d["embedding"])).collect();
+    for (i, (d, e)) in data.iter().zip(&vectors).enumerate() {
+        assert_eq!(d["index"], i);
+        assert_eq!(d["object"], "embedding");
+        assert_eq!(e.len(), width);
+        assert!((norm(e) - 1.0).abs() < 1e-4, "input {i}: |v| = {}", norm(e));
+    }
+    assert_ne!(vectors[0], vectors[1]);
+    let same = vectors[0].iter().zip(&vectors[2]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(same < 1e-3, "the same input twice: max |diff| {same}");
+
+    // The text's ids: BOS, the text, EOS (the file's add_eos_token).
+    let ids = s.state.engine().tokenize_for_embedding("hello world").unwrap();
+    let tok = &s.state.engine().model().tokenizer;
+    assert_eq!(ids.first().copied(), tok.bos_id().filter(|_| tok.add_bos()).or(ids.first().copied()));
+    assert_eq!(ids.last().copied(), tok.eos_id());
+    let usage = &v["usage"];
+    assert_eq!(usage["prompt_tokens"], usage["total_tokens"]);
+    let by_ids = post(&s.app, "/v1/embeddings", &json!({"input": [ids.clone()]})).await;
+    assert_eq!(by_ids.status, StatusCode::OK, "{}", by_ids.text());
+    assert_eq!(by_ids.json()["usage"]["prompt_tokens"], ids.len());
+    let e = floats(&by_ids.json()["data"][0]["embedding"]);
+    let d = e.iter().zip(&vectors[1]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(d < 1e-3, "ids and text: max |diff| {d}");
+
+    // dimensions: the first values, renormalized.
+    let short = post(&s.app, "/v1/embeddings", &json!({"input": "hello world", "dimensions": 8})).await;
+    let short = floats(&short.json()["data"][0]["embedding"]);
+    assert_eq!(short.len(), 8);
+    assert!((norm(&short) - 1.0).abs() < 1e-4);
+    let scale = norm(&vectors[1][..8]);
+    for (a, b) in short.iter().zip(&vectors[1][..8]) {
+        assert!((a - b / scale).abs() < 1e-3, "{a} vs {}", b / scale);
+    }
+
+    // base64: the little-endian f32 bytes of the same vector.
+    let b64 = post(&s.app, "/v1/embeddings", &json!({"input": "hello world", "encoding_format": "base64"})).await;
+    let text = b64.json()["data"][0]["embedding"].as_str().unwrap().to_string();
+    let bytes = decode_base64(&text);
+    let decoded: Vec<f32> = bytes.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let d = decoded.iter().zip(&vectors[1]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(d < 1e-3, "base64: max |diff| {d}");
+}
+
+fn decode_base64(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut n = 0;
+    let mut out = Vec::new();
+    for c in text.bytes().filter(|&c| c != b'=') {
+        let v = ALPHABET.iter().position(|&a| a == c).unwrap() as u32;
+        bits = (bits << 6) | v;
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push((bits >> n) as u8);
+            bits &= (1 << n) - 1;
+        }
+    }
+    out
+}
+
+/// Bad embedding requests are 400s naming the field, and a chat model (no pooling type in its
+/// file) refuses embeddings naming `model`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_embedding_requests_are_400s() {
+    let s = embeddings_server();
+    for (body, param) in [
+        (json!({}), None),
+        (json!({"input": []}), Some("input")),
+        (json!({"input": 3}), Some("input")),
+        (json!({"input": [[1, -1]]}), Some("input[0]")),
+        (json!({"input": ["a", ""]}), Some("input[1]")),
+        (json!({"input": ""}), Some("input")),
+        (json!({"input": "a", "encoding_format": "int8"}), Some("encoding_format")),
+        (json!({"input": "a", "dimensions": 0}), Some("dimensions")),
+        (json!({"input": "a", "dimensions": 100000}), Some("dimensions")),
+        (json!({"input": [[999999]]}), None),
+    ] {
+        let r = post(&s.app, "/v1/embeddings", &body).await;
+        let e = r.error(StatusCode::BAD_REQUEST);
+        if let Some(p) = param {
+            assert_eq!(e["param"], p, "{body}: {e}");
+        }
+    }
+    let r = post(&s.app, "/v1/embeddings", &json!({"input": "a", "model": "other"})).await;
+    r.error(StatusCode::NOT_FOUND);
+
+    let chat = server(Opts::default());
+    let r = post(&chat.app, "/v1/embeddings", &json!({"input": "a"})).await;
+    let e = r.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "model");
+    assert!(e["message"].as_str().unwrap().contains("pooling"), "{e}");
+}

@@ -114,6 +114,7 @@ fn generate(
         grammar: None,
         grammar_after: None,
         prompt_logprobs: None,
+        embed: None,
     };
     if let Some(id) = &conversation {
         if handle.open_or_create_conversation(id)?.1 {

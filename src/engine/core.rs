@@ -38,8 +38,11 @@ pub(crate) fn validate(model: &LoadedModel, capacity_tokens: usize, r: &Generate
     ModelError::check_token_ids(&r.prompt, vocab)?;
     r.params.sampling.validate()?;
     r.params.sampling.check_vocab(vocab)?;
-    if r.params.max_tokens == 0 && r.params.prompt_logprobs.is_none() {
+    if r.params.max_tokens == 0 && r.params.prompt_logprobs.is_none() && r.params.embed.is_none() {
         return Err(EngineError::InvalidRequest("max_tokens must be at least 1".into()));
+    }
+    if r.params.embed.is_some() && r.params.max_tokens > 0 {
+        return Err(EngineError::InvalidRequest("an embedding generates nothing: max_tokens must be 0".into()));
     }
     if r.params.stop.iter().any(String::is_empty) {
         return Err(EngineError::InvalidRequest("a stop string must not be empty".into()));
@@ -71,6 +74,15 @@ struct Counters {
     ttft: Histogram,
     decode_rate: Histogram,
     busy: Duration,
+}
+
+/// One chunk's share of a forward's output.
+struct ChunkRows {
+    /// Logits of the chunk's last rows (see [`Engine::forward`]).
+    logits: Vec<Vec<f32>>,
+    /// An embedding's final rows, of the chunk's positions from `pooled_from` on.
+    pooled_from: usize,
+    pooled: Vec<Vec<f32>>,
 }
 
 /// A request's last event, and the text its turn saves first (if it names a conversation).
@@ -510,8 +522,8 @@ impl Engine {
         };
         self.prepare_masks(&out.chunks);
         let mut ended: Vec<(RequestId, Ending)> = Vec::new();
-        for (&(id, n), logits) in out.chunks.iter().zip(rows) {
-            if let Some(how) = self.advance(id, n, logits) {
+        for (&(id, n), rows) in out.chunks.iter().zip(rows) {
+            if let Some(how) = self.advance(id, n, rows) {
                 ended.push((id, how));
             }
         }
@@ -559,13 +571,20 @@ impl Engine {
 
     /// After the forward: commits request `id`'s `n` fed tokens (full blocks enter the trie) and,
     /// when its input is all fed, samples its next token. How it ends, if it does.
-    fn advance(&mut self, id: RequestId, n: usize, mut rows: Vec<Vec<f32>>) -> Option<Ending> {
+    fn advance(&mut self, id: RequestId, n: usize, out: ChunkRows) -> Option<Ending> {
         let context = self.model.info.context_length;
         let s = self.scheduler.running_mut(id)?;
         let seq = s.seq?;
+        let ChunkRows {
+            logits: mut rows,
+            pooled_from,
+            pooled,
+        } = out;
         // The rows are the logits of the chunk's last `rows.len()` positions: all of a chunk
-        // that scores its prompt (one row when the chunk is one token), else only its last.
+        // that scores its prompt (one row when the chunk is one token), else only its last
+        // (none for an embedding, whose final rows are pooled instead).
         s.score_prompt(s.computed + n - rows.len(), &rows);
+        s.pool(s.computed + pooled_from, &pooled);
         let logits = rows.pop().unwrap_or_default();
         let t = Instant::now();
         let plan = self.kv.commit(seq, &s.tokens[s.computed..s.computed + n]);
@@ -633,8 +652,9 @@ impl Engine {
     }
 
     /// One forward over `chunks` of the running requests; per chunk, in chunk order, the logits
-    /// of its last token, or of every token of a chunk whose prompt is being scored.
-    fn forward(&mut self, chunks: &[(RequestId, usize)]) -> Result<Vec<Vec<Vec<f32>>>, EngineError> {
+    /// of its last token, or of every token of a chunk whose prompt is being scored, and the
+    /// final rows an embedding pools.
+    fn forward(&mut self, chunks: &[(RequestId, usize)]) -> Result<Vec<ChunkRows>, EngineError> {
         let mut states = self.take_states(chunks)?;
         let out = self.forward_chunks(chunks, &mut states);
         self.put_states(chunks, states);
@@ -646,12 +666,14 @@ impl Engine {
         &mut self,
         chunks: &[(RequestId, usize)],
         states: &mut [RecurrentSeq],
-    ) -> Result<Vec<Vec<Vec<f32>>>, EngineError> {
+    ) -> Result<Vec<ChunkRows>, EngineError> {
         let mut tokens = Vec::new();
         let mut layout = Vec::with_capacity(chunks.len());
         let mut tables = Vec::with_capacity(chunks.len());
-        // Rows of logits per chunk: its last, or all of them for a prompt being scored.
+        // Rows of logits per chunk: its last, or all of them for a prompt being scored, none
+        // for an embedding; and the rows an embedding pools.
         let mut rows: Vec<u32> = Vec::new();
+        let mut hidden: Vec<u32> = Vec::new();
         let mut per_chunk = Vec::with_capacity(chunks.len());
         for &(id, n) in chunks {
             let s = self
@@ -662,9 +684,15 @@ impl Engine {
                 .seq
                 .ok_or(EngineError::Step(format!("{} is running without blocks", s.id)))?;
             let first_row = tokens.len() as u32;
-            let wanted = if s.scores_prompt() { n } else { 1 };
+            let pooled = s.pooled_rows(n);
+            let wanted = match () {
+                _ if s.params.embed.is_some() => 0,
+                _ if s.scores_prompt() => n,
+                _ => 1,
+            };
             rows.extend(first_row + (n - wanted) as u32..first_row + n as u32);
-            per_chunk.push(wanted);
+            hidden.extend(pooled.clone().map(|r| first_row + r as u32));
+            per_chunk.push((wanted, pooled));
             tokens.extend_from_slice(&s.tokens[s.computed..s.computed + n]);
             layout.push(SeqChunk {
                 cached: s.computed,
@@ -674,14 +702,31 @@ impl Engine {
         }
         let batch = BatchLayout::new(layout).map_err(ModelError::from)?;
         let mut store = self.memory.store(&tables);
-        let which = if rows.len() == chunks.len() {
-            Logits::LastPerSequence
-        } else {
-            Logits::Rows(rows)
+        let which = match () {
+            _ if rows.is_empty() => None,
+            _ if per_chunk.iter().all(|(k, _)| *k == 1) => Some(Logits::LastPerSequence),
+            _ => Some(Logits::Rows(rows)),
         };
-        let logits = self.model.transformer.forward_with(&tokens, &batch, store.as_mut(), states, which)?;
-        let mut all = logits.to_vec2::<f32>().map_err(ModelError::from)?.into_iter();
-        Ok(per_chunk.into_iter().map(|k| all.by_ref().take(k).collect()).collect())
+        let (logits, pooled) = self
+            .model
+            .transformer
+            .forward_outputs(&tokens, &batch, store.as_mut(), states, which, &hidden)?;
+        let rows_of = |t: Option<candle_core::Tensor>| -> Result<Vec<Vec<f32>>, ModelError> {
+            Ok(match t {
+                Some(t) => t.to_vec2::<f32>()?,
+                None => Vec::new(),
+            })
+        };
+        let mut all = rows_of(logits)?.into_iter();
+        let mut all_pooled = rows_of(pooled)?.into_iter();
+        Ok(per_chunk
+            .into_iter()
+            .map(|(k, p)| ChunkRows {
+                logits: all.by_ref().take(k).collect(),
+                pooled_from: p.start,
+                pooled: all_pooled.by_ref().take(p.len()).collect(),
+            })
+            .collect())
     }
 
     /// A recurrent model's states for the forward over `chunks`, taken out of their requests,

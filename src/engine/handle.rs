@@ -196,6 +196,12 @@ impl EngineHandle {
         Ok(tok.encode(text, add_special && tok.add_bos())?)
     }
 
+    /// Token ids of raw text as an embedding's input: BOS and EOS as the file says
+    /// ([`crate::model::tokenizer::Tokenizer::encode_for_embedding`]).
+    pub fn tokenize_for_embedding(&self, text: &str) -> Result<Vec<u32>, EngineError> {
+        Ok(self.shared.model.tokenizer.encode_for_embedding(text)?)
+    }
+
     /// The text of token ids, special tokens included; an id outside the vocabulary is an
     /// error naming it.
     pub fn detokenize(&self, ids: &[u32]) -> Result<String, EngineError> {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::config::SamplingParams;
 use crate::kv::PrefixMatch;
 use crate::model::grammar::Grammar;
+use crate::model::pooling::Pooling;
 use crate::persist::{ConversationId, Message};
 
 use super::EngineError;
@@ -55,6 +56,11 @@ pub struct GenerateParams {
     /// logits of a cached position cost its whole forward again); it fills the cache like any
     /// other. With it, `max_tokens` may be 0: score the prompt, generate nothing.
     pub prompt_logprobs: Option<usize>,
+    /// `Some(pooling)`: a sentence embedding of the prompt ([`GenerationReport::embedding`]),
+    /// its final rows pooled so, nothing generated (`max_tokens` 0). Such a request reads the
+    /// prefix cache only where the pooling allows ([`Pooling::reads_cache`]) and fills it like
+    /// any other.
+    pub embed: Option<Pooling>,
 }
 
 /// When a grammar starts: after a thinking model's reasoning, as vLLM's and llama.cpp's do.
@@ -150,6 +156,15 @@ impl GenerateParams {
             grammar: None,
             grammar_after: None,
             prompt_logprobs: None,
+            embed: None,
+        }
+    }
+
+    /// The prompt's embedding pooled by `pooling`, nothing generated.
+    pub fn embedding(pooling: Pooling) -> Self {
+        Self {
+            embed: Some(pooling),
+            ..Self::greedy(0)
         }
     }
 }
@@ -244,6 +259,8 @@ pub struct GenerationReport {
     pub logprobs: Vec<TokenLogprob>,
     /// With [`GenerateParams::prompt_logprobs`]: prompt tokens 1.. (the first has none).
     pub prompt_logprobs: Vec<TokenLogprob>,
+    /// With [`GenerateParams::embed`]: the prompt's pooled final rows (not normalized).
+    pub embedding: Option<Vec<f32>>,
 }
 
 impl GenerationReport {

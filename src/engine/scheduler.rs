@@ -283,7 +283,7 @@ impl Scheduler {
             }
             let seq = SeqId(self.next_seq);
             let t = Instant::now();
-            let started = kv.start_at(seq, &front.tokens, front.params.prompt_logprobs.is_none(), ends);
+            let started = kv.start_at(seq, &front.tokens, front.reads_cache(), ends);
             front.bookkeeping += t.elapsed();
             let mut start = match started {
                 Ok(start) => start,

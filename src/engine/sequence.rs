@@ -20,6 +20,7 @@ use super::{
     MAX_TOP_LOGPROBS,
 };
 use crate::kv::{BlockHash, PrefixMatch, SeqId};
+use crate::model::pooling::{Pooled, Pooling};
 use crate::model::RecurrentState;
 use crate::model::sampling::Sampler;
 use crate::model::grammar::Constraint;
@@ -64,6 +65,8 @@ pub(crate) struct Sequence {
     /// With `prompt_logprobs`: the scores of prompt tokens 1.. so far (kept across a
     /// preemption, so a recomputed position is not scored twice).
     prompt_scores: Vec<TokenLogprob>,
+    /// With `embed`: the prompt's rows pooled so far (each position once, across preemptions).
+    pooled: Option<Pooled>,
     /// Where the finished turn is saved.
     pub(crate) save: Option<super::SaveTo>,
     /// Prompt tokens the engine read from the disk tier for this request's admission.
@@ -118,6 +121,7 @@ impl Sequence {
             ticket,
             constraint,
         } = s;
+        let pooled = request.params.embed.map(|p| Pooled::new(p, request.prompt.len()));
         Self {
             id,
             seq: None,
@@ -154,6 +158,29 @@ impl Sequence {
             logits: Vec::new(),
             logprobs: Vec::new(),
             prompt_scores: Vec::new(),
+            pooled,
+        }
+    }
+
+    /// Whether an admission may start from the prefix cache: not for a prompt being scored, nor
+    /// for an embedding whose pooling needs rows of every position (or the first).
+    pub(crate) fn reads_cache(&self) -> bool {
+        self.params.prompt_logprobs.is_none() && self.params.embed.is_none_or(Pooling::reads_cache)
+    }
+
+    /// Which rows of this step's chunk of `n` tokens an embedding pools (offsets in the
+    /// chunk); none for other requests.
+    pub(crate) fn pooled_rows(&self, n: usize) -> std::ops::Range<usize> {
+        match &self.pooled {
+            Some(p) if self.computed < self.prompt_len => p.pooling().rows(self.computed, n, self.prompt_len),
+            _ => 0..0,
+        }
+    }
+
+    /// Pools the final rows of positions `from..`.
+    pub(crate) fn pool(&mut self, from: usize, rows: &[Vec<f32>]) {
+        if let Some(p) = &mut self.pooled {
+            p.push(from, rows);
         }
     }
 
@@ -354,6 +381,7 @@ impl Sequence {
             logits: std::mem::take(&mut self.logits),
             logprobs: std::mem::take(&mut self.logprobs),
             prompt_logprobs: std::mem::take(&mut self.prompt_scores),
+            embedding: self.pooled.as_ref().and_then(Pooled::finish),
         };
         let last = LastEvent {
             event: Event::Done(Box::new(report.clone())),

@@ -107,6 +107,7 @@ pub fn default_params(settings: &Settings) -> GenerateParams {
         grammar: None,
         grammar_after: None,
         prompt_logprobs: None,
+        embed: None,
     }
 }
 

@@ -274,6 +274,7 @@ mod tests {
             logits: Vec::new(),
             logprobs: Vec::new(),
             prompt_logprobs: Vec::new(),
+            embedding: None,
         }
     }
 

@@ -867,6 +867,9 @@ pub struct HParams {
     /// Nanbeige: between passes the state goes through the final norm (`output_norm`), unless
     /// the file says `skip_loop_final_norm`.
     pub loop_norm: bool,
+    /// How a sentence embedding pools the final rows (`{arch}.pooling_type`: an embedding
+    /// model's, such as Qwen3-Embedding's last token); `None` for a generative model.
+    pub pooling: Option<super::pooling::Pooling>,
     /// Deci (Nemotron 51B): one flag per layer, `true` where the layer's attention is its output
     /// projection alone over its normed input (`attn_output` of `hidden × hidden`, no heads, no
     /// K/V: the checkpoint's `replace_with_linear`); empty for the other families.
@@ -1993,6 +1996,7 @@ impl HParams {
                 _ => 1,
             },
             loop_norm: a == NANBEIGE && !md_opt_bool(md, &key("skip_loop_final_norm"))?.unwrap_or(false),
+            pooling: super::pooling::Pooling::read(md, a)?,
         })
     }
 }

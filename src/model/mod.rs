@@ -38,6 +38,7 @@ mod moe;
 mod rope;
 mod mamba;
 mod mamba2;
+pub mod pooling;
 mod short_conv;
 pub mod sampling;
 pub mod source;

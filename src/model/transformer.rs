@@ -483,6 +483,47 @@ impl Transformer {
         states: &mut [RecurrentSeq],
         which: Logits,
     ) -> Result<Tensor, ModelError> {
+        let x = self.layers_over(tokens, batch, kv, states)?;
+        self.logits(x, batch, which)
+    }
+
+    /// [`Self::forward_with`] giving, beside the logits of `which` rows (none: no logits), the
+    /// final norm's output at `hidden` rows (`[rows, hidden]` in f32; none where empty): the
+    /// rows a sentence embedding pools ([`super::pooling`]), llama.cpp's `t_embd`.
+    pub fn forward_outputs(
+        &self,
+        tokens: &[u32],
+        batch: &BatchLayout,
+        kv: &mut dyn KvStore,
+        states: &mut [RecurrentSeq],
+        which: Option<Logits>,
+        hidden: &[u32],
+    ) -> Result<(Option<Tensor>, Option<Tensor>), ModelError> {
+        let x = self.layers_over(tokens, batch, kv, states)?;
+        let rows = match hidden {
+            [] => None,
+            rows => {
+                let rows = Tensor::new(rows, &self.device)?;
+                let h = self.norm.forward(&x.index_select(&rows, 0)?)?;
+                Some(h.to_dtype(DType::F32)?)
+            }
+        };
+        let logits = match which {
+            Some(which) => Some(self.logits(x, batch, which)?),
+            None => None,
+        };
+        Ok((logits, rows))
+    }
+
+    /// The layers over `tokens` (every check of [`Self::forward_with`] first): the residual
+    /// state after the last one, `[t, hidden]`, before the final norm.
+    fn layers_over(
+        &self,
+        tokens: &[u32],
+        batch: &BatchLayout,
+        kv: &mut dyn KvStore,
+        states: &mut [RecurrentSeq],
+    ) -> Result<Tensor, ModelError> {
         if tokens.len() != batch.total_tokens() {
             return Err(crate::ops::OpsError::Layout(format!(
                 "{} tokens for a batch of {}",
@@ -537,8 +578,7 @@ impl Transformer {
             _ => (global.0, &global.1),
         };
         if let Some(altup) = &self.altup {
-            let x = self.altup_layers(altup, &x, per_layer_inputs.as_ref(), &rope_of, q_scale.as_ref(), batch, kv, states)?;
-            return self.logits(x, batch, which);
+            return self.altup_layers(altup, &x, per_layer_inputs.as_ref(), &rope_of, q_scale.as_ref(), batch, kv, states);
         }
         // Nanbeige's passes over the stack (one for every other file), each on store layers of
         // its own, the final norm between them where the file says.
@@ -586,7 +626,7 @@ impl Transformer {
                 x = x.affine(s, 0.0)?;
             }
         }
-        self.logits(x, batch, which)
+        Ok(x)
     }
 
     /// Gemma 3n's layers over AltUp's streams of the scaled embeddings `x` (`[t, hidden]`), as

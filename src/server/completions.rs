@@ -69,23 +69,23 @@ fn prompt(value: Value) -> Result<Prompt, ApiError> {
             [] => Err(ApiError::invalid_param("prompt", "prompt must not be empty")),
             [Value::String(_)] | [Value::Array(_)] => match items.into_iter().next() {
                 Some(Value::String(s)) => Ok(Prompt::Text(s)),
-                Some(Value::Array(ids)) => token_ids(&ids),
+                Some(Value::Array(ids)) => token_ids(&ids, "prompt").map(Prompt::Tokens),
                 _ => Err(ApiError::invalid_param("prompt", SHAPES)),
             },
             [Value::String(_) | Value::Array(_), ..] => Err(one_only()),
-            _ => token_ids(&items),
+            _ => token_ids(&items, "prompt").map(Prompt::Tokens),
         },
         _ => Err(ApiError::invalid_param("prompt", SHAPES)),
     }
 }
 
-fn token_ids(items: &[Value]) -> Result<Prompt, ApiError> {
+/// A JSON list of token ids; anything else in it is a 400 naming `param`.
+pub(crate) fn token_ids(items: &[Value], param: &str) -> Result<Vec<u32>, ApiError> {
     items
         .iter()
         .map(|v| v.as_u64().and_then(|id| u32::try_from(id).ok()))
         .collect::<Option<Vec<u32>>>()
-        .map(Prompt::Tokens)
-        .ok_or_else(|| ApiError::invalid_param("prompt", "token ids must be integers from 0 to 4294967295"))
+        .ok_or_else(|| ApiError::invalid_param(param, "token ids must be integers from 0 to 4294967295"))
 }
 
 #[cfg(test)]

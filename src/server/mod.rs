@@ -20,6 +20,7 @@
 //! | `params.rs` | request fields → the engine's [`crate::engine::GenerateParams`] (defaults, ranges, `n`, `stop`) |
 //! | `chat.rs` | `POST /v1/chat/completions` |
 //! | `completions.rs` | `POST /v1/completions` |
+//! | `embeddings.rs` | `POST /v1/embeddings`: an embedding model's pooled, normalized vectors |
 //! | `responses/` | OpenAI's Responses API (`POST /v1/responses`, `GET`/`DELETE /v1/responses/{id}`): `input` items as messages, the `response` object, its typed stream events, the in-memory store behind `previous_response_id` |
 //! | `conversations.rs` | `/v1/conversations`: the saved conversations (list, create, get, change, delete, send, regenerate, edit) through the engine's conversation API |
 //! | `structured.rs` | `response_format` (JSON, a JSON Schema) as the engine's grammar; a schema that does not compile as a 400 naming the field |
@@ -48,6 +49,7 @@ mod body;
 mod chat;
 mod completions;
 mod conversations;
+mod embeddings;
 mod error;
 mod generation;
 mod logprobs;
@@ -95,6 +97,7 @@ pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/v1/chat/completions", post(chat::handle))
         .route("/v1/completions", post(completions::handle))
+        .route("/v1/embeddings", post(embeddings::handle))
         .route("/v1/responses", post(responses::create))
         .route("/v1/messages", post(anthropic::create))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))

@@ -129,6 +129,7 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
             grammar,
             grammar_after: None,
             prompt_logprobs: None,
+            embed: None,
         },
         model,
         stream,

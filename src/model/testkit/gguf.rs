@@ -166,6 +166,8 @@ pub struct TinyModelSpec {
     /// Nanbeige's passes over the layers (`num_loops`) and whether the final norm is skipped
     /// between them (`skip_loop_final_norm`).
     pub loops: Option<(usize, bool)>,
+    /// An embedding model's `pooling_type` (1 mean, 2 cls, 3 last).
+    pub pooling: Option<u32>,
     pub seed: u64,
 }
 
@@ -286,6 +288,7 @@ impl TinyModelSpec {
             layer_shapes: None,
             jamba: None,
             loops: None,
+            pooling: None,
             seed: 7,
         }
     }
@@ -354,6 +357,22 @@ impl TinyModelSpec {
 
     /// Nanbeige 4.2's files (`nanbeige`): the tiny Llama's two layers run over twice with the
     /// final norm between (f32), or three times without it (Q8_0); SentencePiece's vocabulary.
+    /// A tiny embedding model as Qwen3-Embedding's files are: Qwen3's layer, the file's pooling
+    /// type `pooling` (1 mean, 2 cls, 3 last), EOS added after raw text
+    /// (`tokenizer.ggml.add_eos_token`).
+    pub fn embedding(pooling: u32, weight_type: WeightType) -> Self {
+        let mut spec = Self {
+            pooling: Some(pooling),
+            seed: 133,
+            ..Self::tiny(Family::Qwen3, weight_type)
+        };
+        spec.vocab.metadata.retain(|(k, _)| k != "tokenizer.ggml.add_eos_token");
+        spec.vocab
+            .metadata
+            .push(("tokenizer.ggml.add_eos_token".into(), Value::Bool(true)));
+        spec
+    }
+
     pub fn nanbeige(weight_type: WeightType) -> Self {
         let f32 = weight_type == WeightType::F32;
         Self {
@@ -1243,6 +1262,7 @@ impl TinyModelSpec {
             layer_shapes: None,
             jamba: None,
             loops: None,
+            pooling: None,
             seed: 11,
         }
     }
@@ -1289,6 +1309,7 @@ impl TinyModelSpec {
             layer_shapes: None,
             jamba: None,
             loops: None,
+            pooling: None,
             seed: 12,
         }
     }
@@ -1339,6 +1360,7 @@ impl TinyModelSpec {
             layer_shapes: None,
             jamba: None,
             loops: None,
+            pooling: None,
             seed: 13,
         }
     }
@@ -1774,6 +1796,9 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (format!("{arch}.attention.value_length"), u32v(hd)),
         (format!("{arch}.vocab_size"), u32v(v)),
     ];
+    if let Some(pooling) = spec.pooling {
+        md.push((format!("{arch}.pooling_type"), Value::U32(pooling)));
+    }
     if let Some((loops, skip_norm)) = spec.loops {
         md.push((format!("{arch}.num_loops"), u32v(loops)));
         md.push((format!("{arch}.skip_loop_final_norm"), Value::Bool(skip_norm)));

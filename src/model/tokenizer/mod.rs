@@ -53,6 +53,7 @@ pub struct Tokenizer {
     bos_text: Option<String>,
     eos_text: Option<String>,
     add_bos: bool,
+    add_eos: bool,
     stop_ids: Vec<u32>,
     vocab_size: usize,
     /// The special tokens of [`PRESERVED_TOKENS`] this vocabulary has (and in a harmony
@@ -127,6 +128,7 @@ impl Tokenizer {
             bos: s.bos,
             eos: s.eos,
             add_bos: s.add_bos,
+            add_eos: s.add_eos,
             stop_ids: s.stop_ids,
             vocab_size,
             preserved: PRESERVED_TOKENS
@@ -189,6 +191,23 @@ impl Tokenizer {
     /// else llama.cpp's default for the vocabulary type).
     pub fn add_bos(&self) -> bool {
         self.add_bos
+    }
+
+    /// Whether the file asks for EOS after raw text (`tokenizer.ggml.add_eos_token`), as an
+    /// embedding model's does; llama.cpp adds it wherever it adds special tokens, hearth only to
+    /// an embedding's input (a prompt to continue never ends in EOS here).
+    pub fn add_eos(&self) -> bool {
+        self.add_eos
+    }
+
+    /// Token ids of `text` as an embedding's input: BOS and EOS as the file says, as
+    /// llama.cpp's server tokenizes `/v1/embeddings` inputs.
+    pub fn encode_for_embedding(&self, text: &str) -> Result<Vec<u32>, ModelError> {
+        let mut ids = self.encode(text, self.add_bos)?;
+        if let (true, Some(eos)) = (self.add_eos, self.eos) {
+            ids.push(eos);
+        }
+        Ok(ids)
     }
 
     pub fn bos_id(&self) -> Option<u32> {

@@ -171,6 +171,9 @@ pub(crate) struct Specials {
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub add_bos: bool,
+    /// `tokenizer.ggml.add_eos_token`: EOS after raw text, where the file says so (an
+    /// embedding model's, such as Qwen3-Embedding's; read for embeddings only).
+    pub add_eos: bool,
     pub stop_ids: Vec<u32>,
 }
 
@@ -181,6 +184,7 @@ impl Specials {
             bos: keys.bos,
             eos: keys.eos,
             add_bos: keys.add_bos.unwrap_or(default_add_bos),
+            add_eos: keys.add_eos.unwrap_or(false),
             stop_ids: stop_ids([keys.eos, keys.eot, keys.eom], inner),
         }
     }
@@ -196,6 +200,7 @@ impl Specials {
             bos,
             eos,
             add_bos,
+            add_eos: false,
             stop_ids: stop_ids([eos], inner),
         }
     }

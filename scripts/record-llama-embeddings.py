@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Records llama.cpp's sentence embeddings of the tiny embedding models of tests/embeddings.rs.
+
+    HEARTH_WRITE_TINY_MODELS=DIR cargo test --release --test embeddings embeddings_match_llama_cpp
+    scripts/record-llama-embeddings.py LLAMA_BIN_DIR DIR [--out tests/data]
+
+The models are Qwen3-layer files as Qwen3-Embedding's are (`qwen3.pooling_type` mean, cls or
+last; `tokenizer.ggml.add_eos_token` true), in f32 and Q8_0, written by hearth's testkit
+(`TinyModelSpec::embedding`). For each, `llama-server --embeddings` (pooling from the file, K/V
+f32, flash attention off) answers one `/v1/embeddings` request with every input of `INPUTS`:
+token-id lists, used as they are, and texts, which llama.cpp tokenizes with BOS and EOS as the
+file says. Its vectors are unit length (its default `embd_normalize` 2), as hearth's.
+
+Writes tests/data/llama-cpp-embeddings.json with the llama.cpp version, the command and each
+file's size (the test writes the files again from the same specs and checks it).
+Only the Python standard library is used.
+"""
+
+import argparse
+import os
+import pathlib
+import sys
+
+from llama_server import post, start, version, write_json
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MODELS = ["tiny-embed-mean-f32.gguf", "tiny-embed-cls-f32.gguf", "tiny-embed-last-f32.gguf",
+          "tiny-embed-mean-q8_0.gguf", "tiny-embed-last-q8_0.gguf"]
+INPUTS = [
+    [5, 17, 40, 99, 3, 250, 11],
+    [(i * 37 + 11) % 256 for i in range(60)],
+    "the cat sat on the mat",
+    "An embedding is one vector for a whole text.",
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bin_dir")
+    ap.add_argument("models_dir")
+    ap.add_argument("--out", default=str(ROOT / "tests/data"))
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    data = {"llama_cpp": version(a.bin_dir), "recorded_by": "scripts/record-llama-embeddings.py",
+            "inputs": INPUTS, "models": {}}
+    for name in MODELS:
+        path = os.path.join(a.models_dir, name)
+        args = ["--embeddings", "-t", str(a.threads), "-c", "256", "-b", "256", "-ub", "256", "-np", "1",
+                "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
+        proc, port = start(a.bin_dir, path, args)
+        try:
+            r = post(port, "/v1/embeddings", {"input": INPUTS})
+        finally:
+            proc.terminate()
+            proc.wait()
+        vectors = [d["embedding"] for d in sorted(r["data"], key=lambda d: d["index"])]
+        assert len(vectors) == len(INPUTS), r
+        data["models"][name] = {"bytes": os.path.getsize(path), "prompt_tokens": r["usage"]["prompt_tokens"],
+                                "command": " ".join(["llama-server", "-m", name, *args]), "embeddings": vectors}
+        print(f"{name}: {len(vectors)} vectors of {len(vectors[0])}", file=sys.stderr)
+    write_json(os.path.join(a.out, "llama-cpp-embeddings.json"), data)
+
+
+if __name__ == "__main__":
+    main()
