@@ -42,6 +42,8 @@ struct Opts {
     limits: ConnectionLimits,
     /// The model served (the tiny Llama when `None`).
     model: Option<TinyModelSpec>,
+    /// `--pooling`.
+    pooling: Option<hearth::config::Pooling>,
 }
 
 impl Default for Opts {
@@ -54,6 +56,7 @@ impl Default for Opts {
             faults: Faults::none(),
             limits: ConnectionLimits::default(),
             model: None,
+            pooling: None,
         }
     }
 }
@@ -105,6 +108,7 @@ fn server(opts: Opts) -> TestServer {
         api_key: opts.api_key,
         max_body_bytes: opts.max_body_bytes,
         limits: opts.limits,
+        pooling: opts.pooling,
     };
     let state = AppState::new(handle, config);
     TestServer {
@@ -1942,4 +1946,13 @@ async fn bad_embedding_requests_are_400s() {
     let e = r.error(StatusCode::BAD_REQUEST);
     assert_eq!(e["param"], "model");
     assert!(e["message"].as_str().unwrap().contains("pooling"), "{e}");
+
+    // `--pooling` lets the same model serve them (llama.cpp's flag).
+    let pooled = server(Opts {
+        pooling: Some(hearth::config::Pooling::Mean),
+        ..Opts::default()
+    });
+    let r = post(&pooled.app, "/v1/embeddings", &json!({"input": ["a b c", "d e f"]})).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["data"].as_array().unwrap().len(), 2);
 }

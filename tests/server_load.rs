@@ -114,6 +114,7 @@ fn sixty_four_streaming_clients_with_a_quarter_vanishing() {
             api_key: None,
             max_body_bytes: 1 << 20,
             limits: Default::default(),
+            pooling: None,
         },
     );
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -64,6 +64,7 @@ fn server_for(mut spec: TinyModelSpec, template: Option<&str>) -> TestServer {
         api_key: None,
         max_body_bytes: 1 << 20,
         limits: ConnectionLimits::default(),
+        pooling: None,
     };
     let state = AppState::new(handle, config);
     TestServer {

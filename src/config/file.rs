@@ -199,6 +199,10 @@ pub struct ServerSection {
     /// Largest request body, in KiB.
     #[arg(skip)]
     pub max_body_kib: Option<usize>,
+    /// How /v1/embeddings pools a model's final rows (mean, cls or last), over the pooling type
+    /// the GGUF gives (an embedding model's); lets a file without one serve embeddings.
+    #[arg(long, global = true, value_name = "mean|cls|last")]
+    pub pooling: Option<String>,
 }
 
 impl ConfigFile {

@@ -17,6 +17,7 @@ mod error;
 mod file;
 mod kv_dtype;
 mod paths;
+mod pooling;
 mod sampling;
 mod settings;
 mod system;
@@ -28,6 +29,7 @@ pub use file::{
 };
 pub use kv_dtype::{KvDtype, Q8_0_GROUP, Q8_0_GROUP_BYTES};
 pub use paths::AppPaths;
+pub use pooling::Pooling;
 pub use sampling::{SamplingParams, SamplingParamsError};
 pub use settings::{
     default_device_fraction, default_host_bytes, CacheSettings, DeviceChoice, DevicePool, EngineSettings, HubSettings,

@@ -106,6 +106,8 @@ pub struct ServerSettings {
     pub api_key: Option<String>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// `/v1/embeddings`' pooling over the file's own (`server.pooling`, `--pooling`).
+    pub pooling: Option<super::Pooling>,
 }
 
 /// The server's port when none is configured.
@@ -118,6 +120,7 @@ impl Default for ServerSettings {
             port: DEFAULT_PORT,
             api_key: None,
             max_body_bytes: 4 << 20,
+            pooling: None,
         }
     }
 }
@@ -385,11 +388,19 @@ fn server_settings(c: &ConfigFile) -> Result<ServerSettings, ConfigError> {
         Some(k) => k << 10,
         None => ds.max_body_bytes,
     };
+    let pooling = match sv.pooling.as_deref() {
+        None => None,
+        Some(name) => Some(
+            name.parse()
+                .map_err(|reason: String| invalid("server.pooling", name, &reason))?,
+        ),
+    };
     Ok(ServerSettings {
         host,
         port: sv.port.unwrap_or(ds.port),
         api_key: sv.api_key.clone(),
         max_body_bytes,
+        pooling,
     })
 }
 
@@ -493,5 +504,17 @@ mod tests {
         assert!(s.hub.offline);
         let err = Settings::resolve(&file, &flags(&["--max-running", "0"])).unwrap_err();
         assert!(err.to_string().contains("engine.max_running"), "{err}");
+    }
+
+    #[test]
+    fn pooling_is_read_and_checked() {
+        let file = ConfigFile::parse("[server]\npooling = \"mean\"\n", Path::new("c.toml")).unwrap();
+        let s = Settings::resolve(&file, &flags(&[])).unwrap();
+        assert_eq!(s.server.pooling, Some(super::super::Pooling::Mean));
+        let s = Settings::resolve(&file, &flags(&["--pooling", "last"])).unwrap();
+        assert_eq!(s.server.pooling, Some(super::super::Pooling::Last));
+        assert_eq!(Settings::resolve(&ConfigFile::default(), &flags(&[])).unwrap().server.pooling, None);
+        let err = Settings::resolve(&file, &flags(&["--pooling", "rank"])).unwrap_err();
+        assert!(err.to_string().contains("server.pooling"), "{err}");
     }
 }

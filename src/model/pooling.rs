@@ -1,6 +1,6 @@
 //! Sentence embeddings: how a sequence's final hidden states become one vector.
 //!
-//! Owns: [`Pooling`] (the file's `{arch}.pooling_type`: mean, first token or last token) and
+//! Owns: reading [`Pooling`] from a file (`{arch}.pooling_type`: mean, first token or last token),
 //! [`Pooled`] (a sequence's running pool, fed the rows of its chunks as they are computed, each
 //! position once however often it is recomputed), and [`normalize`] (OpenAI's unit-length
 //! vectors). The rows pooled are the final norm's output, before the output projection: llama.cpp's
@@ -22,17 +22,9 @@ use candle_core::quantized::gguf_file::Value;
 use super::gguf::{md_opt_bool, md_opt_usize};
 use super::ModelError;
 
-/// How a sequence's rows become its embedding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Pooling {
-    /// The mean of every position's row (sentence-transformers' `pooling_mode_mean_tokens`).
-    Mean,
-    /// The first position's row (`pooling_mode_cls_token`).
-    Cls,
-    /// The last position's row (`pooling_mode_lasttoken`: Qwen3-Embedding's).
-    Last,
-}
+/// Declared in `config` (the settings name it too, `server.pooling`); its reading from a file
+/// and what it needs of the forward are here.
+pub use crate::config::Pooling;
 
 impl Pooling {
     /// The file's pooling type, `{arch}.pooling_type` (llama.cpp's numbering: 0 none, 1 mean,
@@ -61,15 +53,6 @@ impl Pooling {
                 key,
                 reason: format!("unknown pooling type {n} (0 none, 1 mean, 2 cls, 3 last)"),
             }),
-        }
-    }
-
-    /// The name the API and the settings use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Mean => "mean",
-            Self::Cls => "cls",
-            Self::Last => "last",
         }
     }
 

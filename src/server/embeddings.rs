@@ -9,8 +9,9 @@
 //! ([`GenerateParams::embedding`]) pooled as the file says; inputs are submitted
 //! [`IN_FLIGHT`] at a time, so one large request neither fills the queue nor waits for it to
 //! drain, and the engine batches them with whatever else runs. Vectors come back at unit
-//! length, as OpenAI's do. A model without a pooling type (a chat model) is a 400 naming
-//! `model`: its hidden states are not trained as embeddings, and llama.cpp refuses the same.
+//! length, as OpenAI's do. The pooling is the server's `--pooling` where given (llama.cpp's
+//! flag), else the file's; a model without either (a chat model) is a 400 naming `model`: its
+//! hidden states are not trained as embeddings, and llama.cpp refuses the same.
 //!
 //! Counterpart: vLLM's `serving_embedding.py`; llama.cpp's server `/v1/embeddings`.
 
@@ -76,11 +77,11 @@ pub(crate) async fn handle(
     let f = body::fields::<EmbeddingFields>(&value)?;
     let model = state.resolve_model(f.model.as_deref())?.to_string();
     let engine = state.engine();
-    let Some(pooling) = engine.model().transformer.hparams().pooling else {
+    let Some(pooling) = state.config().pooling.or(engine.model().transformer.hparams().pooling) else {
         return Err(ApiError::invalid_param(
             "model",
             format!(
-                "{model} is not an embedding model: its file gives no pooling type ({}.pooling_type), so its hidden states were not trained as embeddings; load one that does, such as Qwen3-Embedding",
+                "{model} is not an embedding model: its file gives no pooling type ({}.pooling_type), so its hidden states were not trained as embeddings; load one that does, such as Qwen3-Embedding, or start the server with --pooling mean|cls|last",
                 engine.model_info().architecture
             ),
         ));

@@ -33,6 +33,8 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Connections and slow clients ([`super::serve`]).
     pub limits: ConnectionLimits,
+    /// `/v1/embeddings`' pooling over the file's own (`--pooling`); `None`: the file's.
+    pub pooling: Option<crate::config::Pooling>,
 }
 
 /// What a connection may hold: [`super::serve`] enforces them.
@@ -83,6 +85,7 @@ impl ServerConfig {
             api_key: settings.server.api_key.clone(),
             max_body_bytes: settings.server.max_body_bytes,
             limits: ConnectionLimits::default(),
+            pooling: settings.server.pooling,
         }
     }
 }
