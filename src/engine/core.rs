@@ -626,7 +626,8 @@ impl Engine {
             Ok(Sampled::Finished(stop)) => Some(Ending::Stop(stop)),
             Err(e) => Some(Ending::Error(e)),
         };
-        if first {
+        // (An embedding's time to its vector is no time to a first token.)
+        if first && s.params.embed.is_none() {
             if let Some(t) = s.ttft() {
                 self.counters.ttft.observe(t.as_secs_f64());
             }
