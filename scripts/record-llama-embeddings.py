@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Records llama.cpp's sentence embeddings of the tiny embedding models of tests/embeddings.rs.
+"""Records llama.cpp's sentence embeddings and rerank scores on the tiny models of tests/embeddings.rs.
 
     HEARTH_WRITE_TINY_MODELS=DIR cargo test --release --test embeddings embeddings_match_llama_cpp
     scripts/record-llama-embeddings.py LLAMA_BIN_DIR DIR [--out tests/data]
@@ -10,6 +10,10 @@ last; `tokenizer.ggml.add_eos_token` true), in f32 and Q8_0, written by hearth's
 f32, flash attention off) answers one `/v1/embeddings` request with every input of `INPUTS`:
 token-id lists, used as they are, and texts, which llama.cpp tokenizes with BOS and EOS as the
 file says. Its vectors are unit length (its default `embd_normalize` 2), as hearth's.
+
+The rerankers (`TinyModelSpec::reranker`, f32 and Q8_0: pooling type rank, a classifier head of
+two labels, a rerank template) are served by `llama-server --rerank` and asked `/v1/rerank` for
+`QUERY` against `DOCUMENTS`: each document's score (the softmax's "yes" probability), by index.
 
 Writes tests/data/llama-cpp-embeddings.json with the llama.cpp version, the command and each
 file's size (the test writes the files again from the same specs and checks it).
@@ -26,6 +30,9 @@ from llama_server import post, start, version, write_json
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODELS = ["tiny-embed-mean-f32.gguf", "tiny-embed-cls-f32.gguf", "tiny-embed-last-f32.gguf",
           "tiny-embed-mean-q8_0.gguf", "tiny-embed-last-q8_0.gguf"]
+RERANK_MODELS = ["tiny-rerank-f32.gguf", "tiny-rerank-q8_0.gguf"]
+QUERY = "what does the cat sit on"
+DOCUMENTS = ["the cat sat on the mat", "stock prices fell today", "a mat lay under the cat", "hello"]
 INPUTS = [
     [5, 17, 40, 99, 3, 250, 11],
     [(i * 37 + 11) % 256 for i in range(60)],
@@ -58,6 +65,24 @@ def main():
         data["models"][name] = {"bytes": os.path.getsize(path), "prompt_tokens": r["usage"]["prompt_tokens"],
                                 "command": " ".join(["llama-server", "-m", name, *args]), "embeddings": vectors}
         print(f"{name}: {len(vectors)} vectors of {len(vectors[0])}", file=sys.stderr)
+    data["rerank"] = {"query": QUERY, "documents": DOCUMENTS, "models": {}}
+    for name in RERANK_MODELS:
+        path = os.path.join(a.models_dir, name)
+        args = ["--rerank", "-t", str(a.threads), "-c", "256", "-b", "256", "-ub", "256", "-np", "1",
+                "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
+        proc, port = start(a.bin_dir, path, args)
+        try:
+            r = post(port, "/v1/rerank", {"query": QUERY, "documents": DOCUMENTS})
+        finally:
+            proc.terminate()
+            proc.wait()
+        scores = [None] * len(DOCUMENTS)
+        for res in r["results"]:
+            scores[res["index"]] = res["relevance_score"]
+        assert None not in scores, r
+        data["rerank"]["models"][name] = {"bytes": os.path.getsize(path), "prompt_tokens": r["usage"]["prompt_tokens"],
+                                          "command": " ".join(["llama-server", "-m", name, *args]), "scores": scores}
+        print(f"{name}: scores {scores}", file=sys.stderr)
     write_json(os.path.join(a.out, "llama-cpp-embeddings.json"), data)
 
 

@@ -2,7 +2,8 @@
 //! pinned RAM gives the CPU engine's greedy tokens (logits within a tolerance for the
 //! different matmul kernels), with the cache and without, from the device tier, from the host
 //! tier (demotion and promotion under a tiny VRAM pool) and from the disk tier after a
-//! restart; for every K/V type the CUDA kernels store (f16, the default; bf16; f32).
+//! restart; for every K/V type the CUDA kernels store (f16, the default; bf16; f32); and an
+//! embedding model's pooled vectors.
 //!
 //! Built only with `--features cuda`; returns early when no CUDA device is present.
 #![cfg(feature = "cuda")]
@@ -149,6 +150,40 @@ fn family_from_every_tier(spec: &TinyModelSpec, path: &Path, family: Family, dty
     );
     close(&device_hit, &cold, &what("device hit"));
     assert_blocks_released(&gpu.cache_stats(), &what("after the hits"));
+}
+
+/// Embeddings on the GPU: each pooling's vector is the CPU engine's (cosine similarity, the
+/// kernels differing in rounding), cold and, for last-token pooling, from the device tier.
+#[test]
+fn cuda_embeddings_match_cpu() {
+    use hearth::engine::{normalize, GenerateParams, Pooling};
+    let dir = tempfile::tempdir().unwrap();
+    for (ty, pooling) in [(1, Pooling::Mean), (2, Pooling::Cls), (3, Pooling::Last)] {
+        let spec = TinyModelSpec::embedding(ty, WeightType::Q8_0);
+        let path = write_tiny(dir.path(), &spec, &format!("embed-{ty}.gguf"));
+        let Some(mut gpu) = cuda_engine(&path, &settings(KvDtype::F16, true), 64, 0) else {
+            return;
+        };
+        let mut cpu = engine_with(&path, settings(KvDtype::F16, false), 64, 0);
+        let p = prompt(50, spec.vocab.size, 5);
+        let params = GenerateParams::embedding(pooling);
+        let unit = |r: GenerationReport| {
+            let mut v = r.embedding.expect("an embedding");
+            normalize(&mut v);
+            v
+        };
+        let want = unit(cpu.generate(&p, &params, |_| Ok(())).unwrap());
+        for what in ["cold", "again"] {
+            let r = gpu.generate(&p, &params, |_| Ok(())).unwrap();
+            if what == "again" && pooling == Pooling::Last {
+                assert!(r.cached.device_tokens >= 32, "{pooling:?}: {:?}", r.cached);
+            }
+            let got = unit(r);
+            let cos: f32 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+            assert!(cos > 0.999, "{pooling:?} {what}: cosine {cos} against the CPU's");
+        }
+        assert_blocks_released(&gpu.cache_stats(), &format!("{pooling:?}"));
+    }
 }
 
 /// A long prefix promoted from the host tier while the suffix is prefilled: many blocks in

@@ -7,7 +7,8 @@
 //! `scripts/record-llama-embeddings.py` (llama.cpp version and command inside) on the files
 //! `embeddings_match_llama_cpp` writes into `HEARTH_WRITE_TINY_MODELS=DIR`: `llama-server
 //! --embeddings`' unit vectors for token-id inputs and for texts it tokenized itself (BOS and
-//! EOS as the file says), which hearth tokenizes as its `/v1/embeddings` does.
+//! EOS as the file says), which hearth tokenizes as its `/v1/embeddings` does; and, on tiny
+//! rerankers, `llama-server --rerank`'s scores of a query against four documents.
 
 mod common;
 
@@ -179,7 +180,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 fn embeddings_match_llama_cpp() {
     if let Ok(dir) = std::env::var("HEARTH_WRITE_TINY_MODELS") {
         std::fs::create_dir_all(&dir).unwrap();
-        for (name, spec) in reference_models() {
+        for (name, spec) in reference_models().into_iter().chain(rerank_models()) {
             hearth::model::testkit::write_model(&spec, &std::path::Path::new(&dir).join(name)).unwrap();
         }
         eprintln!("wrote the tiny embedding models into {dir}");
@@ -261,5 +262,51 @@ fn embeddings_batched_with_chat_equal_each_alone() {
             (None, None) => {}
             _ => panic!("request {i}: an embedding on one side only"),
         }
+    }
+}
+
+/// The reranker files: name, spec.
+fn rerank_models() -> Vec<(&'static str, TinyModelSpec)> {
+    vec![
+        ("tiny-rerank-f32.gguf", TinyModelSpec::reranker(WeightType::F32)),
+        ("tiny-rerank-q8_0.gguf", TinyModelSpec::reranker(WeightType::Q8_0)),
+    ]
+}
+
+/// A reranker's scores (the rerank template's prompt, the last row through the classifier
+/// head, the softmax's first label) against llama.cpp's on the same files.
+#[test]
+fn rerank_scores_match_llama_cpp() {
+    let data: Value = serde_json::from_str(
+        &std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-embeddings.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let rerank = &data["rerank"];
+    let query = rerank["query"].as_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, spec) in rerank_models() {
+        let want = &rerank["models"][name];
+        let path = write_tiny(dir.path(), &spec, name);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), want["bytes"].as_u64().unwrap(), "{name}: not the recorded file");
+        let mut e = engine(&path, true, 64, 0);
+        assert_eq!(e.model().transformer.hparams().rank_labels, Some(2));
+        let mut tokens = 0;
+        let mut scores = Vec::new();
+        for (i, (doc, theirs)) in rerank["documents"].as_array().unwrap().iter().zip(want["scores"].as_array().unwrap()).enumerate() {
+            let ids = e.model().rank_ids(query, doc.as_str().unwrap()).unwrap();
+            tokens += ids.len();
+            let row = vector(&embed(&mut e, &ids, Pooling::Last)).to_vec();
+            let ours = e.model().transformer.rank_score(&row).unwrap();
+            let theirs = theirs.as_f64().unwrap() as f32;
+            eprintln!("{name} document {i}: ours {ours:.6}, llama.cpp {theirs:.6}");
+            let tol = if name.ends_with("f32.gguf") { 1e-5 } else { 1e-2 };
+            assert!((ours - theirs).abs() < tol, "{name} document {i}: {ours} against {theirs}");
+            scores.push(ours);
+        }
+        assert_eq!(tokens as u64, want["prompt_tokens"].as_u64().unwrap(), "{name}: llama.cpp tokenized the prompts otherwise");
+        // The scores are spread: the test tells documents apart.
+        let spread = scores.iter().fold(0f32, |m, s| m.max(*s)) - scores.iter().fold(1f32, |m, s| m.min(*s));
+        assert!(spread > 0.05, "{name}: scores {scores:?}");
     }
 }

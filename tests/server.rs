@@ -1940,6 +1940,12 @@ async fn bad_embedding_requests_are_400s() {
     }
     let r = post(&s.app, "/v1/embeddings", &json!({"input": "a", "model": "other"})).await;
     r.error(StatusCode::NOT_FOUND);
+    // An input over the context refuses the whole request, naming it.
+    let long = vec![5u32; 5000];
+    let r = post(&s.app, "/v1/embeddings", &json!({"input": [[5, 6], long]})).await;
+    let e = r.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["code"], "context_length_exceeded", "{e}");
+    assert!(e["message"].as_str().unwrap().starts_with("input[1]"), "{e}");
 
     let chat = server(Opts::default());
     let r = post(&chat.app, "/v1/embeddings", &json!({"input": "a"})).await;
@@ -1955,4 +1961,54 @@ async fn bad_embedding_requests_are_400s() {
     let r = post(&pooled.app, "/v1/embeddings", &json!({"input": ["a b c", "d e f"]})).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(r.json()["data"].as_array().unwrap().len(), 2);
+}
+
+/// `/v1/rerank` on a reranker (Qwen3-Reranker's layout): every document scored in (0, 1),
+/// sorted highest first, `top_n` and `return_documents` honoured, llama.cpp's other paths the
+/// same route; bad requests and a model without a classifier head are 400s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rerank_scores_documents_highest_first() {
+    let s = server(Opts {
+        model: Some(TinyModelSpec::reranker(WeightType::Q8_0)),
+        ..Opts::default()
+    });
+    let docs = json!(["the cat sat on the mat", "stock prices fell", {"text": "a mat under a cat"}, "hello"]);
+    let r = post(&s.app, "/v1/rerank", &json!({"query": "where is the cat", "documents": docs})).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["object"], "list");
+    let results = v["results"].as_array().unwrap();
+    let mut indices: Vec<u64> = results.iter().map(|x| x["index"].as_u64().unwrap()).collect();
+    let scores: Vec<f64> = results.iter().map(|x| x["relevance_score"].as_f64().unwrap()).collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    assert!(scores.iter().all(|s| *s > 0.0 && *s < 1.0), "{scores:?}");
+    assert!(results.iter().all(|x| x.get("document").is_none()));
+    indices.sort_unstable();
+    assert_eq!(indices, vec![0, 1, 2, 3]);
+    assert!(v["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+
+    let top = post(&s.app, "/rerank", &json!({"query": "where is the cat", "documents": docs, "top_n": 2, "return_documents": true})).await;
+    assert_eq!(top.status, StatusCode::OK, "{}", top.text());
+    let top = top.json();
+    let top = top["results"].as_array().unwrap();
+    assert_eq!(top.len(), 2);
+    assert_eq!(top[0]["index"], results[0]["index"]);
+    let texts = ["the cat sat on the mat", "stock prices fell", "a mat under a cat", "hello"];
+    for x in top {
+        assert_eq!(x["document"]["text"], texts[x["index"].as_u64().unwrap() as usize]);
+    }
+
+    for (body, param) in [
+        (json!({"query": "q", "documents": []}), "documents"),
+        (json!({"query": "q", "documents": [3]}), "documents[0]"),
+        (json!({"query": "q", "documents": ["a"], "top_n": 0}), "top_n"),
+    ] {
+        let e = post(&s.app, "/v1/rerank", &body).await.error(StatusCode::BAD_REQUEST);
+        assert_eq!(e["param"], param, "{body}: {e}");
+    }
+    post(&s.app, "/v1/rerank", &json!({"documents": ["a"]})).await.error(StatusCode::BAD_REQUEST);
+
+    let chat = server(Opts::default());
+    let e = post(&chat.app, "/v1/rerank", &json!({"query": "q", "documents": ["a"]})).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "model");
 }

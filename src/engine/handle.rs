@@ -202,6 +202,12 @@ impl EngineHandle {
         Ok(self.shared.model.tokenizer.encode_for_embedding(text)?)
     }
 
+    /// A reranker's prompt for `query` and `document` (the file's rerank template, or query and
+    /// document between BOS and EOS).
+    pub fn tokenize_rerank(&self, query: &str, document: &str) -> Result<Vec<u32>, EngineError> {
+        Ok(self.shared.model.rank_ids(query, document)?)
+    }
+
     /// The text of token ids, special tokens included; an id outside the vocabulary is an
     /// error naming it.
     pub fn detokenize(&self, ids: &[u32]) -> Result<String, EngineError> {

@@ -870,6 +870,9 @@ pub struct HParams {
     /// How a sentence embedding pools the final rows (`{arch}.pooling_type`: an embedding
     /// model's, such as Qwen3-Embedding's last token); `None` for a generative model.
     pub pooling: Option<super::pooling::Pooling>,
+    /// A reranker's classifier labels (`pooling_type` rank: Qwen3-Reranker's), scored on the
+    /// last row through `cls.output.weight` ([`super::pooling::rank_labels`]).
+    pub rank_labels: Option<usize>,
     /// Deci (Nemotron 51B): one flag per layer, `true` where the layer's attention is its output
     /// projection alone over its normed input (`attn_output` of `hidden × hidden`, no heads, no
     /// K/V: the checkpoint's `replace_with_linear`); empty for the other families.
@@ -1997,6 +2000,7 @@ impl HParams {
             },
             loop_norm: a == NANBEIGE && !md_opt_bool(md, &key("skip_loop_final_norm"))?.unwrap_or(false),
             pooling: super::pooling::Pooling::read(md, a)?,
+            rank_labels: super::pooling::rank_labels(md, a)?,
         })
     }
 }

@@ -57,6 +57,9 @@ pub struct LoadedModel {
     pub tokenizer: Tokenizer,
     pub chat_template: ChatTemplate,
     pub info: ModelInfo,
+    /// A reranker's prompt template (`tokenizer.chat_template.rerank`: `{query}` and
+    /// `{document}` replaced), where the file has one.
+    pub rerank_template: Option<String>,
     /// The grammar compiler over this vocabulary, built by the first request with a grammar.
     grammar: OnceLock<Result<GrammarCompiler, String>>,
 }
@@ -74,6 +77,9 @@ fn reasoning_of(template: &ChatTemplate) -> Option<Reasoning> {
         },
     })
 }
+
+/// Where a reranker's GGUF keeps its prompt template (llama.cpp's named template "rerank").
+const RERANK_TEMPLATE_KEY: &str = "tokenizer.chat_template.rerank";
 
 /// The context length used when none is configured: the model's own, capped
 /// here so a 128k-context model does not reserve rope tables and KV for it.
@@ -146,6 +152,7 @@ impl LoadedModel {
             tokenizer,
             chat_template,
             info,
+            rerank_template: md_opt_str(&md, RERANK_TEMPLATE_KEY)?.map(str::to_string),
             grammar: OnceLock::new(),
         })
     }
@@ -161,6 +168,11 @@ impl LoadedModel {
             })
             .as_ref()
             .map_err(|why| GrammarError::Vocabulary(why.clone()))
+    }
+
+    /// A reranker's prompt for `query` and `document` ([`super::pooling::rank_prompt`]).
+    pub fn rank_ids(&self, query: &str, document: &str) -> Result<Vec<u32>, ModelError> {
+        super::pooling::rank_prompt(&self.tokenizer, self.rerank_template.as_deref(), query, document)
     }
 
     /// The prompt's token ids: raw text (BOS per the tokenizer's rule), or,

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use candle_core::quantized::gguf_file::Value;
 
 use super::gguf::{md_opt_bool, md_opt_usize};
+use super::tokenizer::Tokenizer;
 use super::ModelError;
 
 /// Declared in `config` (the settings name it too, `server.pooling`); its reading from a file
@@ -45,9 +46,11 @@ impl Pooling {
             Some(1) => Ok(Some(Self::Mean)),
             Some(2) => Ok(Some(Self::Cls)),
             Some(3) => Ok(Some(Self::Last)),
+            // A reranker: not an embedding model ([`rank_labels`]).
+            Some(4) if RANK_ARCHS.contains(&arch) => Ok(None),
             Some(4) => Err(ModelError::BadMetadata {
                 key,
-                reason: "pooling type rank (a reranker's classifier head) is not supported".into(),
+                reason: format!("pooling type rank (a reranker's classifier head) is supported for {} files only", RANK_ARCHS.join(" and ")),
             }),
             Some(n) => Err(ModelError::BadMetadata {
                 key,
@@ -72,6 +75,62 @@ impl Pooling {
             Self::Cls | Self::Last => 0..0,
         }
     }
+}
+
+/// The architectures whose rank files hearth runs: Qwen3-Reranker's (llama.cpp's `cls_out` on
+/// the last token, then a softmax over its labels), as llama.cpp reads rank files of these
+/// only among causal models.
+const RANK_ARCHS: [&str; 2] = ["qwen3", "qwen3vl"];
+
+/// The name of a rank file's classifier head: `[labels, hidden]`.
+pub const CLASSIFIER: &str = "cls.output.weight";
+
+/// A reranker's labels (`{arch}.classifier.output_labels`, Qwen3-Reranker's "yes" and "no";
+/// one where the file lists none): `Some(count)` for a rank file (`pooling_type` 4) of
+/// [`RANK_ARCHS`], `None` for any other file.
+pub fn rank_labels(md: &HashMap<String, Value>, arch: &str) -> Result<Option<usize>, ModelError> {
+    if !RANK_ARCHS.contains(&arch) || md_opt_usize(md, &format!("{arch}.pooling_type"))? != Some(4) {
+        return Ok(None);
+    }
+    let key = format!("{arch}.classifier.output_labels");
+    Ok(Some(match md.get(&key) {
+        None => 1,
+        Some(Value::Array(labels)) if !labels.is_empty() => labels.len(),
+        Some(_) => {
+            return Err(ModelError::BadMetadata {
+                key,
+                reason: "must be a non-empty list of labels".into(),
+            })
+        }
+    }))
+}
+
+/// A reranker's score of its pooled last row `row`: the classifier's logits (`weights`,
+/// `[labels, hidden]` row-major) through a softmax, the first label's probability
+/// (Qwen3-Reranker's "yes"), as llama.cpp's server scores.
+pub fn rank_score(weights: &[f32], row: &[f32]) -> f32 {
+    let logits: Vec<f32> = weights.chunks(row.len().max(1)).map(|w| w.iter().zip(row).map(|(a, b)| a * b).sum()).collect();
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = logits.iter().map(|l| (l - max).exp()).sum();
+    logits.first().map_or(0.0, |l| (l - max).exp() / sum)
+}
+
+/// A reranker's prompt for `query` and `document`: the file's rerank template
+/// (`tokenizer.chat_template.rerank`) with `{query}` and `{document}` replaced, special tokens
+/// in it recognised and nothing added, as llama.cpp's server formats it; without one, BOS (where
+/// the vocabulary adds it), the query, EOS (where the file says `add_eos_token`), the document
+/// and EOS again.
+pub fn rank_prompt(tok: &Tokenizer, template: Option<&str>, query: &str, document: &str) -> Result<Vec<u32>, ModelError> {
+    if let Some(t) = template {
+        let text = t.replace("{query}", query).replace("{document}", document);
+        return tok.encode(&text, false);
+    }
+    let eos = tok.eos_id().filter(|_| tok.add_eos());
+    let mut ids = tok.encode(query, tok.add_bos())?;
+    ids.extend(eos);
+    ids.extend(tok.encode(document, false)?);
+    ids.extend(eos);
+    Ok(ids)
 }
 
 /// A sequence's embedding as its rows arrive.
@@ -164,11 +223,25 @@ mod tests {
         assert_eq!(Pooling::read(&md(&[("qwen3.pooling_type", Value::U32(1))]), "qwen3").unwrap(), Some(Pooling::Mean));
         assert_eq!(Pooling::read(&md(&[("qwen3.pooling_type", Value::U32(2))]), "qwen3").unwrap(), Some(Pooling::Cls));
         assert_eq!(Pooling::read(&md(&[("qwen3.pooling_type", Value::U32(3))]), "qwen3").unwrap(), Some(Pooling::Last));
-        let rank = Pooling::read(&md(&[("qwen3.pooling_type", Value::U32(4))]), "qwen3").unwrap_err();
+        // A reranker of Qwen3's is no embedding model; another architecture's is refused.
+        assert_eq!(Pooling::read(&md(&[("qwen3.pooling_type", Value::U32(4))]), "qwen3").unwrap(), None);
+        let rank = Pooling::read(&md(&[("llama.pooling_type", Value::U32(4))]), "llama").unwrap_err();
         assert!(rank.to_string().contains("rerank"), "{rank}");
         assert!(Pooling::read(&md(&[("qwen3.pooling_type", Value::U32(9))]), "qwen3").is_err());
         // Another architecture's key is not this file's.
         assert_eq!(Pooling::read(&md(&[("llama.pooling_type", Value::U32(1))]), "qwen3").unwrap(), None);
+    }
+
+    #[test]
+    fn a_rank_file_has_labels_and_scores_by_the_first() {
+        let labels = Value::Array(vec![Value::String("yes".into()), Value::String("no".into())]);
+        let rank = md(&[("qwen3.pooling_type", Value::U32(4)), ("qwen3.classifier.output_labels", labels)]);
+        assert_eq!(rank_labels(&rank, "qwen3").unwrap(), Some(2));
+        assert_eq!(rank_labels(&md(&[("qwen3.pooling_type", Value::U32(4))]), "qwen3").unwrap(), Some(1));
+        assert_eq!(rank_labels(&md(&[("qwen3.pooling_type", Value::U32(3))]), "qwen3").unwrap(), None);
+        // Logits 2 and 0: softmax's first is e²/(e²+1).
+        let s = rank_score(&[1.0, 0.0, 0.0, 0.0], &[2.0, 5.0]);
+        assert!((s - 0.880_797).abs() < 1e-5, "{s}");
     }
 
     #[test]

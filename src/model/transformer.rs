@@ -281,6 +281,9 @@ pub struct Transformer {
     output: QLinear,
     /// Phi-2's logit biases (`HParams::output_bias`).
     output_bias: Option<Tensor>,
+    /// A reranker's classifier head (`cls.output.weight`, `[labels, hidden]` row-major, f32 on
+    /// the host): [`Self::rank_score`].
+    classifier: Option<Vec<f32>>,
     rope: RopeTables,
     /// Gemma: the sliding-window layers' tables (their own base; Gemma 4's their own width
     /// too), when they differ from `rope`.
@@ -399,6 +402,7 @@ impl Transformer {
             },
             alibi: hp.alibi_slopes(),
             output_bias: load_output_bias(file, &hp, device)?,
+            classifier: load_classifier(file, &hp)?,
             per_layer_embd,
             altup,
             // LFM2's final norm is stored as `token_embd_norm` (llama.cpp reads it so).
@@ -485,6 +489,12 @@ impl Transformer {
     ) -> Result<Tensor, ModelError> {
         let x = self.layers_over(tokens, batch, kv, states)?;
         self.logits(x, batch, which)
+    }
+
+    /// A reranker's score of its last row after the final norm, `row` ([`super::pooling::rank_score`]);
+    /// `None` for a model without a classifier head.
+    pub fn rank_score(&self, row: &[f32]) -> Option<f32> {
+        self.classifier.as_deref().map(|w| super::pooling::rank_score(w, row))
     }
 
     /// [`Self::forward_with`] giving, beside the logits of `which` rows (none: no logits), the
@@ -975,6 +985,24 @@ fn load_output_bias(file: &mut GgufFile, hp: &HParams, device: &Device) -> Resul
             reason: "a bias on the output projection is read for Phi-2's and Phi-3.5-MoE's files only".into(),
         }),
         (false, false) => Ok(None),
+    }
+}
+
+/// A reranker's classifier head, `[labels, hidden]`, in f32 on the host (a few rows); a rank
+/// file without it is refused, as a head in any other file is.
+fn load_classifier(file: &mut GgufFile, hp: &HParams) -> Result<Option<Vec<f32>>, ModelError> {
+    let name = super::pooling::CLASSIFIER;
+    match (hp.rank_labels, file.has_tensor(name)) {
+        (Some(labels), true) => {
+            let t = load_rows_f32(file, name, [labels, hp.hidden], &Device::Cpu)?;
+            Ok(Some(t.flatten_all()?.to_vec1::<f32>()?))
+        }
+        (Some(_), false) => Err(ModelError::MissingTensor { name: name.into() }),
+        (None, true) => Err(ModelError::UnsupportedTensor {
+            name: name.into(),
+            reason: "a classifier head is read for rerankers (pooling type rank) only".into(),
+        }),
+        (None, false) => Ok(None),
     }
 }
 

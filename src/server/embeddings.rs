@@ -118,8 +118,14 @@ pub(crate) async fn handle(
             .collect::<Result<Vec<Vec<u32>>, _>>()
     })
     .await?;
-    if let Some(i) = prompts.iter().position(Vec::is_empty) {
-        return Err(ApiError::invalid_param(format!("input[{i}]"), "an input must not be empty"));
+    // Every input checked before any is computed: one over the context refuses the request.
+    for (i, p) in prompts.iter().enumerate() {
+        if p.is_empty() {
+            return Err(ApiError::invalid_param(format!("input[{i}]"), "an input must not be empty"));
+        }
+        if let Err(e) = engine.model().check_prompt_fits(p.len()) {
+            return Err(ApiError::ContextLength(format!("input[{i}]: {e}")));
+        }
     }
     let vectors = embed_all(&state, &prompts, pooling).await?;
     let data = vectors
@@ -150,7 +156,7 @@ pub(crate) async fn handle(
 /// Every prompt's pooled vector, in order, [`IN_FLIGHT`] requests at a time. An error (one that
 /// does not fit the context, a full queue) answers for the whole request; the requests still
 /// running are cancelled as their streams drop.
-async fn embed_all(state: &AppState, prompts: &[Vec<u32>], pooling: Pooling) -> Result<Vec<Vec<f32>>, ApiError> {
+pub(crate) async fn embed_all(state: &AppState, prompts: &[Vec<u32>], pooling: Pooling) -> Result<Vec<Vec<f32>>, ApiError> {
     let engine = state.engine();
     let mut out = Vec::with_capacity(prompts.len());
     for batch in prompts.chunks(IN_FLIGHT) {

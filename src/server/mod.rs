@@ -21,6 +21,7 @@
 //! | `chat.rs` | `POST /v1/chat/completions` |
 //! | `completions.rs` | `POST /v1/completions` |
 //! | `embeddings.rs` | `POST /v1/embeddings`: an embedding model's pooled, normalized vectors |
+//! | `rerank.rs` | `POST /v1/rerank` (and llama.cpp's other paths for it): a reranker's scores of documents for a query |
 //! | `responses/` | OpenAI's Responses API (`POST /v1/responses`, `GET`/`DELETE /v1/responses/{id}`): `input` items as messages, the `response` object, its typed stream events, the in-memory store behind `previous_response_id` |
 //! | `conversations.rs` | `/v1/conversations`: the saved conversations (list, create, get, change, delete, send, regenerate, edit) through the engine's conversation API |
 //! | `structured.rs` | `response_format` (JSON, a JSON Schema) as the engine's grammar; a schema that does not compile as a 400 naming the field |
@@ -58,6 +59,7 @@ mod models;
 mod params;
 mod protocol;
 mod reply;
+mod rerank;
 mod responses;
 mod serve;
 mod state;
@@ -98,6 +100,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/chat/completions", post(chat::handle))
         .route("/v1/completions", post(completions::handle))
         .route("/v1/embeddings", post(embeddings::handle))
+        .route("/v1/rerank", post(rerank::handle))
+        .route("/v1/reranking", post(rerank::handle))
+        .route("/rerank", post(rerank::handle))
+        .route("/reranking", post(rerank::handle))
         .route("/v1/responses", post(responses::create))
         .route("/v1/messages", post(anthropic::create))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))

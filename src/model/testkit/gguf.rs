@@ -88,6 +88,12 @@ pub struct TinyGranite {
     pub logit: f32,
 }
 
+/// `pooling_type` of a reranker's file (llama.cpp's rank).
+const RANK: u32 = 4;
+
+/// The tiny reranker's prompt template (`tokenizer.chat_template.rerank`).
+pub const TINY_RERANK_TEMPLATE: &str = "Query: {query}\nDocument: {document}\nRelevant:";
+
 /// What to write.
 #[derive(Debug, Clone)]
 pub struct TinyModelSpec {
@@ -371,6 +377,16 @@ impl TinyModelSpec {
             .metadata
             .push(("tokenizer.ggml.add_eos_token".into(), Value::Bool(true)));
         spec
+    }
+
+    /// A tiny reranker as Qwen3-Reranker's files are: [`Self::embedding`]'s model with pooling
+    /// type rank, a classifier head of two labels (`cls.output.weight`, "yes" and "no") and a
+    /// rerank template ([`TINY_RERANK_TEMPLATE`]).
+    pub fn reranker(weight_type: WeightType) -> Self {
+        Self {
+            seed: 134,
+            ..Self::embedding(RANK, weight_type)
+        }
     }
 
     pub fn nanbeige(weight_type: WeightType) -> Self {
@@ -1799,6 +1815,11 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     if let Some(pooling) = spec.pooling {
         md.push((format!("{arch}.pooling_type"), Value::U32(pooling)));
     }
+    if spec.pooling == Some(RANK) {
+        let labels = ["yes", "no"].map(|l| Value::String(l.into())).to_vec();
+        md.push((format!("{arch}.classifier.output_labels"), Value::Array(labels)));
+        md.push(("tokenizer.chat_template.rerank".into(), Value::String(TINY_RERANK_TEMPLATE.into())));
+    }
     if let Some((loops, skip_norm)) = spec.loops {
         md.push((format!("{arch}.num_loops"), u32v(loops)));
         md.push((format!("{arch}.skip_loop_final_norm"), Value::Bool(skip_norm)));
@@ -2129,6 +2150,10 @@ fn embedding_and_output_extras(spec: &TinyModelSpec, embd_gain: f32, rng: &mut R
             let t = Tensor::from_vec(rng.around(d, center, spread), d, &Device::Cpu)?;
             out.push((name.to_string(), QTensor::quantize(&t, GgmlDType::F32)?));
         }
+    }
+    // A reranker's classifier head: one row per label ("yes", "no").
+    if spec.pooling == Some(RANK) {
+        out.push(mat("cls.output.weight", 2, d, 1.0, rng)?);
     }
     Ok(out)
 }
