@@ -17,6 +17,11 @@ two labels, a rerank template) are served by `llama-server --rerank` and asked `
 
 Writes tests/data/llama-cpp-embeddings.json with the llama.cpp version, the command and each
 file's size (the test writes the files again from the same specs and checks it).
+
+    scripts/record-llama-embeddings.py LLAMA_BIN_DIR --real SmolLM2-135M-Instruct.Q4_1.gguf
+
+records instead, on that real file (a chat model: the pooling given by `--pooling`), the mean- and
+last-token-pooled vectors of `REAL_TEXTS` into tests/data/llama-cpp-embeddings-real.json.
 Only the Python standard library is used.
 """
 
@@ -33,6 +38,8 @@ MODELS = ["tiny-embed-mean-f32.gguf", "tiny-embed-cls-f32.gguf", "tiny-embed-las
 RERANK_MODELS = ["tiny-rerank-f32.gguf", "tiny-rerank-q8_0.gguf"]
 QUERY = "what does the cat sit on"
 DOCUMENTS = ["the cat sat on the mat", "stock prices fell today", "a mat lay under the cat", "hello"]
+REAL_TEXTS = ["The capital of France is Paris.", "List the first five prime numbers.",
+              "fn main() { println!(\"hello\"); }"]
 INPUTS = [
     [5, 17, 40, 99, 3, 250, 11],
     [(i * 37 + 11) % 256 for i in range(60)],
@@ -41,13 +48,36 @@ INPUTS = [
 ]
 
 
+def record_real(a):
+    data = {"llama_cpp": version(a.bin_dir), "recorded_by": "scripts/record-llama-embeddings.py --real",
+            "file": os.path.basename(a.real), "bytes": os.path.getsize(a.real), "texts": REAL_TEXTS, "pooling": {}}
+    for pooling in ["mean", "last"]:
+        args = ["--embeddings", "--pooling", pooling, "-t", str(a.threads), "-c", "512", "-b", "512", "-ub", "512",
+                "-np", "1", "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
+        proc, port = start(a.bin_dir, a.real, args)
+        try:
+            r = post(port, "/v1/embeddings", {"input": REAL_TEXTS})
+        finally:
+            proc.terminate()
+            proc.wait()
+        data["pooling"][pooling] = {"command": " ".join(["llama-server", "-m", os.path.basename(a.real), *args]),
+                                    "prompt_tokens": r["usage"]["prompt_tokens"],
+                                    "embeddings": [d["embedding"] for d in sorted(r["data"], key=lambda d: d["index"])]}
+        print(f"{pooling}: {r['usage']['prompt_tokens']} tokens", file=sys.stderr)
+    write_json(os.path.join(a.out, "llama-cpp-embeddings-real.json"), data)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bin_dir")
-    ap.add_argument("models_dir")
+    ap.add_argument("models_dir", nargs="?")
+    ap.add_argument("--real", help="a real GGUF: record its mean- and last-pooled vectors instead")
     ap.add_argument("--out", default=str(ROOT / "tests/data"))
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
+    if a.real:
+        record_real(a)
+        return
     data = {"llama_cpp": version(a.bin_dir), "recorded_by": "scripts/record-llama-embeddings.py",
             "inputs": INPUTS, "models": {}}
     for name in MODELS:

@@ -310,3 +310,37 @@ fn rerank_scores_match_llama_cpp() {
         assert!(spread > 0.05, "{name}: scores {scores:?}");
     }
 }
+
+/// The real SmolLM2-135M-Instruct Q4_1 file (a chat model, pooled as `--pooling` would have it):
+/// our mean- and last-token-pooled unit vectors of three texts against llama.cpp's
+/// (`tests/data/llama-cpp-embeddings-real.json`, `scripts/record-llama-embeddings.py --real`),
+/// K/V f32 on both sides; the 4-bit weights' 8-bit activations round apart, so compared by
+/// cosine similarity.
+#[test]
+fn a_real_models_embeddings_match_llama_cpp() {
+    let Some(path) = common::real::real_model("a_real_models_embeddings_match_llama_cpp", common::real::SMOLLM2) else {
+        return;
+    };
+    let data: Value = serde_json::from_str(
+        &std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-embeddings-real.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), data["bytes"].as_u64().unwrap(), "not the recorded file");
+    let mut e = engine(&path, true, 64, 0);
+    for (name, pooling) in [("mean", Pooling::Mean), ("last", Pooling::Last)] {
+        let want = &data["pooling"][name];
+        let mut tokens = 0;
+        for (i, (text, theirs)) in data["texts"].as_array().unwrap().iter().zip(want["embeddings"].as_array().unwrap()).enumerate() {
+            let ids = e.model().tokenizer.encode_for_embedding(text.as_str().unwrap()).unwrap();
+            tokens += ids.len();
+            let mut ours = vector(&embed(&mut e, &ids, pooling)).to_vec();
+            normalize(&mut ours);
+            let theirs: Vec<f32> = theirs.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+            let cos = cosine(&ours, &theirs);
+            eprintln!("{name} text {i}: cosine {cos:.6}, max |diff| {:.2e}", max_abs_diff(&ours, &theirs));
+            assert!(cos > 0.999, "{name} text {i}: cosine {cos}");
+        }
+        assert_eq!(tokens as u64, want["prompt_tokens"].as_u64().unwrap(), "{name}: llama.cpp tokenized the texts otherwise");
+    }
+}
