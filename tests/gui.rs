@@ -577,3 +577,16 @@ fn a_conversation_that_cannot_be_saved_is_marked_until_it_is() {
     let saved = std::fs::read_to_string(f.data.join(format!("conversations/{id}.json"))).unwrap();
     assert!(saved.contains("my words survive"), "{saved}");
 }
+
+/// An embedding model in the chat window: the top bar says what it is for.
+#[test]
+fn an_embedding_model_says_what_it_is_for() {
+    let f = fixture_of(&TinyModelSpec::embedding(3, WeightType::Q8_0));
+    let mut h = harness_with(handle(&f.model, &f.data, EngineSettings::default()), false);
+    h.run_steps(2);
+    h.get_by_label_contains("An embedding model: its replies are no chat.");
+    let chat = fixture();
+    let mut h = harness_with(handle(&chat.model, &chat.data, EngineSettings::default()), false);
+    h.run_steps(2);
+    assert!(h.query_by_label_contains("An embedding model").is_none());
+}

@@ -63,5 +63,5 @@ pub use crate::model::chat::{check_kwargs, Message, Role, TemplateKwargs, ToolCa
 pub use crate::model::grammar::{Grammar, GrammarError};
 pub use crate::model::pooling::{normalize, Pooling};
 pub use crate::model::source::{Cancel, DownloadProgress};
-pub use crate::model::{ChatPrompt, ModelError, ModelInfo};
+pub use crate::model::{ChatPrompt, ModelError, ModelInfo, ModelPurpose};
 pub use crate::persist::{Conversation, ConversationId, ConversationSettings, ConversationSummary, NEW_CHAT_TITLE};

@@ -40,6 +40,38 @@ pub struct ModelInfo {
     /// The files whose contents define the model: the GGUF, then any `tokenizer.json` and
     /// `tokenizer_config.json` used with it (what a cache file's fingerprint hashes).
     pub files: Vec<std::path::PathBuf>,
+    /// What the file says the model is for: chat, embeddings or reranking.
+    pub purpose: ModelPurpose,
+}
+
+/// What a model is for, as its file says (`{arch}.pooling_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelPurpose {
+    /// A generative model (no pooling type).
+    Chat,
+    /// An embedding model (mean, first- or last-token pooling): `/v1/embeddings`.
+    Embedding,
+    /// A reranker (pooling type rank, a classifier head): `/v1/rerank`.
+    Reranker,
+}
+
+impl ModelPurpose {
+    fn of(hp: &super::hparams::HParams) -> Self {
+        match (hp.rank_labels, hp.pooling) {
+            (Some(_), _) => Self::Reranker,
+            (None, Some(_)) => Self::Embedding,
+            (None, None) => Self::Chat,
+        }
+    }
+
+    /// What a chat window tells its user about such a model; `None` for a chat model.
+    pub fn notice(self) -> Option<&'static str> {
+        match self {
+            Self::Chat => None,
+            Self::Embedding => Some("An embedding model: its replies are no chat. Serve it with hearth --headless for POST /v1/embeddings."),
+            Self::Reranker => Some("A reranker: its replies are no chat. Serve it with hearth --headless for POST /v1/rerank."),
+        }
+    }
 }
 
 /// A chat request's prompt as the model reads it.
@@ -146,6 +178,7 @@ impl LoadedModel {
             file_bytes: file.file_len(),
             reasoning: reasoning_of(&chat_template),
             files: resolved.files(),
+            purpose: ModelPurpose::of(&hp),
         };
         Ok(Self {
             transformer,

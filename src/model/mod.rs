@@ -49,5 +49,5 @@ mod transformer;
 pub use delta_net::{RecurrentSeq, RecurrentState};
 pub use device::select_device;
 pub use error::ModelError;
-pub use loaded::{device_name, kv_shape_of, kv_variant_of, ChatPrompt, LoadedModel, ModelInfo, DEFAULT_CONTEXT_CAP};
+pub use loaded::{device_name, kv_shape_of, kv_variant_of, ChatPrompt, LoadedModel, ModelInfo, ModelPurpose, DEFAULT_CONTEXT_CAP};
 pub use transformer::{Logits, Transformer};

@@ -1,4 +1,5 @@
-//! The top bar: the model (name, quantization, context, device; or loading, with the download's
+//! The top bar: the model (name, quantization, context, device, and what an embedding model or a
+//! reranker is for; or loading, with the download's
 //! progress bar and a cancel button; or why it failed), the cache panel's toggle, and errors
 //! until dismissed.
 
@@ -36,6 +37,10 @@ pub fn show(ui: &mut egui::Ui, m: &mut AppModel, actions: &mut Vec<Action>) {
                         "{} · {} · {} tokens of context · {}",
                         i.name, i.quantization, i.context_length, i.device
                     ));
+                    // An embedding model or a reranker answers a chat with noise: say so.
+                    if let Some(n) = i.purpose.notice() {
+                        ui.colored_label(ui.visuals().warn_fg_color, n);
+                    }
                 }
                 ModelStatus::Failed(e) => {
                     ui.colored_label(ui.visuals().error_fg_color, format!("The model failed to load: {e}"));
