@@ -2007,6 +2007,19 @@ async fn rerank_scores_documents_highest_first() {
         assert_eq!(e["param"], param, "{body}: {e}");
     }
     post(&s.app, "/v1/rerank", &json!({"documents": ["a"]})).await.error(StatusCode::BAD_REQUEST);
+    post(&s.app, "/v1/rerank", &json!({"query": "q", "documents": ["a"], "texts": ["a"]})).await.error(StatusCode::BAD_REQUEST);
+
+    // TEI's shape: `texts` in, a bare list of `{index, score, text}` out, the same order.
+    let tei = post(&s.app, "/rerank", &json!({"query": "where is the cat", "texts": texts, "return_text": true})).await;
+    assert_eq!(tei.status, StatusCode::OK, "{}", tei.text());
+    let tei = tei.json();
+    let tei = tei.as_array().unwrap();
+    assert_eq!(tei.len(), 4);
+    for (t, r) in tei.iter().zip(results) {
+        assert_eq!(t["index"], r["index"]);
+        assert_eq!(t["score"], r["relevance_score"]);
+        assert_eq!(t["text"], texts[t["index"].as_u64().unwrap() as usize]);
+    }
 
     let chat = server(Opts::default());
     let e = post(&chat.app, "/v1/rerank", &json!({"query": "q", "documents": ["a"]})).await.error(StatusCode::BAD_REQUEST);

@@ -3,7 +3,9 @@
 //! llama.cpp's server answers.
 //!
 //! Owns: reading `query` (a string), `documents` (strings, or objects with `text`; at most
-//! [`super::embeddings::MAX_INPUTS`]), `top_n` and `return_documents`; each pair's prompt (the
+//! [`super::embeddings::MAX_INPUTS`]), `top_n` and `return_documents`, or, in the shape of
+//! Hugging Face's text-embeddings-inference (TEI), `texts` and `return_text`, answered as TEI's
+//! bare list of `{index, score, text?}` (llama.cpp tells the two apart the same way); each pair's prompt (the
 //! file's rerank template, else the query and the document between BOS and EOS:
 //! `model::pooling::rank_prompt`), run as an engine request pooled on its last row like an
 //! embedding, scored by the file's classifier head (Qwen3-Reranker's "yes" against "no": the
@@ -27,10 +29,23 @@ use super::{body, generation, ApiError, AppState};
 #[derive(Debug, Deserialize)]
 struct RerankFields {
     query: String,
-    documents: Vec<Value>,
+    documents: Option<Vec<Value>>,
     model: Option<String>,
     top_n: Option<usize>,
     return_documents: Option<bool>,
+    /// TEI's name for the documents.
+    texts: Option<Vec<Value>>,
+    /// TEI's `return_documents`.
+    return_text: Option<bool>,
+}
+
+/// TEI's result: `score` for `relevance_score`, the text beside it.
+#[derive(Debug, Serialize)]
+struct TeiResult {
+    index: usize,
+    score: f32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -63,7 +78,7 @@ struct DocumentText {
 pub(crate) async fn handle(
     State(state): State<AppState>,
     request: Result<Bytes, BytesRejection>,
-) -> Result<Json<RerankList>, ApiError> {
+) -> Result<Json<Value>, ApiError> {
     let value = body::json_object(request, state.config().max_body_bytes)?;
     let f = body::fields::<RerankFields>(&value)?;
     let model = state.resolve_model(f.model.as_deref())?.to_string();
@@ -74,7 +89,12 @@ pub(crate) async fn handle(
             format!("{model} is not a reranker: its file has no classifier head (pooling type rank, cls.output.weight), such as Qwen3-Reranker's"),
         ));
     }
-    let documents = documents(f.documents)?;
+    let (tei, items) = match (f.documents, f.texts) {
+        (Some(d), None) => (false, d),
+        (None, Some(t)) => (true, t),
+        _ => return Err(ApiError::invalid("give exactly one of documents (Jina's and Cohere's shape) or texts (TEI's)")),
+    };
+    let documents = documents(items, if tei { "texts" } else { "documents" })?;
     let top_n = match f.top_n {
         Some(0) => return Err(ApiError::invalid_param("top_n", "top_n must be at least 1")),
         Some(n) => n.min(documents.len()),
@@ -111,13 +131,25 @@ pub(crate) async fn handle(
         .collect::<Result<Vec<_>, ApiError>>()?;
     results.sort_by(|a, b| b.relevance_score.total_cmp(&a.relevance_score));
     results.truncate(top_n);
+    if tei {
+        let with_text = f.return_text.unwrap_or(false);
+        let list: Vec<TeiResult> = results
+            .iter()
+            .map(|r| TeiResult {
+                index: r.index,
+                score: r.relevance_score,
+                text: with_text.then(|| documents.get(r.index).cloned()).flatten(),
+            })
+            .collect();
+        return json(&list);
+    }
     if f.return_documents.unwrap_or(false) {
         for r in &mut results {
             r.document = documents.get(r.index).map(|t| DocumentText { text: t.clone() });
         }
     }
     let tokens = prompts.iter().map(Vec::len).sum();
-    Ok(Json(RerankList {
+    json(&RerankList {
         model,
         object: "list",
         usage: RerankUsage {
@@ -125,17 +157,24 @@ pub(crate) async fn handle(
             total_tokens: tokens,
         },
         results,
-    }))
+    })
 }
 
-/// The documents' texts: strings, or objects with a `text` string (Jina's and Cohere's).
-fn documents(items: Vec<Value>) -> Result<Vec<String>, ApiError> {
+fn json(v: &impl Serialize) -> Result<Json<Value>, ApiError> {
+    serde_json::to_value(v)
+        .map(Json)
+        .map_err(|e| ApiError::Internal(format!("the rerank results did not serialize: {e}")))
+}
+
+/// The documents' texts: strings, or objects with a `text` string (Jina's and Cohere's);
+/// errors name `field` (`documents`, or TEI's `texts`).
+fn documents(items: Vec<Value>, field: &str) -> Result<Vec<String>, ApiError> {
     if items.is_empty() {
-        return Err(ApiError::invalid_param("documents", "documents must not be empty"));
+        return Err(ApiError::invalid_param(field, format!("{field} must not be empty")));
     }
     if items.len() > MAX_INPUTS {
         return Err(ApiError::invalid_param(
-            "documents",
+            field,
             format!("{} documents; at most {MAX_INPUTS} are accepted in one request", items.len()),
         ));
     }
@@ -146,10 +185,10 @@ fn documents(items: Vec<Value>) -> Result<Vec<String>, ApiError> {
             Value::String(s) => Ok(s),
             Value::Object(mut o) => match o.remove("text") {
                 Some(Value::String(s)) => Ok(s),
-                _ => Err(ApiError::invalid_param(format!("documents[{i}]"), "a document object needs a text string")),
+                _ => Err(ApiError::invalid_param(format!("{field}[{i}]"), "a document object needs a text string")),
             },
             _ => Err(ApiError::invalid_param(
-                format!("documents[{i}]"),
+                format!("{field}[{i}]"),
                 "a document is a string or an object with a text string",
             )),
         })
@@ -163,9 +202,9 @@ mod tests {
 
     #[test]
     fn document_shapes() {
-        assert_eq!(documents(vec![json!("a"), json!({"text": "b"})]).unwrap(), vec!["a", "b"]);
-        assert!(documents(vec![]).is_err());
-        assert!(documents(vec![json!(3)]).is_err());
-        assert!(documents(vec![json!({"title": "x"})]).is_err());
+        assert_eq!(documents(vec![json!("a"), json!({"text": "b"})], "documents").unwrap(), vec!["a", "b"]);
+        assert!(documents(vec![], "documents").is_err());
+        assert!(documents(vec![json!(3)], "texts").is_err());
+        assert!(documents(vec![json!({"title": "x"})], "documents").is_err());
     }
 }
