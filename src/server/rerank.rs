@@ -94,7 +94,8 @@ pub(crate) async fn handle(
         (None, Some(t)) => (true, t),
         _ => return Err(ApiError::invalid("give exactly one of documents (Jina's and Cohere's shape) or texts (TEI's)")),
     };
-    let documents = documents(items, if tei { "texts" } else { "documents" })?;
+    let field = if tei { "texts" } else { "documents" };
+    let documents = documents(items, field)?;
     let top_n = match f.top_n {
         Some(0) => return Err(ApiError::invalid_param("top_n", "top_n must be at least 1")),
         Some(n) => n.min(documents.len()),
@@ -110,7 +111,7 @@ pub(crate) async fn handle(
     .await?;
     for (i, p) in prompts.iter().enumerate() {
         if let Err(e) = engine.model().check_prompt_fits(p.len()) {
-            return Err(ApiError::ContextLength(format!("documents[{i}]: {e}")));
+            return Err(ApiError::ContextLength(format!("{field}[{i}]: {e}")));
         }
     }
     let rows = embed_all(&state, &prompts, Pooling::Last).await?;
