@@ -48,21 +48,32 @@ INPUTS = [
 ]
 
 
+def ask(a, path, mode, ctx, route, body):
+    """Starts `llama-server -m path` in `mode` (`--embeddings`, with `--pooling` if given, or
+    `--rerank`) with K/V f32 and flash attention off, POSTs `body` to `route`, stops it; (the
+    answer, the command line as recorded)."""
+    args = [*mode, "-t", str(a.threads), "-c", str(ctx), "-b", str(ctx), "-ub", str(ctx), "-np", "1",
+            "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
+    proc, port = start(a.bin_dir, path, args)
+    try:
+        r = post(port, route, body)
+    finally:
+        proc.terminate()
+        proc.wait()
+    return r, " ".join(["llama-server", "-m", os.path.basename(path), *args])
+
+
+def vectors_of(r):
+    return [d["embedding"] for d in sorted(r["data"], key=lambda d: d["index"])]
+
+
 def record_real(a):
     data = {"llama_cpp": version(a.bin_dir), "recorded_by": "scripts/record-llama-embeddings.py --real",
             "file": os.path.basename(a.real), "bytes": os.path.getsize(a.real), "texts": REAL_TEXTS, "pooling": {}}
     for pooling in ["mean", "last"]:
-        args = ["--embeddings", "--pooling", pooling, "-t", str(a.threads), "-c", "512", "-b", "512", "-ub", "512",
-                "-np", "1", "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
-        proc, port = start(a.bin_dir, a.real, args)
-        try:
-            r = post(port, "/v1/embeddings", {"input": REAL_TEXTS})
-        finally:
-            proc.terminate()
-            proc.wait()
-        data["pooling"][pooling] = {"command": " ".join(["llama-server", "-m", os.path.basename(a.real), *args]),
-                                    "prompt_tokens": r["usage"]["prompt_tokens"],
-                                    "embeddings": [d["embedding"] for d in sorted(r["data"], key=lambda d: d["index"])]}
+        r, command = ask(a, a.real, ["--embeddings", "--pooling", pooling], 512, "/v1/embeddings", {"input": REAL_TEXTS})
+        data["pooling"][pooling] = {"command": command, "prompt_tokens": r["usage"]["prompt_tokens"],
+                                    "embeddings": vectors_of(r)}
         print(f"{pooling}: {r['usage']['prompt_tokens']} tokens", file=sys.stderr)
     write_json(os.path.join(a.out, "llama-cpp-embeddings-real.json"), data)
 
@@ -82,36 +93,22 @@ def main():
             "inputs": INPUTS, "models": {}}
     for name in MODELS:
         path = os.path.join(a.models_dir, name)
-        args = ["--embeddings", "-t", str(a.threads), "-c", "256", "-b", "256", "-ub", "256", "-np", "1",
-                "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
-        proc, port = start(a.bin_dir, path, args)
-        try:
-            r = post(port, "/v1/embeddings", {"input": INPUTS})
-        finally:
-            proc.terminate()
-            proc.wait()
-        vectors = [d["embedding"] for d in sorted(r["data"], key=lambda d: d["index"])]
+        r, command = ask(a, path, ["--embeddings"], 256, "/v1/embeddings", {"input": INPUTS})
+        vectors = vectors_of(r)
         assert len(vectors) == len(INPUTS), r
         data["models"][name] = {"bytes": os.path.getsize(path), "prompt_tokens": r["usage"]["prompt_tokens"],
-                                "command": " ".join(["llama-server", "-m", name, *args]), "embeddings": vectors}
+                                "command": command, "embeddings": vectors}
         print(f"{name}: {len(vectors)} vectors of {len(vectors[0])}", file=sys.stderr)
     data["rerank"] = {"query": QUERY, "documents": DOCUMENTS, "models": {}}
     for name in RERANK_MODELS:
         path = os.path.join(a.models_dir, name)
-        args = ["--rerank", "-t", str(a.threads), "-c", "256", "-b", "256", "-ub", "256", "-np", "1",
-                "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
-        proc, port = start(a.bin_dir, path, args)
-        try:
-            r = post(port, "/v1/rerank", {"query": QUERY, "documents": DOCUMENTS})
-        finally:
-            proc.terminate()
-            proc.wait()
+        r, command = ask(a, path, ["--rerank"], 256, "/v1/rerank", {"query": QUERY, "documents": DOCUMENTS})
         scores = [None] * len(DOCUMENTS)
         for res in r["results"]:
             scores[res["index"]] = res["relevance_score"]
         assert None not in scores, r
         data["rerank"]["models"][name] = {"bytes": os.path.getsize(path), "prompt_tokens": r["usage"]["prompt_tokens"],
-                                          "command": " ".join(["llama-server", "-m", name, *args]), "scores": scores}
+                                          "command": command, "scores": scores}
         print(f"{name}: scores {scores}", file=sys.stderr)
     write_json(os.path.join(a.out, "llama-cpp-embeddings.json"), data)
 

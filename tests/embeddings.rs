@@ -26,6 +26,12 @@ const TOL: f32 = 1e-4;
 
 const POOLINGS: [(u32, Pooling); 3] = [(1, Pooling::Mean), (2, Pooling::Cls), (3, Pooling::Last)];
 
+/// A recorded llama.cpp reference in `tests/data`.
+fn reference(file: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(file);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// The prompt's final rows (after the final norm) from one forward over all of it.
 fn direct_rows(path: &std::path::Path, prompt: &[u32]) -> Vec<Vec<f32>> {
     let tf = load_ours(path, 256);
@@ -186,11 +192,7 @@ fn embeddings_match_llama_cpp() {
         eprintln!("wrote the tiny embedding models into {dir}");
         return;
     }
-    let data: Value = serde_json::from_str(
-        &std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-embeddings.json"))
-            .unwrap(),
-    )
-    .unwrap();
+    let data = reference("llama-cpp-embeddings.json");
     let inputs = data["inputs"].as_array().unwrap();
     let dir = tempfile::tempdir().unwrap();
     for (name, spec) in reference_models() {
@@ -277,11 +279,7 @@ fn rerank_models() -> Vec<(&'static str, TinyModelSpec)> {
 /// head, the softmax's first label) against llama.cpp's on the same files.
 #[test]
 fn rerank_scores_match_llama_cpp() {
-    let data: Value = serde_json::from_str(
-        &std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-embeddings.json"))
-            .unwrap(),
-    )
-    .unwrap();
+    let data = reference("llama-cpp-embeddings.json");
     let rerank = &data["rerank"];
     let query = rerank["query"].as_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -321,11 +319,7 @@ fn a_real_models_embeddings_match_llama_cpp() {
     let Some(path) = common::real::real_model("a_real_models_embeddings_match_llama_cpp", common::real::SMOLLM2) else {
         return;
     };
-    let data: Value = serde_json::from_str(
-        &std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-embeddings-real.json"))
-            .unwrap(),
-    )
-    .unwrap();
+    let data = reference("llama-cpp-embeddings-real.json");
     assert_eq!(std::fs::metadata(&path).unwrap().len(), data["bytes"].as_u64().unwrap(), "not the recorded file");
     let mut e = engine(&path, true, 64, 0);
     for (name, pooling) in [("mean", Pooling::Mean), ("last", Pooling::Last)] {

@@ -39,11 +39,10 @@ pub fn run(settings: &Settings, paths: &AppPaths) -> Result<ExitCode> {
             config.model_id
         );
         // What an embedding model or a reranker is for: its routes.
-        let hp = handle.model().transformer.hparams();
-        if let Some(p) = config.pooling.or(hp.pooling) {
+        if let Some(p) = config.embedding_pooling(&handle) {
             eprintln!("hearth: embeddings pooled by {} at POST /v1/embeddings", p.name());
         }
-        if hp.rank_labels.is_some() {
+        if handle.model().transformer.hparams().rank_labels.is_some() {
             eprintln!("hearth: a reranker: scores at POST /v1/rerank");
         }
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();

@@ -6,8 +6,11 @@
 //! vectors). The rows pooled are the final norm's output, before the output projection: llama.cpp's
 //! `t_embd`, which its `build_pooling` pools the same three ways.
 //!
-//! Invariants: a file's pooling type is read at load and one hearth cannot honour (rank, a
-//! reranker's classifier head) is refused then; a file with bidirectional attention
+//! Also a reranker's pieces: its labels ([`rank_labels`]), score ([`rank_score`]) and prompt
+//! ([`rank_prompt`]).
+//!
+//! Invariants: a file's pooling type is read at load and one hearth cannot honour (rank outside
+//! [`RANK_ARCHS`], an unknown type) is refused then; a file with bidirectional attention
 //! (`{arch}.attention.causal` false) is refused too, since every layer here attends causally;
 //! a pooled vector is the same whether its prefix came from the cache or was computed (for
 //! [`Pooling::Last`], the only one that reads the cache, the last row always runs).

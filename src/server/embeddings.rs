@@ -77,7 +77,7 @@ pub(crate) async fn handle(
     let f = body::fields::<EmbeddingFields>(&value)?;
     let model = state.resolve_model(f.model.as_deref())?.to_string();
     let engine = state.engine();
-    let Some(pooling) = state.config().pooling.or(engine.model().transformer.hparams().pooling) else {
+    let Some(pooling) = state.config().embedding_pooling(engine) else {
         return Err(ApiError::invalid_param(
             "model",
             format!(
@@ -118,16 +118,7 @@ pub(crate) async fn handle(
             .collect::<Result<Vec<Vec<u32>>, _>>()
     })
     .await?;
-    // Every input checked before any is computed: one over the context refuses the request.
-    for (i, p) in prompts.iter().enumerate() {
-        if p.is_empty() {
-            return Err(ApiError::invalid_param(format!("input[{i}]"), "an input must not be empty"));
-        }
-        if let Err(e) = engine.model().check_prompt_fits(p.len()) {
-            return Err(ApiError::ContextLength(format!("input[{i}]: {e}")));
-        }
-    }
-    let vectors = embed_all(&state, &prompts, pooling).await?;
+    let vectors = embed_all(&state, &prompts, pooling, "input").await?;
     let data = vectors
         .into_iter()
         .enumerate()
@@ -153,11 +144,25 @@ pub(crate) async fn handle(
     }))
 }
 
-/// Every prompt's pooled vector, in order, [`IN_FLIGHT`] requests at a time. An error (one that
-/// does not fit the context, a full queue) answers for the whole request; the requests still
-/// running are cancelled as their streams drop.
-pub(crate) async fn embed_all(state: &AppState, prompts: &[Vec<u32>], pooling: Pooling) -> Result<Vec<Vec<f32>>, ApiError> {
+/// Every prompt's pooled vector, in order, [`IN_FLIGHT`] requests at a time. Every prompt is
+/// checked before any is computed: an empty one, or one over the context, refuses the request,
+/// naming it as `field[i]`. A later error (a full queue) answers for the whole request; the
+/// requests still running are cancelled as their streams drop.
+pub(crate) async fn embed_all(
+    state: &AppState,
+    prompts: &[Vec<u32>],
+    pooling: Pooling,
+    field: &str,
+) -> Result<Vec<Vec<f32>>, ApiError> {
     let engine = state.engine();
+    for (i, p) in prompts.iter().enumerate() {
+        if p.is_empty() {
+            return Err(ApiError::invalid_param(format!("{field}[{i}]"), "an input must not be empty"));
+        }
+        if let Err(e) = engine.model().check_prompt_fits(p.len()) {
+            return Err(ApiError::ContextLength(format!("{field}[{i}]: {e}")));
+        }
+    }
     let mut out = Vec::with_capacity(prompts.len());
     for batch in prompts.chunks(IN_FLIGHT) {
         let streams = batch

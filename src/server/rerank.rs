@@ -109,12 +109,7 @@ pub(crate) async fn handle(
             .collect::<Result<Vec<Vec<u32>>, _>>()
     })
     .await?;
-    for (i, p) in prompts.iter().enumerate() {
-        if let Err(e) = engine.model().check_prompt_fits(p.len()) {
-            return Err(ApiError::ContextLength(format!("{field}[{i}]: {e}")));
-        }
-    }
-    let rows = embed_all(&state, &prompts, Pooling::Last).await?;
+    let rows = embed_all(&state, &prompts, Pooling::Last, field).await?;
     let transformer = &engine.model().transformer;
     let mut results = rows
         .iter()

@@ -90,6 +90,14 @@ impl ServerConfig {
     }
 }
 
+impl ServerConfig {
+    /// How `/v1/embeddings` pools `engine`'s model: `--pooling` where given, else the file's;
+    /// `None` for a model with neither (a chat model).
+    pub fn embedding_pooling(&self, engine: &EngineHandle) -> Option<crate::config::Pooling> {
+        self.pooling.or(engine.model().transformer.hparams().pooling)
+    }
+}
+
 struct Shared {
     engine: EngineHandle,
     config: ServerConfig,
