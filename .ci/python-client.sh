@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official `openai` and `anthropic` Python clients the client tests drive hearth with,
+# The official `openai`, `anthropic` and `ollama` Python clients the client tests drive hearth with,
 # installed once from the package index into a cache directory (no virtualenv needed:
 # `pip install --target`).
 #
@@ -10,11 +10,12 @@
 
 HEARTH_OPENAI_VERSION=3.54.0
 HEARTH_ANTHROPIC_VERSION=2.14.0
+HEARTH_OLLAMA_VERSION=0.6.3
 
 hearth_python_client() (
     set -euo pipefail
     local root="${HEARTH_PYTHON_CACHE:-$HOME/.cache/hearth-test-python}"
-    local dir="$root/openai-$HEARTH_OPENAI_VERSION-anthropic-$HEARTH_ANTHROPIC_VERSION"
+    local dir="$root/openai-$HEARTH_OPENAI_VERSION-anthropic-$HEARTH_ANTHROPIC_VERSION-ollama-$HEARTH_OLLAMA_VERSION"
     if [ -f "$dir/.complete" ]; then
         echo "$dir"
         return 0
@@ -24,10 +25,10 @@ hearth_python_client() (
     fi
     mkdir -p "$root"
     rm -rf "$dir.tmp"
-    echo "python-client: installing openai==$HEARTH_OPENAI_VERSION and anthropic==$HEARTH_ANTHROPIC_VERSION into $dir" >&2
+    echo "python-client: installing openai==$HEARTH_OPENAI_VERSION, anthropic==$HEARTH_ANTHROPIC_VERSION and ollama==$HEARTH_OLLAMA_VERSION into $dir" >&2
     python3 -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
         --root-user-action=ignore --only-binary :all: \
-        --target "$dir.tmp" "openai==$HEARTH_OPENAI_VERSION" "anthropic==$HEARTH_ANTHROPIC_VERSION" >&2
+        --target "$dir.tmp" "openai==$HEARTH_OPENAI_VERSION" "anthropic==$HEARTH_ANTHROPIC_VERSION" "ollama==$HEARTH_OLLAMA_VERSION" >&2
     rm -rf "$dir"
     mv "$dir.tmp" "$dir"
     touch "$dir/.complete"

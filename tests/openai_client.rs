@@ -1,12 +1,15 @@
-//! The official `openai` and `anthropic` Python clients against `hearth --headless`. With
+//! The official `openai`, `anthropic` and `ollama` Python clients against `hearth --headless`. With
 //! `openai`: a two-step tool call (whole and streamed), a JSON-schema reply and the same call
 //! through the Responses API (`client.responses`, continued by `previous_response_id`); with
 //! `anthropic`: the tool call through `/v1/messages` as a coding agent sends it (the history
 //! resent, served from the cache), streamed through the SDK's helper, and `count_tokens`; and
-//! `client.embeddings` on a tiny embedding model (base64, floats, `dimensions`). On a
+//! `ollama`: the model routes, a chat whole and streamed, `raw` generate, a JSON Schema
+//! `format`, a tool conversation as an agent on it sends one, and a 404 for an unknown model;
+//! and `client.embeddings` (openai) and `embed`/`embeddings` (ollama) on a tiny embedding model
+//! (base64, floats, `dimensions`). On a
 //! tiny model with Qwen 2.5's template (the Hermes format) and on the real SmolLM2 and Gemma 3
 //! models (whose templates know no tools: hearth describes them itself). The clients come from
-//! `source .ci/python-client.sh` (`HEARTH_TEST_OPENAI`, one directory with both); without it
+//! `source .ci/python-client.sh` (`HEARTH_TEST_OPENAI`, one directory with all three); without it
 //! the tests print `SKIPPED …` and pass. `.ci/run` always sets it.
 
 mod common;
@@ -93,9 +96,9 @@ fn openai_client(test: &str) -> Option<PathBuf> {
     }
 }
 
-/// Runs both client scripts against `server`; panics with the output of one that fails.
+/// Runs the three chat client scripts against `server`; panics with the output of one that fails.
 fn drive(client: &Path, server: &Headless) {
-    for script in ["openai_tools.py", "anthropic_messages.py"] {
+    for script in ["openai_tools.py", "anthropic_messages.py", "ollama_chat.py"] {
         run_script(client, server, script);
     }
 }
@@ -148,6 +151,7 @@ fn the_openai_client_embeds_on_a_tiny_embedding_model() {
     write_model(&spec, &path).unwrap();
     let server = headless(&path);
     run_script(&client, &server, "openai_embeddings.py");
+    run_script(&client, &server, "ollama_embed.py");
 }
 
 /// The client against the real model `file` (skipped without the client or the models).

@@ -667,6 +667,13 @@ async fn api_key_guards_v1_but_not_health_or_metrics() {
         let r = send(&s.app, request(Method::POST, route, body(), Some("sekret"))).await;
         assert_eq!(r.status, StatusCode::OK, "{route}: {}", r.text());
     }
+    // So do Ollama's routes; its probe of `/` is open.
+    for route in ["/api/tags", "/api/version"] {
+        send(&s.app, request(Method::GET, route, Body::empty(), None)).await.error(StatusCode::UNAUTHORIZED);
+        let r = send(&s.app, request(Method::GET, route, Body::empty(), Some("sekret"))).await;
+        assert_eq!(r.status, StatusCode::OK, "{route}: {}", r.text());
+    }
+    assert_eq!(get(&s.app, "/").await.status, StatusCode::OK);
     assert_eq!(get(&s.app, "/health").await.status, StatusCode::OK);
     assert_eq!(get(&s.app, "/metrics").await.status, StatusCode::OK);
 
@@ -1895,6 +1902,62 @@ async fn embeddings_are_unit_vectors_in_order() {
     let decoded: Vec<f32> = bytes.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     let d = decoded.iter().zip(&vectors[1]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
     assert!(d < 1e-3, "base64: max |diff| {d}");
+}
+
+/// Ollama's `/api/embed` gives `/v1/embeddings`' unit vectors (`dimensions` too), cutting an
+/// input over the context unless `truncate` is false; the older `/api/embeddings` gives the
+/// same vector before it is normalized, as Ollama does; errors are Ollama's `{"error"}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ollama_embed_gives_the_same_vectors() {
+    let s = embeddings_server();
+    let openai = post(&s.app, "/v1/embeddings", &json!({"input": ["the cat sat", "hello world"]})).await.json();
+    let r = post(&s.app, "/api/embed", &json!({"model": "tiny-llama:latest", "input": ["the cat sat", "hello world"]})).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["model"], "tiny-llama:latest");
+    assert_eq!(v["prompt_eval_count"], openai["usage"]["prompt_tokens"]);
+    let max_diff = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    for i in 0..2 {
+        let ours = floats(&v["embeddings"][i]);
+        let theirs = floats(&openai["data"][i]["embedding"]);
+        assert_eq!(ours.len(), theirs.len());
+        assert!(max_diff(&ours, &theirs) < 1e-3, "input {i}");
+    }
+    let one = post(&s.app, "/api/embed", &json!({"input": "hello world", "dimensions": 8})).await.json();
+    let short = floats(&one["embeddings"][0]);
+    assert_eq!(short.len(), 8);
+    assert!((norm(&short) - 1.0).abs() < 1e-4);
+
+    // The older route: the pooled vector, not normalized.
+    let legacy = post(&s.app, "/api/embeddings", &json!({"model": "tiny-llama", "prompt": "hello world"})).await;
+    assert_eq!(legacy.status, StatusCode::OK, "{}", legacy.text());
+    let raw = floats(&legacy.json()["embedding"]);
+    assert!((norm(&raw) - 1.0).abs() > 1e-3, "|v| = {}", norm(&raw));
+    let unit: Vec<f32> = raw.iter().map(|x| x / norm(&raw)).collect();
+    assert!(max_diff(&unit, &floats(&openai["data"][1]["embedding"])) < 1e-3);
+    let empty = post(&s.app, "/api/embeddings", &json!({"prompt": ""})).await.json();
+    assert_eq!(empty["embedding"], json!([]));
+
+    // Over the context: cut to fit by default, refused with truncate false.
+    let context = s.state.engine().model_info().context_length;
+    let long = "word ".repeat(context + 10);
+    let cut = post(&s.app, "/api/embed", &json!({"input": long})).await;
+    assert_eq!(cut.status, StatusCode::OK, "{}", cut.text());
+    assert_eq!(cut.json()["prompt_eval_count"], context - 1);
+    let refused = post(&s.app, "/api/embed", &json!({"input": long, "truncate": false})).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.text());
+    assert!(refused.json()["error"].as_str().unwrap().contains("input[0]"), "{}", refused.text());
+    for body in [json!({"input": 5}), json!({"input": ["a", 5]}), json!({"input": "a", "dimensions": 0})] {
+        let r = post(&s.app, "/api/embed", &body).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}: {}", r.text());
+        assert!(r.json()["error"].is_string(), "{}", r.text());
+    }
+
+    // A chat model is no embedding model.
+    let chat = server(Opts::default());
+    let r = post(&chat.app, "/api/embed", &json!({"input": "hi"})).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+    assert!(r.json()["error"].as_str().unwrap().contains("not an embedding model"), "{}", r.text());
 }
 
 fn decode_base64(text: &str) -> Vec<u8> {

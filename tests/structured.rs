@@ -1335,6 +1335,10 @@ mod responses;
 #[path = "structured/anthropic.rs"]
 mod anthropic;
 
+/// Ollama's API, on the same servers.
+#[path = "structured/ollama.rs"]
+mod ollama;
+
 /// gpt-oss's template on a tiny gpt-oss file (harmony's special tokens): a forced call is a
 /// harmony commentary message to `functions.get_weather` and comes back as the call, whole
 /// and streamed; the agent's next request, with the call and its result, renders.

@@ -59,7 +59,7 @@ pub use crate::kv::{PrefixMatch, TierStats};
 pub use crate::model::chat::tools::{ParsedCall, ParsedReply, Tool, ToolFormat, ToolStream};
 pub use crate::model::chat::ListMarks;
 pub use crate::model::chat::reasoning::{Reasoning, ReasoningStream, Section, SplitPiece, SplitReply, ThinkTags};
-pub use crate::model::chat::{check_kwargs, Message, Role, TemplateKwargs, ToolCall};
+pub use crate::model::chat::{check_kwargs, rfc3339, Message, Role, TemplateKwargs, ToolCall};
 pub use crate::model::grammar::{Grammar, GrammarError};
 pub use crate::model::pooling::{normalize, Pooling};
 pub use crate::model::source::{Cancel, DownloadProgress};

@@ -76,16 +76,7 @@ pub(crate) async fn handle(
     let value = body::json_object(request, state.config().max_body_bytes)?;
     let f = body::fields::<EmbeddingFields>(&value)?;
     let model = state.resolve_model(f.model.as_deref())?.to_string();
-    let engine = state.engine();
-    let Some(pooling) = state.config().embedding_pooling(engine) else {
-        return Err(ApiError::invalid_param(
-            "model",
-            format!(
-                "{model} is not an embedding model: its file gives no pooling type ({}.pooling_type), so its hidden states were not trained as embeddings; load one that does, such as Qwen3-Embedding, or start the server with --pooling mean|cls|last",
-                engine.model_info().architecture
-            ),
-        ));
-    };
+    let pooling = pooling_for(&state, &model)?;
     let base64 = match f.encoding_format.as_deref() {
         None | Some("float") => false,
         Some("base64") => true,
@@ -96,17 +87,7 @@ pub(crate) async fn handle(
             ))
         }
     };
-    let width = engine.model().transformer.hparams().hidden;
-    let dimensions = match f.dimensions {
-        None => width,
-        Some(d) if (1..=width as u64).contains(&d) => d as usize,
-        Some(d) => {
-            return Err(ApiError::invalid_param(
-                "dimensions",
-                format!("dimensions must be from 1 to {width} (this model's width), not {d}"),
-            ))
-        }
-    };
+    let dimensions = dimensions(&state, f.dimensions)?;
     let inputs = inputs(f.input)?;
     let prompts = generation::tokenize(&state, move |engine| {
         inputs
@@ -142,6 +123,34 @@ pub(crate) async fn handle(
             total_tokens: tokens,
         },
     }))
+}
+
+/// How `model` (the loaded model, under the name the request used) pools an embedding: the
+/// server's `--pooling`, else the file's; a model with neither is a 400 naming `model`.
+pub(crate) fn pooling_for(state: &AppState, model: &str) -> Result<Pooling, ApiError> {
+    let engine = state.engine();
+    state.config().embedding_pooling(engine).ok_or_else(|| {
+        ApiError::invalid_param(
+            "model",
+            format!(
+                "{model} is not an embedding model: its file gives no pooling type ({}.pooling_type), so its hidden states were not trained as embeddings; load one that does, such as Qwen3-Embedding, or start the server with --pooling mean|cls|last",
+                engine.model_info().architecture
+            ),
+        )
+    })
+}
+
+/// `dimensions`: absent for the model's whole width, else from 1 to it.
+pub(crate) fn dimensions(state: &AppState, requested: Option<u64>) -> Result<usize, ApiError> {
+    let width = state.engine().model().transformer.hparams().hidden;
+    match requested {
+        None => Ok(width),
+        Some(d) if (1..=width as u64).contains(&d) => Ok(d as usize),
+        Some(d) => Err(ApiError::invalid_param(
+            "dimensions",
+            format!("dimensions must be from 1 to {width} (this model's width), not {d}"),
+        )),
+    }
 }
 
 /// Every prompt's pooled vector, in order, [`IN_FLIGHT`] requests at a time. Every prompt is

@@ -15,7 +15,9 @@
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::engine::{EngineHandle, Event, GenerateRequest, GenerationReport, RequestStream, SaveTo, SplitReply};
+use crate::engine::{
+    EngineHandle, Event, GenerateRequest, GenerationReport, ReasoningStream, RequestStream, SaveTo, SplitPiece, SplitReply,
+};
 
 use super::params::Plan;
 use super::protocol::{chat_completion, text_completion, Kind, Meta};
@@ -139,6 +141,26 @@ pub(crate) async fn collect(mut events: RequestStream) -> Result<Box<GenerationR
             Some(Event::Error(e)) => return Err(e.into()),
             None => return Err(ended_early()),
         }
+    }
+}
+
+/// A streamed reply's next step, as the Responses, Anthropic and Ollama streams take it.
+pub(crate) enum Next {
+    /// Text the model wrote, split into reasoning and content (both may be empty while a
+    /// character, a tag or a stop string is held back).
+    Piece(SplitPiece),
+    Done(Box<GenerationReport>),
+    Failed(ApiError),
+}
+
+/// Waits for `events`' next event; a token's text is split by `reasoning` where the reply
+/// carries any.
+pub(crate) async fn next_piece(events: &mut RequestStream, reasoning: Option<&mut ReasoningStream>) -> Next {
+    match events.recv().await {
+        Some(Event::Token { text, .. }) => Next::Piece(SplitPiece::of(reasoning, text)),
+        Some(Event::Done(report)) => Next::Done(report),
+        Some(Event::Error(e)) => Next::Failed(e.into()),
+        None => Next::Failed(ended_early()),
     }
 }
 

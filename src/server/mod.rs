@@ -27,6 +27,7 @@
 //! | `structured.rs` | `response_format` (JSON, a JSON Schema) as the engine's grammar; a schema that does not compile as a 400 naming the field |
 //! | `tools.rs` | `tools` and `tool_choice` (400s naming the field), messages' `tool_calls`, the reply's calls in OpenAI's shape |
 //! | `logprobs.rs` | `logprobs` in the chat's and the completions' shapes |
+//! | `ollama/` | Ollama's API (`/api/chat`, `/api/generate`, `/api/embed`, `/api/tags`, `/api/show`, `/api/ps`, `/api/version`, `GET /`) for tools built for Ollama: its request fields and `options`, replies as lines of JSON, errors as `{"error"}` |
 //! | `anthropic/` | Anthropic's Messages API (`POST /v1/messages`, `/v1/messages/count_tokens`) for coding agents built for Claude: `system` and content blocks as messages, the `message` object, its SSE events, errors in Anthropic's shape |
 //! | `reply.rs` | a finished reply split into reasoning, text and calls (with fresh ids), and the assistant message it is |
 //! | `generation.rs` | submitting to the engine and collecting a whole reply |
@@ -56,6 +57,7 @@ mod generation;
 mod logprobs;
 mod metrics;
 mod models;
+mod ollama;
 mod params;
 mod protocol;
 mod reply;
@@ -93,8 +95,8 @@ pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30)
 /// Every route, with its layers, over `state`; no socket (tests call it with
 /// `tower::ServiceExt::oneshot`).
 ///
-/// `/v1/*`, `/tokenize` and `/detokenize` need the API key when one is configured; `/health` and
-/// `/metrics` are open. Bodies over [`ServerConfig::max_body_bytes`] get 413.
+/// `/v1/*`, `/api/*`, `/tokenize` and `/detokenize` need the API key when one is configured;
+/// `/health`, `/metrics` and `/` are open. Bodies over [`ServerConfig::max_body_bytes`] get 413.
 pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/v1/chat/completions", post(chat::handle))
@@ -123,6 +125,19 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/conversations/{id}/regenerate", post(conversations::regenerate))
         .route("/v1/models", get(models::list))
         .route("/v1/models/{*id}", get(models::retrieve))
+        .route("/api/chat", post(ollama::chat))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/embed", post(ollama::embed))
+        .route("/api/embeddings", post(ollama::embeddings))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/show", post(ollama::show))
+        .route("/api/ps", get(ollama::ps))
+        .route("/api/version", get(ollama::version))
+        .route("/api/pull", post(ollama::pull))
+        .route("/api/create", post(ollama::create_or_push))
+        .route("/api/push", post(ollama::create_or_push))
+        .route("/api/copy", post(ollama::copy_or_delete))
+        .route("/api/delete", axum::routing::delete(ollama::copy_or_delete))
         .route("/tokenize", post(tokenize::tokenize))
         .route("/detokenize", post(tokenize::detokenize))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -132,6 +147,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(v1)
         .route("/health", get(models::health))
+        .route("/", get(ollama::root))
         .route("/metrics", get(metrics::handle))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -69,4 +69,5 @@ pub mod tools;
 pub use harmony::split_history as harmony_history;
 pub use json_list::ListMarks;
 pub use message::{Message, Role, ToolCall};
+pub use python::rfc3339;
 pub use template::{check_kwargs, ChatTemplate, TemplateKwargs, GGUF_CHAT_TEMPLATE_KEY};

@@ -190,6 +190,14 @@ pub(super) fn strftime(fmt: &str, unix_secs: i64) -> String {
     out
 }
 
+/// `t` as RFC 3339 in UTC with nanoseconds (`2026-12-02T11:05:09.000000005Z`), as Go writes a
+/// `time.Time` (Ollama's `created_at`); a time before 1970 is 1970's first instant.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
+    format!("{}.{:09}Z", strftime("%Y-%m-%dT%H:%M:%S", secs), since.subsec_nanos())
+}
+
 /// (year, month 1..=12, day 1..=31) of a day count since 1970-01-01
 /// (Howard Hinnant's `civil_from_days`).
 pub(super) fn civil_from_days(days: i64) -> (i64, i64, i64) {

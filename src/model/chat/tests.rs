@@ -1,7 +1,7 @@
 //! The chat template's tests: real models' templates (`fixtures/`, verbatim from their
 //! `tokenizer_config.json`) rendered as transformers renders them, and the Python helpers.
 
-use super::python::{civil_from_days, days_from_civil, python_float_repr, strftime};
+use super::python::{civil_from_days, days_from_civil, python_float_repr, rfc3339, strftime};
 use super::template::{CHATML_TEMPLATE, GEMMA3_TEMPLATE};
 use super::{check_kwargs, ChatTemplate, Message, Role, TemplateKwargs, ToolCall};
 use crate::model::ModelError;
@@ -727,4 +727,12 @@ fn a_template_testing_tools_is_iterable_renders_without_tools() {
     assert_eq!(is("'ab' is iterable"), "True");
     assert_eq!(is("{} is iterable"), "True");
     assert_eq!(is("3 is iterable"), "False");
+}
+
+#[test]
+fn times_are_rfc3339_in_utc_with_nanoseconds() {
+    use std::time::{Duration, UNIX_EPOCH};
+    assert_eq!(rfc3339(UNIX_EPOCH + Duration::new(1_764_673_509, 5)), "2025-12-02T11:05:09.000000005Z");
+    assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00.000000000Z");
+    assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000000000Z");
 }

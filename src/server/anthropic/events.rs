@@ -22,9 +22,9 @@ use axum::response::sse::{Event as SseEvent, Sse};
 use futures_util::Stream;
 use serde_json::{json, Value};
 
-use crate::engine::{Event, GenerationReport, Reasoning, ReasoningStream, RequestStream, SplitPiece, ToolStream};
+use crate::engine::{GenerationReport, Reasoning, ReasoningStream, RequestStream, SplitPiece, ToolStream};
 
-use super::super::generation::ended_early;
+use super::super::generation::{next_piece, Next};
 use super::super::stream::{drain, EventSource};
 use super::super::params::Plan;
 use super::super::reply::Reply;
@@ -92,14 +92,10 @@ impl EventSource for State {
     }
 
     async fn next(&mut self) {
-        match self.events.recv().await {
-            Some(Event::Token { text, .. }) => {
-                let piece = SplitPiece::of(self.reasoning.as_mut(), text);
-                self.write(piece);
-            }
-            Some(Event::Done(report)) => self.done(&report),
-            Some(Event::Error(e)) => self.fail(e.into()),
-            None => self.fail(ended_early()),
+        match next_piece(&mut self.events, self.reasoning.as_mut()).await {
+            Next::Piece(piece) => self.write(piece),
+            Next::Done(report) => self.done(&report),
+            Next::Failed(e) => self.fail(e),
         }
     }
 }
