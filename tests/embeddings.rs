@@ -1,6 +1,6 @@
 //! Sentence embeddings through the engine: each pooling equals the same rows of one forward
 //! over the whole prompt, however the engine cuts the prompt into chunks; last-token pooling
-//! from the prefix cache (device and host tiers) equals a prefill; mean and first-token pooling
+//! from the prefix cache (device and host tiers, and a cache file after a restart) equals a prefill; mean and first-token pooling
 //! never read the cache; and every pooling gives llama.cpp's vectors on the same files.
 //!
 //! The reference `tests/data/llama-cpp-embeddings.json` was recorded once by
@@ -14,7 +14,9 @@ mod common;
 
 use common::*;
 use hearth::config::EngineSettings;
-use hearth::engine::{Engine, GenerateParams, GenerationReport};
+use hearth::engine::{
+    ConversationId, DiskSettings, Engine, GenerateParams, GenerateRequest, GenerationReport, Message, Role, SaveTo,
+};
 use hearth::model::pooling::Pooling;
 use hearth::model::testkit::{TinyModelSpec, WeightType};
 use hearth::model::pooling::normalize;
@@ -129,6 +131,40 @@ fn last_token_pooling_from_the_cache_equals_a_prefill() {
     // A chat request over the same text is served from the blocks the embedding left.
     let chat = e.generate(&p, &greedy(1), |_| Ok(())).unwrap();
     assert!(chat.cached.tokens >= 32, "{:?}", chat.cached);
+}
+
+/// Disk tier: a conversation saved on an embedding model leaves its K/V in a cache file; after
+/// a restart (a new engine, its RAM tiers empty), a last-token embedding of the same text
+/// reads those blocks from the file and equals a prefill's.
+#[test]
+fn last_token_pooling_from_a_cache_file_equals_a_prefill() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyModelSpec::embedding(3, WeightType::F32);
+    let path = write_tiny(dir.path(), &spec, "embed-last-f32.gguf");
+    let p = prompt(48, spec.vocab.size, 12);
+    let want = embed(&mut engine(&path, false, 64, 0), &p, Pooling::Last);
+    let disk = DiskSettings::new(dir.path().join("data"), 1 << 30);
+
+    let mut first = engine(&path, true, 64, 16).with_disk(&disk).unwrap();
+    let saved = GenerateRequest {
+        prompt: p.clone(),
+        params: greedy_exactly(2),
+        save: Some(SaveTo {
+            conversation: ConversationId::parse("embed-1").unwrap(),
+            messages: Some(vec![Message::new(Role::User, "the text")]),
+        }),
+    };
+    first.run(saved, |_| Ok(())).unwrap();
+    first.flush_disk();
+    assert_eq!(first.stats().disk.unwrap().files_written, 1);
+    drop(first);
+
+    let mut second = engine(&path, true, 64, 16).with_disk(&disk).unwrap();
+    let from_disk = embed(&mut second, &p, Pooling::Last);
+    assert_eq!(from_disk.cached.disk_tokens, 32, "{:?}", from_disk.cached);
+    let d = max_abs_diff(vector(&from_disk), vector(&want));
+    assert!(d < TOL, "disk tier: max |diff| {d}");
+    assert_blocks_released(&second.cache_stats(), "disk tier");
 }
 
 #[test]
