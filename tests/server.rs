@@ -1960,6 +1960,130 @@ async fn ollama_embed_gives_the_same_vectors() {
     assert!(r.json()["error"].as_str().unwrap().contains("not an embedding model"), "{}", r.text());
 }
 
+/// Fill-in-the-middle on a tiny code model (Qwen2.5-Coder's marks): `/v1/completions` with
+/// `suffix` and Ollama's `/api/generate` with `suffix` send the prefix-suffix-middle prompt and
+/// reply as the same ids sent as a prompt do; llama.cpp's `/infill` adds its repository and file
+/// marks and other files; a model without the marks, token ids with a suffix, and `echo` with a
+/// suffix are 400s. The pad, repository and file marks end a reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fill_in_the_middle_on_every_route() {
+    let s = server(Opts {
+        model: Some(TinyModelSpec::coder(WeightType::Q8_0)),
+        ..Opts::default()
+    });
+    let tok = &s.state.engine().model().tokenizer;
+    let id = |t: &str| tok.token_to_id(t).unwrap();
+    let (pre, suf, mid) = (id("<|fim_prefix|>"), id("<|fim_suffix|>"), id("<|fim_middle|>"));
+    for end in ["<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"] {
+        assert!(tok.stop_ids().contains(&id(end)), "{end} ends a reply");
+    }
+    let (prefix, suffix) = ("def add(a, b):\n    ", "\n    return c\n");
+    let text = |t: &str| tok.encode(t, false).unwrap();
+    let expected: Vec<u32> = [vec![pre], text(prefix), vec![suf], text(suffix), vec![mid]].concat();
+
+    let by_ids = post(&s.app, "/v1/completions", &json!({"prompt": expected, "max_tokens": 6, "temperature": 0})).await.json();
+    let fim = post(&s.app, "/v1/completions", &json!({"prompt": prefix, "suffix": suffix, "max_tokens": 6, "temperature": 0})).await;
+    assert_eq!(fim.status, StatusCode::OK, "{}", fim.text());
+    let fim = fim.json();
+    assert_eq!(fim["usage"]["prompt_tokens"], expected.len());
+    assert_eq!(fim["choices"][0]["text"], by_ids["choices"][0]["text"]);
+    let ollama = post(&s.app, "/api/generate", &json!({"prompt": prefix, "suffix": suffix, "stream": false, "options": {"num_predict": 6, "temperature": 0}})).await.json();
+    assert_eq!(ollama["prompt_eval_count"], expected.len(), "{ollama}");
+    assert_eq!(ollama["response"], by_ids["choices"][0]["text"]);
+
+    // llama.cpp's /infill: the repository mark, each other file, the file being edited, then
+    // the prefix (with `prompt` after it), the suffix, the middle mark.
+    let body = json!({
+        "input_prefix": prefix,
+        "input_suffix": suffix,
+        "input_extra": [{"filename": "util.py", "text": "import math\n"}],
+        "prompt": "c =",
+        "n_predict": 6,
+        "temperature": 0,
+        "return_tokens": true,
+    });
+    let infill = post(&s.app, "/infill", &body).await;
+    assert_eq!(infill.status, StatusCode::OK, "{}", infill.text());
+    let infill = infill.json();
+    let repo: Vec<u32> = [
+        vec![id("<|repo_name|>")],
+        text("myproject\n"),
+        vec![id("<|file_sep|>")],
+        text("util.py\n"),
+        text("import math\n"),
+        vec![id("<|file_sep|>")],
+        text("filename\n"),
+        vec![pre],
+        text(prefix),
+        text("c ="),
+        vec![suf],
+        text(suffix),
+        vec![mid],
+    ]
+    .concat();
+    assert_eq!(infill["tokens_evaluated"], repo.len(), "{infill}");
+    assert_eq!(infill["prompt"], tok.decode(&repo).unwrap());
+    let same = post(&s.app, "/v1/completions", &json!({"prompt": repo, "max_tokens": 6, "temperature": 0})).await.json();
+    assert_eq!(infill["content"], same["choices"][0]["text"], "{infill}");
+    assert_eq!(infill["tokens"].as_array().unwrap().len(), infill["tokens_predicted"].as_u64().unwrap() as usize);
+    assert!(["eos", "limit", "word"].contains(&infill["stop_type"].as_str().unwrap()), "{infill}");
+
+    for (uri, body, param) in [
+        ("/v1/completions", json!({"prompt": [1, 2], "suffix": "x"}), "suffix"),
+        ("/v1/completions", json!({"prompt": "a", "suffix": "x", "echo": true}), "suffix"),
+        ("/infill", json!({"input_prefix": "a", "input_suffix": "b", "stream": true}), "stream"),
+        ("/infill", json!({"input_prefix": "a"}), "input_suffix"),
+    ] {
+        let r = post(&s.app, uri, &body).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}: {}", r.text());
+        assert!(r.text().contains(param), "{body}: {}", r.text());
+    }
+    // A model without the marks.
+    let plain = server(Opts::default());
+    let r = post(&plain.app, "/v1/completions", &json!({"prompt": "a", "suffix": "b"})).await;
+    assert_eq!(r.error(StatusCode::BAD_REQUEST)["param"], "suffix");
+    let r = post(&plain.app, "/infill", &json!({"input_prefix": "a", "input_suffix": "b"})).await;
+    assert!(r.error(StatusCode::BAD_REQUEST)["message"].as_str().unwrap().contains("fill-in-the-middle"));
+}
+
+/// `/infill` gives llama.cpp's answers on the same tiny code model (f32): the prompt it builds
+/// (as text, and its length) and the greedy reply's tokens and text, for a plain request and one
+/// with `prompt` and other files. Recorded by `scripts/record-llama-infill.py` on the file this
+/// test writes into `HEARTH_WRITE_TINY_MODELS=DIR`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fill_in_the_middle_matches_llama_cpp() {
+    let spec = TinyModelSpec::coder(WeightType::F32);
+    if let Ok(dir) = std::env::var("HEARTH_WRITE_TINY_MODELS") {
+        std::fs::create_dir_all(&dir).unwrap();
+        write_model(&spec, &Path::new(&dir).join("tiny-coder-f32.gguf")).unwrap();
+        eprintln!("wrote the tiny code model into {dir}");
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-infill.json");
+    let data: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let s = server(Opts {
+        model: Some(spec.clone()),
+        ..Opts::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiny-coder-f32.gguf");
+    write_model(&spec, &file).unwrap();
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), data["bytes"].as_u64().unwrap(), "not the recorded file");
+    let answers = data["answers"].as_array().unwrap();
+    for (request, want) in data["requests"].as_array().unwrap().iter().zip(answers) {
+        let mut body = request.clone();
+        body["n_predict"] = json!(8);
+        body["temperature"] = json!(0);
+        body["return_tokens"] = json!(true);
+        let r = post(&s.app, "/infill", &body).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        let ours = r.json();
+        for field in ["tokens_evaluated", "prompt", "tokens", "content"] {
+            assert_eq!(ours[field], want[field], "{field} of {request}");
+        }
+    }
+}
+
 fn decode_base64(text: &str) -> Vec<u8> {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut bits = 0u32;

@@ -61,6 +61,7 @@ pub use crate::model::chat::ListMarks;
 pub use crate::model::chat::reasoning::{Reasoning, ReasoningStream, Section, SplitPiece, SplitReply, ThinkTags};
 pub use crate::model::chat::{check_kwargs, rfc3339, Message, Role, TemplateKwargs, ToolCall};
 pub use crate::model::grammar::{Grammar, GrammarError};
+pub use crate::model::infill::{infill_ids, Infill};
 pub use crate::model::pooling::{normalize, Pooling};
 pub use crate::model::source::{Cancel, DownloadProgress};
 pub use crate::model::{ChatPrompt, ModelError, ModelInfo, ModelPurpose};

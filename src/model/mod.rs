@@ -31,6 +31,7 @@ mod gemma4;
 pub mod gguf;
 pub mod grammar;
 pub mod hparams;
+pub mod infill;
 mod linear;
 mod loaded;
 mod mla;

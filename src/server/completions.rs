@@ -2,7 +2,10 @@
 //!
 //! Owns: reading `prompt`: a string (tokenized with BOS per the tokenizer's rule), a list of
 //! one string, a list of token ids (used as they are), or a list of one such list. Several
-//! prompts in one request are refused: hearth answers one choice per request.
+//! prompts in one request are refused: hearth answers one choice per request. With `suffix`
+//! (OpenAI's field), a fill-in-the-middle request: `prompt` is the code before the gap,
+//! `suffix` the code after it, laid out with the model's FIM tokens ([`infill_ids`]); a model
+//! without them, or a prompt of token ids, is a 400 naming `suffix`.
 //!
 //! Counterpart: vLLM's `serving_completion.py`.
 
@@ -11,6 +14,8 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::Response;
 use serde_json::Value;
+
+use crate::engine::{infill_ids, Infill};
 
 use super::params::Echo;
 use super::protocol::{CommonFields, CompletionFields, Kind};
@@ -33,10 +38,20 @@ pub(crate) async fn handle(
     let mut plan = params::plan_with(&state, body::fields::<CommonFields>(&value)?, echo)?;
     plan.params.logprobs = params::completion_logprobs(fields.logprobs)?;
     let prompt = prompt(fields.prompt)?;
+    let suffix = fields.suffix.filter(|s| !s.is_empty());
+    if suffix.is_some() && echo {
+        return Err(ApiError::invalid_param("suffix", "suffix and echo cannot be used together"));
+    }
     // The prompt as ids, and as text when it is echoed (token ids are decoded only then).
-    let (ids, text) = generation::tokenize(&state, move |engine| match prompt {
-        Prompt::Text(text) => Ok::<_, ApiError>((engine.tokenize(&text)?, echo.then_some(text))),
-        Prompt::Tokens(ids) => {
+    let (ids, text) = generation::tokenize(&state, move |engine| match (prompt, suffix) {
+        (Prompt::Text(prefix), Some(suffix)) => {
+            let infill = Infill { prefix, suffix, ..Infill::default() };
+            let ids = infill_ids(&engine.model().tokenizer, &infill).map_err(|e| ApiError::invalid_param("suffix", e.to_string()))?;
+            Ok((ids, None))
+        }
+        (Prompt::Tokens(_), Some(_)) => Err(ApiError::invalid_param("suffix", "suffix needs a text prompt (the code before the gap), not token ids")),
+        (Prompt::Text(text), None) => Ok::<_, ApiError>((engine.tokenize(&text)?, echo.then_some(text))),
+        (Prompt::Tokens(ids), None) => {
             let text = echo.then(|| engine.model().tokenizer.decode(&ids).unwrap_or_default());
             Ok((ids, text))
         }

@@ -19,7 +19,8 @@
 //! | `protocol.rs` | OpenAI's wire types: request fields, responses, stream chunks, usage |
 //! | `params.rs` | request fields → the engine's [`crate::engine::GenerateParams`] (defaults, ranges, `n`, `stop`) |
 //! | `chat.rs` | `POST /v1/chat/completions` |
-//! | `completions.rs` | `POST /v1/completions` |
+//! | `completions.rs` | `POST /v1/completions` (with `suffix`: fill-in-the-middle) |
+//! | `infill.rs` | `POST /infill`: llama.cpp's fill-in-the-middle route for editor plugins |
 //! | `embeddings.rs` | `POST /v1/embeddings`: an embedding model's pooled, normalized vectors |
 //! | `rerank.rs` | `POST /v1/rerank` (and llama.cpp's other paths for it): a reranker's scores of documents for a query |
 //! | `responses/` | OpenAI's Responses API (`POST /v1/responses`, `GET`/`DELETE /v1/responses/{id}`): `input` items as messages, the `response` object, its typed stream events, the in-memory store behind `previous_response_id` |
@@ -54,6 +55,7 @@ mod conversations;
 mod embeddings;
 mod error;
 mod generation;
+mod infill;
 mod logprobs;
 mod metrics;
 mod models;
@@ -95,7 +97,7 @@ pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30)
 /// Every route, with its layers, over `state`; no socket (tests call it with
 /// `tower::ServiceExt::oneshot`).
 ///
-/// `/v1/*`, `/api/*`, `/tokenize` and `/detokenize` need the API key when one is configured;
+/// `/v1/*`, `/api/*`, `/infill`, `/tokenize` and `/detokenize` need the API key when one is configured;
 /// `/health`, `/metrics` and `/` are open. Bodies over [`ServerConfig::max_body_bytes`] get 413.
 pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
@@ -138,6 +140,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/push", post(ollama::create_or_push))
         .route("/api/copy", post(ollama::copy_or_delete))
         .route("/api/delete", axum::routing::delete(ollama::copy_or_delete))
+        .route("/infill", post(infill::handle))
         .route("/tokenize", post(tokenize::tokenize))
         .route("/detokenize", post(tokenize::detokenize))
         .route_layer(axum::middleware::from_fn_with_state(

@@ -125,6 +125,10 @@ pub(crate) struct CompletionFields {
     /// log-probabilities (as vLLM does); `max_tokens` may then be 0.
     #[serde(default)]
     pub echo: Option<bool>,
+    /// The text after the gap the reply fills (fill-in-the-middle): `prompt` is the text
+    /// before it.
+    #[serde(default)]
+    pub suffix: Option<String>,
 }
 
 /// Token counts of one request.

@@ -389,6 +389,19 @@ impl TinyModelSpec {
         }
     }
 
+    /// A tiny code model as Qwen2.5-Coder's files are: Qwen2's layer over a vocabulary with
+    /// its fill-in-the-middle tokens (`<|fim_prefix|>`, `<|fim_suffix|>`, `<|fim_middle|>`,
+    /// `<|fim_pad|>`, `<|repo_name|>`, `<|file_sep|>`), found by their text as llama.cpp finds
+    /// them. The vocabulary's pre-tokenizer is named `kormo` (Qwen2's split in hearth and in
+    /// llama.cpp; no other tiny vocabulary uses it), so the FIM tokens change no other tiny model.
+    pub fn coder(weight_type: WeightType) -> Self {
+        Self {
+            seed: 135,
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "kormo" }),
+            ..Self::tiny(Family::Qwen2, weight_type)
+        }
+    }
+
     pub fn nanbeige(weight_type: WeightType) -> Self {
         let f32 = weight_type == WeightType::F32;
         Self {

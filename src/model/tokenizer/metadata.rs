@@ -28,6 +28,17 @@ pub(crate) const UNK_ID: &str = "tokenizer.ggml.unknown_token_id";
 pub(crate) const PAD_ID: &str = "tokenizer.ggml.padding_token_id";
 pub(crate) const EOT_ID: &str = "tokenizer.ggml.eot_token_id";
 pub(crate) const EOM_ID: &str = "tokenizer.ggml.eom_token_id";
+/// Fill-in-the-middle tokens (llama.cpp's `LLM_KV_TOKENIZER_FIM_*_ID`).
+pub(crate) const FIM_PRE_ID: &str = "tokenizer.ggml.fim_pre_token_id";
+pub(crate) const FIM_SUF_ID: &str = "tokenizer.ggml.fim_suf_token_id";
+pub(crate) const FIM_MID_ID: &str = "tokenizer.ggml.fim_mid_token_id";
+pub(crate) const FIM_PAD_ID: &str = "tokenizer.ggml.fim_pad_token_id";
+pub(crate) const FIM_REP_ID: &str = "tokenizer.ggml.fim_rep_token_id";
+pub(crate) const FIM_SEP_ID: &str = "tokenizer.ggml.fim_sep_token_id";
+/// The older names of the first three (CodeLlama's files).
+pub(crate) const PREFIX_ID: &str = "tokenizer.ggml.prefix_token_id";
+pub(crate) const SUFFIX_ID: &str = "tokenizer.ggml.suffix_token_id";
+pub(crate) const MIDDLE_ID: &str = "tokenizer.ggml.middle_token_id";
 pub(crate) const ADD_BOS: &str = "tokenizer.ggml.add_bos_token";
 pub(crate) const ADD_EOS: &str = "tokenizer.ggml.add_eos_token";
 pub(crate) const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
@@ -45,6 +56,8 @@ pub(crate) struct SpecialKeys {
     pub eom: Option<u32>,
     pub add_bos: Option<bool>,
     pub add_eos: Option<bool>,
+    /// The fill-in-the-middle tokens the file names (others are found by their text).
+    pub fim: super::special::FimTokens,
 }
 
 impl SpecialKeys {
@@ -69,6 +82,14 @@ impl SpecialKeys {
             eom: id(EOM_ID)?,
             add_bos: opt_bool(md, ADD_BOS)?,
             add_eos: opt_bool(md, ADD_EOS)?,
+            fim: super::special::FimTokens {
+                pre: id(FIM_PRE_ID)?.or(id(PREFIX_ID)?),
+                suf: id(FIM_SUF_ID)?.or(id(SUFFIX_ID)?),
+                mid: id(FIM_MID_ID)?.or(id(MIDDLE_ID)?),
+                pad: id(FIM_PAD_ID)?,
+                rep: id(FIM_REP_ID)?,
+                sep: id(FIM_SEP_ID)?,
+            },
         })
     }
 }

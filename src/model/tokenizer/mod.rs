@@ -39,7 +39,7 @@ use self::metadata::{GgufVocab, SpecialKeys};
 use self::special::Specials;
 use super::ModelError;
 
-pub use self::special::{END_OF_TURN_TOKENS, HARMONY_TOKENS, PRESERVED_TOKENS};
+pub use self::special::{FimTokens, END_OF_TURN_TOKENS, HARMONY_TOKENS, PRESERVED_TOKENS};
 
 /// The `tokenizer.ggml.model` values hearth can build a tokenizer for.
 pub const SUPPORTED_GGUF_MODELS: &[&str] = &["gpt2", "llama", "gemma4"];
@@ -55,6 +55,7 @@ pub struct Tokenizer {
     add_bos: bool,
     add_eos: bool,
     stop_ids: Vec<u32>,
+    fim: FimTokens,
     vocab_size: usize,
     /// The special tokens of [`PRESERVED_TOKENS`] this vocabulary has (and in a harmony
     /// vocabulary, gpt-oss's, those of [`HARMONY_TOKENS`]): they decode as text.
@@ -130,6 +131,7 @@ impl Tokenizer {
             add_bos: s.add_bos,
             add_eos: s.add_eos,
             stop_ids: s.stop_ids,
+            fim: s.fim,
             vocab_size,
             preserved: PRESERVED_TOKENS
                 .iter()
@@ -231,6 +233,11 @@ impl Tokenizer {
     /// Ids that end generation: EOS, EOT/EOM and end-of-turn control tokens.
     pub fn stop_ids(&self) -> &[u32] {
         &self.stop_ids
+    }
+
+    /// The vocabulary's fill-in-the-middle tokens.
+    pub fn fim(&self) -> FimTokens {
+        self.fim
     }
 
     /// The id of a token given its text (added tokens included).

@@ -165,6 +165,49 @@ pub(crate) fn added_tokens(tokens: &[String], types: &[TokenType]) -> Vec<AddedT
         .collect()
 }
 
+/// A vocabulary's fill-in-the-middle tokens: the prefix, suffix and middle marks a code
+/// model's infill prompt is made of, and the pad, repository and file marks that end a
+/// reply (llama.cpp's `fim_*` ids). Each `None` where the vocabulary has none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FimTokens {
+    pub pre: Option<u32>,
+    pub suf: Option<u32>,
+    pub mid: Option<u32>,
+    pub pad: Option<u32>,
+    pub rep: Option<u32>,
+    pub sep: Option<u32>,
+}
+
+/// The texts each fill-in-the-middle token goes by, as llama.cpp looks for them when the file
+/// names none (Qwen's, StarCoder's and Granite's, DeepSeek's, CodeLlama's, GLM-4.5's,
+/// Falcon-H1's).
+const FIM_PRE_TEXTS: &[&str] = &["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"];
+const FIM_SUF_TEXTS: &[&str] = &["<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"];
+const FIM_MID_TEXTS: &[&str] = &["<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"];
+const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
+const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
+
+impl FimTokens {
+    /// `named` (the file's ids), each missing one found by its texts in `inner`'s vocabulary.
+    pub(crate) fn find(named: FimTokens, inner: &tokenizers::Tokenizer) -> Self {
+        let by_text = |id: Option<u32>, texts: &[&str]| id.or_else(|| texts.iter().find_map(|t| inner.token_to_id(t)));
+        Self {
+            pre: by_text(named.pre, FIM_PRE_TEXTS),
+            suf: by_text(named.suf, FIM_SUF_TEXTS),
+            mid: by_text(named.mid, FIM_MID_TEXTS),
+            pad: by_text(named.pad, FIM_PAD_TEXTS),
+            rep: by_text(named.rep, FIM_REP_TEXTS),
+            sep: by_text(named.sep, FIM_SEP_TEXTS),
+        }
+    }
+
+    /// The prefix, suffix and middle marks, where the vocabulary has all three.
+    pub fn marks(&self) -> Option<(u32, u32, u32)> {
+        Some((self.pre?, self.suf?, self.mid?))
+    }
+}
+
 /// What generation needs to know about special tokens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Specials {
@@ -175,17 +218,20 @@ pub(crate) struct Specials {
     /// embedding model's, such as Qwen3-Embedding's; read for embeddings only).
     pub add_eos: bool,
     pub stop_ids: Vec<u32>,
+    pub fim: FimTokens,
 }
 
 impl Specials {
     /// From GGUF keys; `default_add_bos` applies when `add_bos_token` is absent.
     pub fn from_gguf(keys: &SpecialKeys, default_add_bos: bool, inner: &tokenizers::Tokenizer) -> Self {
+        let fim = FimTokens::find(keys.fim, inner);
         Self {
             bos: keys.bos,
             eos: keys.eos,
             add_bos: keys.add_bos.unwrap_or(default_add_bos),
             add_eos: keys.add_eos.unwrap_or(false),
-            stop_ids: stop_ids([keys.eos, keys.eot, keys.eom], inner),
+            stop_ids: stop_ids([keys.eos, keys.eot, keys.eom], fim, inner),
+            fim,
         }
     }
 
@@ -196,12 +242,14 @@ impl Specials {
         let bos = named(&config.bos_token).or_else(|| by_names(BOS_NAMES));
         let eos = named(&config.eos_token).or_else(|| by_names(EOS_NAMES));
         let add_bos = config.add_bos_token.unwrap_or_else(|| post_processor_adds(inner, bos));
+        let fim = FimTokens::find(FimTokens::default(), inner);
         Self {
             bos,
             eos,
             add_bos,
             add_eos: false,
-            stop_ids: stop_ids([eos], inner),
+            stop_ids: stop_ids([eos], fim, inner),
+            fim,
         }
     }
 }
@@ -221,9 +269,11 @@ fn post_processor_adds(inner: &tokenizers::Tokenizer, bos: Option<u32>) -> bool 
     }
 }
 
-/// `explicit` ids first, then special added tokens named in [`END_OF_TURN_TOKENS`], deduplicated;
-/// in a harmony vocabulary without `<|end|>`, which ends a message of the reply, not the reply.
-fn stop_ids<const N: usize>(explicit: [Option<u32>; N], inner: &tokenizers::Tokenizer) -> Vec<u32> {
+/// `explicit` ids first, then special added tokens named in [`END_OF_TURN_TOKENS`], then the
+/// fill-in-the-middle pad, repository and file marks (which end a reply in llama.cpp too),
+/// deduplicated; in a harmony vocabulary without `<|end|>`, which ends a message of the reply,
+/// not the reply.
+fn stop_ids<const N: usize>(explicit: [Option<u32>; N], fim: FimTokens, inner: &tokenizers::Tokenizer) -> Vec<u32> {
     let not_a_stop = is_harmony(inner).then(|| special_id(inner, HARMONY_END)).flatten();
     let mut named: Vec<u32> = inner
         .get_added_tokens_decoder()
@@ -233,7 +283,8 @@ fn stop_ids<const N: usize>(explicit: [Option<u32>; N], inner: &tokenizers::Toke
         .collect();
     named.sort_unstable();
     let mut out = Vec::new();
-    for id in explicit.into_iter().flatten().chain(named) {
+    let fim_ends = [fim.pad, fim.rep, fim.sep].into_iter().flatten();
+    for id in explicit.into_iter().flatten().chain(named).chain(fim_ends) {
         if !out.contains(&id) && Some(id) != not_a_stop {
             out.push(id);
         }
@@ -292,6 +343,29 @@ mod tests {
         );
         assert_eq!(TokenType::from_code(6), TokenType::Byte);
         assert_eq!(TokenType::from_code(42), TokenType::Undefined);
+    }
+
+    #[test]
+    fn fim_tokens_are_the_files_else_found_by_text_and_their_ends_stop() {
+        let vocab: Vocab = ["a", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<|endoftext|>"]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.to_string(), i as u32))
+            .collect();
+        let tok = tokenizers::Tokenizer::new(BPE::builder().vocab_and_merges(vocab, vec![]).build().unwrap());
+        let found = FimTokens::find(FimTokens::default(), &tok);
+        assert_eq!(found.marks(), Some((1, 2, 3)));
+        assert_eq!((found.pad, found.rep, found.sep), (Some(4), Some(5), Some(6)));
+        // The file's ids win.
+        let named = FimTokens::find(FimTokens { pre: Some(7), ..FimTokens::default() }, &tok);
+        assert_eq!(named.pre, Some(7));
+        let keys = SpecialKeys {
+            eos: Some(7),
+            ..SpecialKeys::default()
+        };
+        let s = Specials::from_gguf(&keys, false, &tok);
+        assert_eq!(s.stop_ids, vec![7, 4, 5, 6], "EOS, then the pad, repository and file marks");
+        assert_eq!(FimTokens::find(FimTokens::default(), &toy()).marks(), None);
     }
 
     #[test]

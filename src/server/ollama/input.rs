@@ -6,8 +6,8 @@
 //! `max_tokens`, -1 and -2 the server's default; `repeat_penalty`; a negative `seed` is a
 //! random one; `stream` defaults to true), `format` (`"json"` or a JSON Schema) as a grammar,
 //! `tool_choice` as on the OpenAI routes (hearth's extension), `think` (false turns a thinking template off, `"low"`/`"medium"`/`"high"` is gpt-oss's
-//! `reasoning_effort`), what hearth cannot do as a 400 naming the field (`images`, `suffix`,
-//! a Go `template`, `logprobs`), and [`messages`]. An assistant turn's `tool_calls` carry
+//! `reasoning_effort`), what hearth cannot do as a 400 naming the field (`images`, a Go
+//! `template`, `logprobs`), and [`messages`]. An assistant turn's `tool_calls` carry
 //! their arguments as an object and (from Ollama's clients) no ids: each gets one from its
 //! place in the conversation (`call00000`, `call00001`, …; nine letters and digits, which
 //! every template accepts, Mistral's too), and a `tool` message without `tool_call_id` answers
@@ -41,6 +41,7 @@ pub(crate) struct OllamaFields {
     pub raw: Option<bool>,
     /// `/api/generate`: the ids an earlier reply's `context` gave, continued.
     pub context: Option<Vec<u32>>,
+    /// `/api/generate`: the code after the gap `prompt` is before (fill-in-the-middle).
     pub suffix: Option<String>,
     pub template: Option<String>,
     pub images: Option<Value>,
@@ -190,14 +191,11 @@ impl OllamaFields {
     }
 
     /// What hearth cannot do, as a 400 naming the field: images (hearth runs text models),
-    /// `suffix` (fill-in-the-middle), a Go `template` (hearth renders the file's own Jinja
+    /// a Go `template` (hearth renders the file's own Jinja
     /// chat template), `logprobs` (`/v1/chat/completions` has them).
     pub fn refuse_unsupported(&self) -> Result<(), ApiError> {
         if self.images.as_ref().is_some_and(has_items) {
             return Err(ApiError::invalid_param("images", "images are not supported: hearth runs text-only models"));
-        }
-        if self.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
-            return Err(ApiError::invalid_param("suffix", "suffix (fill-in-the-middle) is not supported"));
         }
         if self.template.as_ref().is_some_and(|s| !s.is_empty()) {
             return Err(ApiError::invalid_param(
@@ -350,7 +348,6 @@ mod tests {
         let f = |v: Value| serde_json::from_value::<OllamaFields>(v).unwrap();
         for (v, param) in [
             (json!({"images": ["aGk="]}), "images"),
-            (json!({"suffix": "}"}), "suffix"),
             (json!({"template": "{{ .Prompt }}"}), "template"),
             (json!({"logprobs": true}), "logprobs"),
         ] {

@@ -38,7 +38,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::engine::{normalize, GenerateRequest, Message, Role};
+use crate::engine::{infill_ids, normalize, GenerateRequest, Infill, Message, Role};
 
 use super::params::Plan;
 use super::reply::Reply;
@@ -118,6 +118,19 @@ async fn generate_reply(state: &AppState, request: Result<Bytes, BytesRejection>
     let raw = f.raw.unwrap_or(false);
     let kwargs = f.template_kwargs()?;
     let system = f.system.clone().filter(|s| !s.is_empty());
+    if let Some(suffix) = f.suffix.clone().filter(|s| !s.is_empty()) {
+        // Fill-in-the-middle: the prompt is the code before the gap; no template, no context.
+        let infill = Infill {
+            prefix: text,
+            suffix,
+            ..Infill::default()
+        };
+        let ids = generation::tokenize(state, move |engine| {
+            infill_ids(&engine.model().tokenizer, &infill).map_err(|e| ApiError::invalid_param("suffix", e.to_string()))
+        })
+        .await?;
+        return run(state, ids, plan, name, Route::Generate { context: None }, started).await;
+    }
     let prompt = generation::tokenize(state, move |engine| {
         if raw {
             return Ok::<_, ApiError>((engine.tokenize(&text)?, None));

@@ -210,6 +210,28 @@ const LFM2: Gpt2Family = Gpt2Family {
     chat_template: include_str!("../../chat/fixtures/lfm2-8b-a1b.jinja"),
 };
 
+/// Qwen2.5-Coder's vocabulary: ChatML's marks and its fill-in-the-middle tokens, all special
+/// (see `TinyModelSpec::coder`).
+const QWEN_CODER: Gpt2Family = Gpt2Family {
+    added: &[
+        ("<|endoftext|>", true),
+        ("<|im_start|>", true),
+        ("<|im_end|>", true),
+        ("<|fim_prefix|>", true),
+        ("<|fim_middle|>", true),
+        ("<|fim_suffix|>", true),
+        ("<|fim_pad|>", true),
+        ("<|repo_name|>", true),
+        ("<|file_sep|>", true),
+    ],
+    bos: "<|endoftext|>",
+    eos: "<|endoftext|>",
+    eot: None,
+    pad: "<|endoftext|>",
+    add_bos: false,
+    chat_template: CHATML_TEMPLATE,
+};
+
 pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
     match pre {
         // Mistral Nemo, Mistral Small 3.x, Ministral, Devstral.
@@ -286,6 +308,7 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
         "command-r" => COHERE,
         "minimax-m2" => MINIMAX_M2,
         "deepseek-v3" => DEEPSEEK3,
+        "kormo" => QWEN_CODER,
         "qwen2" | "qwen35" => Gpt2Family {
             added: &[
                 ("<|endoftext|>", true),
