@@ -1990,6 +1990,8 @@ async fn fill_in_the_middle_on_every_route() {
     let ollama = post(&s.app, "/api/generate", &json!({"prompt": prefix, "suffix": suffix, "stream": false, "options": {"num_predict": 6, "temperature": 0}})).await.json();
     assert_eq!(ollama["prompt_eval_count"], expected.len(), "{ollama}");
     assert_eq!(ollama["response"], by_ids["choices"][0]["text"]);
+    let empty_prefix = post(&s.app, "/api/generate", &json!({"prompt": "", "suffix": suffix, "stream": false, "options": {"num_predict": 2}})).await.json();
+    assert_eq!(empty_prefix["prompt_eval_count"], 2 + text(suffix).len() + 1, "a gap at the start is filled, not a load: {empty_prefix}");
 
     // llama.cpp's /infill: the repository mark, each other file, the file being edited, then
     // the prefix (with `prompt` after it), the suffix, the middle mark.

@@ -112,13 +112,14 @@ async fn generate_reply(state: &AppState, request: Result<Bytes, BytesRejection>
     let (f, mut plan, name) = read(state, &value)?;
     let text = f.prompt.clone().unwrap_or_default();
     let context = f.context.clone().unwrap_or_default();
-    if text.is_empty() && context.is_empty() {
+    let suffix = f.suffix.clone().filter(|s| !s.is_empty());
+    if text.is_empty() && context.is_empty() && suffix.is_none() {
         return Ok(Json(output::loaded(&name, false)).into_response());
     }
     let raw = f.raw.unwrap_or(false);
     let kwargs = f.template_kwargs()?;
     let system = f.system.clone().filter(|s| !s.is_empty());
-    if let Some(suffix) = f.suffix.clone().filter(|s| !s.is_empty()) {
+    if let Some(suffix) = suffix {
         // Fill-in-the-middle: the prompt is the code before the gap; no template, no context.
         let infill = Infill {
             prefix: text,
