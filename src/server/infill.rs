@@ -57,7 +57,10 @@ struct ExtraChunk {
     text: String,
 }
 
-pub(crate) async fn handle(State(state): State<AppState>, request: Result<Bytes, BytesRejection>) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn handle(
+    State(state): State<AppState>,
+    request: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
     let value = body::json_object(request, state.config().max_body_bytes)?;
     let f = body::fields::<InfillFields>(&value)?;
     if f.stream == Some(true) {
@@ -69,7 +72,12 @@ pub(crate) async fn handle(State(state): State<AppState>, request: Result<Bytes,
     let max_tokens = match f.n_predict {
         None | Some(-1) => None,
         Some(n) if n > 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
-        Some(n) => return Err(ApiError::invalid_param("n_predict", format!("n_predict must be at least 1, or -1, not {n}"))),
+        Some(n) => {
+            return Err(ApiError::invalid_param(
+                "n_predict",
+                format!("n_predict must be at least 1, or -1, not {n}"),
+            ))
+        }
     };
     let plan = params::plan(
         &state,
@@ -101,7 +109,8 @@ pub(crate) async fn handle(State(state): State<AppState>, request: Result<Bytes,
     };
     let (ids, prompt_text) = generation::tokenize(&state, move |engine| {
         let tok = &engine.model().tokenizer;
-        let ids = infill_ids(tok, &infill).map_err(|e| ApiError::invalid(format!("infill is not supported by this model: {e}")))?;
+        let ids = infill_ids(tok, &infill)
+            .map_err(|e| ApiError::invalid(format!("infill is not supported by this model: {e}")))?;
         let text = tok.decode(&ids).unwrap_or_default();
         Ok::<_, ApiError>((ids, text))
     })

@@ -195,7 +195,10 @@ impl OllamaFields {
     /// chat template), `logprobs` (`/v1/chat/completions` has them).
     pub fn refuse_unsupported(&self) -> Result<(), ApiError> {
         if self.images.as_ref().is_some_and(has_items) {
-            return Err(ApiError::invalid_param("images", "images are not supported: hearth runs text-only models"));
+            return Err(ApiError::invalid_param(
+                "images",
+                "images are not supported: hearth runs text-only models",
+            ));
         }
         if self.template.as_ref().is_some_and(|s| !s.is_empty()) {
             return Err(ApiError::invalid_param(
@@ -266,7 +269,10 @@ pub(crate) fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError>
         if message.role == Role::Assistant {
             message.reasoning_content = m.thinking.filter(|t| !t.is_empty());
             for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
-                let id = call.id.filter(|id| !id.is_empty()).unwrap_or_else(|| format!("call{calls:05}"));
+                let id = call
+                    .id
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(|| format!("call{calls:05}"));
                 calls += 1;
                 let arguments = match call.function.arguments {
                     Value::Null => "{}".to_owned(),
@@ -274,7 +280,10 @@ pub(crate) fn messages(wire: Vec<WireMessage>) -> Result<Vec<Message>, ApiError>
                     Value::String(s) if serde_json::from_str::<Value>(&s).is_ok_and(|v| v.is_object()) => s,
                     _ => {
                         let param = format!("{at}.tool_calls[{j}].function.arguments");
-                        return Err(ApiError::invalid_param(param.clone(), format!("{param} must be an object")));
+                        return Err(ApiError::invalid_param(
+                            param.clone(),
+                            format!("{param} must be an object"),
+                        ));
                     }
                 };
                 unanswered.push_back(id.clone());
@@ -325,17 +334,26 @@ mod tests {
         assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
         let calls = &m[2].tool_calls;
         assert_eq!((calls[0].id.as_str(), calls[1].id.as_str()), ("call00000", "call00001"));
-        assert_eq!(calls[0].arguments, r#"{"city":"Paris","unit":"C"}"#, "keys in the order sent");
+        assert_eq!(
+            calls[0].arguments, r#"{"city":"Paris","unit":"C"}"#,
+            "keys in the order sent"
+        );
         assert_eq!(calls[1].arguments, r#"{"city": "Oslo"}"#);
         assert_eq!(m[2].reasoning_content.as_deref(), Some("two calls"));
-        assert_eq!((m[3].tool_call_id.as_deref(), m[3].name.as_deref()), (Some("call00000"), Some("get_weather")));
+        assert_eq!(
+            (m[3].tool_call_id.as_deref(), m[3].name.as_deref()),
+            (Some("call00000"), Some("get_weather"))
+        );
         assert_eq!(m[4].tool_call_id.as_deref(), Some("call00001"));
     }
 
     #[test]
     fn what_cannot_be_read_is_a_400_naming_the_field() {
         for (v, param) in [
-            (json!([{"role": "user", "content": "x", "images": ["aGk="]}]), "messages[0].images"),
+            (
+                json!([{"role": "user", "content": "x", "images": ["aGk="]}]),
+                "messages[0].images",
+            ),
             (json!([{"role": "robot", "content": "x"}]), "messages[0].role"),
             (
                 json!([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": [1]}}]}]),
@@ -354,12 +372,47 @@ mod tests {
             let e = f(v.clone()).refuse_unsupported().unwrap_err();
             assert_eq!(e.body().error.param.as_deref(), Some(param), "{v}");
         }
-        assert!(f(json!({"images": [], "suffix": "", "template": ""})).refuse_unsupported().is_ok());
-        assert_eq!(f(json!({"format": 5})).grammar().unwrap_err().body().error.param.as_deref(), Some("format"));
-        assert_eq!(f(json!({"format": "json"})).grammar().unwrap(), Some(Grammar::JsonObject));
+        assert!(f(json!({"images": [], "suffix": "", "template": ""}))
+            .refuse_unsupported()
+            .is_ok());
+        assert_eq!(
+            f(json!({"format": 5}))
+                .grammar()
+                .unwrap_err()
+                .body()
+                .error
+                .param
+                .as_deref(),
+            Some("format")
+        );
+        assert_eq!(
+            f(json!({"format": "json"})).grammar().unwrap(),
+            Some(Grammar::JsonObject)
+        );
         assert_eq!(f(json!({"format": ""})).grammar().unwrap(), None);
-        assert_eq!(f(json!({"think": "max"})).template_kwargs().unwrap_err().body().error.param.as_deref(), Some("think"));
-        assert_eq!(f(json!({"think": false})).template_kwargs().unwrap().get("enable_thinking"), Some(&json!(false)));
-        assert_eq!(f(json!({"think": "low"})).template_kwargs().unwrap().get("reasoning_effort"), Some(&json!("low")));
+        assert_eq!(
+            f(json!({"think": "max"}))
+                .template_kwargs()
+                .unwrap_err()
+                .body()
+                .error
+                .param
+                .as_deref(),
+            Some("think")
+        );
+        assert_eq!(
+            f(json!({"think": false}))
+                .template_kwargs()
+                .unwrap()
+                .get("enable_thinking"),
+            Some(&json!(false))
+        );
+        assert_eq!(
+            f(json!({"think": "low"}))
+                .template_kwargs()
+                .unwrap()
+                .get("reasoning_effort"),
+            Some(&json!("low"))
+        );
     }
 }

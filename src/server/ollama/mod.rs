@@ -159,7 +159,14 @@ async fn generate_reply(state: &AppState, request: Result<Bytes, BytesRejection>
 }
 
 /// Submits `prompt`; answers with its lines, or with the whole reply.
-async fn run(state: &AppState, prompt: Vec<u32>, plan: Plan, name: String, route: Route, started: Instant) -> Result<Response, ApiError> {
+async fn run(
+    state: &AppState,
+    prompt: Vec<u32>,
+    plan: Plan,
+    name: String,
+    route: Route,
+    started: Instant,
+) -> Result<Response, ApiError> {
     let events = state
         .engine()
         .submit(GenerateRequest {
@@ -221,17 +228,29 @@ async fn embed_reply(state: &AppState, request: Result<Bytes, BytesRejection>) -
             .enumerate()
             .map(|(i, v)| match v {
                 Value::String(s) => Ok(s),
-                _ => Err(ApiError::invalid_param(format!("input[{i}]"), format!("input[{i}] must be a string"))),
+                _ => Err(ApiError::invalid_param(
+                    format!("input[{i}]"),
+                    format!("input[{i}] must be a string"),
+                )),
             })
             .collect::<Result<_, _>>()?,
-        _ => return Err(ApiError::invalid_param("input", "input must be a string or a list of strings")),
+        _ => {
+            return Err(ApiError::invalid_param(
+                "input",
+                "input must be a string or a list of strings",
+            ))
+        }
     };
     let pooling = embeddings::pooling_for(state, &name)?;
     let dimensions = embeddings::dimensions(state, f.dimensions)?;
     if texts.len() > embeddings::MAX_INPUTS {
         return Err(ApiError::invalid_param(
             "input",
-            format!("at most {} inputs per request, not {}", embeddings::MAX_INPUTS, texts.len()),
+            format!(
+                "at most {} inputs per request, not {}",
+                embeddings::MAX_INPUTS,
+                texts.len()
+            ),
         ));
     }
     let mut prompts = tokenize_all(state, texts).await?;
@@ -290,7 +309,10 @@ pub(crate) async fn embeddings(State(state): State<AppState>, request: Result<By
             return Ok(Json(json!({"embedding": []})).into_response());
         }
         let prompts = tokenize_all(&state, vec![text]).await?;
-        let vector = embeddings::embed_all(&state, &prompts, pooling, "prompt").await?.pop().unwrap_or_default();
+        let vector = embeddings::embed_all(&state, &prompts, pooling, "prompt")
+            .await?
+            .pop()
+            .unwrap_or_default();
         Ok::<_, ApiError>(Json(json!({"embedding": vector})).into_response())
     };
     answer(reply.await)

@@ -66,7 +66,9 @@ pub(crate) async fn ps(State(state): State<AppState>) -> Json<Value> {
 pub(crate) async fn show(State(state): State<AppState>, request: Result<Bytes, BytesRejection>) -> Response {
     let shown = async {
         let value = body::json_object(request, state.config().max_body_bytes)?;
-        let requested = ["model", "name"].iter().find_map(|k| value.get(*k).and_then(Value::as_str));
+        let requested = ["model", "name"]
+            .iter()
+            .find_map(|k| value.get(*k).and_then(Value::as_str));
         input::model_name(&state, requested)?;
         Ok::<_, ApiError>(Json(show_body(&state)).into_response())
     };
@@ -77,7 +79,9 @@ pub(crate) async fn show(State(state): State<AppState>, request: Result<Bytes, B
 pub(crate) async fn pull(State(state): State<AppState>, request: Result<Bytes, BytesRejection>) -> Response {
     let pulled = async {
         let value = body::json_object(request, state.config().max_body_bytes)?;
-        let requested = ["model", "name"].iter().find_map(|k| value.get(*k).and_then(Value::as_str));
+        let requested = ["model", "name"]
+            .iter()
+            .find_map(|k| value.get(*k).and_then(Value::as_str));
         input::model_name(&state, requested).map_err(|_| {
             ApiError::ModelNotFound(format!(
                 "hearth does not pull models: it serves `{}`, chosen when it started (--model)",
@@ -100,7 +104,8 @@ pub(crate) async fn copy_or_delete() -> Response {
 }
 
 fn not_served(what: &str) -> Response {
-    let message = format!("hearth does not manage models ({what}): it serves the one model it was started with (--model)");
+    let message =
+        format!("hearth does not manage models ({what}): it serves the one model it was started with (--model)");
     (StatusCode::NOT_IMPLEMENTED, Json(json!({"error": message}))).into_response()
 }
 
@@ -145,7 +150,11 @@ fn details(state: &AppState) -> Value {
 /// The model file's modification time (the server's start where it cannot be read).
 fn modified_at(state: &AppState) -> String {
     let info = state.engine().model_info();
-    let file = info.files.first().and_then(|f| std::fs::metadata(f).ok()).and_then(|m| m.modified().ok());
+    let file = info
+        .files
+        .first()
+        .and_then(|f| std::fs::metadata(f).ok())
+        .and_then(|m| m.modified().ok());
     let started = SystemTime::UNIX_EPOCH + Duration::from_secs(state.started());
     crate::engine::rfc3339(file.unwrap_or(started))
 }
@@ -214,7 +223,11 @@ fn parameter_size(n: u64) -> String {
         n if n >= 1_000 => (n as f64 / 1e3, "K"),
         n => return n.to_string(),
     };
-    let text = if value >= 100.0 { format!("{value:.0}") } else { format!("{value:.1}") };
+    let text = if value >= 100.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    };
     format!("{}{unit}", text.strip_suffix(".0").unwrap_or(&text))
 }
 

@@ -40,7 +40,10 @@ pub(crate) fn finish(out: &mut Map<String, Value>, report: &GenerationReport, st
     out.insert("total_duration".into(), json!(ns(started.elapsed())));
     out.insert("load_duration".into(), json!(0));
     out.insert("prompt_eval_count".into(), json!(report.prompt_tokens));
-    out.insert("prompt_eval_duration".into(), json!(ns(report.ttft.saturating_sub(report.queued))));
+    out.insert(
+        "prompt_eval_duration".into(),
+        json!(ns(report.ttft.saturating_sub(report.queued))),
+    );
     out.insert("eval_count".into(), json!(report.tokens.len()));
     out.insert("eval_duration".into(), json!(ns(report.decode)));
 }
@@ -119,7 +122,10 @@ mod tests {
         let m = message(&reply);
         assert_eq!(m["thinking"], "plan");
         assert_eq!(m["content"], "");
-        assert_eq!(m["tool_calls"][0], json!({"id": "call_1", "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Paris"}}}));
+        assert_eq!(
+            m["tool_calls"][0],
+            json!({"id": "call_1", "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Paris"}}})
+        );
         assert_eq!(m["tool_calls"][1]["function"]["arguments"], json!({}));
         let plain = message(&Reply {
             reasoning: None,

@@ -79,8 +79,8 @@ pub(crate) fn ndjson(events: RequestStream, plan: Plan, model: String, route: Ro
 
 /// One object as a line.
 pub(crate) fn to_line(v: &Value) -> Bytes {
-    let mut text = serde_json::to_string(v)
-        .unwrap_or_else(|e| json!({"error": format!("cannot write a line: {e}")}).to_string());
+    let mut text =
+        serde_json::to_string(v).unwrap_or_else(|e| json!({"error": format!("cannot write a line: {e}")}).to_string());
     text.push('\n');
     Bytes::from(text)
 }
