@@ -667,9 +667,12 @@ async fn api_key_guards_v1_but_not_health_or_metrics() {
         let r = send(&s.app, request(Method::POST, route, body(), Some("sekret"))).await;
         assert_eq!(r.status, StatusCode::OK, "{route}: {}", r.text());
     }
-    // So do Ollama's routes; its probe of `/` is open.
+    // So do Ollama's routes (refused in its error shape); its probe of `/` is open.
     for route in ["/api/tags", "/api/version"] {
-        send(&s.app, request(Method::GET, route, Body::empty(), None)).await.error(StatusCode::UNAUTHORIZED);
+        let r = send(&s.app, request(Method::GET, route, Body::empty(), None)).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{route}");
+        assert!(r.json()["error"].is_string(), "{route}: {}", r.text());
+        assert_eq!(r.headers[header::WWW_AUTHENTICATE], "Bearer");
         let r = send(&s.app, request(Method::GET, route, Body::empty(), Some("sekret"))).await;
         assert_eq!(r.status, StatusCode::OK, "{route}: {}", r.text());
     }
@@ -843,6 +846,30 @@ async fn a_client_that_goes_away_cancels_its_request() {
         200,
         "the uncancelled reply is long"
     );
+}
+
+/// The same for Ollama's streamed lines: a client that leaves after the first line cancels
+/// the request.
+#[tokio::test]
+async fn an_ollama_client_that_goes_away_cancels_its_request() {
+    let s = server(Opts::default());
+    let body_json = json!({"prompt": "Tell me a long story", "raw": true, "options": {"num_predict": 200, "temperature": 0}});
+    let response = s
+        .app
+        .clone()
+        .oneshot(request(Method::POST, "/api/generate", Body::from(body_json.to_string()), None))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    let frame = body.frame().await.unwrap().unwrap();
+    assert!(frame.is_data());
+    drop(body);
+    wait_until_cancelled(&s, Instant::now() + Duration::from_secs(20)).await;
+    let mut whole = body_json;
+    whole["stream"] = json!(false);
+    let r = post(&s.app, "/api/generate", &whole).await;
+    assert_eq!(r.json()["eval_count"], 200, "the uncancelled reply is long");
 }
 
 #[tokio::test]

@@ -1,10 +1,11 @@
-//! The API key check on `/v1` routes.
+//! The API key check on `/v1` routes (and `/api`, `/infill`, `/tokenize`, `/detokenize`).
 //!
 //! Owns: the middleware that lets a request through when no key is configured or when it
 //! carries `Authorization: Bearer <key>` (or `x-api-key: <key>`, as Anthropic's clients send
 //! it) with the configured key, compared in constant time (the time taken does not depend on
 //! where the given key first differs); anything else gets 401 with OpenAI's `invalid_api_key`
-//! body. `/health` and `/metrics` are outside it.
+//! body (Ollama's `{"error"}` on its `/api` routes). `/health`, `/metrics` and `/` are outside
+//! it.
 //!
 //! Counterpart: vLLM's `--api-key` middleware in `api_server.py`.
 
@@ -27,6 +28,8 @@ pub(crate) async fn require_api_key(State(state): State<AppState>, request: Requ
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim));
     match given {
         Some(token) if constant_time_eq(token.as_bytes(), key.as_bytes()) => next.run(request).await,
+        // Ollama's clients read its error shape.
+        _ if request.uri().path().starts_with("/api/") => super::ollama::error_response(&ApiError::Unauthorized),
         _ => ApiError::Unauthorized.into_response(),
     }
 }

@@ -32,7 +32,7 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::header::RETRY_AFTER;
+use axum::http::header::{RETRY_AFTER, WWW_AUTHENTICATE};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -318,12 +318,15 @@ pub(crate) async fn embeddings(State(state): State<AppState>, request: Result<By
     answer(reply.await)
 }
 
-/// `e` as Ollama answers: its status (and `Retry-After`, when it has one), `{"error": ...}`.
+/// `e` as Ollama answers: its status (and `Retry-After` or `WWW-Authenticate`, when it has
+/// one), `{"error": ...}`.
 pub(crate) fn error_response(e: &ApiError) -> Response {
     let openai = e.clone().into_response();
     let mut response = (e.status(), Json(json!({"error": e.body().error.message}))).into_response();
-    if let Some(retry) = openai.headers().get(RETRY_AFTER) {
-        response.headers_mut().insert(RETRY_AFTER, retry.clone());
+    for name in [RETRY_AFTER, WWW_AUTHENTICATE] {
+        if let Some(value) = openai.headers().get(&name) {
+            response.headers_mut().insert(name, value.clone());
+        }
     }
     response
 }
