@@ -814,30 +814,30 @@ async fn wait_until_cancelled(s: &TestServer, deadline: Instant) {
     }
 }
 
+/// Streams `body` from `uri`; once the first piece of the reply arrives, the client leaves;
+/// waits until the engine has cancelled the request.
+async fn leave_after_the_first_piece(s: &TestServer, uri: &str, body: &Value) {
+    let response = s
+        .app
+        .clone()
+        .oneshot(request(Method::POST, uri, Body::from(body.to_string()), None))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut stream = response.into_body();
+    let frame = stream.frame().await.unwrap().unwrap();
+    assert!(frame.is_data());
+    drop(stream);
+    wait_until_cancelled(s, Instant::now() + Duration::from_secs(20)).await;
+}
+
 #[tokio::test]
 async fn a_client_that_goes_away_cancels_its_request() {
     let s = server(Opts::default());
     let body_json = json!({"prompt": "Tell me a long story", "max_tokens": 200, "temperature": 0, "stream": true});
-    let response = s
-        .app
-        .clone()
-        .oneshot(request(
-            Method::POST,
-            "/v1/completions",
-            Body::from(body_json.to_string()),
-            None,
-        ))
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let mut body = response.into_body();
-    // The first piece of text arrives; then the client leaves.
-    let frame = body.frame().await.unwrap().unwrap();
-    assert!(frame.is_data());
-    drop(body);
     // Greedy, this prompt runs to max_tokens (checked below), far longer than
     // the drop takes: a finished request means the drop did not cancel it.
-    wait_until_cancelled(&s, Instant::now() + Duration::from_secs(20)).await;
+    leave_after_the_first_piece(&s, "/v1/completions", &body_json).await;
     let mut whole = body_json;
     whole["stream"] = json!(false);
     let r = post(&s.app, "/v1/completions", &whole).await;
@@ -854,18 +854,7 @@ async fn a_client_that_goes_away_cancels_its_request() {
 async fn an_ollama_client_that_goes_away_cancels_its_request() {
     let s = server(Opts::default());
     let body_json = json!({"prompt": "Tell me a long story", "raw": true, "options": {"num_predict": 200, "temperature": 0}});
-    let response = s
-        .app
-        .clone()
-        .oneshot(request(Method::POST, "/api/generate", Body::from(body_json.to_string()), None))
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let mut body = response.into_body();
-    let frame = body.frame().await.unwrap().unwrap();
-    assert!(frame.is_data());
-    drop(body);
-    wait_until_cancelled(&s, Instant::now() + Duration::from_secs(20)).await;
+    leave_after_the_first_piece(&s, "/api/generate", &body_json).await;
     let mut whole = body_json;
     whole["stream"] = json!(false);
     let r = post(&s.app, "/api/generate", &whole).await;

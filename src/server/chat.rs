@@ -32,16 +32,7 @@ pub(crate) async fn handle(
     let fields = body::fields::<ChatFields>(&value)?;
     plan.params.logprobs = params::chat_logprobs(fields.logprobs, fields.top_logprobs)?;
     let tools = ToolRequest::read(fields.tools.as_ref(), fields.tool_choice.as_ref())?;
-    let format = state.engine().tool_format();
-    if tools.parses_calls() {
-        plan.tool_calls = Some(format);
-        plan.tools = tools.tools.clone();
-    }
-    plan.parallel_calls = fields.parallel_tool_calls.unwrap_or(true);
-    if let Some(forced) = tools.forced(state.engine()) {
-        plan.params.grammar = Some(forced);
-        plan.grammar_from = Some(params::TOOL_CHOICE);
-    }
+    plan.offer_tools(&tools, state.engine(), fields.parallel_tool_calls.unwrap_or(true));
     let mut kwargs = template_kwargs(fields.chat_template_kwargs)?;
     reasoning_effort(&mut kwargs, fields.reasoning_effort.as_ref(), "reasoning_effort")?;
     let split_reasoning = split_reasoning(fields.reasoning_format.as_ref())?;

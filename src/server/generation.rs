@@ -1,8 +1,9 @@
 //! From a tokenized prompt to a response: submit to the engine, then stream or collect.
 //!
 //! Owns: tokenizing off the async threads (a long conversation's template and tokenizer run
-//! on tokio's blocking pool), submitting (the engine validates synchronously, so a bad request
-//! gets its status before any stream starts), collecting a whole reply for a non-streamed
+//! on tokio's blocking pool; [`chat_prompt`] for the chat-shaped routes), submitting
+//! ([`submit`]: the engine validates synchronously, so a bad request gets its status before any
+//! stream starts, a grammar that does not compile naming its field), collecting a whole reply for a non-streamed
 //! request, and choosing between that and [`super::stream`].
 //!
 //! The [`RequestStream`] is moved into whichever consumes it (the SSE stream, or this
@@ -16,11 +17,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use crate::engine::{
-    EngineHandle, Event, GenerateRequest, GenerationReport, ReasoningStream, RequestStream, SaveTo, SplitPiece, SplitReply,
+    ChatPrompt, EngineHandle, Event, GenerateRequest, GenerationReport, Message, ReasoningStream, RequestStream, SaveTo,
+    SplitPiece, SplitReply, TemplateKwargs, Tool,
 };
 
 use super::params::Plan;
 use super::protocol::{chat_completion, text_completion, Kind, Meta};
+use super::tools::Shape;
 use super::{logprobs, stream, ApiError, AppState};
 
 /// Runs `tokenize` with the engine handle on the blocking pool.
@@ -35,6 +38,35 @@ where
         .await
         .map_err(|e| ApiError::Internal(format!("tokenizing the prompt failed: {e}")))?
         .map_err(Into::into)
+}
+
+/// `messages` with `tools` (written in `shape`) through the chat template and `kwargs`, on the
+/// blocking pool; a tool whose schema does not compile is a 400 naming it.
+pub(crate) async fn chat_prompt(
+    state: &AppState,
+    messages: Vec<Message>,
+    tools: Vec<Tool>,
+    shape: Shape,
+    kwargs: TemplateKwargs,
+) -> Result<ChatPrompt, ApiError> {
+    tokenize(state, move |engine| {
+        super::chat::check_schemas(engine, &tools, shape, None, None)?;
+        Ok::<_, ApiError>(engine.chat_prompt(&messages, &tools, &kwargs)?)
+    })
+    .await
+}
+
+/// Submits `prompt` as `plan` says (saved as `save` says); a grammar that does not compile is a
+/// 400 naming the field it came from.
+pub(crate) fn submit(state: &AppState, prompt: Vec<u32>, plan: &Plan, save: Option<SaveTo>) -> Result<RequestStream, ApiError> {
+    state
+        .engine()
+        .submit(GenerateRequest {
+            prompt,
+            params: plan.params.clone(),
+            save,
+        })
+        .map_err(|e| super::structured::named(e, plan.grammar_from))
 }
 
 /// The header a response carries when its conversation could not be saved (a full disk):
@@ -70,14 +102,7 @@ pub(crate) async fn respond(
     kind: Kind,
     save: Option<SaveTo>,
 ) -> Result<Response, ApiError> {
-    let events = state
-        .engine()
-        .submit(GenerateRequest {
-            prompt,
-            params: plan.params.clone(),
-            save,
-        })
-        .map_err(|e| super::structured::named(e, plan.grammar_from))?;
+    let events = submit(state, prompt, &plan, save)?;
     answer(state.engine(), events, &plan, kind).await
 }
 

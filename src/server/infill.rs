@@ -19,7 +19,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::engine::{infill_ids, GenerateRequest, Infill, StopReason};
+use crate::engine::{infill_ids, Infill, StopReason};
 
 use super::protocol::CommonFields;
 use super::{body, generation, params, ApiError, AppState};
@@ -115,7 +115,7 @@ pub(crate) async fn handle(
         Ok::<_, ApiError>((ids, text))
     })
     .await?;
-    let events = state.engine().submit(GenerateRequest::new(ids, plan.params.clone()))?;
+    let events = generation::submit(&state, ids, &plan, None)?;
     let report = generation::collect(events).await?;
     let (stop_type, stopping_word) = match report.stop {
         StopReason::Eos => ("eos", String::new()),

@@ -15,6 +15,7 @@ use crate::engine::{
 };
 
 use super::protocol::CommonFields;
+use super::tools::ToolRequest;
 use super::{ApiError, AppState};
 
 /// The field a forced call's grammar comes from ([`Plan::grammar_from`]).
@@ -192,6 +193,23 @@ fn logit_bias(bias: Option<Value>) -> Result<Vec<(u32, f32)>, ApiError> {
             Ok((id, bias as f32))
         })
         .collect()
+}
+
+impl Plan {
+    /// Offers `tools` to the reply: their calls are read from it in `engine`'s model's format
+    /// (unless `tool_choice` is `none`), several at once where `parallel`, and a forced call
+    /// (`required` or a named tool) becomes the reply's grammar.
+    pub fn offer_tools(&mut self, tools: &ToolRequest, engine: &EngineHandle, parallel: bool) {
+        if tools.parses_calls() {
+            self.tool_calls = Some(engine.tool_format());
+            self.tools = tools.tools.clone();
+        }
+        self.parallel_calls = parallel;
+        if let Some(forced) = tools.forced(engine) {
+            self.params.grammar = Some(forced);
+            self.grammar_from = Some(TOOL_CHOICE);
+        }
+    }
 }
 
 impl Plan {

@@ -30,13 +30,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::engine::{ChatPrompt, GenerateRequest};
+use crate::engine::ChatPrompt;
 
 use super::params::Plan;
 use super::protocol::CommonFields;
 use super::reply::Reply;
 use super::tools::{Shape, ToolRequest};
-use super::{body, chat, generation, params, structured, ApiError, AppState};
+use super::{body, chat, generation, params, ApiError, AppState};
 
 use input::MessagesFields;
 
@@ -54,14 +54,7 @@ async fn reply(state: &AppState, request: Result<Bytes, BytesRejection>) -> Resu
     }
     let (plan, prompt) = prepare(state, &value).await?;
     let prompt_tokens = prompt.ids.len();
-    let events = state
-        .engine()
-        .submit(GenerateRequest {
-            prompt: prompt.ids,
-            params: plan.params.clone(),
-            save: None,
-        })
-        .map_err(|e| structured::named(e, plan.grammar_from))?;
+    let events = generation::submit(state, prompt.ids, &plan, None)?;
     let id = output::message_id();
     if plan.stream {
         return Ok(events::sse(events, plan, id, prompt_tokens).into_response());
@@ -104,23 +97,10 @@ async fn prepare(state: &AppState, value: &Value) -> Result<(Plan, ChatPrompt), 
     }
     let (choice, parallel) = fields.tool_choice()?;
     let tools = ToolRequest::read_shaped(fields.tools.as_ref(), choice.as_ref(), Shape::Anthropic)?;
-    if tools.parses_calls() {
-        plan.tool_calls = Some(state.engine().tool_format());
-        plan.tools = tools.tools.clone();
-    }
-    plan.parallel_calls = parallel;
-    if let Some(forced) = tools.forced(state.engine()) {
-        plan.params.grammar = Some(forced);
-        plan.grammar_from = Some(params::TOOL_CHOICE);
-    }
+    plan.offer_tools(&tools, state.engine(), parallel);
     let kwargs = chat::template_kwargs(fields.template_kwargs())?;
     let messages = input::messages(fields.system.as_ref(), &fields.messages)?;
-    let offered = tools.tools;
-    let prompt = generation::tokenize(state, move |engine| {
-        chat::check_schemas(engine, &offered, Shape::Anthropic, None, None)?;
-        Ok::<_, ApiError>(engine.chat_prompt(&messages, &offered, &kwargs)?)
-    })
-    .await?;
+    let prompt = generation::chat_prompt(state, messages, tools.tools, Shape::Anthropic, kwargs).await?;
     plan.think_for(state.engine(), prompt.reasoning, true);
     Ok((plan, prompt))
 }

@@ -38,12 +38,12 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::engine::{infill_ids, normalize, GenerateRequest, Infill, Message, Role};
+use crate::engine::{infill_ids, normalize, Infill, Message, Role};
 
 use super::params::Plan;
 use super::reply::Reply;
 use super::tools::{Shape, ToolRequest};
-use super::{body, chat, embeddings, generation, params, structured, ApiError, AppState};
+use super::{body, embeddings, generation, params, ApiError, AppState};
 
 use input::OllamaFields;
 use stream::Route;
@@ -86,22 +86,10 @@ async fn chat_reply(state: &AppState, request: Result<Bytes, BytesRejection>) ->
         return Ok(Json(output::loaded(&name, true)).into_response());
     }
     let tools = ToolRequest::read(f.tools.as_ref(), f.tool_choice.as_ref())?;
-    if tools.parses_calls() {
-        plan.tool_calls = Some(state.engine().tool_format());
-        plan.tools = tools.tools.clone();
-    }
-    if let Some(forced) = tools.forced(state.engine()) {
-        plan.params.grammar = Some(forced);
-        plan.grammar_from = Some(params::TOOL_CHOICE);
-    }
+    plan.offer_tools(&tools, state.engine(), true);
     let kwargs = f.template_kwargs()?;
     let messages = input::messages(wire)?;
-    let offered = tools.tools;
-    let prompt = generation::tokenize(state, move |engine| {
-        chat::check_schemas(engine, &offered, Shape::Nested, None, None)?;
-        Ok::<_, ApiError>(engine.chat_prompt(&messages, &offered, &kwargs)?)
-    })
-    .await?;
+    let prompt = generation::chat_prompt(state, messages, tools.tools, Shape::Nested, kwargs).await?;
     plan.think_for(state.engine(), prompt.reasoning, true);
     run(state, prompt.ids, plan, name, Route::Chat, started).await
 }
@@ -167,14 +155,7 @@ async fn run(
     route: Route,
     started: Instant,
 ) -> Result<Response, ApiError> {
-    let events = state
-        .engine()
-        .submit(GenerateRequest {
-            prompt,
-            params: plan.params.clone(),
-            save: None,
-        })
-        .map_err(|e| structured::named(e, plan.grammar_from))?;
+    let events = generation::submit(state, prompt, &plan, None)?;
     if plan.stream {
         return Ok(stream::ndjson(events, plan, name, route, started));
     }

@@ -65,11 +65,8 @@ pub(crate) async fn ps(State(state): State<AppState>) -> Json<Value> {
 /// `POST /api/show`: `{"model"}` (or the older `{"name"}`).
 pub(crate) async fn show(State(state): State<AppState>, request: Result<Bytes, BytesRejection>) -> Response {
     let shown = async {
-        let value = body::json_object(request, state.config().max_body_bytes)?;
-        let requested = ["model", "name"]
-            .iter()
-            .find_map(|k| value.get(*k).and_then(Value::as_str));
-        input::model_name(&state, requested)?;
+        let requested = requested(&state, request)?;
+        input::model_name(&state, requested.as_deref())?;
         Ok::<_, ApiError>(Json(show_body(&state)).into_response())
     };
     answer(shown.await)
@@ -78,11 +75,8 @@ pub(crate) async fn show(State(state): State<AppState>, request: Result<Bytes, B
 /// `POST /api/pull`: the loaded model is here already; another cannot be pulled.
 pub(crate) async fn pull(State(state): State<AppState>, request: Result<Bytes, BytesRejection>) -> Response {
     let pulled = async {
-        let value = body::json_object(request, state.config().max_body_bytes)?;
-        let requested = ["model", "name"]
-            .iter()
-            .find_map(|k| value.get(*k).and_then(Value::as_str));
-        input::model_name(&state, requested).map_err(|_| {
+        let requested = requested(&state, request)?;
+        input::model_name(&state, requested.as_deref()).map_err(|_| {
             ApiError::ModelNotFound(format!(
                 "hearth does not pull models: it serves `{}`, chosen when it started (--model)",
                 state.config().model_id
@@ -91,6 +85,15 @@ pub(crate) async fn pull(State(state): State<AppState>, request: Result<Bytes, B
         Ok::<_, ApiError>(Json(json!({"status": "success"})).into_response())
     };
     answer(pulled.await)
+}
+
+/// The model a `{"model"}` (or older `{"name"}`) body names, if it names one.
+fn requested(state: &AppState, request: Result<Bytes, BytesRejection>) -> Result<Option<String>, ApiError> {
+    let value = body::json_object(request, state.config().max_body_bytes)?;
+    Ok(["model", "name"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(Value::as_str))
+        .map(str::to_owned))
 }
 
 /// `POST /api/create`, `POST /api/push`: not served.

@@ -35,7 +35,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::engine::{GenerateRequest, Message, Role};
+use crate::engine::{Message, Role};
 
 use super::params::Plan;
 use super::protocol::CommonFields;
@@ -55,15 +55,7 @@ pub(crate) async fn create(
     fields.check_unsupported()?;
     let mut plan = plan(&state, &value, &fields)?;
     let tools = ToolRequest::read_shaped(fields.tools.as_ref(), fields.tool_choice.as_ref(), Shape::Flat)?;
-    if tools.parses_calls() {
-        plan.tool_calls = Some(state.engine().tool_format());
-        plan.tools = tools.tools.clone();
-    }
-    plan.parallel_calls = fields.parallel_tool_calls.unwrap_or(true);
-    if let Some(forced) = tools.forced(state.engine()) {
-        plan.params.grammar = Some(forced);
-        plan.grammar_from = Some(params::TOOL_CHOICE);
-    }
+    plan.offer_tools(&tools, state.engine(), fields.parallel_tool_calls.unwrap_or(true));
     let mut kwargs = chat::template_kwargs(fields.chat_template_kwargs.clone())?;
     let effort = fields.reasoning.as_ref().and_then(|r| r.get("effort"));
     chat::reasoning_effort(&mut kwargs, effort, "reasoning.effort")?;
@@ -83,22 +75,10 @@ pub(crate) async fn create(
     }
     let mut prompt_messages: Vec<Message> = instructions.iter().map(|i| Message::new(Role::System, i.clone())).collect();
     prompt_messages.extend(history.iter().cloned());
-    let offered = tools.tools.clone();
-    let prompt = generation::tokenize(&state, move |engine| {
-        chat::check_schemas(engine, &offered, Shape::Flat, None, None)?;
-        Ok::<_, ApiError>(engine.chat_prompt(&prompt_messages, &offered, &kwargs)?)
-    })
-    .await?;
+    let prompt = generation::chat_prompt(&state, prompt_messages, tools.tools.clone(), Shape::Flat, kwargs).await?;
     plan.think_for(state.engine(), prompt.reasoning, true);
     let frame = frame(&fields, &plan, instructions);
-    let events = state
-        .engine()
-        .submit(GenerateRequest {
-            prompt: prompt.ids,
-            params: plan.params.clone(),
-            save: None,
-        })
-        .map_err(|e| structured::named(e, plan.grammar_from))?;
+    let events = generation::submit(&state, prompt.ids, &plan, None)?;
     let keep = fields.store.unwrap_or(true).then_some(history);
     if plan.stream {
         return Ok(events::sse(state.clone(), events, plan, frame, keep).into_response());
