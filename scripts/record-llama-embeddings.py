@@ -20,6 +20,16 @@ file's size (the test writes the files again from the same specs and checks it).
 
     scripts/record-llama-embeddings.py LLAMA_BIN_DIR --real SmolLM2-135M-Instruct.Q4_1.gguf
 
+    HEARTH_WRITE_TINY_MODELS=DIR cargo test --release --test encoders encoder_embeddings_match_llama_cpp
+    scripts/record-llama-embeddings.py LLAMA_BIN_DIR DIR --encoders
+
+records instead, on the tiny encoders of tests/encoders.rs (`bert` and `nomic-bert` files, mean-
+and cls-pooled, f32 and Q8_0: `TinyModelSpec::encoder`, a WordPiece vocabulary), the vectors of
+`ENCODER_INPUTS` and the ids `/tokenize` gives each text with special tokens ([CLS] ... [SEP]),
+into tests/data/llama-cpp-encoders.json.
+
+    scripts/record-llama-embeddings.py LLAMA_BIN_DIR --real SmolLM2-135M-Instruct.Q4_1.gguf
+
 records instead, on that real file (a chat model: the pooling given by `--pooling`), the mean- and
 last-token-pooled vectors of `REAL_TEXTS` into tests/data/llama-cpp-embeddings-real.json.
 Only the Python standard library is used.
@@ -38,6 +48,15 @@ MODELS = ["tiny-embed-mean-f32.gguf", "tiny-embed-cls-f32.gguf", "tiny-embed-las
 RERANK_MODELS = ["tiny-rerank-f32.gguf", "tiny-rerank-q8_0.gguf"]
 QUERY = "what does the cat sit on"
 DOCUMENTS = ["the cat sat on the mat", "stock prices fell today", "a mat lay under the cat", "hello"]
+ENCODER_MODELS = ["tiny-bert-mean-f32.gguf", "tiny-bert-cls-q8_0.gguf", "tiny-nomic-mean-f32.gguf",
+                  "tiny-nomic-mean-q8_0.gguf"]
+ENCODER_INPUTS = [
+    [2, 17, 40, 99, 23, 250, 11, 3],
+    "the cat sat on the mat",
+    "An Embedding is ONE vector for a whole text, isn't it?",
+    "Café naïve: déjà vu... (100% sure) — 東京 and x+y=z!",
+    "zzzqqq unknownish words [MASK] here",
+]
 REAL_TEXTS = ["The capital of France is Paris.", "List the first five prime numbers.",
               "fn main() { println!(\"hello\"); }"]
 INPUTS = [
@@ -78,16 +97,44 @@ def record_real(a):
     write_json(os.path.join(a.out, "llama-cpp-embeddings-real.json"), data)
 
 
+def record_encoders(a):
+    data = {"llama_cpp": version(a.bin_dir), "recorded_by": "scripts/record-llama-embeddings.py --encoders",
+            "inputs": ENCODER_INPUTS, "models": {}}
+    for name in ENCODER_MODELS:
+        path = os.path.join(a.models_dir, name)
+        args = ["--embeddings", "-t", str(a.threads), "-c", "128", "-b", "128", "-ub", "128", "-np", "1",
+                "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
+        proc, port = start(a.bin_dir, path, args)
+        try:
+            r = post(port, "/v1/embeddings", {"input": ENCODER_INPUTS})
+            tokens = [post(port, "/tokenize", {"content": t, "add_special": True})["tokens"]
+                      for t in ENCODER_INPUTS if isinstance(t, str)]
+        finally:
+            proc.terminate()
+            proc.wait()
+        vectors = vectors_of(r)
+        assert len(vectors) == len(ENCODER_INPUTS), r
+        data["models"][name] = {"bytes": os.path.getsize(path), "prompt_tokens": r["usage"]["prompt_tokens"],
+                                "command": " ".join(["llama-server", "-m", name, *args]), "tokens": tokens,
+                                "embeddings": vectors}
+        print(f"{name}: {len(vectors)} vectors of {len(vectors[0])}; tokens {tokens}", file=sys.stderr)
+    write_json(os.path.join(a.out, "llama-cpp-encoders.json"), data)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bin_dir")
     ap.add_argument("models_dir", nargs="?")
     ap.add_argument("--real", help="a real GGUF: record its mean- and last-pooled vectors instead")
+    ap.add_argument("--encoders", action="store_true", help="record the tiny encoders' vectors instead")
     ap.add_argument("--out", default=str(ROOT / "tests/data"))
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     if a.real:
         record_real(a)
+        return
+    if a.encoders:
+        record_encoders(a)
         return
     data = {"llama_cpp": version(a.bin_dir), "recorded_by": "scripts/record-llama-embeddings.py",
             "inputs": INPUTS, "models": {}}

@@ -9,6 +9,8 @@ use hearth::model::testkit::{TinyVocab, VocabStyle};
 use hearth::model::tokenizer::Tokenizer;
 use hearth::model::ModelError;
 
+/// The styles whose text comes back whole (BERT's WordPiece lowercases and drops accents:
+/// `wordpiece_gguf_and_tokenizer_json_agree_on_ids`).
 const STYLES: [VocabStyle; 10] = [
     VocabStyle::Gpt2 { pre: "llama-bpe" },
     VocabStyle::Gpt2 { pre: "glm4" },
@@ -69,6 +71,7 @@ fn specials(style: VocabStyle) -> &'static [&'static str] {
         VocabStyle::Harmony => &["<|start|>", "<|message|>", "<|end|>", "<|channel|>", "<|return|>"],
         VocabStyle::LlamaSpm => &["<s>", "</s>", "<unk>"],
         VocabStyle::Gemma4 => &["<|turn>", "<turn|>", "<bos>", "<|channel>", "<channel|>", "<|tool_call>", "<|\"|>"],
+        VocabStyle::WordPiece => &["[CLS]", "[SEP]", "[MASK]"],
     }
 }
 
@@ -99,6 +102,23 @@ fn both(style: VocabStyle) -> (Tokenizer, Tokenizer, tempfile::TempDir) {
     let path = vocab.write_tokenizer_json(dir.path()).unwrap();
     let from_json = Tokenizer::from_file(&path, None).unwrap();
     (from_md, from_json, dir)
+}
+
+/// BERT's WordPiece in llama.cpp's phantom-space form (GGUF) and in `##` form (a
+/// `tokenizer.json` as `bert-base-uncased`'s): the same ids for every text, special tokens in it
+/// recognized; an embedding's input is `[CLS] … [SEP]`.
+#[test]
+fn wordpiece_gguf_and_tokenizer_json_agree_on_ids() {
+    let (md, file, _dir) = both(VocabStyle::WordPiece);
+    assert_eq!(md.vocab_size(), file.vocab_size());
+    for text in corpus(VocabStyle::WordPiece) {
+        let a = md.encode(&text, false).unwrap();
+        assert_eq!(a, file.encode(&text, false).unwrap(), "{text:?}");
+        let whole = md.encode_for_embedding(&text).unwrap();
+        assert_eq!(whole, [&[2][..], &a, &[3]].concat(), "{text:?} as an embedding's input");
+    }
+    let ids = md.encode("Hello, WORLD! Café", false).unwrap();
+    assert_eq!(md.decode(&ids).unwrap(), "hello, world! cafe");
 }
 
 #[test]

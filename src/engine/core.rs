@@ -38,6 +38,12 @@ pub(crate) fn validate(model: &LoadedModel, capacity_tokens: usize, r: &Generate
     ModelError::check_token_ids(&r.prompt, vocab)?;
     r.params.sampling.validate()?;
     r.params.sampling.check_vocab(vocab)?;
+    if model.transformer.hparams().encoder && r.params.embed.is_none() {
+        return Err(EngineError::InvalidRequest(format!(
+            "{} is an encoder ({}): it serves embeddings only and generates no text",
+            model.info.name, model.info.architecture
+        )));
+    }
     if r.params.max_tokens == 0 && r.params.prompt_logprobs.is_none() && r.params.embed.is_none() {
         return Err(EngineError::InvalidRequest("max_tokens must be at least 1".into()));
     }
@@ -146,11 +152,15 @@ impl Engine {
             )));
         }
         let layout = Self::layout(&model, cache)?;
+        // An encoder's K/V depends on the tokens after it: nothing is cached, and each prompt
+        // runs whole in one step (the budget raised to hold the longest).
+        let encoder = model.transformer.hparams().encoder;
+        let context = model.info.context_length;
         let kv = KvCacheManager::new(KvCacheConfig {
             block_size: cache.block_size,
             device_blocks: sizes.device_blocks,
             host_blocks: sizes.host_blocks,
-            prefix_caching: cache.prefix_caching,
+            prefix_caching: cache.prefix_caching && !encoder,
             write_through: cache.write_through,
             bytes_per_block: layout.block_bytes(),
         })?;
@@ -178,7 +188,13 @@ impl Engine {
             model: Arc::new(model),
             kv,
             memory,
-            scheduler: Scheduler::new(*engine),
+            scheduler: match encoder {
+                true => Scheduler::whole_prompts(EngineSettings {
+                    max_batch_tokens: engine.max_batch_tokens.max(context),
+                    ..*engine
+                }),
+                false => Scheduler::new(*engine),
+            },
             counters: Counters {
                 requests: RequestCounters::default(),
                 prompt_tokens: 0,

@@ -76,6 +76,9 @@ pub struct Scheduler {
     waiting: VecDeque<Sequence>,
     running: Vec<Sequence>,
     next_seq: u64,
+    /// An encoder's: a prompt is admitted only when all of it fits the step's budget (its
+    /// tokens attend to each other both ways, so it cannot run in chunks).
+    whole_prompts: bool,
 }
 
 /// What making room for a running request came to.
@@ -92,6 +95,16 @@ impl Scheduler {
             waiting: VecDeque::new(),
             running: Vec::new(),
             next_seq: 0,
+            whole_prompts: false,
+        }
+    }
+
+    /// A scheduler that runs every prompt whole, in one step ([`Self::whole_prompts`]'s field):
+    /// an encoder's. `cfg.max_batch_tokens` must hold the longest prompt.
+    pub fn whole_prompts(cfg: EngineSettings) -> Self {
+        Self {
+            whole_prompts: true,
+            ..Self::new(cfg)
         }
     }
 
@@ -270,6 +283,10 @@ impl Scheduler {
             let Some(front) = self.waiting.front_mut() else {
                 break;
             };
+            // (The budget left may hold it in a later step.)
+            if self.whole_prompts && front.tokens.len() > *budget && *budget < self.cfg.max_batch_tokens {
+                break;
+            }
             if kv.config().blocks_for(front.tokens.len()) > capacity {
                 let needed_tokens = front.tokens.len();
                 if let Some(s) = self.waiting.pop_front() {

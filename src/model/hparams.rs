@@ -225,7 +225,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet", "bert", "nomic-bert",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -427,6 +427,12 @@ impl Family {
             // the MLP's gated product (`HParams::sub_norms`).
             "llama" | "internlm2" | "exaone" | "arcee" | "maincoder" | "xverse" | "orion" | "stablelm" | "starcoder2"
             | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "refact" | "bloom" | "mpt" | "olmo" | "codeshell" | "jais" | "dbrx" | "baichuan" | "nemotron" | "deepseek" | "plamo" | "bailingmoe" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "llama4" | "deci" | "openelm" | JAMBA | AFMOE | NANBEIGE | BITNET => Ok(Self::Llama),
+            // BERT (`bert`: BERT, MiniLM, BGE, E5, mxbai-embed, Snowflake Arctic Embed) and
+            // nomic-embed-text (`nomic-bert`): encoders whose layer is GPT-2's reordered, each
+            // residual add followed by its LayerNorm, attending over the whole input both ways
+            // (`HParams::encoder`); BERT's with learned positions and an up-GELU-down MLP,
+            // nomic's with NeoX rope and a gated SiLU MLP. Embeddings only.
+            BERT | NOMIC_BERT => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -778,6 +784,15 @@ pub struct HParams {
     /// BLOOM: the embedding is LayerNorm-ed (`token_embd_norm`, with its bias) before the first
     /// layer.
     pub embedding_norm: bool,
+    /// BERT and nomic-embed-text (`bert`, `nomic-bert`): an encoder. Every token attends to
+    /// every other of its input, before and after it (`{arch}.attention.causal` false), so no
+    /// token's K/V is a prefix's and nothing is cached: an input runs whole, in one forward,
+    /// for its embedding (the only thing such a model serves). Each layer is post-norm: the
+    /// attention's output added to the layer's input, then LayerNorm-ed (`attn_output_norm`);
+    /// the MLP's output added to that, then LayerNorm-ed (`layer_output_norm`); the
+    /// embedding gains the first token type's row (`token_types`, "sentence A") and is
+    /// LayerNorm-ed (`token_embd_norm`); there is no final norm and no output projection.
+    pub encoder: bool,
     /// MPT, OLMo and DBRX: Q, K and V are clamped to `±c` after their projections
     /// (`attention.clamp_kqv`, where the file gives one above 0; llama.cpp's `f_clamp_kqv`).
     pub clamp_kqv: Option<f32>,
@@ -1776,6 +1791,14 @@ fn nanbeige_loops(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> 
     }
 }
 
+/// BERT's architecture name (and its MiniLM, BGE, E5, mxbai-embed and Arctic Embed kin):
+/// an encoder with learned positions (`HParams::encoder`).
+pub(crate) const BERT: &str = "bert";
+
+/// nomic-embed-text's architecture name (v1, v1.5): BERT's encoder layer with NeoX rope, a
+/// fused QKV and a gated SiLU MLP, without biases (`HParams::encoder`).
+pub(crate) const NOMIC_BERT: &str = "nomic-bert";
+
 /// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
 /// rope, experts where the file has a layer's router.
 const JAMBA: &str = "jamba";
@@ -1889,7 +1912,7 @@ impl HParams {
         };
         let [attn_softcap, final_softcap] = softcaps(md, &key, (family, a))?;
         let scales = Scales::read(md, &key, (family, a), [hidden, heads, head_dim, layers])?;
-        let learned_positions = matches!(a, "gpt2" | "starcoder");
+        let learned_positions = matches!(a, "gpt2" | "starcoder" | BERT);
         let alibi_max_bias = alibi_max_bias(md, &key, a, layers)?;
         // Positions learned or given by ALiBi: no layer rotates.
         // (Jamba's attention layers have no positions at all: its Mamba layers give order.)
@@ -1944,7 +1967,7 @@ impl HParams {
             sub_norms: a == BITNET,
             route_on_layer_input: a == SMALLTHINKER,
             mlp: mlp_kind(family, a),
-            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2"),
+            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2" | BERT),
             learned_positions,
             alibi_max_bias,
             clamp_kqv: clamp_kqv(md, &key, a)?,
@@ -1956,7 +1979,8 @@ impl HParams {
                 (_, "dbrx") => "attn_output_norm",
                 _ => "ffn_norm",
             },
-            embedding_norm: a == "bloom",
+            embedding_norm: matches!(a, "bloom" | BERT | NOMIC_BERT),
+            encoder: matches!(a, BERT | NOMIC_BERT),
             output_bias: matches!(a, "phi2" | "phimoe"),
             rope_base,
             rope_scaling,
@@ -2365,7 +2389,7 @@ fn ffn_widths(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers:
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3 | AFMOE | BITNET) {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3 | AFMOE | BITNET | NOMIC_BERT) {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -2546,7 +2570,7 @@ fn mlp_kind(family: Family, arch: &str) -> MlpKind {
     match (family, arch) {
         (Family::NemotronH, _) | (_, "arcee" | "nemotron" | "jais2") => MlpKind::UpReluSquared,
         (_, "apertus") => MlpKind::UpXielu,
-        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell") => MlpKind::UpGelu,
+        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | BERT) => MlpKind::UpGelu,
         _ => MlpKind::Gated,
     }
 }
@@ -2660,7 +2684,7 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
         (Family::Cohere, _) | (_, "mpt" | "dbrx") => NormKind::Layer,
         (_, "olmo") => NormKind::PlainLayer,
         (_, "phimoe") => NormKind::BiasedRms,
-        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron" | "jais2") => {
+        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron" | "jais2" | BERT | NOMIC_BERT) => {
             NormKind::BiasedLayer
         }
         _ => NormKind::Rms,

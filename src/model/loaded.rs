@@ -60,6 +60,8 @@ impl ModelPurpose {
         match (hp.rank_labels, hp.pooling) {
             (Some(_), _) => Self::Reranker,
             (None, Some(_)) => Self::Embedding,
+            // An encoder embeds whatever its file says of pooling (the server's may supply it).
+            (None, None) if hp.encoder => Self::Embedding,
             (None, None) => Self::Chat,
         }
     }

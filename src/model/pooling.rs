@@ -11,7 +11,8 @@
 //!
 //! Invariants: a file's pooling type is read at load and one hearth cannot honour (rank outside
 //! [`RANK_ARCHS`], an unknown type) is refused then; a file with bidirectional attention
-//! (`{arch}.attention.causal` false) is refused too, since every layer here attends causally;
+//! (`{arch}.attention.causal` false) is refused too unless it is one of the encoders hearth runs
+//! ([`ENCODER_ARCHS`]: BERT's and nomic-embed-text's, which read their whole input at once);
 //! a pooled vector is the same whether its prefix came from the cache or was computed (for
 //! [`Pooling::Last`], the only one that reads the cache, the last row always runs).
 //!
@@ -33,14 +34,17 @@ pub use crate::config::Pooling;
 impl Pooling {
     /// The file's pooling type, `{arch}.pooling_type` (llama.cpp's numbering: 0 none, 1 mean,
     /// 2 cls, 3 last, 4 rank); `None` where it is absent or none (a generative model). A rank
-    /// file (a reranker's classifier head) and a file whose attention is bidirectional are
-    /// refused.
+    /// file (a reranker's classifier head) and a file whose attention is bidirectional (but an
+    /// encoder's, [`ENCODER_ARCHS`]) are refused.
     pub fn read(md: &HashMap<String, Value>, arch: &str) -> Result<Option<Self>, ModelError> {
         let causal = format!("{arch}.attention.causal");
-        if md_opt_bool(md, &causal)? == Some(false) {
+        if md_opt_bool(md, &causal)? == Some(false) && !ENCODER_ARCHS.contains(&arch) {
             return Err(ModelError::BadMetadata {
                 key: causal,
-                reason: "bidirectional attention (an encoder or diffusion model) is not supported: every layer here attends causally".into(),
+                reason: format!(
+                    "bidirectional attention is supported in {} files only (encoders); this {arch} file's layers attend causally here",
+                    ENCODER_ARCHS.join(" and ")
+                ),
             });
         }
         let key = format!("{arch}.pooling_type");
@@ -84,6 +88,9 @@ impl Pooling {
 /// the last token, then a softmax over its labels), as llama.cpp reads rank files of these
 /// only among causal models.
 const RANK_ARCHS: [&str; 2] = ["qwen3", "qwen3vl"];
+
+/// The encoders hearth runs (`HParams::encoder`): their attention is bidirectional.
+pub const ENCODER_ARCHS: [&str; 2] = [super::hparams::BERT, super::hparams::NOMIC_BERT];
 
 /// The name of a rank file's classifier head: `[labels, hidden]`.
 pub const CLASSIFIER: &str = "cls.output.weight";
@@ -248,10 +255,13 @@ mod tests {
     }
 
     #[test]
-    fn bidirectional_attention_is_refused() {
+    fn bidirectional_attention_is_refused_but_in_an_encoder() {
         let e = Pooling::read(&md(&[("qwen2.attention.causal", Value::Bool(false))]), "qwen2").unwrap_err();
         assert!(e.to_string().contains("qwen2.attention.causal"), "{e}");
         assert!(Pooling::read(&md(&[("qwen2.attention.causal", Value::Bool(true))]), "qwen2").is_ok());
+        // An encoder's bidirectional attention is its own.
+        let bert = md(&[("bert.attention.causal", Value::Bool(false)), ("bert.pooling_type", Value::U32(2))]);
+        assert_eq!(Pooling::read(&bert, "bert").unwrap(), Some(Pooling::Cls));
     }
 
     #[test]

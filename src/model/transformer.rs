@@ -270,6 +270,9 @@ struct Layer {
     /// Gemma 3n: the layer's prediction and correction of AltUp's streams, and its Laurel
     /// block.
     altup: Option<LayerAltUp>,
+    /// An encoder's norms after its residual adds: of the attention's (`attn_output_norm`) and
+    /// of the MLP's (`layer_output_norm`); `Transformer::encoder_layer`.
+    residual_norms: Option<[BlockNorm; 2]>,
 }
 
 /// A loaded model: quantized weights and the forward over them.
@@ -277,7 +280,8 @@ pub struct Transformer {
     hp: HParams,
     embedding: TokenEmbedding,
     layers: Vec<Layer>,
-    norm: BlockNorm,
+    /// The final norm (none in an encoder, whose last layer ends in its own norm).
+    norm: Option<BlockNorm>,
     output: QLinear,
     /// Phi-2's logit biases (`HParams::output_bias`).
     output_bias: Option<Tensor>,
@@ -296,6 +300,9 @@ pub struct Transformer {
     positions: Option<TokenEmbedding>,
     /// BLOOM's LayerNorm of the embedding (`token_embd_norm`, `HParams::embedding_norm`).
     embd_norm: Option<BlockNorm>,
+    /// An encoder's first token type's row (`token_types`, "sentence A"), added to every
+    /// token's embedding (`HParams::encoder`; `[hidden]`).
+    token_type: Option<Tensor>,
     /// Refact's and BLOOM's ALiBi slopes, one per query head (`HParams::alibi_slopes`).
     alibi: Option<Vec<f32>>,
     activation: Gate,
@@ -406,12 +413,16 @@ impl Transformer {
             per_layer_embd,
             altup,
             // LFM2's final norm is stored as `token_embd_norm` (llama.cpp reads it so).
-            norm: BlockNorm::load(
-                file,
-                if hp.family == Family::Lfm2 { "token_embd_norm" } else { "output_norm" },
-                &hp,
-                device,
-            )?,
+            norm: match hp.encoder {
+                true => None,
+                false => Some(BlockNorm::load(
+                    file,
+                    if hp.family == Family::Lfm2 { "token_embd_norm" } else { "output_norm" },
+                    &hp,
+                    device,
+                )?),
+            },
+            token_type: load_token_type(file, &hp, device)?,
             output,
             embedding,
             layers,
@@ -514,7 +525,7 @@ impl Transformer {
             [] => None,
             rows => {
                 let rows = Tensor::new(rows, &self.device)?;
-                let h = self.norm.forward(&x.index_select(&rows, 0)?)?;
+                let h = self.final_norm(&x.index_select(&rows, 0)?)?;
                 Some(h.to_dtype(DType::F32)?)
             }
         };
@@ -573,6 +584,9 @@ impl Transformer {
         if let Some(s) = hp.embedding_scale {
             x = x.affine(s, 0.0)?;
         }
+        if let Some(tt) = &self.token_type {
+            x = x.broadcast_add(tt)?;
+        }
         if let Some(p) = &self.positions {
             x = (x + p.lookup(&pos, &self.device)?)?;
         }
@@ -595,7 +609,7 @@ impl Transformer {
         let passes = (0..hp.loops).flat_map(|pass| self.layers.iter().enumerate().map(move |l| (pass, l)));
         for (pass, (li, layer)) in passes {
             if pass > 0 && li == 0 && hp.loop_norm {
-                x = self.norm.forward(&x)?;
+                x = self.final_norm(&x)?;
             }
             let mut shifted = ShiftedLayers {
                 inner: &mut *kv,
@@ -603,6 +617,10 @@ impl Transformer {
             };
             let kv: &mut dyn KvStore = &mut shifted;
             let rope = rope_of(li);
+            if let Some(norms) = &layer.residual_norms {
+                x = self.encoder_layer(li, layer, norms, x, rope, batch, kv, states)?;
+                continue;
+            }
             if layer.parallel {
                 x = self.parallel_layer(li, layer, x, rope, q_scale.as_ref(), batch, kv, states)?;
                 continue;
@@ -883,11 +901,47 @@ impl Transformer {
             sinks: a.sinks.as_deref(),
             alibi: self.alibi.as_deref(),
         };
+        // An encoder's queries see their whole input, and its K/V is nobody's prefix: not stored.
+        if hp.encoder {
+            let (k, v) = kv_rows.ok_or_else(|| OpsError::Layout("an encoder layer without K/V".into()))?;
+            return Ok((crate::ops::attention::attend_both_ways(&q, &k, &v, batch, how)?, gate));
+        }
         let out = match kv_rows {
             Some((k, v)) => kv.attend(a.kv_layer, &q, &k, &v, batch, how)?,
             None => kv.attend_shared(a.kv_layer, &q, batch, how)?,
         };
         Ok((out, gate))
+    }
+
+    /// `x` through the final norm, where the model has one.
+    fn final_norm(&self, x: &Tensor) -> Result<Tensor, ModelError> {
+        match &self.norm {
+            Some(n) => n.forward(x),
+            None => Ok(x.clone()),
+        }
+    }
+
+    /// An encoder's layer (`HParams::encoder`): the attention's output added to the input,
+    /// then normed; the MLP's output added to that, then normed (BERT's post-norm order, as
+    /// llama.cpp's `bert` graph).
+    #[allow(clippy::too_many_arguments)]
+    fn encoder_layer(
+        &self,
+        li: usize,
+        layer: &Layer,
+        [attn_out_norm, out_norm]: &[BlockNorm; 2],
+        x: Tensor,
+        rope: (&RopeTables, &(Tensor, Tensor)),
+        batch: &BatchLayout,
+        kv: &mut dyn KvStore,
+        states: &mut [RecurrentSeq],
+    ) -> Result<Tensor, ModelError> {
+        let attn = self
+            .mixer_of_normed(li, layer, &x, rope, None, batch, kv, states)?
+            .ok_or_else(|| OpsError::Layout(format!("encoder layer {li} has no attention")))?;
+        let x = attn_out_norm.forward(&(attn + x)?)?;
+        let mlp = layer.ffn.forward(&x, None, self.hp.rms_eps, self.activation, None)?;
+        out_norm.forward(&(mlp + x)?)
     }
 
     /// The logits of the rows of `x` (the last layer's output) that `which` selects.
@@ -903,7 +957,7 @@ impl Transformer {
                 x.index_select(&rows, 0)?
             }
         };
-        let x = self.norm.forward(&x)?;
+        let x = self.final_norm(&x)?;
         let logits = self.output.forward(&x)?.to_dtype(DType::F32)?;
         let logits = match &self.output_bias {
             Some(b) => logits.broadcast_add(b)?,
@@ -1052,6 +1106,22 @@ fn load_positions(file: &mut GgufFile, hp: &HParams, max_positions: usize) -> Re
     Ok(Some(TokenEmbedding::new(&t)?))
 }
 
+/// An encoder's first token type's row (`token_types.weight`, `[types, hidden]`; none where the
+/// file has no table, as llama.cpp reads it), f32 on `device`.
+fn load_token_type(file: &mut GgufFile, hp: &HParams, device: &Device) -> Result<Option<Tensor>, ModelError> {
+    const NAME: &str = "token_types.weight";
+    if !hp.encoder || !file.has_tensor(NAME) {
+        return Ok(None);
+    }
+    let t = file.tensor(NAME, &Device::Cpu)?;
+    match t.shape().dims() {
+        &[_, h] if h == hp.hidden => {}
+        dims => check_shape(NAME, dims, &[1, hp.hidden])?,
+    }
+    let t = t.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?;
+    Ok(Some(t.get(0)?.to_device(device)?))
+}
+
 /// Refuses layer `i`'s tensors that hearth would not read rather than run without them.
 /// Output and MLP biases: only gpt-oss's (output), StarCoder2's, Phi-2's, GPT-NeoX's and the
 /// other coder and GPT-2 layouts' (output, up, down; Jais's gate too) files have them, where
@@ -1112,6 +1182,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     let pre_norm = |file: &mut GgufFile, stem: &str| -> Result<Option<BlockNorm>, ModelError> {
         match hp.family {
             Family::Olmo2 | Family::Exaone4 => Ok(None),
+            _ if hp.encoder => Ok(None),
             _ => BlockNorm::load(file, &n(stem), hp, device).map(Some),
         }
     };
@@ -1218,7 +1289,17 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
             }
             _ => None,
         },
+        residual_norms: residual_norms(file, hp, i, device)?,
     })
+}
+
+/// An encoder's layer `i`: its norms after the residual adds (`Layer::residual_norms`).
+fn residual_norms(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Option<[BlockNorm; 2]>, ModelError> {
+    if !hp.encoder {
+        return Ok(None);
+    }
+    let norm = |file: &mut GgufFile, stem: &str| BlockNorm::load(file, &format!("blk.{i}.{stem}"), hp, device);
+    Ok(Some([norm(file, "attn_output_norm")?, norm(file, "layer_output_norm")?]))
 }
 
 /// Nemotron-H's layer `i`: one block (Mamba-2, attention, or the MLP `dense` loads, or in
@@ -1254,6 +1335,7 @@ fn nemotron_h_layer(
         per_layer: None,
         out_scale: None,
         altup: None,
+        residual_norms: None,
     })
 }
 

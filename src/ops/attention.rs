@@ -10,7 +10,7 @@
 
 use candle_core::{DType, Device, Tensor, D};
 
-use super::{Attend, OpsError};
+use super::{Attend, BatchLayout, OpsError};
 
 /// Attention for one sequence.
 ///
@@ -20,6 +20,31 @@ use super::{Attend, OpsError};
 ///
 /// Returns `[new, heads * head_dim]`.
 pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>) -> Result<Tensor, OpsError> {
+    attend_masked(q, k, v, cached, how, true)
+}
+
+/// An encoder's attention over a batch of whole inputs (BERT's, `HParams::encoder`): each
+/// sequence's queries see every key of that sequence, before and after them. `q` is
+/// `[t, heads, head_dim]`, `k` and `v` `[t, kv_heads, head_dim]`, packed per `batch`, whose
+/// sequences must all start at their first token (an encoder keeps no K/V). Returns
+/// `[t, heads * head_dim]`.
+pub fn attend_both_ways(q: &Tensor, k: &Tensor, v: &Tensor, batch: &BatchLayout, how: Attend<'_>) -> Result<Tensor, OpsError> {
+    let mut outs = Vec::with_capacity(batch.len());
+    for (i, s) in batch.seqs().iter().enumerate() {
+        if s.cached > 0 {
+            return Err(OpsError::Layout(format!(
+                "an encoder reads its whole input at once: sequence {i} has {} tokens before this chunk",
+                s.cached
+            )));
+        }
+        let rows = |x: &Tensor| x.narrow(0, batch.offset(i), s.new);
+        outs.push(attend_masked(&rows(q)?, &rows(k)?, &rows(v)?, 0, how, false)?);
+    }
+    Ok(Tensor::cat(&outs, 0)?)
+}
+
+/// [`attend`], its queries seeing the keys after them too where `causal` is false.
+fn attend_masked(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>, causal: bool) -> Result<Tensor, OpsError> {
     let (new, heads, head_dim) = q.dims3()?;
     let (ctx, kv_heads, k_dim) = k.dims3()?;
     if ctx != cached + new || k_dim != head_dim || v.dims3()? != (ctx, kv_heads, head_dim) {
@@ -51,7 +76,7 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<'_>
         Some(_) => (scores + alibi_biases(new, cached, heads, how, q.device())?.reshape((kv_heads, group * new, ctx))?)?,
         None => scores,
     };
-    let scores = if new > 1 || how.first_visible(cached) > 0 {
+    let scores = if causal && (new > 1 || how.first_visible(cached) > 0) {
         let mask = causal_mask(new, cached, how, q.device())?;
         scores
             .reshape((kv_heads, group, new, ctx))?

@@ -14,6 +14,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use rand::{Rng, SeedableRng};
 
+use super::bert;
 use super::deepseek2::{self, TinyMla};
 use super::gemma4::{self, TinyGemma4};
 use super::granite_hybrid::{self, TinyMamba2};
@@ -377,6 +378,24 @@ impl TinyModelSpec {
             .metadata
             .push(("tokenizer.ggml.add_eos_token".into(), Value::Bool(true)));
         spec
+    }
+
+    /// A tiny encoder embedding model (`arch`: `bert`, as BERT's, MiniLM's and BGE's files are;
+    /// `nomic-bert`, as nomic-embed-text's), the file's pooling type `pooling` (1 mean, 2 cls):
+    /// two layers of hidden 256 in 4 heads, a WordPiece vocabulary, 128 positions
+    /// (`testkit::bert`).
+    pub fn encoder(arch: &'static str, pooling: u32, weight_type: WeightType) -> Self {
+        Self {
+            arch: Some(arch),
+            vocab: TinyVocab::new(VocabStyle::WordPiece),
+            layers: 2,
+            kv_heads: 4,
+            context_length: 128,
+            rope_base: 1000.0,
+            pooling: Some(pooling),
+            seed: if arch == "bert" { 136 } else { 137 },
+            ..Self::tiny(Family::Llama, weight_type)
+        }
     }
 
     /// A tiny reranker as Qwen3-Reranker's files are: [`Self::embedding`]'s model with pooling
@@ -2012,6 +2031,11 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     // The routers and the experts after the first come from a stream of their own, so a MoE
     // file's other weights are those of the same spec without experts.
     let mut moe_rng = Rand(rand::rngs::StdRng::seed_from_u64(spec.seed ^ 0x6d6f65));
+    // The encoders' files have no final norm nor output projection: written whole there.
+    if bert::is_encoder(spec) {
+        let md = [bert::metadata(spec), spec.vocab.metadata.clone()].concat();
+        return write_gguf_file(path, &md, &bert::tensors(spec, &mut rng)?);
+    }
     let wt = spec.weight_type.ggml();
     let (d, hd, v) = (spec.hidden, spec.head_dim, spec.vocab.size);
     let (q_dim, kv_dim) = (spec.heads * hd, spec.kv_heads * hd);

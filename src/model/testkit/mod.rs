@@ -15,6 +15,7 @@
 //! with them.
 
 #[cfg(any(test, feature = "testkit"))]
+pub mod bert;
 pub mod fake_hub;
 pub mod deepseek2;
 pub mod gemma4;

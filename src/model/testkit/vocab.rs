@@ -27,6 +27,7 @@
 mod families;
 mod hf_json;
 mod train;
+mod wordpiece;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -53,6 +54,8 @@ pub enum VocabStyle {
     /// "gemma4"`): `▁` for spaces, `<0xNN>` byte fallback, Gemma 4's turn, channel and tool
     /// tokens and its chat template.
     Gemma4,
+    /// BERT's WordPiece (`tokenizer.ggml.model = "bert"`), in llama.cpp's phantom-space form.
+    WordPiece,
 }
 
 /// A tiny vocabulary: GGUF `tokenizer.ggml.*` metadata and an equivalent HF `tokenizer.json`.
@@ -93,6 +96,7 @@ impl TinyVocab {
             VocabStyle::Harmony => gpt2("gpt-4o", HARMONY, style, size),
             VocabStyle::LlamaSpm => spm(size),
             VocabStyle::Gemma4 => gemma4(size),
+            VocabStyle::WordPiece => wordpiece::wordpiece(size),
         }
     }
 
@@ -312,11 +316,11 @@ fn gemma4(size: usize) -> TinyVocab {
     }
 }
 
-fn kv(key: &str, value: Value) -> (String, Value) {
+pub(super) fn kv(key: &str, value: Value) -> (String, Value) {
     (key.to_string(), value)
 }
 
-fn strings(items: &[String]) -> Value {
+pub(super) fn strings(items: &[String]) -> Value {
     Value::Array(items.iter().map(|s| Value::String(s.clone())).collect())
 }
 

@@ -42,6 +42,10 @@ pub(crate) const MIDDLE_ID: &str = "tokenizer.ggml.middle_token_id";
 pub(crate) const ADD_BOS: &str = "tokenizer.ggml.add_bos_token";
 pub(crate) const ADD_EOS: &str = "tokenizer.ggml.add_eos_token";
 pub(crate) const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
+/// BERT's `[SEP]` (the key's spelling is llama.cpp's).
+pub(crate) const SEP_ID: &str = "tokenizer.ggml.seperator_token_id";
+pub(crate) const NORMALIZER_LOWERCASE: &str = "tokenizer.ggml.normalizer.lowercase";
+pub(crate) const NORMALIZER_STRIP_ACCENTS: &str = "tokenizer.ggml.normalizer.strip_accents";
 
 type Metadata = HashMap<String, Value>;
 
@@ -54,6 +58,8 @@ pub(crate) struct SpecialKeys {
     pub pad: Option<u32>,
     pub eot: Option<u32>,
     pub eom: Option<u32>,
+    /// BERT's separator (`[SEP]`), which ends its encodings.
+    pub sep: Option<u32>,
     pub add_bos: Option<bool>,
     pub add_eos: Option<bool>,
     /// The fill-in-the-middle tokens the file names (others are found by their text).
@@ -80,6 +86,7 @@ impl SpecialKeys {
             pad: id(PAD_ID)?,
             eot: id(EOT_ID)?,
             eom: id(EOM_ID)?,
+            sep: id(SEP_ID)?,
             add_bos: opt_bool(md, ADD_BOS)?,
             add_eos: opt_bool(md, ADD_EOS)?,
             fim: super::special::FimTokens {
@@ -110,6 +117,9 @@ pub(crate) struct GgufVocab {
     pub merges: Option<Vec<String>>,
     pub special: SpecialKeys,
     pub add_space_prefix: Option<bool>,
+    /// BERT's normalizer: lowercase the text, strip its accents (`bert` vocabularies).
+    pub normalizer_lowercase: Option<bool>,
+    pub normalizer_strip_accents: Option<bool>,
 }
 
 impl GgufVocab {
@@ -143,6 +153,8 @@ impl GgufVocab {
             pre,
             special: SpecialKeys::read(md, Some(n))?,
             add_space_prefix: opt_bool(md, ADD_SPACE_PREFIX)?,
+            normalizer_lowercase: opt_bool(md, NORMALIZER_LOWERCASE)?,
+            normalizer_strip_accents: opt_bool(md, NORMALIZER_STRIP_ACCENTS)?,
             tokens,
             types,
             scores,

@@ -23,6 +23,7 @@
 mod gguf_bpe;
 mod gguf_gemma4;
 mod gguf_spm;
+mod gguf_wpm;
 mod hf_config;
 mod metadata;
 mod pretokenizers;
@@ -42,7 +43,7 @@ use super::ModelError;
 pub use self::special::{FimTokens, END_OF_TURN_TOKENS, HARMONY_TOKENS, PRESERVED_TOKENS};
 
 /// The `tokenizer.ggml.model` values hearth can build a tokenizer for.
-pub const SUPPORTED_GGUF_MODELS: &[&str] = &["gpt2", "llama", "gemma4"];
+pub const SUPPORTED_GGUF_MODELS: &[&str] = &["gpt2", "llama", "gemma4", "bert"];
 
 /// A model's tokenizer plus the special-token facts generation needs.
 #[derive(Debug, Clone)]
@@ -72,6 +73,7 @@ impl Tokenizer {
             // llama.cpp adds BOS for Gemma 4 whatever the file says (early converters wrote
             // `add_bos_token` false): set below.
             "gemma4" => (gguf_gemma4::build(&v)?, true),
+            "bert" => (gguf_wpm::build(&v)?, true),
             other => {
                 return Err(ModelError::Tokenizer(format!(
                     "{} is \"{other}\"; hearth supports: {}",
@@ -81,8 +83,10 @@ impl Tokenizer {
             }
         };
         let mut specials = Specials::from_gguf(&v.special, default_add_bos, &inner);
-        if v.model == "gemma4" {
-            specials.add_bos = true;
+        match v.model.as_str() {
+            "gemma4" => specials.add_bos = true,
+            "bert" => gguf_wpm::specials(&v, &mut specials),
+            _ => {}
         }
         Ok(Self::assemble(inner, specials, v.tokens.len()))
     }

@@ -1,0 +1,109 @@
+//! Random encoder files as llama.cpp's converter writes them: BERT's (`bert`: learned positions,
+//! Q, K and V apart with their biases, biased output and MLP projections, an up-GELU-down MLP)
+//! and nomic-embed-text's (`nomic-bert`: NeoX rope, a fused QKV, a gated SiLU MLP, no biases but
+//! the norms'); both with a token-type table, the embedding's LayerNorm and two LayerNorms per
+//! layer after its residual adds (`attn_output_norm`, `layer_output_norm`), no final norm and
+//! no output projection; `attention.causal` false, the spec's pooling type, a WordPiece
+//! vocabulary ([`VocabStyle::WordPiece`]).
+//!
+//! [`super::gguf::write_model`] writes a [`TinyModelSpec`] whose `arch` is `bert` or
+//! `nomic-bert` with the tensors and metadata here: the spec's `hidden`, `layers`, `heads`,
+//! `head_dim` (hidden over heads), `ffn`, `context_length`, `rope_base` and `pooling` are read.
+
+use candle_core::quantized::gguf_file::Value;
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+
+use super::gguf::{Rand, TinyModelSpec};
+use crate::model::ModelError;
+
+/// BERT's LayerNorm epsilon (its checkpoints' and nomic's `layer_norm_eps`).
+const EPS: f32 = 1e-12;
+/// The token types BERT's checkpoints have (sentence A and B).
+const TOKEN_TYPES: usize = 2;
+
+/// Whether `spec` is an encoder's (`bert` or `nomic-bert`).
+pub(super) fn is_encoder(spec: &TinyModelSpec) -> bool {
+    matches!(spec.arch, Some("bert" | "nomic-bert"))
+}
+
+/// The architecture's metadata (the vocabulary's is added by the caller).
+pub(super) fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
+    let u32v = |x: usize| Value::U32(x as u32);
+    let arch = spec.arch.unwrap_or("bert");
+    let k = |s: &str| format!("{arch}.{s}");
+    let mut md = vec![
+        ("general.architecture".into(), Value::String(arch.into())),
+        ("general.name".into(), Value::String(format!("hearth-tiny-{arch}"))),
+        (k("context_length"), u32v(spec.context_length)),
+        (k("embedding_length"), u32v(spec.hidden)),
+        (k("feed_forward_length"), u32v(spec.ffn)),
+        (k("block_count"), u32v(spec.layers)),
+        (k("attention.head_count"), u32v(spec.heads)),
+        (k("attention.layer_norm_epsilon"), Value::F32(EPS)),
+        (k("attention.causal"), Value::Bool(false)),
+        (k("pooling_type"), Value::U32(spec.pooling.unwrap_or(1))),
+    ];
+    if arch == "nomic-bert" {
+        md.push((k("rope.freq_base"), Value::F32(spec.rope_base)));
+    }
+    md
+}
+
+/// Every tensor of the file.
+pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(String, QTensor)>, ModelError> {
+    let cpu = Device::Cpu;
+    let wt = spec.weight_type.ggml();
+    let (d, f, v) = (spec.hidden, spec.ffn, spec.vocab.size);
+    let nomic = spec.arch == Some("nomic-bert");
+    let mat = |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
+        let w = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &cpu)?;
+        Ok((name, QTensor::quantize(&w, wt)?))
+    };
+    let f32s = |name: String, data: Vec<f32>| -> Result<(String, QTensor), ModelError> {
+        let n = data.len();
+        Ok((name, QTensor::quantize(&Tensor::from_vec(data, n, &cpu)?, GgmlDType::F32)?))
+    };
+    // A LayerNorm's weight and bias.
+    let norm = |stem: String, rng: &mut Rand| -> Result<[(String, QTensor); 2], ModelError> {
+        Ok([
+            f32s(format!("{stem}.weight"), rng.around(d, 1.0, 0.2))?,
+            f32s(format!("{stem}.bias"), rng.around(d, 0.0, 0.2))?,
+        ])
+    };
+    let mut out = vec![mat("token_embd.weight".into(), v, d, 1.0, rng)?];
+    let types = Tensor::from_vec(rng.matrix(TOKEN_TYPES, d, 0.5), (TOKEN_TYPES, d), &cpu)?;
+    out.push(("token_types.weight".into(), QTensor::quantize(&types, GgmlDType::F32)?));
+    if !nomic {
+        out.push(mat("position_embd.weight".into(), spec.context_length, d, 0.5, rng)?);
+    }
+    out.extend(norm("token_embd_norm".into(), rng)?);
+    for i in 0..spec.layers {
+        let n = |s: &str| format!("blk.{i}.{s}");
+        if nomic {
+            out.push(mat(n("attn_qkv.weight"), 3 * d, d, 1.0, rng)?);
+        } else {
+            for m in ["attn_q", "attn_k", "attn_v"] {
+                out.push(mat(n(&format!("{m}.weight")), d, d, 1.0, rng)?);
+                out.push(f32s(n(&format!("{m}.bias")), rng.around(d, 0.0, 0.2))?);
+            }
+        }
+        out.push(mat(n("attn_output.weight"), d, d, 1.0, rng)?);
+        if !nomic {
+            out.push(f32s(n("attn_output.bias"), rng.around(d, 0.0, 0.2))?);
+        }
+        out.extend(norm(n("attn_output_norm"), rng)?);
+        out.push(mat(n("ffn_up.weight"), f, d, 1.0, rng)?);
+        if nomic {
+            out.push(mat(n("ffn_gate.weight"), f, d, 1.0, rng)?);
+        } else {
+            out.push(f32s(n("ffn_up.bias"), rng.around(f, 0.0, 0.2))?);
+        }
+        out.push(mat(n("ffn_down.weight"), d, f, 1.0, rng)?);
+        if !nomic {
+            out.push(f32s(n("ffn_down.bias"), rng.around(d, 0.0, 0.2))?);
+        }
+        out.extend(norm(n("layer_output_norm"), rng)?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,184 @@
+//! Encoder embedding models (BERT's `bert`, nomic-embed-text's `nomic-bert`): llama.cpp's ids
+//! and vectors on the same files; an input read whole, however long and whatever runs beside
+//! it; nothing cached (an encoder's K/V depends on the tokens after it); no text generated.
+//!
+//! The reference `tests/data/llama-cpp-encoders.json` was recorded once by
+//! `scripts/record-llama-embeddings.py --encoders` (llama.cpp version and command inside) on
+//! the files `encoder_embeddings_match_llama_cpp` writes into `HEARTH_WRITE_TINY_MODELS=DIR`:
+//! `llama-server --embeddings`' unit vectors for token-id inputs and texts, and the ids its
+//! `/tokenize` gives each text with special tokens (`[CLS] … [SEP]`).
+
+mod common;
+
+use common::*;
+use hearth::config::EngineSettings;
+use hearth::engine::{Engine, EngineHandle, Event, GenerateParams, GenerateRequest, GenerationReport};
+use hearth::model::pooling::{normalize, Pooling};
+use hearth::model::testkit::{TinyModelSpec, WeightType};
+use hearth::ops::{BatchLayout, ContiguousBatch};
+use serde_json::Value;
+
+/// The reference files: name, spec.
+fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
+    vec![
+        ("tiny-bert-mean-f32.gguf", TinyModelSpec::encoder("bert", 1, WeightType::F32)),
+        ("tiny-bert-cls-q8_0.gguf", TinyModelSpec::encoder("bert", 2, WeightType::Q8_0)),
+        ("tiny-nomic-mean-f32.gguf", TinyModelSpec::encoder("nomic-bert", 1, WeightType::F32)),
+        ("tiny-nomic-mean-q8_0.gguf", TinyModelSpec::encoder("nomic-bert", 1, WeightType::Q8_0)),
+    ]
+}
+
+fn reference() -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-encoders.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn embed(e: &mut Engine, prompt: &[u32]) -> GenerationReport {
+    let pooling = e.model().transformer.hparams().pooling.unwrap();
+    e.generate(prompt, &GenerateParams::embedding(pooling), |_| Ok(())).unwrap()
+}
+
+fn vector(r: &GenerationReport) -> Vec<f32> {
+    r.embedding.clone().expect("an embedding's report carries its vector")
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (n(a) * n(b))
+}
+
+/// Our ids and unit vectors against llama.cpp's on the same files: the same ids for every text,
+/// vectors within float rounding in f32, within the 8-bit activations' rounding in Q8_0.
+#[test]
+fn encoder_embeddings_match_llama_cpp() {
+    if let Ok(dir) = std::env::var("HEARTH_WRITE_TINY_MODELS") {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, spec) in reference_models() {
+            hearth::model::testkit::write_model(&spec, &std::path::Path::new(&dir).join(name)).unwrap();
+        }
+        eprintln!("wrote the tiny encoders into {dir}");
+        return;
+    }
+    let data = reference();
+    let inputs = data["inputs"].as_array().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, spec) in reference_models() {
+        let want = &data["models"][name];
+        let path = write_tiny(dir.path(), &spec, name);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), want["bytes"].as_u64().unwrap(), "{name}: not the recorded file");
+        let mut e = engine(&path, true, 64, 0);
+        let mut their_tokens = want["tokens"].as_array().unwrap().iter();
+        let mut tokens = 0;
+        for (i, (input, theirs)) in inputs.iter().zip(want["embeddings"].as_array().unwrap()).enumerate() {
+            let ids: Vec<u32> = match input {
+                Value::String(text) => {
+                    let ids = e.model().tokenizer.encode_for_embedding(text).unwrap();
+                    let theirs: Vec<u32> =
+                        their_tokens.next().unwrap().as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+                    assert_eq!(ids, theirs, "{name}: {text:?} tokenized otherwise than by llama.cpp");
+                    ids
+                }
+                ids => ids.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect(),
+            };
+            tokens += ids.len();
+            let mut ours = vector(&embed(&mut e, &ids));
+            normalize(&mut ours);
+            let theirs: Vec<f32> = theirs.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+            let (d, cos) = (max_abs_diff(&ours, &theirs), cosine(&ours, &theirs));
+            eprintln!("{name} input {i}: max |diff| {d:.2e}, cosine {cos:.7}");
+            let tol = if name.ends_with("f32.gguf") { 1e-4 } else { 2e-2 };
+            assert!(d < tol, "{name} input {i}: max |diff| {d} (cosine {cos})");
+        }
+        assert_eq!(tokens as u64, want["prompt_tokens"].as_u64().unwrap(), "{name}: llama.cpp counted other tokens");
+    }
+}
+
+/// The rows an encoder pools from one direct forward over all of `prompt`.
+fn direct_rows(path: &std::path::Path, prompt: &[u32]) -> Vec<Vec<f32>> {
+    let tf = load_ours(path, 128);
+    let mut kv = new_kv(&tf, prompt.len());
+    let batch = BatchLayout::single(0, prompt.len()).unwrap();
+    let rows: Vec<u32> = (0..prompt.len() as u32).collect();
+    let (_, hidden) = tf
+        .forward_outputs(prompt, &batch, &mut ContiguousBatch::new(vec![&mut kv]), &mut [], None, &rows)
+        .unwrap();
+    hidden.unwrap().to_vec2().unwrap()
+}
+
+fn mean(rows: &[Vec<f32>]) -> Vec<f32> {
+    let mut sum = vec![0f32; rows[0].len()];
+    for r in rows {
+        sum.iter_mut().zip(r).for_each(|(s, v)| *s += v);
+    }
+    sum.iter().map(|s| s / rows.len() as f32).collect()
+}
+
+/// Each token sees the ones after it: changing the last token changes the first row (a causal
+/// model's first row would not move).
+#[test]
+fn an_encoder_attends_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    for arch in ["bert", "nomic-bert"] {
+        let path = write_tiny(dir.path(), &TinyModelSpec::encoder(arch, 1, WeightType::F32), &format!("{arch}.gguf"));
+        let a = direct_rows(&path, &[2, 40, 41, 42, 3]);
+        let b = direct_rows(&path, &[2, 40, 41, 43, 3]);
+        let d = max_abs_diff(&a[0], &b[0]);
+        assert!(d > 1e-3, "{arch}: the first row did not see the change after it ({d})");
+    }
+}
+
+/// Through the engine, with a step budget smaller than the inputs and several inputs queued
+/// together, every input is read whole: each vector equals one forward over all of it, alone
+/// or beside others; the same input again is computed again (nothing is cached: the prefix
+/// cache is off for an encoder), with the same vector.
+#[test]
+fn an_encoder_reads_each_input_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    for arch in ["bert", "nomic-bert"] {
+        let path = write_tiny(dir.path(), &TinyModelSpec::encoder(arch, 1, WeightType::F32), &format!("{arch}.gguf"));
+        let limits = EngineSettings {
+            max_running: 4,
+            max_batch_tokens: 16,
+            ..EngineSettings::default()
+        };
+        let mut e = engine_limits(&path, cache_settings(true, 16), &limits, 64, 0);
+        let prompts: Vec<Vec<u32>> = [50usize, 7, 90]
+            .iter()
+            .map(|&n| (0..n as u32).map(|i| 5 + (i * 37 + n as u32) % 200).collect())
+            .collect();
+        let want: Vec<Vec<f32>> = prompts.iter().map(|p| mean(&direct_rows(&path, p))).collect();
+        let alone: Vec<Vec<f32>> = prompts.iter().map(|p| vector(&embed(&mut e, p))).collect();
+        let again = embed(&mut e, &prompts[0]);
+        assert_eq!(again.cached.tokens, 0, "{arch}: an encoder's input came from the cache");
+        assert!(max_abs_diff(&vector(&again), &want[0]) < 1e-4);
+        let h = EngineHandle::spawn(e, 64).unwrap();
+        let params = GenerateParams::embedding(Pooling::Mean);
+        let mut streams: Vec<_> = prompts.iter().map(|p| h.submit(GenerateRequest::new(p.clone(), params.clone())).unwrap()).collect();
+        for (i, (s, p)) in streams.iter_mut().zip(&prompts).enumerate() {
+            let together = loop {
+                match s.blocking_recv() {
+                    Some(Event::Done(r)) => break r,
+                    Some(Event::Error(e)) => panic!("{arch} input {i}: {e}"),
+                    Some(Event::Token { .. }) => {}
+                    None => panic!("{arch} input {i} ended without a result"),
+                }
+            };
+            let d = max_abs_diff(&alone[i], &want[i]);
+            assert!(d < 1e-4, "{arch} input {i} ({} tokens) alone: off the whole forward by {d}", p.len());
+            let d = max_abs_diff(&vector(&together), &want[i]);
+            assert!(d < 1e-4, "{arch} input {i} ({} tokens) beside the others: off the whole forward by {d}", p.len());
+        }
+    }
+}
+
+/// A request for text is refused, naming the reason; the engine serves embeddings after it.
+#[test]
+fn an_encoder_generates_no_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_tiny(dir.path(), &TinyModelSpec::encoder("bert", 1, WeightType::F32), "bert.gguf");
+    let mut e = engine(&path, true, 64, 0);
+    let err = e.generate(&[2, 40, 41], &GenerateParams::greedy(4), |_| Ok(())).unwrap_err();
+    assert!(err.to_string().contains("serves embeddings only"), "{err}");
+    assert_eq!(vector(&embed(&mut e, &[2, 40, 41, 3])).len(), 256);
+}
