@@ -134,7 +134,15 @@ impl Engine {
     /// RAM otherwise.
     pub fn new(model: LoadedModel, cache: &CacheSettings, engine: &EngineSettings) -> Result<Self, EngineError> {
         let layout = Self::layout(&model, cache)?;
-        let sizes = size_pools(model.transformer.device(), cache, &layout, model.info.context_length)?;
+        let context = model.info.context_length;
+        let sizes = match model.transformer.hparams().encoder {
+            // An encoder caches nothing: blocks for the inputs running at once, no host tier.
+            true => PoolSizes {
+                device_blocks: engine.max_running.max(1) * context.div_ceil(cache.block_size.max(1)),
+                host_blocks: 0,
+            },
+            false => size_pools(model.transformer.device(), cache, &layout, context)?,
+        };
         Self::with_pool_sizes(model, cache, engine, sizes)
     }
 

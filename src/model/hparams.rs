@@ -1582,6 +1582,14 @@ impl HParams {
     /// The K/V geometry a store must provide: the heads of every layer that keeps K/V (with
     /// latent attention, K alone: V is the latent K holds).
     pub fn kv_shape(&self) -> crate::ops::KvShape {
+        // An encoder stores no K/V: one narrow layer, so that the blocks the engine still
+        // reserves for each input's tokens take next to no memory.
+        if self.encoder {
+            return crate::ops::KvShape::per_layer(vec![crate::ops::LayerKv {
+                kv_heads: 1,
+                head_dim: self.head_dim,
+            }]);
+        }
         // Nanbeige's passes each have the stack's store layers.
         let shape = crate::ops::KvShape::per_layer(
             (0..self.kv_layers * self.loops)

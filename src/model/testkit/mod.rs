@@ -5,7 +5,7 @@
 //! - [`gguf`]: random GGUF models of each family and quantization ([`gemma4`]: Gemma 4's
 //!   layers; [`deepseek2`]: DeepSeek-V2's latent attention; [`qwen35`]: Qwen3.5's gated delta net;
 //!   [`layer_shapes`]: Nemotron 51B's and OpenELM's layers of their own shapes; [`jamba`]:
-//!   Jamba's Mamba layers).
+//!   Jamba's Mamba layers; [`bert`]: the encoders, BERT's and nomic-embed-text's).
 //! - [`requant`]: those models rewritten in the types candle cannot write (IQ4_NL, IQ4_XS,
 //!   MXFP4).
 //! - `fake_hub`: a stand-in for the Hugging Face hub on 127.0.0.1, for the download path
@@ -14,8 +14,8 @@
 //! The models and vocabularies are always built: `hearth bench` writes its benchmark model
 //! with them.
 
-#[cfg(any(test, feature = "testkit"))]
 pub mod bert;
+#[cfg(any(test, feature = "testkit"))]
 pub mod fake_hub;
 pub mod deepseek2;
 pub mod gemma4;
