@@ -6,7 +6,8 @@
 //! `scripts/record-llama-embeddings.py --encoders` (llama.cpp version and command inside) on
 //! the files `encoder_embeddings_match_llama_cpp` writes into `HEARTH_WRITE_TINY_MODELS=DIR`:
 //! `llama-server --embeddings`' unit vectors for token-id inputs and texts, and the ids its
-//! `/tokenize` gives each text with special tokens (`[CLS] … [SEP]`).
+//! `/tokenize` gives each text with special tokens (`[CLS] … [SEP]`). The same run writes the
+//! BERT-base-sized files README's encoder benchmark runs.
 
 mod common;
 
@@ -25,6 +26,16 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-bert-cls-q8_0.gguf", TinyModelSpec::encoder("bert", 2, WeightType::Q8_0)),
         ("tiny-nomic-mean-f32.gguf", TinyModelSpec::encoder("nomic-bert", 1, WeightType::F32)),
         ("tiny-nomic-mean-q8_0.gguf", TinyModelSpec::encoder("nomic-bert", 1, WeightType::Q8_0)),
+    ]
+}
+
+/// The files of README's encoder benchmark (`scripts/bench-embeddings-vs-llama-cpp.py`), written
+/// with the reference files: random weights at BERT-base's size.
+fn bench_models() -> Vec<(&'static str, TinyModelSpec)> {
+    vec![
+        ("bert-base-f16.gguf", TinyModelSpec::encoder_base("bert", WeightType::F16)),
+        ("bert-base-q8_0.gguf", TinyModelSpec::encoder_base("bert", WeightType::Q8_0)),
+        ("nomic-base-f16.gguf", TinyModelSpec::encoder_base("nomic-bert", WeightType::F16)),
     ]
 }
 
@@ -54,10 +65,10 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 fn encoder_embeddings_match_llama_cpp() {
     if let Ok(dir) = std::env::var("HEARTH_WRITE_TINY_MODELS") {
         std::fs::create_dir_all(&dir).unwrap();
-        for (name, spec) in reference_models() {
+        for (name, spec) in reference_models().into_iter().chain(bench_models()) {
             hearth::model::testkit::write_model(&spec, &std::path::Path::new(&dir).join(name)).unwrap();
         }
-        eprintln!("wrote the tiny encoders into {dir}");
+        eprintln!("wrote the tiny encoders and the BERT-base-sized benchmark files into {dir}");
         return;
     }
     let data = reference();

@@ -148,8 +148,8 @@ impl Mlp {
             *gate = super::gemma3n::sparse_gate(gate, k)?;
         }
         let hidden = match (self.kind, gate_up.as_slice()) {
-            // candle's `gelu` is tanh's approximation, as ggml's.
-            (MlpKind::UpGelu, [up]) => up.gelu()?,
+            // GELU's tanh approximation, as ggml's.
+            (MlpKind::UpGelu, [up]) => crate::ops::glu::activated(up, Gate::GeluTanh)?,
             (MlpKind::UpXielu, [up]) => match self.xielu {
                 Some(x) => xielu(up, x)?,
                 None => return Err(ModelError::Ops(crate::ops::OpsError::Layout("an xIELU MLP without its parameters".into()))),

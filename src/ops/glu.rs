@@ -28,7 +28,7 @@
 //! Counterpart: vLLM's `SiluAndMul` / `GeluAndMul(approximate="tanh")` /
 //! `SwigluOAIAndMul`, llama.cpp's `ggml_swiglu` / `ggml_geglu` / `ggml_swiglu_oai`.
 
-use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType, Layout, Shape, Tensor};
 
 use super::fast_math::exp;
 use super::par;
@@ -78,6 +78,19 @@ pub fn gated(gate: &Tensor, up: &Tensor, act: Gate) -> Result<Tensor, OpsError> 
     let width = dims.last().copied().unwrap_or(1);
     let (g, u) = (rows_of(gate, width)?, rows_of(up, width)?);
     Ok(g.apply_op2_no_bwd(&u, &GatedOp(act))?.reshape(dims)?)
+}
+
+/// `act(x)`, elementwise, for an MLP without a gate (GPT-2's and BERT's up, GELU, down): on
+/// the CPU [`row`]'s arithmetic with `up` all ones (a product by 1 is exact), across the
+/// threads, where candle's `gelu` ran a libm `tanhf` per element on one thread (a fifth of a
+/// BERT-base embedding's samples). The result is contiguous.
+pub fn activated(x: &Tensor, act: Gate) -> Result<Tensor, OpsError> {
+    if !x.device().is_cpu() || x.dtype() != DType::F32 {
+        return with_candle_ops(x, &x.ones_like()?, act);
+    }
+    let dims = x.dims().to_vec();
+    let width = dims.last().copied().unwrap_or(1);
+    Ok(rows_of(x, width)?.apply_op1_no_bwd(&ActivationOp(act))?.reshape(dims)?)
 }
 
 /// The op in candle's elementwise ops, for devices and types the CPU form does not take.
@@ -180,6 +193,24 @@ impl CustomOp2 for GatedOp {
     }
 }
 
+/// [`activated`]'s CPU form: one input `[rows, width]` with unit column stride.
+struct ActivationOp(Gate);
+
+impl CustomOp1 for ActivationOp {
+    fn name(&self) -> &'static str {
+        "hearth-activation"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (x, xs, width) = rows_slice(s, l)?;
+        let rows = l.dims()[0];
+        let ones = vec![1f32; width];
+        let mut out = vec![0f32; rows * width];
+        par::for_rows(&mut out, width, SERIAL_ELEMENTS, |r, o| row(self.0, &x[r * xs..r * xs + width], &ones, o));
+        Ok((CpuStorage::F32(out), Shape::from((rows, width))))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +282,27 @@ mod tests {
                 for (a, b) in got.iter().zip(&candle) {
                     assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{act:?}: {a} against candle's {b}");
                 }
+            }
+        }
+    }
+
+    /// The ungated op (GPT-2's and BERT's GELU) equals the gated one with up all ones, bit for
+    /// bit, on a column slice and across the threads, and candle's `gelu` within rounding.
+    #[test]
+    fn the_ungated_activation_is_the_gated_one_times_one() {
+        let cpu = Device::Cpu;
+        for (rows, width) in [(1, 40), (3, 7), (96, 512)] {
+            let wide = Tensor::from_vec(rand_vec(rows * 2 * width, 9), (rows, 2 * width), &cpu).unwrap().affine(6.0, 0.0).unwrap();
+            let x = wide.narrow(1, width, width).unwrap();
+            let ones = x.ones_like().unwrap();
+            let got = activated(&x, Gate::GeluTanh).unwrap();
+            assert!(got.is_contiguous());
+            let got: Vec<f32> = got.flatten_all().unwrap().to_vec1().unwrap();
+            let want: Vec<f32> = gated(&x, &ones, Gate::GeluTanh).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+            assert_eq!(got, want, "{rows}x{width}");
+            let candle: Vec<f32> = x.gelu().unwrap().flatten_all().unwrap().to_vec1().unwrap();
+            for (a, b) in got.iter().zip(&candle) {
+                assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} against candle's {b}");
             }
         }
     }

@@ -398,6 +398,24 @@ impl TinyModelSpec {
         }
     }
 
+    /// [`Self::encoder`] at BERT-base's size (the shape of bge-base, e5-base and
+    /// nomic-embed-text): 12 layers of hidden 768 in 12 heads, an MLP of 3,072, 30,522 tokens
+    /// (the WordPiece vocabulary padded), 512 positions (`bert`) or 2,048 (`nomic-bert`); random
+    /// weights, for the throughput benchmark against llama.cpp.
+    pub fn encoder_base(arch: &'static str, weight_type: WeightType) -> Self {
+        Self {
+            vocab: TinyVocab::with_size(VocabStyle::WordPiece, 30_522),
+            hidden: 768,
+            layers: 12,
+            heads: 12,
+            kv_heads: 12,
+            head_dim: 64,
+            ffn: 3072,
+            context_length: if arch == "bert" { 512 } else { 2048 },
+            ..Self::encoder(arch, 1, weight_type)
+        }
+    }
+
     /// A tiny reranker as Qwen3-Reranker's files are: [`Self::embedding`]'s model with pooling
     /// type rank, a classifier head of two labels (`cls.output.weight`, "yes" and "no") and a
     /// rerank template ([`TINY_RERANK_TEMPLATE`]).
