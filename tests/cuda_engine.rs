@@ -186,6 +186,39 @@ fn cuda_embeddings_match_cpu() {
     }
 }
 
+/// Encoders on the GPU (BERT's and nomic-embed-text's layers: attention over each whole input
+/// both ways, post-norms): the CPU engine's vectors, several inputs of different lengths in
+/// one batch, nothing cached.
+#[test]
+fn cuda_encoder_embeddings_match_cpu() {
+    use hearth::engine::{normalize, GenerateParams, Pooling};
+    let dir = tempfile::tempdir().unwrap();
+    for arch in ["bert", "nomic-bert"] {
+        let spec = TinyModelSpec::encoder(arch, 1, WeightType::Q8_0);
+        let path = write_tiny(dir.path(), &spec, &format!("{arch}.gguf"));
+        let Some(mut gpu) = cuda_engine(&path, &settings(KvDtype::F16, true), 64, 0) else {
+            return;
+        };
+        let mut cpu = engine_with(&path, settings(KvDtype::F16, false), 64, 0);
+        let params = GenerateParams::embedding(Pooling::Mean);
+        let unit = |r: GenerationReport| {
+            let mut v = r.embedding.expect("an embedding");
+            normalize(&mut v);
+            v
+        };
+        for (i, n) in [40usize, 7, 100].into_iter().enumerate() {
+            let p = prompt(n, spec.vocab.size, i as u32);
+            let want = unit(cpu.generate(&p, &params, |_| Ok(())).unwrap());
+            let r = gpu.generate(&p, &params, |_| Ok(())).unwrap();
+            assert_eq!(r.cached.tokens, 0, "{arch}: an encoder's input from the cache");
+            let got = unit(r);
+            let cos: f32 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+            assert!(cos > 0.999, "{arch} input {i}: cosine {cos} against the CPU's");
+        }
+        assert_blocks_released(&gpu.cache_stats(), arch);
+    }
+}
+
 /// A long prefix promoted from the host tier while the suffix is prefilled: many blocks in
 /// flight on the copy stream when the forward starts. The result is the cold run's.
 #[test]

@@ -1,4 +1,5 @@
-//! Causal attention of one sequence's new queries over its cached and new keys.
+//! Causal attention of one sequence's new queries over its cached and new keys; and an
+//! encoder's, each whole input's queries over all of its keys ([`attend_both_ways`]).
 //!
 //! Grouped-query attention is done without copying K/V per query head: the
 //! `group = heads / kv_heads` query heads that share a K/V head are stacked
