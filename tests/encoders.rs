@@ -22,10 +22,22 @@ use serde_json::Value;
 /// The reference files: name, spec.
 fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
     vec![
-        ("tiny-bert-mean-f32.gguf", TinyModelSpec::encoder("bert", 1, WeightType::F32)),
-        ("tiny-bert-cls-q8_0.gguf", TinyModelSpec::encoder("bert", 2, WeightType::Q8_0)),
-        ("tiny-nomic-mean-f32.gguf", TinyModelSpec::encoder("nomic-bert", 1, WeightType::F32)),
-        ("tiny-nomic-mean-q8_0.gguf", TinyModelSpec::encoder("nomic-bert", 1, WeightType::Q8_0)),
+        (
+            "tiny-bert-mean-f32.gguf",
+            TinyModelSpec::encoder("bert", 1, WeightType::F32),
+        ),
+        (
+            "tiny-bert-cls-q8_0.gguf",
+            TinyModelSpec::encoder("bert", 2, WeightType::Q8_0),
+        ),
+        (
+            "tiny-nomic-mean-f32.gguf",
+            TinyModelSpec::encoder("nomic-bert", 1, WeightType::F32),
+        ),
+        (
+            "tiny-nomic-mean-q8_0.gguf",
+            TinyModelSpec::encoder("nomic-bert", 1, WeightType::Q8_0),
+        ),
     ]
 }
 
@@ -33,9 +45,18 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
 /// with the reference files: random weights at BERT-base's size.
 fn bench_models() -> Vec<(&'static str, TinyModelSpec)> {
     vec![
-        ("bert-base-f16.gguf", TinyModelSpec::encoder_base("bert", WeightType::F16)),
-        ("bert-base-q8_0.gguf", TinyModelSpec::encoder_base("bert", WeightType::Q8_0)),
-        ("nomic-base-f16.gguf", TinyModelSpec::encoder_base("nomic-bert", WeightType::F16)),
+        (
+            "bert-base-f16.gguf",
+            TinyModelSpec::encoder_base("bert", WeightType::F16),
+        ),
+        (
+            "bert-base-q8_0.gguf",
+            TinyModelSpec::encoder_base("bert", WeightType::Q8_0),
+        ),
+        (
+            "nomic-base-f16.gguf",
+            TinyModelSpec::encoder_base("nomic-bert", WeightType::F16),
+        ),
     ]
 }
 
@@ -46,7 +67,8 @@ fn reference() -> Value {
 
 fn embed(e: &mut Engine, prompt: &[u32]) -> GenerationReport {
     let pooling = e.model().transformer.hparams().pooling.unwrap();
-    e.generate(prompt, &GenerateParams::embedding(pooling), |_| Ok(())).unwrap()
+    e.generate(prompt, &GenerateParams::embedding(pooling), |_| Ok(()))
+        .unwrap()
 }
 
 fn vector(r: &GenerationReport) -> Vec<f32> {
@@ -77,7 +99,11 @@ fn encoder_embeddings_match_llama_cpp() {
     for (name, spec) in reference_models() {
         let want = &data["models"][name];
         let path = write_tiny(dir.path(), &spec, name);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), want["bytes"].as_u64().unwrap(), "{name}: not the recorded file");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            want["bytes"].as_u64().unwrap(),
+            "{name}: not the recorded file"
+        );
         let mut e = engine(&path, true, 64, 0);
         let mut their_tokens = want["tokens"].as_array().unwrap().iter();
         let mut tokens = 0;
@@ -85,23 +111,43 @@ fn encoder_embeddings_match_llama_cpp() {
             let ids: Vec<u32> = match input {
                 Value::String(text) => {
                     let ids = e.model().tokenizer.encode_for_embedding(text).unwrap();
-                    let theirs: Vec<u32> =
-                        their_tokens.next().unwrap().as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+                    let theirs: Vec<u32> = their_tokens
+                        .next()
+                        .unwrap()
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_u64().unwrap() as u32)
+                        .collect();
                     assert_eq!(ids, theirs, "{name}: {text:?} tokenized otherwise than by llama.cpp");
                     ids
                 }
-                ids => ids.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect(),
+                ids => ids
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_u64().unwrap() as u32)
+                    .collect(),
             };
             tokens += ids.len();
             let mut ours = vector(&embed(&mut e, &ids));
             normalize(&mut ours);
-            let theirs: Vec<f32> = theirs.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+            let theirs: Vec<f32> = theirs
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
             let (d, cos) = (max_abs_diff(&ours, &theirs), cosine(&ours, &theirs));
             eprintln!("{name} input {i}: max |diff| {d:.2e}, cosine {cos:.7}");
             let tol = if name.ends_with("f32.gguf") { 1e-4 } else { 2e-2 };
             assert!(d < tol, "{name} input {i}: max |diff| {d} (cosine {cos})");
         }
-        assert_eq!(tokens as u64, want["prompt_tokens"].as_u64().unwrap(), "{name}: llama.cpp counted other tokens");
+        assert_eq!(
+            tokens as u64,
+            want["prompt_tokens"].as_u64().unwrap(),
+            "{name}: llama.cpp counted other tokens"
+        );
     }
 }
 
@@ -112,7 +158,14 @@ fn direct_rows(path: &std::path::Path, prompt: &[u32]) -> Vec<Vec<f32>> {
     let batch = BatchLayout::single(0, prompt.len()).unwrap();
     let rows: Vec<u32> = (0..prompt.len() as u32).collect();
     let (_, hidden) = tf
-        .forward_outputs(prompt, &batch, &mut ContiguousBatch::new(vec![&mut kv]), &mut [], None, &rows)
+        .forward_outputs(
+            prompt,
+            &batch,
+            &mut ContiguousBatch::new(vec![&mut kv]),
+            &mut [],
+            None,
+            &rows,
+        )
         .unwrap();
     hidden.unwrap().to_vec2().unwrap()
 }
@@ -131,7 +184,11 @@ fn mean(rows: &[Vec<f32>]) -> Vec<f32> {
 fn an_encoder_attends_both_ways() {
     let dir = tempfile::tempdir().unwrap();
     for arch in ["bert", "nomic-bert"] {
-        let path = write_tiny(dir.path(), &TinyModelSpec::encoder(arch, 1, WeightType::F32), &format!("{arch}.gguf"));
+        let path = write_tiny(
+            dir.path(),
+            &TinyModelSpec::encoder(arch, 1, WeightType::F32),
+            &format!("{arch}.gguf"),
+        );
         let a = direct_rows(&path, &[2, 40, 41, 42, 3]);
         let b = direct_rows(&path, &[2, 40, 41, 43, 3]);
         let d = max_abs_diff(&a[0], &b[0]);
@@ -147,7 +204,11 @@ fn an_encoder_attends_both_ways() {
 fn an_encoder_reads_each_input_whole() {
     let dir = tempfile::tempdir().unwrap();
     for arch in ["bert", "nomic-bert"] {
-        let path = write_tiny(dir.path(), &TinyModelSpec::encoder(arch, 1, WeightType::F32), &format!("{arch}.gguf"));
+        let path = write_tiny(
+            dir.path(),
+            &TinyModelSpec::encoder(arch, 1, WeightType::F32),
+            &format!("{arch}.gguf"),
+        );
         let limits = EngineSettings {
             max_running: 4,
             max_batch_tokens: 16,
@@ -165,7 +226,10 @@ fn an_encoder_reads_each_input_whole() {
         assert!(max_abs_diff(&vector(&again), &want[0]) < 1e-4);
         let h = EngineHandle::spawn(e, 64).unwrap();
         let params = GenerateParams::embedding(Pooling::Mean);
-        let mut streams: Vec<_> = prompts.iter().map(|p| h.submit(GenerateRequest::new(p.clone(), params.clone())).unwrap()).collect();
+        let mut streams: Vec<_> = prompts
+            .iter()
+            .map(|p| h.submit(GenerateRequest::new(p.clone(), params.clone())).unwrap())
+            .collect();
         for (i, (s, p)) in streams.iter_mut().zip(&prompts).enumerate() {
             let together = loop {
                 match s.blocking_recv() {
@@ -176,9 +240,17 @@ fn an_encoder_reads_each_input_whole() {
                 }
             };
             let d = max_abs_diff(&alone[i], &want[i]);
-            assert!(d < 1e-4, "{arch} input {i} ({} tokens) alone: off the whole forward by {d}", p.len());
+            assert!(
+                d < 1e-4,
+                "{arch} input {i} ({} tokens) alone: off the whole forward by {d}",
+                p.len()
+            );
             let d = max_abs_diff(&vector(&together), &want[i]);
-            assert!(d < 1e-4, "{arch} input {i} ({} tokens) beside the others: off the whole forward by {d}", p.len());
+            assert!(
+                d < 1e-4,
+                "{arch} input {i} ({} tokens) beside the others: off the whole forward by {d}",
+                p.len()
+            );
         }
     }
 }
@@ -187,9 +259,15 @@ fn an_encoder_reads_each_input_whole() {
 #[test]
 fn an_encoder_generates_no_text() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_tiny(dir.path(), &TinyModelSpec::encoder("bert", 1, WeightType::F32), "bert.gguf");
+    let path = write_tiny(
+        dir.path(),
+        &TinyModelSpec::encoder("bert", 1, WeightType::F32),
+        "bert.gguf",
+    );
     let mut e = engine(&path, true, 64, 0);
-    let err = e.generate(&[2, 40, 41], &GenerateParams::greedy(4), |_| Ok(())).unwrap_err();
+    let err = e
+        .generate(&[2, 40, 41], &GenerateParams::greedy(4), |_| Ok(()))
+        .unwrap_err();
     assert!(err.to_string().contains("serves embeddings only"), "{err}");
     assert_eq!(vector(&embed(&mut e, &[2, 40, 41, 3])).len(), 256);
 }

@@ -56,13 +56,17 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
     let wt = spec.weight_type.ggml();
     let (d, f, v) = (spec.hidden, spec.ffn, spec.vocab.size);
     let nomic = spec.arch == Some("nomic-bert");
-    let mat = |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
-        let w = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &cpu)?;
-        Ok((name, QTensor::quantize(&w, wt)?))
-    };
+    let mat =
+        |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
+            let w = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &cpu)?;
+            Ok((name, QTensor::quantize(&w, wt)?))
+        };
     let f32s = |name: String, data: Vec<f32>| -> Result<(String, QTensor), ModelError> {
         let n = data.len();
-        Ok((name, QTensor::quantize(&Tensor::from_vec(data, n, &cpu)?, GgmlDType::F32)?))
+        Ok((
+            name,
+            QTensor::quantize(&Tensor::from_vec(data, n, &cpu)?, GgmlDType::F32)?,
+        ))
     };
     // A LayerNorm's weight and bias.
     let norm = |stem: String, rng: &mut Rand| -> Result<[(String, QTensor); 2], ModelError> {

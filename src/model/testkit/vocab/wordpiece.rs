@@ -31,14 +31,16 @@ const MAX_ENDINGS: usize = 60;
 /// The words BERT's normalizer and pre-tokenizer make of `text`.
 fn bert_words(text: &str) -> Vec<String> {
     let mut n = NormalizedString::from(text);
-    let split = BertNormalizer::new(true, true, Some(true), true).normalize(&mut n).and_then(|()| {
-        let mut p = PreTokenizedString::from(n);
-        BertPreTokenizer.pre_tokenize(&mut p)?;
-        Ok(p.get_splits(OffsetReferential::Original, OffsetType::Byte)
-            .into_iter()
-            .map(|(s, _, _)| s.to_owned())
-            .collect())
-    });
+    let split = BertNormalizer::new(true, true, Some(true), true)
+        .normalize(&mut n)
+        .and_then(|()| {
+            let mut p = PreTokenizedString::from(n);
+            BertPreTokenizer.pre_tokenize(&mut p)?;
+            Ok(p.get_splits(OffsetReferential::Original, OffsetType::Byte)
+                .into_iter()
+                .map(|(s, _, _)| s.to_owned())
+                .collect())
+        });
     split.unwrap_or_default()
 }
 
@@ -89,7 +91,10 @@ pub(super) fn wordpiece(size: usize) -> TinyVocab {
         kv("tokenizer.ggml.model", Value::String("bert".into())),
         kv("tokenizer.ggml.pre", Value::String("default".into())),
         kv("tokenizer.ggml.tokens", strings(&tokens)),
-        kv("tokenizer.ggml.token_type", Value::Array(types.into_iter().map(Value::I32).collect())),
+        kv(
+            "tokenizer.ggml.token_type",
+            Value::Array(types.into_iter().map(Value::I32).collect()),
+        ),
         kv("tokenizer.ggml.token_type_count", Value::U32(2)),
         kv("tokenizer.ggml.bos_token_id", Value::U32(id("[CLS]"))),
         kv("tokenizer.ggml.seperator_token_id", Value::U32(id("[SEP]"))),
@@ -97,7 +102,11 @@ pub(super) fn wordpiece(size: usize) -> TinyVocab {
         kv("tokenizer.ggml.padding_token_id", Value::U32(id("[PAD]"))),
         kv("tokenizer.ggml.mask_token_id", Value::U32(id("[MASK]"))),
     ];
-    let hf_pieces: Vec<String> = SPECIALS.iter().map(|s| s.to_string()).chain(pieces.into_iter().map(|(_, h)| h)).collect();
+    let hf_pieces: Vec<String> = SPECIALS
+        .iter()
+        .map(|s| s.to_string())
+        .chain(pieces.into_iter().map(|(_, h)| h))
+        .collect();
     TinyVocab {
         style: VocabStyle::WordPiece,
         metadata,
