@@ -210,12 +210,6 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
     ]
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    dot / (n(a) * n(b))
-}
-
 /// Our unit vectors against llama.cpp's on the same files: within float rounding in f32 (K/V
 /// f32 on both sides), within the 8-bit activations' rounding in Q8_0.
 #[test]

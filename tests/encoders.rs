@@ -75,12 +75,6 @@ fn vector(r: &GenerationReport) -> Vec<f32> {
     r.embedding.clone().expect("an embedding's report carries its vector")
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    dot / (n(a) * n(b))
-}
-
 /// Our ids and unit vectors against llama.cpp's on the same files: the same ids for every text,
 /// vectors within float rounding in f32, within the 8-bit activations' rounding in Q8_0.
 #[test]
@@ -178,17 +172,18 @@ fn mean(rows: &[Vec<f32>]) -> Vec<f32> {
     sum.iter().map(|s| s / rows.len() as f32).collect()
 }
 
+/// A tiny mean-pooled f32 encoder of `arch` written into `dir`.
+fn f32_encoder(dir: &std::path::Path, arch: &'static str) -> std::path::PathBuf {
+    write_tiny(dir, &TinyModelSpec::encoder(arch, 1, WeightType::F32), &format!("{arch}.gguf"))
+}
+
 /// Each token sees the ones after it: changing the last token changes the first row (a causal
 /// model's first row would not move).
 #[test]
 fn an_encoder_attends_both_ways() {
     let dir = tempfile::tempdir().unwrap();
     for arch in ["bert", "nomic-bert"] {
-        let path = write_tiny(
-            dir.path(),
-            &TinyModelSpec::encoder(arch, 1, WeightType::F32),
-            &format!("{arch}.gguf"),
-        );
+        let path = f32_encoder(dir.path(), arch);
         let a = direct_rows(&path, &[2, 40, 41, 42, 3]);
         let b = direct_rows(&path, &[2, 40, 41, 43, 3]);
         let d = max_abs_diff(&a[0], &b[0]);
@@ -204,11 +199,7 @@ fn an_encoder_attends_both_ways() {
 fn an_encoder_reads_each_input_whole() {
     let dir = tempfile::tempdir().unwrap();
     for arch in ["bert", "nomic-bert"] {
-        let path = write_tiny(
-            dir.path(),
-            &TinyModelSpec::encoder(arch, 1, WeightType::F32),
-            &format!("{arch}.gguf"),
-        );
+        let path = f32_encoder(dir.path(), arch);
         let limits = EngineSettings {
             max_running: 4,
             max_batch_tokens: 16,

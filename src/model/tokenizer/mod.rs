@@ -464,10 +464,11 @@ mod tests {
     #[test]
     fn unsupported_model_names_the_supported_ones() {
         let mut m = md(&TinyVocab::new(VocabStyle::LlamaSpm));
-        m.insert(metadata::MODEL.into(), Value::String("bert".into()));
+        // (XLM-RoBERTa's and T5's Unigram vocabularies.)
+        m.insert(metadata::MODEL.into(), Value::String("t5".into()));
         let err = Tokenizer::from_gguf_metadata(&m).unwrap_err().to_string();
         assert!(
-            err.contains("bert") && err.contains("gpt2") && err.contains("llama"),
+            err.contains("t5") && err.contains("gpt2") && err.contains("llama") && err.contains("bert"),
             "{err}"
         );
     }
