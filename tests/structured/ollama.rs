@@ -195,6 +195,23 @@ async fn format_holds_and_a_thinking_models_reasoning_is_thinking() {
     let expected = s.state.engine().chat_prompt(&[Message::user("Hi")], &[], &kwargs).unwrap();
     assert_eq!(not["prompt_eval_count"].as_u64(), Some(expected.ids.len() as u64));
     assert!(not["prompt_eval_count"].as_u64() > thinks["prompt_eval_count"].as_u64());
+    let mut on = hi.clone();
+    on["think"] = json!(true);
+    let (status, v) = post_json(&s.app, "/api/chat", &on).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+
+    // Reasoning asked of a model whose template has none: Ollama's 400.
+    let s = server(None);
+    assert!(s.state.engine().model().info.reasoning.is_none());
+    for (route, mut body) in [("/api/chat", hi.clone()), ("/api/generate", json!({"prompt": "Hi", "stream": false}))] {
+        body["think"] = json!(true);
+        let (status, v) = post_json(&s.app, route, &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{route}: {v}");
+        assert!(v["error"].as_str().is_some_and(|e| e.contains("does not support thinking")), "{route}: {v}");
+        body["think"] = json!(false);
+        let (status, v) = post_json(&s.app, route, &body).await;
+        assert_eq!(status, StatusCode::OK, "{route}: {v}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -168,6 +168,12 @@ impl OllamaFields {
         }
     }
 
+    /// Whether `think` asks for reasoning (`true` or a level), which Ollama refuses on a model
+    /// without the `thinking` capability.
+    pub fn asks_to_think(&self) -> bool {
+        matches!(&self.think, Some(Value::Bool(true) | Value::String(_)))
+    }
+
     /// The chat template's variables `think` sets: `enable_thinking: false` for `false`,
     /// `reasoning_effort` for a level; none for `true` or no `think`.
     pub fn template_kwargs(&self) -> Result<TemplateKwargs, ApiError> {

@@ -69,6 +69,10 @@ fn read(state: &AppState, value: &Value) -> Result<(OllamaFields, Plan, String),
     let f = body::fields::<OllamaFields>(value)?;
     f.refuse_unsupported()?;
     let name = f.model_name(state)?;
+    // As Ollama: reasoning asked of a model whose template has none is refused.
+    if f.asks_to_think() && state.engine().model().info.reasoning.is_none() {
+        return Err(ApiError::invalid_param("think", format!("\"{name}\" does not support thinking")));
+    }
     let mut plan = params::plan(state, f.common(state)?)?;
     if let Some(g) = f.grammar()? {
         plan.params.grammar = Some(g);
