@@ -71,6 +71,15 @@ fn embed(e: &mut Engine, prompt: &[u32]) -> GenerationReport {
         .unwrap()
 }
 
+/// A recorded list of token ids.
+fn ids_of(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
 fn vector(r: &GenerationReport) -> Vec<f32> {
     r.embedding.clone().expect("an embedding's report carries its vector")
 }
@@ -105,23 +114,11 @@ fn encoder_embeddings_match_llama_cpp() {
             let ids: Vec<u32> = match input {
                 Value::String(text) => {
                     let ids = e.model().tokenizer.encode_for_embedding(text).unwrap();
-                    let theirs: Vec<u32> = their_tokens
-                        .next()
-                        .unwrap()
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|x| x.as_u64().unwrap() as u32)
-                        .collect();
+                    let theirs = ids_of(their_tokens.next().unwrap());
                     assert_eq!(ids, theirs, "{name}: {text:?} tokenized otherwise than by llama.cpp");
                     ids
                 }
-                ids => ids
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_u64().unwrap() as u32)
-                    .collect(),
+                ids => ids_of(ids),
             };
             tokens += ids.len();
             let mut ours = vector(&embed(&mut e, &ids));
@@ -174,7 +171,11 @@ fn mean(rows: &[Vec<f32>]) -> Vec<f32> {
 
 /// A tiny mean-pooled f32 encoder of `arch` written into `dir`.
 fn f32_encoder(dir: &std::path::Path, arch: &'static str) -> std::path::PathBuf {
-    write_tiny(dir, &TinyModelSpec::encoder(arch, 1, WeightType::F32), &format!("{arch}.gguf"))
+    write_tiny(
+        dir,
+        &TinyModelSpec::encoder(arch, 1, WeightType::F32),
+        &format!("{arch}.gguf"),
+    )
 }
 
 /// Each token sees the ones after it: changing the last token changes the first row (a causal

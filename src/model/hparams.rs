@@ -1807,6 +1807,9 @@ pub(crate) const BERT: &str = "bert";
 /// fused QKV and a gated SiLU MLP, without biases (`HParams::encoder`).
 pub(crate) const NOMIC_BERT: &str = "nomic-bert";
 
+/// The encoders hearth runs (`HParams::encoder`): their attention is bidirectional.
+pub const ENCODER_ARCHS: [&str; 2] = [BERT, NOMIC_BERT];
+
 /// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
 /// rope, experts where the file has a layer's router.
 const JAMBA: &str = "jamba";
@@ -1988,7 +1991,7 @@ impl HParams {
                 _ => "ffn_norm",
             },
             embedding_norm: matches!(a, "bloom" | BERT | NOMIC_BERT),
-            encoder: matches!(a, BERT | NOMIC_BERT),
+            encoder: ENCODER_ARCHS.contains(&a),
             output_bias: matches!(a, "phi2" | "phimoe"),
             rope_base,
             rope_scaling,

@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use candle_core::quantized::gguf_file::Value;
 
 use super::gguf::{md_opt_bool, md_opt_usize};
+use super::hparams::ENCODER_ARCHS;
 use super::tokenizer::Tokenizer;
 use super::ModelError;
 
@@ -88,9 +89,6 @@ impl Pooling {
 /// the last token, then a softmax over its labels), as llama.cpp reads rank files of these
 /// only among causal models.
 const RANK_ARCHS: [&str; 2] = ["qwen3", "qwen3vl"];
-
-/// The encoders hearth runs (`HParams::encoder`): their attention is bidirectional.
-pub const ENCODER_ARCHS: [&str; 2] = [super::hparams::BERT, super::hparams::NOMIC_BERT];
 
 /// The name of a rank file's classifier head: `[labels, hidden]`.
 pub const CLASSIFIER: &str = "cls.output.weight";

@@ -15,6 +15,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
 use super::gguf::{Rand, TinyModelSpec};
+use crate::model::hparams::ENCODER_ARCHS;
 use crate::model::ModelError;
 
 /// BERT's LayerNorm epsilon (its checkpoints' and nomic's `layer_norm_eps`).
@@ -24,7 +25,7 @@ const TOKEN_TYPES: usize = 2;
 
 /// Whether `spec` is an encoder's (`bert` or `nomic-bert`).
 pub(super) fn is_encoder(spec: &TinyModelSpec) -> bool {
-    matches!(spec.arch, Some("bert" | "nomic-bert"))
+    spec.arch.is_some_and(|a| ENCODER_ARCHS.contains(&a))
 }
 
 /// The architecture's metadata (the vocabulary's is added by the caller).

@@ -1,6 +1,7 @@
 //! The `tokenizer.json` files, written field by field in the shape Hugging
-//! Face's converters give these families (Meta-Llama-3, Qwen2, GPT-2, and
-//! `LlamaConverter` for Llama 2), never by serializing a built tokenizer.
+//! Face's converters give these families (Meta-Llama-3, Qwen2, GPT-2,
+//! `LlamaConverter` for Llama 2, Gemma 4, and `bert-base-uncased`'s WordPiece), never by
+//! serializing a built tokenizer.
 
 use std::collections::HashMap;
 
@@ -18,6 +19,17 @@ const TEKKEN_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[
 const QWEN2_SPLIT: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// A vocabulary's `"vocab"` map: each token's text to its id, in order.
+fn vocab_map(tokens: &[String]) -> serde_json::Map<String, Json> {
+    tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect()
+}
+
+/// One entry of `"added_tokens"`, as HF's converters write it.
+fn added_token(id: usize, content: &str, special: bool) -> Json {
+    json!({"id": id, "content": content, "single_word": false, "lstrip": false, "rstrip": false,
+           "normalized": false, "special": special})
+}
+
 pub(super) fn gpt2_json(
     pre: &str,
     family: &Gpt2Family,
@@ -25,19 +37,12 @@ pub(super) fn gpt2_json(
     merges: &[String],
     first_added: u32,
 ) -> Json {
-    let vocab: serde_json::Map<String, Json> = model_tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.clone(), json!(i)))
-        .collect();
+    let vocab = vocab_map(model_tokens);
     let added: Vec<Json> = family
         .added
         .iter()
         .enumerate()
-        .map(|(i, &(content, special))| {
-            json!({"id": first_added + i as u32, "content": content, "single_word": false, "lstrip": false,
-                   "rstrip": false, "normalized": false, "special": special})
-        })
+        .map(|(i, &(content, special))| added_token(first_added as usize + i, content, special))
         .collect();
     let split = |regex: &str, trim_offsets: bool| {
         json!({"type": "Sequence", "pretokenizers": [
@@ -151,7 +156,7 @@ fn hf_generate_merges(tokens: &[String], scores: &[f32]) -> Vec<(String, String)
 }
 
 pub(super) fn spm_json(tokens: &[String], scores: &[f32]) -> Json {
-    let vocab: serde_json::Map<String, Json> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
+    let vocab = vocab_map(tokens);
     // LlamaConverter gives <unk>, <s>, </s> a score of 0.
     let mut vocab_scores = scores.to_vec();
     vocab_scores[..3].fill(0.0);
@@ -162,10 +167,7 @@ pub(super) fn spm_json(tokens: &[String], scores: &[f32]) -> Json {
     let added: Vec<Json> = ["<unk>", "<s>", "</s>"]
         .iter()
         .enumerate()
-        .map(|(i, content)| {
-            json!({"id": i, "content": content, "single_word": false, "lstrip": false, "rstrip": false,
-                   "normalized": false, "special": true})
-        })
+        .map(|(i, content)| added_token(i, content, true))
         .collect();
     json!({
         "version": "1.0", "truncation": null, "padding": null,
@@ -196,7 +198,7 @@ pub(super) fn spm_json(tokens: &[String], scores: &[f32]) -> Json {
 /// newlines and the rest, BPE over each with the merges in order (a run that is a token taken
 /// whole) and byte fallback, every control and user-defined token an added one.
 pub(super) fn gemma4_json(tokens: &[String], types: &[i32], merges: &[String]) -> Json {
-    let vocab: serde_json::Map<String, Json> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
+    let vocab = vocab_map(tokens);
     let bos = tokens.iter().position(|t| t == "<bos>").unwrap_or(0);
     let merges: Vec<Json> = merges
         .iter()
@@ -208,10 +210,7 @@ pub(super) fn gemma4_json(tokens: &[String], types: &[i32], merges: &[String]) -
         .zip(types)
         .enumerate()
         .filter(|(_, (_, &ty))| matches!(ty, 2..=4))
-        .map(|(i, (content, &ty))| {
-            json!({"id": i, "content": content, "single_word": false, "lstrip": false, "rstrip": false,
-                   "normalized": false, "special": ty != 4})
-        })
+        .map(|(i, (content, &ty))| added_token(i, content, ty != 4))
         .collect();
     json!({
         "version": "1.0", "truncation": null, "padding": null,
@@ -231,6 +230,37 @@ pub(super) fn gemma4_json(tokens: &[String], types: &[i32], merges: &[String]) -
         "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null,
                   "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": true,
                   "vocab": vocab, "merges": merges}
+    })
+}
+
+/// BERT's `tokenizer.json` (as `bert-base-uncased`'s): WordPiece over `##` continuations,
+/// BERT's normalizer and pre-tokenizer, `[CLS] $A [SEP]`, the WordPiece decoder.
+pub(super) fn bert_json(pieces: &[String], specials: &[&str]) -> Json {
+    let vocab = vocab_map(pieces);
+    let added: Vec<Json> = specials
+        .iter()
+        .enumerate()
+        .map(|(i, s)| added_token(i, s, true))
+        .collect();
+    let id = |t: &str| specials.iter().position(|s| *s == t);
+    let (cls, sep) = (id("[CLS]"), id("[SEP]"));
+    json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": added,
+        "normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true,
+                       "strip_accents": null, "lowercase": true},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+            "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [cls], "tokens": ["[CLS]"]},
+                               "[SEP]": {"id": "[SEP]", "ids": [sep], "tokens": ["[SEP]"]}}},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": true},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": vocab}
     })
 }
 

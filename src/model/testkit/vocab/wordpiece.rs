@@ -12,11 +12,11 @@
 use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::Value;
-use serde_json::{json, Value as Json};
 use tokenizers::normalizers::bert::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::{NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
 
+use super::hf_json::bert_json;
 use super::{kv, strings, TinyVocab, VocabStyle, FILLER_CLOSE, FILLER_OPEN, TRAINING_TEXT};
 
 /// The control tokens, in their ids' order.
@@ -110,40 +110,7 @@ pub(super) fn wordpiece(size: usize) -> TinyVocab {
     TinyVocab {
         style: VocabStyle::WordPiece,
         metadata,
-        tokenizer_json: bert_json(&hf_pieces).to_string(),
+        tokenizer_json: bert_json(&hf_pieces, &SPECIALS).to_string(),
         size: tokens.len(),
     }
-}
-
-/// BERT's `tokenizer.json` (as `bert-base-uncased`'s): WordPiece over `##` continuations,
-/// BERT's normalizer and pre-tokenizer, `[CLS] $A [SEP]`, the WordPiece decoder.
-fn bert_json(pieces: &[String]) -> Json {
-    let vocab: serde_json::Map<String, Json> = pieces.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
-    let added: Vec<Json> = SPECIALS
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            json!({"id": i, "content": s, "single_word": false, "lstrip": false, "rstrip": false,
-                   "normalized": false, "special": true})
-        })
-        .collect();
-    let (cls, sep) = (2, 3);
-    json!({
-        "version": "1.0", "truncation": null, "padding": null,
-        "added_tokens": added,
-        "normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true,
-                       "strip_accents": null, "lowercase": true},
-        "pre_tokenizer": {"type": "BertPreTokenizer"},
-        "post_processor": {"type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
-            "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                     {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
-                     {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
-            "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [cls], "tokens": ["[CLS]"]},
-                               "[SEP]": {"id": "[SEP]", "ids": [sep], "tokens": ["[SEP]"]}}},
-        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": true},
-        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
-                  "max_input_chars_per_word": 100, "vocab": vocab}
-    })
 }
