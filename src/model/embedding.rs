@@ -12,21 +12,23 @@
 //!
 //! A tied table on the CPU (no `output.weight`: the output projection is the embedding) is
 //! held once: the output projection's repacked matrix gives its rows back as the GGUF bytes
-//! it was packed from ([`PackedMatrix::row_gguf`], exact), and those are decoded as above, so
-//! a lookup's values do not change ([`TokenEmbedding::packed`]).
+//! it was packed from ([`PackedMatrix::row_gguf`], [`FloatMatrix::row_gguf`], exact), and
+//! those are decoded as above, so a lookup's values do not change
+//! ([`TokenEmbedding::shared`]).
 //!
 //! Counterpart: llama.cpp keeps `token_embd` in host memory and runs its
 //! `get_rows` there; vLLM's `VocabParallelEmbedding` (unquantized).
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 
+use super::linear::SharedTable;
 use super::ModelError;
-use crate::ops::qmatmul::PackedMatrix;
+#[cfg(doc)]
+use crate::ops::{fmatmul::FloatMatrix, qmatmul::PackedMatrix};
 
 /// `token_embd.weight`: `rows` token vectors of `dim` values, each row
 /// `row_bytes` of GGUF blocks.
@@ -42,8 +44,8 @@ pub struct TokenEmbedding {
 enum Table {
     /// The file's bytes, row after row.
     Bytes(Vec<u8>),
-    /// A tied output projection's repacked matrix (the same bytes, read back).
-    Packed(Arc<PackedMatrix>),
+    /// A tied output projection's matrix in our kernels' layout (the same bytes, read back).
+    Shared(SharedTable),
 }
 
 impl TokenEmbedding {
@@ -65,9 +67,9 @@ impl TokenEmbedding {
         })
     }
 
-    /// The table of a tied output projection our kernels run, read from its repacked
-    /// matrix (`dtype`: the GGUF type it was packed from): no copy of the file's bytes.
-    pub fn packed(dtype: GgmlDType, packed: Arc<PackedMatrix>) -> Result<Self, ModelError> {
+    /// The table of a tied output projection our kernels run, read from its matrix in their
+    /// layout (`dtype`: the GGUF type it was made from): no copy of the file's bytes.
+    pub fn shared(dtype: GgmlDType, packed: SharedTable) -> Result<Self, ModelError> {
         let (rows, dim) = (packed.rows(), packed.cols());
         if rows == 0 || !dim.is_multiple_of(dtype.block_size()) {
             return Err(bad(format!("a packed {rows}×{dim} table of {dtype:?}")));
@@ -77,7 +79,7 @@ impl TokenEmbedding {
             rows,
             dim,
             row_bytes: dim / dtype.block_size() * dtype.type_size(),
-            table: Table::Packed(packed),
+            table: Table::Shared(packed),
         })
     }
 
@@ -94,7 +96,7 @@ impl TokenEmbedding {
             }
             match &self.table {
                 Table::Bytes(b) => picked.extend_from_slice(&b[r * self.row_bytes..(r + 1) * self.row_bytes]),
-                Table::Packed(p) => p.row_gguf(r, &mut picked),
+                Table::Shared(p) => p.row_gguf(r, &mut picked),
             }
         }
         let q = qtensor_from_ggml(self.dtype, &Cow::from(picked), vec![ids.len(), self.dim], &Device::Cpu)?;
@@ -104,7 +106,7 @@ impl TokenEmbedding {
 
     /// Whether the rows are read from the output projection's packed matrix.
     pub fn is_shared(&self) -> bool {
-        matches!(self.table, Table::Packed(_))
+        matches!(self.table, Table::Shared(_))
     }
 
     /// Bytes of the table as the file stores it.
@@ -129,7 +131,7 @@ mod tests {
         let (rows, dim) = (11, 256);
         let data: Vec<f32> = (0..rows * dim).map(|i| ((i * 7919 % 1000) as f32 / 250.0) - 2.0).collect();
         let table = Tensor::from_vec(data, (rows, dim), &cpu).unwrap();
-        for dtype in [GgmlDType::F32, GgmlDType::F16, GgmlDType::Q8_0, GgmlDType::Q4_1, GgmlDType::Q4K, GgmlDType::Q6K] {
+        for dtype in [GgmlDType::F32, GgmlDType::F16, GgmlDType::BF16, GgmlDType::Q8_0, GgmlDType::Q4_1, GgmlDType::Q4K, GgmlDType::Q6K] {
             let q = QTensor::quantize(&table, dtype).unwrap();
             let whole = q.dequantize(&cpu).unwrap();
             let e = TokenEmbedding::new(&q).unwrap();
@@ -144,12 +146,9 @@ mod tests {
             ));
             assert_eq!(e.lookup(&[], &cpu).unwrap().dims(), &[0, dim]);
 
-            // Read from the tied output's packed matrix: the same values.
-            let Some(kind) = crate::model::linear::kind_of(dtype) else {
-                continue;
-            };
-            let packed = PackedMatrix::pack(kind, &q.data().unwrap(), rows, dim).unwrap();
-            let shared = TokenEmbedding::packed(dtype, Arc::new(packed)).unwrap();
+            // Read from the tied output's matrix in our kernels' layout: the same values.
+            let linear = crate::model::linear::QLinear::new(q, &cpu).unwrap();
+            let shared = TokenEmbedding::shared(dtype, linear.shared_table().unwrap()).unwrap();
             assert_eq!(shared.file_bytes(), e.file_bytes());
             let from_packed: Vec<Vec<f32>> = shared.lookup(&ids, &cpu).unwrap().to_vec2().unwrap();
             assert_eq!(from_packed, want, "{dtype:?} from the packed matrix");

@@ -4,8 +4,9 @@
 //! [`QLinear`] is one `[out, in]` weight. On the CPU, a weight whose GGUF type
 //! has a kernel in [`crate::ops::qmatmul`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
 //! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; IQ4_NL, IQ4_XS and MXFP4 arrive as Q8_0 and are packed in 4 bits again)
-//! is repacked once here and multiplied by our kernels; any other type,
-//! and every weight on a GPU, keeps candle's `QMatMul`.
+//! is repacked once here and multiplied by our kernels, and an F16, BF16 or F32 one is
+//! laid out in strips for [`crate::ops::fmatmul`]'s (kept in its own type, not widened);
+//! any other type, and every weight on a GPU, keeps candle's `QMatMul`.
 //!
 //! [`FusedLinear`]: Q, K and V (and the MLP's gate and up) read the same
 //! normed hidden state. When their weights share a GGUF type, their rows are
@@ -25,6 +26,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Module, Shape, Tensor};
 
 use super::ModelError;
+use crate::ops::fmatmul::{FloatKind, FloatMatrix};
 use crate::ops::qmatmul::{PackedMatrix, QuantKind};
 
 /// The GGUF types our CPU kernels take.
@@ -44,10 +46,22 @@ pub(super) fn kind_of(dtype: GgmlDType) -> Option<QuantKind> {
     })
 }
 
+/// The unquantized GGUF types our float kernels take.
+pub(super) fn float_kind_of(dtype: GgmlDType) -> Option<FloatKind> {
+    Some(match dtype {
+        GgmlDType::F32 => FloatKind::F32,
+        GgmlDType::F16 => FloatKind::F16,
+        GgmlDType::BF16 => FloatKind::Bf16,
+        _ => return None,
+    })
+}
+
 /// One `[out, in]` quantized weight and its matmul.
 pub enum QLinear {
     /// Repacked for our CPU kernels (shared with a tied embedding's lookup).
     Packed(Arc<PackedMatrix>),
+    /// F16, BF16 or F32 laid out for our float kernels (shared as `Packed` is).
+    Float(Arc<FloatMatrix>),
     /// candle's (other types, other devices).
     Candle(QMatMul),
 }
@@ -58,13 +72,16 @@ impl QLinear {
         if !device.is_cpu() {
             return None;
         }
+        if let Some(kind) = float_kind_of(dtype) {
+            return FloatMatrix::new(kind, bytes, rows, cols).ok().map(|m| Self::Float(Arc::new(m)));
+        }
         let kind = kind_of(dtype)?;
         PackedMatrix::pack(kind, bytes, rows, cols).ok().map(|p| Self::Packed(Arc::new(p)))
     }
 
     pub fn new(t: QTensor, device: &Device) -> Result<Self, ModelError> {
         if let [rows, cols] = *t.shape().dims() {
-            if device.is_cpu() && kind_of(t.dtype()).is_some() {
+            if device.is_cpu() && (kind_of(t.dtype()).is_some() || float_kind_of(t.dtype()).is_some()) {
                 if let Some(l) = Self::from_bytes(t.dtype(), &t.data()?, rows, cols, device) {
                     return Ok(l);
                 }
@@ -77,37 +94,101 @@ impl QLinear {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
         Ok(match self {
             Self::Candle(m) => m.forward(x)?,
-            Self::Packed(p) => x.contiguous()?.apply_op1_no_bwd(&PackedOp(p))?,
+            Self::Packed(p) => x.contiguous()?.apply_op1_no_bwd(&OursOp(Ours::Packed(p)))?,
+            Self::Float(m) => x.contiguous()?.apply_op1_no_bwd(&OursOp(Ours::Float(m)))?,
         })
     }
 
     /// Whether our kernels run this projection.
     #[cfg(test)]
     pub fn is_packed(&self) -> bool {
-        matches!(self, Self::Packed(_))
+        !matches!(self, Self::Candle(_))
     }
 
-    /// The repacked weight when our kernels run this projection.
+    /// The repacked weight when our quantized kernels run this projection.
     pub fn packed(&self) -> Option<&PackedMatrix> {
         match self {
             Self::Packed(p) => Some(p),
-            Self::Candle(_) => None,
+            Self::Float(_) | Self::Candle(_) => None,
         }
     }
 
-    /// The repacked weight, shared, when our kernels run this projection.
-    pub fn shared_packed(&self) -> Option<Arc<PackedMatrix>> {
+    /// The weight, shared, when our kernels run this projection: a tied embedding reads its
+    /// rows back from it.
+    pub fn shared_table(&self) -> Option<SharedTable> {
         match self {
-            Self::Packed(p) => Some(Arc::clone(p)),
+            Self::Packed(p) => Some(SharedTable::Packed(Arc::clone(p))),
+            Self::Float(m) => Some(SharedTable::Float(Arc::clone(m))),
             Self::Candle(_) => None,
         }
     }
 }
 
-/// Our matmul as a candle op on CPU storage (no copy of the input).
-struct PackedOp<'a>(&'a PackedMatrix);
+/// A weight our kernels hold, as a tied embedding shares it.
+pub enum SharedTable {
+    Packed(Arc<PackedMatrix>),
+    Float(Arc<FloatMatrix>),
+}
 
-impl CustomOp1 for PackedOp<'_> {
+impl SharedTable {
+    pub fn rows(&self) -> usize {
+        self.ours().rows()
+    }
+
+    pub fn cols(&self) -> usize {
+        self.ours().cols()
+    }
+
+    /// Appends row `r`'s GGUF bytes (those the weight was made from, exactly).
+    pub fn row_gguf(&self, r: usize, out: &mut Vec<u8>) {
+        match self {
+            Self::Packed(m) => m.row_gguf(r, out),
+            Self::Float(m) => m.row_gguf(r, out),
+        }
+    }
+
+    fn ours(&self) -> Ours<'_> {
+        match self {
+            Self::Packed(m) => Ours::Packed(m),
+            Self::Float(m) => Ours::Float(m),
+        }
+    }
+}
+
+/// A weight of ours, either kernel family's.
+#[derive(Clone, Copy)]
+enum Ours<'a> {
+    Packed(&'a PackedMatrix),
+    Float(&'a FloatMatrix),
+}
+
+impl Ours<'_> {
+    fn rows(self) -> usize {
+        match self {
+            Self::Packed(m) => m.rows(),
+            Self::Float(m) => m.rows(),
+        }
+    }
+
+    fn cols(self) -> usize {
+        match self {
+            Self::Packed(m) => m.cols(),
+            Self::Float(m) => m.cols(),
+        }
+    }
+
+    fn matmul(self, x: &[f32], t: usize, out: &mut [f32]) {
+        match self {
+            Self::Packed(m) => m.matmul(x, t, out),
+            Self::Float(m) => m.matmul(x, t, out),
+        }
+    }
+}
+
+/// Our matmul as a candle op on CPU storage (no copy of the input).
+struct OursOp<'a>(Ours<'a>);
+
+impl CustomOp1 for OursOp<'_> {
     fn name(&self) -> &'static str {
         "hearth-qmatmul"
     }
@@ -259,7 +340,7 @@ mod tests {
             &cpu,
         )
         .unwrap();
-        for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::F32] {
+        for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::F32, GgmlDType::F16, GgmlDType::BF16] {
             let shapes = [(32, 1), (16, 2), (16, 3)];
             let ws = shapes.iter().map(|&(r, s)| weight(r, 64, s, dtype)).collect();
             let fused = FusedLinear::new(ws, &cpu).unwrap();
@@ -268,7 +349,7 @@ mod tests {
             for (&(r, s), y) in shapes.iter().zip(outs) {
                 let w = weight(r, 64, s, dtype);
                 let single = QLinear::new(w, &cpu).unwrap();
-                assert_eq!(single.is_packed(), dtype != GgmlDType::F32, "{dtype:?}");
+                assert!(single.is_packed(), "{dtype:?}");
                 let expect = single.forward(&x).unwrap();
                 let d: f32 = (y - expect)
                     .unwrap()

@@ -1081,8 +1081,8 @@ fn load_embedding_and_output(
     }
     let dtype = embedding_q.dtype();
     let output = QLinear::new(embedding_q, device)?;
-    let embedding = match output.shared_packed() {
-        Some(p) => TokenEmbedding::packed(dtype, p)?,
+    let embedding = match output.shared_table() {
+        Some(p) => TokenEmbedding::shared(dtype, p)?,
         // A type our kernels do not take: candle keeps its copy, the lookup its own.
         None => TokenEmbedding::new(&load_2d(file, "token_embd.weight", shape, &Device::Cpu)?)?,
     };

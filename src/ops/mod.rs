@@ -31,6 +31,7 @@ mod contiguous;
 pub mod cuda_paged;
 mod error;
 mod fast_math;
+pub mod fmatmul;
 pub mod glu;
 pub mod kernel_args;
 mod kv_dtype;
