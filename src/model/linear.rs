@@ -4,9 +4,10 @@
 //! [`QLinear`] is one `[out, in]` weight. On the CPU, a weight whose GGUF type
 //! has a kernel in [`crate::ops::qmatmul`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
 //! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; IQ4_NL, IQ4_XS and MXFP4 arrive as Q8_0 and are packed in 4 bits again)
-//! is repacked once here and multiplied by our kernels, and an F16, BF16 or F32 one is
-//! laid out in strips for [`crate::ops::fmatmul`]'s (kept in its own type, not widened);
-//! any other type, and every weight on a GPU, keeps candle's `QMatMul`.
+//! is repacked once here and multiplied by our kernels, and an F16 or BF16 one is laid
+//! out in strips for [`crate::ops::fmatmul`]'s (kept in its own type, not widened); any
+//! other type (F32 too, see [`float_kind_of`]), and every weight on a GPU, keeps candle's
+//! `QMatMul`.
 //!
 //! [`FusedLinear`]: Q, K and V (and the MLP's gate and up) read the same
 //! normed hidden state. When their weights share a GGUF type, their rows are
@@ -46,10 +47,12 @@ pub(super) fn kind_of(dtype: GgmlDType) -> Option<QuantKind> {
     })
 }
 
-/// The unquantized GGUF types our float kernels take.
+/// The unquantized GGUF types our float kernels take in a model. F32 matrices (MoE
+/// routers, which llama.cpp's converters keep in F32 in every file, and tiny test files)
+/// keep candle's matmul: a router's top-k follows its scores to the last bit, and the tests
+/// against llama.cpp's references on F32 files were recorded agreeing with candle's order.
 pub(super) fn float_kind_of(dtype: GgmlDType) -> Option<FloatKind> {
     Some(match dtype {
-        GgmlDType::F32 => FloatKind::F32,
         GgmlDType::F16 => FloatKind::F16,
         GgmlDType::BF16 => FloatKind::Bf16,
         _ => return None,
@@ -349,7 +352,7 @@ mod tests {
             for (&(r, s), y) in shapes.iter().zip(outs) {
                 let w = weight(r, 64, s, dtype);
                 let single = QLinear::new(w, &cpu).unwrap();
-                assert!(single.is_packed(), "{dtype:?}");
+                assert_eq!(single.is_packed(), dtype != GgmlDType::F32, "{dtype:?}");
                 let expect = single.forward(&x).unwrap();
                 let d: f32 = (y - expect)
                     .unwrap()

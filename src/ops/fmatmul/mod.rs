@@ -1,8 +1,8 @@
 //! Our float-weight matmul on the CPU: `y = x · Wᵀ` for GGUF's F16, BF16 and F32 weights.
 //!
-//! Owns the CPU side of every projection whose weights a GGUF stores unquantized: the F16
-//! and BF16 files people convert from a checkpoint first (and embedding models ship as),
-//! and the odd F32 matrix. candle's `QMatMul` widened such a weight to f32 when the model
+//! Owns the CPU side of every projection whose weights a GGUF stores as F16 or BF16: the
+//! files people convert from a checkpoint first (and embedding models ship as). It takes
+//! F32 too, but a model's F32 matrices keep candle's (`model::linear::float_kind_of`). candle's `QMatMul` widened such a weight to f32 when the model
 //! loaded (twice an F16 file's size in RAM, and twice the bytes each decode step reads)
 //! and ran it through `gemm` on 256-bit vectors; here the weights stay as the file stores
 //! them and are widened in registers as the kernel goes (F16C's `vcvtph2ps`, a shift for
