@@ -25,7 +25,7 @@ use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 
-use super::linear::SharedTable;
+use super::linear::OurMatrix;
 use super::ModelError;
 #[cfg(doc)]
 use crate::ops::{fmatmul::FloatMatrix, qmatmul::PackedMatrix};
@@ -45,7 +45,7 @@ enum Table {
     /// The file's bytes, row after row.
     Bytes(Vec<u8>),
     /// A tied output projection's matrix in our kernels' layout (the same bytes, read back).
-    Shared(SharedTable),
+    Shared(OurMatrix),
 }
 
 impl TokenEmbedding {
@@ -69,7 +69,7 @@ impl TokenEmbedding {
 
     /// The table of a tied output projection our kernels run, read from its matrix in their
     /// layout (`dtype`: the GGUF type it was made from): no copy of the file's bytes.
-    pub fn shared(dtype: GgmlDType, packed: SharedTable) -> Result<Self, ModelError> {
+    pub fn shared(dtype: GgmlDType, packed: OurMatrix) -> Result<Self, ModelError> {
         let (rows, dim) = (packed.rows(), packed.cols());
         if rows == 0 || !dim.is_multiple_of(dtype.block_size()) {
             return Err(bad(format!("a packed {rows}×{dim} table of {dtype:?}")));

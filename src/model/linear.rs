@@ -61,10 +61,9 @@ pub(super) fn float_kind_of(dtype: GgmlDType) -> Option<FloatKind> {
 
 /// One `[out, in]` quantized weight and its matmul.
 pub enum QLinear {
-    /// Repacked for our CPU kernels (shared with a tied embedding's lookup).
-    Packed(Arc<PackedMatrix>),
-    /// F16, BF16 or F32 laid out for our float kernels (shared as `Packed` is).
-    Float(Arc<FloatMatrix>),
+    /// Repacked for our quantized kernels, or F16/BF16 laid out for our float kernels
+    /// (shared with a tied embedding's lookup).
+    Ours(OurMatrix),
     /// candle's (other types, other devices).
     Candle(QMatMul),
 }
@@ -76,10 +75,12 @@ impl QLinear {
             return None;
         }
         if let Some(kind) = float_kind_of(dtype) {
-            return FloatMatrix::new(kind, bytes, rows, cols).ok().map(|m| Self::Float(Arc::new(m)));
+            let m = FloatMatrix::new(kind, bytes, rows, cols).ok()?;
+            return Some(Self::Ours(OurMatrix::Float(Arc::new(m))));
         }
         let kind = kind_of(dtype)?;
-        PackedMatrix::pack(kind, bytes, rows, cols).ok().map(|p| Self::Packed(Arc::new(p)))
+        let p = PackedMatrix::pack(kind, bytes, rows, cols).ok()?;
+        Some(Self::Ours(OurMatrix::Packed(Arc::new(p))))
     }
 
     pub fn new(t: QTensor, device: &Device) -> Result<Self, ModelError> {
@@ -97,49 +98,55 @@ impl QLinear {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
         Ok(match self {
             Self::Candle(m) => m.forward(x)?,
-            Self::Packed(p) => x.contiguous()?.apply_op1_no_bwd(&OursOp(Ours::Packed(p)))?,
-            Self::Float(m) => x.contiguous()?.apply_op1_no_bwd(&OursOp(Ours::Float(m)))?,
+            Self::Ours(m) => x.contiguous()?.apply_op1_no_bwd(&OursOp(m))?,
         })
     }
 
     /// Whether our kernels run this projection.
     #[cfg(test)]
     pub fn is_packed(&self) -> bool {
-        !matches!(self, Self::Candle(_))
+        matches!(self, Self::Ours(_))
     }
 
     /// The repacked weight when our quantized kernels run this projection.
     pub fn packed(&self) -> Option<&PackedMatrix> {
         match self {
-            Self::Packed(p) => Some(p),
-            Self::Float(_) | Self::Candle(_) => None,
+            Self::Ours(OurMatrix::Packed(p)) => Some(p),
+            Self::Ours(OurMatrix::Float(_)) | Self::Candle(_) => None,
         }
     }
 
     /// The weight, shared, when our kernels run this projection: a tied embedding reads its
     /// rows back from it.
-    pub fn shared_table(&self) -> Option<SharedTable> {
+    pub fn shared_table(&self) -> Option<OurMatrix> {
         match self {
-            Self::Packed(p) => Some(SharedTable::Packed(Arc::clone(p))),
-            Self::Float(m) => Some(SharedTable::Float(Arc::clone(m))),
+            Self::Ours(m) => Some(m.clone()),
             Self::Candle(_) => None,
         }
     }
 }
 
-/// A weight our kernels hold, as a tied embedding shares it.
-pub enum SharedTable {
+/// A weight our CPU kernels hold, either family's; cloning shares it (a tied embedding
+/// reads its rows back from the output projection's).
+#[derive(Clone)]
+pub enum OurMatrix {
     Packed(Arc<PackedMatrix>),
     Float(Arc<FloatMatrix>),
 }
 
-impl SharedTable {
+impl OurMatrix {
     pub fn rows(&self) -> usize {
-        self.ours().rows()
+        match self {
+            Self::Packed(m) => m.rows(),
+            Self::Float(m) => m.rows(),
+        }
     }
 
     pub fn cols(&self) -> usize {
-        self.ours().cols()
+        match self {
+            Self::Packed(m) => m.cols(),
+            Self::Float(m) => m.cols(),
+        }
     }
 
     /// Appends row `r`'s GGUF bytes (those the weight was made from, exactly).
@@ -150,37 +157,7 @@ impl SharedTable {
         }
     }
 
-    fn ours(&self) -> Ours<'_> {
-        match self {
-            Self::Packed(m) => Ours::Packed(m),
-            Self::Float(m) => Ours::Float(m),
-        }
-    }
-}
-
-/// A weight of ours, either kernel family's.
-#[derive(Clone, Copy)]
-enum Ours<'a> {
-    Packed(&'a PackedMatrix),
-    Float(&'a FloatMatrix),
-}
-
-impl Ours<'_> {
-    fn rows(self) -> usize {
-        match self {
-            Self::Packed(m) => m.rows(),
-            Self::Float(m) => m.rows(),
-        }
-    }
-
-    fn cols(self) -> usize {
-        match self {
-            Self::Packed(m) => m.cols(),
-            Self::Float(m) => m.cols(),
-        }
-    }
-
-    fn matmul(self, x: &[f32], t: usize, out: &mut [f32]) {
+    fn matmul(&self, x: &[f32], t: usize, out: &mut [f32]) {
         match self {
             Self::Packed(m) => m.matmul(x, t, out),
             Self::Float(m) => m.matmul(x, t, out),
@@ -189,7 +166,7 @@ impl Ours<'_> {
 }
 
 /// Our matmul as a candle op on CPU storage (no copy of the input).
-struct OursOp<'a>(Ours<'a>);
+struct OursOp<'a>(&'a OurMatrix);
 
 impl CustomOp1 for OursOp<'_> {
     fn name(&self) -> &'static str {
