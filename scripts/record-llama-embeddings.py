@@ -24,9 +24,11 @@ file's size (the test writes the files again from the same specs and checks it).
     scripts/record-llama-embeddings.py LLAMA_BIN_DIR DIR --encoders
 
 records instead, on the tiny encoders of tests/encoders.rs (`bert` and `nomic-bert` files, mean-
-and cls-pooled, f32 and Q8_0: `TinyModelSpec::encoder`, a WordPiece vocabulary), the vectors of
-`ENCODER_INPUTS` and the ids `/tokenize` gives each text with special tokens ([CLS] ... [SEP]),
-into tests/data/llama-cpp-encoders.json.
+and cls-pooled, f32 and Q8_0: `TinyModelSpec::encoder`, a WordPiece vocabulary; and `bert` files
+as XLM-RoBERTa's are, `TinyModelSpec::encoder_xlmr`, a SentencePiece Unigram vocabulary), the
+vectors of `ENCODER_INPUTS` and the ids `/tokenize` gives each text with special tokens ([CLS] ...
+[SEP], or <s> ... </s>), and on the XLM-RoBERTa-shaped ones also the ids of the Unigram fixture's
+texts, into tests/data/llama-cpp-encoders.json.
 
     scripts/record-llama-embeddings.py LLAMA_BIN_DIR --real SmolLM2-135M-Instruct.Q4_1.gguf
 
@@ -36,6 +38,7 @@ Only the Python standard library is used.
 """
 
 import argparse
+import json
 import os
 import pathlib
 import sys
@@ -49,7 +52,10 @@ RERANK_MODELS = ["tiny-rerank-f32.gguf", "tiny-rerank-q8_0.gguf"]
 QUERY = "what does the cat sit on"
 DOCUMENTS = ["the cat sat on the mat", "stock prices fell today", "a mat lay under the cat", "hello"]
 ENCODER_MODELS = ["tiny-bert-mean-f32.gguf", "tiny-bert-cls-q8_0.gguf", "tiny-nomic-mean-f32.gguf",
-                  "tiny-nomic-mean-q8_0.gguf"]
+                  "tiny-nomic-mean-q8_0.gguf", "tiny-xlmr-cls-f32.gguf", "tiny-xlmr-mean-q8_0.gguf"]
+# The texts of the Unigram vocabulary's fixture, which the XLM-RoBERTa-shaped files (`tiny-xlmr-*`)
+# also tokenize (`unigram_tokens`).
+UNIGRAM_FIXTURE = ROOT / "src/model/testkit/vocab/unigram.json"
 ENCODER_INPUTS = [
     [2, 17, 40, 99, 23, 250, 11, 3],
     "the cat sat on the mat",
@@ -109,6 +115,11 @@ def record_encoders(a):
             r = post(port, "/v1/embeddings", {"input": ENCODER_INPUTS})
             tokens = [post(port, "/tokenize", {"content": t, "add_special": True})["tokens"]
                       for t in ENCODER_INPUTS if isinstance(t, str)]
+            unigram_tokens = None
+            if "xlmr" in name:
+                texts = [t["text"] for t in json.loads(UNIGRAM_FIXTURE.read_text())["texts"]]
+                unigram_tokens = [{"text": t, "tokens": post(port, "/tokenize", {"content": t, "add_special": True})["tokens"]}
+                                  for t in texts]
         finally:
             proc.terminate()
             proc.wait()
@@ -117,6 +128,8 @@ def record_encoders(a):
         data["models"][name] = {"bytes": os.path.getsize(path), "prompt_tokens": r["usage"]["prompt_tokens"],
                                 "command": " ".join(["llama-server", "-m", name, *args]), "tokens": tokens,
                                 "embeddings": vectors}
+        if unigram_tokens is not None:
+            data["models"][name]["unigram_tokens"] = unigram_tokens
         print(f"{name}: {len(vectors)} vectors of {len(vectors[0])}; tokens {tokens}", file=sys.stderr)
     write_json(os.path.join(a.out, "llama-cpp-encoders.json"), data)
 

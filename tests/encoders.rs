@@ -1,4 +1,5 @@
-//! Encoder embedding models (BERT's `bert`, nomic-embed-text's `nomic-bert`): llama.cpp's ids
+//! Encoder embedding models (BERT's `bert`, with WordPiece or, as XLM-RoBERTa's and bge-m3's,
+//! SentencePiece Unigram vocabularies; nomic-embed-text's `nomic-bert`): llama.cpp's ids
 //! and vectors on the same files; an input read whole, however long and whatever runs beside
 //! it; nothing cached (an encoder's K/V depends on the tokens after it); no text generated.
 //!
@@ -37,6 +38,14 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
         (
             "tiny-nomic-mean-q8_0.gguf",
             TinyModelSpec::encoder("nomic-bert", 1, WeightType::Q8_0),
+        ),
+        (
+            "tiny-xlmr-cls-f32.gguf",
+            TinyModelSpec::encoder_xlmr(2, WeightType::F32),
+        ),
+        (
+            "tiny-xlmr-mean-q8_0.gguf",
+            TinyModelSpec::encoder_xlmr(1, WeightType::Q8_0),
         ),
     ]
 }
@@ -139,6 +148,25 @@ fn encoder_embeddings_match_llama_cpp() {
             want["prompt_tokens"].as_u64().unwrap(),
             "{name}: llama.cpp counted other tokens"
         );
+    }
+}
+
+/// XLM-RoBERTa's SentencePiece Unigram vocabulary (bge-m3's) as llama.cpp tokenizes it, on
+/// the fixture's texts (full-width letters, ligatures, a decomposed accent, other spaces,
+/// deleted zero-width characters, unknown letters, CJK): `<s>`, the text's ids, `</s>`.
+#[test]
+fn unigram_vocabulary_tokenizes_as_llama_cpp() {
+    let data = reference();
+    let dir = tempfile::tempdir().unwrap();
+    let name = "tiny-xlmr-cls-f32.gguf";
+    let path = write_tiny(dir.path(), &TinyModelSpec::encoder_xlmr(2, WeightType::F32), name);
+    let e = engine(&path, true, 64, 0);
+    let recorded = data["models"][name]["unigram_tokens"].as_array().unwrap();
+    assert!(recorded.len() > 10);
+    for r in recorded {
+        let text = r["text"].as_str().unwrap();
+        let ours = e.model().tokenizer.encode_for_embedding(text).unwrap();
+        assert_eq!(ours, ids_of(&r["tokens"]), "{text:?}");
     }
 }
 

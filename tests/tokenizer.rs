@@ -72,6 +72,7 @@ fn specials(style: VocabStyle) -> &'static [&'static str] {
         VocabStyle::LlamaSpm => &["<s>", "</s>", "<unk>"],
         VocabStyle::Gemma4 => &["<|turn>", "<turn|>", "<bos>", "<|channel>", "<channel|>", "<|tool_call>", "<|\"|>"],
         VocabStyle::WordPiece => &["[CLS]", "[SEP]", "[MASK]"],
+        VocabStyle::Unigram => &["<s>", "</s>", "<unk>"],
     }
 }
 
@@ -119,6 +120,28 @@ fn wordpiece_gguf_and_tokenizer_json_agree_on_ids() {
     }
     let ids = md.encode("Hello, WORLD! Café", false).unwrap();
     assert_eq!(md.decode(&ids).unwrap(), "hello, world! cafe");
+}
+
+/// XLM-RoBERTa's SentencePiece Unigram vocabulary (no `tokenizer.json` here: SentencePiece's
+/// own ids are the reference, in the library's tests, and llama.cpp's in `tests/encoders.rs`):
+/// every corpus text, its special tokens inside, decodes to what it was where the charsmap
+/// leaves it alone and every character is a piece (runs of spaces merged, ends trimmed, tabs
+/// and newlines spaces), streams to
+/// the same text piece by piece, and is `<s> … </s>` as an embedding's input.
+#[test]
+fn unigram_texts_decode_and_stream_back() {
+    let tok = Tokenizer::from_gguf_metadata(&TinyVocab::new(VocabStyle::Unigram).metadata_map()).unwrap();
+    for text in corpus(VocabStyle::Unigram) {
+        let ids = tok.encode(&text, false).unwrap();
+        let decoded = tok.decode_skip_special(&ids).unwrap();
+        assert_eq!(streamed(&tok, &ids), decoded, "{text:?}");
+        let whole = tok.encode_for_embedding(&text).unwrap();
+        assert_eq!(whole, [&[0][..], &ids, &[2]].concat(), "{text:?} as an embedding's input");
+        if text.is_ascii() && !text.contains('<') && !ids.contains(&3) {
+            let words: Vec<&str> = text.split_whitespace().collect();
+            assert_eq!(decoded, words.join(" "), "{text:?}");
+        }
+    }
 }
 
 #[test]
@@ -441,11 +464,11 @@ fn bad_metadata_is_an_error_not_a_panic() {
     let base = TinyVocab::new(VocabStyle::Gpt2 { pre: "qwen2" }).metadata_map();
 
     let mut unknown = base.clone();
-    unknown.insert("tokenizer.ggml.model".into(), Value::String("t5".into()));
+    unknown.insert("tokenizer.ggml.model".into(), Value::String("rwkv".into()));
     let err = Tokenizer::from_gguf_metadata(&unknown).unwrap_err();
     let msg = err.to_string();
     assert!(
-        matches!(err, ModelError::Tokenizer(_)) && msg.contains("t5") && msg.contains("gpt2") && msg.contains("llama"),
+        matches!(err, ModelError::Tokenizer(_)) && msg.contains("rwkv") && msg.contains("gpt2") && msg.contains("llama"),
         "{msg}"
     );
 

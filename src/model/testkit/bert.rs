@@ -15,6 +15,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
 use super::gguf::{Rand, TinyModelSpec};
+use super::VocabStyle;
 use crate::model::hparams::ENCODER_ARCHS;
 use crate::model::ModelError;
 
@@ -77,7 +78,9 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
         ])
     };
     let mut out = vec![mat("token_embd.weight".into(), v, d, 1.0, rng)?];
-    let types = Tensor::from_vec(rng.matrix(TOKEN_TYPES, d, 0.5), (TOKEN_TYPES, d), &cpu)?;
+    // XLM-RoBERTa has one token type, BERT two.
+    let n_types = if spec.vocab.style == VocabStyle::Unigram { 1 } else { TOKEN_TYPES };
+    let types = Tensor::from_vec(rng.matrix(n_types, d, 0.5), (n_types, d), &cpu)?;
     out.push(("token_types.weight".into(), QTensor::quantize(&types, GgmlDType::F32)?));
     if !nomic {
         out.push(mat("position_embd.weight".into(), spec.context_length, d, 0.5, rng)?);

@@ -398,6 +398,16 @@ impl TinyModelSpec {
         }
     }
 
+    /// [`Self::encoder`] as XLM-RoBERTa's files are (bge-m3's, multilingual-e5's): `bert` with a
+    /// SentencePiece Unigram vocabulary ([`VocabStyle::Unigram`]) and one token type.
+    pub fn encoder_xlmr(pooling: u32, weight_type: WeightType) -> Self {
+        Self {
+            vocab: TinyVocab::new(VocabStyle::Unigram),
+            seed: 138,
+            ..Self::encoder("bert", pooling, weight_type)
+        }
+    }
+
     /// [`Self::encoder`] at BERT-base's size (the shape of bge-base, e5-base and
     /// nomic-embed-text): 12 layers of hidden 768 in 12 heads, an MLP of 3,072, 30,522 tokens
     /// (the WordPiece vocabulary padded), 512 positions (`bert`) or 2,048 (`nomic-bert`); random

@@ -39,4 +39,4 @@ pub use layer_shapes::LayerShape;
 pub use qwen35::TinyDeltaNet;
 pub use gguf::{llama31_rope_divisors, write_model, TinyGranite, TinyLongRope, TinyModelSpec, TinyMoe, WeightType};
 pub use requant::{requantize, split_model};
-pub use vocab::{TinyVocab, VocabStyle};
+pub use vocab::{FixtureText, TinyVocab, UnigramFixture, VocabStyle};

@@ -27,6 +27,7 @@
 mod families;
 mod hf_json;
 mod train;
+mod unigram;
 mod wordpiece;
 
 use std::collections::HashMap;
@@ -37,6 +38,7 @@ use candle_core::quantized::gguf_file::Value;
 use self::families::{gpt2_family, Gpt2Family, HARMONY, LLAMA2_TEMPLATE};
 use self::hf_json::{gemma4_json, gpt2_json, spm_json};
 pub use self::train::TRAINING_TEXT;
+pub use self::unigram::{FixtureText, UnigramFixture};
 use self::train::{byte_chars, count_words, gpt2_words, to_byte_level, train_bpe};
 
 /// Which kind of vocabulary to build.
@@ -56,6 +58,9 @@ pub enum VocabStyle {
     Gemma4,
     /// BERT's WordPiece (`tokenizer.ggml.model = "bert"`), in llama.cpp's phantom-space form.
     WordPiece,
+    /// SentencePiece's Unigram (`tokenizer.ggml.model = "t5"`) as XLM-RoBERTa's files carry it,
+    /// charsmap included; SentencePiece trained it (`unigram`). No `tokenizer.json`.
+    Unigram,
 }
 
 /// A tiny vocabulary: GGUF `tokenizer.ggml.*` metadata and an equivalent HF `tokenizer.json`.
@@ -97,6 +102,7 @@ impl TinyVocab {
             VocabStyle::LlamaSpm => spm(size),
             VocabStyle::Gemma4 => gemma4(size),
             VocabStyle::WordPiece => wordpiece::wordpiece(size),
+            VocabStyle::Unigram => unigram::unigram(size),
         }
     }
 
@@ -219,14 +225,8 @@ fn spm(size: usize) -> TinyVocab {
     let metadata = vec![
         kv("tokenizer.ggml.model", Value::String("llama".into())),
         kv("tokenizer.ggml.tokens", strings(&tokens)),
-        kv(
-            "tokenizer.ggml.scores",
-            Value::Array(scores.iter().map(|&s| Value::F32(s)).collect()),
-        ),
-        kv(
-            "tokenizer.ggml.token_type",
-            Value::Array(types.iter().map(|&t| Value::I32(t)).collect()),
-        ),
+        kv("tokenizer.ggml.scores", floats(&scores)),
+        kv("tokenizer.ggml.token_type", ints(&types)),
         kv("tokenizer.ggml.bos_token_id", Value::U32(1)),
         kv("tokenizer.ggml.eos_token_id", Value::U32(2)),
         kv("tokenizer.ggml.unknown_token_id", Value::U32(0)),
@@ -294,7 +294,7 @@ fn gemma4(size: usize) -> TinyVocab {
         kv("tokenizer.ggml.model", Value::String("gemma4".into())),
         kv("tokenizer.ggml.tokens", strings(&tokens)),
         kv("tokenizer.ggml.scores", Value::Array(vec![Value::F32(0.0); tokens.len()])),
-        kv("tokenizer.ggml.token_type", Value::Array(types.iter().map(|&t| Value::I32(t)).collect())),
+        kv("tokenizer.ggml.token_type", ints(&types)),
         kv("tokenizer.ggml.merges", strings(&merge_strings)),
         kv("tokenizer.ggml.bos_token_id", Value::U32(id("<bos>"))),
         kv("tokenizer.ggml.eos_token_id", Value::U32(id("<eos>"))),
@@ -322,6 +322,16 @@ pub(super) fn kv(key: &str, value: Value) -> (String, Value) {
 
 pub(super) fn strings(items: &[String]) -> Value {
     Value::Array(items.iter().map(|s| Value::String(s.clone())).collect())
+}
+
+/// Scores as a GGUF array.
+pub(super) fn floats(items: &[f32]) -> Value {
+    Value::Array(items.iter().map(|&s| Value::F32(s)).collect())
+}
+
+/// Token types as a GGUF array.
+pub(super) fn ints(items: &[i32]) -> Value {
+    Value::Array(items.iter().map(|&t| Value::I32(t)).collect())
 }
 
 #[cfg(test)]

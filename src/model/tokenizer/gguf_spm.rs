@@ -62,22 +62,25 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         normalizers.push(Prepend::new(SPACE.to_string()).into());
     }
     normalizers.push(replace(" ", SPACE)?.into());
-    let mut decoders: Vec<DecoderWrapper> = vec![
-        replace(SPACE, " ")?.into(),
-        ByteFallback::new().into(),
-        Fuse::new().into(),
-    ];
-    if add_space_prefix {
-        decoders.push(Strip::new(' ', 1, 0).into());
-    }
-
     let mut tok = tokenizers::Tokenizer::new(bpe);
     tok.with_normalizer(Some(NormalizerSequence::new(normalizers)))
         .map_err(|e| ModelError::Tokenizer(format!("cannot set the normalizer: {e}")))?;
-    tok.with_decoder(Some(DecoderSequence::new(decoders)));
+    tok.with_decoder(Some(decoder(add_space_prefix)?));
     tok.add_tokens(special::added_tokens(&v.tokens, &v.types))
         .map_err(|e| ModelError::Tokenizer(format!("cannot add the special tokens: {e}")))?;
     Ok(tok)
+}
+
+/// SentencePiece's decoder: `▁` back to a space, byte tokens to their bytes, the pieces
+/// joined, and the space before the first word dropped where the normalizer added one.
+pub(super) fn decoder(add_space_prefix: bool) -> Result<DecoderWrapper, ModelError> {
+    let replace = Replace::new(SPACE, " ")
+        .map_err(|e| ModelError::Tokenizer(format!("cannot build Replace({SPACE:?}, \" \"): {e}")))?;
+    let mut decoders: Vec<DecoderWrapper> = vec![replace.into(), ByteFallback::new().into(), Fuse::new().into()];
+    if add_space_prefix {
+        decoders.push(Strip::new(' ', 1, 0).into());
+    }
+    Ok(DecoderSequence::new(decoders).into())
 }
 
 /// Byte fallback needs every `<0xNN>` token: an error naming the first missing one in `kind`'s

@@ -46,6 +46,10 @@ pub(crate) const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
 pub(crate) const SEP_ID: &str = "tokenizer.ggml.seperator_token_id";
 pub(crate) const NORMALIZER_LOWERCASE: &str = "tokenizer.ggml.normalizer.lowercase";
 pub(crate) const NORMALIZER_STRIP_ACCENTS: &str = "tokenizer.ggml.normalizer.strip_accents";
+/// A Unigram (`t5`) vocabulary's compiled normalization rules, SentencePiece's bytes.
+pub(crate) const PRECOMPILED_CHARSMAP: &str = "tokenizer.ggml.precompiled_charsmap";
+/// Whether a Unigram vocabulary's normalizer merges runs of spaces and drops them at the ends.
+pub(crate) const REMOVE_EXTRA_WHITESPACES: &str = "tokenizer.ggml.remove_extra_whitespaces";
 
 type Metadata = HashMap<String, Value>;
 
@@ -120,6 +124,9 @@ pub(crate) struct GgufVocab {
     /// BERT's normalizer: lowercase the text, strip its accents (`bert` vocabularies).
     pub normalizer_lowercase: Option<bool>,
     pub normalizer_strip_accents: Option<bool>,
+    /// A Unigram vocabulary's `precompiled_charsmap` (`t5` vocabularies).
+    pub precompiled_charsmap: Option<Vec<u8>>,
+    pub remove_extra_whitespaces: Option<bool>,
 }
 
 impl GgufVocab {
@@ -155,6 +162,8 @@ impl GgufVocab {
             add_space_prefix: opt_bool(md, ADD_SPACE_PREFIX)?,
             normalizer_lowercase: opt_bool(md, NORMALIZER_LOWERCASE)?,
             normalizer_strip_accents: opt_bool(md, NORMALIZER_STRIP_ACCENTS)?,
+            precompiled_charsmap: md.get(PRECOMPILED_CHARSMAP).map(|v| byte_array(v, PRECOMPILED_CHARSMAP)).transpose()?,
+            remove_extra_whitespaces: opt_bool(md, REMOVE_EXTRA_WHITESPACES)?,
             tokens,
             types,
             scores,
@@ -253,6 +262,19 @@ fn int_array(v: &Value, key: &str) -> Result<Vec<i64>, ModelError> {
         .enumerate()
         .map(|(i, item)| {
             as_i64(item).ok_or_else(|| bad(key, format!("entry {i} is {}, not an integer", type_name(item))))
+        })
+        .collect()
+}
+
+/// An array of `u8` or `i8` (llama.cpp takes either for a byte blob), as bytes.
+fn byte_array(v: &Value, key: &str) -> Result<Vec<u8>, ModelError> {
+    array(v, key)?
+        .iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            Value::U8(x) => Ok(*x),
+            Value::I8(x) => Ok(x.to_le_bytes()[0]),
+            other => Err(bad(key, format!("entry {i} is {}, not a byte", type_name(other)))),
         })
         .collect()
 }

@@ -6,7 +6,9 @@
 //!   `tokenizer.ggml.*` keys: byte-level BPE for `"gpt2"` (`gguf_bpe`, the
 //!   pre-tokenizer per `tokenizer.ggml.pre` in `pretokenizers`) or
 //!   SentencePiece-style BPE for `"llama"` (`gguf_spm`), and for `"gemma4"` with the
-//!   file's merges (`gguf_gemma4`);
+//!   file's merges (`gguf_gemma4`), BERT's WordPiece for `"bert"` (`gguf_wpm`); for
+//!   SentencePiece's Unigram (`"t5"`: XLM-RoBERTa's, bge-m3's) it decodes, and
+//!   `gguf_ugm`'s own encoder turns text into ids as llama.cpp does;
 //! - [`Tokenizer::from_file`]: a Hugging Face `tokenizer.json`.
 //!
 //! Invariants: both constructions of one vocabulary give the same ids and the
@@ -23,6 +25,7 @@
 mod gguf_bpe;
 mod gguf_gemma4;
 mod gguf_spm;
+mod gguf_ugm;
 mod gguf_wpm;
 mod hf_config;
 mod metadata;
@@ -31,6 +34,7 @@ mod special;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use candle_core::quantized::gguf_file::Value;
 use tokenizers::models::bpe::Vocab;
@@ -43,7 +47,7 @@ use super::ModelError;
 pub use self::special::{FimTokens, END_OF_TURN_TOKENS, HARMONY_TOKENS, PRESERVED_TOKENS};
 
 /// The `tokenizer.ggml.model` values hearth can build a tokenizer for.
-pub const SUPPORTED_GGUF_MODELS: &[&str] = &["gpt2", "llama", "gemma4", "bert"];
+pub const SUPPORTED_GGUF_MODELS: &[&str] = &["gpt2", "llama", "gemma4", "bert", "t5"];
 
 /// A model's tokenizer plus the special-token facts generation needs.
 #[derive(Debug, Clone)]
@@ -61,12 +65,15 @@ pub struct Tokenizer {
     /// The special tokens of [`PRESERVED_TOKENS`] this vocabulary has (and in a harmony
     /// vocabulary, gpt-oss's, those of [`HARMONY_TOKENS`]): they decode as text.
     preserved: Vec<u32>,
+    /// A Unigram vocabulary's encoder (`inner` then only decodes).
+    unigram: Option<Arc<gguf_ugm::Unigram>>,
 }
 
 impl Tokenizer {
     /// Builds the tokenizer from the GGUF's `tokenizer.ggml.*` metadata.
     pub fn from_gguf_metadata(md: &HashMap<String, Value>) -> Result<Self, ModelError> {
         let v = GgufVocab::read(md)?;
+        let mut unigram = None;
         let (inner, default_add_bos) = match v.model.as_str() {
             "gpt2" => (gguf_bpe::build(&v)?, pretokenizers::bpe_adds_bos(v.pre.as_deref())),
             "llama" => (gguf_spm::build(&v)?, true),
@@ -74,6 +81,11 @@ impl Tokenizer {
             // `add_bos_token` false): set below.
             "gemma4" => (gguf_gemma4::build(&v)?, true),
             "bert" => (gguf_wpm::build(&v)?, true),
+            "t5" => {
+                let (encoder, inner) = gguf_ugm::build(&v)?;
+                unigram = Some(Arc::new(encoder));
+                (inner, false)
+            }
             other => {
                 return Err(ModelError::Tokenizer(format!(
                     "{} is \"{other}\"; hearth supports: {}",
@@ -86,9 +98,19 @@ impl Tokenizer {
         match v.model.as_str() {
             "gemma4" => specials.add_bos = true,
             "bert" => gguf_wpm::specials(&v, &mut specials),
+            // llama.cpp's defaults for a `t5` vocabulary: EOS 1, added after the text.
+            "t5" => {
+                if specials.eos.is_none() && v.tokens.len() > 1 {
+                    specials.eos = Some(1);
+                    specials.stop_ids.insert(0, 1);
+                }
+                specials.add_eos = v.special.add_eos.unwrap_or(true);
+            }
             _ => {}
         }
-        Ok(Self::assemble(inner, specials, v.tokens.len()))
+        let mut tok = Self::assemble(inner, specials, v.tokens.len());
+        tok.unigram = unigram;
+        Ok(tok)
     }
 
     /// Loads a Hugging Face `tokenizer.json`. BOS/EOS/stop ids and `add_bos`
@@ -143,6 +165,7 @@ impl Tokenizer {
                 .filter_map(|t| special::special_id(&inner, t))
                 .collect(),
             inner,
+            unigram: None,
         }
     }
 
@@ -150,6 +173,14 @@ impl Tokenizer {
     /// it are recognised, nothing is added, except BOS first when `add_bos`
     /// and the vocabulary has one.
     pub fn encode(&self, text: &str, add_bos: bool) -> Result<Vec<u32>, ModelError> {
+        if let Some(unigram) = &self.unigram {
+            let mut ids = Vec::with_capacity(text.len() / 3 + 2);
+            if let (true, Some(bos)) = (add_bos, self.bos) {
+                ids.push(bos);
+            }
+            ids.extend(unigram.encode(text)?);
+            return Ok(ids);
+        }
         let enc = self
             .inner
             .encode(text, false)
@@ -464,11 +495,11 @@ mod tests {
     #[test]
     fn unsupported_model_names_the_supported_ones() {
         let mut m = md(&TinyVocab::new(VocabStyle::LlamaSpm));
-        // (XLM-RoBERTa's and T5's Unigram vocabularies.)
-        m.insert(metadata::MODEL.into(), Value::String("t5".into()));
+        // (RWKV's trie-based "world" vocabularies.)
+        m.insert(metadata::MODEL.into(), Value::String("rwkv".into()));
         let err = Tokenizer::from_gguf_metadata(&m).unwrap_err().to_string();
         assert!(
-            err.contains("t5") && err.contains("gpt2") && err.contains("llama") && err.contains("bert"),
+            err.contains("rwkv") && err.contains("gpt2") && err.contains("llama") && err.contains("bert") && err.contains("t5"),
             "{err}"
         );
     }
