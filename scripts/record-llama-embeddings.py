@@ -28,7 +28,9 @@ and cls-pooled, f32 and Q8_0: `TinyModelSpec::encoder`, a WordPiece vocabulary; 
 as XLM-RoBERTa's are, `TinyModelSpec::encoder_xlmr`, a SentencePiece Unigram vocabulary), the
 vectors of `ENCODER_INPUTS` and the ids `/tokenize` gives each text with special tokens ([CLS] ...
 [SEP], or <s> ... </s>), and on the XLM-RoBERTa-shaped ones also the ids of the Unigram fixture's
-texts, into tests/data/llama-cpp-encoders.json.
+texts; and the scores `llama-server --rerank` gives `DOCUMENTS` for `QUERY` on the tiny
+cross-encoders (`TinyModelSpec::encoder_reranker`: BERT's and XLM-RoBERTa's, a one-logit head on
+the first row), into tests/data/llama-cpp-encoders.json.
 
     scripts/record-llama-embeddings.py LLAMA_BIN_DIR --real SmolLM2-135M-Instruct.Q4_1.gguf
 
@@ -53,6 +55,9 @@ QUERY = "what does the cat sit on"
 DOCUMENTS = ["the cat sat on the mat", "stock prices fell today", "a mat lay under the cat", "hello"]
 ENCODER_MODELS = ["tiny-bert-mean-f32.gguf", "tiny-bert-cls-q8_0.gguf", "tiny-nomic-mean-f32.gguf",
                   "tiny-nomic-mean-q8_0.gguf", "tiny-xlmr-cls-f32.gguf", "tiny-xlmr-mean-q8_0.gguf"]
+# Cross-encoders (`TinyModelSpec::encoder_reranker`: pooling type rank, a one-logit head on the
+# first row), asked `/v1/rerank` for `QUERY` against `DOCUMENTS` as the rerankers are.
+ENCODER_RERANK_MODELS = ["tiny-bert-rerank-f32.gguf", "tiny-xlmr-rerank-f32.gguf", "tiny-xlmr-rerank-q8_0.gguf"]
 # The texts of the Unigram vocabulary's fixture, which the XLM-RoBERTa-shaped files (`tiny-xlmr-*`)
 # also tokenize (`unigram_tokens`).
 UNIGRAM_FIXTURE = ROOT / "src/model/testkit/vocab/unigram.json"
@@ -131,6 +136,24 @@ def record_encoders(a):
         if unigram_tokens is not None:
             data["models"][name]["unigram_tokens"] = unigram_tokens
         print(f"{name}: {len(vectors)} vectors of {len(vectors[0])}; tokens {tokens}", file=sys.stderr)
+    data["rerank"] = {"query": QUERY, "documents": DOCUMENTS, "models": {}}
+    for name in ENCODER_RERANK_MODELS:
+        path = os.path.join(a.models_dir, name)
+        args = ["--rerank", "-t", str(a.threads), "-c", "128", "-b", "128", "-ub", "128", "-np", "1",
+                "-ctk", "f32", "-ctv", "f32", "-fa", "off"]
+        proc, port = start(a.bin_dir, path, args)
+        try:
+            r = post(port, "/v1/rerank", {"query": QUERY, "documents": DOCUMENTS})
+        finally:
+            proc.terminate()
+            proc.wait()
+        scores = [None] * len(DOCUMENTS)
+        for res in r["results"]:
+            scores[res["index"]] = res["relevance_score"]
+        assert None not in scores, r
+        data["rerank"]["models"][name] = {"bytes": os.path.getsize(path), "prompt_tokens": r["usage"]["prompt_tokens"],
+                                          "command": " ".join(["llama-server", "-m", name, *args]), "scores": scores}
+        print(f"{name}: scores {scores}", file=sys.stderr)
     write_json(os.path.join(a.out, "llama-cpp-encoders.json"), data)
 
 

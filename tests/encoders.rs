@@ -50,6 +50,24 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
     ]
 }
 
+/// The cross-encoders (rerankers of pooling type rank): name, spec.
+fn rerank_models() -> Vec<(&'static str, TinyModelSpec)> {
+    vec![
+        (
+            "tiny-bert-rerank-f32.gguf",
+            TinyModelSpec::encoder_reranker(false, WeightType::F32),
+        ),
+        (
+            "tiny-xlmr-rerank-f32.gguf",
+            TinyModelSpec::encoder_reranker(true, WeightType::F32),
+        ),
+        (
+            "tiny-xlmr-rerank-q8_0.gguf",
+            TinyModelSpec::encoder_reranker(true, WeightType::Q8_0),
+        ),
+    ]
+}
+
 /// The files of README's encoder benchmark (`scripts/bench-embeddings-vs-llama-cpp.py`), written
 /// with the reference files: random weights at BERT-base's size.
 fn bench_models() -> Vec<(&'static str, TinyModelSpec)> {
@@ -80,6 +98,18 @@ fn embed(e: &mut Engine, prompt: &[u32]) -> GenerationReport {
         .unwrap()
 }
 
+/// An engine on the file `spec` writes into `dir` as `name`, checked to be the one recorded in
+/// `want` (its size).
+fn recorded_engine(dir: &std::path::Path, name: &str, spec: &TinyModelSpec, want: &Value) -> Engine {
+    let path = write_tiny(dir, spec, name);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        want["bytes"].as_u64().unwrap(),
+        "{name}: not the recorded file"
+    );
+    engine(&path, true, 64, 0)
+}
+
 /// A recorded list of token ids.
 fn ids_of(v: &Value) -> Vec<u32> {
     v.as_array()
@@ -99,7 +129,7 @@ fn vector(r: &GenerationReport) -> Vec<f32> {
 fn encoder_embeddings_match_llama_cpp() {
     if let Ok(dir) = std::env::var("HEARTH_WRITE_TINY_MODELS") {
         std::fs::create_dir_all(&dir).unwrap();
-        for (name, spec) in reference_models().into_iter().chain(bench_models()) {
+        for (name, spec) in reference_models().into_iter().chain(rerank_models()).chain(bench_models()) {
             hearth::model::testkit::write_model(&spec, &std::path::Path::new(&dir).join(name)).unwrap();
         }
         eprintln!("wrote the tiny encoders and the BERT-base-sized benchmark files into {dir}");
@@ -110,13 +140,7 @@ fn encoder_embeddings_match_llama_cpp() {
     let dir = tempfile::tempdir().unwrap();
     for (name, spec) in reference_models() {
         let want = &data["models"][name];
-        let path = write_tiny(dir.path(), &spec, name);
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().len(),
-            want["bytes"].as_u64().unwrap(),
-            "{name}: not the recorded file"
-        );
-        let mut e = engine(&path, true, 64, 0);
+        let mut e = recorded_engine(dir.path(), name, &spec, want);
         let mut their_tokens = want["tokens"].as_array().unwrap().iter();
         let mut tokens = 0;
         for (i, (input, theirs)) in inputs.iter().zip(want["embeddings"].as_array().unwrap()).enumerate() {
@@ -148,6 +172,51 @@ fn encoder_embeddings_match_llama_cpp() {
             want["prompt_tokens"].as_u64().unwrap(),
             "{name}: llama.cpp counted other tokens"
         );
+    }
+}
+
+/// Cross-encoders (BERT's head: one logit; XLM-RoBERTa's, bge-reranker's: a dense layer, tanh,
+/// one logit) score each document against the query as llama.cpp does: the pair's prompt
+/// (`[CLS] q … d [SEP]`, `<s> q </s></s> d </s>`) read whole, its first row through the head,
+/// the raw logit the score; the same tokens counted.
+#[test]
+fn cross_encoder_scores_match_llama_cpp() {
+    let data = reference();
+    let rerank = &data["rerank"];
+    let query = rerank["query"].as_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, spec) in rerank_models() {
+        let want = &rerank["models"][name];
+        let mut e = recorded_engine(dir.path(), name, &spec, want);
+        let hp = e.model().transformer.hparams();
+        assert_eq!((hp.rank_labels, hp.rank_pooling()), (Some(1), Pooling::Cls));
+        let mut tokens = 0;
+        let mut scores = Vec::new();
+        let documents = rerank["documents"].as_array().unwrap();
+        for (i, (doc, theirs)) in documents.iter().zip(want["scores"].as_array().unwrap()).enumerate() {
+            let ids = e.model().rank_ids(query, doc.as_str().unwrap()).unwrap();
+            tokens += ids.len();
+            let row = e
+                .generate(&ids, &GenerateParams::embedding(Pooling::Cls), |_| Ok(()))
+                .unwrap()
+                .embedding
+                .unwrap();
+            let ours = e.model().transformer.rank_score(&row).unwrap();
+            let theirs = theirs.as_f64().unwrap() as f32;
+            eprintln!("{name} document {i}: ours {ours:.6}, llama.cpp {theirs:.6}");
+            // (A raw logit, not a unit vector: BERT's GELU, which ggml looks up in an f16 table,
+            // moves it by up to 2·10⁻⁴ in f32.)
+            let tol = if name.ends_with("f32.gguf") { 1e-3 } else { 2e-2 };
+            assert!((ours - theirs).abs() < tol, "{name} document {i}: {ours} against {theirs}");
+            scores.push(ours);
+        }
+        assert_eq!(
+            tokens as u64,
+            want["prompt_tokens"].as_u64().unwrap(),
+            "{name}: llama.cpp built the pairs' prompts otherwise"
+        );
+        let spread = scores.iter().fold(f32::MIN, |m, s| m.max(*s)) - scores.iter().fold(f32::MAX, |m, s| m.min(*s));
+        assert!(spread > 0.05, "{name}: scores {scores:?}");
     }
 }
 

@@ -2207,6 +2207,36 @@ async fn bad_embedding_requests_are_400s() {
     assert_eq!(r.json()["data"].as_array().unwrap().len(), 2);
 }
 
+/// `/v1/rerank` on a cross-encoder (bge-reranker-v2-m3's layout: XLM-RoBERTa's vocabulary and
+/// head, scoring the pair's first row): llama.cpp's scores (`tests/data/llama-cpp-encoders.json`,
+/// `llama-server --rerank` on the same file), highest first, and its token count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rerank_on_a_cross_encoder_scores_as_llama_cpp() {
+    let s = server(Opts {
+        model: Some(TinyModelSpec::encoder_reranker(true, WeightType::F32)),
+        ..Opts::default()
+    });
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-encoders.json");
+    let data: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let rerank = &data["rerank"];
+    let want = &rerank["models"]["tiny-xlmr-rerank-f32.gguf"];
+    let body = json!({"query": rerank["query"], "documents": rerank["documents"]});
+    let r = post(&s.app, "/v1/rerank", &body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let v = r.json();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4);
+    for (i, x) in results.iter().enumerate() {
+        let index = x["index"].as_u64().unwrap() as usize;
+        let (ours, theirs) = (x["relevance_score"].as_f64().unwrap(), want["scores"][index].as_f64().unwrap());
+        assert!((ours - theirs).abs() < 1e-3, "document {index}: {ours} against {theirs}");
+        if let Some(next) = results.get(i + 1) {
+            assert!(ours >= next["relevance_score"].as_f64().unwrap());
+        }
+    }
+    assert_eq!(v["usage"]["prompt_tokens"], want["prompt_tokens"]);
+}
+
 /// `/v1/rerank` on a reranker (Qwen3-Reranker's layout): every document scored in (0, 1),
 /// sorted highest first, `top_n` and `return_documents` honoured, llama.cpp's other paths the
 /// same route; bad requests and a model without a classifier head are 400s.

@@ -1561,6 +1561,15 @@ const GEMMA2_ATTN_SOFTCAP: f64 = 50.0;
 const GEMMA2_FINAL_SOFTCAP: f64 = 30.0;
 
 impl HParams {
+    /// The row a reranker's head scores: an encoder's first (its `[CLS]` or `<s>`), a causal
+    /// model's last, as llama.cpp's rank pooling picks it.
+    pub fn rank_pooling(&self) -> super::pooling::Pooling {
+        match self.encoder {
+            true => super::pooling::Pooling::Cls,
+            false => super::pooling::Pooling::Last,
+        }
+    }
+
     /// ALiBi's slope of each query head, as ggml's softmax computes them from the maximum bias
     /// `b` (in f32): with `n` the largest power of two not above the head count, head `h < n`
     /// takes `(2^(−b/n))^(h+1)`, the others `(2^(−b/2/n))^(2(h−n)+1)`. `None` without ALiBi.

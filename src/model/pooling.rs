@@ -6,7 +6,7 @@
 //! vectors). The rows pooled are the final norm's output, before the output projection: llama.cpp's
 //! `t_embd`, which its `build_pooling` pools the same three ways.
 //!
-//! Also a reranker's pieces: its labels ([`rank_labels`]), score ([`rank_score`]) and prompt
+//! Also a reranker's pieces: its labels ([`rank_labels`]), head ([`Classifier`]) and prompt
 //! ([`rank_prompt`]).
 //!
 //! Invariants: a file's pooling type is read at load and one hearth cannot honour (rank outside
@@ -87,11 +87,18 @@ impl Pooling {
 
 /// The architectures whose rank files hearth runs: Qwen3-Reranker's (llama.cpp's `cls_out` on
 /// the last token, then a softmax over its labels), as llama.cpp reads rank files of these
-/// only among causal models.
-const RANK_ARCHS: [&str; 2] = ["qwen3", "qwen3vl"];
+/// only among causal models; and BERT's (`bert`: cross-encoders such as ms-marco-MiniLM, and
+/// XLM-RoBERTa's, bge-reranker and bge-reranker-v2-m3: the first token through RoBERTa's dense
+/// layer and tanh where the file has one, then `cls_out`, its first output the score).
+const RANK_ARCHS: [&str; 3] = ["qwen3", "qwen3vl", "bert"];
 
 /// The name of a rank file's classifier head: `[labels, hidden]`.
 pub const CLASSIFIER: &str = "cls.output.weight";
+/// Its bias, where the file has one (`[labels]`).
+pub const CLASSIFIER_BIAS: &str = "cls.output.bias";
+/// RoBERTa's classifier's dense layer before it (`[hidden, hidden]`), and its bias.
+pub const CLASSIFIER_DENSE: &str = "cls.weight";
+pub const CLASSIFIER_DENSE_BIAS: &str = "cls.bias";
 
 /// A reranker's labels (`{arch}.classifier.output_labels`, Qwen3-Reranker's "yes" and "no";
 /// one where the file lists none): `Some(count)` for a rank file (`pooling_type` 4) of
@@ -113,31 +120,79 @@ pub fn rank_labels(md: &HashMap<String, Value>, arch: &str) -> Result<Option<usi
     }))
 }
 
-/// A reranker's score of its pooled last row `row`: the classifier's logits (`weights`,
-/// `[labels, hidden]` row-major) through a softmax, the first label's probability
-/// (Qwen3-Reranker's "yes"), as llama.cpp's server scores.
-pub fn rank_score(weights: &[f32], row: &[f32]) -> f32 {
-    let logits: Vec<f32> = weights.chunks(row.len().max(1)).map(|w| w.iter().zip(row).map(|(a, b)| a * b).sum()).collect();
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f32 = logits.iter().map(|l| (l - max).exp()).sum();
-    logits.first().map_or(0.0, |l| (l - max).exp() / sum)
+/// A reranker's classifier head, in f32 on the host, as llama.cpp's `build_pooling` applies it
+/// to the pooled row: RoBERTa's dense layer and tanh where the file has one, the output
+/// projection where it has one, a softmax for Qwen3-Reranker; the score is the first output
+/// (Qwen3-Reranker's "yes" probability, a cross-encoder's logit), as llama.cpp's server scores.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classifier {
+    /// `cls.weight` (`[hidden, hidden]` row-major) and `cls.bias`.
+    pub dense: Option<Affine>,
+    /// `cls.output.weight` (`[labels, in]` row-major) and `cls.output.bias`.
+    pub output: Option<Affine>,
+    /// A softmax over the outputs (Qwen3-Reranker's).
+    pub softmax: bool,
+}
+
+/// `x ↦ W·x + b`: `weights` row-major, one row per output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Affine {
+    pub weights: Vec<f32>,
+    pub bias: Option<Vec<f32>>,
+}
+
+impl Affine {
+    fn apply(&self, x: &[f32]) -> Vec<f32> {
+        let mut y: Vec<f32> = self
+            .weights
+            .chunks(x.len().max(1))
+            .map(|w| w.iter().zip(x).map(|(a, b)| a * b).sum())
+            .collect();
+        if let Some(b) = &self.bias {
+            y.iter_mut().zip(b).for_each(|(y, b)| *y += b);
+        }
+        y
+    }
+}
+
+impl Classifier {
+    /// The score of a pooled row (the last for a causal reranker, the first for an encoder).
+    pub fn score(&self, row: &[f32]) -> f32 {
+        let mut x = row.to_vec();
+        if let Some(dense) = &self.dense {
+            x = dense.apply(&x).into_iter().map(f32::tanh).collect();
+        }
+        if let Some(output) = &self.output {
+            x = output.apply(&x);
+        }
+        let Some(&first) = x.first() else { return 0.0 };
+        if !self.softmax {
+            return first;
+        }
+        let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f32 = x.iter().map(|l| (l - max).exp()).sum();
+        (first - max).exp() / sum
+    }
 }
 
 /// A reranker's prompt for `query` and `document`: the file's rerank template
 /// (`tokenizer.chat_template.rerank`) with `{query}` and `{document}` replaced, special tokens
 /// in it recognised and nothing added, as llama.cpp's server formats it; without one, BOS (where
-/// the vocabulary adds it), the query, EOS (where the file says `add_eos_token`), the document
-/// and EOS again.
+/// the vocabulary adds it), the query, EOS (where the file says `add_eos_token`), the separator
+/// (where it says `add_sep_token`), the document and EOS again
+/// ([`Tokenizer::pair_marks`]: `<s> q </s></s> d </s>` in XLM-RoBERTa's files, `[CLS] q
+/// [SEP] d [SEP]` in BERT's).
 pub fn rank_prompt(tok: &Tokenizer, template: Option<&str>, query: &str, document: &str) -> Result<Vec<u32>, ModelError> {
     if let Some(t) = template {
         let text = t.replace("{query}", query).replace("{document}", document);
         return tok.encode(&text, false);
     }
-    let eos = tok.eos_id().filter(|_| tok.add_eos());
+    let marks = tok.pair_marks();
     let mut ids = tok.encode(query, tok.add_bos())?;
-    ids.extend(eos);
+    ids.extend(marks.eos);
+    ids.extend(marks.sep);
     ids.extend(tok.encode(document, false)?);
-    ids.extend(eos);
+    ids.extend(marks.eos);
     Ok(ids)
 }
 
@@ -248,8 +303,31 @@ mod tests {
         assert_eq!(rank_labels(&md(&[("qwen3.pooling_type", Value::U32(4))]), "qwen3").unwrap(), Some(1));
         assert_eq!(rank_labels(&md(&[("qwen3.pooling_type", Value::U32(3))]), "qwen3").unwrap(), None);
         // Logits 2 and 0: softmax's first is e²/(e²+1).
-        let s = rank_score(&[1.0, 0.0, 0.0, 0.0], &[2.0, 5.0]);
+        let qwen3 = Classifier {
+            dense: None,
+            output: Some(Affine { weights: vec![1.0, 0.0, 0.0, 0.0], bias: None }),
+            softmax: true,
+        };
+        let s = qwen3.score(&[2.0, 5.0]);
         assert!((s - 0.880_797).abs() < 1e-5, "{s}");
+        // A BERT rank file scores too.
+        assert_eq!(rank_labels(&md(&[("bert.pooling_type", Value::U32(4))]), "bert").unwrap(), Some(1));
+    }
+
+    #[test]
+    fn robertas_head_is_dense_tanh_then_the_raw_logit() {
+        // dense: [[1, 0], [0, 2]] + [0, 1]; tanh; output [1, -1] + 0.5.
+        let roberta = Classifier {
+            dense: Some(Affine { weights: vec![1.0, 0.0, 0.0, 2.0], bias: Some(vec![0.0, 1.0]) }),
+            output: Some(Affine { weights: vec![1.0, -1.0], bias: Some(vec![0.5]) }),
+            softmax: false,
+        };
+        let x = [0.3f32, -0.2];
+        let want = 0.3f32.tanh() - (2.0f32 * -0.2 + 1.0).tanh() + 0.5;
+        assert!((roberta.score(&x) - want).abs() < 1e-6);
+        // Without an output projection (jina-reranker-v1's), the dense layer's first output.
+        let dense_only = Classifier { output: None, ..roberta };
+        assert!((dense_only.score(&x) - 0.3f32.tanh()).abs() < 1e-6);
     }
 
     #[test]

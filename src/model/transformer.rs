@@ -33,6 +33,7 @@ use super::embedding::TokenEmbedding;
 use super::linear::{FusedLinear, QLinear};
 use super::mla::LatentAttention;
 use super::mamba::Mamba;
+use super::pooling::{Affine, Classifier};
 use super::mamba2::Mamba2;
 use super::short_conv::ShortConv;
 use super::moe::MoeMlp;
@@ -285,9 +286,8 @@ pub struct Transformer {
     output: QLinear,
     /// Phi-2's logit biases (`HParams::output_bias`).
     output_bias: Option<Tensor>,
-    /// A reranker's classifier head (`cls.output.weight`, `[labels, hidden]` row-major, f32 on
-    /// the host): [`Self::rank_score`].
-    classifier: Option<Vec<f32>>,
+    /// A reranker's classifier head (f32 on the host): [`Self::rank_score`].
+    classifier: Option<Classifier>,
     rope: RopeTables,
     /// Gemma: the sliding-window layers' tables (their own base; Gemma 4's their own width
     /// too), when they differ from `rope`.
@@ -502,10 +502,10 @@ impl Transformer {
         self.logits(x, batch, which)
     }
 
-    /// A reranker's score of its last row after the final norm, `row` ([`super::pooling::rank_score`]);
-    /// `None` for a model without a classifier head.
+    /// A reranker's score of its pooled row after the final norm, `row` (the last, or an
+    /// encoder's first: [`HParams::rank_pooling`]); `None` for a model without a classifier head.
     pub fn rank_score(&self, row: &[f32]) -> Option<f32> {
-        self.classifier.as_deref().map(|w| super::pooling::rank_score(w, row))
+        self.classifier.as_ref().map(|c| c.score(row))
     }
 
     /// [`Self::forward_with`] giving, beside the logits of `which` rows (none: no logits), the
@@ -1042,22 +1042,41 @@ fn load_output_bias(file: &mut GgufFile, hp: &HParams, device: &Device) -> Resul
     }
 }
 
-/// A reranker's classifier head, `[labels, hidden]`, in f32 on the host (a few rows); a rank
-/// file without it is refused, as a head in any other file is.
-fn load_classifier(file: &mut GgufFile, hp: &HParams) -> Result<Option<Vec<f32>>, ModelError> {
-    let name = super::pooling::CLASSIFIER;
-    match (hp.rank_labels, file.has_tensor(name)) {
-        (Some(labels), true) => {
-            let t = load_rows_f32(file, name, [labels, hp.hidden], &Device::Cpu)?;
-            Ok(Some(t.flatten_all()?.to_vec1::<f32>()?))
+/// A reranker's classifier head in f32 on the host (a few rows, or RoBERTa's `[hidden,
+/// hidden]` dense layer): the output projection `cls.output.weight` (`[labels, hidden]`) and
+/// RoBERTa's `cls.weight` before it, each with its bias where the file has one; a rank file
+/// with neither is refused, as a head in any other file is.
+fn load_classifier(file: &mut GgufFile, hp: &HParams) -> Result<Option<Classifier>, ModelError> {
+    use super::pooling::{CLASSIFIER, CLASSIFIER_BIAS, CLASSIFIER_DENSE, CLASSIFIER_DENSE_BIAS};
+    let present = [CLASSIFIER, CLASSIFIER_DENSE].into_iter().find(|n| file.has_tensor(n));
+    let labels = match (hp.rank_labels, present) {
+        (Some(labels), Some(_)) => labels,
+        (Some(_), None) => return Err(ModelError::MissingTensor { name: CLASSIFIER.into() }),
+        (None, Some(name)) => {
+            return Err(ModelError::UnsupportedTensor {
+                name: name.into(),
+                reason: "a classifier head is read for rerankers (pooling type rank) only".into(),
+            })
         }
-        (Some(_), false) => Err(ModelError::MissingTensor { name: name.into() }),
-        (None, true) => Err(ModelError::UnsupportedTensor {
-            name: name.into(),
-            reason: "a classifier head is read for rerankers (pooling type rank) only".into(),
-        }),
-        (None, false) => Ok(None),
-    }
+        (None, None) => return Ok(None),
+    };
+    let mut affine = |name: &str, bias: &str, rows: usize| -> Result<Option<Affine>, ModelError> {
+        if !file.has_tensor(name) {
+            return Ok(None);
+        }
+        let weights = load_rows_f32(file, name, [rows, hp.hidden], &Device::Cpu)?.flatten_all()?.to_vec1::<f32>()?;
+        let bias = match file.has_tensor(bias) {
+            true => Some(load_vec(file, bias, rows, &Device::Cpu)?.to_vec1::<f32>()?),
+            false => None,
+        };
+        Ok(Some(Affine { weights, bias }))
+    };
+    Ok(Some(Classifier {
+        dense: affine(CLASSIFIER_DENSE, CLASSIFIER_DENSE_BIAS, hp.hidden)?,
+        output: affine(CLASSIFIER, CLASSIFIER_BIAS, labels)?,
+        // Qwen3-Reranker's (a causal model's) labels go through a softmax, as llama.cpp's graph.
+        softmax: !hp.encoder,
+    }))
 }
 
 /// The token embedding and the output projection. A tied table on the CPU that our kernels

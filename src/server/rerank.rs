@@ -7,9 +7,10 @@
 //! Hugging Face's text-embeddings-inference (TEI), `texts` and `return_text`, answered as TEI's
 //! bare list of `{index, score, text?}` (llama.cpp tells the two apart the same way); each pair's prompt (the
 //! file's rerank template, else the query and the document between BOS and EOS:
-//! `model::pooling::rank_prompt`), run as an engine request pooled on its last row like an
-//! embedding, scored by the file's classifier head (Qwen3-Reranker's "yes" against "no": the
-//! softmax's first probability); results sorted by score, highest first. A model without a
+//! `model::pooling::rank_prompt`), run as an engine request pooled like an embedding on its
+//! last row (an encoder's, a BERT or XLM-RoBERTa cross-encoder's: its first), scored by the
+//! file's classifier head (Qwen3-Reranker's "yes" against "no": the softmax's first
+//! probability; a cross-encoder's logit); results sorted by score, highest first. A model without a
 //! classifier head (not a rank file) is a 400 naming `model`.
 //!
 //! Counterpart: llama.cpp's server `/v1/rerank`; vLLM's `serving_score.py` (`/rerank`).
@@ -20,8 +21,6 @@ use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::engine::Pooling;
 
 use super::embeddings::{embed_all, MAX_INPUTS};
 use super::{body, generation, ApiError, AppState};
@@ -109,7 +108,7 @@ pub(crate) async fn handle(
             .collect::<Result<Vec<Vec<u32>>, _>>()
     })
     .await?;
-    let rows = embed_all(&state, &prompts, Pooling::Last, field).await?;
+    let rows = embed_all(&state, &prompts, engine.model().transformer.hparams().rank_pooling(), field).await?;
     let transformer = &engine.model().transformer;
     let mut results = rows
         .iter()

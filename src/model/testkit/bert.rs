@@ -4,7 +4,9 @@
 //! the norms'); both with a token-type table, the embedding's LayerNorm and two LayerNorms per
 //! layer after its residual adds (`attn_output_norm`, `layer_output_norm`), no final norm and
 //! no output projection; `attention.causal` false, the spec's pooling type, a WordPiece
-//! vocabulary ([`VocabStyle::WordPiece`]).
+//! vocabulary ([`VocabStyle::WordPiece`]) or XLM-RoBERTa's Unigram one ([`VocabStyle::Unigram`]:
+//! one token type). A rank file (a cross-encoder) has a classifier head: RoBERTa's dense layer
+//! and output where the vocabulary is XLM-RoBERTa's, the output alone where it is BERT's.
 //!
 //! [`super::gguf::write_model`] writes a [`TinyModelSpec`] whose `arch` is `bert` or
 //! `nomic-bert` with the tensors and metadata here: the spec's `hidden`, `layers`, `heads`,
@@ -21,6 +23,8 @@ use crate::model::ModelError;
 
 /// BERT's LayerNorm epsilon (its checkpoints' and nomic's `layer_norm_eps`).
 const EPS: f32 = 1e-12;
+/// `pooling_type` of a cross-encoder's file (llama.cpp's rank).
+const RANK: u32 = 4;
 /// The token types BERT's checkpoints have (sentence A and B).
 const TOKEN_TYPES: usize = 2;
 
@@ -48,6 +52,9 @@ pub(super) fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     ];
     if arch == "nomic-bert" {
         md.push((k("rope.freq_base"), Value::F32(spec.rope_base)));
+    }
+    if spec.pooling == Some(RANK) {
+        md.push((k("classifier.output_labels"), Value::Array(vec![Value::String("LABEL_0".into())])));
     }
     md
 }
@@ -112,6 +119,16 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
             out.push(f32s(n("ffn_down.bias"), rng.around(d, 0.0, 0.2))?);
         }
         out.extend(norm(n("layer_output_norm"), rng)?);
+    }
+    // A cross-encoder's head (pooling type rank): XLM-RoBERTa's dense layer (tanh after it)
+    // then its one-logit output, as bge-reranker's; BERT's output alone, as ms-marco-MiniLM's.
+    if spec.pooling == Some(RANK) {
+        if spec.vocab.style == VocabStyle::Unigram {
+            out.push(mat("cls.weight".into(), d, d, 1.0, rng)?);
+            out.push(f32s("cls.bias".into(), rng.around(d, 0.0, 0.2))?);
+        }
+        out.push(mat("cls.output.weight".into(), 1, d, 1.0, rng)?);
+        out.push(f32s("cls.output.bias".into(), rng.around(1, 0.0, 0.5))?);
     }
     Ok(out)
 }

@@ -408,6 +408,18 @@ impl TinyModelSpec {
         }
     }
 
+    /// A tiny cross-encoder (a reranker of pooling type rank, scoring its first row):
+    /// [`Self::encoder_xlmr`]'s model with RoBERTa's classifier head (a dense layer, tanh, one
+    /// logit), as bge-reranker-v2-m3's file, where `xlmr`; else [`Self::encoder`]'s BERT with
+    /// its output projection alone, as ms-marco-MiniLM's.
+    pub fn encoder_reranker(xlmr: bool, weight_type: WeightType) -> Self {
+        let spec = match xlmr {
+            true => Self::encoder_xlmr(RANK, weight_type),
+            false => Self::encoder("bert", RANK, weight_type),
+        };
+        Self { seed: spec.seed + 10, ..spec }
+    }
+
     /// [`Self::encoder`] at BERT-base's size (the shape of bge-base, e5-base and
     /// nomic-embed-text): 12 layers of hidden 768 in 12 heads, an MLP of 3,072, 30,522 tokens
     /// (the WordPiece vocabulary padded), 512 positions (`bert`) or 2,048 (`nomic-bert`); random

@@ -41,6 +41,8 @@ pub(crate) const SUFFIX_ID: &str = "tokenizer.ggml.suffix_token_id";
 pub(crate) const MIDDLE_ID: &str = "tokenizer.ggml.middle_token_id";
 pub(crate) const ADD_BOS: &str = "tokenizer.ggml.add_bos_token";
 pub(crate) const ADD_EOS: &str = "tokenizer.ggml.add_eos_token";
+/// Whether a pair of texts (a reranker's query and document) has the separator between them.
+pub(crate) const ADD_SEP: &str = "tokenizer.ggml.add_sep_token";
 pub(crate) const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
 /// BERT's `[SEP]` (the key's spelling is llama.cpp's).
 pub(crate) const SEP_ID: &str = "tokenizer.ggml.seperator_token_id";
@@ -66,6 +68,7 @@ pub(crate) struct SpecialKeys {
     pub sep: Option<u32>,
     pub add_bos: Option<bool>,
     pub add_eos: Option<bool>,
+    pub add_sep: Option<bool>,
     /// The fill-in-the-middle tokens the file names (others are found by their text).
     pub fim: super::special::FimTokens,
 }
@@ -93,6 +96,7 @@ impl SpecialKeys {
             sep: id(SEP_ID)?,
             add_bos: opt_bool(md, ADD_BOS)?,
             add_eos: opt_bool(md, ADD_EOS)?,
+            add_sep: opt_bool(md, ADD_SEP)?,
             fim: super::special::FimTokens {
                 pre: id(FIM_PRE_ID)?.or(id(PREFIX_ID)?),
                 suf: id(FIM_SUF_ID)?.or(id(SUFFIX_ID)?),

@@ -67,6 +67,17 @@ pub struct Tokenizer {
     preserved: Vec<u32>,
     /// A Unigram vocabulary's encoder (`inner` then only decodes).
     unigram: Option<Arc<gguf_ugm::Unigram>>,
+    pair: PairMarks,
+}
+
+/// What goes between and after two texts read as a pair (a reranker's query and document,
+/// without a rerank template), as llama.cpp's server joins them: `eos` after each (where the
+/// file adds EOS; the separator where it has no EOS), `sep` between them (where the file adds
+/// the separator).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PairMarks {
+    pub eos: Option<u32>,
+    pub sep: Option<u32>,
 }
 
 impl Tokenizer {
@@ -108,8 +119,24 @@ impl Tokenizer {
             }
             _ => {}
         }
+        // llama.cpp's flags for a pair: its own defaults per vocabulary type (EOS added in
+        // Unigram files, the separator in BERT's), where ours differ for BERT's embedding inputs.
+        let sep = match v.model.as_str() {
+            "bert" => specials.eos,
+            _ => v.special.sep,
+        };
+        let eos = match v.model.as_str() {
+            "bert" => v.special.eos,
+            _ => specials.eos,
+        }
+        .or(sep);
+        let pair = PairMarks {
+            eos: eos.filter(|_| v.special.add_eos.unwrap_or(v.model == "t5")),
+            sep: sep.filter(|_| v.special.add_sep.unwrap_or(v.model == "bert")),
+        };
         let mut tok = Self::assemble(inner, specials, v.tokens.len());
         tok.unigram = unigram;
+        tok.pair = pair;
         Ok(tok)
     }
 
@@ -166,6 +193,10 @@ impl Tokenizer {
                 .collect(),
             inner,
             unigram: None,
+            pair: PairMarks {
+                eos: s.eos.filter(|_| s.add_eos),
+                sep: None,
+            },
         }
     }
 
@@ -245,6 +276,11 @@ impl Tokenizer {
             ids.push(eos);
         }
         Ok(ids)
+    }
+
+    /// The marks around the second of two texts read as a pair ([`PairMarks`]).
+    pub fn pair_marks(&self) -> PairMarks {
+        self.pair
     }
 
     pub fn bos_id(&self) -> Option<u32> {
