@@ -9,7 +9,10 @@ last; `tokenizer.ggml.add_eos_token` true), in f32 and Q8_0, written by hearth's
 (`TinyModelSpec::embedding`). For each, `llama-server --embeddings` (pooling from the file, K/V
 f32, flash attention off) answers one `/v1/embeddings` request with every input of `INPUTS`:
 token-id lists, used as they are, and texts, which llama.cpp tokenizes with BOS and EOS as the
-file says. Its vectors are unit length (its default `embd_normalize` 2), as hearth's.
+file says. Its vectors are unit length (its default `embd_normalize` 2), as hearth's. The
+`tiny-gemma-embed-*` files are EmbeddingGemma's (`TinyModelSpec::gemma_embedding`: Gemma 3's
+layer attending both ways, a symmetric window in its local layer, mean pooling, two dense
+projections after it).
 
 The rerankers (`TinyModelSpec::reranker`, f32 and Q8_0: pooling type rank, a classifier head of
 two labels, a rerank template) are served by `llama-server --rerank` and asked `/v1/rerank` for
@@ -49,7 +52,8 @@ from llama_server import post, start, version, write_json
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODELS = ["tiny-embed-mean-f32.gguf", "tiny-embed-cls-f32.gguf", "tiny-embed-last-f32.gguf",
-          "tiny-embed-mean-q8_0.gguf", "tiny-embed-last-q8_0.gguf"]
+          "tiny-embed-mean-q8_0.gguf", "tiny-embed-last-q8_0.gguf", "tiny-gemma-embed-f32.gguf",
+          "tiny-gemma-embed-q8_0.gguf"]
 RERANK_MODELS = ["tiny-rerank-f32.gguf", "tiny-rerank-q8_0.gguf"]
 QUERY = "what does the cat sit on"
 DOCUMENTS = ["the cat sat on the mat", "stock prices fell today", "a mat lay under the cat", "hello"]

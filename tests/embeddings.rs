@@ -207,6 +207,8 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
         ("tiny-embed-last-f32.gguf", TinyModelSpec::embedding(3, WeightType::F32)),
         ("tiny-embed-mean-q8_0.gguf", TinyModelSpec::embedding(1, WeightType::Q8_0)),
         ("tiny-embed-last-q8_0.gguf", TinyModelSpec::embedding(3, WeightType::Q8_0)),
+        ("tiny-gemma-embed-f32.gguf", TinyModelSpec::gemma_embedding(WeightType::F32)),
+        ("tiny-gemma-embed-q8_0.gguf", TinyModelSpec::gemma_embedding(WeightType::Q8_0)),
     ]
 }
 

@@ -415,7 +415,7 @@ impl Engine {
         let last = match how {
             Ending::Stop(stop) => {
                 let save = s.save.clone();
-                let (report, last) = s.finish(stop, &self.model.tokenizer);
+                let (report, last) = s.finish(stop, &self.model);
                 c.requests.finished += 1;
                 c.decode_rate.observe(report.decode_rate());
                 if let (Some(_), Some(save)) = (&self.disk, save) {

@@ -25,6 +25,7 @@ use crate::model::RecurrentState;
 use crate::model::sampling::Sampler;
 use crate::model::grammar::Constraint;
 use crate::model::tokenizer::{Detokenizer, Tokenizer};
+use crate::model::LoadedModel;
 
 /// One request in the engine.
 #[derive(Debug)]
@@ -340,7 +341,8 @@ impl Sequence {
 
     /// Ends the request with a reply: flushes held-back text; returns the
     /// report and the `Done` event to send.
-    pub(crate) fn finish(mut self, stop: StopReason, tok: &Tokenizer) -> (GenerationReport, LastEvent) {
+    pub(crate) fn finish(mut self, stop: StopReason, model: &LoadedModel) -> (GenerationReport, LastEvent) {
+        let tok = &model.tokenizer;
         let rest = match std::mem::take(&mut self.detok).finish(tok) {
             Ok(r) => r.unwrap_or_default(),
             Err(e) => {
@@ -381,7 +383,7 @@ impl Sequence {
             logits: std::mem::take(&mut self.logits),
             logprobs: std::mem::take(&mut self.logprobs),
             prompt_logprobs: std::mem::take(&mut self.prompt_scores),
-            embedding: self.pooled.as_ref().and_then(Pooled::finish),
+            embedding: self.pooled.as_ref().and_then(Pooled::finish).map(|v| model.transformer.project_pooled(v)),
         };
         let last = LastEvent {
             event: Event::Done(Box::new(report.clone())),

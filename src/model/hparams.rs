@@ -225,7 +225,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet", "bert", "nomic-bert",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet", "bert", "nomic-bert", "gemma-embedding",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -455,7 +455,9 @@ impl Family {
             // Gemma 1 (`gemma`: Gemma, Gemma 1.1, CodeGemma): Gemma 2's layer without its
             // post-norms, soft caps and sliding windows (`HParams::post_norms`).
             "gemma2" | "gemma" => Ok(Self::Gemma2),
-            "gemma3" => Ok(Self::Gemma3),
+            // EmbeddingGemma's (`gemma-embedding`): Gemma 3's layer attending both ways
+            // (`HParams::encoder`), its local layers over a window on either side.
+            "gemma3" | GEMMA_EMBEDDING => Ok(Self::Gemma3),
             // Phi-3.5-MoE's (`phimoe`): Phi-3's attention (LongRoPE, an output bias) under RMSNorms
             // with a bias, experts for its MLP, logit biases.
             "phi3" | "phimoe" => Ok(Self::Phi3),
@@ -791,8 +793,16 @@ pub struct HParams {
     /// attention's output added to the layer's input, then LayerNorm-ed (`attn_output_norm`);
     /// the MLP's output added to that, then LayerNorm-ed (`layer_output_norm`); the
     /// embedding gains the first token type's row (`token_types`, "sentence A") and is
-    /// LayerNorm-ed (`token_embd_norm`); there is no final norm and no output projection.
+    /// LayerNorm-ed (`token_embd_norm`); there is no final norm and no output projection
+    /// ([`Self::bert_layers`]). EmbeddingGemma (`gemma-embedding`) is an encoder of Gemma 3's
+    /// layers, its local layers' window symmetric ([`Window::Symmetric`]).
     pub encoder: bool,
+    /// BERT's post-norm layer and embedding (`bert`, `nomic-bert`: [`ENCODER_ARCHS`]).
+    pub bert_layers: bool,
+    /// EmbeddingGemma's projections of the pooled vector (`dense_2.weight`, `[dense_2_feat_out,
+    /// hidden]`, then `dense_3.weight`, back to `hidden`), where the file was converted with
+    /// them: `dense_2_feat_out`.
+    pub dense_out: Option<usize>,
     /// MPT, OLMo and DBRX: Q, K and V are clamped to `±c` after their projections
     /// (`attention.clamp_kqv`, where the file gives one above 0; llama.cpp's `f_clamp_kqv`).
     pub clamp_kqv: Option<f32>,
@@ -1584,7 +1594,12 @@ impl HParams {
     /// The attention window of `layer`: `Some` for a local layer, `None` for a global one.
     pub fn window(&self, layer: usize) -> Option<Window> {
         let s = self.sliding.as_ref()?;
-        let w = if s.chunked { Window::Chunked(s.window) } else { Window::Sliding(s.window) };
+        let w = match (s.chunked, self.encoder) {
+            (true, _) => Window::Chunked(s.window),
+            // EmbeddingGemma's local layers see half the window on either side.
+            (false, true) => Window::Symmetric(s.window),
+            (false, false) => Window::Sliding(s.window),
+        };
         s.local.get(layer).copied().unwrap_or(false).then_some(w)
     }
 
@@ -1816,8 +1831,15 @@ pub(crate) const BERT: &str = "bert";
 /// fused QKV and a gated SiLU MLP, without biases (`HParams::encoder`).
 pub(crate) const NOMIC_BERT: &str = "nomic-bert";
 
-/// The encoders hearth runs (`HParams::encoder`): their attention is bidirectional.
+/// The BERT-layered encoders hearth runs (`HParams::bert_layers`).
 pub const ENCODER_ARCHS: [&str; 2] = [BERT, NOMIC_BERT];
+
+/// EmbeddingGemma's architecture name: Gemma 3's layer as an encoder.
+pub(crate) const GEMMA_EMBEDDING: &str = "gemma-embedding";
+
+/// The architectures whose attention is bidirectional (`HParams::encoder`): the BERT-layered
+/// encoders and EmbeddingGemma.
+pub const BIDIRECTIONAL_ARCHS: [&str; 3] = [BERT, NOMIC_BERT, GEMMA_EMBEDDING];
 
 /// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
 /// rope, experts where the file has a layer's router.
@@ -2000,7 +2022,12 @@ impl HParams {
                 _ => "ffn_norm",
             },
             embedding_norm: matches!(a, "bloom" | BERT | NOMIC_BERT),
-            encoder: ENCODER_ARCHS.contains(&a),
+            encoder: BIDIRECTIONAL_ARCHS.contains(&a),
+            bert_layers: ENCODER_ARCHS.contains(&a),
+            dense_out: match a {
+                GEMMA_EMBEDDING => md_opt_usize(md, &format!("{a}.dense_2_feat_out"))?,
+                _ => None,
+            },
             output_bias: matches!(a, "phi2" | "phimoe"),
             rope_base,
             rope_scaling,
@@ -4129,6 +4156,35 @@ mod tests {
         let hp = HParams::from_metadata(&md("gemma3", &[("attention.sliding_window", Value::U32(512))]), Some(100)).unwrap();
         assert_eq!((hp.attn_softcap, hp.final_softcap), (None, None));
         assert_eq!(hp.sliding.unwrap().rope, LocalRope::Unscaled);
+    }
+
+    /// EmbeddingGemma (`gemma-embedding`): Gemma 3's layer as an encoder (not BERT's), its
+    /// local layers' window symmetric, its projections' width read; without `attention.causal`
+    /// false a Gemma 3 file stays causal.
+    #[test]
+    fn embedding_gemma_is_a_gemma3_encoder_with_a_symmetric_window() {
+        let hp = HParams::from_metadata(
+            &md(
+                "gemma-embedding",
+                &[
+                    ("attention.sliding_window", Value::U32(512)),
+                    ("attention.causal", Value::Bool(false)),
+                    ("pooling_type", Value::U32(1)),
+                    ("dense_2_feat_out", Value::U32(3072)),
+                ],
+            ),
+            Some(100),
+        )
+        .unwrap();
+        assert_eq!((hp.family, hp.encoder, hp.bert_layers, hp.dense_out), (Family::Gemma3, true, false, Some(3072)));
+        assert_eq!(hp.window(0), Some(Window::Symmetric(512)));
+        assert_eq!(hp.window(1), Some(Window::Symmetric(512)));
+        let w = Window::Symmetric(8);
+        assert_eq!((w.first_visible(10), w.last_visible(10)), (6, Some(14)));
+        assert_eq!((w.first_visible(2), w.causal()), (0, Window::Sliding(5)));
+        assert_eq!(Window::Sliding(8).last_visible(10), None);
+        let gemma3 = HParams::from_metadata(&md("gemma3", &[("attention.sliding_window", Value::U32(512))]), Some(100)).unwrap();
+        assert_eq!((gemma3.encoder, gemma3.window(0)), (false, Some(Window::Sliding(512))));
     }
 
     /// OLMo 2 has no window; OLMo 3 (an `olmo2` file with a window) has every fourth layer

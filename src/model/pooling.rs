@@ -12,7 +12,8 @@
 //! Invariants: a file's pooling type is read at load and one hearth cannot honour (rank outside
 //! [`RANK_ARCHS`], an unknown type) is refused then; a file with bidirectional attention
 //! (`{arch}.attention.causal` false) is refused too unless it is one of the encoders hearth runs
-//! ([`ENCODER_ARCHS`]: BERT's and nomic-embed-text's, which read their whole input at once);
+//! ([`BIDIRECTIONAL_ARCHS`]: BERT's, nomic-embed-text's and EmbeddingGemma's, which read their
+//! whole input at once; a BERT rank file, a cross-encoder, scores its first row);
 //! a pooled vector is the same whether its prefix came from the cache or was computed (for
 //! [`Pooling::Last`], the only one that reads the cache, the last row always runs).
 //!
@@ -24,7 +25,7 @@ use std::collections::HashMap;
 use candle_core::quantized::gguf_file::Value;
 
 use super::gguf::{md_opt_bool, md_opt_usize};
-use super::hparams::ENCODER_ARCHS;
+use super::hparams::BIDIRECTIONAL_ARCHS;
 use super::tokenizer::Tokenizer;
 use super::ModelError;
 
@@ -36,15 +37,15 @@ impl Pooling {
     /// The file's pooling type, `{arch}.pooling_type` (llama.cpp's numbering: 0 none, 1 mean,
     /// 2 cls, 3 last, 4 rank); `None` where it is absent or none (a generative model). A rank
     /// file (a reranker's classifier head) and a file whose attention is bidirectional (but an
-    /// encoder's, [`ENCODER_ARCHS`]) are refused.
+    /// encoder's, [`BIDIRECTIONAL_ARCHS`]) are refused.
     pub fn read(md: &HashMap<String, Value>, arch: &str) -> Result<Option<Self>, ModelError> {
         let causal = format!("{arch}.attention.causal");
-        if md_opt_bool(md, &causal)? == Some(false) && !ENCODER_ARCHS.contains(&arch) {
+        if md_opt_bool(md, &causal)? == Some(false) && !BIDIRECTIONAL_ARCHS.contains(&arch) {
             return Err(ModelError::BadMetadata {
                 key: causal,
                 reason: format!(
                     "bidirectional attention is supported in {} files only (encoders); this {arch} file's layers attend causally here",
-                    ENCODER_ARCHS.join(" and ")
+                    BIDIRECTIONAL_ARCHS.join(", ")
                 ),
             });
         }
@@ -142,7 +143,8 @@ pub struct Affine {
 }
 
 impl Affine {
-    fn apply(&self, x: &[f32]) -> Vec<f32> {
+    /// `W·x + b`.
+    pub fn apply(&self, x: &[f32]) -> Vec<f32> {
         let mut y: Vec<f32> = self
             .weights
             .chunks(x.len().max(1))

@@ -288,6 +288,9 @@ pub struct Transformer {
     output_bias: Option<Tensor>,
     /// A reranker's classifier head (f32 on the host): [`Self::rank_score`].
     classifier: Option<Classifier>,
+    /// EmbeddingGemma's projections of the pooled vector (`dense_2`, `dense_3`; f32 on the
+    /// host): [`Self::project_pooled`].
+    dense_out: Option<[Affine; 2]>,
     rope: RopeTables,
     /// Gemma: the sliding-window layers' tables (their own base; Gemma 4's their own width
     /// too), when they differ from `rope`.
@@ -410,10 +413,11 @@ impl Transformer {
             alibi: hp.alibi_slopes(),
             output_bias: load_output_bias(file, &hp, device)?,
             classifier: load_classifier(file, &hp)?,
+            dense_out: load_dense_out(file, &hp)?,
             per_layer_embd,
             altup,
             // LFM2's final norm is stored as `token_embd_norm` (llama.cpp reads it so).
-            norm: match hp.encoder {
+            norm: match hp.bert_layers {
                 true => None,
                 false => Some(BlockNorm::load(
                     file,
@@ -500,6 +504,16 @@ impl Transformer {
     ) -> Result<Tensor, ModelError> {
         let x = self.layers_over(tokens, batch, kv, states)?;
         self.logits(x, batch, which)
+    }
+
+    /// A pooled embedding as the model gives it out: through EmbeddingGemma's two projections
+    /// where the file has them (after pooling, before any normalization, as llama.cpp's
+    /// `build_dense_out`), else as it is.
+    pub fn project_pooled(&self, pooled: Vec<f32>) -> Vec<f32> {
+        match &self.dense_out {
+            Some([up, down]) => down.apply(&up.apply(&pooled)),
+            None => pooled,
+        }
     }
 
     /// A reranker's score of its pooled row after the final norm, `row` (the last, or an
@@ -1079,6 +1093,28 @@ fn load_classifier(file: &mut GgufFile, hp: &HParams) -> Result<Option<Classifie
     }))
 }
 
+/// EmbeddingGemma's projections of the pooled vector: `dense_2.weight` (`[feat, hidden]`)
+/// and `dense_3.weight` (`[hidden, feat]`), `feat` the file's `dense_2_feat_out`; f32 on the
+/// host. A file with the tensors and not the key is refused, naming the key.
+fn load_dense_out(file: &mut GgufFile, hp: &HParams) -> Result<Option<[Affine; 2]>, ModelError> {
+    const UP: &str = "dense_2.weight";
+    const DOWN: &str = "dense_3.weight";
+    let Some(feat) = hp.dense_out else {
+        return match file.has_tensor(UP) || file.has_tensor(DOWN) {
+            true => Err(ModelError::UnsupportedTensor {
+                name: UP.into(),
+                reason: "read in gemma-embedding files with `dense_2_feat_out` only".into(),
+            }),
+            false => Ok(None),
+        };
+    };
+    let mut load = |name: &str, shape: [usize; 2]| -> Result<Affine, ModelError> {
+        let weights = load_rows_f32(file, name, shape, &Device::Cpu)?.flatten_all()?.to_vec1::<f32>()?;
+        Ok(Affine { weights, bias: None })
+    };
+    Ok(Some([load(UP, [feat, hp.hidden])?, load(DOWN, [hp.hidden, feat])?]))
+}
+
 /// The token embedding and the output projection. A tied table on the CPU that our kernels
 /// run is held once: packed for the output, and the lookup reads its rows back from there.
 fn load_embedding_and_output(
@@ -1129,7 +1165,7 @@ fn load_positions(file: &mut GgufFile, hp: &HParams, max_positions: usize) -> Re
 /// file has no table, as llama.cpp reads it), f32 on `device`.
 fn load_token_type(file: &mut GgufFile, hp: &HParams, device: &Device) -> Result<Option<Tensor>, ModelError> {
     const NAME: &str = "token_types.weight";
-    if !hp.encoder || !file.has_tensor(NAME) {
+    if !hp.bert_layers || !file.has_tensor(NAME) {
         return Ok(None);
     }
     let t = file.tensor(NAME, &Device::Cpu)?;
@@ -1201,7 +1237,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     let pre_norm = |file: &mut GgufFile, stem: &str| -> Result<Option<BlockNorm>, ModelError> {
         match hp.family {
             Family::Olmo2 | Family::Exaone4 => Ok(None),
-            _ if hp.encoder => Ok(None),
+            _ if hp.bert_layers => Ok(None),
             _ => BlockNorm::load(file, &n(stem), hp, device).map(Some),
         }
     };
@@ -1314,7 +1350,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
 
 /// An encoder's layer `i`: its norms after the residual adds (`Layer::residual_norms`).
 fn residual_norms(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Option<[BlockNorm; 2]>, ModelError> {
-    if !hp.encoder {
+    if !hp.bert_layers {
         return Ok(None);
     }
     let norm = |file: &mut GgufFile, stem: &str| BlockNorm::load(file, &format!("blk.{i}.{stem}"), hp, device);

@@ -83,6 +83,12 @@ fn attend_masked(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<
             .reshape((kv_heads, group, new, ctx))?
             .broadcast_add(&mask)?
             .reshape((kv_heads, group * new, ctx))?
+    } else if !causal && how.window.is_some() {
+        let mask = both_ways_mask(new, how, q.device())?;
+        scores
+            .reshape((kv_heads, group, new, ctx))?
+            .broadcast_add(&mask)?
+            .reshape((kv_heads, group * new, ctx))?
     } else {
         scores
     };
@@ -127,6 +133,22 @@ fn alibi_biases(new: usize, cached: usize, heads: usize, how: Attend<'_>, device
         .map(|r| how.alibi_bias(r / (new * ctx), cached + r / ctx % new, r % ctx))
         .collect();
     Ok(Tensor::from_vec(data, (heads, new, ctx), device)?)
+}
+
+/// `[len, len]` additive mask of an encoder's window over a whole input: query `i` sees keys
+/// `how.first_visible(i) ..= window.last_visible(i)` (EmbeddingGemma's local layers).
+fn both_ways_mask(len: usize, how: Attend<'_>, device: &Device) -> Result<Tensor, OpsError> {
+    let mut data = vec![0f32; len * len];
+    for i in 0..len {
+        let first = how.first_visible(i);
+        let last = how.window.and_then(|w| w.last_visible(i)).unwrap_or(usize::MAX);
+        for (j, m) in data[i * len..(i + 1) * len].iter_mut().enumerate() {
+            if j < first || j > last {
+                *m = f32::NEG_INFINITY;
+            }
+        }
+    }
+    Ok(Tensor::from_vec(data, (len, len), device)?)
 }
 
 /// `[new, cached + new]` additive mask: query `i` (position `cached + i`) sees

@@ -45,10 +45,11 @@ impl KernelArgs {
         window: Option<Window>,
     ) -> Result<Self, OpsError> {
         let bad = || OpsError::Layout(format!("a window of {window:?} positions"));
-        let window = match window {
+        let window = match window.map(Window::causal) {
             None => 0,
             Some(Window::Sliding(w)) => i32::try_from(w).ok().filter(|&w| w > 0).ok_or_else(bad)?,
             Some(Window::Chunked(c)) => -i32::try_from(c).ok().filter(|&c| c > 0).ok_or_else(bad)?,
+            Some(Window::Symmetric(_)) => return Err(bad()),
         };
         let max_blocks = tables.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let mut flat = vec![0u32; tables.len() * max_blocks];

@@ -168,6 +168,10 @@ pub enum Window {
     /// Its own chunk of `n`: a query at `p` sees `⌊p / n⌋ · n ..= p`, so the first query of
     /// each chunk sees itself alone (Llama 4's local layers; `LLAMA_SWA_TYPE_CHUNKED`).
     Chunked(usize),
+    /// Half of `n` on either side: a query at `p` sees `p - n/2 ..= p + n/2` (EmbeddingGemma's
+    /// local layers, which attend both ways; `LLAMA_SWA_TYPE_SYMMETRIC`). Causally, the last
+    /// `n/2 + 1`.
+    Symmetric(usize),
 }
 
 impl Window {
@@ -176,6 +180,24 @@ impl Window {
         match self {
             Self::Sliding(n) => (pos + 1).saturating_sub(n),
             Self::Chunked(n) => pos - pos % n.max(1),
+            Self::Symmetric(n) => pos.saturating_sub(n / 2),
+        }
+    }
+
+    /// The last position a query at `pos` attends to where it may see keys after it (an
+    /// encoder's): `None` for no bound.
+    pub fn last_visible(self, pos: usize) -> Option<usize> {
+        match self {
+            Self::Symmetric(n) => Some(pos + n / 2),
+            Self::Sliding(_) | Self::Chunked(_) => None,
+        }
+    }
+
+    /// The same positions seen causally as a window of the last `n` (the kernels' form).
+    pub fn causal(self) -> Self {
+        match self {
+            Self::Symmetric(n) => Self::Sliding(n / 2 + 1),
+            w => w,
         }
     }
 }

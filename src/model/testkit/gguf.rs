@@ -380,6 +380,23 @@ impl TinyModelSpec {
         spec
     }
 
+    /// A tiny EmbeddingGemma (`gemma-embedding`): the tiny Gemma 3's layer attending both ways
+    /// in two layers, the first local over a window of 8 (4 positions on either side), mean
+    /// pooling, the pooled vector projected to twice the width and back (`dense_2`, `dense_3`);
+    /// EOS added after the text, as EmbeddingGemma's file says.
+    pub fn gemma_embedding(weight_type: WeightType) -> Self {
+        let mut spec = Self {
+            arch: Some("gemma-embedding"),
+            pooling: Some(1),
+            sliding_window: Some((8, 2)),
+            seed: 139,
+            ..Self::tiny(Family::Gemma3, weight_type)
+        };
+        spec.vocab.metadata.retain(|(k, _)| k != "tokenizer.ggml.add_eos_token");
+        spec.vocab.metadata.push(("tokenizer.ggml.add_eos_token".into(), Value::Bool(true)));
+        spec
+    }
+
     /// A tiny encoder embedding model (`arch`: `bert`, as BERT's, MiniLM's and BGE's files are;
     /// `nomic-bert`, as nomic-embed-text's), the file's pooling type `pooling` (1 mean, 2 cls):
     /// two layers of hidden 256 in 4 heads, a WordPiece vocabulary, 128 positions
@@ -1887,6 +1904,13 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     if let Some(pooling) = spec.pooling {
         md.push((format!("{arch}.pooling_type"), Value::U32(pooling)));
     }
+    // EmbeddingGemma's: attention both ways, the pooled vector projected up and back down.
+    if arch == "gemma-embedding" {
+        md.push((format!("{arch}.attention.causal"), Value::Bool(false)));
+        for (k, v) in [("dense_2_feat_in", d), ("dense_2_feat_out", 2 * d), ("dense_3_feat_in", 2 * d), ("dense_3_feat_out", d)] {
+            md.push((format!("{arch}.{k}"), u32v(v)));
+        }
+    }
     if spec.pooling == Some(RANK) {
         let labels = ["yes", "no"].map(|l| Value::String(l.into())).to_vec();
         md.push((format!("{arch}.classifier.output_labels"), Value::Array(labels)));
@@ -2227,6 +2251,10 @@ fn embedding_and_output_extras(spec: &TinyModelSpec, embd_gain: f32, rng: &mut R
             let t = Tensor::from_vec(rng.around(d, center, spread), d, &Device::Cpu)?;
             out.push((name.to_string(), QTensor::quantize(&t, GgmlDType::F32)?));
         }
+    }
+    if spec.arch == Some("gemma-embedding") {
+        out.push(mat("dense_2.weight", 2 * d, d, 1.0, rng)?);
+        out.push(mat("dense_3.weight", d, 2 * d, 1.0, rng)?);
     }
     // A reranker's classifier head: one row per label ("yes", "no").
     if spec.pooling == Some(RANK) {
