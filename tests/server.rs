@@ -1920,42 +1920,72 @@ async fn embeddings_are_unit_vectors_in_order() {
     assert!(d < 1e-3, "base64: max |diff| {d}");
 }
 
-/// An encoder (a tiny BERT file) over HTTP: `/v1/embeddings` and Ollama's `/api/embed` give
-/// the same unit vectors, its texts read as `[CLS] … [SEP]`; `/api/show` says it embeds; a chat
-/// or completion request is a 400 that says the model serves embeddings only.
+/// The encoders over HTTP (a tiny BERT file, one as XLM-RoBERTa's with its Unigram vocabulary,
+/// one as EmbeddingGemma's): `/v1/embeddings` and Ollama's `/api/embed` give the same unit
+/// vectors, their texts read between BOS and EOS (`[CLS] … [SEP]`, `<s> … </s>`); `/api/show`
+/// says each embeds; a chat or completion request is a 400 that says the model serves
+/// embeddings only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_encoder_serves_embeddings_and_refuses_text() {
-    let spec = TinyModelSpec::encoder("bert", 1, WeightType::Q8_0);
+    for spec in [
+        TinyModelSpec::encoder("bert", 1, WeightType::Q8_0),
+        TinyModelSpec::encoder_xlmr(2, WeightType::Q8_0),
+        TinyModelSpec::gemma_embedding(WeightType::Q8_0),
+    ] {
+        let arch = spec.arch.unwrap_or_default();
+        let s = server(Opts {
+            model: Some(spec.clone()),
+            ..Opts::default()
+        });
+        let texts = ["the cat sat on the mat", "Hello, World!"];
+        let r = post(&s.app, "/v1/embeddings", &json!({"input": texts})).await;
+        assert_eq!(r.status, StatusCode::OK, "{arch}: {}", r.text());
+        let openai: Vec<Vec<f32>> = r.json()["data"].as_array().unwrap().iter().map(|d| floats(&d["embedding"])).collect();
+        for v in &openai {
+            assert_eq!(v.len(), spec.hidden);
+            assert!((norm(v) - 1.0).abs() < 1e-4);
+        }
+        let ids = s.state.engine().tokenize_for_embedding(texts[1]).unwrap();
+        let tok = &s.state.engine().model().tokenizer;
+        assert_eq!((ids.first().copied(), ids.last().copied()), (tok.bos_id(), tok.eos_id()), "{arch}: BOS … EOS");
+        let ollama = post(&s.app, "/api/embed", &json!({"model": "tiny-llama", "input": texts})).await;
+        assert_eq!(ollama.status, StatusCode::OK, "{arch}: {}", ollama.text());
+        for (o, e) in ollama.json()["embeddings"].as_array().unwrap().iter().zip(&openai) {
+            let d = floats(o).iter().zip(e).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(d < 1e-4, "{arch}: /api/embed and /v1/embeddings: max |diff| {d}");
+        }
+        let show = post(&s.app, "/api/show", &json!({"model": "tiny-llama"})).await.json();
+        assert_eq!(show["capabilities"], json!(["embedding"]), "{arch}");
+        for (route, body) in [
+            ("/v1/completions", json!({"prompt": "the cat", "max_tokens": 4})),
+            ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})),
+        ] {
+            let r = post(&s.app, route, &body).await;
+            assert_eq!(r.status, StatusCode::BAD_REQUEST, "{arch} {route}: {}", r.text());
+            assert!(r.text().contains("embeddings only"), "{arch} {route}: {}", r.text());
+        }
+    }
+}
+
+/// EmbeddingGemma over HTTP gives llama.cpp's unit vectors (`tests/data/llama-cpp-embeddings.json`,
+/// `llama-server --embeddings` on the same f32 file): its window and its projections after the
+/// pooling on the server's path too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedding_gemma_over_http_matches_llama_cpp() {
     let s = server(Opts {
-        model: Some(spec.clone()),
+        model: Some(TinyModelSpec::gemma_embedding(WeightType::F32)),
         ..Opts::default()
     });
-    let texts = ["the cat sat on the mat", "Hello, World!"];
-    let r = post(&s.app, "/v1/embeddings", &json!({"input": texts})).await;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llama-cpp-embeddings.json");
+    let data: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let want = data["models"]["tiny-gemma-embed-f32.gguf"]["embeddings"].as_array().unwrap();
+    let r = post(&s.app, "/v1/embeddings", &json!({"input": data["inputs"]})).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    let openai: Vec<Vec<f32>> = r.json()["data"].as_array().unwrap().iter().map(|d| floats(&d["embedding"])).collect();
-    for v in &openai {
-        assert_eq!(v.len(), spec.hidden);
-        assert!((norm(v) - 1.0).abs() < 1e-4);
-    }
-    let ids = s.state.engine().tokenize_for_embedding(texts[1]).unwrap();
-    let tok = &s.state.engine().model().tokenizer;
-    assert_eq!((ids.first().copied(), ids.last().copied()), (tok.bos_id(), tok.eos_id()), "[CLS] … [SEP]");
-    let ollama = post(&s.app, "/api/embed", &json!({"model": "tiny-llama", "input": texts})).await;
-    assert_eq!(ollama.status, StatusCode::OK, "{}", ollama.text());
-    for (o, e) in ollama.json()["embeddings"].as_array().unwrap().iter().zip(&openai) {
-        let d = floats(o).iter().zip(e).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-        assert!(d < 1e-4, "/api/embed and /v1/embeddings: max |diff| {d}");
-    }
-    let show = post(&s.app, "/api/show", &json!({"model": "tiny-llama"})).await.json();
-    assert_eq!(show["capabilities"], json!(["embedding"]));
-    for (route, body) in [
-        ("/v1/completions", json!({"prompt": "the cat", "max_tokens": 4})),
-        ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})),
-    ] {
-        let r = post(&s.app, route, &body).await;
-        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{route}: {}", r.text());
-        assert!(r.text().contains("embeddings only"), "{route}: {}", r.text());
+    let got = r.json()["data"].as_array().unwrap().clone();
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let d = floats(&g["embedding"]).iter().zip(floats(w)).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(d < 1e-4, "input {i}: max |diff| {d}");
     }
 }
 
