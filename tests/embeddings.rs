@@ -218,10 +218,14 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
 fn embeddings_match_llama_cpp() {
     if let Ok(dir) = std::env::var("HEARTH_WRITE_TINY_MODELS") {
         std::fs::create_dir_all(&dir).unwrap();
-        for (name, spec) in reference_models().into_iter().chain(rerank_models()) {
+        let bench = [
+            ("gemma-embed-300m-f16.gguf", TinyModelSpec::gemma_embedding_base(WeightType::F16)),
+            ("gemma-embed-300m-q8_0.gguf", TinyModelSpec::gemma_embedding_base(WeightType::Q8_0)),
+        ];
+        for (name, spec) in reference_models().into_iter().chain(rerank_models()).chain(bench) {
             hearth::model::testkit::write_model(&spec, &std::path::Path::new(&dir).join(name)).unwrap();
         }
-        eprintln!("wrote the tiny embedding models into {dir}");
+        eprintln!("wrote the tiny embedding models, and EmbeddingGemma-300M-sized files for README's benchmark, into {dir}");
         return;
     }
     let data = reference("llama-cpp-embeddings.json");

@@ -397,6 +397,29 @@ impl TinyModelSpec {
         spec
     }
 
+    /// [`Self::gemma_embedding`] at EmbeddingGemma-300M's size (24 layers of 768, 3 query heads
+    /// sharing one K/V head of 256, an MLP of 1,152, 262,144 tokens: the SentencePiece
+    /// vocabulary padded, a window of 512, five local layers then a global one, 2,048
+    /// positions, projections to 3,072 and back); random weights, for the throughput benchmark
+    /// against llama.cpp.
+    pub fn gemma_embedding_base(weight_type: WeightType) -> Self {
+        let mut spec = Self {
+            vocab: TinyVocab::with_size(VocabStyle::LlamaSpm, 262_144),
+            hidden: 768,
+            layers: 24,
+            heads: 3,
+            kv_heads: 1,
+            head_dim: 256,
+            ffn: 1152,
+            context_length: 2048,
+            sliding_window: Some((512, 6)),
+            ..Self::gemma_embedding(weight_type)
+        };
+        spec.vocab.metadata.retain(|(k, _)| k != "tokenizer.ggml.add_eos_token");
+        spec.vocab.metadata.push(("tokenizer.ggml.add_eos_token".into(), Value::Bool(true)));
+        spec
+    }
+
     /// A tiny encoder embedding model (`arch`: `bert`, as BERT's, MiniLM's and BGE's files are;
     /// `nomic-bert`, as nomic-embed-text's), the file's pooling type `pooling` (1 mean, 2 cls):
     /// two layers of hidden 256 in 4 heads, a WordPiece vocabulary, 128 positions
@@ -1907,7 +1930,8 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
     // EmbeddingGemma's: attention both ways, the pooled vector projected up and back down.
     if arch == "gemma-embedding" {
         md.push((format!("{arch}.attention.causal"), Value::Bool(false)));
-        for (k, v) in [("dense_2_feat_in", d), ("dense_2_feat_out", 2 * d), ("dense_3_feat_in", 2 * d), ("dense_3_feat_out", d)] {
+        let feat = if d == 768 { 3072 } else { 2 * d };
+        for (k, v) in [("dense_2_feat_in", d), ("dense_2_feat_out", feat), ("dense_3_feat_in", feat), ("dense_3_feat_out", d)] {
             md.push((format!("{arch}.{k}"), u32v(v)));
         }
     }
@@ -2253,8 +2277,10 @@ fn embedding_and_output_extras(spec: &TinyModelSpec, embd_gain: f32, rng: &mut R
         }
     }
     if spec.arch == Some("gemma-embedding") {
-        out.push(mat("dense_2.weight", 2 * d, d, 1.0, rng)?);
-        out.push(mat("dense_3.weight", d, 2 * d, 1.0, rng)?);
+        // (EmbeddingGemma's projections go to 3,072 and back; the tiny file's to twice its width.)
+        let feat = if d == 768 { 3072 } else { 2 * d };
+        out.push(mat("dense_2.weight", feat, d, 1.0, rng)?);
+        out.push(mat("dense_3.weight", d, feat, 1.0, rng)?);
     }
     // A reranker's classifier head: one row per label ("yes", "no").
     if spec.pooling == Some(RANK) {
