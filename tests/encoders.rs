@@ -47,6 +47,22 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
             "tiny-xlmr-mean-q8_0.gguf",
             TinyModelSpec::encoder_xlmr(1, WeightType::Q8_0),
         ),
+        (
+            "tiny-nomic-moe-mean-f32.gguf",
+            TinyModelSpec::encoder_nomic_moe(1, WeightType::F32),
+        ),
+        (
+            "tiny-nomic-moe-mean-q8_0.gguf",
+            TinyModelSpec::encoder_nomic_moe(1, WeightType::Q8_0),
+        ),
+        (
+            "tiny-jina-v3-mean-f32.gguf",
+            TinyModelSpec::encoder_jina_v3(1, WeightType::F32),
+        ),
+        (
+            "tiny-jina-v3-cls-q8_0.gguf",
+            TinyModelSpec::encoder_jina_v3(2, WeightType::Q8_0),
+        ),
     ]
 }
 
@@ -69,7 +85,7 @@ fn rerank_models() -> Vec<(&'static str, TinyModelSpec)> {
 }
 
 /// The files of README's encoder benchmark (`scripts/bench-embeddings-vs-llama-cpp.py`), written
-/// with the reference files: random weights at BERT-base's size.
+/// with the reference files: random weights at BERT-base's size and nomic-embed-text-v2-moe's.
 fn bench_models() -> Vec<(&'static str, TinyModelSpec)> {
     vec![
         (
@@ -83,6 +99,14 @@ fn bench_models() -> Vec<(&'static str, TinyModelSpec)> {
         (
             "nomic-base-f16.gguf",
             TinyModelSpec::encoder_base("nomic-bert", WeightType::F16),
+        ),
+        (
+            "nomic-moe-base-f16.gguf",
+            TinyModelSpec::encoder_nomic_moe_base(WeightType::F16),
+        ),
+        (
+            "nomic-moe-base-q8_0.gguf",
+            TinyModelSpec::encoder_nomic_moe_base(WeightType::Q8_0),
         ),
     ]
 }
@@ -132,7 +156,7 @@ fn encoder_embeddings_match_llama_cpp() {
         for (name, spec) in reference_models().into_iter().chain(rerank_models()).chain(bench_models()) {
             hearth::model::testkit::write_model(&spec, &std::path::Path::new(&dir).join(name)).unwrap();
         }
-        eprintln!("wrote the tiny encoders and the BERT-base-sized benchmark files into {dir}");
+        eprintln!("wrote the tiny encoders and the benchmark files (BERT-base-sized, nomic-embed-text-v2-moe-sized) into {dir}");
         return;
     }
     let data = reference();

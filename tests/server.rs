@@ -1921,7 +1921,7 @@ async fn embeddings_are_unit_vectors_in_order() {
 }
 
 /// The encoders over HTTP (a tiny BERT file, one as XLM-RoBERTa's with its Unigram vocabulary,
-/// one as EmbeddingGemma's): `/v1/embeddings` and Ollama's `/api/embed` give the same unit
+/// one as nomic-embed-text-v2-moe's with its experts, one as EmbeddingGemma's): `/v1/embeddings` and Ollama's `/api/embed` give the same unit
 /// vectors, their texts read between BOS and EOS (`[CLS] … [SEP]`, `<s> … </s>`); `/api/show`
 /// says each embeds; a chat or completion request is a 400 that says the model serves
 /// embeddings only.
@@ -1930,6 +1930,7 @@ async fn an_encoder_serves_embeddings_and_refuses_text() {
     for spec in [
         TinyModelSpec::encoder("bert", 1, WeightType::Q8_0),
         TinyModelSpec::encoder_xlmr(2, WeightType::Q8_0),
+        TinyModelSpec::encoder_nomic_moe(1, WeightType::Q8_0),
         TinyModelSpec::gemma_embedding(WeightType::Q8_0),
     ] {
         let arch = spec.arch.unwrap_or_default();

@@ -225,7 +225,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet", "bert", "nomic-bert", "gemma-embedding",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet", "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "gemma-embedding",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -432,7 +432,11 @@ impl Family {
             // residual add followed by its LayerNorm, attending over the whole input both ways
             // (`HParams::encoder`); BERT's with learned positions and an up-GELU-down MLP,
             // nomic's with NeoX rope and a gated SiLU MLP. Embeddings only.
-            BERT | NOMIC_BERT => Ok(Self::Llama),
+            // nomic-embed-text-v2-moe (`nomic-bert-moe`): nomic's layer with biases and BERT's
+            // up-GELU-down MLP, every `moe_every_n_layers`-th of them (llama.cpp's
+            // `il % n == 1`) experts of the same MLP without biases (`MoeParams::expert_mlp`).
+            // jina-embeddings-v3 (`jina-bert-v3`): the same layer without experts.
+            BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3 => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -1353,8 +1357,12 @@ pub struct MoeParams {
     /// The first this-many layers have a dense MLP (`leading_dense_block_count`).
     pub dense_leading: usize,
     /// After those, every this-many-th layer has experts, the others a dense MLP (ERNIE 4.5's
-    /// `interleave_moe_layer_step`; 1 elsewhere).
+    /// `interleave_moe_layer_step`; 1 elsewhere): layer `i` where `i + layer_offset` is a
+    /// multiple of it ([`Self::routes`]).
     pub layer_step: usize,
+    /// 1 (llama.cpp's `(il + 1) % step == 0`), but `step − 1` for nomic-embed-text-v2-moe's
+    /// `moe_every_n_layers` (llama.cpp's `il % n == 1`: the odd layers where it is 2).
+    pub layer_offset: usize,
     /// Jamba: a layer has experts where the file has its router (`ffn_gate_inp`), as llama.cpp
     /// reads its files (the checkpoint's `expert_layer_offset` and `_period` are not in them);
     /// `dense_leading` and `layer_step` then say nothing.
@@ -1364,8 +1372,10 @@ pub struct MoeParams {
     /// Qwen3.5 and Qwen2 MoE: the shared expert's output is multiplied by the sigmoid of one
     /// score per token (`ffn_gate_inp_shexp`, required).
     pub shared_gate: bool,
-    /// Nemotron-H: the experts and the shared expert have no gate: up, squared ReLU, down.
-    pub ungated: bool,
+    /// What an expert (and the shared expert) computes between its projections: gate and up
+    /// ([`MlpKind::Gated`], the layer's activation), or up alone: Nemotron-H's squared ReLU
+    /// ([`MlpKind::UpReluSquared`]), nomic-embed-text-v2-moe's GELU ([`MlpKind::UpGelu`]).
+    pub expert_mlp: MlpKind,
     /// Llama 4: the experts are chosen by raw score and each one's weight multiplies its input,
     /// not its output (llama.cpp's `weight_before_ffn`); their outputs are summed as they are.
     pub weigh_inputs: bool,
@@ -1377,6 +1387,20 @@ pub struct MoeParams {
     /// `expert_group_used_count` only (DeepSeek-V3's, Ling 2.0's); none for a file without
     /// groups or with one.
     pub groups: Option<ExpertGroups>,
+}
+
+impl MoeParams {
+    /// Whether layer `i`'s MLP is experts (for files whose layers say so by their router,
+    /// [`Self::where_routed`], the file decides): past the leading dense layers, every
+    /// `layer_step`-th from `layer_step − layer_offset` on.
+    pub fn routes(&self, i: usize) -> bool {
+        i >= self.dense_leading && (i + self.layer_offset).is_multiple_of(self.layer_step)
+    }
+
+    /// Whether the experts have no gate (up, an activation, down).
+    pub fn ungated(&self) -> bool {
+        self.expert_mlp != MlpKind::Gated
+    }
 }
 
 /// Experts in `count` equal groups, a token choosing among the best `used` of them (llama.cpp's
@@ -1831,15 +1855,24 @@ pub(crate) const BERT: &str = "bert";
 /// fused QKV and a gated SiLU MLP, without biases (`HParams::encoder`).
 pub(crate) const NOMIC_BERT: &str = "nomic-bert";
 
+/// nomic-embed-text-v2-moe's architecture name: BERT's encoder layer with NeoX rope, a fused,
+/// biased QKV, biased projections and an up-GELU-down MLP, every other layer's MLP experts
+/// (`MoeParams::layer_offset`); XLM-RoBERTa's Unigram vocabulary.
+pub(crate) const NOMIC_BERT_MOE: &str = "nomic-bert-moe";
+
+/// jina-embeddings-v3's architecture name: XLM-RoBERTa's encoder with NeoX rope in place of
+/// learned positions (its task LoRA adapters are separate files, not read).
+pub(crate) const JINA_BERT_V3: &str = "jina-bert-v3";
+
 /// The BERT-layered encoders hearth runs (`HParams::bert_layers`).
-pub const ENCODER_ARCHS: [&str; 2] = [BERT, NOMIC_BERT];
+pub const ENCODER_ARCHS: [&str; 4] = [BERT, NOMIC_BERT, NOMIC_BERT_MOE, JINA_BERT_V3];
 
 /// EmbeddingGemma's architecture name: Gemma 3's layer as an encoder.
 pub(crate) const GEMMA_EMBEDDING: &str = "gemma-embedding";
 
 /// The architectures whose attention is bidirectional (`HParams::encoder`): the BERT-layered
 /// encoders and EmbeddingGemma.
-pub const BIDIRECTIONAL_ARCHS: [&str; 3] = [BERT, NOMIC_BERT, GEMMA_EMBEDDING];
+pub const BIDIRECTIONAL_ARCHS: [&str; 5] = [BERT, NOMIC_BERT, NOMIC_BERT_MOE, JINA_BERT_V3, GEMMA_EMBEDDING];
 
 /// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
 /// rope, experts where the file has a layer's router.
@@ -2009,7 +2042,7 @@ impl HParams {
             sub_norms: a == BITNET,
             route_on_layer_input: a == SMALLTHINKER,
             mlp: mlp_kind(family, a),
-            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2" | BERT),
+            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2" | BERT | NOMIC_BERT_MOE | JINA_BERT_V3),
             learned_positions,
             alibi_max_bias,
             clamp_kqv: clamp_kqv(md, &key, a)?,
@@ -2021,7 +2054,7 @@ impl HParams {
                 (_, "dbrx") => "attn_output_norm",
                 _ => "ffn_norm",
             },
-            embedding_norm: matches!(a, "bloom" | BERT | NOMIC_BERT),
+            embedding_norm: matches!(a, "bloom" | BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3),
             encoder: BIDIRECTIONAL_ARCHS.contains(&a),
             bert_layers: ENCODER_ARCHS.contains(&a),
             dense_out: match a {
@@ -2436,7 +2469,7 @@ fn ffn_widths(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers:
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3 | AFMOE | BITNET | NOMIC_BERT) {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3 | AFMOE | BITNET | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3) {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -2617,7 +2650,7 @@ fn mlp_kind(family: Family, arch: &str) -> MlpKind {
     match (family, arch) {
         (Family::NemotronH, _) | (_, "arcee" | "nemotron" | "jais2") => MlpKind::UpReluSquared,
         (_, "apertus") => MlpKind::UpXielu,
-        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | BERT) => MlpKind::UpGelu,
+        (_, "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "mpt" | "codeshell" | BERT | NOMIC_BERT_MOE | JINA_BERT_V3) => MlpKind::UpGelu,
         _ => MlpKind::Gated,
     }
 }
@@ -2731,7 +2764,7 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
         (Family::Cohere, _) | (_, "mpt" | "dbrx") => NormKind::Layer,
         (_, "olmo") => NormKind::PlainLayer,
         (_, "phimoe") => NormKind::BiasedRms,
-        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron" | "jais2" | BERT | NOMIC_BERT) => {
+        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron" | "jais2" | BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3) => {
             NormKind::BiasedLayer
         }
         _ => NormKind::Rms,
@@ -2845,7 +2878,13 @@ fn moe_params(
     let olmoe = arch == "olmoe";
     // Hunyuan-A13B: Qwen3 MoE's routing beside a shared expert.
     let hunyuan = arch == "hunyuan-moe";
-    let required = qwen2moe || experts_required(family, arch);
+    // nomic-embed-text-v2-moe's: experts in layer `i` where `i % moe_every_n_layers == 1`, as
+    // llama.cpp reads it; none where that is below 2 (no layer index leaves 1 then), and its
+    // `expert_count` then not read.
+    if arch == NOMIC_BERT_MOE && md_opt_usize(md, &key("moe_every_n_layers"))?.unwrap_or(0) < 2 {
+        return Ok(None);
+    }
+    let required = qwen2moe || arch == NOMIC_BERT_MOE || experts_required(family, arch);
     let experts = match family {
         _ if required => md_usize(md, &key("expert_count"))?,
         // Mixtral; Gemma 4's 26B-A4B; ERNIE 4.5's, Qwen3.5's, Granite 3's and 4's MoE files.
@@ -2920,34 +2959,47 @@ fn moe_params(
         experts_used,
         expert_ffn,
         gating,
-        // llama.cpp passes `true` for Qwen3 MoE and Mixtral, the file's flag for GLM-4.5, `false`
-        // for gpt-oss (its softmax over the chosen already sums to 1).
-        normalize: match family {
-            // MiniMax-M2's graph renormalizes whatever the file says.
-            _ if arch == "minimax-m2" => true,
-            Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH => {
-                md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false)
-            }
-            _ if matches!(arch, "bailingmoe" | AFMOE) => md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false),
-            // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's and OLMoE's
-            // weights are the softmax over all experts (`norm_topk_prob` false); DeepSeekMoE's
-            // and Llama 4's too.
-            _ if olmoe || matches!(arch, "deepseek" | LLAMA4 | JAMBA) => false,
-            Family::GptOss | Family::Qwen2 => false,
-            _ => true,
-        },
+        normalize: moe_normalize(md, key, (family, arch))?,
         weights_scale,
         shared_ffn,
         dense_leading,
         layer_step,
+        layer_offset: match arch {
+            NOMIC_BERT_MOE => layer_step - 1,
+            _ => 1,
+        },
         where_routed: arch == JAMBA,
         biases: family == Family::GptOss,
         shared_gate: matches!(family, Family::Qwen35 | Family::Qwen2),
-        ungated: family == Family::NemotronH,
+        expert_mlp: match family {
+            Family::NemotronH => MlpKind::UpReluSquared,
+            _ if arch == NOMIC_BERT_MOE => MlpKind::UpGelu,
+            _ => MlpKind::Gated,
+        },
         weigh_inputs: arch == LLAMA4,
         latent: md_opt_usize(md, &key("moe_latent_size"))?.filter(|&l| l > 0),
         groups,
     }))
+}
+
+/// Whether a MoE file's chosen experts' weights are renormalized to sum to 1: llama.cpp passes
+/// `true` for Qwen3 MoE and Mixtral, the file's flag for GLM-4.5, `false` for gpt-oss (its
+/// softmax over the chosen already sums to 1).
+fn moe_normalize(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<bool, ModelError> {
+    Ok(match family {
+        // MiniMax-M2's graph renormalizes whatever the file says.
+        _ if arch == "minimax-m2" => true,
+        Family::Glm4Moe | Family::DeepSeek2 | Family::NemotronH => {
+            md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false)
+        }
+        _ if matches!(arch, "bailingmoe" | AFMOE) => md_opt_bool(md, &key("expert_weights_norm"))?.unwrap_or(false),
+        // gpt-oss's softmax over the chosen already sums to 1; Qwen2 MoE's and OLMoE's
+        // weights are the softmax over all experts (`norm_topk_prob` false); DeepSeekMoE's,
+        // Llama 4's and nomic-embed-text-v2-moe's too.
+        _ if matches!(arch, "olmoe" | "deepseek" | LLAMA4 | JAMBA | NOMIC_BERT_MOE) => false,
+        Family::GptOss | Family::Qwen2 => false,
+        _ => true,
+    })
 }
 
 /// A MoE file's expert groups (`expert_group_count`, above 1, and `expert_group_used_count`),
@@ -3078,6 +3130,8 @@ fn moe_layers(
         _ if arch == "exaone-moe" => (shared_width()?, leading()?, 1),
         // MiniMax-M2's: experts alone in every layer (llama.cpp's graph reads neither key).
         _ if arch == "minimax-m2" => (0, 0, 1),
+        // nomic-embed-text-v2-moe's: every `moe_every_n_layers`-th (2 or more: `moe_params`).
+        _ if arch == NOMIC_BERT_MOE => (0, 0, md_usize(md, &key("moe_every_n_layers"))?),
         // Llama 4's: a shared expert of an expert's width beside the experts of every
         // `interleave_moe_layer_step`-th layer (required), the others dense.
         _ if arch == LLAMA4 => (expert_ffn, 0, moe_layer_step(md, key)?),
@@ -3777,7 +3831,7 @@ mod tests {
         let m = hp.moe.unwrap();
         assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.shared_ffn), (60, 4, 1408, 5632));
         assert_eq!((m.gating, m.normalize, m.weights_scale, m.shared_gate), (MoeGating::Softmax, false, 1.0, true));
-        assert_eq!((m.dense_leading, m.layer_step, m.biases, m.ungated), (0, 1, false, false));
+        assert_eq!((m.dense_leading, m.layer_step, m.biases, m.ungated()), (0, 1, false, false));
         let fallback = HParams::from_metadata(&md("qwen2moe", &base[..2]), Some(100)).unwrap().moe.unwrap();
         assert_eq!((fallback.expert_ffn, fallback.shared_ffn), (512 / 4, 512));
         assert!(matches!(
@@ -4156,6 +4210,31 @@ mod tests {
         let hp = HParams::from_metadata(&md("gemma3", &[("attention.sliding_window", Value::U32(512))]), Some(100)).unwrap();
         assert_eq!((hp.attn_softcap, hp.final_softcap), (None, None));
         assert_eq!(hp.sliding.unwrap().rope, LocalRope::Unscaled);
+    }
+
+    /// nomic-embed-text-v2-moe (`nomic-bert-moe`): BERT's layer, biased, over NeoX rope, its
+    /// experts in the layers llama.cpp gives them (`il % moe_every_n_layers == 1`: the odd ones
+    /// of 2, every third from 1 of 3), GELU without a gate, softmax weights unrenormalized; none
+    /// where `moe_every_n_layers` is absent or 1. jina-embeddings-v3 (`jina-bert-v3`): the
+    /// same layer, no experts.
+    #[test]
+    fn nomic_bert_moe_routes_the_layers_llama_cpp_routes() {
+        let eps = ("attention.layer_norm_epsilon", Value::F32(1e-12));
+        let file = |every: Option<u32>| {
+            let mut extra = vec![eps.clone(), ("block_count", Value::U32(12)), ("expert_count", Value::U32(8)), ("expert_used_count", Value::U32(2))];
+            extra.extend(every.map(|n| ("moe_every_n_layers", Value::U32(n))));
+            HParams::from_metadata(&md("nomic-bert-moe", &extra), Some(100)).unwrap()
+        };
+        let hp = file(Some(2));
+        assert_eq!((hp.family, hp.encoder, hp.bert_layers, hp.rope_style, hp.mlp, hp.out_biases, hp.learned_positions), (Family::Llama, true, true, RopeStyle::Neox, MlpKind::UpGelu, true, false));
+        let m = hp.moe.unwrap();
+        assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.gating, m.normalize, m.expert_mlp), (8, 2, 512, MoeGating::Softmax, false, MlpKind::UpGelu));
+        assert_eq!((0..12).filter(|&i| m.routes(i)).collect::<Vec<_>>(), vec![1, 3, 5, 7, 9, 11]);
+        let three = file(Some(3)).moe.unwrap();
+        assert_eq!((0..12).filter(|&i| three.routes(i)).collect::<Vec<_>>(), vec![1, 4, 7, 10]);
+        assert_eq!((file(Some(1)).moe, file(None).moe), (None, None));
+        let jina = HParams::from_metadata(&md("jina-bert-v3", &[eps]), Some(100)).unwrap();
+        assert_eq!((jina.encoder, jina.bert_layers, jina.rope_style, jina.mlp, jina.out_biases, jina.moe), (true, true, RopeStyle::Neox, MlpKind::UpGelu, true, None));
     }
 
     /// EmbeddingGemma (`gemma-embedding`): Gemma 3's layer as an encoder (not BERT's), its
@@ -5092,7 +5171,7 @@ mod tests {
         assert_eq!(hp.family, Family::NemotronH);
         let m = hp.moe.clone().unwrap();
         assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.shared_ffn), (128, 6, 1856, 3712));
-        assert_eq!((m.gating, m.normalize, m.weights_scale, m.ungated, m.latent), (MoeGating::Sigmoid, true, 2.5, true, None));
+        assert_eq!((m.gating, m.normalize, m.weights_scale, m.expert_mlp, m.latent), (MoeGating::Sigmoid, true, 2.5, MlpKind::UpReluSquared, None));
         assert_eq!(hp.mlp_only, [false, false, true]);
         // Without an expert width, a MoE layer's width over the experts per token (llama.cpp's
         // fallback); Super's latent size.
@@ -5133,7 +5212,7 @@ mod tests {
         assert_eq!(hp.recurrent_flags(), Some(&[true, true, false][..]));
         let m = hp.moe.unwrap();
         assert_eq!((m.experts, m.experts_used, m.expert_ffn, m.shared_ffn, m.dense_leading), (32, 4, 1792, 0, 2));
-        assert_eq!((m.gating, m.normalize, m.weights_scale, m.ungated, m.shared_gate), (MoeGating::Sigmoid, true, 1.0, false, false));
+        assert_eq!((m.gating, m.normalize, m.weights_scale, m.ungated(), m.shared_gate), (MoeGating::Sigmoid, true, 1.0, false, false));
         // Its gating function and expert width are required, as llama.cpp requires them.
         for k in ["expert_gating_func", "expert_feed_forward_length"] {
             let mut without = keys(&[]);

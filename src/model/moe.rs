@@ -38,7 +38,7 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use super::gguf::GgufFile;
-use super::hparams::{ExpertGroups, MoeGating, MoeParams};
+use super::hparams::{ExpertGroups, MlpKind, MoeGating, MoeParams};
 use super::linear::{FusedLinear, QLinear};
 use super::ModelError;
 use crate::ops::glu::{self, Gate};
@@ -49,7 +49,7 @@ use crate::ops::qmatmul::{matmul_many, MatmulJob, PackedMatrix};
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
 
 struct Expert {
-    /// Gate and up (fused), or up alone (Nemotron-H's ungated experts).
+    /// Gate and up (fused), or up alone (ungated experts: Nemotron-H's, nomic-embed-text-v2-moe's).
     gate_up: FusedLinear,
     down: QLinear,
     /// gpt-oss: the expert's biases.
@@ -93,6 +93,9 @@ pub struct MoeMlp {
     shared_gate: Option<Tensor>,
     /// Nemotron 3 Super: `[latent, hidden]` before the experts and `[hidden, latent]` after.
     latent: Option<[QLinear; 2]>,
+    /// An ungated expert's activation of its up output: Nemotron-H's squared ReLU (the
+    /// default), nomic-embed-text-v2-moe's GELU.
+    up_act: Gate,
 }
 
 /// How router scores become each token's experts and weights (see the module docs).
@@ -259,7 +262,7 @@ impl MoeMlp {
         // The experts' own width: the latent space's where the file has one.
         let m = p.latent.unwrap_or(hidden);
         let downs = load_experts(file, &n("ffn_down_exps.weight"), [e, m, f], device)?;
-        let experts: Vec<Vec<QTensor>> = if p.ungated {
+        let experts: Vec<Vec<QTensor>> = if p.ungated() {
             let ups = load_experts(file, &n("ffn_up_exps.weight"), [e, f, m], device)?;
             ups.into_iter().zip(downs).map(|(u, d)| vec![u, d]).collect()
         } else {
@@ -285,6 +288,11 @@ impl MoeMlp {
             gates.into_iter().zip(ups).zip(downs).map(|((g, u), d)| vec![g, u, d]).collect()
         };
         let mut moe = Self::new(router, experts, Self::routing(file, layer, p)?, device)?;
+        moe.up_act = match p.expert_mlp {
+            MlpKind::Gated | MlpKind::UpReluSquared => Gate::ReluSquared,
+            MlpKind::UpGelu => Gate::GeluTanh,
+            MlpKind::UpXielu => return Err(OpsError::Layout("experts of xIELU are not supported".into()).into()),
+        };
         let load = |file: &mut GgufFile, name: &str, shape| super::transformer::load_2d(file, &n(name), shape, device);
         if let Some(l) = p.latent {
             moe.latent = Some([
@@ -312,7 +320,7 @@ impl MoeMlp {
         if p.shared_ffn > 0 {
             let sf = p.shared_ffn;
             // Nemotron-H's shared expert, as its experts, has no gate.
-            let names: &[&str] = if p.ungated { &["ffn_up_shexp.weight"] } else { &["ffn_gate_shexp.weight", "ffn_up_shexp.weight"] };
+            let names: &[&str] = if p.ungated() { &["ffn_up_shexp.weight"] } else { &["ffn_gate_shexp.weight", "ffn_up_shexp.weight"] };
             let gate_up = names.iter().map(|name| load(file, name, [sf, hidden])).collect::<Result<Vec<_>, _>>()?;
             moe.shared = Some(Expert {
                 gate_up: FusedLinear::new(gate_up, device)?,
@@ -365,6 +373,7 @@ impl MoeMlp {
             shared: None,
             shared_gate: None,
             latent: None,
+            up_act: Gate::ReluSquared,
         })
     }
 
@@ -401,7 +410,7 @@ impl MoeMlp {
         };
         match &self.shared {
             Some(e) => {
-                let out = e.down.forward(&activated(&e.gate_up.forward(h)?, act)?)?;
+                let out = e.down.forward(&self.activated(&e.gate_up.forward(h)?, act)?)?;
                 let out = match &self.shared_gate {
                     Some(w) => out.broadcast_mul(&candle_nn::ops::sigmoid(&h.matmul(w)?)?)?,
                     None => out,
@@ -409,6 +418,14 @@ impl MoeMlp {
                 Ok((routed + out)?)
             }
             None => Ok(routed),
+        }
+    }
+
+    /// An expert's activation: `act(gate) · up`, or an ungated expert's `up_act(up)`.
+    fn activated(&self, gate_up: &[Tensor], act: Gate) -> Result<Tensor, ModelError> {
+        match gate_up {
+            [up] => Ok(glu::activated(up, self.up_act)?),
+            _ => activated(gate_up, act),
         }
     }
 
@@ -477,14 +494,19 @@ impl MoeMlp {
             }
         }
         // act(gate) · up per row: the fused output's first half of columns is the gate; an
-        // ungated expert's squared ReLU of up, in place.
+        // ungated expert's activation of up (`up_act`), as `glu::activated` computes it.
         let gated: Vec<Vec<f32>> = active
             .iter()
             .zip(gate_ups)
-            .map(|(&e, mut gu)| {
+            .map(|(&e, gu)| {
                 if self.experts[e].gate_up.parts() == 1 {
-                    gu.iter_mut().for_each(|x| *x = relu_squared(*x));
-                    return gu;
+                    let f = packed[e].0.rows();
+                    let ones = vec![1f32; f];
+                    let mut a = vec![0f32; gu.len()];
+                    for (row, out) in gu.chunks_exact(f).zip(a.chunks_exact_mut(f)) {
+                        glu::row(self.up_act, row, &ones, out);
+                    }
+                    return a;
                 }
                 let f = packed[e].0.rows() / 2;
                 let mut a = vec![0f32; gu.len() / 2];
@@ -556,7 +578,7 @@ impl MoeMlp {
                     let (g, u) = (gu[0].broadcast_add(&b.gate_t)?, gu[1].broadcast_add(&b.up_t)?);
                     expert.down.forward(&glu::gated(&g, &u, act)?)?.broadcast_add(&b.down_t)?
                 }
-                None => expert.down.forward(&activated(&gu, act)?)?,
+                None => expert.down.forward(&self.activated(&gu, act)?)?,
             };
             outs.push(match w {
                 Some(w) => y.broadcast_mul(&w)?,
@@ -589,11 +611,6 @@ pub(super) fn activated(gate_up: &[Tensor], act: Gate) -> Result<Tensor, ModelEr
     }
 }
 
-/// `relu(x)²`, as candle's `relu().sqr()` computes it.
-fn relu_squared(x: f32) -> f32 {
-    let r = x.max(0.0);
-    r * r
-}
 
 /// `name` (of `shape`) as f32 values on the host, when the file has it.
 fn host_vec(file: &mut GgufFile, name: &str, shape: &[usize]) -> Result<Option<Vec<f32>>, ModelError> {
@@ -776,6 +793,14 @@ mod tests {
         let a = moe.forward_packed(&z, &packed, &routes, &rows_of, Gate::Silu).unwrap();
         let b = moe.forward_tensors(&z, &routes, &rows_of, Gate::Silu).unwrap();
         assert_eq!(max_diff(&a, &b), 0.0);
+        // nomic-embed-text-v2-moe's GELU in the squared ReLU's place: applied, and the two
+        // paths still agree to the bit.
+        moe.up_act = Gate::GeluTanh;
+        let packed = moe.packed_experts().expect("Q8_0 ungated experts run on our kernels");
+        let c = moe.forward_packed(&z, &packed, &routes, &rows_of, Gate::Silu).unwrap();
+        let d = moe.forward_tensors(&z, &routes, &rows_of, Gate::Silu).unwrap();
+        assert_eq!(max_diff(&c, &d), 0.0);
+        assert!(max_diff(&c, &a) > 1e-3, "the activation changed nothing");
     }
 
     #[test]

@@ -1325,13 +1325,14 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
                 Ffn::DenseAndExperts(DenseAndExperts::load(file, hp, i, mlp, device)?)
             }
             // GLM-4.5's first layers are dense; ERNIE 4.5's every `layer_step`-th after them has
-            // experts (llama.cpp's `(il + 1) % n_moe_layer_step == 0`).
+            // experts (llama.cpp's `(il + 1) % n_moe_layer_step == 0`; nomic-embed-text-v2-moe's
+            // `il % n == 1`: `MoeParams::routes`).
             // Jamba's layers with a router have experts.
             Some(p) if p.where_routed => match file.has_tensor(&n("ffn_gate_inp.weight")) {
                 true => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
                 false => Ffn::Dense(dense(file)?),
             },
-            Some(p) if i >= p.dense_leading && (i + 1).is_multiple_of(p.layer_step) => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
+            Some(p) if p.routes(i) => Ffn::Moe(MoeMlp::load(file, i, d, p, device)?),
             _ => Ffn::Dense(dense(file)?),
         },
         post_ffn_norm: post_norm(file, "post_ffw_norm.weight")?,

@@ -1,16 +1,19 @@
 //! Random encoder files as llama.cpp's converter writes them: BERT's (`bert`: learned positions,
-//! Q, K and V apart with their biases, biased output and MLP projections, an up-GELU-down MLP)
-//! and nomic-embed-text's (`nomic-bert`: NeoX rope, a fused QKV, a gated SiLU MLP, no biases but
-//! the norms'); both with a token-type table, the embedding's LayerNorm and two LayerNorms per
+//! Q, K and V apart with their biases, biased output and MLP projections, an up-GELU-down MLP),
+//! nomic-embed-text's (`nomic-bert`: NeoX rope, a fused QKV, a gated SiLU MLP, no biases but
+//! the norms'), nomic-embed-text-v2-moe's (`nomic-bert-moe`: NeoX rope, a fused QKV, BERT's
+//! biases and MLP, every other layer's MLP experts without biases, [`MOE_EVERY`]) and
+//! jina-embeddings-v3's (`jina-bert-v3`: the same without experts); all with a token-type table, the embedding's LayerNorm and two LayerNorms per
 //! layer after its residual adds (`attn_output_norm`, `layer_output_norm`), no final norm and
 //! no output projection; `attention.causal` false, the spec's pooling type, a WordPiece
 //! vocabulary ([`VocabStyle::WordPiece`]) or XLM-RoBERTa's Unigram one ([`VocabStyle::Unigram`]:
 //! one token type). A rank file (a cross-encoder) has a classifier head: RoBERTa's dense layer
 //! and output where the vocabulary is XLM-RoBERTa's, the output alone where it is BERT's.
 //!
-//! [`super::gguf::write_model`] writes a [`TinyModelSpec`] whose `arch` is `bert` or
-//! `nomic-bert` with the tensors and metadata here: the spec's `hidden`, `layers`, `heads`,
-//! `head_dim` (hidden over heads), `ffn`, `context_length`, `rope_base` and `pooling` are read.
+//! [`super::gguf::write_model`] writes a [`TinyModelSpec`] whose `arch` is one of
+//! [`ENCODER_ARCHS`] with the tensors and metadata here: the spec's `hidden`, `layers`, `heads`,
+//! `head_dim` (hidden over heads), `ffn`, `context_length`, `rope_base`, `pooling` and (for
+//! `nomic-bert-moe`) `moe` are read.
 
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -27,8 +30,11 @@ const EPS: f32 = 1e-12;
 const RANK: u32 = 4;
 /// The token types BERT's checkpoints have (sentence A and B).
 const TOKEN_TYPES: usize = 2;
+/// `moe_every_n_layers` of the `nomic-bert-moe` files (nomic-embed-text-v2-moe's): layers 1, 3, …
+/// have experts.
+pub const MOE_EVERY: usize = 2;
 
-/// Whether `spec` is an encoder's (`bert` or `nomic-bert`).
+/// Whether `spec` is an encoder's (one of [`ENCODER_ARCHS`]).
 pub(super) fn is_encoder(spec: &TinyModelSpec) -> bool {
     spec.arch.is_some_and(|a| ENCODER_ARCHS.contains(&a))
 }
@@ -50,8 +56,13 @@ pub(super) fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (k("attention.causal"), Value::Bool(false)),
         (k("pooling_type"), Value::U32(spec.pooling.unwrap_or(1))),
     ];
-    if arch == "nomic-bert" {
+    if arch != "bert" {
         md.push((k("rope.freq_base"), Value::F32(spec.rope_base)));
+    }
+    if let (Some(m), "nomic-bert-moe") = (spec.moe, arch) {
+        md.push((k("moe_every_n_layers"), u32v(MOE_EVERY)));
+        md.push((k("expert_count"), u32v(m.experts)));
+        md.push((k("expert_used_count"), u32v(m.used)));
     }
     if spec.pooling == Some(RANK) {
         md.push((k("classifier.output_labels"), Value::Array(vec![Value::String("LABEL_0".into())])));
@@ -64,7 +75,10 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
     let cpu = Device::Cpu;
     let wt = spec.weight_type.ggml();
     let (d, f, v) = (spec.hidden, spec.ffn, spec.vocab.size);
-    let nomic = spec.arch == Some("nomic-bert");
+    let arch = spec.arch.unwrap_or("bert");
+    // nomic's and jina's rotate (no learned positions) and fuse Q, K and V; nomic-bert's
+    // alone has no biases and a gated MLP.
+    let (rope, biased, gated) = (arch != "bert", arch != "nomic-bert", arch == "nomic-bert");
     let mat =
         |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
             let w = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &cpu)?;
@@ -89,14 +103,17 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
     let n_types = if spec.vocab.style == VocabStyle::Unigram { 1 } else { TOKEN_TYPES };
     let types = Tensor::from_vec(rng.matrix(n_types, d, 0.5), (n_types, d), &cpu)?;
     out.push(("token_types.weight".into(), QTensor::quantize(&types, GgmlDType::F32)?));
-    if !nomic {
+    if !rope {
         out.push(mat("position_embd.weight".into(), spec.context_length, d, 0.5, rng)?);
     }
     out.extend(norm("token_embd_norm".into(), rng)?);
     for i in 0..spec.layers {
         let n = |s: &str| format!("blk.{i}.{s}");
-        if nomic {
+        if rope {
             out.push(mat(n("attn_qkv.weight"), 3 * d, d, 1.0, rng)?);
+            if biased {
+                out.push(f32s(n("attn_qkv.bias"), rng.around(3 * d, 0.0, 0.2))?);
+            }
         } else {
             for m in ["attn_q", "attn_k", "attn_v"] {
                 out.push(mat(n(&format!("{m}.weight")), d, d, 1.0, rng)?);
@@ -104,19 +121,33 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
             }
         }
         out.push(mat(n("attn_output.weight"), d, d, 1.0, rng)?);
-        if !nomic {
+        if biased {
             out.push(f32s(n("attn_output.bias"), rng.around(d, 0.0, 0.2))?);
         }
         out.extend(norm(n("attn_output_norm"), rng)?);
-        out.push(mat(n("ffn_up.weight"), f, d, 1.0, rng)?);
-        if nomic {
-            out.push(mat(n("ffn_gate.weight"), f, d, 1.0, rng)?);
-        } else {
-            out.push(f32s(n("ffn_up.bias"), rng.around(f, 0.0, 0.2))?);
-        }
-        out.push(mat(n("ffn_down.weight"), d, f, 1.0, rng)?);
-        if !nomic {
-            out.push(f32s(n("ffn_down.bias"), rng.around(d, 0.0, 0.2))?);
+        match spec.moe {
+            // llama.cpp's `il % n == 1`: a router (F32, as llama-quantize leaves it; logits of a
+            // few units, so the choices are clear) and experts of up, GELU, down, unbiased.
+            Some(m) if arch == "nomic-bert-moe" && i % MOE_EVERY == 1 => {
+                let router = Tensor::from_vec(rng.matrix(m.experts, d, 3.0), (m.experts, d), &cpu)?;
+                out.push((n("ffn_gate_inp.weight"), QTensor::quantize(&router, GgmlDType::F32)?));
+                for (name, rows, cols) in [("ffn_up_exps", f, d), ("ffn_down_exps", d, f)] {
+                    let w = Tensor::from_vec(rng.matrix(m.experts * rows, cols, 1.0), (m.experts, rows, cols), &cpu)?;
+                    out.push((n(&format!("{name}.weight")), QTensor::quantize(&w, wt)?));
+                }
+            }
+            _ => {
+                out.push(mat(n("ffn_up.weight"), f, d, 1.0, rng)?);
+                if gated {
+                    out.push(mat(n("ffn_gate.weight"), f, d, 1.0, rng)?);
+                } else {
+                    out.push(f32s(n("ffn_up.bias"), rng.around(f, 0.0, 0.2))?);
+                }
+                out.push(mat(n("ffn_down.weight"), d, f, 1.0, rng)?);
+                if biased {
+                    out.push(f32s(n("ffn_down.bias"), rng.around(d, 0.0, 0.2))?);
+                }
+            }
         }
         out.extend(norm(n("layer_output_norm"), rng)?);
     }

@@ -448,6 +448,57 @@ impl TinyModelSpec {
         }
     }
 
+    /// A tiny nomic-embed-text-v2-moe (`nomic-bert-moe`): [`Self::encoder_xlmr`]'s vocabulary
+    /// and layer with NeoX rope for positions, a fused, biased QKV, and every other layer's MLP
+    /// (from the second on) four experts of up, GELU, down, two per token, routed by softmax
+    /// and weighted by it unrenormalized (llama.cpp's `nomic-bert-moe` graph).
+    pub fn encoder_nomic_moe(pooling: u32, weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("nomic-bert-moe"),
+            layers: 4,
+            moe: Some(TinyMoe {
+                experts: 4,
+                used: 2,
+                identical: false,
+            }),
+            seed: 141,
+            ..Self::encoder_xlmr(pooling, weight_type)
+        }
+    }
+
+    /// [`Self::encoder_nomic_moe`] at nomic-embed-text-v2-moe's size: 12 layers of 768 in 12
+    /// heads, an MLP (and each of 8 experts, 2 per token, in every other layer) of 3,072, the
+    /// 250,048-token vocabulary (the Unigram fixture's padded), 512 positions; random weights,
+    /// for the throughput benchmark against llama.cpp.
+    pub fn encoder_nomic_moe_base(weight_type: WeightType) -> Self {
+        Self {
+            vocab: TinyVocab::with_size(VocabStyle::Unigram, 250_048),
+            hidden: 768,
+            layers: 12,
+            heads: 12,
+            kv_heads: 12,
+            head_dim: 64,
+            ffn: 3072,
+            context_length: 512,
+            moe: Some(TinyMoe {
+                experts: 8,
+                used: 2,
+                identical: false,
+            }),
+            ..Self::encoder_nomic_moe(1, weight_type)
+        }
+    }
+
+    /// A tiny jina-embeddings-v3 (`jina-bert-v3`): [`Self::encoder_xlmr`] with NeoX rope for
+    /// positions and a fused, biased QKV (its task LoRA adapters are files of their own).
+    pub fn encoder_jina_v3(pooling: u32, weight_type: WeightType) -> Self {
+        Self {
+            arch: Some("jina-bert-v3"),
+            seed: 142,
+            ..Self::encoder_xlmr(pooling, weight_type)
+        }
+    }
+
     /// A tiny cross-encoder (a reranker of pooling type rank, scoring its first row):
     /// [`Self::encoder_xlmr`]'s model with RoBERTa's classifier head (a dense layer, tanh, one
     /// logit), as bge-reranker-v2-m3's file, where `xlmr`; else [`Self::encoder`]'s BERT with
