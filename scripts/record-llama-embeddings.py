@@ -73,6 +73,7 @@ ENCODER_INPUTS = [
     "An Embedding is ONE vector for a whole text, isn't it?",
     "Café naïve: déjà vu... (100% sure) — 東京 and x+y=z!",
     "zzzqqq unknownish words [MASK] here",
+    "fill the <mask> in,\t<mask>and<mask>  <mask>",
 ]
 REAL_TEXTS = ["The capital of France is Paris.", "List the first five prime numbers.",
               "fn main() { println!(\"hello\"); }"]

@@ -449,9 +449,10 @@ impl TinyModelSpec {
     }
 
     /// A tiny nomic-embed-text-v2-moe (`nomic-bert-moe`): [`Self::encoder_xlmr`]'s vocabulary
-    /// and layer with NeoX rope for positions, a fused, biased QKV, and every other layer's MLP
-    /// (from the second on) four experts of up, GELU, down, two per token, routed by softmax
-    /// and weighted by it unrenormalized (llama.cpp's `nomic-bert-moe` graph).
+    /// (its last token `<mask>`: [`TinyVocab::with_mask`]) and layer with NeoX rope for
+    /// positions, a fused, biased QKV, and every other layer's MLP (from the second on) four
+    /// experts of up, GELU, down, two per token, routed by softmax and weighted by it
+    /// unrenormalized (llama.cpp's `nomic-bert-moe` graph).
     pub fn encoder_nomic_moe(pooling: u32, weight_type: WeightType) -> Self {
         Self {
             arch: Some("nomic-bert-moe"),
@@ -462,6 +463,7 @@ impl TinyModelSpec {
                 identical: false,
             }),
             seed: 141,
+            vocab: TinyVocab::new(VocabStyle::Unigram).with_mask(),
             ..Self::encoder_xlmr(pooling, weight_type)
         }
     }
@@ -472,7 +474,7 @@ impl TinyModelSpec {
     /// for the throughput benchmark against llama.cpp.
     pub fn encoder_nomic_moe_base(weight_type: WeightType) -> Self {
         Self {
-            vocab: TinyVocab::with_size(VocabStyle::Unigram, 250_048),
+            vocab: TinyVocab::with_size(VocabStyle::Unigram, 250_048).with_mask(),
             hidden: 768,
             layers: 12,
             heads: 12,
@@ -489,12 +491,20 @@ impl TinyModelSpec {
         }
     }
 
-    /// A tiny jina-embeddings-v3 (`jina-bert-v3`): [`Self::encoder_xlmr`] with NeoX rope for
-    /// positions and a fused, biased QKV (its task LoRA adapters are files of their own).
+    /// A tiny jina-embeddings-v3 (`jina-bert-v3`): [`Self::encoder_xlmr`] (its last token
+    /// `<mask>`) with NeoX rope for positions and a fused, biased QKV (its task LoRA adapters are files of their own).
+    ///
+    /// Its vocabulary keeps repeated and trailing whitespace (`remove_extra_whitespaces` false,
+    /// where the others drop it), so the whitespace `<mask>` strips to its left shows.
     pub fn encoder_jina_v3(pooling: u32, weight_type: WeightType) -> Self {
+        let mut vocab = TinyVocab::new(VocabStyle::Unigram).with_mask();
+        const KEY: &str = "tokenizer.ggml.remove_extra_whitespaces";
+        vocab.metadata.retain(|(k, _)| k != KEY);
+        vocab.metadata.push((KEY.into(), Value::Bool(false)));
         Self {
             arch: Some("jina-bert-v3"),
             seed: 142,
+            vocab,
             ..Self::encoder_xlmr(pooling, weight_type)
         }
     }

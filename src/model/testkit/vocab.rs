@@ -106,6 +106,23 @@ impl TinyVocab {
         }
     }
 
+    /// A Unigram vocabulary as llama.cpp's converter writes nomic-embed-text-v2-moe's: its last
+    /// token `<mask>`, a control token scored 0, in the unused `[PAD…]`'s place (what a
+    /// `nomic-bert-moe` or `jina-bert-v3` file's `<mask>` left strip applies to).
+    pub fn with_mask(mut self) -> Self {
+        for (key, value) in self.metadata.iter_mut() {
+            let Value::Array(items) = value else { continue };
+            let Some(last) = items.last_mut() else { continue };
+            match key.as_str() {
+                "tokenizer.ggml.tokens" => *last = Value::String("<mask>".into()),
+                "tokenizer.ggml.scores" => *last = Value::F32(0.0),
+                "tokenizer.ggml.token_type" => *last = Value::I32(3),
+                _ => {}
+            }
+        }
+        self
+    }
+
     /// The metadata as the map `Tokenizer::from_gguf_metadata` takes.
     pub fn metadata_map(&self) -> HashMap<String, Value> {
         self.metadata.iter().cloned().collect()

@@ -4,7 +4,9 @@
 //!
 //! Owns the text → ids half of such a vocabulary, as llama.cpp's `llm_tokenizer_ugm` does it:
 //! 1. the text is cut at special tokens (control, user-defined and unknown tokens' texts, the
-//!    longest first), which become their ids;
+//!    longest first), which become their ids; in nomic-embed-text-v2-moe's and
+//!    jina-embeddings-v3's vocabularies the whitespace before `<mask>` goes with it (the left
+//!    strip llama.cpp gives that token by the file's architecture);
 //! 2. each other piece is normalized by the file's `precompiled_charsmap` (SentencePiece's
 //!    compiled normalization rules: an XOR-compressed double array over UTF-8 bytes and the
 //!    replacement strings, applied to the longest match at each point; a user-defined token's
@@ -60,7 +62,13 @@ pub(super) struct Unigram {
     remove_extra_whitespaces: bool,
     /// Control, user-defined and unknown tokens' texts with their ids, longest first.
     specials: Vec<(String, u32)>,
+    /// The special token that takes the whitespace before it (`<mask>`, llama.cpp's
+    /// `LLAMA_TOKEN_ATTR_LSTRIP`).
+    lstrip: Option<u32>,
 }
+
+/// The architectures whose `<mask>` llama.cpp strips to the left of (`llama_vocab::load`).
+const MASK_LSTRIP_ARCHS: [&str; 2] = ["nomic-bert-moe", "jina-bert-v3"];
 
 /// The text → ids model and the `tokenizers::Tokenizer` that decodes the same ids.
 pub(super) fn build(v: &GgufVocab) -> Result<(Unigram, tokenizers::Tokenizer), ModelError> {
@@ -128,6 +136,10 @@ pub(super) fn build(v: &GgufVocab) -> Result<(Unigram, tokenizers::Tokenizer), M
         charsmap: v.precompiled_charsmap.as_deref().map(Charsmap::parse).transpose()?,
         add_space_prefix,
         remove_extra_whitespaces: v.remove_extra_whitespaces.unwrap_or(false),
+        lstrip: match v.architecture.as_deref() {
+            Some(a) if MASK_LSTRIP_ARCHS.contains(&a) => v.tokens.iter().position(|t| t == "<mask>").map(|i| i as u32),
+            _ => None,
+        },
         specials,
     };
     Ok((unigram, decoder_tokenizer(v, unk, add_space_prefix)?))
@@ -182,8 +194,13 @@ impl Unigram {
                     continue;
                 };
                 while let Some(at) = rest.find(special.as_str()) {
-                    if at > 0 {
-                        next.push(Fragment::Text(&rest[..at]));
+                    let mut left = &rest[..at];
+                    if self.lstrip == Some(*id) {
+                        // (C's `isspace`, as llama.cpp strips.)
+                        left = left.trim_end_matches([' ', '\t', '\n', '\u{b}', '\u{c}', '\r']);
+                    }
+                    if !left.is_empty() {
+                        next.push(Fragment::Text(left));
                     }
                     next.push(Fragment::Token(*id));
                     rest = &rest[at + special.len()..];

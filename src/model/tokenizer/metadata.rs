@@ -52,6 +52,9 @@ pub(crate) const NORMALIZER_STRIP_ACCENTS: &str = "tokenizer.ggml.normalizer.str
 pub(crate) const PRECOMPILED_CHARSMAP: &str = "tokenizer.ggml.precompiled_charsmap";
 /// Whether a Unigram vocabulary's normalizer merges runs of spaces and drops them at the ends.
 pub(crate) const REMOVE_EXTRA_WHITESPACES: &str = "tokenizer.ggml.remove_extra_whitespaces";
+/// The file's architecture, by which llama.cpp sets some tokens' attributes (`<mask>`'s
+/// left strip in nomic-embed-text-v2-moe's and jina-embeddings-v3's vocabularies).
+pub(crate) const ARCHITECTURE: &str = "general.architecture";
 
 type Metadata = HashMap<String, Value>;
 
@@ -131,6 +134,8 @@ pub(crate) struct GgufVocab {
     /// A Unigram vocabulary's `precompiled_charsmap` (`t5` vocabularies).
     pub precompiled_charsmap: Option<Vec<u8>>,
     pub remove_extra_whitespaces: Option<bool>,
+    /// `general.architecture`, where the metadata given has it.
+    pub architecture: Option<String>,
 }
 
 impl GgufVocab {
@@ -168,6 +173,7 @@ impl GgufVocab {
             normalizer_strip_accents: opt_bool(md, NORMALIZER_STRIP_ACCENTS)?,
             precompiled_charsmap: md.get(PRECOMPILED_CHARSMAP).map(|v| byte_array(v, PRECOMPILED_CHARSMAP)).transpose()?,
             remove_extra_whitespaces: opt_bool(md, REMOVE_EXTRA_WHITESPACES)?,
+            architecture: opt_str(md, ARCHITECTURE)?,
             tokens,
             types,
             scores,
