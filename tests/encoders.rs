@@ -63,6 +63,18 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
             "tiny-jina-v3-cls-q8_0.gguf",
             TinyModelSpec::encoder_jina_v3(2, WeightType::Q8_0),
         ),
+        (
+            "tiny-jina-v2-mean-f32.gguf",
+            TinyModelSpec::encoder_jina_v2(1, WeightType::F32, false),
+        ),
+        (
+            "tiny-jina-v2-mean-q8_0.gguf",
+            TinyModelSpec::encoder_jina_v2(1, WeightType::Q8_0, false),
+        ),
+        (
+            "tiny-jina-v2-code-mean-f32.gguf",
+            TinyModelSpec::encoder_jina_v2(1, WeightType::F32, true),
+        ),
     ]
 }
 

@@ -225,7 +225,7 @@ use crate::ops::Window;
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet", "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "gemma-embedding",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet", "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "jina-bert-v2", "gemma-embedding",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -436,7 +436,10 @@ impl Family {
             // up-GELU-down MLP, every `moe_every_n_layers`-th of them (llama.cpp's
             // `il % n == 1`) experts of the same MLP without biases (`MoeParams::expert_mlp`).
             // jina-embeddings-v3 (`jina-bert-v3`): the same layer without experts.
-            BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3 => Ok(Self::Llama),
+            // jina-embeddings-v2 (`jina-bert-v2`): BERT's biased layer with ALiBi for positions
+            // and a GELU-gated MLP (`HParams::gate_optional`), Q/K LayerNorms and a second
+            // attention norm where the file has them (the code model's).
+            BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3 | JINA_BERT_V2 => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -790,6 +793,13 @@ pub struct HParams {
     /// BLOOM: the embedding is LayerNorm-ed (`token_embd_norm`, with its bias) before the first
     /// layer.
     pub embedding_norm: bool,
+    /// jina-embeddings-v2 (`jina-bert-v2`): the MLP is GELU-gated where the file has a gate
+    /// (`ffn_gate`, or `ffn_up` twice the MLP's width, the gate its first half), else up and
+    /// GELU alone; of its biases only down's is required, and a gate's is not read (as
+    /// llama.cpp's graph). Its layers' Q/K LayerNorms (`attn_q_norm`, `attn_k_norm`: all of Q
+    /// and all of K, weight and bias) and second attention norm (`attn_norm_2`) are read where
+    /// the file has them.
+    pub gate_optional: bool,
     /// BERT and nomic-embed-text (`bert`, `nomic-bert`): an encoder. Every token attends to
     /// every other of its input, before and after it (`{arch}.attention.causal` false), so no
     /// token's K/V is a prefix's and nothing is cached: an input runs whole, in one forward,
@@ -1864,15 +1874,22 @@ pub(crate) const NOMIC_BERT_MOE: &str = "nomic-bert-moe";
 /// learned positions (its task LoRA adapters are separate files, not read).
 pub(crate) const JINA_BERT_V3: &str = "jina-bert-v3";
 
+/// jina-embeddings-v2's architecture name (its base, small and code models and the
+/// jina-reranker-v1 cross-encoders): BERT's encoder layer with ALiBi (llama.cpp's fixed
+/// maximum bias of 8) in place of positions, a GELU-gated MLP (the gate in `ffn_up`'s first
+/// half or apart in `ffn_gate`; none where `ffn_up` is the MLP's width), and where the file
+/// has them LayerNorms of all of Q and all of K and a second norm after the attention's.
+pub(crate) const JINA_BERT_V2: &str = "jina-bert-v2";
+
 /// The BERT-layered encoders hearth runs (`HParams::bert_layers`).
-pub const ENCODER_ARCHS: [&str; 4] = [BERT, NOMIC_BERT, NOMIC_BERT_MOE, JINA_BERT_V3];
+pub const ENCODER_ARCHS: [&str; 5] = [BERT, NOMIC_BERT, NOMIC_BERT_MOE, JINA_BERT_V3, JINA_BERT_V2];
 
 /// EmbeddingGemma's architecture name: Gemma 3's layer as an encoder.
 pub(crate) const GEMMA_EMBEDDING: &str = "gemma-embedding";
 
 /// The architectures whose attention is bidirectional (`HParams::encoder`): the BERT-layered
 /// encoders and EmbeddingGemma.
-pub const BIDIRECTIONAL_ARCHS: [&str; 5] = [BERT, NOMIC_BERT, NOMIC_BERT_MOE, JINA_BERT_V3, GEMMA_EMBEDDING];
+pub const BIDIRECTIONAL_ARCHS: [&str; 6] = [BERT, NOMIC_BERT, NOMIC_BERT_MOE, JINA_BERT_V3, JINA_BERT_V2, GEMMA_EMBEDDING];
 
 /// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
 /// rope, experts where the file has a layer's router.
@@ -2042,7 +2059,7 @@ impl HParams {
             sub_norms: a == BITNET,
             route_on_layer_input: a == SMALLTHINKER,
             mlp: mlp_kind(family, a),
-            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2" | BERT | NOMIC_BERT_MOE | JINA_BERT_V3),
+            out_biases: matches!(a, "starcoder2" | "phi2" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "phimoe" | "jais2" | BERT | NOMIC_BERT_MOE | JINA_BERT_V3 | JINA_BERT_V2),
             learned_positions,
             alibi_max_bias,
             clamp_kqv: clamp_kqv(md, &key, a)?,
@@ -2054,7 +2071,8 @@ impl HParams {
                 (_, "dbrx") => "attn_output_norm",
                 _ => "ffn_norm",
             },
-            embedding_norm: matches!(a, "bloom" | BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3),
+            embedding_norm: matches!(a, "bloom" | BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3 | JINA_BERT_V2),
+            gate_optional: a == JINA_BERT_V2,
             encoder: BIDIRECTIONAL_ARCHS.contains(&a),
             bert_layers: ENCODER_ARCHS.contains(&a),
             dense_out: match a {
@@ -2724,7 +2742,7 @@ const BAICHUAN_ALIBI_LAYERS: usize = 40;
 /// with neither rope nor ALiBi, without positions.
 fn alibi_max_bias(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, arch: &str, layers: usize) -> Result<Option<f32>, ModelError> {
     match arch {
-        "refact" | "bloom" => Ok(Some(ALIBI_MAX_BIAS)),
+        "refact" | "bloom" | JINA_BERT_V2 => Ok(Some(ALIBI_MAX_BIAS)),
         "baichuan" => match layers {
             BAICHUAN_ROPE_LAYERS => Ok(None),
             BAICHUAN_ALIBI_LAYERS => Ok(Some(ALIBI_MAX_BIAS)),
@@ -2764,7 +2782,7 @@ pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
         (Family::Cohere, _) | (_, "mpt" | "dbrx") => NormKind::Layer,
         (_, "olmo") => NormKind::PlainLayer,
         (_, "phimoe") => NormKind::BiasedRms,
-        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron" | "jais2" | BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3) => {
+        (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron" | "jais2" | BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3 | JINA_BERT_V2) => {
             NormKind::BiasedLayer
         }
         _ => NormKind::Rms,
@@ -4216,7 +4234,7 @@ mod tests {
     /// experts in the layers llama.cpp gives them (`il % moe_every_n_layers == 1`: the odd ones
     /// of 2, every third from 1 of 3), GELU without a gate, softmax weights unrenormalized; none
     /// where `moe_every_n_layers` is absent or 1. jina-embeddings-v3 (`jina-bert-v3`): the
-    /// same layer, no experts.
+    /// same layer, no experts. jina-embeddings-v2 (`jina-bert-v2`): ALiBi, the gate optional.
     #[test]
     fn nomic_bert_moe_routes_the_layers_llama_cpp_routes() {
         let eps = ("attention.layer_norm_epsilon", Value::F32(1e-12));
@@ -4233,6 +4251,10 @@ mod tests {
         let three = file(Some(3)).moe.unwrap();
         assert_eq!((0..12).filter(|&i| three.routes(i)).collect::<Vec<_>>(), vec![1, 4, 7, 10]);
         assert_eq!((file(Some(1)).moe, file(None).moe), (None, None));
+        // jina-embeddings-v2: ALiBi's slopes in place of any position, its MLP's gate optional.
+        let v2 = HParams::from_metadata(&md("jina-bert-v2", std::slice::from_ref(&eps)), Some(100)).unwrap();
+        assert_eq!((v2.encoder, v2.bert_layers, v2.gate_optional, v2.learned_positions, v2.out_biases), (true, true, true, false, true));
+        assert_eq!(v2.alibi_slopes(), Some(vec![0.25, 0.0625, 0.015625, 0.00390625]));
         let jina = HParams::from_metadata(&md("jina-bert-v3", &[eps]), Some(100)).unwrap();
         assert_eq!((jina.encoder, jina.bert_layers, jina.rope_style, jina.mlp, jina.out_biases, jina.moe), (true, true, RopeStyle::Neox, MlpKind::UpGelu, true, None));
     }

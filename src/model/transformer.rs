@@ -88,6 +88,9 @@ struct Attention {
     /// The per-head LayerNorms' unit weight (`QkNorm::PerHeadLayer`, where the layer has the
     /// norms): each head is normalized with it, then multiplied by its own weights.
     qk_unit: Option<Tensor>,
+    /// jina-embeddings-v2's code model: biased LayerNorms of all of Q and all of K
+    /// (`attn_q_norm`, `attn_k_norm`), after their biases, before the heads are split.
+    qk_layer_norms: Option<[BlockNorm; 2]>,
     /// gpt-oss, StarCoder2, Phi-2: the output projection's bias.
     out_bias: Option<Tensor>,
     /// gpt-oss: one sink logit per query head ([`Attend::sinks`]), on the host.
@@ -130,7 +133,8 @@ pub(super) struct Mlp {
 /// layouts'), and a gated MLP's gate's (Jais's).
 pub(super) struct MlpBiases {
     gate: Option<Tensor>,
-    up: Tensor,
+    /// (jina-embeddings-v2's files may have none.)
+    up: Option<Tensor>,
     down: Tensor,
 }
 
@@ -138,8 +142,8 @@ impl Mlp {
     pub(super) fn forward(&self, h: &Tensor, act: Gate) -> Result<Tensor, ModelError> {
         let mut gate_up = self.gate_up.forward(h)?;
         if let Some(b) = &self.biases {
-            if let Some(up) = gate_up.last_mut() {
-                *up = up.broadcast_add(&b.up)?;
+            if let (Some(up), Some(bias)) = (gate_up.last_mut(), &b.up) {
+                *up = up.broadcast_add(bias)?;
             }
             if let (Some(gate_b), [gate, _]) = (&b.gate, gate_up.as_mut_slice()) {
                 *gate = gate.broadcast_add(gate_b)?;
@@ -271,9 +275,18 @@ struct Layer {
     /// Gemma 3n: the layer's prediction and correction of AltUp's streams, and its Laurel
     /// block.
     altup: Option<LayerAltUp>,
-    /// An encoder's norms after its residual adds: of the attention's (`attn_output_norm`) and
-    /// of the MLP's (`layer_output_norm`); `Transformer::encoder_layer`.
-    residual_norms: Option<[BlockNorm; 2]>,
+    /// An encoder's norms after its residual adds; `Transformer::encoder_layer`.
+    residual_norms: Option<ResidualNorms>,
+}
+
+/// An encoder layer's norms after its residual adds.
+struct ResidualNorms {
+    /// Of the attention's output plus the layer's input (`attn_output_norm`).
+    attn: BlockNorm,
+    /// jina-embeddings-v2's code model: of that plus the layer's input again (`attn_norm_2`).
+    attn_2: Option<BlockNorm>,
+    /// Of the MLP's output plus its input (`layer_output_norm`).
+    out: BlockNorm,
 }
 
 /// A loaded model: quantized weights and the forward over them.
@@ -437,6 +450,8 @@ impl Transformer {
                 Family::GptOss => Gate::SwigluOai,
                 _ if hp.relu_gate => Gate::Relu,
                 _ if hp.relu_squared_gate => Gate::ReluSquared,
+                // jina-embeddings-v2's GEGLU.
+                _ if hp.gate_optional => Gate::GeluTanh,
                 _ => Gate::Silu,
             },
             device: device.clone(),
@@ -882,6 +897,12 @@ impl Transformer {
         if a.qk_norm == QkNorm::Whole {
             (q, kv_rows) = norm_q_k(q, kv_rows, a, eps)?;
         }
+        if let Some([qn, kn]) = &a.qk_layer_norms {
+            q = qn.forward(&q)?;
+            if let Some((k, _)) = kv_rows.as_mut() {
+                *k = kn.forward(k)?;
+            }
+        }
         let mut q = q.reshape((t, heads, head_dim))?;
         let mut kv_rows = match kv_rows {
             Some((k, v)) => Some((k.reshape((t, kv_heads, head_dim))?, v.reshape((t, kv_heads, head_dim))?)),
@@ -943,7 +964,7 @@ impl Transformer {
         &self,
         li: usize,
         layer: &Layer,
-        [attn_out_norm, out_norm]: &[BlockNorm; 2],
+        norms: &ResidualNorms,
         x: Tensor,
         rope: (&RopeTables, &(Tensor, Tensor)),
         batch: &BatchLayout,
@@ -953,9 +974,12 @@ impl Transformer {
         let attn = self
             .mixer_of_normed(li, layer, &x, rope, None, batch, kv, states)?
             .ok_or_else(|| OpsError::Layout(format!("encoder layer {li} has no attention")))?;
-        let x = attn_out_norm.forward(&(attn + x)?)?;
-        let mlp = layer.ffn.forward(&x, None, self.hp.rms_eps, self.activation, None)?;
-        out_norm.forward(&(mlp + x)?)
+        let mut h = norms.attn.forward(&(attn + &x)?)?;
+        if let Some(n) = &norms.attn_2 {
+            h = n.forward(&(h + &x)?)?;
+        }
+        let mlp = layer.ffn.forward(&h, None, self.hp.rms_eps, self.activation, None)?;
+        norms.out.forward(&(mlp + h)?)
     }
 
     /// The logits of the rows of `x` (the last layer's output) that `which` selects.
@@ -1204,7 +1228,8 @@ fn refuse_unread(file: &GgufFile, hp: &HParams, i: usize) -> Result<(), ModelErr
     let gpt_oss = hp.family == Family::GptOss;
     let gated = hp.mlp == MlpKind::Gated;
     for name in ["attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"] {
-        let read = (gpt_oss && name == "attn_output.bias") || (hp.out_biases && (name != "ffn_gate.bias" || gated));
+        // (jina-embeddings-v2's gate bias llama.cpp does not read either.)
+        let read = (gpt_oss && name == "attn_output.bias") || (hp.out_biases && (name != "ffn_gate.bias" || (gated && !hp.gate_optional)));
         if file.has_tensor(&n(name)) && !read {
             return Err(ModelError::UnsupportedTensor {
                 name: n(name),
@@ -1252,6 +1277,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     refuse_unread(file, hp, i)?;
     let dense = |file: &mut GgufFile| -> Result<Mlp, ModelError> {
         let f = hp.ffn_of(i);
+        if hp.gate_optional { return jina_mlp(file, &n, hp, f, device) }
         Ok(Mlp {
             gate_up: FusedLinear::new(load_gate_up(file, &n, hp, f, device)?, device)?,
             down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, f], device)?, device)?,
@@ -1268,7 +1294,7 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
                         MlpKind::Gated => Some(load_vec(file, &n("ffn_gate.bias"), f, device)?),
                         _ => None,
                     },
-                    up: load_vec(file, &n("ffn_up.bias"), f, device)?,
+                    up: Some(load_vec(file, &n("ffn_up.bias"), f, device)?),
                     down: load_vec(file, &n("ffn_down.bias"), d, device)?,
                 }),
                 false => None,
@@ -1349,13 +1375,22 @@ fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> R
     })
 }
 
-/// An encoder's layer `i`: its norms after the residual adds (`Layer::residual_norms`).
-fn residual_norms(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Option<[BlockNorm; 2]>, ModelError> {
+/// An encoder's layer `i`: its norms after the residual adds (`Layer::residual_norms`); a
+/// second attention norm where a jina-embeddings-v2 file has one.
+fn residual_norms(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Option<ResidualNorms>, ModelError> {
     if !hp.bert_layers {
         return Ok(None);
     }
-    let norm = |file: &mut GgufFile, stem: &str| BlockNorm::load(file, &format!("blk.{i}.{stem}"), hp, device);
-    Ok(Some([norm(file, "attn_output_norm")?, norm(file, "layer_output_norm")?]))
+    let stem = |s: &str| format!("blk.{i}.{s}");
+    let attn_2 = match hp.gate_optional && file.has_tensor(&stem("attn_norm_2.weight")) {
+        true => Some(BlockNorm::load(file, &stem("attn_norm_2"), hp, device)?),
+        false => None,
+    };
+    Ok(Some(ResidualNorms {
+        attn: BlockNorm::load(file, &stem("attn_output_norm"), hp, device)?,
+        attn_2,
+        out: BlockNorm::load(file, &stem("layer_output_norm"), hp, device)?,
+    }))
 }
 
 /// Nemotron-H's layer `i`: one block (Mamba-2, attention, or the MLP `dense` loads, or in
@@ -1433,7 +1468,9 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         (false, false, true) => QkNorm::PerHeadAfterRope,
         (false, false, false) => QkNorm::PerHead,
     };
-    let has_q_norm = file.has_tensor(&n("attn_q_norm.weight"));
+    // jina-embeddings-v2's Q/K LayerNorms are over all of Q and K (`qk_layer_norms`), with biases.
+    let whole_layer_norms = hp.gate_optional && file.has_tensor(&n("attn_q_norm.weight"));
+    let has_q_norm = file.has_tensor(&n("attn_q_norm.weight")) && !whole_layer_norms;
     let load_norm = |file: &mut GgufFile, name: &str, heads: usize| match qk_norm {
         QkNorm::Whole => load_vec(file, &n(name), heads * hd, device),
         QkNorm::PerHeadLayer => load_rows_f32(file, &n(name), [heads, hd], device),
@@ -1474,6 +1511,10 @@ fn load_attention(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) 
         qk_norm,
         qk_unit: match qk_norm == QkNorm::PerHeadLayer && has_q_norm {
             true => Some(Tensor::ones(hd, DType::F32, device)?),
+            false => None,
+        },
+        qk_layer_norms: match whole_layer_norms {
+            true => Some([BlockNorm::load(file, &n("attn_q_norm"), hp, device)?, BlockNorm::load(file, &n("attn_k_norm"), hp, device)?]),
             false => None,
         },
         out_bias: match gpt_oss || hp.out_biases {
@@ -1531,6 +1572,42 @@ fn load_qkv_bias(
 
 /// The MLP's gate and up weights: `ffn_gate` and `ffn_up`, or Phi-3's and GLM-4's `ffn_up` of
 /// twice the width whose first half is the gate (llama.cpp's `LLM_FFN_SWIGLU` on one tensor).
+/// jina-embeddings-v2's MLP of layer `n`'s tensors ([`HParams::gate_optional`]): GELU-gated
+/// where the file has `ffn_gate` or an `ffn_up` of `2·f` rows (the gate its first `f`, as
+/// ggml's `ggml_geglu` splits it), else up and GELU; `ffn_up.bias` where the file has one (the
+/// fused one's first half the gate's), `ffn_down.bias` required.
+fn jina_mlp(file: &mut GgufFile, n: &dyn Fn(&str) -> String, hp: &HParams, f: usize, device: &Device) -> Result<Mlp, ModelError> {
+    let d = hp.hidden;
+    let fused = !file.has_tensor(&n("ffn_gate.weight")) && file.tensor_shape(&n("ffn_up.weight")).is_some_and(|s| s.first() == Some(&(2 * f)));
+    let gate_up = match (fused, file.has_tensor(&n("ffn_gate.weight"))) {
+        (true, _) => file.tensor_row_split(&n("ffn_up.weight"), &[f, f], d, device)?,
+        (false, true) => vec![load_2d(file, &n("ffn_gate.weight"), [f, d], device)?, load_2d(file, &n("ffn_up.weight"), [f, d], device)?],
+        (false, false) => vec![load_2d(file, &n("ffn_up.weight"), [f, d], device)?],
+    };
+    let kind = if gate_up.len() == 2 { MlpKind::Gated } else { MlpKind::UpGelu };
+    let (gate_b, up_b) = match file.has_tensor(&n("ffn_up.bias")) {
+        false => (None, None),
+        true if fused => {
+            let b = load_vec(file, &n("ffn_up.bias"), 2 * f, device)?;
+            (Some(b.narrow(0, 0, f)?), Some(b.narrow(0, f, f)?))
+        }
+        true => (None, Some(load_vec(file, &n("ffn_up.bias"), f, device)?)),
+    };
+    Ok(Mlp {
+        gate_up: FusedLinear::new(gate_up, device)?,
+        down: QLinear::new(load_2d(file, &n("ffn_down.weight"), [d, f], device)?, device)?,
+        kind,
+        xielu: None,
+        sparsity: None,
+        sub_norm: None,
+        biases: Some(MlpBiases {
+            gate: gate_b,
+            up: up_b,
+            down: load_vec(file, &n("ffn_down.bias"), d, device)?,
+        }),
+    })
+}
+
 fn load_gate_up(
     file: &mut GgufFile,
     n: &dyn Fn(&str) -> String,

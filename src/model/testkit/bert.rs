@@ -56,7 +56,7 @@ pub(super) fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         (k("attention.causal"), Value::Bool(false)),
         (k("pooling_type"), Value::U32(spec.pooling.unwrap_or(1))),
     ];
-    if arch != "bert" {
+    if !matches!(arch, "bert" | "jina-bert-v2") {
         md.push((k("rope.freq_base"), Value::F32(spec.rope_base)));
     }
     if let (Some(m), "nomic-bert-moe") = (spec.moe, arch) {
@@ -76,9 +76,11 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
     let wt = spec.weight_type.ggml();
     let (d, f, v) = (spec.hidden, spec.ffn, spec.vocab.size);
     let arch = spec.arch.unwrap_or("bert");
-    // nomic's and jina's rotate (no learned positions) and fuse Q, K and V; nomic-bert's
-    // alone has no biases and a gated MLP.
-    let (rope, biased, gated) = (arch != "bert", arch != "nomic-bert", arch == "nomic-bert");
+    // nomic's and jina-v3's rotate (no learned positions) and fuse Q, K and V; nomic-bert's
+    // alone has no biases and a gated MLP. jina-v2's take ALiBi (neither positions nor rope),
+    // Q, K and V apart with BERT's biases, a GELU-gated MLP whose up has no bias.
+    let jina_v2 = arch == "jina-bert-v2";
+    let (rope, biased, gated) = (!matches!(arch, "bert" | "jina-bert-v2"), arch != "nomic-bert", arch == "nomic-bert");
     let mat =
         |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| -> Result<(String, QTensor), ModelError> {
             let w = Tensor::from_vec(rng.matrix(rows, cols, gain), (rows, cols), &cpu)?;
@@ -103,7 +105,7 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
     let n_types = if spec.vocab.style == VocabStyle::Unigram { 1 } else { TOKEN_TYPES };
     let types = Tensor::from_vec(rng.matrix(n_types, d, 0.5), (n_types, d), &cpu)?;
     out.push(("token_types.weight".into(), QTensor::quantize(&types, GgmlDType::F32)?));
-    if !rope {
+    if !rope && !jina_v2 {
         out.push(mat("position_embd.weight".into(), spec.context_length, d, 0.5, rng)?);
     }
     out.extend(norm("token_embd_norm".into(), rng)?);
@@ -120,11 +122,19 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
                 out.push(f32s(n(&format!("{m}.bias")), rng.around(d, 0.0, 0.2))?);
             }
         }
+        // jina-embeddings-v2-base-code's LayerNorms of all of Q and all of K.
+        if jina_v2 && spec.qk_layer_norm {
+            out.extend(norm(n("attn_q_norm"), rng)?);
+            out.extend(norm(n("attn_k_norm"), rng)?);
+        }
         out.push(mat(n("attn_output.weight"), d, d, 1.0, rng)?);
         if biased {
             out.push(f32s(n("attn_output.bias"), rng.around(d, 0.0, 0.2))?);
         }
         out.extend(norm(n("attn_output_norm"), rng)?);
+        if jina_v2 && spec.attn_norm_2 {
+            out.extend(norm(n("attn_norm_2"), rng)?);
+        }
         match spec.moe {
             // llama.cpp's `il % n == 1`: a router (F32, as llama-quantize leaves it; logits of a
             // few units, so the choices are clear) and experts of up, GELU, down, unbiased.
@@ -135,6 +145,19 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
                     let w = Tensor::from_vec(rng.matrix(m.experts * rows, cols, 1.0), (m.experts, rows, cols), &cpu)?;
                     out.push((n(&format!("{name}.weight")), QTensor::quantize(&w, wt)?));
                 }
+            }
+            // jina-v2's gate: apart (`ffn_gate`) with `attn_norm_2`'s layout, else `ffn_up`'s
+            // first half; only down biased.
+            _ if jina_v2 => {
+                match spec.attn_norm_2 {
+                    true => {
+                        out.push(mat(n("ffn_gate.weight"), f, d, 1.0, rng)?);
+                        out.push(mat(n("ffn_up.weight"), f, d, 1.0, rng)?);
+                    }
+                    false => out.push(mat(n("ffn_up.weight"), 2 * f, d, 1.0, rng)?),
+                }
+                out.push(mat(n("ffn_down.weight"), d, f, 1.0, rng)?);
+                out.push(f32s(n("ffn_down.bias"), rng.around(d, 0.0, 0.2))?);
             }
             _ => {
                 out.push(mat(n("ffn_up.weight"), f, d, 1.0, rng)?);

@@ -468,6 +468,19 @@ impl TinyModelSpec {
         }
     }
 
+    /// A tiny jina-embeddings-v2 (`jina-bert-v2`): [`Self::encoder`]'s BERT with a WordPiece
+    /// vocabulary, ALiBi for positions, and a GELU-gated MLP, its gate in `ffn_up`'s first half
+    /// (the base and small models' layout); with `code`, the gate apart (`ffn_gate`), LayerNorms
+    /// of all of Q and all of K, and a second norm after the attention's (the code model's).
+    pub fn encoder_jina_v2(pooling: u32, weight_type: WeightType, code: bool) -> Self {
+        Self {
+            qk_layer_norm: code,
+            attn_norm_2: code,
+            seed: if code { 144 } else { 143 },
+            ..Self::encoder("jina-bert-v2", pooling, weight_type)
+        }
+    }
+
     /// [`Self::encoder_nomic_moe`] at nomic-embed-text-v2-moe's size: 12 layers of 768 in 12
     /// heads, an MLP (and each of 8 experts, 2 per token, in every other layer) of 3,072, the
     /// 250,048-token vocabulary (the Unigram fixture's padded), 512 positions; random weights,

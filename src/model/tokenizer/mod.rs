@@ -132,7 +132,7 @@ impl Tokenizer {
         .or(sep);
         let pair = PairMarks {
             eos: eos.filter(|_| v.special.add_eos.unwrap_or(v.model == "t5")),
-            sep: sep.filter(|_| v.special.add_sep.unwrap_or(v.model == "bert")),
+            sep: sep.filter(|_| v.special.add_sep.unwrap_or(v.model == "bert" || matches!(v.pre.as_deref(), Some("jina-v1-en" | "jina-v2-code" | "roberta-bpe")))),
         };
         let mut tok = Self::assemble(inner, specials, v.tokens.len());
         tok.unigram = unigram;
