@@ -93,6 +93,10 @@ fn rerank_models() -> Vec<(&'static str, TinyModelSpec)> {
             "tiny-xlmr-rerank-q8_0.gguf",
             TinyModelSpec::encoder_reranker(true, WeightType::Q8_0),
         ),
+        (
+            "tiny-jina-v2-rerank-f32.gguf",
+            TinyModelSpec::encoder_jina_v2(4, WeightType::F32, false),
+        ),
     ]
 }
 

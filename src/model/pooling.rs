@@ -90,8 +90,9 @@ impl Pooling {
 /// the last token, then a softmax over its labels), as llama.cpp reads rank files of these
 /// only among causal models; and BERT's (`bert`: cross-encoders such as ms-marco-MiniLM, and
 /// XLM-RoBERTa's, bge-reranker and bge-reranker-v2-m3: the first token through RoBERTa's dense
-/// layer and tanh where the file has one, then `cls_out`, its first output the score).
-const RANK_ARCHS: [&str; 3] = ["qwen3", "qwen3vl", "bert"];
+/// layer and tanh where the file has one, then `cls_out`, its first output the score); and
+/// jina-reranker-v1's (`jina-bert-v2`: the first token through `cls`'s one row and tanh).
+const RANK_ARCHS: [&str; 4] = ["qwen3", "qwen3vl", "bert", "jina-bert-v2"];
 
 /// The name of a rank file's classifier head: `[labels, hidden]`.
 pub const CLASSIFIER: &str = "cls.output.weight";
@@ -127,7 +128,7 @@ pub fn rank_labels(md: &HashMap<String, Value>, arch: &str) -> Result<Option<usi
 /// (Qwen3-Reranker's "yes" probability, a cross-encoder's logit), as llama.cpp's server scores.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Classifier {
-    /// `cls.weight` (`[hidden, hidden]` row-major) and `cls.bias`.
+    /// `cls.weight` (`[hidden, hidden]` row-major; jina-reranker-v1's one row) and `cls.bias`.
     pub dense: Option<Affine>,
     /// `cls.output.weight` (`[labels, in]` row-major) and `cls.output.bias`.
     pub output: Option<Affine>,

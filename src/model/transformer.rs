@@ -1109,8 +1109,11 @@ fn load_classifier(file: &mut GgufFile, hp: &HParams) -> Result<Option<Classifie
         };
         Ok(Some(Affine { weights, bias }))
     };
+    // jina-reranker-v1's (`jina-bert-v2`) is one row, its tanh the score (llama.cpp's
+    // `{n_embd, 1}` `cls` and `build_pooling`).
+    let dense_rows = if hp.gate_optional { 1 } else { hp.hidden };
     Ok(Some(Classifier {
-        dense: affine(CLASSIFIER_DENSE, CLASSIFIER_DENSE_BIAS, hp.hidden)?,
+        dense: affine(CLASSIFIER_DENSE, CLASSIFIER_DENSE_BIAS, dense_rows)?,
         output: affine(CLASSIFIER, CLASSIFIER_BIAS, labels)?,
         // Qwen3-Reranker's (a causal model's) labels go through a softmax, as llama.cpp's graph.
         softmax: !hp.encoder,

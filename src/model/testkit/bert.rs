@@ -176,7 +176,12 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
     }
     // A cross-encoder's head (pooling type rank): XLM-RoBERTa's dense layer (tanh after it)
     // then its one-logit output, as bge-reranker's; BERT's output alone, as ms-marco-MiniLM's.
-    if spec.pooling == Some(RANK) {
+    if spec.pooling == Some(RANK) && spec.arch == Some("jina-bert-v2") {
+        // jina-reranker-v1's: one row (tanh after it, in llama.cpp's graph), no output.
+        // (A bias that brings its pooled rows near tanh's middle, where scores differ most.)
+        out.push(mat("cls.weight".into(), 1, d, 1.0, rng)?);
+        out.push(f32s("cls.bias".into(), rng.around(1, 1.7, 0.05))?);
+    } else if spec.pooling == Some(RANK) {
         if spec.vocab.style == VocabStyle::Unigram {
             out.push(mat("cls.weight".into(), d, d, 1.0, rng)?);
             out.push(f32s("cls.bias".into(), rng.around(d, 0.0, 0.2))?);
