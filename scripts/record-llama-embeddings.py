@@ -61,7 +61,7 @@ ENCODER_MODELS = ["tiny-bert-mean-f32.gguf", "tiny-bert-cls-q8_0.gguf", "tiny-no
                   "tiny-nomic-mean-q8_0.gguf", "tiny-xlmr-cls-f32.gguf", "tiny-xlmr-mean-q8_0.gguf",
                   "tiny-nomic-moe-mean-f32.gguf", "tiny-nomic-moe-mean-q8_0.gguf", "tiny-jina-v3-mean-f32.gguf",
                   "tiny-jina-v3-cls-q8_0.gguf", "tiny-jina-v2-mean-f32.gguf", "tiny-jina-v2-mean-q8_0.gguf",
-                  "tiny-jina-v2-code-mean-f32.gguf"]
+                  "tiny-jina-v2-code-mean-f32.gguf", "tiny-modern-bert-mean-f32.gguf", "tiny-modern-bert-cls-q8_0.gguf"]
 # Cross-encoders (`TinyModelSpec::encoder_reranker`: pooling type rank, a one-logit head on the
 # first row), asked `/v1/rerank` for `QUERY` against `DOCUMENTS` as the rerankers are.
 ENCODER_RERANK_MODELS = ["tiny-bert-rerank-f32.gguf", "tiny-xlmr-rerank-f32.gguf", "tiny-xlmr-rerank-q8_0.gguf",

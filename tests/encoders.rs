@@ -75,6 +75,14 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
             "tiny-jina-v2-code-mean-f32.gguf",
             TinyModelSpec::encoder_jina_v2(1, WeightType::F32, true),
         ),
+        (
+            "tiny-modern-bert-mean-f32.gguf",
+            TinyModelSpec::encoder_modern_bert(1, WeightType::F32),
+        ),
+        (
+            "tiny-modern-bert-cls-q8_0.gguf",
+            TinyModelSpec::encoder_modern_bert(2, WeightType::Q8_0),
+        ),
     ]
 }
 

@@ -220,12 +220,13 @@ use super::gguf::{
     md_str, md_usize,
 };
 use super::ModelError;
+use crate::ops::glu::Gate;
 use crate::ops::Window;
 
 /// The architecture names hearth accepts in `general.architecture`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "mistral3", "smollm3", "granite",
-    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet", "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "jina-bert-v2", "gemma-embedding",
+    "ernie4_5", "olmo2", "exaone4", "glm4", "glm4moe", "gpt-oss", "gemma4", "deepseek2", "seed_oss", "qwen35", "lfm2", "granitehybrid", "nemotron_h", "cohere2", "qwen35moe", "qwen3next", "qwen3vl", "qwen3vlmoe", "qwen2vl", "mistral4", "ernie4_5-moe", "granitemoe", "nemotron_h_moe", "lfm2moe", "command-r", "qwen2moe", "internlm2", "exaone", "olmoe", "arcee", "minicpm", "hunyuan-dense", "hunyuan-moe", "maincoder", "xverse", "orion", "stablelm", "starcoder2", "phi2", "gemma", "falcon", "gptneox", "gpt2", "starcoder", "refact", "bloom", "mpt", "olmo", "codeshell", "jais", "dbrx", "baichuan", "chatglm", "nemotron", "deepseek", "qwen", "phimoe", "plamo", "bailingmoe", "bailingmoe2", "dots1", "apertus", "jais2", "exaone-moe", "minimax-m2", "falcon-h1", "smallthinker", "llama4", "deci", "openelm", "minicpm3", "jamba", "afmoe", "gemma3n", "mellum", "nanbeige", "bitnet", "bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "jina-bert-v2", "gemma-embedding", "modern-bert",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -440,6 +441,12 @@ impl Family {
             // and a GELU-gated MLP (`HParams::gate_optional`), Q/K LayerNorms and a second
             // attention norm where the file has them (the code model's).
             BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3 | JINA_BERT_V2 => Ok(Self::Llama),
+            // ModernBERT (`modern-bert`: ModernBERT base and large, gte-modernbert,
+            // modernbert-embed, Granite Embedding R2): a pre-norm encoder (`HParams::encoder`,
+            // not BERT's post-norm layout) of unbiased LayerNorms (none before the first layer's
+            // attention), a fused QKV, NeoX rope, a gated MLP of the file's activation
+            // (`HParams::gate_act`), two local layers of a symmetric window then a global one.
+            MODERN_BERT => Ok(Self::Llama),
             // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layer, as `qwen3vl` below.
             // Qwen's first models (`qwen`: Qwen-7B, Qwen-14B and their chat models): Qwen2's
             // layer with Q, K and V fused (`attn_qkv` and its bias), its MLP half as wide as
@@ -793,6 +800,12 @@ pub struct HParams {
     /// BLOOM: the embedding is LayerNorm-ed (`token_embd_norm`, with its bias) before the first
     /// layer.
     pub embedding_norm: bool,
+    /// ModernBERT: a layer's attention norm may be absent (its first layer's is: the embedding's
+    /// norm serves), the attention then reading the residual stream as it is.
+    pub attn_norm_optional: bool,
+    /// ModernBERT: the gated MLP's activation from the file's `hidden_activation` (GELU where
+    /// absent or unknown, as llama.cpp falls back); `None`: the family's.
+    pub gate_act: Option<Gate>,
     /// jina-embeddings-v2 (`jina-bert-v2`): the MLP is GELU-gated where the file has a gate
     /// (`ffn_gate`, or `ffn_up` twice the MLP's width, the gate its first half), else up and
     /// GELU alone; of its biases only down's is required, and a gate's is not read (as
@@ -1887,9 +1900,13 @@ pub const ENCODER_ARCHS: [&str; 5] = [BERT, NOMIC_BERT, NOMIC_BERT_MOE, JINA_BER
 /// EmbeddingGemma's architecture name: Gemma 3's layer as an encoder.
 pub(crate) const GEMMA_EMBEDDING: &str = "gemma-embedding";
 
+/// ModernBERT's architecture name: a pre-norm encoder of unbiased LayerNorms, NeoX rope, a
+/// fused QKV and a gated MLP, its local layers over a symmetric window.
+pub(crate) const MODERN_BERT: &str = "modern-bert";
+
 /// The architectures whose attention is bidirectional (`HParams::encoder`): the BERT-layered
-/// encoders and EmbeddingGemma.
-pub const BIDIRECTIONAL_ARCHS: [&str; 6] = [BERT, NOMIC_BERT, NOMIC_BERT_MOE, JINA_BERT_V3, JINA_BERT_V2, GEMMA_EMBEDDING];
+/// encoders, EmbeddingGemma and ModernBERT.
+pub const BIDIRECTIONAL_ARCHS: [&str; 7] = [BERT, NOMIC_BERT, NOMIC_BERT_MOE, JINA_BERT_V3, JINA_BERT_V2, GEMMA_EMBEDDING, MODERN_BERT];
 
 /// Jamba's architecture name: Mamba layers ([`MambaParams`]) among attention layers without
 /// rope, experts where the file has a layer's router.
@@ -1933,6 +1950,9 @@ const SMALLTHINKER_WINDOW: usize = 4096;
 /// SmallThinker's windowed files: every this-many-th layer, from the first, is global and
 /// skips rope (llama.cpp's default pattern and `n_no_rope_layer_step`).
 const SMALLTHINKER_PERIOD: usize = 4;
+
+/// ModernBERT's period of layers: one global, then two local.
+const MODERN_BERT_PERIOD: usize = 3;
 
 impl HParams {
     /// Reads the hyper-parameters; `vocab_size` comes from the embedding tensor
@@ -2071,7 +2091,12 @@ impl HParams {
                 (_, "dbrx") => "attn_output_norm",
                 _ => "ffn_norm",
             },
-            embedding_norm: matches!(a, "bloom" | BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3 | JINA_BERT_V2),
+            embedding_norm: matches!(a, "bloom" | BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3 | JINA_BERT_V2 | MODERN_BERT),
+            attn_norm_optional: a == MODERN_BERT,
+            gate_act: match a {
+                MODERN_BERT => Some(modern_bert_act(md, &key)?),
+                _ => None,
+            },
             gate_optional: a == JINA_BERT_V2,
             encoder: BIDIRECTIONAL_ARCHS.contains(&a),
             bert_layers: ENCODER_ARCHS.contains(&a),
@@ -2487,7 +2512,7 @@ fn ffn_widths(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, layers:
 /// for it, and a text token's position is the same in every section), and that EXAONE 3.5's
 /// Llama layer (`exaone`) rotates NeoX pairs (its converter does not permute Q and K).
 fn rope_style(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String, (family, arch): (Family, &str)) -> Result<RopeStyle, ModelError> {
-    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3 | AFMOE | BITNET | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3) {
+    if matches!(arch, "exaone" | "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "codeshell" | "dbrx" | "nemotron" | "plamo" | "apertus" | "jais2" | "falcon-h1" | "smallthinker" | "openelm" | MINICPM3 | AFMOE | BITNET | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3 | MODERN_BERT) {
         return Ok(RopeStyle::Neox);
     }
     if family != Family::Glm4 || arch == "chatglm" {
@@ -2779,7 +2804,7 @@ fn post_norms(family: Family, arch: &str) -> bool {
 /// writes its files' norms by it too).
 pub(crate) fn norm_kind(family: Family, arch: &str) -> NormKind {
     match (family, arch) {
-        (Family::Cohere, _) | (_, "mpt" | "dbrx") => NormKind::Layer,
+        (Family::Cohere, _) | (_, "mpt" | "dbrx" | MODERN_BERT) => NormKind::Layer,
         (_, "olmo") => NormKind::PlainLayer,
         (_, "phimoe") => NormKind::BiasedRms,
         (_, "orion" | "stablelm" | "starcoder2" | "phi2" | "falcon" | "gptneox" | "gpt2" | "starcoder" | "bloom" | "codeshell" | "jais" | "nemotron" | "jais2" | BERT | NOMIC_BERT | NOMIC_BERT_MOE | JINA_BERT_V3 | JINA_BERT_V2) => {
@@ -3233,6 +3258,11 @@ fn family_sliding(
         }
         Family::Gemma4 => Some(sliding_window(md, key, layers, GEMMA4_SLIDING)?),
         Family::Llama if arch == SMALLTHINKER => smallthinker_sliding(md, key, layers, rope_base)?,
+        // ModernBERT: where the file has a window, a global layer then two local ones (or the
+        // file's period or flags), the local ones on `rope.freq_base_swa` (else the global base).
+        Family::Llama if arch == MODERN_BERT && md_opt_usize(md, &key("attention.sliding_window"))?.unwrap_or(0) > 0 => {
+            Some(sliding_window(md, key, layers, modern_bert_sliding(rope_base))?)
+        }
         // Mellum 2: where the file has a window, OLMo 3's defaults (its pattern, else three
         // local layers then a global one, the local layers on the global base, unscaled: its
         // graph passes a scale and attention factor of 1 and reads no `rope.freq_base_swa`).
@@ -3256,6 +3286,47 @@ fn family_sliding(
             },
         )?),
         _ => None,
+    })
+}
+
+/// ModernBERT's windows (its `global_attn_every_n_layers` of 3, the first of each period
+/// global: llama.cpp's `load_swa_pattern(ml, 3, true)`), the local layers on their own base.
+fn modern_bert_sliding(rope_base: f64) -> SlidingDefaults {
+    SlidingDefaults {
+        window: None,
+        period: MODERN_BERT_PERIOD,
+        dense_first: true,
+        rope_base,
+        swa_base_key: true,
+        rope: LocalRope::Scaled,
+    }
+}
+
+/// ModernBERT's gated MLP's activation, `{arch}.hidden_activation` as llama.cpp maps it: GELU
+/// (`gelu`, `geglu`, absent or unknown), SiLU (`silu`, `swish`, `swiglu`: Granite Embedding
+/// R2's), ReLU (`reglu`). A plain `relu` (llama.cpp's ungated ReLU, which its graph cannot run
+/// over ModernBERT's fused gate and up) is refused.
+fn modern_bert_act(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<Gate, ModelError> {
+    let k = key("hidden_activation");
+    Ok(match md.get(&k) {
+        None => Gate::GeluTanh,
+        Some(Value::String(s)) => match s.as_str() {
+            "silu" | "swish" | "swiglu" => Gate::Silu,
+            "reglu" => Gate::Relu,
+            "relu" => {
+                return Err(ModelError::BadMetadata {
+                    key: k,
+                    reason: "an ungated ReLU over ModernBERT's gated MLP (llama.cpp cannot run it either)".into(),
+                })
+            }
+            _ => Gate::GeluTanh,
+        },
+        Some(_) => {
+            return Err(ModelError::BadMetadata {
+                key: k,
+                reason: "must be a string".into(),
+            })
+        }
     })
 }
 
@@ -4286,6 +4357,41 @@ mod tests {
         assert_eq!(Window::Sliding(8).last_visible(10), None);
         let gemma3 = HParams::from_metadata(&md("gemma3", &[("attention.sliding_window", Value::U32(512))]), Some(100)).unwrap();
         assert_eq!((gemma3.encoder, gemma3.window(0)), (false, Some(Window::Sliding(512))));
+    }
+
+    /// ModernBERT as llama.cpp reads it: a pre-norm encoder (not BERT's layers) of unbiased
+    /// LayerNorms, NeoX rope, a global layer then two local ones over a symmetric window on
+    /// `rope.freq_base_swa`, and the gated MLP's activation from `hidden_activation`.
+    #[test]
+    fn modern_bert_is_a_pre_norm_encoder_with_a_symmetric_window() {
+        let keys = |act: Option<&str>| {
+            let mut kv = vec![
+                ("attention.sliding_window", Value::U32(128)),
+                ("rope.freq_base", Value::F32(160_000.0)),
+                ("rope.freq_base_swa", Value::F32(10_000.0)),
+                ("block_count", Value::U32(6)),
+                ("attention.layer_norm_epsilon", Value::F32(1e-5)),
+                ("attention.causal", Value::Bool(false)),
+                ("pooling_type", Value::U32(1)),
+            ];
+            if let Some(a) = act {
+                kv.push(("hidden_activation", Value::String(a.into())));
+            }
+            md("modern-bert", &kv)
+        };
+        let hp = HParams::from_metadata(&keys(None), Some(100)).unwrap();
+        assert_eq!((hp.family, hp.encoder, hp.bert_layers, hp.embedding_norm), (Family::Llama, true, false, true));
+        assert_eq!((hp.norm, hp.rope_style, hp.attn_norm_optional), (NormKind::Layer, RopeStyle::Neox, true));
+        assert_eq!(hp.gate_act, Some(Gate::GeluTanh));
+        let s = hp.sliding.as_ref().unwrap();
+        assert_eq!((s.window, s.rope_base, s.local.as_slice()), (128, 10_000.0, &[false, true, true, false, true, true][..]));
+        assert_eq!((hp.window(0), hp.window(1), hp.window(3)), (None, Some(Window::Symmetric(128)), None));
+        for (act, gate) in [("geglu", Gate::GeluTanh), ("swiglu", Gate::Silu), ("reglu", Gate::Relu), ("mish", Gate::GeluTanh)] {
+            assert_eq!(HParams::from_metadata(&keys(Some(act)), Some(100)).unwrap().gate_act, Some(gate), "{act}");
+        }
+        assert!(matches!(HParams::from_metadata(&keys(Some("relu")), Some(100)), Err(ModelError::BadMetadata { .. })));
+        let dense = md("modern-bert", &[("attention.sliding_window", Value::U32(0)), ("attention.layer_norm_epsilon", Value::F32(1e-5))]);
+        assert_eq!(HParams::from_metadata(&dense, Some(100)).unwrap().sliding, None);
     }
 
     /// OLMo 2 has no window; OLMo 3 (an `olmo2` file with a window) has every fourth layer

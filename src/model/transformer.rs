@@ -445,14 +445,10 @@ impl Transformer {
             layers,
             rope,
             rope_local,
-            activation: match hp.family {
-                Family::Gemma2 | Family::Gemma3 | Family::Gemma4 => Gate::GeluTanh,
-                Family::GptOss => Gate::SwigluOai,
-                _ if hp.relu_gate => Gate::Relu,
-                _ if hp.relu_squared_gate => Gate::ReluSquared,
-                // jina-embeddings-v2's GEGLU.
-                _ if hp.gate_optional => Gate::GeluTanh,
-                _ => Gate::Silu,
+            // ModernBERT's: the file's.
+            activation: match hp.gate_act {
+                Some(g) => g,
+                None => family_activation(&hp),
             },
             device: device.clone(),
             weight_bytes,
@@ -1015,6 +1011,19 @@ impl Transformer {
     }
 }
 
+/// The gated MLP's activation of a family whose file does not name one.
+fn family_activation(hp: &HParams) -> Gate {
+    match hp.family {
+        Family::Gemma2 | Family::Gemma3 | Family::Gemma4 => Gate::GeluTanh,
+        Family::GptOss => Gate::SwigluOai,
+        _ if hp.relu_gate => Gate::Relu,
+        _ if hp.relu_squared_gate => Gate::ReluSquared,
+        // jina-embeddings-v2's GEGLU.
+        _ if hp.gate_optional => Gate::GeluTanh,
+        _ => Gate::Silu,
+    }
+}
+
 /// Q and K (where the layer computes it) through their norms, where the layer has them.
 fn norm_q_k(
     q: Tensor,
@@ -1261,11 +1270,12 @@ fn pass_over_shared_kv_weights(file: &mut GgufFile, hp: &HParams, on_cpu: bool) 
 fn load_layer(file: &mut GgufFile, hp: &HParams, i: usize, device: &Device) -> Result<Layer, ModelError> {
     let d = hp.hidden;
     let n = |s: &str| format!("blk.{i}.{s}");
-    // OLMo 2 and EXAONE 4.0 normalize after each block only; the others before.
+    // OLMo 2 and EXAONE 4.0 normalize after each block only; the others before (but
+    // ModernBERT's first attention, which reads the normed embedding).
     let pre_norm = |file: &mut GgufFile, stem: &str| -> Result<Option<BlockNorm>, ModelError> {
         match hp.family {
             Family::Olmo2 | Family::Exaone4 => Ok(None),
-            _ if hp.bert_layers => Ok(None),
+            _ if hp.bert_layers || (hp.attn_norm_optional && !file.has_tensor(&n(&format!("{stem}.weight")))) => Ok(None),
             _ => BlockNorm::load(file, &n(stem), hp, device).map(Some),
         }
     };
@@ -1619,7 +1629,8 @@ fn load_gate_up(
     device: &Device,
 ) -> Result<Vec<QTensor>, ModelError> {
     let d = hp.hidden;
-    if matches!(hp.family, Family::Phi3 | Family::Glm4) {
+    // (ModernBERT's too, whatever its activation.)
+    if matches!(hp.family, Family::Phi3 | Family::Glm4) || hp.gate_act.is_some() {
         return file.tensor_row_split(&n("ffn_up.weight"), &[f, f], d, device);
     }
     if hp.mlp != MlpKind::Gated {

@@ -20,6 +20,7 @@ use super::gemma4::{self, TinyGemma4};
 use super::granite_hybrid::{self, TinyMamba2};
 use super::jamba::{self, TinyJamba};
 use super::lfm2;
+use super::modern_bert;
 use super::nemotron_h;
 use super::layer_shapes::{self, LayerShape};
 use super::qwen35::{self, TinyDeltaNet};
@@ -478,6 +479,20 @@ impl TinyModelSpec {
             attn_norm_2: code,
             seed: if code { 144 } else { 143 },
             ..Self::encoder("jina-bert-v2", pooling, weight_type)
+        }
+    }
+
+    /// A tiny ModernBERT (`modern-bert`: `testkit::modern_bert`): [`Self::encoder`]'s sizes in
+    /// four layers, a global one then two local ones over a window of 8 (4 positions on either
+    /// side), ModernBERT's GPT-2 BPE vocabulary with `[CLS]`, `[SEP]` and `[MASK]`; GELU's MLP
+    /// (F32) or SiLU's (Q8_0).
+    pub fn encoder_modern_bert(pooling: u32, weight_type: WeightType) -> Self {
+        Self {
+            vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "modern-bert" }),
+            layers: 4,
+            sliding_window: Some((8, 3)),
+            seed: if weight_type == WeightType::F32 { 145 } else { 146 },
+            ..Self::encoder("modern-bert", pooling, weight_type)
         }
     }
 
@@ -2197,6 +2212,10 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
     if bert::is_encoder(spec) {
         let md = [bert::metadata(spec), spec.vocab.metadata.clone()].concat();
         return write_gguf_file(path, &md, &bert::tensors(spec, &mut rng)?);
+    }
+    if modern_bert::is_modern_bert(spec) {
+        let md = [modern_bert::metadata(spec), spec.vocab.metadata.clone()].concat();
+        return write_gguf_file(path, &md, &modern_bert::tensors(spec, &mut rng)?);
     }
     let wt = spec.weight_type.ggml();
     let (d, hd, v) = (spec.hidden, spec.head_dim, spec.vocab.size);

@@ -24,6 +24,7 @@ pub mod granite_hybrid;
 pub mod jamba;
 pub mod layer_shapes;
 pub mod lfm2;
+pub mod modern_bert;
 pub mod nemotron_h;
 pub mod qwen35;
 pub mod requant;

@@ -55,6 +55,9 @@ pub(crate) const REMOVE_EXTRA_WHITESPACES: &str = "tokenizer.ggml.remove_extra_w
 /// The file's architecture, by which llama.cpp sets some tokens' attributes (`<mask>`'s
 /// left strip in nomic-embed-text-v2-moe's and jina-embeddings-v3's vocabularies).
 pub(crate) const ARCHITECTURE: &str = "general.architecture";
+/// The model's name, by which llama.cpp sets some tokens' attributes too (`[MASK]`'s left
+/// strip where it names ModernBERT as `modern-bert`).
+pub(crate) const NAME: &str = "general.name";
 
 type Metadata = HashMap<String, Value>;
 
@@ -136,6 +139,8 @@ pub(crate) struct GgufVocab {
     pub remove_extra_whitespaces: Option<bool>,
     /// `general.architecture`, where the metadata given has it.
     pub architecture: Option<String>,
+    /// `general.name`, where the metadata given has it.
+    pub name: Option<String>,
 }
 
 impl GgufVocab {
@@ -174,6 +179,7 @@ impl GgufVocab {
             precompiled_charsmap: md.get(PRECOMPILED_CHARSMAP).map(|v| byte_array(v, PRECOMPILED_CHARSMAP)).transpose()?,
             remove_extra_whitespaces: opt_bool(md, REMOVE_EXTRA_WHITESPACES)?,
             architecture: opt_str(md, ARCHITECTURE)?,
+            name: opt_str(md, NAME)?,
             tokens,
             types,
             scores,

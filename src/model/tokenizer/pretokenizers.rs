@@ -140,7 +140,7 @@ impl PreKind {
     fn from_name(name: &str) -> Option<Self> {
         Some(match name {
             "default" | "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "jina-v2-es" | "jina-v2-de" | "jina-v2-code" | "jina-v1-en" | "roberta-bpe" | "gigachat"
-            | "mellum" | "exaone4" | "olmo" | "mpt" | "jais" => Self::Gpt2,
+            | "mellum" | "exaone4" | "olmo" | "mpt" | "jais" | "modern-bert" | "a.x-4.0" => Self::Gpt2,
             // GLM-4 (0414) and later: llama.cpp's CHATGLM4 regex is Llama 3's, with ignore_merges.
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2" | "glm4"
             | "glm5" => Self::Llama3,

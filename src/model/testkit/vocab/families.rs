@@ -210,6 +210,25 @@ const LFM2: Gpt2Family = Gpt2Family {
     chat_template: include_str!("../../chat/fixtures/lfm2-8b-a1b.jinja"),
 };
 
+/// ModernBERT's vocabulary (OLMo's BPE with BERT's marks): `[CLS]` first, `[SEP]` last,
+/// `[MASK]` (which takes the whitespace to its left where the file's name says `modern-bert`).
+const MODERN_BERT: Gpt2Family = Gpt2Family {
+    added: &[
+        ("<|endoftext|>", true),
+        ("[UNK]", true),
+        ("[CLS]", true),
+        ("[SEP]", true),
+        ("[PAD]", true),
+        ("[MASK]", true),
+    ],
+    bos: "[CLS]",
+    eos: "[SEP]",
+    eot: None,
+    pad: "[PAD]",
+    add_bos: true,
+    chat_template: GPT2_TEMPLATE,
+};
+
 /// Qwen2.5-Coder's vocabulary: ChatML's marks and its fill-in-the-middle tokens, all special
 /// (see `TinyModelSpec::coder`).
 const QWEN_CODER: Gpt2Family = Gpt2Family {
@@ -324,6 +343,7 @@ pub(super) fn gpt2_family(pre: &str) -> Gpt2Family {
             add_bos: false,
             chat_template: CHATML_TEMPLATE,
         },
+        "modern-bert" => MODERN_BERT,
         _ => Gpt2Family {
             added: &[("<|endoftext|>", true)],
             bos: "<|endoftext|>",
