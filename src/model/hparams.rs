@@ -3307,26 +3307,16 @@ fn modern_bert_sliding(rope_base: f64) -> SlidingDefaults {
 /// R2's), ReLU (`reglu`). A plain `relu` (llama.cpp's ungated ReLU, which its graph cannot run
 /// over ModernBERT's fused gate and up) is refused.
 fn modern_bert_act(md: &HashMap<String, Value>, key: &dyn Fn(&str) -> String) -> Result<Gate, ModelError> {
-    let k = key("hidden_activation");
-    Ok(match md.get(&k) {
-        None => Gate::GeluTanh,
-        Some(Value::String(s)) => match s.as_str() {
-            "silu" | "swish" | "swiglu" => Gate::Silu,
-            "reglu" => Gate::Relu,
-            "relu" => {
-                return Err(ModelError::BadMetadata {
-                    key: k,
-                    reason: "an ungated ReLU over ModernBERT's gated MLP (llama.cpp cannot run it either)".into(),
-                })
-            }
-            _ => Gate::GeluTanh,
-        },
-        Some(_) => {
+    Ok(match md_opt_str(md, &key("hidden_activation"))? {
+        Some("silu" | "swish" | "swiglu") => Gate::Silu,
+        Some("reglu") => Gate::Relu,
+        Some("relu") => {
             return Err(ModelError::BadMetadata {
-                key: k,
-                reason: "must be a string".into(),
+                key: key("hidden_activation"),
+                reason: "an ungated ReLU over ModernBERT's gated MLP (llama.cpp cannot run it either)".into(),
             })
         }
+        _ => Gate::GeluTanh,
     })
 }
 

@@ -34,7 +34,7 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         .map_err(|e| ModelError::Tokenizer(format!("cannot set the normalizer: {e}")))?;
     tok.with_pre_tokenizer(Some(kind.pre_tokenizer()?));
     tok.with_decoder(Some(ByteLevel::default()));
-    let lstrip = lstrip_token(v);
+    let lstrip = special::lstrip_token(v);
     let added = special::added_tokens(&v.tokens, &v.types).into_iter().map(|t| {
         let strip = lstrip == Some(t.content.as_str());
         t.lstrip(strip)
@@ -42,19 +42,6 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
     tok.add_tokens(added.collect::<Vec<_>>())
         .map_err(|e| ModelError::Tokenizer(format!("cannot add the special tokens: {e}")))?;
     Ok(tok)
-}
-
-/// The token that takes the whitespace to its left with it, as llama.cpp sets by the file's
-/// pre-tokenizer and name: jina-embeddings-v2's German, Spanish and code models' `<mask>`, and
-/// `[MASK]` where the file's name says `modern-bert` (whatever its case).
-fn lstrip_token(v: &GgufVocab) -> Option<&'static str> {
-    let pre = v.pre.as_deref().unwrap_or_default();
-    let name = v.name.as_deref().unwrap_or_default().to_lowercase();
-    let (text, applies) = match ["jina-v2-de", "jina-v2-es", "jina-v2-code"].iter().any(|p| pre.contains(p)) {
-        true => ("<mask>", true),
-        false => ("[MASK]", name.contains("modern-bert")),
-    };
-    (applies && v.tokens.iter().any(|t| t == text)).then_some(text)
 }
 
 /// `"left right"` strings into pairs. Byte-level tokens never hold a plain

@@ -62,13 +62,10 @@ pub(super) struct Unigram {
     remove_extra_whitespaces: bool,
     /// Control, user-defined and unknown tokens' texts with their ids, longest first.
     specials: Vec<(String, u32)>,
-    /// The special token that takes the whitespace before it (`<mask>`, llama.cpp's
-    /// `LLAMA_TOKEN_ATTR_LSTRIP`).
+    /// The special token that takes the whitespace before it ([`special::lstrip_token`],
+    /// llama.cpp's `LLAMA_TOKEN_ATTR_LSTRIP`).
     lstrip: Option<u32>,
 }
-
-/// The architectures whose `<mask>` llama.cpp strips to the left of (`llama_vocab::load`).
-const MASK_LSTRIP_ARCHS: [&str; 2] = ["nomic-bert-moe", "jina-bert-v3"];
 
 /// The text → ids model and the `tokenizers::Tokenizer` that decodes the same ids.
 pub(super) fn build(v: &GgufVocab) -> Result<(Unigram, tokenizers::Tokenizer), ModelError> {
@@ -136,10 +133,7 @@ pub(super) fn build(v: &GgufVocab) -> Result<(Unigram, tokenizers::Tokenizer), M
         charsmap: v.precompiled_charsmap.as_deref().map(Charsmap::parse).transpose()?,
         add_space_prefix,
         remove_extra_whitespaces: v.remove_extra_whitespaces.unwrap_or(false),
-        lstrip: match v.architecture.as_deref() {
-            Some(a) if MASK_LSTRIP_ARCHS.contains(&a) => v.tokens.iter().position(|t| t == "<mask>").map(|i| i as u32),
-            _ => None,
-        },
+        lstrip: special::lstrip_token(v).and_then(|text| v.tokens.iter().position(|t| t == text)).map(|i| i as u32),
         specials,
     };
     Ok((unigram, decoder_tokenizer(v, unk, add_space_prefix)?))

@@ -14,7 +14,7 @@
 use tokenizers::AddedToken;
 
 use super::hf_config::HfTokenizerConfig;
-use super::metadata::SpecialKeys;
+use super::metadata::{GgufVocab, SpecialKeys};
 
 /// `tokenizer.ggml.token_type` codes (llama.cpp's `llama_token_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +165,28 @@ pub(crate) fn added_tokens(tokens: &[String], types: &[TokenType]) -> Vec<AddedT
         .collect()
 }
 
+/// The special token that takes the whitespace to its left with it, whatever the vocabulary's
+/// model, as llama.cpp's `llama_vocab::load` sets `LLAMA_TOKEN_ATTR_LSTRIP` by the file's
+/// pre-tokenizer, architecture and name: `<mask>` in jina-embeddings-v2's German, Spanish and
+/// code vocabularies and in `nomic-bert-moe` and `jina-bert-v3` files; else (a Phi-3 name
+/// aside, whose tokens llama.cpp strips to the right instead) `[MASK]` where the file's name
+/// says `modern-bert`, whatever its case. `None` where the vocabulary lacks that token.
+pub(crate) fn lstrip_token(v: &GgufVocab) -> Option<&'static str> {
+    let pre = v.pre.as_deref().unwrap_or_default();
+    let arch = v.architecture.as_deref().unwrap_or_default();
+    let name = v.name.as_deref().unwrap_or_default().to_lowercase();
+    let mask = ["jina-v2-de", "jina-v2-es", "jina-v2-code"].iter().any(|p| pre.contains(p))
+        || ["nomic-bert-moe", "jina-bert-v3"].iter().any(|a| arch.contains(a));
+    let text = if mask {
+        "<mask>"
+    } else if name.contains("modern-bert") && !name.contains("phi-3") && !name.contains("phi3") {
+        "[MASK]"
+    } else {
+        return None;
+    };
+    v.tokens.iter().any(|t| t == text).then_some(text)
+}
+
 /// A vocabulary's fill-in-the-middle tokens: the prefix, suffix and middle marks a code
 /// model's infill prompt is made of, and the pad, repository and file marks that end a
 /// reply (llama.cpp's `fim_*` ids). Each `None` where the vocabulary has none.
@@ -296,6 +318,27 @@ fn stop_ids<const N: usize>(explicit: [Option<u32>; N], fim: FimTokens, inner: &
 mod tests {
     use super::*;
     use tokenizers::models::bpe::{Vocab, BPE};
+
+    /// llama.cpp's left strip, one rule for every vocabulary: `<mask>` by pre-tokenizer or
+    /// architecture, `[MASK]` by a `modern-bert` name (not a Phi-3 one), none where the
+    /// vocabulary lacks the token.
+    #[test]
+    fn the_left_strip_token_follows_llama_cpps_rule() {
+        use candle_core::quantized::gguf_file::Value;
+        let vocab = |kv: &[(&str, &str)]| {
+            let tokens = ["a", "<mask>", "[MASK]"].map(|t| Value::String(t.into())).to_vec();
+            let mut md: std::collections::HashMap<String, Value> = kv.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect();
+            md.insert("tokenizer.ggml.model".into(), Value::String("gpt2".into()));
+            md.insert("tokenizer.ggml.tokens".into(), Value::Array(tokens));
+            lstrip_token(&GgufVocab::read(&md).unwrap())
+        };
+        assert_eq!(vocab(&[("tokenizer.ggml.pre", "jina-v2-code")]), Some("<mask>"));
+        assert_eq!(vocab(&[("general.architecture", "nomic-bert-moe")]), Some("<mask>"));
+        assert_eq!(vocab(&[("general.name", "Hearth-Tiny-Modern-BERT")]), Some("[MASK]"));
+        assert_eq!(vocab(&[("general.name", "phi-3 modern-bert")]), None);
+        assert_eq!(vocab(&[("general.name", "ModernBERT Base"), ("tokenizer.ggml.pre", "modern-bert")]), None);
+        assert_eq!(vocab(&[("general.architecture", "bert")]), None);
+    }
 
     fn toy() -> tokenizers::Tokenizer {
         let vocab: Vocab = ["a", "<|im_end|>", "<|endoftext|>", "<tool>", "<s>"]
