@@ -65,7 +65,8 @@ ENCODER_MODELS = ["tiny-bert-mean-f32.gguf", "tiny-bert-cls-q8_0.gguf", "tiny-no
 # Cross-encoders (`TinyModelSpec::encoder_reranker`: pooling type rank, a one-logit head on the
 # first row), asked `/v1/rerank` for `QUERY` against `DOCUMENTS` as the rerankers are.
 ENCODER_RERANK_MODELS = ["tiny-bert-rerank-f32.gguf", "tiny-xlmr-rerank-f32.gguf", "tiny-xlmr-rerank-q8_0.gguf",
-                         "tiny-jina-v2-rerank-f32.gguf"]
+                         "tiny-jina-v2-rerank-f32.gguf", "tiny-modern-bert-rerank-mean-f32.gguf",
+                         "tiny-modern-bert-rerank-cls-q8_0.gguf"]
 # The texts of the Unigram vocabulary's fixture, which the XLM-RoBERTa-shaped files (`tiny-xlmr-*`)
 # also tokenize (`unigram_tokens`).
 UNIGRAM_FIXTURE = ROOT / "src/model/testkit/vocab/unigram.json"

@@ -324,7 +324,7 @@ fn rerank_scores_match_llama_cpp() {
         let path = write_tiny(dir.path(), &spec, name);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), want["bytes"].as_u64().unwrap(), "{name}: not the recorded file");
         let mut e = engine(&path, true, 64, 0);
-        assert_eq!(e.model().transformer.hparams().rank_labels, Some(2));
+        assert_eq!(e.model().transformer.hparams().rank.map(|r| r.labels), Some(2));
         let mut tokens = 0;
         let mut scores = Vec::new();
         for (i, (doc, theirs)) in rerank["documents"].as_array().unwrap().iter().zip(want["scores"].as_array().unwrap()).enumerate() {

@@ -42,7 +42,7 @@ pub fn run(settings: &Settings, paths: &AppPaths) -> Result<ExitCode> {
         if let Some(p) = config.embedding_pooling(&handle) {
             eprintln!("hearth: embeddings pooled by {} at POST /v1/embeddings", p.name());
         }
-        if handle.model().transformer.hparams().rank_labels.is_some() {
+        if handle.model().transformer.hparams().rank.is_some() {
             eprintln!("hearth: a reranker: scores at POST /v1/rerank");
         }
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();

@@ -922,9 +922,10 @@ pub struct HParams {
     /// How a sentence embedding pools the final rows (`{arch}.pooling_type`: an embedding
     /// model's, such as Qwen3-Embedding's last token); `None` for a generative model.
     pub pooling: Option<super::pooling::Pooling>,
-    /// A reranker's classifier labels (`pooling_type` rank: Qwen3-Reranker's), scored on the
-    /// last row through `cls.output.weight` ([`super::pooling::rank_labels`]).
-    pub rank_labels: Option<usize>,
+    /// A reranker's head (`pooling_type` rank: Qwen3-Reranker's, a cross-encoder's): its labels,
+    /// the row it scores ([`Self::rank_pooling`]) and its layers' shape
+    /// ([`super::pooling::rank_head`]).
+    pub rank: Option<super::pooling::RankHead>,
     /// Deci (Nemotron 51B): one flag per layer, `true` where the layer's attention is its output
     /// projection alone over its normed input (`attn_output` of `hidden × hidden`, no heads, no
     /// K/V: the checkpoint's `replace_with_linear`); empty for the other families.
@@ -1618,12 +1619,15 @@ const GEMMA2_ATTN_SOFTCAP: f64 = 50.0;
 const GEMMA2_FINAL_SOFTCAP: f64 = 30.0;
 
 impl HParams {
-    /// The row a reranker's head scores: an encoder's first (its `[CLS]` or `<s>`), a causal
+    /// The row a reranker's head scores: the rows' mean where the file says so (ModernBERT's
+    /// `classifier.pooling_type` mean), else an encoder's first (its `[CLS]` or `<s>`), a causal
     /// model's last, as llama.cpp's rank pooling picks it.
     pub fn rank_pooling(&self) -> super::pooling::Pooling {
-        match self.encoder {
-            true => super::pooling::Pooling::Cls,
-            false => super::pooling::Pooling::Last,
+        use super::pooling::Pooling;
+        match (self.rank.is_some_and(|r| r.mean), self.encoder) {
+            (true, _) => Pooling::Mean,
+            (false, true) => Pooling::Cls,
+            (false, false) => Pooling::Last,
         }
     }
 
@@ -2147,7 +2151,7 @@ impl HParams {
             },
             loop_norm: a == NANBEIGE && !md_opt_bool(md, &key("skip_loop_final_norm"))?.unwrap_or(false),
             pooling: super::pooling::Pooling::read(md, a)?,
-            rank_labels: super::pooling::rank_labels(md, a)?,
+            rank: super::pooling::rank_head(md, a)?,
         })
     }
 }

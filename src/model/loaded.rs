@@ -57,7 +57,7 @@ pub enum ModelPurpose {
 
 impl ModelPurpose {
     fn of(hp: &super::hparams::HParams) -> Self {
-        match (hp.rank_labels, hp.pooling) {
+        match (hp.rank, hp.pooling) {
             (Some(_), _) => Self::Reranker,
             (None, Some(_)) => Self::Embedding,
             // An encoder embeds whatever its file says of pooling (the server's may supply it).

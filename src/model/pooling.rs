@@ -6,14 +6,15 @@
 //! vectors). The rows pooled are the final norm's output, before the output projection: llama.cpp's
 //! `t_embd`, which its `build_pooling` pools the same three ways.
 //!
-//! Also a reranker's pieces: its labels ([`rank_labels`]), head ([`Classifier`]) and prompt
+//! Also a reranker's pieces: its head's shape ([`rank_head`]), the head ([`Classifier`]) and prompt
 //! ([`rank_prompt`]).
 //!
 //! Invariants: a file's pooling type is read at load and one hearth cannot honour (rank outside
 //! [`RANK_ARCHS`], an unknown type) is refused then; a file with bidirectional attention
 //! (`{arch}.attention.causal` false) is refused too unless it is one of the encoders hearth runs
 //! ([`BIDIRECTIONAL_ARCHS`]: BERT's, nomic-embed-text's and EmbeddingGemma's, which read their
-//! whole input at once; a BERT rank file, a cross-encoder, scores its first row);
+//! whole input at once; a BERT rank file, a cross-encoder, scores its first row, a ModernBERT
+//! one its first or the rows' mean, as its file says);
 //! a pooled vector is the same whether its prefix came from the cache or was computed (for
 //! [`Pooling::Last`], the only one that reads the cache, the last row always runs).
 //!
@@ -25,7 +26,7 @@ use std::collections::HashMap;
 use candle_core::quantized::gguf_file::Value;
 
 use super::gguf::{md_opt_bool, md_opt_usize};
-use super::hparams::BIDIRECTIONAL_ARCHS;
+use super::hparams::{BIDIRECTIONAL_ARCHS, MODERN_BERT};
 use super::tokenizer::Tokenizer;
 use super::ModelError;
 
@@ -55,11 +56,11 @@ impl Pooling {
             Some(1) => Ok(Some(Self::Mean)),
             Some(2) => Ok(Some(Self::Cls)),
             Some(3) => Ok(Some(Self::Last)),
-            // A reranker: not an embedding model ([`rank_labels`]).
+            // A reranker: not an embedding model ([`rank_head`]).
             Some(4) if RANK_ARCHS.contains(&arch) => Ok(None),
             Some(4) => Err(ModelError::BadMetadata {
                 key,
-                reason: format!("pooling type rank (a reranker's classifier head) is supported for {} files only", RANK_ARCHS.join(" and ")),
+                reason: format!("pooling type rank (a reranker's classifier head) is supported for {} files only", RANK_ARCHS.join(", ")),
             }),
             Some(n) => Err(ModelError::BadMetadata {
                 key,
@@ -90,9 +91,11 @@ impl Pooling {
 /// the last token, then a softmax over its labels), as llama.cpp reads rank files of these
 /// only among causal models; and BERT's (`bert`: cross-encoders such as ms-marco-MiniLM, and
 /// XLM-RoBERTa's, bge-reranker and bge-reranker-v2-m3: the first token through RoBERTa's dense
-/// layer and tanh where the file has one, then `cls_out`, its first output the score); and
-/// jina-reranker-v1's (`jina-bert-v2`: the first token through `cls`'s one row and tanh).
-const RANK_ARCHS: [&str; 4] = ["qwen3", "qwen3vl", "bert", "jina-bert-v2"];
+/// layer and tanh where the file has one, then `cls_out`, its first output the score);
+/// jina-reranker-v1's (`jina-bert-v2`: the first token through `cls`'s one row and tanh); and
+/// ModernBERT's (`modern-bert`, gte-reranker-modernbert: the rows' mean or the first, by
+/// `classifier.pooling_type`, through `cls`, GELU, `cls.norm`, then `cls_out`).
+const RANK_ARCHS: [&str; 5] = ["qwen3", "qwen3vl", "bert", "jina-bert-v2", MODERN_BERT];
 
 /// The name of a rank file's classifier head: `[labels, hidden]`.
 pub const CLASSIFIER: &str = "cls.output.weight";
@@ -101,16 +104,30 @@ pub const CLASSIFIER_BIAS: &str = "cls.output.bias";
 /// RoBERTa's classifier's dense layer before it (`[hidden, hidden]`), and its bias.
 pub const CLASSIFIER_DENSE: &str = "cls.weight";
 pub const CLASSIFIER_DENSE_BIAS: &str = "cls.bias";
+/// ModernBERT's head's LayerNorm after the dense layer's GELU (a weight, no bias).
+pub const CLASSIFIER_NORM: &str = "cls.norm.weight";
 
-/// A reranker's labels (`{arch}.classifier.output_labels`, Qwen3-Reranker's "yes" and "no";
-/// one where the file lists none): `Some(count)` for a rank file (`pooling_type` 4) of
-/// [`RANK_ARCHS`], `None` for any other file.
-pub fn rank_labels(md: &HashMap<String, Value>, arch: &str) -> Result<Option<usize>, ModelError> {
+/// A rank file's head as its metadata describes it ([`rank_head`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankHead {
+    /// Its labels (`{arch}.classifier.output_labels`; one where the file lists none).
+    pub labels: usize,
+    /// The row it scores: the rows' mean (`{arch}.classifier.pooling_type` mean, ModernBERT's
+    /// `classifier_pooling`), else an encoder's first, a causal model's last.
+    pub mean: bool,
+    /// ModernBERT's head: GELU after the dense layer, then `cls.norm` (RoBERTa's is tanh).
+    pub modern: bool,
+}
+
+/// A reranker's head (`Some`) for a rank file (`pooling_type` 4) of [`RANK_ARCHS`], `None`
+/// for any other file: its labels (Qwen3-Reranker's "yes" and "no"), the row it scores and
+/// the shape of its layers.
+pub fn rank_head(md: &HashMap<String, Value>, arch: &str) -> Result<Option<RankHead>, ModelError> {
     if !RANK_ARCHS.contains(&arch) || md_opt_usize(md, &format!("{arch}.pooling_type"))? != Some(4) {
         return Ok(None);
     }
     let key = format!("{arch}.classifier.output_labels");
-    Ok(Some(match md.get(&key) {
+    let labels = match md.get(&key) {
         None => 1,
         Some(Value::Array(labels)) if !labels.is_empty() => labels.len(),
         Some(_) => {
@@ -119,21 +136,81 @@ pub fn rank_labels(md: &HashMap<String, Value>, arch: &str) -> Result<Option<usi
                 reason: "must be a non-empty list of labels".into(),
             })
         }
+    };
+    // llama.cpp pools the mean for `mean` (1) and picks a row for anything else.
+    let key = format!("{arch}.classifier.pooling_type");
+    let mean = match md_opt_usize(md, &key)? {
+        None | Some(0 | 2 | 3 | 4) => false,
+        Some(1) => true,
+        Some(n) => {
+            return Err(ModelError::BadMetadata {
+                key,
+                reason: format!("unknown pooling type {n} before the classifier (1 mean, 2 cls)"),
+            })
+        }
+    };
+    Ok(Some(RankHead {
+        labels,
+        mean,
+        modern: arch == MODERN_BERT,
     }))
 }
 
 /// A reranker's classifier head, in f32 on the host, as llama.cpp's `build_pooling` applies it
-/// to the pooled row: RoBERTa's dense layer and tanh where the file has one, the output
-/// projection where it has one, a softmax for Qwen3-Reranker; the score is the first output
-/// (Qwen3-Reranker's "yes" probability, a cross-encoder's logit), as llama.cpp's server scores.
+/// to the pooled row: the dense layer where the file has one (RoBERTa's, then tanh; ModernBERT's,
+/// then GELU and a LayerNorm), the output projection where it has one, a softmax for
+/// Qwen3-Reranker; the score is the first output (Qwen3-Reranker's "yes" probability, a
+/// cross-encoder's logit), as llama.cpp's server scores.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Classifier {
     /// `cls.weight` (`[hidden, hidden]` row-major; jina-reranker-v1's one row) and `cls.bias`.
     pub dense: Option<Affine>,
+    /// What follows the dense layer: tanh, or ModernBERT's GELU.
+    pub act: HeadAct,
+    /// ModernBERT's `cls.norm` after the activation.
+    pub norm: Option<HeadNorm>,
     /// `cls.output.weight` (`[labels, in]` row-major) and `cls.output.bias`.
     pub output: Option<Affine>,
     /// A softmax over the outputs (Qwen3-Reranker's).
     pub softmax: bool,
+}
+
+/// The activation after a head's dense layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadAct {
+    /// RoBERTa's and BERT's pooler's.
+    Tanh,
+    /// ModernBERT's (`classifier_activation` gelu), tanh-approximated as ggml's `gelu`.
+    Gelu,
+}
+
+impl HeadAct {
+    fn apply(self, x: f32) -> f32 {
+        match self {
+            Self::Tanh => x.tanh(),
+            Self::Gelu => {
+                const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+                0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x)).tanh())
+            }
+        }
+    }
+}
+
+/// A LayerNorm without a bias (ModernBERT's `cls.norm`): `(x − mean) / √(var + eps) · weight`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadNorm {
+    pub weight: Vec<f32>,
+    pub eps: f32,
+}
+
+impl HeadNorm {
+    fn apply(&self, x: &mut [f32]) {
+        let n = x.len().max(1) as f32;
+        let mean = x.iter().sum::<f32>() / n;
+        let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+        let inv = 1.0 / (var + self.eps).sqrt();
+        x.iter_mut().zip(&self.weight).for_each(|(v, w)| *v = (*v - mean) * inv * w);
+    }
 }
 
 /// `x ↦ W·x + b`: `weights` row-major, one row per output.
@@ -141,11 +218,22 @@ pub struct Classifier {
 pub struct Affine {
     pub weights: Vec<f32>,
     pub bias: Option<Vec<f32>>,
+    /// `x` rounded to 8 bits in blocks of 32 first ([`round_q8_0`]), as ggml multiplies a
+    /// weight stored in Q8_0 (or Q4_0, Q4_1, Q5_0, Q5_1): against its input quantized so.
+    pub input_q8: bool,
 }
 
 impl Affine {
     /// `W·x + b`.
     pub fn apply(&self, x: &[f32]) -> Vec<f32> {
+        let rounded;
+        let x = match self.input_q8 {
+            true => {
+                rounded = round_q8_0(x);
+                &rounded[..]
+            }
+            false => x,
+        };
         let mut y: Vec<f32> = self
             .weights
             .chunks(x.len().max(1))
@@ -158,12 +246,29 @@ impl Affine {
     }
 }
 
+/// `x` as ggml's `quantize_row_q8_0` leaves it: per block of 32, the scale `d = max|x| / 127`
+/// (stored in f16), each value `round(x / d)` (from the unrounded scale) times the stored one.
+pub fn round_q8_0(x: &[f32]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(x.len());
+    for block in x.chunks(32) {
+        let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let stored = half::f16::from_f32(d).to_f32();
+        out.extend(block.iter().map(|v| (v * id).round() * stored));
+    }
+    out
+}
+
 impl Classifier {
     /// The score of a pooled row (the last for a causal reranker, the first for an encoder).
     pub fn score(&self, row: &[f32]) -> f32 {
         let mut x = row.to_vec();
         if let Some(dense) = &self.dense {
-            x = dense.apply(&x).into_iter().map(f32::tanh).collect();
+            x = dense.apply(&x).into_iter().map(|v| self.act.apply(v)).collect();
+            if let Some(norm) = &self.norm {
+                norm.apply(&mut x);
+            }
         }
         if let Some(output) = &self.output {
             x = output.apply(&x);
@@ -302,27 +407,32 @@ mod tests {
     fn a_rank_file_has_labels_and_scores_by_the_first() {
         let labels = Value::Array(vec![Value::String("yes".into()), Value::String("no".into())]);
         let rank = md(&[("qwen3.pooling_type", Value::U32(4)), ("qwen3.classifier.output_labels", labels)]);
-        assert_eq!(rank_labels(&rank, "qwen3").unwrap(), Some(2));
-        assert_eq!(rank_labels(&md(&[("qwen3.pooling_type", Value::U32(4))]), "qwen3").unwrap(), Some(1));
-        assert_eq!(rank_labels(&md(&[("qwen3.pooling_type", Value::U32(3))]), "qwen3").unwrap(), None);
+        let head = |md: &HashMap<String, Value>, arch: &str| rank_head(md, arch).unwrap().map(|h| h.labels);
+        assert_eq!(head(&rank, "qwen3"), Some(2));
+        assert_eq!(head(&md(&[("qwen3.pooling_type", Value::U32(4))]), "qwen3"), Some(1));
+        assert_eq!(head(&md(&[("qwen3.pooling_type", Value::U32(3))]), "qwen3"), None);
         // Logits 2 and 0: softmax's first is e²/(e²+1).
         let qwen3 = Classifier {
             dense: None,
-            output: Some(Affine { weights: vec![1.0, 0.0, 0.0, 0.0], bias: None }),
+            act: HeadAct::Tanh,
+            norm: None,
+            output: Some(Affine { weights: vec![1.0, 0.0, 0.0, 0.0], bias: None, input_q8: false }),
             softmax: true,
         };
         let s = qwen3.score(&[2.0, 5.0]);
         assert!((s - 0.880_797).abs() < 1e-5, "{s}");
         // A BERT rank file scores too.
-        assert_eq!(rank_labels(&md(&[("bert.pooling_type", Value::U32(4))]), "bert").unwrap(), Some(1));
+        assert_eq!(head(&md(&[("bert.pooling_type", Value::U32(4))]), "bert"), Some(1));
     }
 
     #[test]
     fn robertas_head_is_dense_tanh_then_the_raw_logit() {
         // dense: [[1, 0], [0, 2]] + [0, 1]; tanh; output [1, -1] + 0.5.
         let roberta = Classifier {
-            dense: Some(Affine { weights: vec![1.0, 0.0, 0.0, 2.0], bias: Some(vec![0.0, 1.0]) }),
-            output: Some(Affine { weights: vec![1.0, -1.0], bias: Some(vec![0.5]) }),
+            dense: Some(Affine { weights: vec![1.0, 0.0, 0.0, 2.0], bias: Some(vec![0.0, 1.0]), input_q8: false }),
+            act: HeadAct::Tanh,
+            norm: None,
+            output: Some(Affine { weights: vec![1.0, -1.0], bias: Some(vec![0.5]), input_q8: false }),
             softmax: false,
         };
         let x = [0.3f32, -0.2];
@@ -331,6 +441,64 @@ mod tests {
         // Without an output projection (jina-reranker-v1's), the dense layer's first output.
         let dense_only = Classifier { output: None, ..roberta };
         assert!((dense_only.score(&x) - 0.3f32.tanh()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn modern_berts_head_is_dense_gelu_norm_then_the_logit() {
+        let rank = |pool: Option<u32>| {
+            let mut m = md(&[("modern-bert.pooling_type", Value::U32(4))]);
+            if let Some(p) = pool {
+                m.insert("modern-bert.classifier.pooling_type".into(), Value::U32(p));
+            }
+            m
+        };
+        let head = |m: &HashMap<String, Value>| rank_head(m, "modern-bert").unwrap();
+        let mean = RankHead { labels: 1, mean: true, modern: true };
+        assert_eq!(head(&rank(Some(1))), Some(mean));
+        // cls, or none said: the first row, as llama.cpp.
+        assert_eq!(head(&rank(Some(2))), Some(RankHead { mean: false, ..mean }));
+        assert_eq!(head(&rank(None)), Some(RankHead { mean: false, ..mean }));
+        let bad = rank_head(&rank(Some(7)), "modern-bert").unwrap_err();
+        assert!(bad.to_string().contains("modern-bert.classifier.pooling_type"), "{bad}");
+        // Another encoder's head is RoBERTa's.
+        assert_eq!(rank_head(&md(&[("bert.pooling_type", Value::U32(4))]), "bert").unwrap().map(|h| h.modern), Some(false));
+
+        // dense: identity; GELU; LayerNorm with weight [1, 2] (eps 0); output [1, 1].
+        let modern = Classifier {
+            dense: Some(Affine { weights: vec![1.0, 0.0, 0.0, 1.0], bias: None, input_q8: false }),
+            act: HeadAct::Gelu,
+            norm: Some(HeadNorm { weight: vec![1.0, 2.0], eps: 0.0 }),
+            output: Some(Affine { weights: vec![1.0, 1.0], bias: Some(vec![0.25]), input_q8: false }),
+            softmax: false,
+        };
+        // GELU(1) ≈ 0.8412 > GELU(−1) ≈ −0.1588: normed to [1, −1], weighted [1, −2].
+        assert!((modern.score(&[1.0, -1.0]) - (1.0 - 2.0 + 0.25)).abs() < 1e-5);
+        assert!((HeadAct::Gelu.apply(1.0) - 0.841_192).abs() < 1e-5);
+    }
+
+    #[test]
+    fn a_q8_0_weights_input_is_rounded_as_ggml_rounds_it() {
+        // One block: max 1.27, so d = 0.01 (0.01000213623046875 in f16), each x/d rounded.
+        let mut x = vec![0.0f32; 32];
+        x[0] = 1.27;
+        x[1] = -0.004; // −0.4 steps: 0
+        x[2] = 0.506; // 50.6 steps: 51
+        let r = round_q8_0(&x);
+        let d = half::f16::from_f32(0.01).to_f32();
+        assert_eq!((r[0], r[1], r[2]), (127.0 * d, 0.0, 51.0 * d));
+        // Blocks are apart: a zero block stays zero, a short last block has its own scale.
+        let mut y = vec![0.0f32; 40];
+        y[35] = -2.0;
+        let r = round_q8_0(&y);
+        assert!(r[..32].iter().all(|v| *v == 0.0));
+        assert_eq!(r[35], -127.0 * half::f16::from_f32(2.0 / 127.0).to_f32());
+        // An affine map of such a weight rounds its input first.
+        let w = Affine { weights: x.clone(), bias: None, input_q8: true };
+        let exact = Affine { input_q8: false, ..w.clone() };
+        let input: Vec<f32> = (0..32).map(|i| 0.013 * i as f32).collect();
+        let want: f32 = x.iter().zip(round_q8_0(&input)).map(|(a, b)| a * b).sum();
+        assert_eq!(w.apply(&input), vec![want]);
+        assert_ne!(exact.apply(&input), vec![want]);
     }
 
     #[test]

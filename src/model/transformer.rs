@@ -1091,13 +1091,14 @@ fn load_output_bias(file: &mut GgufFile, hp: &HParams, device: &Device) -> Resul
 
 /// A reranker's classifier head in f32 on the host (a few rows, or RoBERTa's `[hidden,
 /// hidden]` dense layer): the output projection `cls.output.weight` (`[labels, hidden]`) and
-/// RoBERTa's `cls.weight` before it, each with its bias where the file has one; a rank file
-/// with neither is refused, as a head in any other file is.
+/// the dense layer `cls.weight` before it, each with its bias where the file has one, and
+/// ModernBERT's `cls.norm` after the dense layer's GELU; a rank file with neither projection is
+/// refused, as a head in any other file is, and a head norm outside ModernBERT's.
 fn load_classifier(file: &mut GgufFile, hp: &HParams) -> Result<Option<Classifier>, ModelError> {
-    use super::pooling::{CLASSIFIER, CLASSIFIER_BIAS, CLASSIFIER_DENSE, CLASSIFIER_DENSE_BIAS};
-    let present = [CLASSIFIER, CLASSIFIER_DENSE].into_iter().find(|n| file.has_tensor(n));
-    let labels = match (hp.rank_labels, present) {
-        (Some(labels), Some(_)) => labels,
+    use super::pooling::{HeadAct, HeadNorm, CLASSIFIER, CLASSIFIER_BIAS, CLASSIFIER_DENSE, CLASSIFIER_DENSE_BIAS, CLASSIFIER_NORM};
+    let present = [CLASSIFIER, CLASSIFIER_DENSE, CLASSIFIER_NORM].into_iter().find(|n| file.has_tensor(n));
+    let head = match (hp.rank, present) {
+        (Some(head), Some(_)) => head,
         (Some(_), None) => return Err(ModelError::MissingTensor { name: CLASSIFIER.into() }),
         (None, Some(name)) => {
             return Err(ModelError::UnsupportedTensor {
@@ -1107,26 +1108,56 @@ fn load_classifier(file: &mut GgufFile, hp: &HParams) -> Result<Option<Classifie
         }
         (None, None) => return Ok(None),
     };
+    if !head.modern && file.has_tensor(CLASSIFIER_NORM) {
+        return Err(ModelError::UnsupportedTensor {
+            name: CLASSIFIER_NORM.into(),
+            reason: "a norm in the classifier head is read in ModernBERT's rerankers (modern-bert) only".into(),
+        });
+    }
     let mut affine = |name: &str, bias: &str, rows: usize| -> Result<Option<Affine>, ModelError> {
         if !file.has_tensor(name) {
             return Ok(None);
         }
-        let weights = load_rows_f32(file, name, [rows, hp.hidden], &Device::Cpu)?.flatten_all()?.to_vec1::<f32>()?;
+        let q = file.tensor(name, &Device::Cpu)?;
+        check_shape(name, q.shape().dims(), &[rows, hp.hidden])?;
+        let input_q8 = rounds_input_to_q8_0(q.dtype());
+        let weights = q.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
         let bias = match file.has_tensor(bias) {
             true => Some(load_vec(file, bias, rows, &Device::Cpu)?.to_vec1::<f32>()?),
             false => None,
         };
-        Ok(Some(Affine { weights, bias }))
+        Ok(Some(Affine { weights, bias, input_q8 }))
     };
     // jina-reranker-v1's (`jina-bert-v2`) is one row, its tanh the score (llama.cpp's
     // `{n_embd, 1}` `cls` and `build_pooling`).
     let dense_rows = if hp.gate_optional { 1 } else { hp.hidden };
+    let dense = affine(CLASSIFIER_DENSE, CLASSIFIER_DENSE_BIAS, dense_rows)?;
+    let output = affine(CLASSIFIER, CLASSIFIER_BIAS, head.labels)?;
+    // llama.cpp's graph normalizes only what the dense layer gave.
+    let norm = match (file.has_tensor(CLASSIFIER_NORM), &dense) {
+        (false, _) => None,
+        (true, None) => return Err(ModelError::MissingTensor { name: CLASSIFIER_DENSE.into() }),
+        (true, Some(_)) => Some(HeadNorm {
+            weight: load_vec(file, CLASSIFIER_NORM, hp.hidden, &Device::Cpu)?.to_vec1::<f32>()?,
+            eps: hp.rms_eps as f32,
+        }),
+    };
     Ok(Some(Classifier {
-        dense: affine(CLASSIFIER_DENSE, CLASSIFIER_DENSE_BIAS, dense_rows)?,
-        output: affine(CLASSIFIER, CLASSIFIER_BIAS, labels)?,
+        dense,
+        act: if head.modern { HeadAct::Gelu } else { HeadAct::Tanh },
+        norm,
+        output,
         // Qwen3-Reranker's (a causal model's) labels go through a softmax, as llama.cpp's graph.
         softmax: !hp.encoder,
     }))
+}
+
+/// Whether ggml multiplies a weight of type `dtype` against its input rounded to Q8_0 (or
+/// Q8_1, the same values): its `vec_dot_type` for the 32-wide legacy quants. (The K-quants'
+/// Q8_K rounding is not mirrored: a head stored so is multiplied in f32.)
+fn rounds_input_to_q8_0(dtype: candle_core::quantized::GgmlDType) -> bool {
+    use candle_core::quantized::GgmlDType as T;
+    matches!(dtype, T::Q8_0 | T::Q4_0 | T::Q4_1 | T::Q5_0 | T::Q5_1)
 }
 
 /// EmbeddingGemma's projections of the pooled vector: `dense_2.weight` (`[feat, hidden]`)
@@ -1146,7 +1177,7 @@ fn load_dense_out(file: &mut GgufFile, hp: &HParams) -> Result<Option<[Affine; 2
     };
     let mut load = |name: &str, shape: [usize; 2]| -> Result<Affine, ModelError> {
         let weights = load_rows_f32(file, name, shape, &Device::Cpu)?.flatten_all()?.to_vec1::<f32>()?;
-        Ok(Affine { weights, bias: None })
+        Ok(Affine { weights, bias: None, input_q8: false })
     };
     Ok(Some([load(UP, [feat, hp.hidden])?, load(DOWN, [hp.hidden, feat])?]))
 }

@@ -82,7 +82,7 @@ pub(crate) async fn handle(
     let f = body::fields::<RerankFields>(&value)?;
     let model = state.resolve_model(f.model.as_deref())?.to_string();
     let engine = state.engine();
-    if engine.model().transformer.hparams().rank_labels.is_none() {
+    if engine.model().transformer.hparams().rank.is_none() {
         return Err(ApiError::invalid_param(
             "model",
             format!("{model} is not a reranker: its file has no classifier head (pooling type rank, cls.output.weight), such as Qwen3-Reranker's"),

@@ -485,13 +485,15 @@ impl TinyModelSpec {
     /// A tiny ModernBERT (`modern-bert`: `testkit::modern_bert`): [`Self::encoder`]'s sizes in
     /// four layers, a global one then two local ones over a window of 8 (4 positions on either
     /// side), ModernBERT's GPT-2 BPE vocabulary with `[CLS]`, `[SEP]` and `[MASK]`; GELU's MLP
-    /// (F32) or SiLU's (Q8_0).
+    /// (F32) or SiLU's (Q8_0). Of pooling type rank, a reranker with ModernBERT's head
+    /// (`testkit::modern_bert`) and weights of its own.
     pub fn encoder_modern_bert(pooling: u32, weight_type: WeightType) -> Self {
+        let seed = if weight_type == WeightType::F32 { 145 } else { 146 };
         Self {
             vocab: TinyVocab::new(VocabStyle::Gpt2 { pre: "modern-bert" }),
             layers: 4,
             sliding_window: Some((8, 3)),
-            seed: if weight_type == WeightType::F32 { 145 } else { 146 },
+            seed: if pooling == RANK { seed + 10 } else { seed },
             ..Self::encoder("modern-bert", pooling, weight_type)
         }
     }

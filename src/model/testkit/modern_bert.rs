@@ -6,7 +6,13 @@
 //! (`attention.sliding_window`, period `attention.sliding_window_pattern`: the first layer of
 //! each period global) and the local layers' base (`rope.freq_base_swa`), and, for a Q8_0
 //! file, `hidden_activation` `swiglu` (Granite Embedding R2's; an F32 file names none, so
-//! GELU); a GPT-2 BPE vocabulary with `[CLS]` and `[SEP]` added around the text.
+//! GELU); a GPT-2 BPE vocabulary with `[CLS]` and `[SEP]` added around the text (named the
+//! class and separator tokens too, as the converter names them).
+//!
+//! A rank file (pooling type 4: gte-reranker-modernbert's shape) has ModernBERT's
+//! classification head: `cls.weight` (dense, no bias; GELU after it), `cls.norm.weight`,
+//! `cls.output.weight` and its bias (one label, `LABEL_0`), and `classifier.pooling_type` mean
+//! in an F32 file, cls in a Q8_0 one.
 //!
 //! [`super::gguf::write_model`] writes a [`TinyModelSpec`] whose `arch` is `modern-bert` with
 //! the tensors and metadata here: the spec's `hidden`, `layers`, `heads`, `ffn`,
@@ -25,6 +31,11 @@ pub const ARCH: &str = "modern-bert";
 const EPS: f32 = 1e-5;
 /// The local layers' rope base (ModernBERT's `local_rope_theta`).
 const LOCAL_ROPE_BASE: f32 = 10_000.0;
+/// `pooling_type` of a reranker's file (llama.cpp's rank), and the classifier's pooling
+/// types (mean, cls).
+const RANK: u32 = 4;
+const CLASSIFIER_MEAN: u32 = 1;
+const CLASSIFIER_CLS: u32 = 2;
 
 /// Whether `spec` is a ModernBERT's.
 pub(super) fn is_modern_bert(spec: &TinyModelSpec) -> bool {
@@ -56,8 +67,22 @@ pub(super) fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         ("tokenizer.ggml.add_eos_token".into(), Value::Bool(true)),
         ("tokenizer.ggml.add_sep_token".into(), Value::Bool(true)),
     ];
+    // The converter's `SpecialVocab` also names the separator and the class token (`[SEP]`
+    // and `[CLS]`, the vocabulary's EOS and BOS): a reranker's pair is joined by the separator.
+    let vocab_id = |key: &str| spec.vocab.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+    if let Some(sep) = vocab_id("tokenizer.ggml.eos_token_id") {
+        md.push(("tokenizer.ggml.seperator_token_id".into(), sep));
+    }
+    if let Some(cls) = vocab_id("tokenizer.ggml.bos_token_id") {
+        md.push(("tokenizer.ggml.cls_token_id".into(), cls));
+    }
     if spec.weight_type != WeightType::F32 {
         md.push((k("hidden_activation"), Value::String("swiglu".into())));
+    }
+    if spec.pooling == Some(RANK) {
+        md.push((k("classifier.output_labels"), Value::Array(vec![Value::String("LABEL_0".into())])));
+        let pooling = if spec.weight_type == WeightType::F32 { CLASSIFIER_MEAN } else { CLASSIFIER_CLS };
+        md.push((k("classifier.pooling_type"), Value::U32(pooling)));
     }
     md
 }
@@ -92,5 +117,12 @@ pub(super) fn tensors(spec: &TinyModelSpec, rng: &mut Rand) -> Result<Vec<(Strin
         out.push(mat(n("ffn_down.weight"), d, f, rng)?);
     }
     out.push(norm("output_norm.weight".into(), rng)?);
+    if spec.pooling == Some(RANK) {
+        out.push(mat("cls.weight".into(), d, d, rng)?);
+        out.push(norm("cls.norm.weight".into(), rng)?);
+        out.push(mat("cls.output.weight".into(), 1, d, rng)?);
+        let bias = Tensor::from_vec(rng.around(1, 0.0, 0.5), 1, &cpu)?;
+        out.push(("cls.output.bias".into(), QTensor::quantize(&bias, GgmlDType::F32)?));
+    }
     Ok(out)
 }
