@@ -1118,15 +1118,11 @@ fn load_classifier(file: &mut GgufFile, hp: &HParams) -> Result<Option<Classifie
         if !file.has_tensor(name) {
             return Ok(None);
         }
-        let q = file.tensor(name, &Device::Cpu)?;
-        check_shape(name, q.shape().dims(), &[rows, hp.hidden])?;
-        let input_q8 = rounds_input_to_q8_0(q.dtype());
-        let weights = q.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-        let bias = match file.has_tensor(bias) {
-            true => Some(load_vec(file, bias, rows, &Device::Cpu)?.to_vec1::<f32>()?),
-            false => None,
-        };
-        Ok(Some(Affine { weights, bias, input_q8 }))
+        let mut a = load_affine(file, name, [rows, hp.hidden])?;
+        if file.has_tensor(bias) {
+            a.bias = Some(load_vec(file, bias, rows, &Device::Cpu)?.to_vec1::<f32>()?);
+        }
+        Ok(Some(a))
     };
     // jina-reranker-v1's (`jina-bert-v2`) is one row, its tanh the score (llama.cpp's
     // `{n_embd, 1}` `cls` and `build_pooling`).
@@ -1175,11 +1171,17 @@ fn load_dense_out(file: &mut GgufFile, hp: &HParams) -> Result<Option<[Affine; 2
             false => Ok(None),
         };
     };
-    let mut load = |name: &str, shape: [usize; 2]| -> Result<Affine, ModelError> {
-        let weights = load_rows_f32(file, name, shape, &Device::Cpu)?.flatten_all()?.to_vec1::<f32>()?;
-        Ok(Affine { weights, bias: None, input_q8: false })
-    };
-    Ok(Some([load(UP, [feat, hp.hidden])?, load(DOWN, [hp.hidden, feat])?]))
+    Ok(Some([load_affine(file, UP, [feat, hp.hidden])?, load_affine(file, DOWN, [hp.hidden, feat])?]))
+}
+
+/// A `[rows, cols]` weight as an unbiased [`Affine`] in f32 on the host, rounding its input
+/// as ggml does for the weight's type ([`rounds_input_to_q8_0`]).
+fn load_affine(file: &mut GgufFile, name: &str, shape: [usize; 2]) -> Result<Affine, ModelError> {
+    let q = file.tensor(name, &Device::Cpu)?;
+    check_shape(name, q.shape().dims(), &shape)?;
+    let input_q8 = rounds_input_to_q8_0(q.dtype());
+    let weights = q.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    Ok(Affine { weights, bias: None, input_q8 })
 }
 
 /// The token embedding and the output projection. A tied table on the CPU that our kernels
