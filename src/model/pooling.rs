@@ -28,6 +28,7 @@ use candle_core::quantized::gguf_file::Value;
 use super::gguf::{md_opt_bool, md_opt_usize};
 use super::hparams::{BIDIRECTIONAL_ARCHS, MODERN_BERT};
 use super::tokenizer::Tokenizer;
+use crate::ops::qmatmul::round_q8_0;
 use super::ModelError;
 
 /// Declared in `config` (the settings name it too, `server.pooling`); its reading from a file
@@ -218,7 +219,7 @@ impl HeadNorm {
 pub struct Affine {
     pub weights: Vec<f32>,
     pub bias: Option<Vec<f32>>,
-    /// `x` rounded to 8 bits in blocks of 32 first ([`round_q8_0`]), as ggml multiplies a
+    /// `x` rounded to 8 bits in blocks of 32 first (`ops::qmatmul::round_q8_0`), as ggml multiplies a
     /// weight stored in Q8_0 (or Q4_0, Q4_1, Q5_0, Q5_1): against its input quantized so.
     pub input_q8: bool,
 }
@@ -244,20 +245,6 @@ impl Affine {
         }
         y
     }
-}
-
-/// `x` as ggml's `quantize_row_q8_0` leaves it: per block of 32, the scale `d = max|x| / 127`
-/// (stored in f16), each value `round(x / d)` (from the unrounded scale) times the stored one.
-pub fn round_q8_0(x: &[f32]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(x.len());
-    for block in x.chunks(32) {
-        let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let stored = half::f16::from_f32(d).to_f32();
-        out.extend(block.iter().map(|v| (v * id).round() * stored));
-    }
-    out
 }
 
 impl Classifier {

@@ -45,6 +45,19 @@ fn quantize_q8_0(x: &[f32], q: &mut [i8]) -> f32 {
     d
 }
 
+/// `x` as ggml's matmul reads it against a weight of the 32-value forms (Q8_0, Q4_0/1,
+/// Q5_0/1): each block quantized by [`quantize_q8_0`] and multiplied back by its scale rounded
+/// to f16, for a product on the host in f32 (a reranker's head, `model::pooling::Affine`).
+pub fn round_q8_0(x: &[f32]) -> Vec<f32> {
+    let mut q = [0i8; 32];
+    let mut out = Vec::with_capacity(x.len());
+    for block in x.chunks(32) {
+        let d = f16::from_f32(quantize_q8_0(block, &mut q[..block.len()])).to_f32();
+        out.extend(q[..block.len()].iter().map(|&q| f32::from(q) * d));
+    }
+    out
+}
+
 /// ggml's `quantize_row_q8_K` for one 256-value block: the scale `1/iscale`
 /// with `iscale = −127/max` (`max` the value of largest magnitude, so the
 /// scale may be negative), quants rounded half to even and capped at 127.
