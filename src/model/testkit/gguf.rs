@@ -2091,6 +2091,10 @@ fn metadata(spec: &TinyModelSpec) -> Vec<(String, Value)> {
         md.push((format!("{arch}.rope.scaling.original_context_length"), u32v(l.original_context)));
         md.push((format!("{arch}.rope.scaling.attn_factor"), Value::F32(l.attn_factor)));
     }
+    // (A vocabulary that names its model, as Phi-3's, names the file.)
+    if spec.vocab.metadata.iter().any(|(k, _)| k == "general.name") {
+        md.retain(|(k, _)| k != "general.name");
+    }
     md.extend(spec.vocab.metadata.iter().cloned());
     md
 }

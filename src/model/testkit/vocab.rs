@@ -11,7 +11,7 @@
 //!
 //! Parts: `train` (the text, word splits, the BPE loop), `families` (special
 //! tokens, ids and chat templates per family), `hf_json` (the `tokenizer.json`
-//! writers); this file lays the tokens out and writes the GGUF metadata.
+//! writers), `phi3` (Phi-3's added tokens over the SentencePiece style); this file lays the tokens out and writes the GGUF metadata.
 //!
 //! Invariant: the JSON is written literally, field by field, in the shape of
 //! the models' published files (`LlamaConverter`, Qwen2's and Llama 3's
@@ -26,6 +26,7 @@
 
 mod families;
 mod hf_json;
+mod phi3;
 mod train;
 mod unigram;
 mod wordpiece;
@@ -37,6 +38,7 @@ use candle_core::quantized::gguf_file::Value;
 
 use self::families::{gpt2_family, Gpt2Family, HARMONY, LLAMA2_TEMPLATE};
 use self::hf_json::{gemma4_json, gpt2_json, spm_json};
+pub use self::phi3::PHI3_NAME;
 pub use self::train::TRAINING_TEXT;
 pub use self::unigram::{FixtureText, UnigramFixture};
 use self::train::{byte_chars, count_words, gpt2_words, to_byte_level, train_bpe};
@@ -121,6 +123,15 @@ impl TinyVocab {
             }
         }
         self
+    }
+
+    /// Phi-3's vocabulary: [`VocabStyle::LlamaSpm`]'s with Phi-3's added tokens
+    /// (`<|endoftext|>` as EOS, `<|assistant|>`, `<|system|>`, `<|end|>`, `<|user|>`) after it,
+    /// Phi-3.5's chat template and a Phi-3 name ([`PHI3_NAME`], in `general.name`): llama.cpp
+    /// and the `tokenizer.json` strip the whitespace after each but `<unk>`, `<s>` and
+    /// `<|endoftext|>`.
+    pub fn phi3() -> Self {
+        phi3::phi3()
     }
 
     /// The metadata as the map `Tokenizer::from_gguf_metadata` takes.

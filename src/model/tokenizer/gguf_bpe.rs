@@ -34,12 +34,7 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         .map_err(|e| ModelError::Tokenizer(format!("cannot set the normalizer: {e}")))?;
     tok.with_pre_tokenizer(Some(kind.pre_tokenizer()?));
     tok.with_decoder(Some(ByteLevel::default()));
-    let lstrip = special::lstrip_token(v);
-    let added = special::added_tokens(&v.tokens, &v.types).into_iter().map(|t| {
-        let strip = lstrip == Some(t.content.as_str());
-        t.lstrip(strip)
-    });
-    tok.add_tokens(added.collect::<Vec<_>>())
+    tok.add_tokens(special::gguf_added_tokens(v))
         .map_err(|e| ModelError::Tokenizer(format!("cannot add the special tokens: {e}")))?;
     Ok(tok)
 }

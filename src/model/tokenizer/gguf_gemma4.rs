@@ -56,7 +56,7 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         ByteFallback::new().into(),
         Fuse::new().into(),
     ])));
-    tok.add_tokens(special::added_tokens(&v.tokens, &v.types))
+    tok.add_tokens(special::gguf_added_tokens(v))
         .map_err(|e| ModelError::Tokenizer(format!("cannot add the special tokens: {e}")))?;
     Ok(tok)
 }

@@ -66,7 +66,7 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
     tok.with_normalizer(Some(NormalizerSequence::new(normalizers)))
         .map_err(|e| ModelError::Tokenizer(format!("cannot set the normalizer: {e}")))?;
     tok.with_decoder(Some(decoder(add_space_prefix)?));
-    tok.add_tokens(special::added_tokens(&v.tokens, &v.types))
+    tok.add_tokens(special::gguf_added_tokens(v))
         .map_err(|e| ModelError::Tokenizer(format!("cannot add the special tokens: {e}")))?;
     Ok(tok)
 }

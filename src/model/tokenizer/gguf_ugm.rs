@@ -62,9 +62,9 @@ pub(super) struct Unigram {
     remove_extra_whitespaces: bool,
     /// Control, user-defined and unknown tokens' texts with their ids, longest first.
     specials: Vec<(String, u32)>,
-    /// The special token that takes the whitespace before it ([`special::lstrip_token`],
-    /// llama.cpp's `LLAMA_TOKEN_ATTR_LSTRIP`).
-    lstrip: Option<u32>,
+    /// Which special tokens take the whitespace beside them (llama.cpp's
+    /// `LLAMA_TOKEN_ATTR_LSTRIP` and `_RSTRIP`).
+    strips: special::Strips,
 }
 
 /// The text → ids model and the `tokenizers::Tokenizer` that decodes the same ids.
@@ -133,7 +133,7 @@ pub(super) fn build(v: &GgufVocab) -> Result<(Unigram, tokenizers::Tokenizer), M
         charsmap: v.precompiled_charsmap.as_deref().map(Charsmap::parse).transpose()?,
         add_space_prefix,
         remove_extra_whitespaces: v.remove_extra_whitespaces.unwrap_or(false),
-        lstrip: special::lstrip_token(v).and_then(|text| v.tokens.iter().position(|t| t == text)).map(|i| i as u32),
+        strips: special::Strips::of(v),
         specials,
     };
     Ok((unigram, decoder_tokenizer(v, unk, add_space_prefix)?))
@@ -155,7 +155,7 @@ fn decoder_tokenizer(v: &GgufVocab, unk: u32, add_space_prefix: bool) -> Result<
     let mut tok = tokenizers::Tokenizer::new(model);
     let decoder: DecoderWrapper = super::gguf_spm::decoder(add_space_prefix)?;
     tok.with_decoder(Some(decoder));
-    tok.add_tokens(special::added_tokens(&v.tokens, &v.types))
+    tok.add_tokens(special::gguf_added_tokens(v))
         .map_err(|e| ModelError::Tokenizer(format!("cannot add the special tokens: {e}")))?;
     Ok(tok)
 }
@@ -189,15 +189,17 @@ impl Unigram {
                 };
                 while let Some(at) = rest.find(special.as_str()) {
                     let mut left = &rest[..at];
-                    if self.lstrip == Some(*id) {
-                        // (C's `isspace`, as llama.cpp strips.)
-                        left = left.trim_end_matches([' ', '\t', '\n', '\u{b}', '\u{c}', '\r']);
+                    if self.strips.lstrips(special) {
+                        left = left.trim_end_matches(special::C_SPACE);
                     }
                     if !left.is_empty() {
                         next.push(Fragment::Text(left));
                     }
                     next.push(Fragment::Token(*id));
                     rest = &rest[at + special.len()..];
+                    if self.strips.rstrips(special) {
+                        rest = rest.trim_start_matches(special::C_SPACE);
+                    }
                 }
                 if !rest.is_empty() {
                     next.push(Fragment::Text(rest));

@@ -82,7 +82,7 @@ pub(super) fn build(v: &GgufVocab) -> Result<tokenizers::Tokenizer, ModelError> 
         .map_err(|e| ModelError::Tokenizer(format!("cannot set the normalizer: {e}")))?;
     tok.with_pre_tokenizer(Some(BertPreTokenizer));
     tok.with_decoder(Some(WordPieceDecoder::new(CONTINUATION.into(), true)));
-    tok.add_tokens(special::added_tokens(&v.tokens, &v.types))
+    tok.add_tokens(special::gguf_added_tokens(v))
         .map_err(|e| ModelError::Tokenizer(format!("cannot add the special tokens: {e}")))?;
     Ok(tok)
 }

@@ -5,7 +5,9 @@
 //! added token and every user-defined (type 4) token a non-special one, all
 //! with `normalized = false`, so their literal text in a prompt encodes to
 //! their single id (llama.cpp's `tokenizer_st_partition` matches raw text the
-//! same way). Stop ids are deduplicated and start with EOS, EOT, EOM.
+//! same way); where llama.cpp's load makes a token take the whitespace beside it
+//! (by the file's name or architecture: [`Strips`]), the added token strips the
+//! same side. Stop ids are deduplicated and start with EOS, EOT, EOM.
 //!
 //! Counterpart: llama.cpp's `llama_token_attr` handling and its "auto-detect
 //! EOT/EOG tokens by text" block in `src/llama-vocab.cpp`; HF's
@@ -165,27 +167,73 @@ pub(crate) fn added_tokens(tokens: &[String], types: &[TokenType]) -> Vec<AddedT
         .collect()
 }
 
-/// The special token that takes the whitespace to its left with it, whatever the vocabulary's
-/// model, as llama.cpp's `llama_vocab::load` sets `LLAMA_TOKEN_ATTR_LSTRIP` by the file's
-/// pre-tokenizer, architecture and name: `<mask>` in jina-embeddings-v2's German, Spanish and
-/// code vocabularies and in `nomic-bert-moe` and `jina-bert-v3` files; else (a Phi-3 name
-/// aside, whose tokens llama.cpp strips to the right instead) `[MASK]` where the file's name
-/// says `modern-bert`, whatever its case. `None` where the vocabulary lacks that token.
-pub(crate) fn lstrip_token(v: &GgufVocab) -> Option<&'static str> {
-    let pre = v.pre.as_deref().unwrap_or_default();
-    let arch = v.architecture.as_deref().unwrap_or_default();
-    let name = v.name.as_deref().unwrap_or_default().to_lowercase();
-    let mask = ["jina-v2-de", "jina-v2-es", "jina-v2-code"].iter().any(|p| pre.contains(p))
-        || ["nomic-bert-moe", "jina-bert-v3"].iter().any(|a| arch.contains(a));
-    let text = if mask {
-        "<mask>"
-    } else if name.contains("modern-bert") && !name.contains("phi-3") && !name.contains("phi3") {
-        "[MASK]"
-    } else {
-        return None;
-    };
-    v.tokens.iter().any(|t| t == text).then_some(text)
+/// The added tokens of a GGUF vocabulary, in id order, each taking the whitespace beside it
+/// where llama.cpp's load says so ([`Strips`]).
+pub(crate) fn gguf_added_tokens(v: &GgufVocab) -> Vec<AddedToken> {
+    let strips = Strips::of(v);
+    added_tokens(&v.tokens, &v.types)
+        .into_iter()
+        .map(|t| {
+            let (left, right) = (strips.lstrips(&t.content), strips.rstrips(&t.content));
+            t.lstrip(left).rstrip(right)
+        })
+        .collect()
 }
+
+/// Which special tokens take the whitespace beside them with them, whatever the vocabulary's
+/// model: llama.cpp's `llama_vocab::load` sets `LLAMA_TOKEN_ATTR_LSTRIP` and `_RSTRIP` by the
+/// file's pre-tokenizer, architecture and name (GGUF stores no such attributes), and its
+/// `tokenizer_st_partition` then drops the whitespace (C's `isspace`) to the token's left or right.
+/// The rules, in llama.cpp's order (the first that applies):
+/// - `<mask>` strips left in jina-embeddings-v2's German, Spanish and code vocabularies and in
+///   `nomic-bert-moe` and `jina-bert-v3` files;
+/// - where the name says `phi-3` or `phi3` (any case), every control, user-defined and unknown
+///   token strips right except `<unk>`, `<s>` and `<|endoftext|>` (and `</s>` does): Phi-3's
+///   `<|user|>\n` is one token, as in its `tokenizer.json`;
+/// - `[MASK]` strips left where the name says `modern-bert`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Strips {
+    /// The one token that strips left, where the vocabulary has it.
+    lstrip: Option<&'static str>,
+    /// Phi-3's rule: the special tokens strip right.
+    phi3: bool,
+}
+
+/// The tokens Phi-3's rule leaves alone.
+const PHI3_NO_RSTRIP: [&str; 3] = ["<unk>", "<s>", "<|endoftext|>"];
+
+impl Strips {
+    pub fn of(v: &GgufVocab) -> Self {
+        let pre = v.pre.as_deref().unwrap_or_default();
+        let arch = v.architecture.as_deref().unwrap_or_default();
+        let name = v.name.as_deref().unwrap_or_default().to_lowercase();
+        let has = |text: &'static str| v.tokens.iter().any(|t| t == text).then_some(text);
+        let mask = ["jina-v2-de", "jina-v2-es", "jina-v2-code"].iter().any(|p| pre.contains(p))
+            || ["nomic-bert-moe", "jina-bert-v3"].iter().any(|a| arch.contains(a));
+        if mask {
+            Self { lstrip: has("<mask>"), phi3: false }
+        } else if name.contains("phi-3") || name.contains("phi3") {
+            Self { lstrip: None, phi3: true }
+        } else if name.contains("modern-bert") {
+            Self { lstrip: has("[MASK]"), phi3: false }
+        } else {
+            Self::default()
+        }
+    }
+
+    /// Whether the special token `text` takes the whitespace to its left.
+    pub fn lstrips(&self, text: &str) -> bool {
+        self.lstrip == Some(text)
+    }
+
+    /// Whether the special token `text` takes the whitespace to its right.
+    pub fn rstrips(&self, text: &str) -> bool {
+        self.phi3 && !PHI3_NO_RSTRIP.contains(&text)
+    }
+}
+
+/// C's `isspace` in the "C" locale: the whitespace llama.cpp's partition strips.
+pub(crate) const C_SPACE: [char; 6] = [' ', '\t', '\n', '\u{b}', '\u{c}', '\r'];
 
 /// A vocabulary's fill-in-the-middle tokens: the prefix, suffix and middle marks a code
 /// model's infill prompt is made of, and the pad, repository and file marks that end a
@@ -319,25 +367,73 @@ mod tests {
     use super::*;
     use tokenizers::models::bpe::{Vocab, BPE};
 
-    /// llama.cpp's left strip, one rule for every vocabulary: `<mask>` by pre-tokenizer or
-    /// architecture, `[MASK]` by a `modern-bert` name (not a Phi-3 one), none where the
-    /// vocabulary lacks the token.
+    /// llama.cpp's strips, one rule for every vocabulary: `<mask>` strips left by pre-tokenizer
+    /// or architecture; by a Phi-3 name every special token but `<unk>`, `<s>` and
+    /// `<|endoftext|>` strips right; `[MASK]` strips left by a `modern-bert` name (not a Phi-3
+    /// one); a token the vocabulary lacks strips nothing.
     #[test]
-    fn the_left_strip_token_follows_llama_cpps_rule() {
+    fn the_strips_follow_llama_cpps_rules() {
         use candle_core::quantized::gguf_file::Value;
-        let vocab = |kv: &[(&str, &str)]| {
-            let tokens = ["a", "<mask>", "[MASK]"].map(|t| Value::String(t.into())).to_vec();
+        let strips = |kv: &[(&str, &str)], tokens: &[&str]| {
+            let tokens = tokens.iter().map(|t| Value::String(t.to_string())).collect();
             let mut md: std::collections::HashMap<String, Value> = kv.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect();
             md.insert("tokenizer.ggml.model".into(), Value::String("gpt2".into()));
             md.insert("tokenizer.ggml.tokens".into(), Value::Array(tokens));
-            lstrip_token(&GgufVocab::read(&md).unwrap())
+            Strips::of(&GgufVocab::read(&md).unwrap())
         };
-        assert_eq!(vocab(&[("tokenizer.ggml.pre", "jina-v2-code")]), Some("<mask>"));
-        assert_eq!(vocab(&[("general.architecture", "nomic-bert-moe")]), Some("<mask>"));
-        assert_eq!(vocab(&[("general.name", "Hearth-Tiny-Modern-BERT")]), Some("[MASK]"));
-        assert_eq!(vocab(&[("general.name", "phi-3 modern-bert")]), None);
-        assert_eq!(vocab(&[("general.name", "ModernBERT Base"), ("tokenizer.ggml.pre", "modern-bert")]), None);
-        assert_eq!(vocab(&[("general.architecture", "bert")]), None);
+        let masks = ["a", "<mask>", "[MASK]", "<|user|>"];
+        let left = |s: Strips| masks.iter().copied().find(|t| s.lstrips(t));
+        assert_eq!(left(strips(&[("tokenizer.ggml.pre", "jina-v2-code")], &masks)), Some("<mask>"));
+        assert_eq!(left(strips(&[("general.architecture", "nomic-bert-moe")], &masks)), Some("<mask>"));
+        assert_eq!(left(strips(&[("general.name", "Hearth-Tiny-Modern-BERT")], &masks)), Some("[MASK]"));
+        assert_eq!(left(strips(&[("general.name", "Hearth-Tiny-Modern-BERT")], &["a", "<mask>"])), None);
+        assert_eq!(left(strips(&[("general.name", "phi-3 modern-bert")], &masks)), None);
+        assert_eq!(left(strips(&[("general.name", "ModernBERT Base"), ("tokenizer.ggml.pre", "modern-bert")], &masks)), None);
+        assert_eq!(left(strips(&[("general.architecture", "bert")], &masks)), None);
+        assert!(!strips(&[("general.architecture", "bert")], &masks).rstrips("<|user|>"));
+
+        for name in ["Phi-3-mini-4k-instruct", "Phi3", "phi-3.5 mini", "PHI3 Medium"] {
+            let s = strips(&[("general.name", name)], &masks);
+            assert!(s.rstrips("<|user|>") && s.rstrips("<|end|>") && s.rstrips("</s>"), "{name}");
+            for kept in ["<unk>", "<s>", "<|endoftext|>"] {
+                assert!(!s.rstrips(kept), "{name}: {kept}");
+            }
+            assert_eq!(left(s), None, "{name}");
+        }
+        // Phi-4's name, and a Phi-3 name where the `<mask>` rule comes first, strip nothing right.
+        assert!(!strips(&[("general.name", "Phi 4 Mini Instruct")], &masks).rstrips("<|user|>"));
+        assert!(!strips(&[("general.name", "phi3"), ("general.architecture", "jina-bert-v3")], &masks).rstrips("<|user|>"));
+    }
+
+    /// The added tokens carry the strips as Hugging Face's `tokenizer.json` would: Phi-3's
+    /// `<|user|>\n` encodes to the one token, the newline gone, where a Llama-named vocabulary
+    /// keeps it.
+    #[test]
+    fn added_tokens_carry_the_strips() {
+        use candle_core::quantized::gguf_file::Value;
+        let texts = ["a", "\n", "<s>", "<|user|>", "<|endoftext|>"];
+        let md = |name: &str| {
+            let mut md = std::collections::HashMap::new();
+            md.insert("general.name".to_string(), Value::String(name.into()));
+            md.insert("tokenizer.ggml.model".into(), Value::String("gpt2".into()));
+            md.insert("tokenizer.ggml.tokens".into(), Value::Array(texts.iter().map(|t| Value::String(t.to_string())).collect()));
+            md.insert("tokenizer.ggml.token_type".into(), Value::Array([1, 1, 3, 3, 3].map(Value::I32).to_vec()));
+            GgufVocab::read(&md).unwrap()
+        };
+        let summary = |name: &str| -> Vec<(String, bool)> {
+            gguf_added_tokens(&md(name)).into_iter().map(|t| (t.content.clone(), t.rstrip)).collect()
+        };
+        let phi3 = summary("Phi-3-mini-4k-instruct");
+        assert_eq!(phi3, [("<s>".into(), false), ("<|user|>".into(), true), ("<|endoftext|>".into(), false)]);
+        assert!(summary("Llama 2 7B").iter().all(|(_, r)| !r));
+        let vocab: Vocab = texts.iter().enumerate().map(|(i, t)| (t.to_string(), i as u32)).collect();
+        let encode = |name: &str, text: &str| {
+            let mut tok = tokenizers::Tokenizer::new(BPE::builder().vocab_and_merges(vocab.clone(), vec![]).build().unwrap());
+            tok.add_tokens(gguf_added_tokens(&md(name))).expect("the tokens are added");
+            tok.encode(text, false).unwrap().get_ids().to_vec()
+        };
+        assert_eq!(encode("Phi-3-mini-4k-instruct", "<|user|>\na<|endoftext|>\n"), [3, 0, 4, 1]);
+        assert_eq!(encode("Llama 2 7B", "<|user|>\na<|endoftext|>\n"), [3, 1, 0, 4, 1]);
     }
 
     fn toy() -> tokenizers::Tokenizer {
