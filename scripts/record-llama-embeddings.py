@@ -57,7 +57,7 @@ MODELS = ["tiny-embed-mean-f32.gguf", "tiny-embed-cls-f32.gguf", "tiny-embed-las
 RERANK_MODELS = ["tiny-rerank-f32.gguf", "tiny-rerank-q8_0.gguf"]
 QUERY = "what does the cat sit on"
 DOCUMENTS = ["the cat sat on the mat", "stock prices fell today", "a mat lay under the cat", "hello"]
-ENCODER_MODELS = ["tiny-bert-mean-f32.gguf", "tiny-bert-cls-q8_0.gguf", "tiny-nomic-mean-f32.gguf",
+ENCODER_MODELS = ["tiny-bert-mean-f32.gguf", "tiny-bert-cls-q8_0.gguf", "tiny-bert-mean-q6_k.gguf", "tiny-nomic-mean-f32.gguf",
                   "tiny-nomic-mean-q8_0.gguf", "tiny-xlmr-cls-f32.gguf", "tiny-xlmr-mean-q8_0.gguf",
                   "tiny-nomic-moe-mean-f32.gguf", "tiny-nomic-moe-mean-q8_0.gguf", "tiny-jina-v3-mean-f32.gguf",
                   "tiny-jina-v3-cls-q8_0.gguf", "tiny-jina-v2-mean-f32.gguf", "tiny-jina-v2-mean-q8_0.gguf",
@@ -65,6 +65,7 @@ ENCODER_MODELS = ["tiny-bert-mean-f32.gguf", "tiny-bert-cls-q8_0.gguf", "tiny-no
 # Cross-encoders (`TinyModelSpec::encoder_reranker`: pooling type rank, a one-logit head on the
 # first row), asked `/v1/rerank` for `QUERY` against `DOCUMENTS` as the rerankers are.
 ENCODER_RERANK_MODELS = ["tiny-bert-rerank-f32.gguf", "tiny-xlmr-rerank-f32.gguf", "tiny-xlmr-rerank-q8_0.gguf",
+                         "tiny-xlmr-rerank-q4_k.gguf", "tiny-bert-rerank-q6_k.gguf",
                          "tiny-jina-v2-rerank-f32.gguf", "tiny-modern-bert-rerank-mean-f32.gguf",
                          "tiny-modern-bert-rerank-cls-q8_0.gguf"]
 # The texts of the Unigram vocabulary's fixture, which the XLM-RoBERTa-shaped files (`tiny-xlmr-*`)

@@ -32,6 +32,10 @@ fn reference_models() -> Vec<(&'static str, TinyModelSpec)> {
             TinyModelSpec::encoder("bert", 2, WeightType::Q8_0),
         ),
         (
+            "tiny-bert-mean-q6_k.gguf",
+            TinyModelSpec::encoder("bert", 1, WeightType::Q6K),
+        ),
+        (
             "tiny-nomic-mean-f32.gguf",
             TinyModelSpec::encoder("nomic-bert", 1, WeightType::F32),
         ),
@@ -100,6 +104,15 @@ fn rerank_models() -> Vec<(&'static str, TinyModelSpec)> {
         (
             "tiny-xlmr-rerank-q8_0.gguf",
             TinyModelSpec::encoder_reranker(true, WeightType::Q8_0),
+        ),
+        // K-quants (a Q4_K_M file's `cls.weight`): the head's input rounded as ggml's Q8_K.
+        (
+            "tiny-xlmr-rerank-q4_k.gguf",
+            TinyModelSpec::encoder_reranker(true, WeightType::Q4K),
+        ),
+        (
+            "tiny-bert-rerank-q6_k.gguf",
+            TinyModelSpec::encoder_reranker(false, WeightType::Q6K),
         ),
         (
             "tiny-jina-v2-rerank-f32.gguf",
@@ -267,8 +280,8 @@ fn cross_encoder_scores_match_llama_cpp() {
             // moves it by up to 7·10⁻⁴ in f32. In Q8_0 the trunk's rounding, which leaves unit
             // vectors within 1.5·10⁻³ of llama.cpp's, reaches the logit enlarged, most through
             // ModernBERT's head, whose LayerNorm divides by the spread of the dense layer's
-            // output.)
-            let tol = match (name.ends_with("f32.gguf"), name.contains("modern-bert")) {
+            // output, and BERT's, a logit of the normed row without a tanh.)
+            let tol = match (name.ends_with("f32.gguf"), name.contains("modern-bert") || name.contains("bert-rerank")) {
                 (true, _) => 1e-3,
                 (false, false) => 2e-2,
                 (false, true) => 3e-2,

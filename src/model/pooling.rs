@@ -28,7 +28,7 @@ use candle_core::quantized::gguf_file::Value;
 use super::gguf::{md_opt_bool, md_opt_usize};
 use super::hparams::{BIDIRECTIONAL_ARCHS, MODERN_BERT};
 use super::tokenizer::Tokenizer;
-use crate::ops::qmatmul::round_q8_0;
+use crate::ops::qmatmul::{round_acts, QuantKind};
 use super::ModelError;
 
 /// Declared in `config` (the settings name it too, `server.pooling`); its reading from a file
@@ -219,21 +219,23 @@ impl HeadNorm {
 pub struct Affine {
     pub weights: Vec<f32>,
     pub bias: Option<Vec<f32>>,
-    /// `x` rounded to 8 bits in blocks of 32 first (`ops::qmatmul::round_q8_0`), as ggml multiplies a
-    /// weight stored in Q8_0 (or Q4_0, Q4_1, Q5_0, Q5_1): against its input quantized so.
-    pub input_q8: bool,
+    /// The quantized type the weights were stored in, where our integer kernels take it:
+    /// `x` is then rounded to 8 bits first, as ggml multiplies such a weight against its input
+    /// quantized to the type's `vec_dot_type` (Q8_0's blocks of 32 for Q8_0, Q4_0/1, Q5_0/1;
+    /// Q8_K's of 256 for the K-quants: `ops::qmatmul::round_acts`).
+    pub input_kind: Option<QuantKind>,
 }
 
 impl Affine {
     /// `W·x + b`.
     pub fn apply(&self, x: &[f32]) -> Vec<f32> {
         let rounded;
-        let x = match self.input_q8 {
-            true => {
-                rounded = round_q8_0(x);
+        let x = match self.input_kind {
+            Some(kind) => {
+                rounded = round_acts(kind, x);
                 &rounded[..]
             }
-            false => x,
+            None => x,
         };
         let mut y: Vec<f32> = self
             .weights
@@ -403,7 +405,7 @@ mod tests {
             dense: None,
             act: HeadAct::Tanh,
             norm: None,
-            output: Some(Affine { weights: vec![1.0, 0.0, 0.0, 0.0], bias: None, input_q8: false }),
+            output: Some(Affine { weights: vec![1.0, 0.0, 0.0, 0.0], bias: None, input_kind: None }),
             softmax: true,
         };
         let s = qwen3.score(&[2.0, 5.0]);
@@ -416,10 +418,10 @@ mod tests {
     fn robertas_head_is_dense_tanh_then_the_raw_logit() {
         // dense: [[1, 0], [0, 2]] + [0, 1]; tanh; output [1, -1] + 0.5.
         let roberta = Classifier {
-            dense: Some(Affine { weights: vec![1.0, 0.0, 0.0, 2.0], bias: Some(vec![0.0, 1.0]), input_q8: false }),
+            dense: Some(Affine { weights: vec![1.0, 0.0, 0.0, 2.0], bias: Some(vec![0.0, 1.0]), input_kind: None }),
             act: HeadAct::Tanh,
             norm: None,
-            output: Some(Affine { weights: vec![1.0, -1.0], bias: Some(vec![0.5]), input_q8: false }),
+            output: Some(Affine { weights: vec![1.0, -1.0], bias: Some(vec![0.5]), input_kind: None }),
             softmax: false,
         };
         let x = [0.3f32, -0.2];
@@ -452,10 +454,10 @@ mod tests {
 
         // dense: identity; GELU; LayerNorm with weight [1, 2] (eps 0); output [1, 1].
         let modern = Classifier {
-            dense: Some(Affine { weights: vec![1.0, 0.0, 0.0, 1.0], bias: None, input_q8: false }),
+            dense: Some(Affine { weights: vec![1.0, 0.0, 0.0, 1.0], bias: None, input_kind: None }),
             act: HeadAct::Gelu,
             norm: Some(HeadNorm { weight: vec![1.0, 2.0], eps: 0.0 }),
-            output: Some(Affine { weights: vec![1.0, 1.0], bias: Some(vec![0.25]), input_q8: false }),
+            output: Some(Affine { weights: vec![1.0, 1.0], bias: Some(vec![0.25]), input_kind: None }),
             softmax: false,
         };
         // GELU(1) ≈ 0.8412 > GELU(−1) ≈ −0.1588: normed to [1, −1], weighted [1, −2].
@@ -464,26 +466,43 @@ mod tests {
     }
 
     #[test]
-    fn a_q8_0_weights_input_is_rounded_as_ggml_rounds_it() {
-        // One block: max 1.27, so d = 0.01 (0.01000213623046875 in f16), each x/d rounded.
+    fn a_quantized_weights_input_is_rounded_as_ggml_rounds_it() {
+        // Q8_0's form, one block: max 1.27, so d = 0.01 (0.01000213623046875 in f16), each
+        // x/d rounded.
         let mut x = vec![0.0f32; 32];
         x[0] = 1.27;
         x[1] = -0.004; // −0.4 steps: 0
         x[2] = 0.506; // 50.6 steps: 51
-        let r = round_q8_0(&x);
+        let r = round_acts(QuantKind::Q8_0, &x);
         let d = half::f16::from_f32(0.01).to_f32();
         assert_eq!((r[0], r[1], r[2]), (127.0 * d, 0.0, 51.0 * d));
+        assert_eq!(round_acts(QuantKind::Q4_1, &x), r, "Q8_1's values are Q8_0's");
         // Blocks are apart: a zero block stays zero, a short last block has its own scale.
         let mut y = vec![0.0f32; 40];
         y[35] = -2.0;
-        let r = round_q8_0(&y);
+        let r = round_acts(QuantKind::Q5_0, &y);
         assert!(r[..32].iter().all(|v| *v == 0.0));
         assert_eq!(r[35], -127.0 * half::f16::from_f32(2.0 / 127.0).to_f32());
+
+        // Q8_K's, for the K-quants: one scale per 256 values, f32, signed by the value of
+        // largest magnitude (d = −2/−127 here), halves rounded to even.
+        let mut z = vec![0.0f32; 512];
+        z[0] = -2.0;
+        z[1] = 2.0 / 127.0 * 2.5; // 2.5 steps: 2
+        z[2] = 0.5; // on the scale of all 256, not of its own 32 as Q8_0's
+        z[300] = 1.0;
+        let r = round_acts(QuantKind::Q4K, &z);
+        let d = 1.0 / (-127.0f32 / -2.0);
+        assert_eq!((r[0], r[1], r[2]), (-127.0 * d, 2.0 * d, (0.5f32 * (-127.0 / -2.0)).round() * d));
+        assert_ne!(r[2], round_acts(QuantKind::Q8_0, &z)[2]);
+        assert_eq!(r[300], 1.0, "the second block has its own scale");
+        assert_eq!(round_acts(QuantKind::Q6K, &z), r);
+
         // An affine map of such a weight rounds its input first.
-        let w = Affine { weights: x.clone(), bias: None, input_q8: true };
-        let exact = Affine { input_q8: false, ..w.clone() };
+        let w = Affine { weights: x.clone(), bias: None, input_kind: Some(QuantKind::Q8_0) };
+        let exact = Affine { input_kind: None, ..w.clone() };
         let input: Vec<f32> = (0..32).map(|i| 0.013 * i as f32).collect();
-        let want: f32 = x.iter().zip(round_q8_0(&input)).map(|(a, b)| a * b).sum();
+        let want: f32 = x.iter().zip(round_acts(QuantKind::Q8_0, &input)).map(|(a, b)| a * b).sum();
         assert_eq!(w.apply(&input), vec![want]);
         assert_ne!(exact.apply(&input), vec![want]);
     }

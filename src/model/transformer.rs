@@ -1148,14 +1148,6 @@ fn load_classifier(file: &mut GgufFile, hp: &HParams) -> Result<Option<Classifie
     }))
 }
 
-/// Whether ggml multiplies a weight of type `dtype` against its input rounded to Q8_0 (or
-/// Q8_1, the same values): its `vec_dot_type` for the 32-wide legacy quants. (The K-quants'
-/// Q8_K rounding is not mirrored: a head stored so is multiplied in f32.)
-fn rounds_input_to_q8_0(dtype: candle_core::quantized::GgmlDType) -> bool {
-    use candle_core::quantized::GgmlDType as T;
-    matches!(dtype, T::Q8_0 | T::Q4_0 | T::Q4_1 | T::Q5_0 | T::Q5_1)
-}
-
 /// EmbeddingGemma's projections of the pooled vector: `dense_2.weight` (`[feat, hidden]`)
 /// and `dense_3.weight` (`[hidden, feat]`), `feat` the file's `dense_2_feat_out`; f32 on the
 /// host. A file with the tensors and not the key is refused, naming the key.
@@ -1175,13 +1167,14 @@ fn load_dense_out(file: &mut GgufFile, hp: &HParams) -> Result<Option<[Affine; 2
 }
 
 /// A `[rows, cols]` weight as an unbiased [`Affine`] in f32 on the host, rounding its input
-/// as ggml does for the weight's type ([`rounds_input_to_q8_0`]).
+/// as ggml does for the weight's type where our integer kernels take that type
+/// (`linear::kind_of`: the input rounded as those kernels round their activations).
 fn load_affine(file: &mut GgufFile, name: &str, shape: [usize; 2]) -> Result<Affine, ModelError> {
     let q = file.tensor(name, &Device::Cpu)?;
     check_shape(name, q.shape().dims(), &shape)?;
-    let input_q8 = rounds_input_to_q8_0(q.dtype());
+    let input_kind = super::linear::kind_of(q.dtype());
     let weights = q.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-    Ok(Affine { weights, bias: None, input_q8 })
+    Ok(Affine { weights, bias: None, input_kind })
 }
 
 /// The token embedding and the output projection. A tied table on the CPU that our kernels

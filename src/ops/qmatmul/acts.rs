@@ -45,15 +45,23 @@ fn quantize_q8_0(x: &[f32], q: &mut [i8]) -> f32 {
     d
 }
 
-/// `x` as ggml's matmul reads it against a weight of the 32-value forms (Q8_0, Q4_0/1,
-/// Q5_0/1): each block quantized by [`quantize_q8_0`] and multiplied back by its scale rounded
-/// to f16, for a product on the host in f32 (a reranker's head, `model::pooling::Affine`).
-pub fn round_q8_0(x: &[f32]) -> Vec<f32> {
-    let mut q = [0i8; 32];
+/// `x` as ggml's matmul reads it against a weight of `kind`, for a product on the host in
+/// f32 (a reranker's head, `model::pooling::Affine`): each block quantized as the kernels
+/// quantize the activations of that kind and multiplied back by its scale. The 32-value
+/// forms (Q8_0, Q4_0/1, Q5_0/1 and the table kinds): [`quantize_q8_0`], the scale rounded to
+/// f16; the K-quants: [`quantize_q8_k`] per 256 values, the scale in f32 (ggml's `Q8_K`).
+/// A last block shorter than the form's is quantized alone.
+pub fn round_acts(kind: QuantKind, x: &[f32]) -> Vec<f32> {
+    let mut q = [0i8; 256];
     let mut out = Vec::with_capacity(x.len());
-    for block in x.chunks(32) {
-        let d = f16::from_f32(quantize_q8_0(block, &mut q[..block.len()])).to_f32();
-        out.extend(q[..block.len()].iter().map(|&q| f32::from(q) * d));
+    let block = if kind.is_super() { 256 } else { 32 };
+    for xb in x.chunks(block) {
+        let q = &mut q[..xb.len()];
+        let d = match kind.is_super() {
+            true => quantize_q8_k(xb, q),
+            false => f16::from_f32(quantize_q8_0(xb, q)).to_f32(),
+        };
+        out.extend(q.iter().map(|&q| f32::from(q) * d));
     }
     out
 }

@@ -46,7 +46,7 @@ mod portable;
 
 use std::cell::RefCell;
 
-pub use acts::{round_q8_0, QuantActs};
+pub use acts::{round_acts, QuantActs};
 pub use format::{narrow_q8_0, QuantKind, FP4, IQ2, IQ3S, IQ3XXS, IQ4NL};
 pub use pack::{Layout, PackError, PackedMatrix, GROUP};
 
