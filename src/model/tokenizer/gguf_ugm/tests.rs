@@ -47,6 +47,43 @@ fn embedding_input_is_bos_text_eos_and_special_texts_are_tokens() {
     assert_eq!(ids, want);
 }
 
+/// The partition strips as llama.cpp's: `<mask>` takes the spaces before it in a
+/// `nomic-bert-moe` file; under a Phi-3 name `</s>` takes those after it and `<s>` does not;
+/// only C's `isspace` is stripped. (Runs of spaces kept, `remove_extra_whitespaces` off, so
+/// that the strips show.)
+#[test]
+fn special_tokens_take_whitespace_as_llama_cpp_says() {
+    let keep_spaces = |vocab: TinyVocab| {
+        let mut md = vocab.metadata_map();
+        md.insert(metadata::REMOVE_EXTRA_WHITESPACES.into(), Value::Bool(false));
+        md
+    };
+    let with = |vocab: TinyVocab, key: &str, value: &str| {
+        let mut md = keep_spaces(vocab);
+        md.insert(key.into(), Value::String(value.into()));
+        tokenizer(&md)
+    };
+    let plain = tokenizer(&keep_spaces(TinyVocab::new(VocabStyle::Unigram)));
+    let cat = plain.encode("the cat", false).unwrap();
+    let cat_space = plain.encode("the cat  ", false).unwrap();
+    assert_ne!(cat, cat_space);
+
+    let masked = TinyVocab::new(VocabStyle::Unigram).with_mask();
+    let moe = with(masked.clone(), "general.architecture", "nomic-bert-moe");
+    let mask = moe.token_to_id("<mask>").unwrap();
+    assert_eq!(moe.encode("the cat \t\n<mask>", false).unwrap(), [&cat[..], &[mask]].concat());
+    let bert = with(masked, "general.architecture", "bert");
+    assert_eq!(bert.encode("the cat  <mask>", false).unwrap(), [&cat_space[..], &[mask]].concat());
+
+    let phi = with(TinyVocab::new(VocabStyle::Unigram), "general.name", "Phi-3 (a test)");
+    let (s, end) = (phi.token_to_id("<s>").unwrap(), phi.token_to_id("</s>").unwrap());
+    assert_eq!(phi.encode("</s> \n\rthe cat", false).unwrap(), [&[end][..], &cat].concat());
+    let kept = plain.encode(" the cat", false).unwrap();
+    assert_eq!(phi.encode("<s> the cat", false).unwrap(), [&[s][..], &kept].concat());
+    let nbsp = plain.encode("\u{a0}the cat", false).unwrap();
+    assert_eq!(phi.encode("</s>\u{a0}the cat", false).unwrap(), [&[end][..], &nbsp].concat());
+}
+
 #[test]
 fn decoding_gives_the_normalized_text_back() {
     let tok = tokenizer(&metadata());
