@@ -184,6 +184,9 @@ pub(crate) fn gguf_added_tokens(v: &GgufVocab) -> Vec<AddedToken> {
 /// model: llama.cpp's `llama_vocab::load` sets `LLAMA_TOKEN_ATTR_LSTRIP` and `_RSTRIP` by the
 /// file's pre-tokenizer, architecture and name (GGUF stores no such attributes), and its
 /// `tokenizer_st_partition` then drops the whitespace (C's `isspace`) to the token's left or right.
+/// The Unigram encoder strips the same ([`C_SPACE`]); the tokenizers built on Hugging Face's
+/// `tokenizers` strip through its `AddedToken`s, which take Unicode whitespace too (a no-break
+/// space after the token: dropped there, kept by llama.cpp).
 /// The rules, in llama.cpp's order (the first that applies):
 /// - `<mask>` strips left in jina-embeddings-v2's German, Spanish and code vocabularies and in
 ///   `nomic-bert-moe` and `jina-bert-v3` files;

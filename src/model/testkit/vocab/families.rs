@@ -34,11 +34,11 @@ const PHI4_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + me
 /// role tag and a newline; the reply follows `<|assistant|>`.
 const GLM4_TEMPLATE: &str = "[gMASK]<sop>{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
 
-/// Phi-3's and Phi-4-mini's template (`<|role|>` tags, `<|end|>` after each message).
 /// Seed-OSS's own template (llama.cpp's copy): `<seed:bos>role\n…<seed:eos>` turns, reasoning in
 /// `<seed:think>`, calls in `<seed:tool_call>`.
 const SEED_OSS_TEMPLATE: &str = include_str!("../../chat/fixtures/bytedance-seed-oss.jinja");
 
+/// Phi-3's and Phi-4-mini's template (`<|role|>` tags, `<|end|>` after each message).
 const PHI3_TEMPLATE: &str = "{% for message in messages %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
 
 /// gpt-oss's (o200k_harmony): harmony's special tokens, `<|return|>` as EOS, its own template.
