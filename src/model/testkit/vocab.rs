@@ -11,7 +11,8 @@
 //!
 //! Parts: `train` (the text, word splits, the BPE loop), `families` (special
 //! tokens, ids and chat templates per family), `hf_json` (the `tokenizer.json`
-//! writers), `phi3` (Phi-3's added tokens over the SentencePiece style); this file lays the tokens out and writes the GGUF metadata.
+//! writers), `phi3` (Phi-3's added tokens over the SentencePiece style); this
+//! file lays the tokens out and writes the GGUF metadata.
 //!
 //! Invariant: the JSON is written literally, field by field, in the shape of
 //! the models' published files (`LlamaConverter`, Qwen2's and Llama 3's

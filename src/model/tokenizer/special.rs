@@ -152,7 +152,7 @@ const EOS_NAMES: &[&str] = &[
 ];
 
 /// The added tokens of a GGUF vocabulary, in id order.
-pub(crate) fn added_tokens(tokens: &[String], types: &[TokenType]) -> Vec<AddedToken> {
+fn added_tokens(tokens: &[String], types: &[TokenType]) -> Vec<AddedToken> {
     tokens
         .iter()
         .zip(types)
