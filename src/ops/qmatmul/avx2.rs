@@ -276,15 +276,22 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     debug_assert!((FUSED || w.len() >= nsb * 8 * 256) && i0 + R <= acts.t);
     let pairs = kind.subs() / 2;
     // Chunks of int16 pairs summed before they could saturate: 2 · (2^bits − 1) · 127 each.
+    // (IQ4_XS's `|w| · ±a`, up to 2 · 127 · 127, not even two.)
     let per_madd = match kind {
         QuantKind::Q4K => 8,
         QuantKind::Q5K | QuantKind::Q3K | QuantKind::Q2K => 4,
+        QuantKind::Iq4Xs => 1,
         _ => 2,
     };
-    // Q6_K and Q3_K: the offset weighed by the sub-scales (`off`; Q4_K, Q5_K and Q2_K: mins).
+    // Q6_K and Q3_K: the offset weighed by the sub-scales (`off`; Q4_K, Q5_K and Q2_K: mins;
+    // IQ4_XS: signed values, neither).
     // Q6_K, Q3_K and Q2_K: 16-value sub-blocks, two per 32-value block (`sub16`).
     let off = kind.sub_offset().is_some();
+    let signed = kind.signed();
+    // Signed values are multiplied as `w + 128` where `vpdpbusd` is one instruction.
+    let biased = DOT == VNNI || DOT == VNNI_512;
     let sub16 = kind.sub_elems() == 16;
+    let bias = _mm256_set1_epi8(-128);
     let dup = [
         _mm256_setr_epi8(
             0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
@@ -299,16 +306,17 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     for sb in 0..nsb {
         let si = m.scale_at(g, sb);
         let dv = load_f16x8(m.d.as_ptr().add(si));
-        let dmv = if off { dv } else { load_f16x8(m.m.as_ptr().add(si)) };
+        let dmv = if off || signed { dv } else { load_f16x8(m.m.as_ptr().add(si)) };
         let pair_at = |p: usize| m.sub_at(g, sb, p);
+        let sum_pair = |x: usize, p: usize| *acts.sum_pairs.get_unchecked(((i0 + x) * nsb + sb) * pairs + p);
         let mut isum = [_mm256_setzero_si256(); R];
         let mut msum = [_mm256_setzero_si256(); R];
-        for p in 0..pairs {
+        for p in (0..pairs).filter(|_| !signed) {
             let mnp = _mm256_cvtepi8_epi16(_mm_loadu_si128(
                 if off { m.sc.as_ptr() } else { m.mn.as_ptr() }.add(pair_at(p)) as *const __m128i,
             ));
             for x in 0..R {
-                let sums = _mm256_set1_epi32(*acts.sum_pairs.get_unchecked(((i0 + x) * nsb + sb) * pairs + p));
+                let sums = _mm256_set1_epi32(sum_pair(x, p));
                 msum[x] = _mm256_add_epi32(msum[x], _mm256_madd_epi16(mnp, sums));
             }
         }
@@ -332,11 +340,26 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
                     };
                     let mut bd = [_mm256_setzero_si256(); R];
                     for c in h * 8 / halves..(h + 1) * 8 / halves {
+                        if signed && !biased {
+                            // The test's two-step `vpdpbusd` saturates past `u = 128`.
+                            let aw = _mm256_abs_epi8(u[c]);
+                            for x in 0..R {
+                                bd[x] = dpbusd::<DOT>(bd[x], aw, _mm256_sign_epi8(bcast(a[x], b * 8 + c), u[c]));
+                            }
+                            continue;
+                        }
+                        // Signed values as `w + 128` (see `block_tile`).
+                        let wv = if signed { _mm256_xor_si256(u[c], bias) } else { u[c] };
                         for x in 0..R {
-                            bd[x] = dpbusd::<DOT>(bd[x], u[c], bcast(a[x], b * 8 + c));
+                            bd[x] = dpbusd::<DOT>(bd[x], wv, bcast(a[x], b * 8 + c));
                         }
                     }
                     for x in 0..R {
+                        if signed && biased {
+                            // `128 · Σ a` of the sub-block off: its signed dot, exact.
+                            let bsum = (sum_pair(x, j / 2) >> (16 * (j % 2))) as u16 as i16 as i32;
+                            bd[x] = _mm256_sub_epi32(bd[x], _mm256_set1_epi32(bsum << 7));
+                        }
                         isum[x] = _mm256_add_epi32(isum[x], _mm256_mullo_epi32(bd[x], sc32));
                     }
                 }
@@ -345,7 +368,13 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
             let mut pp = [_mm256_setzero_si256(); R];
             for (c, &wv) in u.iter().enumerate() {
                 for x in 0..R {
-                    pp[x] = _mm256_add_epi16(pp[x], _mm256_maddubs_epi16(wv, bcast(a[x], b * 8 + c)));
+                    let p = if signed {
+                        // |w| against the activation given w's sign (see `block_tile`).
+                        _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(bcast(a[x], b * 8 + c), wv))
+                    } else {
+                        _mm256_maddubs_epi16(wv, bcast(a[x], b * 8 + c))
+                    };
+                    pp[x] = _mm256_add_epi16(pp[x], p);
                 }
                 if (c + 1) % per_madd == 0 {
                     let half = if sub16 { c / 4 } else { j % 2 };
@@ -360,6 +389,9 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
         for x in 0..R {
             let da = _mm256_set1_ps(*acts.d.get_unchecked((i0 + x) * nsb + sb));
             acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(dv, da), acc[x]);
+            if signed {
+                continue;
+            }
             let ms = match kind {
                 QuantKind::Q6K => _mm256_slli_epi32::<5>(msum[x]),
                 QuantKind::Q3K => _mm256_slli_epi32::<2>(msum[x]),

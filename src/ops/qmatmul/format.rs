@@ -17,8 +17,14 @@
 //! | Q2_K | 256 (16 × 16) | 0..3 | `d·sc[j]`, `dmin·mn[j]` (4-bit `sc`, `mn`) |
 //! | Q8_0 of IQ4_NL's values | 32 | 0..15, the value `IQ4NL[q]` | `d`, none |
 //! | Q8_0 of MXFP4's values | 32 | 0..15, the value `FP4[q]` | `d`, none |
+//! | IQ4_XS | 256 (8 × 32) | 0..15, the value `IQ4NL[q]` | `d·sc[j]` (6-bit scale − 32, signed), none |
 //!
-//! The last two are Q8_0 blocks (their GGUF bytes are Q8_0's) whose 32 values
+//! IQ4_XS is kept in its own form (not as Q8_0 of its values, which would round each
+//! `d·sc[j]` to f16): its kernels take the activations per 256 values as ggml's do (`Q8_K`),
+//! sum each sub-block's signed dot times its sub-scale in integers, and apply `d` once per
+//! 256 values, as `ggml_vec_dot_iq4_xs_q8_K` does.
+//!
+//! The two Q8_0 kinds above it are Q8_0 blocks (their GGUF bytes are Q8_0's) whose 32 values
 //! all lie in one of ggml's 16-entry tables: what IQ4_NL, IQ4_XS and MXFP4
 //! tensors become at load (`model::gguf::convert`). [`narrow_q8_0`] finds them;
 //! kept as 4-bit indices, they take half Q8_0's memory, and the kernels look
@@ -75,6 +81,9 @@ pub enum QuantKind {
     Q8Iq3s,
     /// Q8_0 blocks whose values are all in [`IQ2`] (IQ2_XXS's).
     Q8Iq2,
+    /// IQ4_XS's blocks: 4-bit indices into [`IQ4NL`], a signed sub-scale per 32 values and
+    /// an f16 scale per 256 (`block_iq4_xs`).
+    Iq4Xs,
 }
 
 impl QuantKind {
@@ -82,7 +91,7 @@ impl QuantKind {
     pub const fn block_elems(self) -> usize {
         match self {
             Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8Iq4nl | Self::Q8Fp4 | Self::Q8Iq3xxs | Self::Q8Iq3s | Self::Q8Iq2 => 32,
-            Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K | Self::Q2K => 256,
+            Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K | Self::Q2K | Self::Iq4Xs => 256,
         }
     }
 
@@ -99,6 +108,7 @@ impl QuantKind {
             Self::Q6K => 210,
             Self::Q3K => 110,
             Self::Q2K => 84,
+            Self::Iq4Xs => 136,
         }
     }
 
@@ -106,7 +116,7 @@ impl QuantKind {
     pub const fn bits(self) -> usize {
         match self {
             Self::Q4_0 | Self::Q4_1 | Self::Q4K | Self::Q3K => 4,
-            Self::Q8Iq4nl | Self::Q8Fp4 | Self::Q8Iq3xxs | Self::Q8Iq3s | Self::Q8Iq2 => 4,
+            Self::Q8Iq4nl | Self::Q8Fp4 | Self::Q8Iq3xxs | Self::Q8Iq3s | Self::Q8Iq2 | Self::Iq4Xs => 4,
             Self::Q2K => 2,
             Self::Q5_0 | Self::Q5_1 | Self::Q5K => 5,
             Self::Q6K => 6,
@@ -115,7 +125,7 @@ impl QuantKind {
     }
 
     /// Signed weights, no min (Q8_0 and the table kinds): the kernels multiply `|w|` by the
-    /// activation given `w`'s sign.
+    /// activation given `w`'s sign (or `w + 128` by it, then take `128 · Σ a` off).
     pub const fn signed(self) -> bool {
         self.table().is_some() || matches!(self, Self::Q8_0)
     }
@@ -123,7 +133,7 @@ impl QuantKind {
     /// The table a 4-bit index is looked up in (the table kinds).
     pub const fn table(self) -> Option<&'static [i8; 16]> {
         match self {
-            Self::Q8Iq4nl => Some(&IQ4NL),
+            Self::Q8Iq4nl | Self::Iq4Xs => Some(&IQ4NL),
             Self::Q8Fp4 => Some(&FP4),
             Self::Q8Iq3xxs => Some(&IQ3XXS),
             Self::Q8Iq3s => Some(&IQ3S),
@@ -132,9 +142,19 @@ impl QuantKind {
         }
     }
 
-    /// The K-quants: one float scale per 256 values, integer sub-scales.
+    /// The K-quants and IQ4_XS: one float scale per 256 values, integer sub-scales.
     pub const fn is_super(self) -> bool {
-        matches!(self, Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K | Self::Q2K)
+        matches!(self, Self::Q4K | Self::Q5K | Self::Q6K | Self::Q3K | Self::Q2K | Self::Iq4Xs)
+    }
+
+    /// Q4_K, Q5_K and Q2_K: an integer min per sub-block, times `dmin`.
+    pub const fn sub_mins(self) -> bool {
+        matches!(self, Self::Q4K | Self::Q5K | Self::Q2K)
+    }
+
+    /// Q4_1, Q5_1 and the K-quants with sub-mins: a second f16 per block (`−m` or `dmin`).
+    pub const fn has_m(self) -> bool {
+        matches!(self, Self::Q4_1 | Self::Q5_1) || self.sub_mins()
     }
 
     /// Q6_K and Q3_K: 16-value sub-blocks whose signed sub-scale also weighs a fixed offset
@@ -177,6 +197,7 @@ impl QuantKind {
             Self::Q8Iq3xxs => "Q8_0 (IQ3_XXS values)",
             Self::Q8Iq3s => "Q8_0 (IQ3_S values)",
             Self::Q8Iq2 => "Q8_0 (IQ2_XXS values)",
+            Self::Iq4Xs => "IQ4_XS",
         }
     }
 }
@@ -190,7 +211,8 @@ pub struct Decoded {
     pub d: f16,
     /// Q4_1/Q5_1: `−m`. Q4_K/Q5_K/Q2_K: `dmin`. Otherwise unused (zero).
     pub m: f16,
-    /// K-quants: the integer scale of each sub-block (Q6_K's are signed).
+    /// K-quants and IQ4_XS: the integer scale of each sub-block (Q6_K's, Q3_K's and IQ4_XS's
+    /// are signed).
     pub sc: [i8; 16],
     /// Q4_K/Q5_K: the integer min of each sub-block.
     pub mn: [i8; 16],
@@ -292,6 +314,7 @@ pub fn decode(kind: QuantKind, b: &[u8]) -> Decoded {
         }
         QuantKind::Q2K => decode_q2k(b, &mut out),
         QuantKind::Q3K => decode_q3k(b, &mut out),
+        QuantKind::Iq4Xs => decode_iq4xs(b, &mut out),
         QuantKind::Q6K => {
             let (ql, qh, sc) = (&b[0..128], &b[128..192], &b[192..208]);
             out.d = f16_at(b, 208);
@@ -347,6 +370,43 @@ fn decode_q3k(b: &[u8], out: &mut Decoded) {
         let low = (qs[32 * n + l] >> (2 * j)) & 3;
         let third = (hm[l] >> (4 * n + j)) & 1;
         *q = low | (third << 2);
+    }
+}
+
+/// IQ4_XS's block into `out` (see [`decode`]).
+fn decode_iq4xs(b: &[u8], out: &mut Decoded) {
+    // ggml's block_iq4_xs: d, scales_h (2 bits of sub-block j at 2j), scales_l[4] (4 bits of
+    // sub-block j at 4·(j%2) of byte j/2), qs[128] (sub-block j: 16 bytes, low nibbles its
+    // values 0..16, high 16..32); the value is `IQ4NL[q]·d·(ls − 32)`.
+    out.d = f16_at(b, 0);
+    let (sh, sl, qs) = (u16::from_le_bytes([b[2], b[3]]), &b[4..8], &b[8..136]);
+    for (j, sc) in out.sc.iter_mut().take(8).enumerate() {
+        let ls = ((sl[j / 2] >> (4 * (j % 2))) & 0xF) | ((((sh >> (2 * j)) & 3) as u8) << 4);
+        *sc = ls as i8 - 32;
+    }
+    for (j, q) in qs.chunks_exact(16).enumerate() {
+        for (l, &byte) in q.iter().enumerate() {
+            out.q[32 * j + l] = byte & 0xF;
+            out.q[32 * j + 16 + l] = byte >> 4;
+        }
+    }
+}
+
+/// The bytes of a decoded IQ4_XS block ([`decode_iq4xs`]'s inverse).
+fn encode_iq4xs(dec: &Decoded, b: &mut [u8]) {
+    put_f16(b, 0, dec.d);
+    let mut sh = 0u16;
+    b[4..8].fill(0);
+    for j in 0..8 {
+        let ls = (dec.sc[j] as i32 + 32) as u8 & 63;
+        b[4 + j / 2] |= (ls & 0xF) << (4 * (j % 2));
+        sh |= u16::from(ls >> 4) << (2 * j);
+    }
+    b[2..4].copy_from_slice(&sh.to_le_bytes());
+    for j in 0..8 {
+        for l in 0..16 {
+            b[8 + 16 * j + l] = (dec.q[32 * j + l] & 0xF) | ((dec.q[32 * j + 16 + l] & 0xF) << 4);
+        }
     }
 }
 
@@ -453,6 +513,7 @@ pub fn encode(kind: QuantKind, dec: &Decoded, b: &mut [u8]) {
             }
             put_f16(b, 108, dec.d);
         }
+        QuantKind::Iq4Xs => encode_iq4xs(dec, b),
         QuantKind::Q6K => {
             for (j, &s) in dec.sc.iter().enumerate() {
                 b[192 + j] = s as u8;
@@ -506,6 +567,7 @@ mod tests {
             QuantKind::Q6K,
             QuantKind::Q3K,
             QuantKind::Q2K,
+            QuantKind::Iq4Xs,
         ];
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         for kind in kinds {

@@ -130,16 +130,13 @@ impl PackedMatrix {
             sc: Vec::new(),
             mn: Vec::new(),
         };
-        if matches!(
-            kind,
-            QuantKind::Q4_1 | QuantKind::Q5_1 | QuantKind::Q4K | QuantKind::Q5K | QuantKind::Q2K
-        ) {
+        if kind.has_m() {
             m.m = vec![0; m.d.len()];
         }
         let sub_len = groups * m.superblocks() * kind.subs() * GROUP;
         if kind.is_super() {
             m.sc = vec![0; sub_len];
-            if kind.sub_offset().is_none() {
+            if kind.sub_mins() {
                 m.mn = vec![0; sub_len];
             }
         }

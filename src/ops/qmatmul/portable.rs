@@ -64,6 +64,8 @@ fn super_row(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, i: usize, a
     let sub_chunks = m.kind.sub_elems() / 4;
     let offset = m.kind.sub_offset();
     let off = offset.is_some();
+    // IQ4_XS: signed values, neither offset nor mins.
+    let signed = m.kind.signed();
     let mut acc = [0f32; GROUP];
     for sb in 0..nsb {
         let da = acts.d[i * nsb + sb];
@@ -73,8 +75,11 @@ fn super_row(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, i: usize, a
             for j in 0..subs {
                 let at = m.sub_at(g, sb, j / 2) + r * 2 + j % 2;
                 let sc = m.sc[at] as i32;
-                let s = dot(w, a, r, (sb * 256 + j * m.kind.sub_elems()) / 4, sub_chunks, false);
+                let s = dot(w, a, r, (sb * 256 + j * m.kind.sub_elems()) / 4, sub_chunks, signed);
                 isum += sc * s;
+                if signed {
+                    continue;
+                }
                 let pair = acts.sum_pairs[(i * nsb + sb) * pairs + j / 2];
                 let bsum = ((pair >> (16 * (j % 2))) as u16 as i16) as i32;
                 msum += if off { sc } else { m.mn[at] as i32 } * bsum;
@@ -83,9 +88,11 @@ fn super_row(m: &PackedMatrix, g: usize, w: &[u8], acts: &QuantActs, i: usize, a
                 msum *= o;
             }
             let d = h2f(m.d[si + r]);
-            let dmin = if off { d } else { h2f(m.m[si + r]) };
             *acc = (isum as f32).mul_add(d * da, *acc);
-            *acc = (-(msum as f32)).mul_add(dmin * da, *acc);
+            if !signed {
+                let dmin = if off { d } else { h2f(m.m[si + r]) };
+                *acc = (-(msum as f32)).mul_add(dmin * da, *acc);
+            }
         }
     }
     acc

@@ -6,7 +6,7 @@ use candle_core::{Device, Module, Tensor};
 
 use super::*;
 
-const KINDS: [(QuantKind, GgmlDType); 15] = [
+const KINDS: [(QuantKind, GgmlDType); 16] = [
     (QuantKind::Q4_0, GgmlDType::Q4_0),
     (QuantKind::Q4_1, GgmlDType::Q4_1),
     (QuantKind::Q5_0, GgmlDType::Q5_0),
@@ -23,6 +23,8 @@ const KINDS: [(QuantKind, GgmlDType); 15] = [
     (QuantKind::Q8Iq3xxs, GgmlDType::Q8_0),
     (QuantKind::Q8Iq3s, GgmlDType::Q8_0),
     (QuantKind::Q8Iq2, GgmlDType::Q8_0),
+    // IQ4_XS blocks, against candle's Q8_0 of the same values (`weights`).
+    (QuantKind::Iq4Xs, GgmlDType::Q8_0),
 ];
 
 fn values(len: usize, seed: u32, scale: f32) -> Vec<f32> {
@@ -53,24 +55,66 @@ fn case(kind: QuantKind, dtype: GgmlDType, n: usize, k: usize, seed: u32) -> Cas
     case_as(kind, dtype, n, k, seed, Layout::for_isa(Isa::detect()))
 }
 
-/// `src` quantized to `dtype`; for a table kind, Q8_0 blocks with candle's scales whose values
-/// are the table's (as an IQ4_NL or MXFP4 tensor becomes at load).
-fn weights(kind: QuantKind, dtype: GgmlDType, src: &Tensor) -> QTensor {
+/// The GGUF bytes to pack as `kind`, and candle's tensor of the same values: `src` quantized
+/// to `dtype`; for a table kind, Q8_0 blocks with candle's scales whose values are the table's
+/// (as an IQ4_NL or MXFP4 tensor becomes at load); for IQ4_XS, blocks of a pattern
+/// ([`iq4_xs`]) and the Q8_0 blocks that hold their values exactly.
+fn weights(kind: QuantKind, dtype: GgmlDType, src: &Tensor) -> (Vec<u8>, QTensor) {
+    if kind == QuantKind::Iq4Xs {
+        let (raw, q8) = iq4_xs(src.elem_count(), src.elem_count() as u32);
+        let q = candle_core::quantized::ggml_file::qtensor_from_ggml(dtype, &q8, src.dims().to_vec(), &Device::Cpu);
+        return (raw, q.unwrap());
+    }
     let q = QTensor::quantize(src, dtype).unwrap();
-    let Some(table) = kind.table() else { return q };
+    let Some(table) = kind.table() else { return (q.data().unwrap().into_owned(), q) };
     let mut raw = q.data().unwrap().into_owned();
     for (i, block) in raw.chunks_exact_mut(34).enumerate() {
         for (j, v) in block[2..].iter_mut().enumerate() {
             *v = table[(i * 7 + j * 5 + (j * j + i) % 3) % 16] as u8;
         }
     }
-    candle_core::quantized::ggml_file::qtensor_from_ggml(dtype, &raw, src.dims().to_vec(), &Device::Cpu).unwrap()
+    let q = candle_core::quantized::ggml_file::qtensor_from_ggml(dtype, &raw, src.dims().to_vec(), &Device::Cpu);
+    (raw, q.unwrap())
+}
+
+/// `len` values of IQ4_XS (a pattern of `seed`: every index, every sub-scale from −32 to 31),
+/// and Q8_0 blocks of the same values: `d` a multiple of 2^−12 of at most five bits, so that
+/// each `d·(ls − 32)` is exact in f16.
+fn iq4_xs(len: usize, seed: u32) -> (Vec<u8>, Vec<u8>) {
+    let (mut raw, mut q8) = (Vec::new(), Vec::new());
+    let mut x = seed.wrapping_mul(0x9E37_79B9) | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x
+    };
+    for _ in 0..len / 256 {
+        let d = half::f16::from_f32((next() % 31 + 1) as f32 / 4096.0);
+        let dec = format::Decoded {
+            q: std::array::from_fn(|_| (next() % 16) as u8),
+            d,
+            m: half::f16::ZERO,
+            sc: std::array::from_fn(|j| if j < 8 { (next() % 64) as i8 - 32 } else { 0 }),
+            mn: [0; 16],
+        };
+        let mut b = [0u8; 136];
+        format::encode(QuantKind::Iq4Xs, &dec, &mut b);
+        raw.extend_from_slice(&b);
+        for j in 0..8 {
+            let scale = half::f16::from_f32(d.to_f32() * f32::from(dec.sc[j]));
+            assert_eq!(scale.to_f32(), d.to_f32() * f32::from(dec.sc[j]), "exact in f16");
+            q8.extend_from_slice(&scale.to_bits().to_le_bytes());
+            q8.extend(dec.q[32 * j..32 * j + 32].iter().map(|&i| IQ4NL[usize::from(i)] as u8));
+        }
+    }
+    (raw, q8)
 }
 
 fn case_as(kind: QuantKind, dtype: GgmlDType, n: usize, k: usize, seed: u32, layout: Layout) -> Case {
     let cpu = Device::Cpu;
     let src = Tensor::from_vec(values(n * k, seed, 0.5), (n, k), &cpu).unwrap();
-    let q = weights(kind, dtype, &src);
+    let (raw, q) = weights(kind, dtype, &src);
     let w = q
         .dequantize(&cpu)
         .unwrap()
@@ -78,7 +122,7 @@ fn case_as(kind: QuantKind, dtype: GgmlDType, n: usize, k: usize, seed: u32, lay
         .unwrap()
         .to_vec1::<f32>()
         .unwrap();
-    let packed = PackedMatrix::pack_as(kind, &q.data().unwrap(), n, k, layout).unwrap();
+    let packed = PackedMatrix::pack_as(kind, &raw, n, k, layout).unwrap();
     assert_eq!(packed.kind(), kind, "a Q8_0 tensor of a table's values is packed as that table");
     Case {
         packed,
@@ -254,7 +298,7 @@ fn packed_memory_is_close_to_the_file() {
             _ => 1.05,
         };
         assert!(ratio <= most, "{kind:?}: {ratio}");
-        if kind.table().is_some() {
+        if kind.table().is_some() && !kind.is_super() {
             // 4-bit indices and the f16 scale: 4.5 bits a value against Q8_0's 8.5.
             assert!(ratio < 0.55, "{kind:?}: {ratio}");
         }
@@ -403,7 +447,7 @@ fn rows_read_back_are_the_packed_bytes() {
     let (n, k) = (21, 512);
     for (i, &(kind, dtype)) in KINDS.iter().enumerate() {
         let src = Tensor::from_vec(values(n * k, 70 + i as u32, 0.5), (n, k), &Device::Cpu).unwrap();
-        let raw = weights(kind, dtype, &src).data().unwrap().into_owned();
+        let (raw, _) = weights(kind, dtype, &src);
         let row_bytes = raw.len() / n;
         for layout in [Layout::Groups, Layout::Pairs] {
             let packed = PackedMatrix::pack_as(kind, &raw, n, k, layout).unwrap();

@@ -250,32 +250,38 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
     debug_assert!(i0 + R <= acts.t && out0.len() >= acts.t * GROUP && out1.len() >= acts.t * GROUP);
     let pairs = kind.subs() / 2;
     // Chunks of int16 pairs summed before they could saturate: 2 · (2^bits − 1) · 127 each.
+    // (IQ4_XS's `|w| · ±a`, up to 2 · 127 · 127, not even two.)
     let per_madd = match kind {
         QuantKind::Q4K => 8,
         QuantKind::Q5K | QuantKind::Q3K | QuantKind::Q2K => 4,
+        QuantKind::Iq4Xs => 1,
         _ => 2,
     };
-    // Q6_K and Q3_K: the offset weighed by the sub-scales (`off`; Q4_K, Q5_K and Q2_K: mins).
+    // Q6_K and Q3_K: the offset weighed by the sub-scales (`off`; Q4_K, Q5_K and Q2_K: mins;
+    // IQ4_XS: signed values, neither).
     // Q6_K, Q3_K and Q2_K: 16-value sub-blocks, two per 32-value block (`sub16`).
     let off = kind.sub_offset().is_some();
+    let signed = kind.signed();
     let sub16 = kind.sub_elems() == 16;
+    let bias = _mm512_set1_epi8(-128);
     let dup = [load(DUP[0].as_ptr()), load(DUP[1].as_ptr())];
     let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
     let mut acc = [_mm512_setzero_ps(); R];
     for sb in 0..nsb {
         let (s0, s1) = (m.scale_at(g, sb), m.scale_at(g + 1, sb));
         let dv = load_f16x16(m.d.as_ptr().add(s0), m.d.as_ptr().add(s1));
-        let dmv = if off { dv } else { load_f16x16(m.m.as_ptr().add(s0), m.m.as_ptr().add(s1)) };
+        let dmv = if off || signed { dv } else { load_f16x16(m.m.as_ptr().add(s0), m.m.as_ptr().add(s1)) };
         // Pair p's `[row][2]` sub-scales (or sub-mins) of both groups, as int16.
         let subs16 = |v: &[i8], p: usize| {
             load_i8x16x2_i16(v.as_ptr().add(m.sub_at(g, sb, p)), v.as_ptr().add(m.sub_at(g + 1, sb, p)))
         };
+        let sum_pair = |x: usize, p: usize| *acts.sum_pairs.get_unchecked(((i0 + x) * nsb + sb) * pairs + p);
         let mut isum = [_mm512_setzero_si512(); R];
         let mut msum = [_mm512_setzero_si512(); R];
-        for p in 0..pairs {
+        for p in (0..pairs).filter(|_| !signed) {
             let mnp = subs16(if off { &m.sc } else { &m.mn }, p);
             for x in 0..R {
-                let sums = _mm512_set1_epi32(*acts.sum_pairs.get_unchecked(((i0 + x) * nsb + sb) * pairs + p));
+                let sums = _mm512_set1_epi32(sum_pair(x, p));
                 msum[x] = _mm512_add_epi32(msum[x], _mm512_madd_epi16(mnp, sums));
             }
         }
@@ -298,20 +304,35 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
                     // Two sums per row, even and odd chunks (as in `block_pair`).
                     let mut bd = [[_mm512_setzero_si512(); 2]; R];
                     for c in h * 8 / halves..(h + 1) * 8 / halves {
+                        // Signed values as `w + 128` (see `block_pair`).
+                        let wv = if signed { _mm512_xor_si512(u[c], bias) } else { u[c] };
                         for x in 0..R {
-                            bd[x][c & 1] = _mm512_dpbusd_epi32(bd[x][c & 1], u[c], bcast(a[x], b * 8 + c));
+                            bd[x][c & 1] = _mm512_dpbusd_epi32(bd[x][c & 1], wv, bcast(a[x], b * 8 + c));
                         }
                     }
                     for x in 0..R {
-                        let bd = _mm512_add_epi32(bd[x][0], bd[x][1]);
+                        let mut bd = _mm512_add_epi32(bd[x][0], bd[x][1]);
+                        if signed {
+                            // `128 · Σ a` of the sub-block off: its signed dot, exact.
+                            let bsum = (sum_pair(x, j / 2) >> (16 * (j % 2))) as u16 as i16 as i32;
+                            bd = _mm512_sub_epi32(bd, _mm512_set1_epi32(bsum << 7));
+                        }
                         isum[x] = _mm512_add_epi32(isum[x], _mm512_mullo_epi32(bd, sc32));
                     }
                 }
             } else {
                 let mut pp = [_mm512_setzero_si512(); R];
                 for (c, &wv) in u.iter().enumerate() {
+                    // Signed values: |w| against the activation given w's sign (see `block_pair`).
+                    let (aw, neg) = if signed { (_mm512_abs_epi8(wv), _mm512_movepi8_mask(wv)) } else { (wv, 0) };
                     for x in 0..R {
-                        pp[x] = _mm512_add_epi16(pp[x], _mm512_maddubs_epi16(wv, bcast(a[x], b * 8 + c)));
+                        let p = if signed {
+                            let av = bcast(a[x], b * 8 + c);
+                            _mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(av, neg, _mm512_setzero_si512(), av))
+                        } else {
+                            _mm512_maddubs_epi16(wv, bcast(a[x], b * 8 + c))
+                        };
+                        pp[x] = _mm512_add_epi16(pp[x], p);
                     }
                     if (c + 1) % per_madd == 0 {
                         let half = if sub16 { c / 4 } else { j % 2 };
@@ -327,6 +348,9 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
         for x in 0..R {
             let da = _mm512_set1_ps(*acts.d.get_unchecked((i0 + x) * nsb + sb));
             acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dv, da), acc[x]);
+            if signed {
+                continue;
+            }
             let ms = match kind {
                 QuantKind::Q6K => _mm512_slli_epi32::<5>(msum[x]),
                 QuantKind::Q3K => _mm512_slli_epi32::<2>(msum[x]),
