@@ -20,10 +20,10 @@
 //! Counterpart: llama.cpp's `llm_build_delta_net_base` and `ggml_gated_delta_net`; vLLM's and
 //! SGLang's `GatedDeltaNet` with their `MambaCacheManager` / mamba radix cache for the state.
 
-use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use super::causal_conv::{missing_slot, per_sequence, CausalConv};
+use super::gguf::weight::Weight;
 use super::gguf::GgufFile;
 use super::hparams::{DeltaNetParams, HParams};
 use super::linear::{FusedLinear, QLinear};
@@ -141,14 +141,14 @@ fn projections(
     i: usize,
     d: usize,
     device: &Device,
-) -> Result<(Vec<QTensor>, Vec<QTensor>), ModelError> {
+) -> Result<(Vec<Weight>, Vec<Weight>), ModelError> {
     let n = |s: &str| format!("blk.{i}.{s}");
     let (channels, values) = (p.conv_channels(), p.v_heads * p.head_v);
     let (kh, r) = (p.k_heads, p.v_heads / p.k_heads);
     // Every Q/K head's `widths` rows of `name`, regrouped: each width's rows of every head.
-    let regroup = |file: &mut GgufFile, name: &str, widths: &[usize]| -> Result<Vec<QTensor>, ModelError> {
+    let regroup = |file: &mut GgufFile, name: &str, widths: &[usize]| -> Result<Vec<Weight>, ModelError> {
         let per_head: Vec<usize> = (0..kh).flat_map(|_| widths.iter().copied()).collect();
-        let mut parts: Vec<Option<QTensor>> = file.tensor_row_split(&n(name), &per_head, d, device)?.into_iter().map(Some).collect();
+        let mut parts: Vec<Option<Weight>> = file.tensor_row_split(&n(name), &per_head, d, device)?.into_iter().map(Some).collect();
         let w = widths.len();
         Ok((0..w).flat_map(|j| (0..kh).map(move |g| g * w + j)).filter_map(|k| parts.get_mut(k).and_then(Option::take)).collect())
     };

@@ -10,6 +10,10 @@
 //! output projection, which does need the table on the device, is loaded
 //! there separately.
 //!
+//! IQ4_XS, which candle reads as Q8_0 with each sub-block's scale rounded to f16, is kept in
+//! the file's own blocks where the reader carries them ([`Weight`]) and decoded as ggml's
+//! `get_rows` decodes it ([`crate::model::gguf::convert::dequantize_iq4_xs`]).
+//!
 //! A tied table on the CPU (no `output.weight`: the output projection is the embedding) is
 //! held once: the output projection's repacked matrix gives its rows back as the GGUF bytes
 //! it was packed from ([`PackedMatrix::row_gguf`], [`FloatMatrix::row_gguf`], exact), and
@@ -25,19 +29,43 @@ use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 
+use super::gguf::convert::dequantize_iq4_xs;
+use super::gguf::types::GgmlType;
+use super::gguf::weight::Weight;
 use super::linear::OurMatrix;
 use super::ModelError;
+use crate::ops::qmatmul::QuantKind;
 #[cfg(doc)]
 use crate::ops::{fmatmul::FloatMatrix, qmatmul::PackedMatrix};
 
 /// `token_embd.weight`: `rows` token vectors of `dim` values, each row
 /// `row_bytes` of GGUF blocks.
 pub struct TokenEmbedding {
-    dtype: GgmlDType,
+    format: Format,
     rows: usize,
     dim: usize,
     row_bytes: usize,
     table: Table,
+}
+
+/// How a row's bytes decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// candle's decoder of this type.
+    Candle(GgmlDType),
+    /// IQ4_XS's own blocks (a type candle lacks): [`dequantize_iq4_xs`].
+    Iq4Xs,
+}
+
+impl Format {
+    /// Bytes of a row of `dim` values, if `dim` is whole blocks.
+    fn row_bytes(self, dim: usize) -> Option<usize> {
+        let (block, bytes) = match self {
+            Self::Candle(t) => (t.block_size(), t.type_size()),
+            Self::Iq4Xs => (256, 136),
+        };
+        dim.is_multiple_of(block).then_some(dim / block * bytes)
+    }
 }
 
 /// Where the rows' GGUF bytes come from.
@@ -51,15 +79,27 @@ enum Table {
 impl TokenEmbedding {
     /// The table of `t` (`[rows, dim]`, any GGUF type, on any device).
     pub fn new(t: &QTensor) -> Result<Self, ModelError> {
-        let &[rows, dim] = t.shape().dims() else {
-            return Err(bad(format!("shape {:?}, not [vocab, hidden]", t.shape().dims())));
+        Self::from_bytes(Format::Candle(t.dtype()), t.shape().dims(), t.data()?.into_owned())
+    }
+
+    /// The table of `w`: in the file's own blocks where it carries them (IQ4_XS), else as
+    /// [`new`](Self::new).
+    pub fn from_weight(w: &Weight) -> Result<Self, ModelError> {
+        match w.native() {
+            Some(n) if n.ty == GgmlType::IQ4_XS => Self::from_bytes(Format::Iq4Xs, w.shape().dims(), n.bytes.clone()),
+            _ => Self::new(w),
+        }
+    }
+
+    fn from_bytes(format: Format, dims: &[usize], bytes: Vec<u8>) -> Result<Self, ModelError> {
+        let &[rows, dim] = dims else {
+            return Err(bad(format!("shape {dims:?}, not [vocab, hidden]")));
         };
-        let bytes = t.data()?.into_owned();
         if rows == 0 || bytes.len() % rows != 0 {
             return Err(bad(format!("{} bytes do not split into {rows} rows", bytes.len())));
         }
         Ok(Self {
-            dtype: t.dtype(),
+            format,
             rows,
             dim,
             row_bytes: bytes.len() / rows,
@@ -69,16 +109,22 @@ impl TokenEmbedding {
 
     /// The table of a tied output projection our kernels run, read from its matrix in their
     /// layout (`dtype`: the GGUF type it was made from): no copy of the file's bytes.
+    /// A matrix packed as IQ4_XS gives IQ4_XS's blocks back, whatever `dtype`.
     pub fn shared(dtype: GgmlDType, packed: OurMatrix) -> Result<Self, ModelError> {
         let (rows, dim) = (packed.rows(), packed.cols());
-        if rows == 0 || !dim.is_multiple_of(dtype.block_size()) {
-            return Err(bad(format!("a packed {rows}×{dim} table of {dtype:?}")));
-        }
+        let format = match &packed {
+            OurMatrix::Packed(p) if p.kind() == QuantKind::Iq4Xs => Format::Iq4Xs,
+            _ => Format::Candle(dtype),
+        };
+        let row_bytes = format.row_bytes(dim).filter(|_| rows > 0);
+        let Some(row_bytes) = row_bytes else {
+            return Err(bad(format!("a packed {rows}×{dim} table of {format:?}")));
+        };
         Ok(Self {
-            dtype,
+            format,
             rows,
             dim,
-            row_bytes: dim / dtype.block_size() * dtype.type_size(),
+            row_bytes,
             table: Table::Shared(packed),
         })
     }
@@ -99,8 +145,17 @@ impl TokenEmbedding {
                 Table::Shared(p) => p.row_gguf(r, &mut picked),
             }
         }
-        let q = qtensor_from_ggml(self.dtype, &Cow::from(picked), vec![ids.len(), self.dim], &Device::Cpu)?;
-        let x = q.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?;
+        let x = match self.format {
+            Format::Candle(dtype) => {
+                let q = qtensor_from_ggml(dtype, &Cow::from(picked), vec![ids.len(), self.dim], &Device::Cpu)?;
+                q.dequantize(&Device::Cpu)?.to_dtype(DType::F32)?
+            }
+            Format::Iq4Xs => {
+                let mut v = Vec::with_capacity(ids.len() * self.dim);
+                dequantize_iq4_xs(&picked, &mut v);
+                Tensor::from_vec(v, (ids.len(), self.dim), &Device::Cpu)?
+            }
+        };
         Ok(if device.is_cpu() { x } else { x.to_device(device)? })
     }
 
@@ -160,5 +215,48 @@ mod tests {
                 Err(ModelError::TokenOutOfRange { id: 11, vocab: 11 })
             ));
         }
+    }
+
+    /// An IQ4_XS table carried in its own blocks: its rows are ggml's values (each sub-block's
+    /// `d·(ls − 32)` unrounded, which the Q8_0 candle reads rounds to f16), whether read from
+    /// the file's bytes or back from the tied output's packed matrix.
+    #[test]
+    fn iq4_xs_rows_are_ggml_values() {
+        use crate::model::gguf::convert::to_q8_0;
+        use crate::model::gguf::weight::NativeBlocks;
+        let cpu = Device::Cpu;
+        let (rows, dim) = (9, 512);
+        let mut x = 0x2545_F491u32;
+        let mut raw: Vec<u8> = (0..rows * dim / 256 * 136)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        for (i, b) in raw.chunks_exact_mut(136).enumerate() {
+            // A scale of 11 significant bits, so that `d·(ls − 32)` is seldom exact in f16.
+            b[..2].copy_from_slice(&half::f16::from_f32(0.0123 + i as f32 * 0.00071).to_bits().to_le_bytes());
+        }
+        let q8 = to_q8_0(GgmlType::IQ4_XS, &raw).unwrap();
+        let t = qtensor_from_ggml(GgmlDType::Q8_0, &Cow::from(q8), vec![rows, dim], &cpu).unwrap();
+        let w = Weight::new(t, Some(NativeBlocks { ty: GgmlType::IQ4_XS, bytes: raw.clone() }));
+        let ids = [4u32, 0, 8, 4];
+        let row_bytes = dim / 256 * 136;
+        let mut want = Vec::new();
+        for &id in &ids {
+            dequantize_iq4_xs(&raw[id as usize * row_bytes..][..row_bytes], &mut want);
+        }
+        let flat = |e: &TokenEmbedding| e.lookup(&ids, &cpu).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let own = TokenEmbedding::from_weight(&w).unwrap();
+        assert_eq!(own.file_bytes(), raw.len() as u64);
+        assert_eq!(flat(&own), want);
+        // The Q8_0 candle reads differs (the test's point: its scales are rounded).
+        assert_ne!(flat(&TokenEmbedding::new(&w).unwrap()), want);
+        let linear = crate::model::linear::QLinear::new(w, &cpu).unwrap();
+        let shared = TokenEmbedding::shared(GgmlDType::Q8_0, linear.shared_table().unwrap()).unwrap();
+        assert_eq!(shared.file_bytes(), raw.len() as u64);
+        assert_eq!(flat(&shared), want, "from the packed matrix");
     }
 }

@@ -23,9 +23,11 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::quantized::{GgmlDType, QMatMul};
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Module, Shape, Tensor};
 
+use super::gguf::types::GgmlType;
+use super::gguf::weight::{NativeBlocks, Weight};
 use super::ModelError;
 use crate::ops::fmatmul::{FloatKind, FloatMatrix};
 use crate::ops::qmatmul::{PackedMatrix, QuantKind};
@@ -83,8 +85,24 @@ impl QLinear {
         Some(Self::Ours(OurMatrix::Packed(Arc::new(p))))
     }
 
-    pub fn new(t: QTensor, device: &Device) -> Result<Self, ModelError> {
+    /// The file's own blocks of a type our kernels take natively (`gguf::weight`), packed.
+    fn from_native(native: &NativeBlocks, rows: usize, cols: usize, device: &Device) -> Option<Self> {
+        let kind = match native.ty {
+            GgmlType::IQ4_XS if device.is_cpu() => QuantKind::Iq4Xs,
+            _ => return None,
+        };
+        let p = PackedMatrix::pack(kind, &native.bytes, rows, cols).ok()?;
+        Some(Self::Ours(OurMatrix::Packed(Arc::new(p))))
+    }
+
+    /// `t`'s projection: ours on the CPU for the types we have kernels for (the file's own
+    /// blocks where it carries them), candle's otherwise.
+    pub fn new(t: impl Into<Weight>, device: &Device) -> Result<Self, ModelError> {
+        let (t, native) = t.into().into_parts();
         if let [rows, cols] = *t.shape().dims() {
+            if let Some(l) = native.and_then(|n| Self::from_native(&n, rows, cols, device)) {
+                return Ok(l);
+            }
             if device.is_cpu() && (kind_of(t.dtype()).is_some() || float_kind_of(t.dtype()).is_some()) {
                 if let Some(l) = Self::from_bytes(t.dtype(), &t.data()?, rows, cols, device) {
                     return Ok(l);
@@ -212,13 +230,28 @@ pub struct FusedLinear {
 impl FusedLinear {
     /// Fuses `weights` (all `[out_i, in]`) when they share a type; otherwise
     /// keeps them as separate matmuls.
-    pub fn new(weights: Vec<QTensor>, device: &Device) -> Result<Self, ModelError> {
+    pub fn new<W: Into<Weight>>(weights: Vec<W>, device: &Device) -> Result<Self, ModelError> {
+        let weights: Vec<Weight> = weights.into_iter().map(Into::into).collect();
         let widths: Vec<usize> = weights.iter().map(|w| w.shape().dims()[0]).collect();
         let dtype = weights[0].dtype();
         let cols = weights[0].shape().dims()[1];
         let same = weights
             .iter()
             .all(|w| w.dtype() == dtype && w.shape().dims()[1] == cols);
+        // The file's own blocks, when every part carries them in one type.
+        let native_ty = weights[0].native().map(|n| n.ty);
+        if same && weights.len() > 1 && weights.iter().all(|w| w.native().map(|n| n.ty) == native_ty) {
+            if let Some(ty) = native_ty {
+                let bytes = weights.iter().flat_map(|w| w.native().map_or(&[][..], |n| &n.bytes[..])).copied().collect();
+                let rows = widths.iter().sum();
+                if let Some(l) = QLinear::from_native(&NativeBlocks { ty, bytes }, rows, cols, device) {
+                    return Ok(Self {
+                        parts: Parts::Fused(l),
+                        widths,
+                    });
+                }
+            }
+        }
         if same && weights.len() > 1 {
             let mut bytes: Vec<u8> = Vec::new();
             for w in &weights {
@@ -302,7 +335,7 @@ impl FusedLinear {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::quantized::GgmlDType;
+    use candle_core::quantized::{GgmlDType, QTensor};
 
     fn weight(rows: usize, cols: usize, seed: u32, dtype: GgmlDType) -> QTensor {
         let data: Vec<f32> = (0..rows * cols)
@@ -342,6 +375,47 @@ mod tests {
                 assert_eq!(d, 0.0, "{dtype:?}");
             }
         }
+    }
+
+    /// IQ4_XS weights carried in their own blocks fuse in them: the fused matmul is ours on
+    /// IQ4_XS, with each part's bits; a part without them keeps all on the Q8_0 reading.
+    #[test]
+    fn iq4_xs_weights_fuse_in_their_own_blocks() {
+        use crate::model::gguf::convert::to_q8_0;
+        use candle_core::quantized::ggml_file::qtensor_from_ggml;
+        let cpu = Device::Cpu;
+        let iq4 = |rows: usize, seed: u32| {
+            let mut x = seed | 1;
+            let mut raw: Vec<u8> = (0..rows * 136)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            for b in raw.chunks_exact_mut(136) {
+                b[..2].copy_from_slice(&half::f16::from_f32(0.01).to_bits().to_le_bytes());
+            }
+            let q8 = to_q8_0(GgmlType::IQ4_XS, &raw).unwrap();
+            let t = qtensor_from_ggml(GgmlDType::Q8_0, &Cow::from(q8), vec![rows, 256], &cpu).unwrap();
+            Weight::new(t, Some(NativeBlocks { ty: GgmlType::IQ4_XS, bytes: raw }))
+        };
+        let x = Tensor::from_vec((0..2 * 256).map(|i| (i as f32 * 0.37).sin()).collect::<Vec<_>>(), (2, 256), &cpu).unwrap();
+        let shapes = [(32, 1), (16, 2), (24, 3)];
+        let fused = FusedLinear::new(shapes.iter().map(|&(r, s)| iq4(r, s)).collect(), &cpu).unwrap();
+        let Parts::Fused(l) = &fused.parts else { panic!("not fused") };
+        assert_eq!(l.packed().map(PackedMatrix::kind), Some(QuantKind::Iq4Xs));
+        for (&(r, s), y) in shapes.iter().zip(fused.forward(&x).unwrap()) {
+            let single = QLinear::new(iq4(r, s), &cpu).unwrap();
+            assert_eq!(single.packed().map(PackedMatrix::kind), Some(QuantKind::Iq4Xs));
+            let (y, want): (Vec<Vec<f32>>, Vec<Vec<f32>>) = (y.to_vec2().unwrap(), single.forward(&x).unwrap().to_vec2().unwrap());
+            assert_eq!(y, want);
+        }
+        let (a, b) = (iq4(32, 1), iq4(16, 2).into_tensor());
+        let mixed = FusedLinear::new(vec![a, Weight::from(b)], &cpu).unwrap();
+        let Parts::Fused(l) = &mixed.parts else { panic!("not fused") };
+        assert_eq!(l.packed().map(PackedMatrix::kind), Some(QuantKind::Q8Iq4nl));
     }
 
     #[test]

@@ -34,9 +34,9 @@
 //! Counterpart: vLLM's `FusedMoE` (`fused_topk` + `fused_experts`), SGLang's `moe` layers,
 //! candle-transformers' `FusedMoeGGUF` (CUDA only); llama.cpp's `ggml_mul_mat_id`.
 
-use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
+use super::gguf::weight::Weight;
 use super::gguf::GgufFile;
 use super::hparams::{ExpertGroups, MlpKind, MoeGating, MoeParams};
 use super::linear::{FusedLinear, QLinear};
@@ -262,7 +262,7 @@ impl MoeMlp {
         // The experts' own width: the latent space's where the file has one.
         let m = p.latent.unwrap_or(hidden);
         let downs = load_experts(file, &n("ffn_down_exps.weight"), [e, m, f], device)?;
-        let experts: Vec<Vec<QTensor>> = if p.ungated() {
+        let experts: Vec<Vec<Weight>> = if p.ungated() {
             let ups = load_experts(file, &n("ffn_up_exps.weight"), [e, f, m], device)?;
             ups.into_iter().zip(downs).map(|(u, d)| vec![u, d]).collect()
         } else {
@@ -353,10 +353,16 @@ impl MoeMlp {
 
     /// A router `[experts, hidden]` and each expert's `[gate, up, down]` weights, or
     /// `[up, down]` for an ungated expert.
-    fn new(router: QTensor, experts: Vec<Vec<QTensor>>, routing: Routing, device: &Device) -> Result<Self, ModelError> {
+    fn new<W: Into<Weight>>(
+        router: impl Into<Weight>,
+        experts: Vec<Vec<W>>,
+        routing: Routing,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
         let experts = experts
             .into_iter()
-            .map(|mut w| {
+            .map(|w| {
+                let mut w: Vec<Weight> = w.into_iter().map(Into::into).collect();
                 let down = w.pop().ok_or_else(|| OpsError::Layout("an expert without weights".into()))?;
                 Ok(Expert {
                     gate_up: FusedLinear::new(w, device)?,
@@ -628,7 +634,7 @@ fn add_to_rows(rows: &mut [f32], bias: &[f32]) {
 
 /// The experts of a stacked `[experts, rows, cols]` GGUF tensor, one `[rows, cols]` weight
 /// each (an expert's blocks are contiguous in the file).
-fn load_experts(file: &mut GgufFile, name: &str, shape: [usize; 3], device: &Device) -> Result<Vec<QTensor>, ModelError> {
+fn load_experts(file: &mut GgufFile, name: &str, shape: [usize; 3], device: &Device) -> Result<Vec<Weight>, ModelError> {
     let [experts, rows, cols] = shape;
     if let Some(dims) = file.tensor_shape(name) {
         super::transformer::check_shape(name, &dims, &shape)?;
@@ -639,7 +645,7 @@ fn load_experts(file: &mut GgufFile, name: &str, shape: [usize; 3], device: &Dev
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::quantized::{GgmlDType, QMatMul};
+    use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
     use candle_core::Module;
 
     fn weight(rows: usize, cols: usize, seed: u64, dtype: GgmlDType, gain: f32) -> QTensor {

@@ -20,9 +20,9 @@
 //! vLLM's `LlamaModel.forward` over flattened tokens.
 
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
-use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
+use super::gguf::weight::Weight;
 use super::gguf::GgufFile;
 use super::delta_net::{DeltaNet, RecurrentSeq, RecurrentState};
 use super::gemma3n::{AltUp, LayerAltUp};
@@ -1181,27 +1181,27 @@ fn load_affine(file: &mut GgufFile, name: &str, shape: [usize; 2]) -> Result<Aff
 /// run is held once: packed for the output, and the lookup reads its rows back from there.
 fn load_embedding_and_output(
     file: &mut GgufFile,
-    embedding_q: QTensor,
+    embedding_q: Weight,
     tied: bool,
     shape: [usize; 2],
     device: &Device,
 ) -> Result<(TokenEmbedding, QLinear), ModelError> {
     if !tied {
         let output = load_2d(file, "output.weight", shape, device)?;
-        return Ok((TokenEmbedding::new(&embedding_q)?, QLinear::new(output, device)?));
+        return Ok((TokenEmbedding::from_weight(&embedding_q)?, QLinear::new(output, device)?));
     }
     if !device.is_cpu() {
         // On a GPU the output projection is the table copied to the device from the bytes
         // already read; the lookup stays on the host.
         let on_device = qtensor_from_ggml(embedding_q.dtype(), &embedding_q.data()?, shape.to_vec(), device)?;
-        return Ok((TokenEmbedding::new(&embedding_q)?, QLinear::new(on_device, device)?));
+        return Ok((TokenEmbedding::from_weight(&embedding_q)?, QLinear::new(on_device, device)?));
     }
     let dtype = embedding_q.dtype();
     let output = QLinear::new(embedding_q, device)?;
     let embedding = match output.shared_table() {
         Some(p) => TokenEmbedding::shared(dtype, p)?,
         // A type our kernels do not take: candle keeps its copy, the lookup its own.
-        None => TokenEmbedding::new(&load_2d(file, "token_embd.weight", shape, &Device::Cpu)?)?,
+        None => TokenEmbedding::from_weight(&load_2d(file, "token_embd.weight", shape, &Device::Cpu)?)?,
     };
     Ok((embedding, output))
 }
@@ -1575,7 +1575,7 @@ fn load_qkv(
     n: &dyn Fn(&str) -> String,
     [q_dim, kv_dim, d]: [usize; 3],
     device: &Device,
-) -> Result<Vec<QTensor>, ModelError> {
+) -> Result<Vec<Weight>, ModelError> {
     if file.has_tensor(&n("attn_qkv.weight")) {
         return file.tensor_row_split(&n("attn_qkv.weight"), &[q_dim, kv_dim, kv_dim], d, device);
     }
@@ -1653,7 +1653,7 @@ fn load_gate_up(
     hp: &HParams,
     f: usize,
     device: &Device,
-) -> Result<Vec<QTensor>, ModelError> {
+) -> Result<Vec<Weight>, ModelError> {
     let d = hp.hidden;
     // (ModernBERT's too, whatever its activation.)
     if matches!(hp.family, Family::Phi3 | Family::Glm4) || hp.gate_act.is_some() {
@@ -1679,8 +1679,8 @@ pub(super) fn check_shape(name: &str, actual: &[usize], expected: &[usize]) -> R
     Ok(())
 }
 
-pub(super) fn load_2d(file: &mut GgufFile, name: &str, shape: [usize; 2], device: &Device) -> Result<QTensor, ModelError> {
-    let t = file.tensor(name, device)?;
+pub(super) fn load_2d(file: &mut GgufFile, name: &str, shape: [usize; 2], device: &Device) -> Result<Weight, ModelError> {
+    let t = file.weight(name, device)?;
     check_shape(name, t.shape().dims(), &shape)?;
     Ok(t)
 }

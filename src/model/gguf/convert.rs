@@ -100,6 +100,24 @@ pub fn to_q8_0(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// IQ4_XS blocks as f32, as ggml's `dequantize_row_iq4_xs` computes them (`d·(ls − 32)` in
+/// f32, exact, times each table value): the values llama.cpp looks a token's embedding up as,
+/// where the Q8_0 of [`to_q8_0`] rounds each `d·(ls − 32)` to f16. Appended to `out`; a last
+/// partial block is ignored.
+pub fn dequantize_iq4_xs(bytes: &[u8], out: &mut Vec<f32>) {
+    for b in bytes.chunks_exact(136) {
+        let d = f16_at(b, 0).to_f32();
+        let sh = u16::from_le_bytes([b[2], b[3]]);
+        for ib in 0..8 {
+            let ls = i32::from((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (i32::from((sh >> (2 * ib)) & 3) << 4);
+            let dl = d * (ls - 32) as f32;
+            let qs = &b[8 + 16 * ib..8 + 16 * ib + 16];
+            out.extend(qs.iter().map(|&q| dl * f32::from(KVALUES_IQ4NL[usize::from(q & 0xF)])));
+            out.extend(qs.iter().map(|&q| dl * f32::from(KVALUES_IQ4NL[usize::from(q >> 4)])));
+        }
+    }
+}
+
 /// The values of Q8_0 blocks `b` (the testkit's and the tests' reading of what [`to_q8_0`]
 /// wrote).
 pub(crate) fn dequant_q8_0(b: &[u8]) -> Vec<f32> {
@@ -147,21 +165,7 @@ pub(crate) mod tests {
                     }
                     y.extend(blk);
                 }
-                GgmlType::IQ4_XS => {
-                    let d = f16_at(b, 0).to_f32();
-                    let sh = u16::from_le_bytes([b[2], b[3]]);
-                    for ib in 0..8 {
-                        let ls = i32::from((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (i32::from((sh >> (2 * ib)) & 3) << 4);
-                        let dl = d * (ls - 32) as f32;
-                        let qs = &b[8 + 16 * ib..];
-                        let mut blk = [0f32; 32];
-                        for j in 0..16 {
-                            blk[j] = dl * KVALUES_IQ4NL[usize::from(qs[j] & 0xF)] as f32;
-                            blk[j + 16] = dl * KVALUES_IQ4NL[usize::from(qs[j] >> 4)] as f32;
-                        }
-                        y.extend(blk);
-                    }
-                }
+                GgmlType::IQ4_XS => dequantize_iq4_xs(b, &mut y),
                 _ => unreachable!(),
             }
         }

@@ -16,6 +16,7 @@ mod iq;
 mod iq_grids;
 pub mod split;
 pub mod types;
+pub mod weight;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -31,6 +32,7 @@ use candle_core::Device;
 use super::ModelError;
 use header::{read_header, Header};
 use types::{GgmlType, Reading};
+use weight::{NativeBlocks, Weight};
 
 /// Told the bytes of tensor data read so far, after each tensor ([`GgufFile::set_meter`]): a
 /// load's progress. It answers whether to go on: after `false` the file reads no more tensors
@@ -267,6 +269,23 @@ impl GgufFile {
 
     /// Reads one tensor onto `device` (the types candle lacks as Q8_0: [`convert`]).
     pub fn tensor(&mut self, name: &str, device: &Device) -> Result<QTensor, ModelError> {
+        Ok(self.read_tensor(name, device, false)?.0)
+    }
+
+    /// Reads one matrix onto `device` for a projection: as [`tensor`](Self::tensor), and on
+    /// the CPU, for a type our kernels take in its own blocks ([`weight::runs_natively`]),
+    /// those blocks too.
+    pub fn weight(&mut self, name: &str, device: &Device) -> Result<Weight, ModelError> {
+        let (t, native) = self.read_tensor(name, device, device.is_cpu())?;
+        Ok(Weight::new(t, native))
+    }
+
+    fn read_tensor(
+        &mut self,
+        name: &str,
+        device: &Device,
+        keep_native: bool,
+    ) -> Result<(QTensor, Option<NativeBlocks>), ModelError> {
         let Some(info) = self.header.tensors.get(name) else {
             return Err(ModelError::MissingTensor { name: name.to_string() });
         };
@@ -284,11 +303,16 @@ impl GgufFile {
         };
         let raw = self.tensor_raw(name)?;
         let corrupt = |reason: String| self.corrupt_tensor(name, &reason);
-        let raw = match ty.reading() {
-            Reading::ToQ8_0 => convert::to_q8_0(ty, &raw).map_err(corrupt)?,
-            _ => raw,
+        let (raw, native) = match ty.reading() {
+            Reading::ToQ8_0 => {
+                let q8 = convert::to_q8_0(ty, &raw).map_err(corrupt)?;
+                let keep = keep_native && dims.len() >= 2 && weight::runs_natively(ty);
+                (q8, keep.then_some(NativeBlocks { ty, bytes: raw }))
+            }
+            _ => (raw, None),
         };
-        qtensor_from_ggml(dtype, &raw, dims, device).map_err(|e| corrupt(e.to_string()))
+        let t = qtensor_from_ggml(dtype, &raw, dims, device).map_err(|e| corrupt(e.to_string()))?;
+        Ok((t, native))
     }
 
     /// A tensor's bytes as its file stores them, whatever its type.
@@ -364,8 +388,8 @@ impl GgufFile {
         parts: &[usize],
         cols: usize,
         device: &Device,
-    ) -> Result<Vec<QTensor>, ModelError> {
-        let t = self.tensor(name, &Device::Cpu)?;
+    ) -> Result<Vec<Weight>, ModelError> {
+        let (t, native) = self.read_tensor(name, &Device::Cpu, device.is_cpu())?;
         let dims = t.shape().dims().to_vec();
         let rows: usize = parts.iter().sum();
         let bad = || ModelError::BadTensor {
@@ -383,13 +407,20 @@ impl GgufFile {
             return Err(bad());
         }
         let row_bytes = data.len() / rows;
+        // The file's own blocks split at the same rows (whole blocks per row: `Weight`).
+        let native_row = native.as_ref().map_or(0, |b| b.bytes.len() / rows);
         let mut start = 0;
         parts
             .iter()
             .map(|&n| {
                 let bytes = &data[start * row_bytes..(start + n) * row_bytes];
+                let part = native.as_ref().map(|b| NativeBlocks {
+                    ty: b.ty,
+                    bytes: b.bytes[start * native_row..(start + n) * native_row].to_vec(),
+                });
                 start += n;
-                Ok(qtensor_from_ggml(t.dtype(), &Cow::Borrowed(bytes), vec![n, cols], device)?)
+                let t = qtensor_from_ggml(t.dtype(), &Cow::Borrowed(bytes), vec![n, cols], device)?;
+                Ok(Weight::new(t, part))
             })
             .collect()
     }
@@ -628,6 +659,54 @@ mod tests {
             let other = QLinear::new(file.tensor("blk.0.attn_k.weight", &Device::Cpu).unwrap(), &Device::Cpu).unwrap();
             assert_eq!(other.packed().map(|p| p.kind()), Some(QuantKind::Q8_0));
         }
+    }
+
+    /// An IQ4_XS matrix reads as Q8_0 for candle and, for a projection on the CPU, in its own
+    /// blocks too: our kernels pack those (as `tensor_bytes` counts them) and multiply as ggml
+    /// does, the file's weights exactly (each `d·(ls − 32)` unrounded) by activations rounded
+    /// per 256 values. Read as a plain tensor, or for a GPU, it is Q8_0 of its values.
+    #[test]
+    fn iq4_xs_runs_in_its_own_blocks_on_the_cpu() {
+        use crate::ops::qmatmul::round_acts;
+        use candle_core::Tensor;
+        let dir = tempfile::tempdir().unwrap();
+        let q8 = dir.path().join("q8.gguf");
+        write_model(&TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0), &q8).unwrap();
+        let path = dir.path().join("iq4_xs.gguf");
+        let name = "blk.0.attn_q.weight";
+        requantize(&q8, &path, |n, _| (n == name).then_some(GgmlType::IQ4_XS)).unwrap();
+        let mut file = GgufFile::open(&path).unwrap();
+        let raw = file.tensor_raw(name).unwrap();
+        let w = file.weight(name, &Device::Cpu).unwrap();
+        assert_eq!(w.dtype(), GgmlDType::Q8_0);
+        assert_eq!(w.native().map(|n| (n.ty, &n.bytes)), Some((GgmlType::IQ4_XS, &raw)));
+        let linear = QLinear::new(w, &Device::Cpu).unwrap();
+        let packed = linear.packed().unwrap();
+        assert_eq!(packed.kind(), QuantKind::Iq4Xs);
+        let counted = file.tensor_bytes(name, true).unwrap();
+        let ratio = packed.bytes() as f64 / counted as f64;
+        assert!((0.99..1.03).contains(&ratio), "packed {} against {counted} counted", packed.bytes());
+
+        let mut wf = Vec::new();
+        convert::dequantize_iq4_xs(&raw, &mut wf);
+        let x: Vec<f32> = (0..256).map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0).collect();
+        let xr = round_acts(QuantKind::Iq4Xs, &x);
+        let y = linear.forward(&Tensor::from_vec(x.clone(), (1, 256), &Device::Cpu).unwrap()).unwrap();
+        let y = y.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let plain = QLinear::new(file.tensor(name, &Device::Cpu).unwrap(), &Device::Cpu).unwrap();
+        assert_eq!(plain.packed().map(|p| p.kind()), Some(QuantKind::Q8Iq4nl));
+        let y8 = plain.forward(&Tensor::from_vec(x, (1, 256), &Device::Cpu).unwrap()).unwrap();
+        let y8 = y8.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let mut q8_off = 0;
+        for (r, (&got, &got8)) in y.iter().zip(&y8).enumerate() {
+            let row = &wf[r * 256..(r + 1) * 256];
+            let want: f64 = row.iter().zip(&xr).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+            let scale: f64 = row.iter().zip(&xr).map(|(&a, &b)| f64::from(a * b).abs()).sum();
+            assert!((f64::from(got) - want).abs() <= 1e-6 * scale, "row {r}: {got} against {want}");
+            q8_off += usize::from((f64::from(got8) - want).abs() > 1e-6 * scale);
+        }
+        // The Q8_0 reading (rounded sub-scales, activations per 32) is not ggml's product.
+        assert!(q8_off > 128, "{q8_off} of 256 rows off");
     }
 
     /// Each type under 4 bits reads as Q8_0; on the CPU those with one scale per 32 values pack
