@@ -3,7 +3,9 @@
 //!
 //! [`QLinear`] is one `[out, in]` weight. On the CPU, a weight whose GGUF type
 //! has a kernel in [`crate::ops::qmatmul`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-//! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; IQ4_NL, IQ4_XS and MXFP4 arrive as Q8_0 and are packed in 4 bits again)
+//! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; IQ4_NL, IQ4_XS and MXFP4 arrive as Q8_0 and are packed in 4 bits
+//! again, and IQ4_XS comes in its own blocks too where the reader carries them, `gguf::weight`,
+//! and is packed as that)
 //! is repacked once here and multiplied by our kernels, and an F16 or BF16 one is laid
 //! out in strips for [`crate::ops::fmatmul`]'s (kept in its own type, not widened); any
 //! other type (F32 too, see [`float_kind_of`]), and every weight on a GPU, keeps candle's

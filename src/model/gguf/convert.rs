@@ -17,7 +17,9 @@
 //!   refused.
 //! - IQ4_XS: a block of 256 has an f16 scale `d` and a 6-bit scale `ls` per
 //!   32; the Q8_0 block's scale is `d·(ls−32)` rounded to f16 (relative error
-//!   at most `2^−11`, under the 8-bit activations' own rounding).
+//!   at most `2^−11`, under the 8-bit activations' own rounding). A projection
+//!   on the CPU takes the file's blocks instead (`super::weight`), and a token
+//!   embedding decodes them with [`dequantize_iq4_xs`], exact.
 //!
 //! Invariants: the output is one Q8_0 block per 32 values, in the same order.
 //! The cost is memory: Q8_0 is 8.5 bits a value against 4.25 to 4.5.

@@ -151,8 +151,9 @@ pub(super) enum Dot {
     /// (AVX512-VL): an odd last group's path beside the AVX-512 VNNI pair
     /// kernel on CPUs without AVX-VNNI (Zen 4, Ice Lake).
     Vnni512,
-    /// The `Vnni` kernel with `vpdpbusd` done by `vpmaddubsw` + `vpmaddwd` (exact
-    /// here: no pair of products reaches int16's limit), so it runs on any AVX2 CPU.
+    /// The `Vnni` kernel with `vpdpbusd` done by `vpmaddubsw` + `vpmaddwd`, exactly (the
+    /// unsigned bytes' low seven bits and top bit apart, so no pair of products reaches
+    /// int16's limit), so it runs on any AVX2 CPU.
     #[cfg(test)]
     VnniOnAvx2,
 }
@@ -163,15 +164,22 @@ const VNNI: u8 = 1;
 const VNNI_ON_AVX2: u8 = 2;
 const VNNI_512: u8 = 3;
 
-/// `acc + Σ₄ u·s` per 32-bit lane (`u` unsigned, `s` signed; `u ≤ 128`, `|s| ≤ 127`).
+/// `acc + Σ₄ u·s` per 32-bit lane (`u` unsigned, `s` signed, `|s| ≤ 127`; `u ≤ 128` for
+/// [`Dot::Madd`], any byte for the others).
 #[inline(always)]
 unsafe fn dpbusd<const DOT: u8>(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+    let ones = _mm256_set1_epi16(1);
     if DOT == VNNI {
         _mm256_dpbusd_avx_epi32(acc, u, s)
     } else if DOT == VNNI_512 {
         _mm256_dpbusd_epi32(acc, u, s)
+    } else if DOT == MADD {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones))
     } else {
-        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
+        // `Dot::VnniOnAvx2`: `u`'s low seven bits and its top bit apart (`2·128·127` fits int16).
+        let lo = _mm256_maddubs_epi16(_mm256_and_si256(u, _mm256_set1_epi8(0x7F)), s);
+        let hi = _mm256_maddubs_epi16(_mm256_and_si256(u, _mm256_set1_epi8(-128)), s);
+        _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones)))
     }
 }
 
@@ -199,7 +207,7 @@ unsafe fn block_tile<const R: usize, const FUSED: bool, const DOT: u8>(
         let dv = load_f16x8(m.d.as_ptr().add(si));
         let u = block_chunks::<FUSED>(m, g, w, b);
         let mut dot = [_mm256_setzero_si256(); R];
-        if m.kind.signed() && (DOT == VNNI || DOT == VNNI_512) {
+        if m.kind.signed() && DOT != MADD {
             // `vpdpbusd` sums into 32 bits, so `w + 128` (`w ^ 0x80`, unsigned) cannot
             // saturate: one instruction per row, then `128 · Σ a` off. The same integers.
             let bias = _mm256_set1_epi8(-128);
@@ -288,8 +296,6 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     // Q6_K, Q3_K and Q2_K: 16-value sub-blocks, two per 32-value block (`sub16`).
     let off = kind.sub_offset().is_some();
     let signed = kind.signed();
-    // Signed values are multiplied as `w + 128` where `vpdpbusd` is one instruction.
-    let biased = DOT == VNNI || DOT == VNNI_512;
     let sub16 = kind.sub_elems() == 16;
     let bias = _mm256_set1_epi8(-128);
     let dup = [
@@ -340,14 +346,6 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
                     };
                     let mut bd = [_mm256_setzero_si256(); R];
                     for c in h * 8 / halves..(h + 1) * 8 / halves {
-                        if signed && !biased {
-                            // The test's two-step `vpdpbusd` saturates past `u = 128`.
-                            let aw = _mm256_abs_epi8(u[c]);
-                            for x in 0..R {
-                                bd[x] = dpbusd::<DOT>(bd[x], aw, _mm256_sign_epi8(bcast(a[x], b * 8 + c), u[c]));
-                            }
-                            continue;
-                        }
                         // Signed values as `w + 128` (see `block_tile`).
                         let wv = if signed { _mm256_xor_si256(u[c], bias) } else { u[c] };
                         for x in 0..R {
@@ -355,7 +353,7 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
                         }
                     }
                     for x in 0..R {
-                        if signed && biased {
+                        if signed {
                             // `128 · Σ a` of the sub-block off: its signed dot, exact.
                             let bsum = (sum_pair(x, j / 2) >> (16 * (j % 2))) as u16 as i16 as i32;
                             bd[x] = _mm256_sub_epi32(bd[x], _mm256_set1_epi32(bsum << 7));

@@ -4,7 +4,8 @@
 //! Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K (Q4_K_M files mix Q4_K
 //! and Q6_K, with Q5_0 and Q8_0 where a row is not a multiple of 256), and
 //! Q8_0 whose values all lie in IQ4_NL's or MXFP4's table (what IQ4_NL, IQ4_XS
-//! and MXFP4 become at load), kept as 4-bit indices ([`narrow_q8_0`]).
+//! and MXFP4 become at load), kept as 4-bit indices ([`narrow_q8_0`]), and IQ4_XS
+//! in its own blocks where the loader carries them ([`QuantKind::Iq4Xs`]).
 //! Other types keep candle's `QMatMul`.
 //!
 //! - [`PackedMatrix::pack`] repacks a GGUF tensor once at load: rows in groups
