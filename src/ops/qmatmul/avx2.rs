@@ -284,11 +284,10 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     debug_assert!((FUSED || w.len() >= nsb * 8 * 256) && i0 + R <= acts.t);
     let pairs = kind.subs() / 2;
     // Chunks of int16 pairs summed before they could saturate: 2 · (2^bits − 1) · 127 each.
-    // (IQ4_XS's `|w| · ±a`, up to 2 · 127 · 127, not even two.)
+    // (IQ4_XS's `|w| · ±a`, up to 2 · 127 · 127, not even two: `signed` below.)
     let per_madd = match kind {
         QuantKind::Q4K => 8,
         QuantKind::Q5K | QuantKind::Q3K | QuantKind::Q2K => 4,
-        QuantKind::Iq4Xs => 1,
         _ => 2,
     };
     // Q6_K and Q3_K: the offset weighed by the sub-scales (`off`; Q4_K, Q5_K and Q2_K: mins;
@@ -363,16 +362,23 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
                 }
                 continue;
             }
+            if signed {
+                // |w| against the activation given w's sign (see `block_tile`), each chunk's
+                // int16 pairs straight into `vpmaddwd` with the sub-scale (32-value sub-blocks).
+                let scv = _mm256_shuffle_epi8(scp, dup[j % 2]);
+                for (c, &wv) in u.iter().enumerate() {
+                    let aw = _mm256_abs_epi8(wv);
+                    for x in 0..R {
+                        let p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast(a[x], b * 8 + c), wv));
+                        isum[x] = _mm256_add_epi32(isum[x], _mm256_madd_epi16(p, scv));
+                    }
+                }
+                continue;
+            }
             let mut pp = [_mm256_setzero_si256(); R];
             for (c, &wv) in u.iter().enumerate() {
                 for x in 0..R {
-                    let p = if signed {
-                        // |w| against the activation given w's sign (see `block_tile`).
-                        _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(bcast(a[x], b * 8 + c), wv))
-                    } else {
-                        _mm256_maddubs_epi16(wv, bcast(a[x], b * 8 + c))
-                    };
-                    pp[x] = _mm256_add_epi16(pp[x], p);
+                    pp[x] = _mm256_add_epi16(pp[x], _mm256_maddubs_epi16(wv, bcast(a[x], b * 8 + c)));
                 }
                 if (c + 1) % per_madd == 0 {
                     let half = if sub16 { c / 4 } else { j % 2 };

@@ -250,11 +250,10 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
     debug_assert!(i0 + R <= acts.t && out0.len() >= acts.t * GROUP && out1.len() >= acts.t * GROUP);
     let pairs = kind.subs() / 2;
     // Chunks of int16 pairs summed before they could saturate: 2 · (2^bits − 1) · 127 each.
-    // (IQ4_XS's `|w| · ±a`, up to 2 · 127 · 127, not even two.)
+    // (IQ4_XS's `|w| · ±a`, up to 2 · 127 · 127, not even two: `signed` below.)
     let per_madd = match kind {
         QuantKind::Q4K => 8,
         QuantKind::Q5K | QuantKind::Q3K | QuantKind::Q2K => 4,
-        QuantKind::Iq4Xs => 1,
         _ => 2,
     };
     // Q6_K and Q3_K: the offset weighed by the sub-scales (`off`; Q4_K, Q5_K and Q2_K: mins;
@@ -321,18 +320,24 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
                     }
                 }
             } else {
+                if signed {
+                    // |w| against the activation given w's sign (see `block_pair`), each chunk's
+                    // int16 pairs straight into `vpmaddwd` with the sub-scale (32-value sub-blocks).
+                    let scv = _mm512_shuffle_epi8(scp, dup[j % 2]);
+                    for (c, &wv) in u.iter().enumerate() {
+                        let (aw, neg) = (_mm512_abs_epi8(wv), _mm512_movepi8_mask(wv));
+                        for x in 0..R {
+                            let av = bcast(a[x], b * 8 + c);
+                            let p = _mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(av, neg, _mm512_setzero_si512(), av));
+                            isum[x] = _mm512_add_epi32(isum[x], _mm512_madd_epi16(p, scv));
+                        }
+                    }
+                    continue;
+                }
                 let mut pp = [_mm512_setzero_si512(); R];
                 for (c, &wv) in u.iter().enumerate() {
-                    // Signed values: |w| against the activation given w's sign (see `block_pair`).
-                    let (aw, neg) = if signed { (_mm512_abs_epi8(wv), _mm512_movepi8_mask(wv)) } else { (wv, 0) };
                     for x in 0..R {
-                        let p = if signed {
-                            let av = bcast(a[x], b * 8 + c);
-                            _mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(av, neg, _mm512_setzero_si512(), av))
-                        } else {
-                            _mm512_maddubs_epi16(wv, bcast(a[x], b * 8 + c))
-                        };
-                        pp[x] = _mm512_add_epi16(pp[x], p);
+                        pp[x] = _mm512_add_epi16(pp[x], _mm512_maddubs_epi16(wv, bcast(a[x], b * 8 + c)));
                     }
                     if (c + 1) % per_madd == 0 {
                         let half = if sub16 { c / 4 } else { j % 2 };
