@@ -82,12 +82,17 @@ impl TokenEmbedding {
         Self::from_bytes(Format::Candle(t.dtype()), t.shape().dims(), t.data()?.into_owned())
     }
 
-    /// The table of `w`: in the file's own blocks where it carries them (IQ4_XS), else as
-    /// [`new`](Self::new).
-    pub fn from_weight(w: &Weight) -> Result<Self, ModelError> {
-        match w.native() {
-            Some(n) if n.ty == GgmlType::IQ4_XS => Self::from_bytes(Format::Iq4Xs, w.shape().dims(), n.bytes.clone()),
-            _ => Self::new(w),
+    /// The table of `w`: in the file's own blocks where it carries them (IQ4_XS; candle's
+    /// reading of them dropped), else as [`new`](Self::new).
+    pub fn from_weight(w: Weight) -> Result<Self, ModelError> {
+        let (t, native) = w.into_parts();
+        match native {
+            Some(n) if n.ty == GgmlType::IQ4_XS => {
+                let dims = t.shape().dims().to_vec();
+                drop(t);
+                Self::from_bytes(Format::Iq4Xs, &dims, n.bytes)
+            }
+            _ => Self::new(&t),
         }
     }
 
@@ -239,9 +244,11 @@ mod tests {
             // A scale of 11 significant bits, so that `d·(ls − 32)` is seldom exact in f16.
             b[..2].copy_from_slice(&half::f16::from_f32(0.0123 + i as f32 * 0.00071).to_bits().to_le_bytes());
         }
-        let q8 = to_q8_0(GgmlType::IQ4_XS, &raw).unwrap();
-        let t = qtensor_from_ggml(GgmlDType::Q8_0, &Cow::from(q8), vec![rows, dim], &cpu).unwrap();
-        let w = Weight::new(t, Some(NativeBlocks { ty: GgmlType::IQ4_XS, bytes: raw.clone() }));
+        let weight = || {
+            let q8 = to_q8_0(GgmlType::IQ4_XS, &raw).unwrap();
+            let t = qtensor_from_ggml(GgmlDType::Q8_0, &Cow::from(q8), vec![rows, dim], &cpu).unwrap();
+            Weight::new(t, Some(NativeBlocks { ty: GgmlType::IQ4_XS, bytes: raw.clone() }))
+        };
         let ids = [4u32, 0, 8, 4];
         let row_bytes = dim / 256 * 136;
         let mut want = Vec::new();
@@ -249,12 +256,12 @@ mod tests {
             dequantize_iq4_xs(&raw[id as usize * row_bytes..][..row_bytes], &mut want);
         }
         let flat = |e: &TokenEmbedding| e.lookup(&ids, &cpu).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let own = TokenEmbedding::from_weight(&w).unwrap();
+        // The Q8_0 candle reads differs (the test's point: its scales are rounded).
+        assert_ne!(flat(&TokenEmbedding::new(&weight()).unwrap()), want);
+        let own = TokenEmbedding::from_weight(weight()).unwrap();
         assert_eq!(own.file_bytes(), raw.len() as u64);
         assert_eq!(flat(&own), want);
-        // The Q8_0 candle reads differs (the test's point: its scales are rounded).
-        assert_ne!(flat(&TokenEmbedding::new(&w).unwrap()), want);
-        let linear = crate::model::linear::QLinear::new(w, &cpu).unwrap();
+        let linear = crate::model::linear::QLinear::new(weight(), &cpu).unwrap();
         let shared = TokenEmbedding::shared(GgmlDType::Q8_0, linear.shared_table().unwrap()).unwrap();
         assert_eq!(shared.file_bytes(), raw.len() as u64);
         assert_eq!(flat(&shared), want, "from the packed matrix");

@@ -1187,21 +1187,22 @@ fn load_embedding_and_output(
     device: &Device,
 ) -> Result<(TokenEmbedding, QLinear), ModelError> {
     if !tied {
+        let embedding = TokenEmbedding::from_weight(embedding_q)?;
         let output = load_2d(file, "output.weight", shape, device)?;
-        return Ok((TokenEmbedding::from_weight(&embedding_q)?, QLinear::new(output, device)?));
+        return Ok((embedding, QLinear::new(output, device)?));
     }
     if !device.is_cpu() {
         // On a GPU the output projection is the table copied to the device from the bytes
         // already read; the lookup stays on the host.
         let on_device = qtensor_from_ggml(embedding_q.dtype(), &embedding_q.data()?, shape.to_vec(), device)?;
-        return Ok((TokenEmbedding::from_weight(&embedding_q)?, QLinear::new(on_device, device)?));
+        return Ok((TokenEmbedding::from_weight(embedding_q)?, QLinear::new(on_device, device)?));
     }
     let dtype = embedding_q.dtype();
     let output = QLinear::new(embedding_q, device)?;
     let embedding = match output.shared_table() {
         Some(p) => TokenEmbedding::shared(dtype, p)?,
         // A type our kernels do not take: candle keeps its copy, the lookup its own.
-        None => TokenEmbedding::from_weight(&load_2d(file, "token_embd.weight", shape, &Device::Cpu)?)?,
+        None => TokenEmbedding::from_weight(load_2d(file, "token_embd.weight", shape, &Device::Cpu)?)?,
     };
     Ok((embedding, output))
 }

@@ -296,7 +296,6 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     let off = kind.sub_offset().is_some();
     let signed = kind.signed();
     let sub16 = kind.sub_elems() == 16;
-    let bias = _mm256_set1_epi8(-128);
     let dup = [
         _mm256_setr_epi8(
             0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
@@ -334,32 +333,12 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
                 m.sc.as_ptr().add(pair_at(if sub16 { j } else { j / 2 })) as *const __m128i
             ));
             if DOT != MADD {
-                // Each sub-block's int32 dot, times its sub-scale (sign-extended from its int16).
-                let halves = if sub16 { 2 } else { 1 };
-                for h in 0..halves {
-                    let half = if sub16 { h } else { j % 2 };
-                    let sc32 = if half == 0 {
-                        _mm256_srai_epi32::<16>(_mm256_slli_epi32::<16>(scp))
-                    } else {
-                        _mm256_srai_epi32::<16>(scp)
-                    };
-                    let mut bd = [_mm256_setzero_si256(); R];
-                    for c in h * 8 / halves..(h + 1) * 8 / halves {
-                        // Signed values as `w + 128` (see `block_tile`).
-                        let wv = if signed { _mm256_xor_si256(u[c], bias) } else { u[c] };
-                        for x in 0..R {
-                            bd[x] = dpbusd::<DOT>(bd[x], wv, bcast(a[x], b * 8 + c));
-                        }
-                    }
-                    for x in 0..R {
-                        if signed {
-                            // `128 · Σ a` of the sub-block off: its signed dot, exact.
-                            let bsum = (sum_pair(x, j / 2) >> (16 * (j % 2))) as u16 as i16 as i32;
-                            bd[x] = _mm256_sub_epi32(bd[x], _mm256_set1_epi32(bsum << 7));
-                        }
-                        isum[x] = _mm256_add_epi32(isum[x], _mm256_mullo_epi32(bd[x], sc32));
-                    }
-                }
+                // IQ4_XS: each row's sum of this 32-value sub-block (of its pair's two).
+                let bsums: [i32; R] = std::array::from_fn(|x| match signed {
+                    true => (sum_pair(x, j / 2) >> (16 * (j % 2))) as u16 as i16 as i32,
+                    false => 0,
+                });
+                super_block_vnni::<R, DOT>(kind, &u, scp, &a, (b, j), bsums, &mut isum);
                 continue;
             }
             if signed {
@@ -406,6 +385,46 @@ unsafe fn super_tile<const R: usize, const FUSED: bool, const DOT: u8>(
     }
     for x in 0..R {
         _mm256_storeu_ps(out.as_mut_ptr().add((i0 + x) * GROUP), acc[x]);
+    }
+}
+
+/// Block `b` (the `j`-th of its superblock) of a 256-value kind on the `vpdpbusd` paths: each
+/// sub-block's int32 dot times its sub-scale (from `scp`, the block's pair or pairs of int16
+/// sub-scales, sign-extended), into `isum`. A signed kind's (IQ4_XS's) values go in as
+/// `w + 128` (see [`block_tile`]) and `128 · Σ a` of the sub-block (`bsums`) comes off: its
+/// signed dot, exact.
+#[inline(always)]
+unsafe fn super_block_vnni<const R: usize, const DOT: u8>(
+    kind: QuantKind,
+    u: &[__m256i; 8],
+    scp: __m256i,
+    a: &[*const i8; R],
+    (b, j): (usize, usize),
+    bsums: [i32; R],
+    isum: &mut [__m256i; R],
+) {
+    let (signed, sub16) = (kind.signed(), kind.sub_elems() == 16);
+    let halves = if sub16 { 2 } else { 1 };
+    for h in 0..halves {
+        let half = if sub16 { h } else { j % 2 };
+        let sc32 = if half == 0 {
+            _mm256_srai_epi32::<16>(_mm256_slli_epi32::<16>(scp))
+        } else {
+            _mm256_srai_epi32::<16>(scp)
+        };
+        let mut bd = [_mm256_setzero_si256(); R];
+        for c in h * 8 / halves..(h + 1) * 8 / halves {
+            let wv = if signed { _mm256_xor_si256(u[c], _mm256_set1_epi8(-128)) } else { u[c] };
+            for x in 0..R {
+                bd[x] = dpbusd::<DOT>(bd[x], wv, bcast(a[x], b * 8 + c));
+            }
+        }
+        for x in 0..R {
+            if signed {
+                bd[x] = _mm256_sub_epi32(bd[x], _mm256_set1_epi32(bsums[x] << 7));
+            }
+            isum[x] = _mm256_add_epi32(isum[x], _mm256_mullo_epi32(bd[x], sc32));
+        }
     }
 }
 

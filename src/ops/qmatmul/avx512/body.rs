@@ -262,7 +262,6 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
     let off = kind.sub_offset().is_some();
     let signed = kind.signed();
     let sub16 = kind.sub_elems() == 16;
-    let bias = _mm512_set1_epi8(-128);
     let dup = [load(DUP[0].as_ptr()), load(DUP[1].as_ptr())];
     let a: [*const i8; R] = std::array::from_fn(|x| acts.row_q(i0 + x).as_ptr());
     let mut acc = [_mm512_setzero_ps(); R];
@@ -291,34 +290,12 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
             // sub-blocks 2j and 2j+1 (pair j; chunks 0-3 and 4-7).
             let scp = subs16(&m.sc, if sub16 { j } else { j / 2 });
             if VNNI {
-                // Each sub-block's int32 dot, times its sub-scale (sign-extended from its int16).
-                let halves = if sub16 { 2 } else { 1 };
-                for h in 0..halves {
-                    let half = if sub16 { h } else { j % 2 };
-                    let sc32 = if half == 0 {
-                        _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(scp))
-                    } else {
-                        _mm512_srai_epi32::<16>(scp)
-                    };
-                    // Two sums per row, even and odd chunks (as in `block_pair`).
-                    let mut bd = [[_mm512_setzero_si512(); 2]; R];
-                    for c in h * 8 / halves..(h + 1) * 8 / halves {
-                        // Signed values as `w + 128` (see `block_pair`).
-                        let wv = if signed { _mm512_xor_si512(u[c], bias) } else { u[c] };
-                        for x in 0..R {
-                            bd[x][c & 1] = _mm512_dpbusd_epi32(bd[x][c & 1], wv, bcast(a[x], b * 8 + c));
-                        }
-                    }
-                    for x in 0..R {
-                        let mut bd = _mm512_add_epi32(bd[x][0], bd[x][1]);
-                        if signed {
-                            // `128 · Σ a` of the sub-block off: its signed dot, exact.
-                            let bsum = (sum_pair(x, j / 2) >> (16 * (j % 2))) as u16 as i16 as i32;
-                            bd = _mm512_sub_epi32(bd, _mm512_set1_epi32(bsum << 7));
-                        }
-                        isum[x] = _mm512_add_epi32(isum[x], _mm512_mullo_epi32(bd, sc32));
-                    }
-                }
+                // IQ4_XS: each row's sum of this 32-value sub-block (of its pair's two).
+                let bsums: [i32; R] = std::array::from_fn(|x| match signed {
+                    true => (sum_pair(x, j / 2) >> (16 * (j % 2))) as u16 as i16 as i32,
+                    false => 0,
+                });
+                super_block_vnni::<R>(kind, &u, scp, &a, (b, j), bsums, &mut isum);
             } else {
                 if signed {
                     // |w| against the activation given w's sign (see `block_pair`), each chunk's
@@ -367,6 +344,48 @@ unsafe fn super_pair<const R: usize, const FUSED: bool, const VNNI: bool>(
     for x in 0..R {
         let at = (i0 + x) * GROUP;
         store_halves(acc[x], out0.as_mut_ptr().add(at), out1.as_mut_ptr().add(at));
+    }
+}
+
+/// Block `b` (the `j`-th of its superblock) of a 256-value kind with `vpdpbusd`, both groups:
+/// each sub-block's int32 dot times its sub-scale (from `scp`, the block's pair or pairs of
+/// int16 sub-scales, sign-extended), into `isum`. A signed kind's (IQ4_XS's) values go in as
+/// `w + 128` (see [`block_pair`]) and `128 · Σ a` of the sub-block (`bsums`) comes off: its
+/// signed dot, exact.
+#[inline(always)]
+unsafe fn super_block_vnni<const R: usize>(
+    kind: QuantKind,
+    u: &[__m512i; 8],
+    scp: __m512i,
+    a: &[*const i8; R],
+    (b, j): (usize, usize),
+    bsums: [i32; R],
+    isum: &mut [__m512i; R],
+) {
+    let (signed, sub16) = (kind.signed(), kind.sub_elems() == 16);
+    let halves = if sub16 { 2 } else { 1 };
+    for h in 0..halves {
+        let half = if sub16 { h } else { j % 2 };
+        let sc32 = if half == 0 {
+            _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(scp))
+        } else {
+            _mm512_srai_epi32::<16>(scp)
+        };
+        // Two sums per row, even and odd chunks (as in `block_pair`).
+        let mut bd = [[_mm512_setzero_si512(); 2]; R];
+        for c in h * 8 / halves..(h + 1) * 8 / halves {
+            let wv = if signed { _mm512_xor_si512(u[c], _mm512_set1_epi8(-128)) } else { u[c] };
+            for x in 0..R {
+                bd[x][c & 1] = _mm512_dpbusd_epi32(bd[x][c & 1], wv, bcast(a[x], b * 8 + c));
+            }
+        }
+        for x in 0..R {
+            let mut bd = _mm512_add_epi32(bd[x][0], bd[x][1]);
+            if signed {
+                bd = _mm512_sub_epi32(bd, _mm512_set1_epi32(bsums[x] << 7));
+            }
+            isum[x] = _mm512_add_epi32(isum[x], _mm512_mullo_epi32(bd, sc32));
+        }
     }
 }
 
