@@ -30,8 +30,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 
 use super::gguf::convert::dequantize_iq4_xs;
-use super::gguf::types::GgmlType;
-use super::gguf::weight::Weight;
+use super::gguf::weight::{native_kind, Weight};
 use super::linear::OurMatrix;
 use super::ModelError;
 use crate::ops::qmatmul::QuantKind;
@@ -87,7 +86,7 @@ impl TokenEmbedding {
     pub fn from_weight(w: Weight) -> Result<Self, ModelError> {
         let (t, native) = w.into_parts();
         match native {
-            Some(n) if n.ty == GgmlType::IQ4_XS => {
+            Some(n) if native_kind(n.ty) == Some(QuantKind::Iq4Xs) => {
                 let dims = t.shape().dims().to_vec();
                 drop(t);
                 Self::from_bytes(Format::Iq4Xs, &dims, n.bytes)
@@ -227,28 +226,10 @@ mod tests {
     /// the file's bytes or back from the tied output's packed matrix.
     #[test]
     fn iq4_xs_rows_are_ggml_values() {
-        use crate::model::gguf::convert::to_q8_0;
-        use crate::model::gguf::weight::NativeBlocks;
         let cpu = Device::Cpu;
         let (rows, dim) = (9, 512);
-        let mut x = 0x2545_F491u32;
-        let mut raw: Vec<u8> = (0..rows * dim / 256 * 136)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect();
-        for (i, b) in raw.chunks_exact_mut(136).enumerate() {
-            // A scale of 11 significant bits, so that `d·(ls − 32)` is seldom exact in f16.
-            b[..2].copy_from_slice(&half::f16::from_f32(0.0123 + i as f32 * 0.00071).to_bits().to_le_bytes());
-        }
-        let weight = || {
-            let q8 = to_q8_0(GgmlType::IQ4_XS, &raw).unwrap();
-            let t = qtensor_from_ggml(GgmlDType::Q8_0, &Cow::from(q8), vec![rows, dim], &cpu).unwrap();
-            Weight::new(t, Some(NativeBlocks { ty: GgmlType::IQ4_XS, bytes: raw.clone() }))
-        };
+        let weight = || crate::model::gguf::weight::iq4_xs_weight(rows, dim, 0x2545_F491);
+        let raw = weight().native().map(|n| n.bytes.clone()).unwrap();
         let ids = [4u32, 0, 8, 4];
         let row_bytes = dim / 256 * 136;
         let mut want = Vec::new();

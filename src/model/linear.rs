@@ -28,8 +28,7 @@ use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::{GgmlDType, QMatMul};
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Module, Shape, Tensor};
 
-use super::gguf::types::GgmlType;
-use super::gguf::weight::{NativeBlocks, Weight};
+use super::gguf::weight::{native_kind, NativeBlocks, Weight};
 use super::ModelError;
 use crate::ops::fmatmul::{FloatKind, FloatMatrix};
 use crate::ops::qmatmul::{PackedMatrix, QuantKind};
@@ -89,10 +88,7 @@ impl QLinear {
 
     /// The file's own blocks of a type our kernels take natively (`gguf::weight`), packed.
     fn from_native(native: &NativeBlocks, rows: usize, cols: usize, device: &Device) -> Option<Self> {
-        let kind = match native.ty {
-            GgmlType::IQ4_XS if device.is_cpu() => QuantKind::Iq4Xs,
-            _ => return None,
-        };
+        let kind = native_kind(native.ty).filter(|_| device.is_cpu())?;
         let p = PackedMatrix::pack(kind, &native.bytes, rows, cols).ok()?;
         Some(Self::Ours(OurMatrix::Packed(Arc::new(p))))
     }
@@ -242,16 +238,14 @@ impl FusedLinear {
             .all(|w| w.dtype() == dtype && w.shape().dims()[1] == cols);
         // The file's own blocks, when every part carries them in one type.
         let native_ty = weights[0].native().map(|n| n.ty);
-        if same && weights.len() > 1 && weights.iter().all(|w| w.native().map(|n| n.ty) == native_ty) {
-            if let Some(ty) = native_ty {
-                let bytes = weights.iter().flat_map(|w| w.native().map_or(&[][..], |n| &n.bytes[..])).copied().collect();
-                let rows = widths.iter().sum();
-                if let Some(l) = QLinear::from_native(&NativeBlocks { ty, bytes }, rows, cols, device) {
-                    return Ok(Self {
-                        parts: Parts::Fused(l),
-                        widths,
-                    });
-                }
+        let one_native = same && weights.len() > 1 && weights.iter().all(|w| w.native().map(|n| n.ty) == native_ty);
+        if let Some(ty) = native_ty.filter(|_| one_native) {
+            let bytes = weights.iter().filter_map(|w| w.native()).flat_map(|n| n.bytes.iter().copied()).collect();
+            if let Some(l) = QLinear::from_native(&NativeBlocks { ty, bytes }, widths.iter().sum(), cols, device) {
+                return Ok(Self {
+                    parts: Parts::Fused(l),
+                    widths,
+                });
             }
         }
         if same && weights.len() > 1 {
@@ -383,26 +377,8 @@ mod tests {
     /// IQ4_XS, with each part's bits; a part without them keeps all on the Q8_0 reading.
     #[test]
     fn iq4_xs_weights_fuse_in_their_own_blocks() {
-        use crate::model::gguf::convert::to_q8_0;
-        use candle_core::quantized::ggml_file::qtensor_from_ggml;
         let cpu = Device::Cpu;
-        let iq4 = |rows: usize, seed: u32| {
-            let mut x = seed | 1;
-            let mut raw: Vec<u8> = (0..rows * 136)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 17;
-                    x ^= x << 5;
-                    x as u8
-                })
-                .collect();
-            for b in raw.chunks_exact_mut(136) {
-                b[..2].copy_from_slice(&half::f16::from_f32(0.01).to_bits().to_le_bytes());
-            }
-            let q8 = to_q8_0(GgmlType::IQ4_XS, &raw).unwrap();
-            let t = qtensor_from_ggml(GgmlDType::Q8_0, &Cow::from(q8), vec![rows, 256], &cpu).unwrap();
-            Weight::new(t, Some(NativeBlocks { ty: GgmlType::IQ4_XS, bytes: raw }))
-        };
+        let iq4 = |rows: usize, seed: u32| crate::model::gguf::weight::iq4_xs_weight(rows, 256, seed);
         let x = Tensor::from_vec((0..2 * 256).map(|i| (i as f32 * 0.37).sin()).collect::<Vec<_>>(), (2, 256), &cpu).unwrap();
         let shapes = [(32, 1), (16, 2), (24, 3)];
         let fused = FusedLinear::new(shapes.iter().map(|&(r, s)| iq4(r, s)).collect(), &cpu).unwrap();

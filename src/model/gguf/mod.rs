@@ -273,7 +273,7 @@ impl GgufFile {
     }
 
     /// Reads one matrix onto `device` for a projection: as [`tensor`](Self::tensor), and on
-    /// the CPU, for a type our kernels take in its own blocks ([`weight::runs_natively`]),
+    /// the CPU, for a type our kernels take in its own blocks ([`weight::native_kind`]),
     /// those blocks too.
     pub fn weight(&mut self, name: &str, device: &Device) -> Result<Weight, ModelError> {
         let (t, native) = self.read_tensor(name, device, device.is_cpu())?;
@@ -306,7 +306,7 @@ impl GgufFile {
         let (raw, native) = match ty.reading() {
             Reading::ToQ8_0 => {
                 let q8 = convert::to_q8_0(ty, &raw).map_err(corrupt)?;
-                let keep = keep_native && dims.len() >= 2 && weight::runs_natively(ty);
+                let keep = keep_native && dims.len() >= 2 && weight::native_kind(ty).is_some();
                 (q8, keep.then_some(NativeBlocks { ty, bytes: raw }))
             }
             _ => (raw, None),

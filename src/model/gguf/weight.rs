@@ -18,6 +18,7 @@ use std::ops::Deref;
 use candle_core::quantized::QTensor;
 
 use super::types::GgmlType;
+use crate::ops::qmatmul::QuantKind;
 
 /// A matrix's candle tensor, and its blocks as the file stores them where the CPU kernels take
 /// that type natively.
@@ -67,7 +68,45 @@ impl Deref for Weight {
     }
 }
 
-/// Whether the CPU kernels take `ty` in its own blocks (a type read as Q8_0 for candle).
-pub fn runs_natively(ty: GgmlType) -> bool {
-    ty == GgmlType::IQ4_XS
+/// The kind the CPU kernels take `ty` as in its own blocks (a type read as Q8_0 for candle),
+/// if they do: the one list of such types, for the reader, the projections and the embedding.
+pub fn native_kind(ty: GgmlType) -> Option<QuantKind> {
+    match ty {
+        GgmlType::IQ4_XS => Some(QuantKind::Iq4Xs),
+        _ => None,
+    }
+}
+
+/// A `[rows, cols]` IQ4_XS matrix of deterministic blocks (`seed`), carried in its own blocks
+/// beside candle's Q8_0 reading: each block's `d` has 11 significant bits, so that
+/// `d·(ls − 32)` is seldom exact in f16 and the two readings differ.
+#[cfg(test)]
+pub(crate) fn iq4_xs_weight(rows: usize, cols: usize, seed: u32) -> Weight {
+    use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType};
+    let mut x = seed | 1;
+    let mut raw: Vec<u8> = (0..rows * cols / 256 * 136)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect();
+    for (i, b) in raw.chunks_exact_mut(136).enumerate() {
+        b[..2].copy_from_slice(&half::f16::from_f32(0.0123 + i as f32 * 0.00071).to_bits().to_le_bytes());
+    }
+    let q8 = super::convert::to_q8_0(GgmlType::IQ4_XS, &raw).unwrap();
+    let t = qtensor_from_ggml(
+        GgmlDType::Q8_0,
+        &std::borrow::Cow::from(q8),
+        vec![rows, cols],
+        &candle_core::Device::Cpu,
+    );
+    Weight::new(
+        t.unwrap(),
+        Some(NativeBlocks {
+            ty: GgmlType::IQ4_XS,
+            bytes: raw,
+        }),
+    )
 }
