@@ -524,11 +524,12 @@ async fn bad_requests_get_400_with_openai_errors() {
         assert_eq!(e["param"], "messages[0].content", "{e}");
     }
 
-    let mut b = chat_body("hi", 4, false);
-    b["n"] = json!(2);
-    let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
-    assert_eq!(e["param"], "n", "{e}");
-    assert!(e["message"].as_str().unwrap().contains("n must be 1"), "{e}");
+    for n in [json!(0), json!(129), json!(-1), json!("2")] {
+        let mut b = chat_body("hi", 4, false);
+        b["n"] = n.clone();
+        let e = post(&s.app, chat, &b).await.error(StatusCode::BAD_REQUEST);
+        assert_eq!(e["param"], "n", "{n}: {e}");
+    }
 
     let mut b = chat_body("hi", 4, false);
     b["model"] = json!("gpt-4o");
@@ -798,10 +799,15 @@ async fn the_same_system_prompt_is_served_from_the_cache() {
 /// Waits until the server's one request has ended, and checks it was
 /// cancelled (not run to its end) and holds no blocks.
 async fn wait_until_cancelled(s: &TestServer, deadline: Instant) {
+    wait_until_all_cancelled(s, 1, deadline).await
+}
+
+/// [`wait_until_cancelled`] for the server's `requests` engine requests.
+async fn wait_until_all_cancelled(s: &TestServer, requests: u64, deadline: Instant) {
     loop {
         let st = s.state.engine().stats();
-        if st.waiting + st.running == 0 && st.requests.cancelled + st.requests.finished == 1 {
-            assert_eq!(st.requests.cancelled, 1, "{:?}", st.requests);
+        if st.waiting + st.running == 0 && st.requests.cancelled + st.requests.finished == requests {
+            assert_eq!(st.requests.cancelled, requests, "{:?}", st.requests);
             assert_eq!(st.cache.device.referenced_blocks, 0, "blocks still held");
             return;
         }
@@ -2329,4 +2335,125 @@ async fn rerank_scores_documents_highest_first() {
     let chat = server(Opts::default());
     let e = post(&chat.app, "/v1/rerank", &json!({"query": "q", "documents": ["a"]})).await.error(StatusCode::BAD_REQUEST);
     assert_eq!(e["param"], "model");
+}
+
+/// The chat of [`n_choices_read_the_prompt_from_the_cache_and_each_equals_a_single_reply`]:
+/// a system prompt of several blocks.
+fn long_chat(n: usize, stream: bool) -> Value {
+    let system = "You are a careful assistant. Answer briefly and kindly, and never make things up. ".repeat(3);
+    json!({
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": "Name three rivers."}],
+        "max_tokens": 6,
+        "temperature": 0,
+        "n": n,
+        "stream": stream,
+        "stream_options": {"include_usage": stream},
+    })
+}
+
+/// `n` choices of one prompt: the first computes the prompt, the others read its full blocks
+/// from the prefix cache; greedy, each is the single request's reply (the cache changes
+/// nothing), numbered 0..n, with the prompt counted once in `usage`. Streamed, each chunk
+/// names its choice and the choices' texts are the whole response's.
+#[tokio::test]
+async fn n_choices_read_the_prompt_from_the_cache_and_each_equals_a_single_reply() {
+    let uri = "/v1/chat/completions";
+    let single = {
+        let s = server(Opts::default());
+        let r = post(&s.app, uri, &long_chat(1, false)).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        r.json()
+    };
+    let text = single["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let prompt = single["usage"]["prompt_tokens"].as_u64().unwrap();
+    let completion = single["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!(prompt as usize >= 3 * BLOCK_SIZE, "the prompt is too short to test: {prompt}");
+
+    let s = server(Opts::default());
+    let r = post(&s.app, uri, &long_chat(3, false)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let v = r.json();
+    let choices = v["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 3, "{v}");
+    for (i, c) in choices.iter().enumerate() {
+        assert_eq!(c["index"], i, "{v}");
+        assert_eq!(c["message"]["content"], text.as_str(), "choice {i}: {v}");
+        assert_eq!(c["finish_reason"], single["choices"][0]["finish_reason"], "{v}");
+    }
+    let u = &v["usage"];
+    assert_eq!(u["prompt_tokens"], prompt, "{u}");
+    assert_eq!(u["completion_tokens"], 3 * completion, "{u}");
+    assert_eq!(u["total_tokens"], prompt + 3 * completion, "{u}");
+    assert_eq!(u["prompt_tokens_details"]["cached_tokens"], 0, "the first choice computed the prompt: {u}");
+    let full_blocks = prompt / BLOCK_SIZE as u64 * BLOCK_SIZE as u64;
+    let hits = s.state.engine().stats().cache.hit_tokens_device;
+    assert!(hits >= 2 * full_blocks, "choices 1 and 2 hit {hits} tokens, not each the prompt's {full_blocks}");
+
+    let streamed = post(&s.app, uri, &long_chat(3, true)).await;
+    let chunks = chunks(&streamed);
+    let mut texts = vec![String::new(); 3];
+    let mut finishes = vec![0; 3];
+    let mut roles = vec![0; 3];
+    for ch in &chunks[..chunks.len() - 1] {
+        assert_eq!(ch["id"], chunks[0]["id"]);
+        let c = &ch["choices"][0];
+        let i = c["index"].as_u64().unwrap() as usize;
+        assert!(finishes[i] == 0, "a chunk after choice {i}'s end: {ch}");
+        if let Some(t) = c["delta"]["content"].as_str() {
+            texts[i].push_str(t);
+        }
+        roles[i] += usize::from(c["delta"]["role"] == "assistant");
+        finishes[i] += usize::from(!c["finish_reason"].is_null());
+    }
+    assert_eq!(texts, vec![text; 3]);
+    assert_eq!((roles, finishes), (vec![1; 3], vec![1; 3]));
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(chunks.last().unwrap()["choices"], json!([]));
+    assert_eq!((&usage["prompt_tokens"], &usage["completion_tokens"]), (&json!(prompt), &json!(3 * completion)));
+}
+
+/// Sampled choices with a seed: choice `i` is seeded `seed + i` (as vLLM seeds them), so each
+/// is the single request with that seed, and they differ; `/v1/completions` numbers its
+/// choices alike. A request that saves a conversation answers one choice.
+#[tokio::test]
+async fn seeded_choices_are_reproducible_one_by_one() {
+    let s = server(Opts::default());
+    let body = |n: usize, seed: u64| {
+        json!({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 1.5, "seed": seed, "n": n})
+    };
+    let r = post(&s.app, "/v1/completions", &body(4, 40)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let v = r.json();
+    let texts: Vec<&str> = v["choices"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap()).collect();
+    assert_eq!(texts.len(), 4, "{v}");
+    for (i, t) in texts.iter().enumerate() {
+        assert_eq!(v["choices"][i]["index"], i);
+        let one = post(&s.app, "/v1/completions", &body(1, 40 + i as u64)).await.json();
+        assert_eq!(one["choices"][0]["text"].as_str(), Some(*t), "choice {i}");
+    }
+    assert!(texts.iter().any(|t| *t != texts[0]), "four seeds, one text: {texts:?}");
+
+    let mut saved = chat_body("hi", 4, false);
+    saved["n"] = json!(2);
+    saved["conversation_id"] = json!("c1");
+    let e = post(&s.app, "/v1/chat/completions", &saved).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "n", "{e}");
+}
+
+/// A client that leaves a stream of several choices cancels every one.
+#[tokio::test]
+async fn a_client_that_leaves_cancels_every_choice() {
+    let s = server(Opts::default());
+    let body = json!({"prompt": "Tell me a long story", "max_tokens": 200, "temperature": 0, "stream": true, "n": 2});
+    let response = s
+        .app
+        .clone()
+        .oneshot(request(Method::POST, "/v1/completions", Body::from(body.to_string()), None))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut stream = response.into_body();
+    assert!(stream.frame().await.unwrap().unwrap().is_data());
+    drop(stream);
+    wait_until_all_cancelled(&s, 2, Instant::now() + Duration::from_secs(20)).await;
 }

@@ -118,6 +118,9 @@ impl std::fmt::Debug for EngineHandle {
 pub struct RequestStream {
     id: RequestId,
     rx: events::UnboundedReceiver<Event>,
+    /// The first event, once [`RequestStream::started`] has waited for it; `recv` gives it
+    /// first.
+    held: Option<Event>,
 }
 
 impl RequestStream {
@@ -127,17 +130,30 @@ impl RequestStream {
 
     /// The next event; `None` after the last one.
     pub async fn recv(&mut self) -> Option<Event> {
-        self.rx.recv().await
+        match self.held.take() {
+            Some(e) => Some(e),
+            None => self.rx.recv().await,
+        }
     }
 
     /// The next event, blocking this thread (not for async contexts).
     pub fn blocking_recv(&mut self) -> Option<Event> {
-        self.rx.blocking_recv()
+        self.held.take().or_else(|| self.rx.blocking_recv())
     }
 
     /// The next event if one has arrived.
     pub fn try_recv(&mut self) -> Option<Event> {
-        self.rx.try_recv().ok()
+        self.held.take().or_else(|| self.rx.try_recv().ok())
+    }
+
+    /// Waits for the request's first event (its prompt has then been computed, and its full
+    /// blocks are in the prefix cache for requests admitted after), keeping it for `recv`.
+    /// False when that event is an error or the request ended without one.
+    pub async fn started(&mut self) -> bool {
+        if self.held.is_none() {
+            self.held = self.rx.recv().await;
+        }
+        matches!(self.held, Some(Event::Token { .. } | Event::Done(_)))
     }
 }
 
@@ -285,7 +301,7 @@ impl EngineHandle {
             .commands
             .send(Command::Submit(Box::new(submission)))
             .map_err(|_| EngineError::Stopped)?;
-        Ok(RequestStream { id, rx })
+        Ok(RequestStream { id, rx, held: None })
     }
 
     /// Cancels a request; its stream then ends with [`EngineError::Cancelled`].

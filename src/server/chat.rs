@@ -39,7 +39,10 @@ pub(crate) async fn handle(
     let messages = messages(fields.messages)?;
     let save = match fields.conversation_id {
         None => None,
-        Some(id) => Some(save_to(&id, &messages)?),
+        Some(id) => {
+            plan.one_choice("a request with conversation_id saves one reply")?;
+            Some(save_to(&id, &messages)?)
+        }
     };
     let (prompt, unsaved) = generation::tokenize(&state, {
         let conversation = save.as_ref().map(|s| s.conversation.clone());

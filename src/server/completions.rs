@@ -2,7 +2,7 @@
 //!
 //! Owns: reading `prompt`: a string (tokenized with BOS per the tokenizer's rule), a list of
 //! one string, a list of token ids (used as they are), or a list of one such list. Several
-//! prompts in one request are refused: hearth answers one choice per request. With `suffix`
+//! prompts in one request are refused (several choices of one prompt, `n`, are not). With `suffix`
 //! (OpenAI's field), a fill-in-the-middle request: `prompt` is the code before the gap,
 //! `suffix` the code after it, laid out with the model's FIM tokens ([`infill_ids`]); a model
 //! without them, or a prompt of token ids, is a 400 naming `suffix`.

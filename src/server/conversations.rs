@@ -183,6 +183,7 @@ where
         + 'static,
 {
     let mut plan = params::plan(state, body::fields::<CommonFields>(value)?)?;
+    plan.one_choice("a conversation's turn saves one reply")?;
     // A conversation's turns render through the plain template, as the model's own probe did.
     let reasoning = state.engine().model_info().reasoning;
     plan.think_for(state.engine(), reasoning, true);
@@ -192,6 +193,6 @@ where
         Ok((events, e.unsaved_reason(&id)))
     })
     .await?;
-    let response = generation::answer(state.engine(), events, &plan, Kind::Chat).await?;
+    let response = generation::answer(state.engine(), vec![events], &plan, Kind::Chat).await?;
     Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }

@@ -4,7 +4,11 @@
 //! on tokio's blocking pool; [`chat_prompt`] for the chat-shaped routes), submitting
 //! ([`submit`]: the engine validates synchronously, so a bad request gets its status before any
 //! stream starts, a grammar that does not compile naming its field), collecting a whole reply for a non-streamed
-//! request, and choosing between that and [`super::stream`].
+//! request, and choosing between that and [`super::stream`]. A request for `n` choices is `n`
+//! engine requests ([`submit_choices`]): the first alone until its prompt is computed, then the
+//! rest, which read that prompt's full blocks from the prefix cache (vLLM's `ParentRequest`
+//! fans out the same way and relies on its prefix cache alike); a whole response numbers their
+//! choices and counts the prompt once.
 //!
 //! The [`RequestStream`] is moved into whichever consumes it (the SSE stream, or this
 //! module's future for a whole reply); when the client goes, that is dropped and the engine
@@ -22,7 +26,7 @@ use crate::engine::{
 };
 
 use super::params::Plan;
-use super::protocol::{chat_completion, text_completion, Kind, Meta};
+use super::protocol::{chat_completion, text_completion, ChatCompletion, Kind, Logprobs, Meta, TextCompletion};
 use super::tools::Shape;
 use super::{logprobs, stream, ApiError, AppState};
 
@@ -59,14 +63,49 @@ pub(crate) async fn chat_prompt(
 /// Submits `prompt` as `plan` says (saved as `save` says); a grammar that does not compile is a
 /// 400 naming the field it came from.
 pub(crate) fn submit(state: &AppState, prompt: Vec<u32>, plan: &Plan, save: Option<SaveTo>) -> Result<RequestStream, ApiError> {
+    submit_choice(state, prompt, plan, 0, save)
+}
+
+/// [`submit`] for choice `index` of the request's `n` ([`Plan::params_for`]).
+fn submit_choice(
+    state: &AppState,
+    prompt: Vec<u32>,
+    plan: &Plan,
+    index: usize,
+    save: Option<SaveTo>,
+) -> Result<RequestStream, ApiError> {
     state
         .engine()
         .submit(GenerateRequest {
             prompt,
-            params: plan.params.clone(),
+            params: plan.params_for(index),
             save,
         })
         .map_err(|e| super::structured::named(e, plan.grammar_from))
+}
+
+/// Submits the request's `n` choices of `prompt`: the first alone until its prompt is computed,
+/// then the others, which find all of the prompt's full blocks in the prefix cache instead of
+/// each computing it again. A first choice that fails is the only one submitted (its error is
+/// the answer). Only the first is saved (`save`; `n` is 1 where a request saves).
+pub(crate) async fn submit_choices(
+    state: &AppState,
+    prompt: Vec<u32>,
+    plan: &Plan,
+    save: Option<SaveTo>,
+) -> Result<Vec<RequestStream>, ApiError> {
+    if plan.n <= 1 {
+        return Ok(vec![submit(state, prompt, plan, save)?]);
+    }
+    let mut first = submit_choice(state, prompt.clone(), plan, 0, save)?;
+    if !first.started().await {
+        return Ok(vec![first]);
+    }
+    let mut all = vec![first];
+    for index in 1..plan.n {
+        all.push(submit_choice(state, prompt.clone(), plan, index, None)?);
+    }
+    Ok(all)
 }
 
 /// The header a response carries when its conversation could not be saved (a full disk):
@@ -102,14 +141,16 @@ pub(crate) async fn respond(
     kind: Kind,
     save: Option<SaveTo>,
 ) -> Result<Response, ApiError> {
-    let events = submit(state, prompt, &plan, save)?;
-    answer(state.engine(), events, &plan, kind).await
+    let choices = submit_choices(state, prompt, &plan, save).await?;
+    answer(state.engine(), choices, &plan, kind).await
 }
 
-/// Answers with a request already submitted, as `plan` says.
+/// Answers with a request's choices already submitted (one each), as `plan` says: streamed,
+/// each chunk naming its choice, or one response of them all, once every one has finished (the
+/// first that fails is the answer, and the others are cancelled).
 pub(crate) async fn answer(
     engine: &EngineHandle,
-    events: RequestStream,
+    choices: Vec<RequestStream>,
     plan: &Plan,
     kind: Kind,
 ) -> Result<Response, ApiError> {
@@ -121,10 +162,46 @@ pub(crate) async fn answer(
         &plan.model,
     );
     if plan.stream {
-        return Ok(stream::sse(engine.clone(), events, kind, meta, plan).into_response());
+        return Ok(stream::sse(engine.clone(), choices, kind, meta, plan).into_response());
     }
-    let report = collect(events).await?;
-    let logprobs = plan.params.logprobs.map(|_| {
+    let reports = futures_util::future::try_join_all(choices.into_iter().map(collect)).await?;
+    let response = match kind {
+        Kind::Chat => {
+            let parts = reports.iter().map(|r| chat_whole(engine, r, plan, &meta)).collect();
+            Json(ChatCompletion::merge(parts).ok_or_else(ended_early)?).into_response()
+        }
+        Kind::Text => {
+            let parts = reports.iter().map(|r| text_whole(engine, r, plan, &meta)).collect();
+            Json(TextCompletion::merge(parts).ok_or_else(ended_early)?).into_response()
+        }
+    };
+    Ok(response)
+}
+
+/// The `chat.completion` of one finished choice, as `plan` says.
+fn chat_whole(engine: &EngineHandle, report: &GenerationReport, plan: &Plan, meta: &Meta) -> ChatCompletion {
+    let reply = SplitReply::of(plan.reasoning, &report.text);
+    let parsed = plan.tool_calls.and_then(|format| {
+        let mut p = format.parse_for(&reply.content, &plan.tools)?;
+        if !plan.parallel_calls {
+            p.calls.truncate(1);
+        }
+        Some((format, p))
+    });
+    let logprobs = whole_logprobs(engine, report, plan, Kind::Chat);
+    chat_completion(meta, report, reply, logprobs, parsed, plan.reasoning_tokens(report))
+}
+
+/// The `text_completion` of one finished choice, as `plan` says.
+fn text_whole(engine: &EngineHandle, report: &GenerationReport, plan: &Plan, meta: &Meta) -> TextCompletion {
+    let echo = plan.echo.as_ref().map(|e| e.text.as_str());
+    text_completion(meta, report, whole_logprobs(engine, report, plan, Kind::Text), echo)
+}
+
+/// A finished choice's `logprobs` when asked for: the echoed prompt's (completions), then the
+/// reply's.
+fn whole_logprobs(engine: &EngineHandle, report: &GenerationReport, plan: &Plan, kind: Kind) -> Option<Logprobs> {
+    plan.params.logprobs.map(|_| {
         let names = logprobs::Names(engine);
         let mut offset = 0;
         let prompt = plan
@@ -135,24 +212,6 @@ pub(crate) async fn answer(
         match prompt {
             Some(prompt) => prompt.then(reply),
             None => reply,
-        }
-    });
-    Ok(match kind {
-        Kind::Chat => {
-            let reply = SplitReply::of(plan.reasoning, &report.text);
-            let parsed = plan.tool_calls.and_then(|format| {
-                let mut p = format.parse_for(&reply.content, &plan.tools)?;
-                if !plan.parallel_calls {
-                    p.calls.truncate(1);
-                }
-                Some((format, p))
-            });
-            let reasoning_tokens = plan.reasoning_tokens(&report);
-            Json(chat_completion(&meta, &report, reply, logprobs, parsed, reasoning_tokens)).into_response()
-        }
-        Kind::Text => {
-            let echo = plan.echo.as_ref().map(|e| e.text.as_str());
-            Json(text_completion(&meta, &report, logprobs, echo)).into_response()
         }
     })
 }

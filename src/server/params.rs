@@ -1,8 +1,9 @@
 //! A request's common fields → what the engine is asked for.
 //!
 //! Owns: merging a request's sampling fields over the server's defaults, `max_tokens` /
-//! `max_completion_tokens`, `stop` (a string or a list; empty strings are dropped), `n` (only
-//! 1), the `model` check and the streaming flags. Ranges of sampling values are the engine's
+//! `max_completion_tokens`, `stop` (a string or a list; empty strings are dropped), `n` (1 to
+//! 128 choices, each seeded `seed + i` where a seed is sent, as vLLM's children), the `model`
+//! check and the streaming flags. Ranges of sampling values are the engine's
 //! to check ([`crate::engine::EngineHandle::submit`] refuses them with a message naming the
 //! field).
 //!
@@ -49,6 +50,9 @@ pub(crate) struct Plan {
     /// The completions' `echo`: the prompt goes before the reply (and its token logprobs before
     /// the reply's, with `logprobs`).
     pub echo: Option<Echo>,
+    /// How many choices of the prompt to generate (`n`): each a request of its own, the first
+    /// computing the prompt and the others reading it from the prefix cache.
+    pub n: usize,
 }
 
 /// The prompt a reply echoes.
@@ -66,15 +70,7 @@ pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> 
 pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) -> Result<Plan, ApiError> {
     let config = state.config();
     let model = state.resolve_model(f.model.as_deref())?.to_string();
-    match f.n {
-        None | Some(1) => {}
-        Some(n) => {
-            return Err(ApiError::invalid_param(
-                "n",
-                format!("n must be 1 (hearth returns one choice per request), got {n}"),
-            ))
-        }
-    }
+    let n = choices(f.n)?;
     let (max_name, max_tokens) = match (f.max_completion_tokens, f.max_tokens) {
         (Some(m), _) => ("max_completion_tokens", m),
         (None, Some(m)) => ("max_tokens", m),
@@ -142,7 +138,44 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
         reasoning: None,
         reasoning_close: None,
         echo: None,
+        n,
     })
+}
+
+/// The most choices one request may ask for (`n`), as OpenAI's API allows.
+pub(crate) const MAX_CHOICES: usize = 128;
+
+/// `n`: how many choices of the prompt to generate, 1 to [`MAX_CHOICES`] (absent: 1).
+fn choices(n: Option<u64>) -> Result<usize, ApiError> {
+    match n {
+        None => Ok(1),
+        Some(n) if (1..=MAX_CHOICES as u64).contains(&n) => Ok(n as usize),
+        Some(n) => Err(ApiError::invalid_param(
+            "n",
+            format!("n must be between 1 and {MAX_CHOICES}, got {n}"),
+        )),
+    }
+}
+
+impl Plan {
+    /// Refuses more than one choice where `route` answers one (`why`: the reason, for the 400).
+    pub fn one_choice(&self, why: &str) -> Result<(), ApiError> {
+        if self.n == 1 {
+            return Ok(());
+        }
+        Err(ApiError::invalid_param("n", format!("n must be 1 here: {why}; got {}", self.n)))
+    }
+
+    /// Choice `index`'s parameters: the request's, with a seed, when one was sent, of its
+    /// own (`seed + index`, as vLLM seeds each of `n`), so that seeded choices differ and
+    /// each is reproducible.
+    pub fn params_for(&self, index: usize) -> GenerateParams {
+        let mut params = self.params.clone();
+        if let Some(seed) = &mut params.sampling.seed {
+            *seed = seed.wrapping_add(index as u64);
+        }
+        params
+    }
 }
 
 impl Plan {
@@ -312,7 +345,26 @@ mod tests {
             reasoning: None,
             reasoning_close: None,
             echo: None,
+            n: 1,
         }
+    }
+
+    #[test]
+    fn n_is_one_to_128_and_seeded_choices_get_seeds_of_their_own() {
+        assert_eq!(choices(None).unwrap(), 1);
+        assert_eq!(choices(Some(128)).unwrap(), 128);
+        for bad in [0, 129, u64::MAX] {
+            let e = choices(Some(bad)).unwrap_err();
+            assert_eq!(e.body().error.param.as_deref(), Some("n"), "{bad}");
+        }
+        let mut p = plan(false);
+        assert!(p.one_choice("x").is_ok());
+        p.n = 3;
+        assert!(p.one_choice("x").unwrap_err().body().error.message.contains("x"));
+        assert_eq!(p.params_for(2).sampling.seed, None);
+        p.params.sampling.seed = Some(u64::MAX);
+        let seeds: Vec<_> = (0..3).map(|i| p.params_for(i).sampling.seed).collect();
+        assert_eq!(seeds, [Some(u64::MAX), Some(0), Some(1)]);
     }
 
     #[test]

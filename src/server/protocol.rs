@@ -173,6 +173,21 @@ impl Usage {
         self.completion_tokens_details = reasoning_tokens.map(|reasoning_tokens| CompletionTokensDetails { reasoning_tokens });
         self
     }
+
+    /// The usage of one response of several choices of the same prompt (`n`), `self` the
+    /// first's: the prompt (and what of it the cache served) counted once, as vLLM counts it,
+    /// the replies' tokens summed.
+    pub fn and(mut self, other: Usage) -> Self {
+        self.completion_tokens += other.completion_tokens;
+        self.total_tokens = self.prompt_tokens + self.completion_tokens;
+        self.completion_tokens_details = match (self.completion_tokens_details, other.completion_tokens_details) {
+            (None, None) => None,
+            (a, b) => Some(CompletionTokensDetails {
+                reasoning_tokens: a.map_or(0, |d| d.reasoning_tokens) + b.map_or(0, |d| d.reasoning_tokens),
+            }),
+        };
+        self
+    }
 }
 
 /// What every chunk of one response repeats.
@@ -216,6 +231,37 @@ impl<C> Envelope<C> {
             choices,
             usage,
         }
+    }
+}
+
+/// A choice of a response or a chunk: its place among the request's `n`.
+pub(crate) trait Choice {
+    fn set_index(&mut self, index: u32);
+}
+
+impl<C: Choice> Envelope<C> {
+    /// This envelope's choices as choice `index` of the request's `n`.
+    pub fn at(mut self, index: u32) -> Self {
+        for c in &mut self.choices {
+            c.set_index(index);
+        }
+        self
+    }
+
+    /// One response of the whole responses of the same prompt's choices, in order: their
+    /// choices numbered from 0, the usage of all ([`Usage::and`]). `None` for no parts.
+    pub fn merge(parts: Vec<Self>) -> Option<Self> {
+        let mut parts = parts.into_iter().enumerate();
+        let (_, mut whole) = parts.next()?;
+        for (i, part) in parts {
+            let part = part.at(u32::try_from(i).unwrap_or(u32::MAX));
+            whole.choices.extend(part.choices);
+            whole.usage = match (whole.usage, part.usage) {
+                (Some(a), Some(b)) => Some(a.and(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Some(whole)
     }
 }
 
@@ -271,6 +317,17 @@ pub(crate) struct TextChoice {
     pub finish_reason: Option<&'static str>,
 }
 
+macro_rules! choice {
+    ($($t:ty),*) => {$(
+        impl Choice for $t {
+            fn set_index(&mut self, index: u32) {
+                self.index = index;
+            }
+        }
+    )*};
+}
+choice!(ChatChunkChoice, ChatChoice, TextChoice);
+
 pub(crate) type ChatChunk = Envelope<ChatChunkChoice>;
 pub(crate) type ChatCompletion = Envelope<ChatChoice>;
 pub(crate) type TextCompletion = Envelope<TextChoice>;
@@ -288,6 +345,16 @@ pub(crate) enum Kind {
 pub(crate) enum Chunk {
     Chat(ChatChunk),
     Text(TextCompletion),
+}
+
+impl Chunk {
+    /// This chunk as choice `index`'s.
+    pub fn at(self, index: u32) -> Self {
+        match self {
+            Self::Chat(c) => Self::Chat(c.at(index)),
+            Self::Text(c) => Self::Text(c.at(index)),
+        }
+    }
 }
 
 impl Kind {

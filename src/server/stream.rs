@@ -1,15 +1,17 @@
 //! One request's events as server-sent events.
 //!
-//! Owns: the SSE body of a streamed completion: for chat, a first chunk with
+//! Owns: the SSE body of a streamed completion: per choice (a request's `n`, each chunk
+//! naming its choice's `index`, the choices' chunks interleaved as they come): for chat, a first chunk with
 //! `delta.role`; one chunk per non-empty piece of text (the engine sends empty pieces while
 //! it holds text back, e.g. a possible stop string; those are skipped), a thinking model's
 //! reasoning as `delta.reasoning_content` before its `delta.content`; a last chunk with
-//! `finish_reason`; with `include_usage` a chunk with `choices: []` and `usage`; then
-//! `data: [DONE]`. An error after the stream started is sent as `data: {"error": ...}`, then
-//! `data: [DONE]`. Comment lines keep idle connections open.
+//! `finish_reason`; then, once every choice has ended, with `include_usage` a chunk with
+//! `choices: []` and the usage of all; then `data: [DONE]`. An error after the stream started
+//! (any choice's) is sent as `data: {"error": ...}`, then `data: [DONE]`. Comment lines keep
+//! idle connections open.
 //!
-//! The stream owns the [`RequestStream`]: when the client disconnects, axum drops the body,
-//! the `RequestStream` with it, and the engine cancels the request.
+//! The stream owns the [`RequestStream`]s: when the client disconnects, axum drops the body,
+//! the `RequestStream`s with it, and the engine cancels the requests.
 //!
 //! Counterpart: vLLM's `chat_completion_stream_generator`; OpenAI's streaming format.
 
@@ -22,12 +24,14 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Serialize;
 
-use crate::engine::{EngineHandle, Event, Reasoning, ReasoningStream, RequestStream, SplitPiece, TokenLogprob, ToolStream};
+use crate::engine::{
+    EngineHandle, Event, GenerationReport, Reasoning, ReasoningStream, RequestStream, SplitPiece, TokenLogprob, ToolStream,
+};
 
 use super::generation::ended_early;
 use super::params::{Echo, Plan};
 use super::tools::wire_calls;
-use super::protocol::{Kind, Meta, Usage};
+use super::protocol::{Chunk, Kind, Meta, Usage};
 use super::{logprobs, ApiError};
 
 /// How often an idle stream sends a comment line.
@@ -63,15 +67,34 @@ pub(super) fn drain<S: EventSource>(source: S) -> Sse<impl Stream<Item = Result<
     Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }
 
+/// A streamed response: its choices' chunks as each has them, then (with `include_usage`)
+/// the usage of all, then `[DONE]`; a choice that fails ends the response with its error.
 struct State {
-    events: RequestStream,
+    choices: Vec<ChoiceState>,
     kind: Kind,
     meta: Meta,
     include_usage: bool,
-    /// Events ready to send, in order.
+    /// The response's own last events (usage, an error, `[DONE]`), after every choice's.
     ready: VecDeque<SseEvent>,
-    /// The request's last event has been turned into `ready` events.
+    /// `[DONE]` has been queued.
     finished: bool,
+}
+
+/// One choice's part of a streamed response.
+struct ChoiceState {
+    /// Its place among the request's `n`, in each of its chunks.
+    index: u32,
+    events: RequestStream,
+    kind: Kind,
+    meta: Meta,
+    /// Chunks ready to send, in order.
+    ready: VecDeque<SseEvent>,
+    /// The request's last event has been turned into `ready` chunks (or `error`).
+    finished: bool,
+    /// The finished reply's usage.
+    usage: Option<Usage>,
+    /// Why the request failed, for the response to send.
+    error: Option<ApiError>,
     /// For token names in `logprobs`.
     engine: EngineHandle,
     /// Characters of the reply streamed so far (the completions' `text_offset`).
@@ -91,41 +114,93 @@ struct State {
     logprobs: bool,
 }
 
-/// The SSE response for `events`.
+/// The SSE response for `choices` (a request's `n`, in order).
 pub(crate) fn sse(
     engine: EngineHandle,
-    events: RequestStream,
+    choices: Vec<RequestStream>,
     kind: Kind,
     meta: Meta,
     plan: &Plan,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let ready: VecDeque<SseEvent> = kind.opening(&meta).iter().map(json_event).collect();
-    let state = State {
-        engine,
-        offset: 0,
-        events,
+    let choices = choices
+        .into_iter()
+        .enumerate()
+        .map(|(i, events)| ChoiceState::new(u32::try_from(i).unwrap_or(u32::MAX), events, engine.clone(), kind, &meta, plan))
+        .collect();
+    drain(State {
+        choices,
         kind,
         meta,
         include_usage: plan.include_usage,
-        tools: plan.tool_calls.map(|f| ToolStream::with_tools(f, plan.tools.clone())),
-        parallel_calls: plan.parallel_calls,
-        reasoning: plan.reasoning.map(Reasoning::stream),
-        counted: (plan.reasoning, plan.reasoning_close),
-        echo: plan.echo.clone(),
-        logprobs: plan.params.logprobs.is_some(),
-        ready,
+        ready: VecDeque::new(),
         finished: false,
-    };
-    drain(state)
+    })
 }
 
 impl EventSource for State {
     fn pop(&mut self) -> Option<SseEvent> {
-        self.ready.pop_front()
+        self.choices
+            .iter_mut()
+            .find_map(|c| c.ready.pop_front())
+            .or_else(|| self.ready.pop_front())
     }
 
     fn finished(&self) -> bool {
         self.finished
+    }
+
+    /// Waits for the next event of any choice still running and queues what it becomes;
+    /// once all have finished (or one failed), the response's last events.
+    async fn next(&mut self) {
+        if let Some(e) = self.choices.iter_mut().find_map(|c| c.error.take()) {
+            tracing::warn!("streamed request failed: {e}");
+            self.ready.push_back(json_event(&e.body()));
+            return self.end();
+        }
+        if self.choices.iter().any(|c| !c.finished) {
+            let running = self.choices.iter_mut().filter(|c| !c.finished).map(|c| Box::pin(c.next()));
+            // Each choice's `next` only awaits its channel, so the ones not chosen lose nothing.
+            futures_util::future::select_all(running).await;
+            return;
+        }
+        if self.include_usage {
+            let usage = self.choices.iter().filter_map(|c| c.usage).reduce(Usage::and);
+            if let Some(usage) = usage {
+                self.ready.push_back(json_event(&self.kind.usage(&self.meta, usage)));
+            }
+        }
+        self.end();
+    }
+}
+
+impl State {
+    fn end(&mut self) {
+        self.ready.push_back(SseEvent::default().data("[DONE]"));
+        self.finished = true;
+    }
+}
+
+impl ChoiceState {
+    fn new(index: u32, events: RequestStream, engine: EngineHandle, kind: Kind, meta: &Meta, plan: &Plan) -> Self {
+        let ready = kind.opening(meta).map(|c| json_event(&c.at(index))).into_iter().collect();
+        Self {
+            index,
+            events,
+            kind,
+            meta: meta.clone(),
+            ready,
+            finished: false,
+            usage: None,
+            error: None,
+            engine,
+            offset: 0,
+            tools: plan.tool_calls.map(|f| ToolStream::with_tools(f, plan.tools.clone())),
+            parallel_calls: plan.parallel_calls,
+            reasoning: plan.reasoning.map(Reasoning::stream),
+            counted: (plan.reasoning, plan.reasoning_close),
+            echo: plan.echo.clone(),
+            logprobs: plan.params.logprobs.is_some(),
+        }
     }
 
     /// Waits for the request's next event and queues what it becomes.
@@ -153,51 +228,53 @@ impl EventSource for State {
                         Kind::Chat => Kind::split_piece(&self.meta, piece, logprobs),
                         Kind::Text => self.kind.piece(&self.meta, Some(piece.content), logprobs, None),
                     };
-                    self.ready.push_back(json_event(&chunk));
+                    self.push(chunk);
                 }
             }
-            Some(Event::Done(report)) => {
-                self.send_echo(&report.prompt_logprobs);
-                if let Some(r) = self.reasoning.take() {
-                    let rest = self.hold_calls(r.finish());
-                    if !rest.is_empty() {
-                        self.ready.push_back(json_event(&Kind::split_piece(&self.meta, rest, None)));
-                    }
-                }
-                let mut finish = report.stop.finish_reason();
-                if let Some(t) = self.tools.take() {
-                    let format = t.format();
-                    let mut parsed = t.finish();
-                    if !self.parallel_calls {
-                        parsed.calls.truncate(1);
-                    }
-                    if !parsed.content.is_empty() {
-                        let rest = self.kind.piece(&self.meta, Some(parsed.content), None, None);
-                        self.ready.push_back(json_event(&rest));
-                    }
-                    if !parsed.calls.is_empty() {
-                        let calls = Kind::calls(&self.meta, wire_calls(parsed.calls, true, format));
-                        self.ready.push_back(json_event(&calls));
-                        finish = "tool_calls";
-                    }
-                }
-                let last = self.kind.piece(&self.meta, None, None, Some(finish));
-                self.ready.push_back(json_event(&last));
-                if self.include_usage {
-                    let (reasoning, close) = self.counted;
-                    let counted = super::params::reasoning_tokens(reasoning, close, &report.text, &report.tokens);
-                    let usage = self.kind.usage(&self.meta, Usage::of(&report).with_reasoning(counted));
-                    self.ready.push_back(json_event(&usage));
-                }
-                self.end();
-            }
+            Some(Event::Done(report)) => self.done(&report),
             Some(Event::Error(e)) => self.fail(e.into()),
             None => self.fail(ended_early()),
         }
     }
-}
 
-impl State {
+    /// The reply's end: what was held back, its calls, the last chunk with `finish_reason`.
+    fn done(&mut self, report: &GenerationReport) {
+        self.send_echo(&report.prompt_logprobs);
+        if let Some(r) = self.reasoning.take() {
+            let rest = self.hold_calls(r.finish());
+            if !rest.is_empty() {
+                self.push(Kind::split_piece(&self.meta, rest, None));
+            }
+        }
+        let mut finish = report.stop.finish_reason();
+        if let Some(t) = self.tools.take() {
+            let format = t.format();
+            let mut parsed = t.finish();
+            if !self.parallel_calls {
+                parsed.calls.truncate(1);
+            }
+            if !parsed.content.is_empty() {
+                let rest = self.kind.piece(&self.meta, Some(parsed.content), None, None);
+                self.push(rest);
+            }
+            if !parsed.calls.is_empty() {
+                self.push(Kind::calls(&self.meta, wire_calls(parsed.calls, true, format)));
+                finish = "tool_calls";
+            }
+        }
+        let last = self.kind.piece(&self.meta, None, None, Some(finish));
+        self.push(last);
+        let (reasoning, close) = self.counted;
+        let counted = super::params::reasoning_tokens(reasoning, close, &report.text, &report.tokens);
+        self.usage = Some(Usage::of(report).with_reasoning(counted));
+        self.finished = true;
+    }
+
+    /// Queues `chunk` as this choice's.
+    fn push(&mut self, chunk: Chunk) {
+        self.ready.push_back(json_event(&chunk.at(self.index)));
+    }
+
     /// A piece of the reply as it can go out now: reasoning apart, and content held while it
     /// may be a tool call.
     fn split(&mut self, text: String) -> SplitPiece {
@@ -222,17 +299,11 @@ impl State {
             .logprobs
             .then(|| logprobs::echo(&echo.ids, scored, &logprobs::Names(&self.engine), &mut self.offset));
         let chunk = self.kind.piece(&self.meta, Some(echo.text), lps, None);
-        self.ready.push_back(json_event(&chunk));
+        self.push(chunk);
     }
 
     fn fail(&mut self, error: ApiError) {
-        tracing::warn!("streamed request failed: {error}");
-        self.ready.push_back(json_event(&error.body()));
-        self.end();
-    }
-
-    fn end(&mut self) {
-        self.ready.push_back(SseEvent::default().data("[DONE]"));
+        self.error = Some(error);
         self.finished = true;
     }
 }

@@ -1,7 +1,7 @@
 """Drives `hearth --headless` with the official `openai` client: a two-step tool call (the
 request with `tools`, the tool's result sent back, the final answer), whole and streamed, and
 a `response_format` JSON schema, then the sampling fields (penalties, `logit_bias`,
-`parallel_tool_calls`), then the same tool call through the Responses API
+`parallel_tool_calls`), then `n` seeded choices whole and streamed, then the same tool call through the Responses API
 (`client.responses`: `previous_response_id`, streamed events, retrieve and delete). Run by
 tests/openai_client.rs:
 
@@ -147,6 +147,26 @@ def sampling_fields():
     assert r.choices[0].finish_reason == "tool_calls" and len(calls) == 1, r
     print(f"sampling fields: called {calls[0].function.name}({calls[0].function.arguments})")
 
+def several_choices():
+    """`n` seeded choices, whole and streamed: the client reads each choice by its index, and
+    the streamed texts are the whole response's (choice i is seeded seed + i either way)."""
+    args = dict(model=model, messages=[{"role": "user", "content": "Name a colour."}],
+                n=3, seed=11, temperature=0.9, max_tokens=12)
+    r = client.chat.completions.create(**args)
+    assert [c.index for c in r.choices] == [0, 1, 2], r
+    whole = [c.message.content for c in r.choices]
+    streamed = ["", "", ""]
+    usage = None
+    for chunk in client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **args):
+        for c in chunk.choices:
+            streamed[c.index] += c.delta.content or ""
+        usage = chunk.usage or usage
+    assert streamed == whole, (streamed, whole)
+    assert usage is not None and usage.prompt_tokens == r.usage.prompt_tokens, (usage, r.usage)
+    assert usage.completion_tokens == r.usage.completion_tokens, (usage, r.usage)
+    print(f"n=3: {whole!r}")
+
+
 def responses_api():
     """The tool call through `client.responses`: the call as a function_call item, its result
     sent with `previous_response_id` (the history is the server's, and its cache's), the
@@ -205,5 +225,6 @@ two_steps(stream=False)
 two_steps(stream=True)
 schema_output()
 sampling_fields()
+several_choices()
 responses_api()
 print("ok")

@@ -102,6 +102,8 @@ fn plan(state: &AppState, value: &Value, fields: &ResponsesFields) -> Result<Pla
     common.max_completion_tokens = fields.max_output_tokens;
     common.response_format = None;
     common.stream_options = None;
+    // Not a Responses field: one output per response.
+    common.n = None;
     let mut plan = params::plan(state, common)?;
     if let Some(grammar) = structured::text_format(fields.format())? {
         plan.params.grammar = Some(grammar);
