@@ -23,40 +23,11 @@ import argparse
 import math
 import os
 import random
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-from llama_server import post, start
-
-
-def hearth_start(binary, model, pooling, threads, data_dir):
-    """`hearth --headless` on a free port; (process, port) once it says where it serves."""
-    config = os.path.join(data_dir, "empty-config.toml")
-    open(config, "w").close()
-    cmd = [binary, "--config", config, "--offline", "--headless", "--port", "0", "--device", "cpu",
-           "--threads", str(threads), "--pooling", pooling, "--model", model]
-    env = dict(os.environ, HEARTH_DATA_DIR=os.path.join(data_dir, "data"), RUST_LOG="warn")
-    env.pop("HEARTH_API_KEY", None)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    found = []
-
-    def read():
-        for line in proc.stderr:
-            if " at http://" in line and not found:
-                found.append(line.split(" at http://", 1)[1].split("/", 1)[0])
-
-    threading.Thread(target=read, daemon=True).start()
-    for _ in range(1200):
-        if found:
-            return proc, int(found[0].rsplit(":", 1)[1])
-        if proc.poll() is not None:
-            sys.exit(f"hearth exited with {proc.returncode}: {' '.join(cmd)}")
-        time.sleep(0.1)
-    proc.kill()
-    sys.exit(f"hearth did not start: {' '.join(cmd)}")
+from llama_server import hearth_start, post, start
 
 
 def embed_all(port, inputs, batch):
@@ -101,7 +72,7 @@ def main():
                   "-np", str(slots), "-b", "2048", "-ub", "2048"]
     with tempfile.TemporaryDirectory() as data_dir:
         servers = {
-            "hearth": hearth_start(a.hearth_bin, a.model, a.pooling, a.threads, data_dir),
+            "hearth": hearth_start(a.hearth_bin, a.model, a.threads, data_dir, ["--pooling", a.pooling]),
             "llama.cpp": start(a.llama_bin_dir, a.model, llama_args),
         }
         try:

@@ -1,13 +1,15 @@
-"""A llama-server child process for the measuring scripts (llama-kv-error.py,
+"""A llama-server (or `hearth --headless`) child process for the measuring scripts (llama-kv-error.py,
 record-llama-references.py, the tokenizer recorders): start one on a free loopback port, wait
 for /health, POST JSON, ask for one greedy token and its log-probabilities, write a reference;
 and what the tokenizer recorders share. Only the Python standard library
 is used."""
 
 import json
+import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -63,6 +65,34 @@ def amx():
             return "amx_int8" in f.read()
     except OSError:
         return False
+
+
+def hearth_start(binary, model, threads, data_dir, args=()):
+    """`hearth --headless` on `model` on a free port (CPU, `threads`, an empty config, its data
+    in `data_dir`, then `args`); (process, port) once it says where it serves."""
+    config = os.path.join(data_dir, "empty-config.toml")
+    open(config, "w").close()
+    cmd = [binary, "--config", config, "--offline", "--headless", "--port", "0", "--device", "cpu",
+           "--threads", str(threads), *args, "--model", model]
+    env = dict(os.environ, HEARTH_DATA_DIR=os.path.join(data_dir, "data"), RUST_LOG="warn")
+    env.pop("HEARTH_API_KEY", None)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    found = []
+
+    def read():
+        for line in proc.stderr:
+            if " at http://" in line and not found:
+                found.append(line.split(" at http://", 1)[1].split("/", 1)[0])
+
+    threading.Thread(target=read, daemon=True).start()
+    for _ in range(1200):
+        if found:
+            return proc, int(found[0].rsplit(":", 1)[1])
+        if proc.poll() is not None:
+            sys.exit(f"hearth exited with {proc.returncode}: {' '.join(cmd)}")
+        time.sleep(0.1)
+    proc.kill()
+    sys.exit(f"hearth did not start: {' '.join(cmd)}")
 
 
 def start(bin_dir, model, args, cwd=None):
