@@ -545,10 +545,10 @@ async fn bad_requests_get_400_with_openai_errors() {
     );
 
     let comp = "/v1/completions";
-    let e = post(&s.app, comp, &json!({"prompt": ["a", "b"]}))
+    let e = post(&s.app, comp, &json!({"prompt": ["a", 3]}))
         .await
         .error(StatusCode::BAD_REQUEST);
-    assert!(e["message"].as_str().unwrap().contains("several prompts"), "{e}");
+    assert_eq!(e["param"], "prompt[1]", "{e}");
     let e = post(&s.app, comp, &json!({"prompt": {"text": "a"}}))
         .await
         .error(StatusCode::BAD_REQUEST);
@@ -2456,4 +2456,58 @@ async fn a_client_that_leaves_cancels_every_choice() {
     assert!(stream.frame().await.unwrap().unwrap().is_data());
     drop(stream);
     wait_until_all_cancelled(&s, 2, Instant::now() + Duration::from_secs(20)).await;
+}
+
+/// Several prompts in one `/v1/completions` request (OpenAI's and vLLM's batch): `n` choices
+/// of each, prompt by prompt, each the reply its prompt gets alone; `usage` counts every
+/// prompt once; streamed alike; with `echo` each choice starts with its own prompt. More than
+/// 128 choices in all is a 400.
+#[tokio::test]
+async fn several_prompts_are_answered_in_one_response_prompt_by_prompt() {
+    let s = server(Opts::default());
+    let uri = "/v1/completions";
+    let prompts = ["Once upon a time", "The weather today is", "In a galaxy far away"];
+    let mut alone = Vec::new();
+    for p in prompts {
+        let r = post(&s.app, uri, &json!({"prompt": p, "max_tokens": 5, "temperature": 0})).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        alone.push(r.json());
+    }
+    let sum = |field: &str| alone.iter().map(|v| v["usage"][field].as_u64().unwrap()).sum::<u64>();
+    let (prompt_tokens, completion_tokens) = (sum("prompt_tokens"), sum("completion_tokens"));
+    let body = |stream: bool| {
+        json!({"prompt": prompts, "n": 2, "max_tokens": 5, "temperature": 0, "stream": stream,
+               "stream_options": {"include_usage": stream}})
+    };
+    let v = post(&s.app, uri, &body(false)).await.json();
+    let choices = v["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 6, "{v}");
+    for (k, c) in choices.iter().enumerate() {
+        assert_eq!(c["index"], k, "{v}");
+        assert_eq!(c["text"], alone[k / 2]["choices"][0]["text"], "choice {k}: {v}");
+    }
+    assert_eq!(v["usage"]["prompt_tokens"], prompt_tokens, "{v}");
+    assert_eq!(v["usage"]["completion_tokens"], 2 * completion_tokens, "{v}");
+
+    let chunks = chunks(&post(&s.app, uri, &body(true)).await);
+    let mut texts = vec![String::new(); 6];
+    for ch in &chunks[..chunks.len() - 1] {
+        let c = &ch["choices"][0];
+        texts[c["index"].as_u64().unwrap() as usize].push_str(c["text"].as_str().unwrap());
+    }
+    let whole: Vec<&str> = choices.iter().map(|c| c["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, whole);
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!((&usage["prompt_tokens"], &usage["completion_tokens"]), (&v["usage"]["prompt_tokens"], &v["usage"]["completion_tokens"]));
+
+    let echoed = post(&s.app, uri, &json!({"prompt": prompts[..2], "echo": true, "max_tokens": 3, "temperature": 0})).await;
+    let v = echoed.json();
+    for (i, p) in prompts[..2].iter().enumerate() {
+        assert!(v["choices"][i]["text"].as_str().unwrap().starts_with(p), "{v}");
+    }
+
+    let many: Vec<&str> = vec!["a"; 65];
+    let e = post(&s.app, uri, &json!({"prompt": many, "n": 2, "max_tokens": 1})).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "prompt", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("130"), "{e}");
 }

@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 
 use crate::engine::{ConversationId, ConversationSettings, EngineError, EngineHandle, RequestStream};
 
+use super::choices::Choice;
 use super::protocol::{CommonFields, Kind};
 use super::{body, generation, params, ApiError, AppState};
 
@@ -193,6 +194,6 @@ where
         Ok((events, e.unsaved_reason(&id)))
     })
     .await?;
-    let response = generation::answer(state.engine(), vec![events], &plan, Kind::Chat).await?;
+    let response = generation::answer(state.engine(), vec![Choice::one(events)], &plan, Kind::Chat).await?;
     Ok(generation::mark_unsaved(response, unsaved.as_deref()))
 }

@@ -4,11 +4,9 @@
 //! on tokio's blocking pool; [`chat_prompt`] for the chat-shaped routes), submitting
 //! ([`submit`]: the engine validates synchronously, so a bad request gets its status before any
 //! stream starts, a grammar that does not compile naming its field), collecting a whole reply for a non-streamed
-//! request, and choosing between that and [`super::stream`]. A request for `n` choices is `n`
-//! engine requests ([`submit_choices`]): the first alone until its prompt is computed, then the
-//! rest, which read that prompt's full blocks from the prefix cache (vLLM's `ParentRequest`
-//! fans out the same way and relies on its prefix cache alike); a whole response numbers their
-//! choices and counts the prompt once.
+//! request, and choosing between that and [`super::stream`]. A request's choices (`n` of each
+//! prompt, [`super::choices`]) are answered together: a whole response once all have finished,
+//! numbering them and counting each prompt once.
 //!
 //! The [`RequestStream`] is moved into whichever consumes it (the SSE stream, or this
 //! module's future for a whole reply); when the client goes, that is dropped and the engine
@@ -25,6 +23,7 @@ use crate::engine::{
     SplitPiece, SplitReply, TemplateKwargs, Tool,
 };
 
+use super::choices::{self, Choice, Echo, Prompt};
 use super::params::Plan;
 use super::protocol::{chat_completion, text_completion, ChatCompletion, Kind, Logprobs, Meta, TextCompletion};
 use super::tools::Shape;
@@ -67,7 +66,7 @@ pub(crate) fn submit(state: &AppState, prompt: Vec<u32>, plan: &Plan, save: Opti
 }
 
 /// [`submit`] for choice `index` of the request's `n` ([`Plan::params_for`]).
-fn submit_choice(
+pub(super) fn submit_choice(
     state: &AppState,
     prompt: Vec<u32>,
     plan: &Plan,
@@ -82,30 +81,6 @@ fn submit_choice(
             save,
         })
         .map_err(|e| super::structured::named(e, plan.grammar_from))
-}
-
-/// Submits the request's `n` choices of `prompt`: the first alone until its prompt is computed,
-/// then the others, which find all of the prompt's full blocks in the prefix cache instead of
-/// each computing it again. A first choice that fails is the only one submitted (its error is
-/// the answer). Only the first is saved (`save`; `n` is 1 where a request saves).
-pub(crate) async fn submit_choices(
-    state: &AppState,
-    prompt: Vec<u32>,
-    plan: &Plan,
-    save: Option<SaveTo>,
-) -> Result<Vec<RequestStream>, ApiError> {
-    if plan.n <= 1 {
-        return Ok(vec![submit(state, prompt, plan, save)?]);
-    }
-    let mut first = submit_choice(state, prompt.clone(), plan, 0, save)?;
-    if !first.started().await {
-        return Ok(vec![first]);
-    }
-    let mut all = vec![first];
-    for index in 1..plan.n {
-        all.push(submit_choice(state, prompt.clone(), plan, index, None)?);
-    }
-    Ok(all)
 }
 
 /// The header a response carries when its conversation could not be saved (a full disk):
@@ -141,7 +116,7 @@ pub(crate) async fn respond(
     kind: Kind,
     save: Option<SaveTo>,
 ) -> Result<Response, ApiError> {
-    let choices = submit_choices(state, prompt, &plan, save).await?;
+    let choices = choices::submit(state, vec![Prompt::ids(prompt)], &plan, save).await?;
     answer(state.engine(), choices, &plan, kind).await
 }
 
@@ -150,7 +125,7 @@ pub(crate) async fn respond(
 /// first that fails is the answer, and the others are cancelled).
 pub(crate) async fn answer(
     engine: &EngineHandle,
-    choices: Vec<RequestStream>,
+    choices: Vec<Choice>,
     plan: &Plan,
     kind: Kind,
 ) -> Result<Response, ApiError> {
@@ -164,14 +139,16 @@ pub(crate) async fn answer(
     if plan.stream {
         return Ok(stream::sse(engine.clone(), choices, kind, meta, plan).into_response());
     }
-    let reports = futures_util::future::try_join_all(choices.into_iter().map(collect)).await?;
+    let (choices, streams): (Vec<_>, Vec<_>) = choices.into_iter().map(|c| ((c.prompt, c.echo), c.events)).unzip();
+    let reports = futures_util::future::try_join_all(streams.into_iter().map(collect)).await?;
+    let done = choices.iter().zip(&reports);
     let response = match kind {
         Kind::Chat => {
-            let parts = reports.iter().map(|r| chat_whole(engine, r, plan, &meta)).collect();
+            let parts = done.map(|((p, _), r)| (*p, chat_whole(engine, r, plan, &meta))).collect();
             Json(ChatCompletion::merge(parts).ok_or_else(ended_early)?).into_response()
         }
         Kind::Text => {
-            let parts = reports.iter().map(|r| text_whole(engine, r, plan, &meta)).collect();
+            let parts = done.map(|((p, echo), r)| (*p, text_whole(engine, r, plan, echo.as_ref(), &meta))).collect();
             Json(TextCompletion::merge(parts).ok_or_else(ended_early)?).into_response()
         }
     };
@@ -188,26 +165,29 @@ fn chat_whole(engine: &EngineHandle, report: &GenerationReport, plan: &Plan, met
         }
         Some((format, p))
     });
-    let logprobs = whole_logprobs(engine, report, plan, Kind::Chat);
+    let logprobs = whole_logprobs(engine, report, plan, None, Kind::Chat);
     chat_completion(meta, report, reply, logprobs, parsed, plan.reasoning_tokens(report))
 }
 
-/// The `text_completion` of one finished choice, as `plan` says.
-fn text_whole(engine: &EngineHandle, report: &GenerationReport, plan: &Plan, meta: &Meta) -> TextCompletion {
-    let echo = plan.echo.as_ref().map(|e| e.text.as_str());
-    text_completion(meta, report, whole_logprobs(engine, report, plan, Kind::Text), echo)
+/// The `text_completion` of one finished choice (after the prompt it `echo`es), as `plan` says.
+fn text_whole(engine: &EngineHandle, report: &GenerationReport, plan: &Plan, echo: Option<&Echo>, meta: &Meta) -> TextCompletion {
+    let logprobs = whole_logprobs(engine, report, plan, echo, Kind::Text);
+    text_completion(meta, report, logprobs, echo.map(|e| e.text.as_str()))
 }
 
-/// A finished choice's `logprobs` when asked for: the echoed prompt's (completions), then the
+/// A finished choice's `logprobs` when asked for: the `echo`ed prompt's (completions), then the
 /// reply's.
-fn whole_logprobs(engine: &EngineHandle, report: &GenerationReport, plan: &Plan, kind: Kind) -> Option<Logprobs> {
+fn whole_logprobs(
+    engine: &EngineHandle,
+    report: &GenerationReport,
+    plan: &Plan,
+    echo: Option<&Echo>,
+    kind: Kind,
+) -> Option<Logprobs> {
     plan.params.logprobs.map(|_| {
         let names = logprobs::Names(engine);
         let mut offset = 0;
-        let prompt = plan
-            .echo
-            .as_ref()
-            .map(|e| logprobs::echo(&e.ids, &report.prompt_logprobs, &names, &mut offset));
+        let prompt = echo.map(|e| logprobs::echo(&e.ids, &report.prompt_logprobs, &names, &mut offset));
         let reply = logprobs::build(kind, &report.logprobs, &names, &mut offset);
         match prompt {
             Some(prompt) => prompt.then(reply),

@@ -32,6 +32,7 @@
 //! | `anthropic/` | Anthropic's Messages API (`POST /v1/messages`, `/v1/messages/count_tokens`) for coding agents built for Claude: `system` and content blocks as messages, the `message` object, its SSE events, errors in Anthropic's shape |
 //! | `reply.rs` | a finished reply split into reasoning, text and calls (with fresh ids), and the assistant message it is |
 //! | `generation.rs` | submitting to the engine and collecting a whole reply |
+//! | `choices.rs` | a request's choices (`n` of each prompt): the first of a prompt alone until its prompt is cached, then the others |
 //! | `stream.rs` | a request's events as an SSE stream (`data: {...}` chunks, `data: [DONE]`) |
 //! | `models.rs` | `GET /v1/models`, `GET /v1/models/{id}`, `GET /health` |
 //! | `tokenize.rs` | `POST /tokenize`, `POST /detokenize` (llama.cpp's and vLLM's shapes) |
@@ -50,6 +51,7 @@ mod anthropic;
 mod auth;
 mod body;
 mod chat;
+mod choices;
 mod completions;
 mod conversations;
 mod embeddings;

@@ -47,19 +47,9 @@ pub(crate) struct Plan {
     /// With `reasoning`: the close tag's token, where it is one, to count the reply's
     /// reasoning tokens (`usage.completion_tokens_details.reasoning_tokens`).
     pub reasoning_close: Option<u32>,
-    /// The completions' `echo`: the prompt goes before the reply (and its token logprobs before
-    /// the reply's, with `logprobs`).
-    pub echo: Option<Echo>,
     /// How many choices of the prompt to generate (`n`): each a request of its own, the first
     /// computing the prompt and the others reading it from the prefix cache.
     pub n: usize,
-}
-
-/// The prompt a reply echoes.
-#[derive(Debug, Clone)]
-pub(crate) struct Echo {
-    pub text: String,
-    pub ids: Vec<u32>,
 }
 
 pub(crate) fn plan(state: &AppState, f: CommonFields) -> Result<Plan, ApiError> {
@@ -137,7 +127,6 @@ pub(crate) fn plan_with(state: &AppState, f: CommonFields, zero_tokens: bool) ->
         parallel_calls: true,
         reasoning: None,
         reasoning_close: None,
-        echo: None,
         n,
     })
 }
@@ -344,7 +333,6 @@ mod tests {
             parallel_calls: true,
             reasoning: None,
             reasoning_close: None,
-            echo: None,
             n: 1,
         }
     }

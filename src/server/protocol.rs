@@ -188,6 +188,28 @@ impl Usage {
         };
         self
     }
+
+    /// The usage of one response of several prompts' choices: every count summed.
+    pub fn plus(mut self, other: Usage) -> Self {
+        self.prompt_tokens += other.prompt_tokens;
+        self.prompt_tokens_details.cached_tokens += other.prompt_tokens_details.cached_tokens;
+        self.and(other)
+    }
+
+    /// The usage of a response's choices, each `(prompt, usage)` in order (a prompt's choices
+    /// together): each prompt counted once ([`Usage::and`]), the prompts summed
+    /// ([`Usage::plus`]). `None` for no choices.
+    pub fn of_choices(choices: impl IntoIterator<Item = (usize, Usage)>) -> Option<Usage> {
+        let mut total: Option<(usize, Usage)> = None;
+        for (prompt, usage) in choices {
+            total = Some(match total {
+                None => (prompt, usage),
+                Some((last, t)) if last == prompt => (prompt, t.and(usage)),
+                Some((_, t)) => (prompt, t.plus(usage)),
+            });
+        }
+        total.map(|(_, t)| t)
+    }
 }
 
 /// What every chunk of one response repeats.
@@ -248,19 +270,18 @@ impl<C: Choice> Envelope<C> {
         self
     }
 
-    /// One response of the whole responses of the same prompt's choices, in order: their
-    /// choices numbered from 0, the usage of all ([`Usage::and`]). `None` for no parts.
-    pub fn merge(parts: Vec<Self>) -> Option<Self> {
+    /// One response of the whole responses of a request's choices, each with the prompt it
+    /// answers, in order: their choices numbered from 0, the usage of all
+    /// ([`Usage::of_choices`]). `None` for no parts.
+    pub fn merge(parts: Vec<(usize, Self)>) -> Option<Self> {
+        let usage = Usage::of_choices(parts.iter().filter_map(|(p, e)| Some((*p, e.usage?))));
         let mut parts = parts.into_iter().enumerate();
-        let (_, mut whole) = parts.next()?;
-        for (i, part) in parts {
+        let (_, (_, mut whole)) = parts.next()?;
+        for (i, (_, part)) in parts {
             let part = part.at(u32::try_from(i).unwrap_or(u32::MAX));
             whole.choices.extend(part.choices);
-            whole.usage = match (whole.usage, part.usage) {
-                (Some(a), Some(b)) => Some(a.and(b)),
-                (a, b) => a.or(b),
-            };
         }
+        whole.usage = usage;
         Some(whole)
     }
 }

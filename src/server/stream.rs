@@ -29,7 +29,8 @@ use crate::engine::{
 };
 
 use super::generation::ended_early;
-use super::params::{Echo, Plan};
+use super::choices::{Choice, Echo};
+use super::params::Plan;
 use super::tools::wire_calls;
 use super::protocol::{Chunk, Kind, Meta, Usage};
 use super::{logprobs, ApiError};
@@ -82,8 +83,10 @@ struct State {
 
 /// One choice's part of a streamed response.
 struct ChoiceState {
-    /// Its place among the request's `n`, in each of its chunks.
+    /// Its place among the request's choices, in each of its chunks.
     index: u32,
+    /// The request's prompt it answers.
+    prompt: usize,
     events: RequestStream,
     kind: Kind,
     meta: Meta,
@@ -114,10 +117,10 @@ struct ChoiceState {
     logprobs: bool,
 }
 
-/// The SSE response for `choices` (a request's `n`, in order).
+/// The SSE response for a request's `choices`, in order.
 pub(crate) fn sse(
     engine: EngineHandle,
-    choices: Vec<RequestStream>,
+    choices: Vec<Choice>,
     kind: Kind,
     meta: Meta,
     plan: &Plan,
@@ -125,7 +128,7 @@ pub(crate) fn sse(
     let choices = choices
         .into_iter()
         .enumerate()
-        .map(|(i, events)| ChoiceState::new(u32::try_from(i).unwrap_or(u32::MAX), events, engine.clone(), kind, &meta, plan))
+        .map(|(i, c)| ChoiceState::new(u32::try_from(i).unwrap_or(u32::MAX), c, engine.clone(), kind, &meta, plan))
         .collect();
     drain(State {
         choices,
@@ -164,7 +167,7 @@ impl EventSource for State {
             return;
         }
         if self.include_usage {
-            let usage = self.choices.iter().filter_map(|c| c.usage).reduce(Usage::and);
+            let usage = Usage::of_choices(self.choices.iter().filter_map(|c| Some((c.prompt, c.usage?))));
             if let Some(usage) = usage {
                 self.ready.push_back(json_event(&self.kind.usage(&self.meta, usage)));
             }
@@ -181,11 +184,12 @@ impl State {
 }
 
 impl ChoiceState {
-    fn new(index: u32, events: RequestStream, engine: EngineHandle, kind: Kind, meta: &Meta, plan: &Plan) -> Self {
+    fn new(index: u32, choice: Choice, engine: EngineHandle, kind: Kind, meta: &Meta, plan: &Plan) -> Self {
         let ready = kind.opening(meta).map(|c| json_event(&c.at(index))).into_iter().collect();
         Self {
             index,
-            events,
+            prompt: choice.prompt,
+            events: choice.events,
             kind,
             meta: meta.clone(),
             ready,
@@ -198,7 +202,7 @@ impl ChoiceState {
             parallel_calls: plan.parallel_calls,
             reasoning: plan.reasoning.map(Reasoning::stream),
             counted: (plan.reasoning, plan.reasoning_close),
-            echo: plan.echo.clone(),
+            echo: choice.echo,
             logprobs: plan.params.logprobs.is_some(),
         }
     }

@@ -1,7 +1,7 @@
 """Drives `hearth --headless` with the official `openai` client: a two-step tool call (the
 request with `tools`, the tool's result sent back, the final answer), whole and streamed, and
 a `response_format` JSON schema, then the sampling fields (penalties, `logit_bias`,
-`parallel_tool_calls`), then `n` seeded choices whole and streamed, then the same tool call through the Responses API
+`parallel_tool_calls`), then `n` seeded choices whole and streamed and a batch of prompts, then the same tool call through the Responses API
 (`client.responses`: `previous_response_id`, streamed events, retrieve and delete). Run by
 tests/openai_client.rs:
 
@@ -165,6 +165,13 @@ def several_choices():
     assert usage is not None and usage.prompt_tokens == r.usage.prompt_tokens, (usage, r.usage)
     assert usage.completion_tokens == r.usage.completion_tokens, (usage, r.usage)
     print(f"n=3: {whole!r}")
+    # Several prompts in one completions request (a batch), n of each, prompt by prompt.
+    c = client.completions.create(model=model, prompt=["The sky is", "Water is"], n=2, temperature=0, max_tokens=6)
+    assert [x.index for x in c.choices] == [0, 1, 2, 3], c
+    alone = [client.completions.create(model=model, prompt=p, temperature=0, max_tokens=6).choices[0].text
+             for p in ("The sky is", "Water is")]
+    assert [x.text for x in c.choices] == [alone[0], alone[0], alone[1], alone[1]], (c.choices, alone)
+    print(f"two prompts, n=2: {[x.text for x in c.choices]!r}")
 
 
 def responses_api():
