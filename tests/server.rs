@@ -2438,6 +2438,12 @@ async fn seeded_choices_are_reproducible_one_by_one() {
     saved["conversation_id"] = json!("c1");
     let e = post(&s.app, "/v1/chat/completions", &saved).await.error(StatusCode::BAD_REQUEST);
     assert_eq!(e["param"], "n", "{e}");
+
+    // More choices than the engine's queue holds (16 here) could never be queued: a 400, not
+    // a 503 to retry in vain.
+    let e = post(&s.app, "/v1/completions", &body(17, 1)).await.error(StatusCode::BAD_REQUEST);
+    assert_eq!(e["param"], "n", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("queue of 16"), "{e}");
 }
 
 /// A client that leaves a stream of several choices cancels every one.

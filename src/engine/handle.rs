@@ -270,6 +270,12 @@ impl EngineHandle {
         Ok(self.shared.model.grammar()?.check(grammar)?)
     }
 
+    /// How many requests may wait for their first step at once (more are refused with
+    /// [`EngineError::QueueFull`]).
+    pub fn max_queued(&self) -> usize {
+        self.shared.max_queued
+    }
+
     /// Validates `request` and queues it. Errors (nothing queued): an empty
     /// prompt or one over the context, parameters out of range, a full queue,
     /// a stopped engine.

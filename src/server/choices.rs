@@ -8,7 +8,9 @@
 //! prompt is seeded `seed + j` ([`Plan::params_for`]). The order is OpenAI's: prompt by
 //! prompt, `n` each, so choice `i·n + j` is prompt `i`'s `j`-th.
 //!
-//! Invariants: a prompt whose first choice fails before its first token is answered by that
+//! Invariants: a request asks for no more choices than the engine's queue holds (a 400 naming
+//! `n` otherwise, where a full queue's 503 would tell the client to retry in vain); a prompt
+//! whose first choice fails before its first token is answered by that
 //! choice alone (its error is the response's); only the first choice of the first prompt is
 //! saved (a request that saves has one prompt and `n` 1).
 //!
@@ -72,6 +74,16 @@ pub(crate) async fn submit(
     plan: &Plan,
     mut save: Option<SaveTo>,
 ) -> Result<Vec<Choice>, ApiError> {
+    // Every choice waits in the engine's queue at first: more than it holds would always be
+    // refused (503), however often the client retried. (One request alone is the queue's to
+    // refuse when it is full.)
+    let (total, queue) = (prompts.len() * plan.n, state.engine().max_queued());
+    if total > 1 && total > queue {
+        return Err(ApiError::invalid_param(
+            "n",
+            format!("{total} choices do not fit this server's queue of {queue} requests (engine.max_queued); ask for fewer"),
+        ));
+    }
     let each = prompts.into_iter().enumerate().map(|(i, p)| {
         let save = save.take();
         async move {

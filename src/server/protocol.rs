@@ -256,12 +256,12 @@ impl<C> Envelope<C> {
     }
 }
 
-/// A choice of a response or a chunk: its place among the request's `n`.
-pub(crate) trait Choice {
+/// A choice of a response or a chunk: its place among the request's choices.
+pub(crate) trait Indexed {
     fn set_index(&mut self, index: u32);
 }
 
-impl<C: Choice> Envelope<C> {
+impl<C: Indexed> Envelope<C> {
     /// This envelope's choices as choice `index` of the request's `n`.
     pub fn at(mut self, index: u32) -> Self {
         for c in &mut self.choices {
@@ -338,16 +338,16 @@ pub(crate) struct TextChoice {
     pub finish_reason: Option<&'static str>,
 }
 
-macro_rules! choice {
+macro_rules! indexed {
     ($($t:ty),*) => {$(
-        impl Choice for $t {
+        impl Indexed for $t {
             fn set_index(&mut self, index: u32) {
                 self.index = index;
             }
         }
     )*};
 }
-choice!(ChatChunkChoice, ChatChoice, TextChoice);
+indexed!(ChatChunkChoice, ChatChoice, TextChoice);
 
 pub(crate) type ChatChunk = Envelope<ChatChunkChoice>;
 pub(crate) type ChatCompletion = Envelope<ChatChoice>;
@@ -548,4 +548,33 @@ pub(crate) struct ModelCard {
     pub owned_by: &'static str,
     /// The context length in tokens (prompt plus reply), as vLLM reports it.
     pub max_model_len: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(prompt: usize, cached: usize, completion: usize, reasoning: Option<usize>) -> Usage {
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+            prompt_tokens_details: PromptTokensDetails { cached_tokens: cached },
+            completion_tokens_details: reasoning.map(|reasoning_tokens| CompletionTokensDetails { reasoning_tokens }),
+        }
+    }
+
+    #[test]
+    fn each_prompt_counts_once_and_the_replies_all() {
+        assert_eq!(Usage::of_choices([]), None);
+        let choices = [
+            (0, usage(10, 0, 3, None)),
+            (0, usage(10, 8, 4, Some(2))),
+            (1, usage(20, 16, 5, None)),
+            (1, usage(20, 16, 6, None)),
+        ];
+        // Prompt 0 as its first choice found it (nothing cached), prompt 1 likewise (16).
+        assert_eq!(Usage::of_choices(choices), Some(usage(30, 16, 18, Some(2))));
+        assert_eq!(Usage::of_choices([choices[2]]), Some(choices[2].1));
+    }
 }
