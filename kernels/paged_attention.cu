@@ -33,6 +33,28 @@ __device__ void write_kv(T *pool, const float *k, const float *v, const uint32_t
     }
 }
 
+// Copies one sequence's K and V rows out of the pool as f32, in position order, each K/V head's
+// rows together, for attention by matrix products (a long prefill, src/ops/cuda_paged.rs).
+//   k_out, v_out: [kv_heads, ctx, head_dim] (v_out is not written where v_plane is 0)
+//   table:        the sequence's block table, covering positions 0 .. ctx
+// grid: ctx; block: any (threads stride over kv_heads * head_dim).
+template <typename T>
+__device__ void gather_kv(float *k_out, float *v_out, const T *pool, const uint32_t *table, int ctx,
+                          int layer_offset, int block_elems, int block_size, int kv_heads, int head_dim,
+                          int v_plane) {
+    const int p = blockIdx.x;
+    const uint32_t b = table[p / block_size];
+    const int row_elems = kv_heads * head_dim;
+    const size_t row = (size_t)(p % block_size) * row_elems;
+    const T *kp = pool + plane_offset(b, 0, layer_offset, block_elems, block_size, kv_heads, head_dim) + row;
+    const T *vp = pool + plane_offset(b, v_plane, layer_offset, block_elems, block_size, kv_heads, head_dim) + row;
+    for (int i = threadIdx.x; i < row_elems; i += blockDim.x) {
+        const size_t at = ((size_t)(i / head_dim) * ctx + p) * head_dim + i % head_dim;
+        k_out[at] = to_float(kp[i]);
+        if (v_plane) v_out[at] = to_float(vp[i]);
+    }
+}
+
 // Most values of a head one lane holds: head_dim <= 32 * MAX_DPL (576: DeepSeek-V2's latent of
 // 512 values and 64 rotated ones; Gemma 4's global heads are 512).
 #define MAX_DPL 18
@@ -160,6 +182,13 @@ __device__ void paged_attention(float *out, const float *q, const T *pool, const
         paged_attention<T>(out, q, pool, tables, token_seq, token_pos, max_blocks, layer_offset, block_elems,   \
                            block_size, kv_heads, head_dim, heads, scale, window, softcap, sinks, has_sinks,      \
                            alibi, has_alibi, v_plane);                                                           \
+    }                                                                                                            \
+    extern "C" __global__ void gather_kv_##SUFFIX(float *k_out, float *v_out, const T *pool,                     \
+                                                  const uint32_t *table, int ctx, int layer_offset,               \
+                                                  int block_elems, int block_size, int kv_heads, int head_dim,    \
+                                                  int v_plane) {                                                  \
+        gather_kv<T>(k_out, v_out, pool, table, ctx, layer_offset, block_elems, block_size, kv_heads, head_dim,  \
+                     v_plane);                                                                                    \
     }
 
 INSTANTIATE(float, f32)

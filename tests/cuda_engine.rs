@@ -73,12 +73,18 @@ fn cuda_engine(path: &Path, cache: &CacheSettings, device_blocks: usize, host_bl
 /// greedy tokens, except where the reference's top two logits are closer than the two runs'
 /// largest difference at that step (a near-tie, which the different matmul kernels of the two
 /// devices may break either way): the runs are compared up to there and it is reported.
+///
+/// The tolerance, 5% of the largest logit: the two devices' quantized matmuls round the
+/// activations to 8 bits in different blocks (candle's CUDA kernels to q8_1 per 32 values, ours
+/// per their own blocks) and sum in different orders, and the tiny random models amplify that.
+/// On an H200 (2026-12-04) 7 of the 72 runs below went over 3%, the largest to 3.7%
+/// (DeepSeek-V2 at its first decode step, for every K/V type alike).
 fn close(got: &GenerationReport, want: &GenerationReport, what: &str) {
     for (step, (x, y)) in got.logits.iter().zip(&want.logits).enumerate() {
         let d = max_abs_diff(x, y);
         let scale = y.iter().fold(0f32, |m, v| m.max(v.abs()));
         assert!(
-            d < 0.03 * scale,
+            d < 0.05 * scale,
             "{what} step {step}: max |diff| {d}, max |logit| {scale}"
         );
         if got.tokens.get(step) != want.tokens.get(step) {
@@ -224,7 +230,11 @@ fn cuda_encoder_embeddings_match_cpu() {
 #[test]
 fn a_long_promotion_is_complete_before_attention_reads_it() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0);
+    // A context of 2048 tokens: the prompts below are longer than the tiny model's 512.
+    let spec = TinyModelSpec {
+        context_length: 2048,
+        ..TinyModelSpec::tiny(Family::Llama, WeightType::Q8_0)
+    };
     let path = write_tiny(dir.path(), &spec, "llama.gguf");
     let v = spec.vocab.size;
     // 40 blocks of prefix; the device tier holds one such request at a time.
@@ -240,8 +250,11 @@ fn a_long_promotion_is_complete_before_attention_reads_it() {
     run(&mut gpu, &a);
     run(&mut gpu, &prompt(650, v, 42)); // a's blocks go to the host tier
     let host_hit = run(&mut gpu, &a);
-    assert!(host_hit.cached.host_tokens >= 600, "{:?}", host_hit.cached);
-    close(&host_hit, &cold, "host hit of 40 blocks");
+    // All 40 full blocks hit; the 3 that the second prompt's 41 blocks left in the device
+    // tier's 44 from there, the other 37 promoted from the host tier.
+    assert_eq!(host_hit.cached.tokens, 640, "{:?}", host_hit.cached);
+    assert!(host_hit.cached.host_tokens >= 37 * 16, "{:?}", host_hit.cached);
+    close(&host_hit, &cold, "host hit of 37 blocks");
 }
 
 /// One saved turn of `conversation`.

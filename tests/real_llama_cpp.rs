@@ -8,6 +8,9 @@
 //! top 10 log-probabilities at each of them, with K/V f32 (flash attention off, so f32 is really
 //! f32) and with llama.cpp's default K/V (f16).
 //!
+//! On the CPU by default; with `HEARTH_TEST_DEVICE=cuda` (a `cuda` build) on the GPU, against
+//! the same references and tolerances.
+//!
 //! Checked per prompt, against the run with the same K/V type on our side (f32; f16, our
 //! default too): our tokens equal llama.cpp's; our rendered chat text equals its (after the BOS
 //! text, which llama.cpp strips from what it shows); teacher-forced on llama.cpp's tokens, our
@@ -19,7 +22,6 @@ mod common;
 
 use std::path::Path;
 
-use candle_core::Device;
 use common::llama_ref::AgainstLlama;
 use hearth::bench::teacher_forced_logits;
 use hearth::config::KvDtype;
@@ -48,10 +50,11 @@ fn check_model(test: &str, file: &str, reference: &str) {
     )
     .unwrap();
     let resolved = resolve(&ModelSource::Local(path), &Default::default()).unwrap();
-    let model = LoadedModel::load(&resolved, &Device::Cpu, None).unwrap();
+    let device = common::real::test_device();
+    let model = LoadedModel::load(&resolved, &device, None).unwrap();
     for (run, dtype) in [("f32", KvDtype::F32), ("default", KvDtype::DEFAULT)] {
         let cases = data["runs"][run]["cases"].as_array().unwrap();
-        let context = format!("{file} K/V {dtype} (llama.cpp {run})");
+        let context = format!("{file} K/V {dtype} on {device:?} (llama.cpp {run})");
         let mut seen = AgainstLlama::default();
         for (ci, case) in cases.iter().enumerate() {
             let what = format!("{context} prompt {ci}");

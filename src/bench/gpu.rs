@@ -87,10 +87,18 @@ pub struct GpuBenchReport {
     pub disk: DiskBenchReport,
 }
 
-impl std::fmt::Display for GpuBenchReport {
+fn met(pass: bool) -> &'static str {
+    if pass {
+        "met"
+    } else {
+        "missed"
+    }
+}
+
+impl std::fmt::Display for CopyBenchReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let c = &self.copy;
-        let ok = |pass: bool| if pass { "met" } else { "missed" };
+        let c = self;
+        let ok = met;
         writeln!(
             f,
             "## host → device block copies ({} blocks of {} KiB, pinned host tier, copy stream)\n",
@@ -109,31 +117,50 @@ impl std::fmt::Display for GpuBenchReport {
             ok(c.scattered_fraction() >= 0.8),
             c.contiguous_gbps,
             c.contiguous_gbps / c.plain_gbps,
-        )?;
+        )
+    }
+}
+
+/// The TTFT section: the cache bench's table and the CUDA targets.
+fn ttft_section(k: &CacheBenchReport, ttft_tokens: usize) -> String {
+    format!(
+        "## TTFT, {ttft_tokens} tokens\n\n{k}\n\
+         CUDA targets: device hit ≤ 1/50 of cold (0.02): {} ({:.4}); host hit ≤ 1/20 (0.05): {} ({:.4})\n",
+        met(k.device_hit_ratio() <= 0.02),
+        k.device_hit_ratio(),
+        met(k.host_hit_ratio() <= 0.05),
+        k.host_hit_ratio(),
+    )
+}
+
+fn decode_section(d: &BenchReport) -> String {
+    format!("## prefill and decode\n\n{d}")
+}
+
+fn disk_section(d: &DiskBenchReport) -> String {
+    format!("## TTFT after a restart (disk tier)\n\n{d}")
+}
+
+impl std::fmt::Display for GpuBenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{}", self.copy)?;
         for d in &self.decode {
-            writeln!(f, "## prefill and decode\n\n{d}")?;
+            writeln!(f, "{}", decode_section(d))?;
         }
-        let k = &self.cache;
-        writeln!(f, "## TTFT, {} tokens\n\n{k}", self.options.ttft_tokens)?;
-        writeln!(
-            f,
-            "CUDA targets: device hit ≤ 1/50 of cold (0.02): {} ({:.4}); host hit ≤ 1/20 (0.05): {} ({:.4})\n",
-            ok(k.device_hit_ratio() <= 0.02),
-            k.device_hit_ratio(),
-            ok(k.host_hit_ratio() <= 0.05),
-            k.host_hit_ratio(),
-        )?;
-        writeln!(f, "## TTFT after a restart (disk tier)\n\n{}", self.disk)
+        writeln!(f, "{}", ttft_section(&self.cache, self.options.ttft_tokens))?;
+        writeln!(f, "{}", disk_section(&self.disk))
     }
 }
 
 /// Runs every measurement; `models[0]` is the TTFT model. `work` is a scratch folder for the
-/// disk tier (removed afterwards).
+/// disk tier (removed afterwards). Each section goes to `progress` as soon as it is measured,
+/// so that a failure in a later one (or a time limit) leaves the earlier figures behind.
 pub fn run_gpu_bench(
     models: &[PathBuf],
     device: &Device,
     work: &Path,
     opts: GpuBenchOptions,
+    progress: &mut dyn FnMut(String),
 ) -> Result<GpuBenchReport, BenchError> {
     let Some(big) = models.first() else {
         return Err(BenchError::Invalid("no model to benchmark".into()));
@@ -155,6 +182,7 @@ pub fn run_gpu_bench(
         let layout = PagedLayout::new(shape, opts.block_size, kv_dtype);
         copy_bench(device, layout, opts.ttft_tokens.div_ceil(opts.block_size), opts.repeats)?
     };
+    progress(copy.to_string());
     let mut decode = Vec::new();
     for path in models {
         for &batch in &opts.batches {
@@ -166,7 +194,9 @@ pub fn run_gpu_bench(
                 reference: true,
                 kv_dtype,
             };
-            decode.push(run_decode_bench(path, device, o)?);
+            let report = run_decode_bench(path, device, o)?;
+            progress(decode_section(&report));
+            decode.push(report);
         }
     }
     let cache = run_cache_bench(
@@ -180,6 +210,7 @@ pub fn run_gpu_bench(
             kv_dtype: opts.kv_dtype,
         },
     )?;
+    progress(ttft_section(&cache, opts.ttft_tokens));
     let disk = run_disk_bench(
         big,
         device,
@@ -193,6 +224,7 @@ pub fn run_gpu_bench(
             kv_dtype: opts.kv_dtype,
         },
     )?;
+    progress(disk_section(&disk));
     Ok(GpuBenchReport {
         options: opts,
         copy,

@@ -318,8 +318,9 @@ fn gpu(
     )?];
     models.extend(gguf);
     let work = paths.data_dir.join("bench").join(format!("gpu-{}", std::process::id()));
+    // Each section to stderr as it is measured; the whole report to stdout at the end.
     report("benchmarking the CUDA path".into(), json, || {
-        hearth::bench::run_gpu_bench(&models, &device, &work, opts)
+        hearth::bench::run_gpu_bench(&models, &device, &work, opts, &mut |section| eprintln!("\n{section}"))
     })
 }
 

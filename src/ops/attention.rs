@@ -68,9 +68,10 @@ fn attend_masked(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<
         .transpose(0, 1)?
         .contiguous()?
         .reshape((kv_heads, group * new, head_dim))?;
-    // [ctx, kv_heads, d] -> [kv_heads, ctx, d] (a strided view, no copy).
-    let k = k.transpose(0, 1)?;
-    let v = v.transpose(0, 1)?;
+    // [ctx, kv_heads, d] -> [kv_heads, ctx, d], each head's rows packed (copied into that order
+    // unless they are: CUDA's matmul takes no matrix whose rows are further apart than a row).
+    let k = packed(&k.transpose(0, 1)?)?;
+    let v = packed(&v.transpose(0, 1)?)?;
     let scores = softcap((q.matmul(&k.t()?)? * how.scale)?, how)?;
     // Rows (g, token) of K/V head `kvh` are query head `kvh · group + g`'s: the biases' order.
     let scores = match how.alibi {
@@ -98,17 +99,28 @@ fn attend_masked(q: &Tensor, k: &Tensor, v: &Tensor, cached: usize, how: Attend<
             let column: Vec<f32> = (0..kv_heads * group * new).map(|r| sinks[r / new]).collect();
             let column = Tensor::from_vec(column, (kv_heads, group * new, 1), q.device())?.to_dtype(scores.dtype())?;
             let with = candle_nn::ops::softmax_last_dim(&Tensor::cat(&[&scores, &column], 2)?)?;
-            with.narrow(2, 0, ctx)?
+            // Packed again without the sink column (CUDA's matmul takes packed rows only).
+            with.narrow(2, 0, ctx)?.contiguous()?
         }
         None => candle_nn::ops::softmax_last_dim(&scores)?,
     };
-    let out = probs.matmul(&v.contiguous()?)?; // [kv_heads, group * new, d]
+    let out = probs.matmul(&v)?; // [kv_heads, group * new, d]
     let out = out
         .reshape((heads, new, head_dim))?
         .transpose(0, 1)?
         .contiguous()?
         .reshape((new, heads * head_dim))?;
     Ok(out)
+}
+
+/// `t` (`[batch, rows, cols]`) itself where each matrix's rows are packed, one after another,
+/// whatever the stride between matrices (a prefix of a longer K/V); else a contiguous copy.
+fn packed(t: &Tensor) -> Result<Tensor, OpsError> {
+    let (_, _, cols) = t.dims3()?;
+    match t.stride() {
+        [_, row, 1] if *row == cols => Ok(t.clone()),
+        _ => Ok(t.contiguous()?),
+    }
 }
 
 /// `c · tanh(s / c)` of every score when `how` has a soft cap `c`.
@@ -154,6 +166,9 @@ fn both_ways_mask(len: usize, how: Attend<'_>, device: &Device) -> Result<Tensor
 /// `[new, cached + new]` additive mask: query `i` (position `cached + i`) sees
 /// keys `how.first_visible(cached + i) ..= cached + i`.
 fn causal_mask(new: usize, cached: usize, how: Attend<'_>, device: &Device) -> Result<Tensor, OpsError> {
+    if device.is_cuda() {
+        return causal_mask_ops(new, cached, how, device);
+    }
     let ctx = cached + new;
     let mut data = vec![0f32; new * ctx];
     for i in 0..new {
@@ -166,6 +181,25 @@ fn causal_mask(new: usize, cached: usize, how: Attend<'_>, device: &Device) -> R
         }
     }
     Ok(Tensor::from_vec(data, (new, ctx), device)?.to_dtype(DType::F32)?)
+}
+
+/// [`causal_mask`] built on `device` by tensor ops from each query's first and last visible
+/// key: a GPU's prefill chunk (128 queries × 8,192 keys, per layer) is not filled on the host
+/// and sent.
+fn causal_mask_ops(new: usize, cached: usize, how: Attend<'_>, device: &Device) -> Result<Tensor, OpsError> {
+    let ctx = cached + new;
+    let position = |n: usize| {
+        u32::try_from(n).map_err(|_| OpsError::Layout(format!("position {n} is too large for a mask")))
+    };
+    let first = (0..new).map(|i| position(how.first_visible(cached + i))).collect::<Result<Vec<_>, _>>()?;
+    let last = (0..new).map(|i| position(cached + i)).collect::<Result<Vec<_>, _>>()?;
+    let first = Tensor::from_vec(first, (new, 1), device)?;
+    let last = Tensor::from_vec(last, (new, 1), device)?;
+    let keys = Tensor::arange(0u32, position(ctx)?, device)?.reshape((1, ctx))?;
+    let seen = (keys.broadcast_ge(&first)? * keys.broadcast_le(&last)?)?;
+    let open = Tensor::zeros((new, ctx), DType::F32, device)?;
+    let hidden = Tensor::full(f32::NEG_INFINITY, (new, ctx), device)?;
+    Ok(seen.where_cond(&open, &hidden)?)
 }
 
 /// Plain reference: per head, softmax(softcap(q k^T * scale) + ALiBi + mask, beside the head's sink) v,
@@ -401,6 +435,39 @@ mod tests {
             assert!(got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-6), "{got:?} vs {want:?} (capped {capped})");
         }
         assert!((expect(true)[1] - expect(false)[1]).abs() > 0.1, "the cap must matter here");
+    }
+
+    /// The mask a GPU builds with tensor ops is the host's, for every kind of window.
+    #[test]
+    fn the_mask_built_by_ops_is_the_hosts() {
+        let windows = [None, Some(Window::Sliding(5)), Some(Window::Chunked(4))];
+        for window in windows {
+            for (new, cached) in [(1, 0), (7, 0), (6, 9), (1, 13)] {
+                let how = Attend {
+                    window,
+                    ..Attend::causal(1.0)
+                };
+                let host = causal_mask(new, cached, how, &Device::Cpu).unwrap().to_vec2::<f32>().unwrap();
+                let ops = causal_mask_ops(new, cached, how, &Device::Cpu).unwrap().to_vec2::<f32>().unwrap();
+                assert_eq!(ops, host, "{window:?}, {new} new after {cached}");
+            }
+        }
+    }
+
+    /// A prefix of longer K/V (rows packed, matrices further apart) is used as it is; a view
+    /// whose rows are spread is copied.
+    #[test]
+    fn packed_keeps_prefixes_and_copies_spread_rows() {
+        let kv = rand((2, 10, 4), 3);
+        let prefix = kv.narrow(1, 0, 6).unwrap();
+        assert!(!prefix.is_contiguous());
+        assert_eq!(packed(&prefix).unwrap().stride(), prefix.stride());
+        let spread = kv.transpose(0, 1).unwrap();
+        assert!(packed(&spread).unwrap().is_contiguous());
+        assert_eq!(
+            packed(&spread).unwrap().to_vec3::<f32>().unwrap(),
+            spread.to_vec3::<f32>().unwrap()
+        );
     }
 
     #[test]

@@ -6,6 +6,12 @@
 //! CPU store ([`super::paged`]), so a block's bytes are the same in VRAM, in RAM and in a
 //! cache file; the CPU store is the reference the GPU tests compare against.
 //!
+//! A prefill (a sequence with at least [`GATHERED_FROM`] new tokens) is attended by matrix
+//! products instead: its K/V gathered out of the pool as f32 (`gather_kv_*`), then
+//! [`super::attention::attend`] on cuBLAS, its queries in chunks; decode steps and short
+//! chunks keep the one-pass kernel (vLLM likewise runs prefills through a flash-attention
+//! kernel and decodes through paged attention).
+//!
 //! Invariant: the forward never reads a block still arriving. Copies into the pool that run
 //! on another stream (the host tier's promotions, `runtime`) hand the pool an event with
 //! [`CudaPool::arriving`]; the next [`KvStore::attend`] makes the compute stream wait on it
@@ -22,9 +28,16 @@ use candle_core::op::BackpropOp;
 use candle_core::{CudaDevice, DType, Storage, Tensor};
 
 use super::kernel_args::{attention_shared_bytes, KernelArgs, LayerGeometry, MAX_HEAD_DIM, THREADS};
-use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError, PagedLayout};
+use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError, PagedLayout, SeqChunk};
 
 const MODULE: &str = "hearth_paged_attention";
+/// New tokens of one sequence from which its attention is computed by matrix products over its
+/// gathered K/V rather than by the one-pass kernel (which reads every K/V row once per query
+/// and head: an 8,192-token prefill of a 1B model took 8.8 s on an H200, 2026-12-04).
+const GATHERED_FROM: usize = 64;
+/// Most attention scores (heads × queries × keys) one gathered product makes: 128 MiB of f32,
+/// with the mask, softmax and products beside it well under a desktop GPU's spare memory.
+const MAX_SCORES: usize = 1 << 25;
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/paged_attention.ptx"));
 
 /// The kernels' name suffix for `dtype`, or why the CUDA store cannot hold it.
@@ -49,6 +62,10 @@ pub struct CudaPool {
     /// Recorded after the last copies into the pool issued on another stream; the compute
     /// stream waits on it before it next touches the pool.
     arriving: Option<CudaEvent>,
+    /// New tokens from which a sequence is attended by gathered products: [`GATHERED_FROM`],
+    /// or never where `HEARTH_CUDA_ATTENTION=kernel` (read once, here: a diagnostic, so that
+    /// one run on a GPU can set the two paths side by side).
+    gathered_from: usize,
 }
 
 impl CudaPool {
@@ -67,11 +84,16 @@ impl CudaPool {
             LayerGeometry::of(&layout, layer)?;
         }
         let data = device.alloc_zeros::<u8>(blocks * layout.block_len())?;
+        let gathered_from = match std::env::var("HEARTH_CUDA_ATTENTION").as_deref() {
+            Ok("kernel") => usize::MAX,
+            _ => GATHERED_FROM,
+        };
         Ok(Self {
             data,
             layout,
             device: device.clone(),
             arriving: None,
+            gathered_from,
         })
     }
 
@@ -146,7 +168,10 @@ impl KvStore for CudaPagedKvBatch<'_> {
 }
 
 impl CudaPagedKvBatch<'_> {
-    /// [`KvStore::attend`], writing `kv`'s rows first where given.
+    /// [`KvStore::attend`], writing `kv`'s rows first where given. A sequence with many new
+    /// tokens (a prefill) is attended by matrix products over its gathered K/V
+    /// ([`Self::gathered`]); the others, and every sequence of a batch with none such, by the
+    /// one-pass kernel.
     fn attend_rows(
         &mut self,
         layer: usize,
@@ -155,13 +180,76 @@ impl CudaPagedKvBatch<'_> {
         batch: &BatchLayout,
         how: Attend<'_>,
     ) -> Result<Tensor, OpsError> {
-        let scale = how.scale;
         let l = self.pool.layout.clone();
-        let (t, heads, d) = super::paged::check_batch(&l, layer, q, kv.map(|(k, _)| k), batch, &self.tables)?;
-        let g = LayerGeometry::of(&l, layer)?;
+        let (t, _, _) = super::paged::check_batch(&l, layer, q, kv.map(|(k, _)| k), batch, &self.tables)?;
         let args = KernelArgs::new(&l, batch, &self.tables, self.pool.blocks(), how.window)?;
-        let suffix = kernel_suffix(l.dtype)?;
+        how.check_per_head(q.dim(1)?)?;
         self.pool.settle()?;
+        if let Some((k, v)) = kv {
+            self.write(layer, k, v, &args, t)?;
+        }
+        // ALiBi's biases are built on the host, one per head, query and key: the kernel adds them itself.
+        let gathered_from = self.pool.gathered_from;
+        let long = |s: &SeqChunk| s.new >= gathered_from && how.alibi.is_none();
+        if !batch.seqs().iter().any(long) {
+            return self.kernel_attention(layer, q, &args, how);
+        }
+        let mut outs = Vec::with_capacity(batch.len());
+        for (i, s) in batch.seqs().iter().enumerate() {
+            let rows = q.narrow(0, batch.offset(i), s.new)?;
+            if long(s) {
+                outs.push(self.gathered(layer, &rows, i, *s, how)?.to_dtype(q.dtype())?);
+            } else {
+                let one = BatchLayout::single(s.cached, s.new)?;
+                let args = KernelArgs::new(&l, &one, &self.tables[i..=i], self.pool.blocks(), how.window)?;
+                outs.push(self.kernel_attention(layer, &rows, &args, how)?);
+            }
+        }
+        Ok(Tensor::cat(&outs, 0)?)
+    }
+
+    /// Writes the new K/V rows (`[t, kv_heads, head_dim]`) into their slots.
+    fn write(&mut self, layer: usize, k: &Tensor, v: &Tensor, args: &KernelArgs, t: usize) -> Result<(), OpsError> {
+        let l = &self.pool.layout;
+        let g = LayerGeometry::of(l, layer)?;
+        let suffix = kernel_suffix(l.dtype)?;
+        let dev = self.pool.device.clone();
+        let stream = dev.cuda_stream();
+        let (ks, vs) = (slice_of(k)?, slice_of(v)?);
+        let slots = stream.clone_htod(&args.slots).w()?;
+        let (layer_i, block_i, bs_i) = (g.layer_offset, g.block_elems, l.block_size as i32);
+        let (kvh_i, d_i, v_plane_i) = (g.kv_heads, g.head_dim, g.v_plane);
+        let write = dev.get_or_load_custom_func(&format!("write_kv_{suffix}"), MODULE, PTX)?;
+        let mut b = write.builder();
+        b.arg(&mut self.pool.data);
+        b.arg(&ks);
+        b.arg(&vs);
+        b.arg(&slots);
+        b.arg(&layer_i);
+        b.arg(&block_i);
+        b.arg(&bs_i);
+        b.arg(&kvh_i);
+        b.arg(&d_i);
+        b.arg(&v_plane_i);
+        let cfg = LaunchConfig {
+            grid_dim: (t as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: argument types and order match `write_kv_*` (the pool's bytes are the
+        // kernel's `T *`, in the type its suffix names); every slot
+        // was checked to lie inside the pool.
+        unsafe { b.launch(cfg) }.w()?;
+        Ok(())
+    }
+
+    /// The one-pass kernel's attention of `q` (`[t, heads, head_dim]`, the tokens `args` lists)
+    /// over the pool: `[t, heads * head_dim]`.
+    fn kernel_attention(&mut self, layer: usize, q: &Tensor, args: &KernelArgs, how: Attend<'_>) -> Result<Tensor, OpsError> {
+        let l = &self.pool.layout;
+        let (t, heads, d) = q.dims3()?;
+        let g = LayerGeometry::of(l, layer)?;
+        let suffix = kernel_suffix(l.dtype)?;
         let dev = self.pool.device.clone();
         let stream = dev.cuda_stream();
         let qs = slice_of(q)?;
@@ -170,40 +258,12 @@ impl CudaPagedKvBatch<'_> {
         let token_pos = stream.clone_htod(&args.token_pos).w()?;
         let (layer_i, block_i, bs_i, kvh_i, d_i, heads_i, v_plane_i) =
             (g.layer_offset, g.block_elems, l.block_size as i32, g.kv_heads, g.head_dim, heads as i32, g.v_plane);
-
-        if let Some((k, v)) = kv {
-            let (ks, vs) = (slice_of(k)?, slice_of(v)?);
-            let slots = stream.clone_htod(&args.slots).w()?;
-            let write = dev.get_or_load_custom_func(&format!("write_kv_{suffix}"), MODULE, PTX)?;
-            let mut b = write.builder();
-            b.arg(&mut self.pool.data);
-            b.arg(&ks);
-            b.arg(&vs);
-            b.arg(&slots);
-            b.arg(&layer_i);
-            b.arg(&block_i);
-            b.arg(&bs_i);
-            b.arg(&kvh_i);
-            b.arg(&d_i);
-            b.arg(&v_plane_i);
-            let cfg = LaunchConfig {
-                grid_dim: (t as u32, 1, 1),
-                block_dim: (THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: argument types and order match `write_kv_*` (the pool's bytes are the
-            // kernel's `T *`, in the type its suffix names); every slot
-            // was checked to lie inside the pool.
-            unsafe { b.launch(cfg) }.w()?;
-        }
-
         let mut out = dev.alloc_zeros::<f32>(t * heads * d)?;
         let attn = dev.get_or_load_custom_func(&format!("paged_attention_{suffix}"), MODULE, PTX)?;
         let mut b = attn.builder();
-        let (max_blocks_i, scale_f, window_i) = (args.max_blocks as i32, scale as f32, args.window);
+        let (max_blocks_i, scale_f, window_i) = (args.max_blocks as i32, how.scale as f32, args.window);
         // 0: no soft cap (the kernel's convention). Without sinks the kernel reads none: one 0.
         let softcap_f = how.softcap.unwrap_or(0.0);
-        how.check_per_head(heads)?;
         let sinks = stream.clone_htod(how.sinks.unwrap_or(&[0f32])).w()?;
         let has_sinks_i = i32::from(how.sinks.is_some());
         let alibi = stream.clone_htod(how.alibi.unwrap_or(&[0f32])).w()?;
@@ -239,5 +299,79 @@ impl CudaPagedKvBatch<'_> {
         unsafe { b.launch(cfg) }.w()?;
         let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(out, dev));
         Ok(Tensor::from_storage(storage, (t, heads * d), BackpropOp::none(), false).to_dtype(q.dtype())?)
+    }
+
+    /// Sequence `seq`'s attention (its new queries `q`, `[s.new, heads, head_dim]`) by matrix
+    /// products: its K/V gathered out of the pool as f32 (`gather_kv_*`), then the queries in
+    /// chunks of at most [`MAX_SCORES`] scores through [`super::attention::attend`] (cuBLAS
+    /// products, the mask built on the device). A prefill's queries share every K/V row, which
+    /// the one-pass kernel reads again for each query and head. Returns f32
+    /// `[s.new, heads * head_dim]`.
+    fn gathered(&mut self, layer: usize, q: &Tensor, seq: usize, s: SeqChunk, how: Attend<'_>) -> Result<Tensor, OpsError> {
+        let ctx = s.cached + s.new;
+        let (k, v) = self.gather(layer, seq, ctx)?;
+        let q = q.to_dtype(DType::F32)?;
+        let heads = q.dim(1)?;
+        let chunk = (MAX_SCORES / (heads * ctx).max(1)).max(1);
+        let mut outs = Vec::with_capacity(s.new.div_ceil(chunk));
+        let mut a = 0;
+        while a < s.new {
+            let b = (a + chunk).min(s.new);
+            let end = s.cached + b;
+            let (kc, vc) = (k.narrow(0, 0, end)?, v.narrow(0, 0, end)?);
+            outs.push(super::attention::attend(&q.narrow(0, a, b - a)?, &kc, &vc, s.cached + a, how)?);
+            a = b;
+        }
+        Ok(Tensor::cat(&outs, 0)?)
+    }
+
+    /// Sequence `seq`'s K and V at positions `0 .. ctx` as f32 `[ctx, kv_heads, head_dim]`
+    /// views of `[kv_heads, ctx, head_dim]` tensors (each head's rows together, as the
+    /// products read them). Where the layer keeps K only, V is K.
+    fn gather(&mut self, layer: usize, seq: usize, ctx: usize) -> Result<(Tensor, Tensor), OpsError> {
+        let l = &self.pool.layout;
+        let g = LayerGeometry::of(l, layer)?;
+        let suffix = kernel_suffix(l.dtype)?;
+        let dev = self.pool.device.clone();
+        let stream = dev.cuda_stream();
+        let (kv_heads, d) = (g.kv_heads as usize, g.head_dim as usize);
+        let table = self.tables.get(seq).ok_or_else(|| OpsError::Layout(format!("no block table for sequence {seq}")))?;
+        let table = stream.clone_htod(table).w()?;
+        let n = kv_heads * ctx * d;
+        // SAFETY: the kernel writes every value of both (V only where the layer has a V plane,
+        // and only then is `v_out` read).
+        let mut k_out = unsafe { dev.alloc::<f32>(n)? };
+        let mut v_out = unsafe { dev.alloc::<f32>(if g.v_plane == 1 { n } else { 1 })? };
+        let ctx_i = i32::try_from(ctx).map_err(|_| OpsError::Layout(format!("a context of {ctx} tokens")))?;
+        let (layer_i, block_i, bs_i) = (g.layer_offset, g.block_elems, l.block_size as i32);
+        let (kvh_i, d_i, v_plane_i) = (g.kv_heads, g.head_dim, g.v_plane);
+        let gather = dev.get_or_load_custom_func(&format!("gather_kv_{suffix}"), MODULE, PTX)?;
+        let mut b = gather.builder();
+        b.arg(&mut k_out);
+        b.arg(&mut v_out);
+        b.arg(&self.pool.data);
+        b.arg(&table);
+        b.arg(&ctx_i);
+        b.arg(&layer_i);
+        b.arg(&block_i);
+        b.arg(&bs_i);
+        b.arg(&kvh_i);
+        b.arg(&d_i);
+        b.arg(&v_plane_i);
+        let cfg = LaunchConfig {
+            grid_dim: (ctx as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: argument types and order match `gather_kv_*`; `check_batch` and
+        // `KernelArgs::new` checked that the table covers `ctx` positions inside the pool.
+        unsafe { b.launch(cfg) }.w()?;
+        let tensor = |slice: CudaSlice<f32>| -> Result<Tensor, OpsError> {
+            let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
+            Ok(Tensor::from_storage(storage, (kv_heads, ctx, d), BackpropOp::none(), false).transpose(0, 1)?)
+        };
+        let k = tensor(k_out)?;
+        let v = if g.v_plane == 1 { tensor(v_out)? } else { k.clone() };
+        Ok((k, v))
     }
 }

@@ -2205,6 +2205,32 @@ fn layer_form_keys(spec: &TinyModelSpec, arch: &str) -> Vec<(String, Value)> {
     md
 }
 
+/// `rows × cols` values as a `wt` tensor. A large matrix is quantized a band of rows per
+/// thread (the 1B-shaped benchmark model's 1.2 billion values take minutes on one core): the
+/// same bytes, since every quantized block lies within one row.
+fn quantize_rows(w: &[f32], rows: usize, cols: usize, wt: GgmlDType) -> Result<QTensor, ModelError> {
+    quantize_bands(w, rows, cols, wt, 1 << 22)
+}
+
+/// [`quantize_rows`] in bands of about `band` values.
+fn quantize_bands(w: &[f32], rows: usize, cols: usize, wt: GgmlDType, band: usize) -> Result<QTensor, ModelError> {
+    use rayon::prelude::*;
+    let cpu = Device::Cpu;
+    let band_rows = (band / cols.max(1)).max(1);
+    if rows * cols <= band || cols % wt.block_size() != 0 {
+        return Ok(QTensor::quantize(&Tensor::from_slice(w, (rows, cols), &cpu)?, wt)?);
+    }
+    let bands = w
+        .par_chunks(band_rows * cols)
+        .map(|band| -> Result<Vec<u8>, ModelError> {
+            let t = Tensor::from_slice(band, (band.len() / cols, cols), &Device::Cpu)?;
+            Ok(QTensor::quantize(&t, wt)?.data()?.into_owned())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let bytes = bands.concat();
+    Ok(candle_core::quantized::ggml_file::qtensor_from_ggml(wt, &bytes, vec![rows, cols], &cpu)?)
+}
+
 /// Writes `spec` as a GGUF file at `path`.
 // long: the layers of every family without a module of its own, each tensor drawn in the order
 // the recorded references' files were (`tests/data/llama-cpp-tiny.json` holds their sizes).
@@ -2229,8 +2255,7 @@ pub fn write_model(spec: &TinyModelSpec, path: &Path) -> Result<(), ModelError> 
 
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     let quantize = |name: String, w: Vec<f32>, rows: usize, cols: usize| -> Result<(String, QTensor), ModelError> {
-        let t = Tensor::from_vec(w, (rows, cols), &cpu)?;
-        Ok((name, QTensor::quantize(&t, wt)?))
+        Ok((name, quantize_rows(&w, rows, cols, wt)?))
     };
     let mat = |name: String, rows: usize, cols: usize, gain: f32, rng: &mut Rand| {
         quantize(name, rng.matrix(rows, cols, gain), rows, cols)
@@ -2514,4 +2539,23 @@ fn write_gguf_file(path: &Path, md: &[(String, Value)], tensors: &[(String, QTen
         source,
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Quantized a band of rows per thread, a matrix has the bytes of one quantized whole.
+    #[test]
+    fn banded_quantization_gives_the_same_bytes() {
+        let mut rng = Rand(rand::rngs::StdRng::seed_from_u64(7));
+        let (rows, cols) = (37, 512);
+        let w = rng.matrix(rows, cols, 1.0);
+        for wt in [GgmlDType::Q4K, GgmlDType::Q8_0] {
+            let whole = QTensor::quantize(&Tensor::from_slice(&w, (rows, cols), &Device::Cpu).unwrap(), wt).unwrap();
+            let banded = quantize_bands(&w, rows, cols, wt, 3 * cols).unwrap();
+            assert_eq!(banded.shape(), whole.shape());
+            assert_eq!(banded.data().unwrap(), whole.data().unwrap(), "{wt:?}");
+        }
+    }
 }
