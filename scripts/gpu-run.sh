@@ -9,11 +9,11 @@
 #
 # Here:
 #   scripts/gpu-run.sh pack     build the release binary and the test binaries that
-#                               touch CUDA (the library's unit tests, which include
-#                               every CPU kernel path, tests/cuda_kernels.rs and
-#                               tests/cuda_engine.rs), strip and xz them into
-#                               target/gpu-pack/ (under the 64 MiB a device call
-#                               carries) beside a copy of this script
+#                               touch CUDA (tests/cuda_kernels.rs, tests/cuda_engine.rs,
+#                               tests/real_llama_cpp.rs), strip and xz them into
+#                               target/gpu-pack/ (about 45 MiB) beside a copy of this
+#                               script; the library's unit tests (every CPU kernel path,
+#                               AVX-512 among them) into target/gpu-unit/
 #   scripts/gpu-run.sh models   split SmolLM2-135M-Instruct Q4_1 (HEARTH_TEST_MODELS, or
 #                               .ci/fetch-models.sh's cache) into target/gpu-model-1, -2, …:
 #                               the first sized to travel beside the pack, the others
@@ -21,18 +21,21 @@
 #
 # There, one device call each, in this order (the machine stays warm 30 s between
 # calls, and what a call leaves in /tmp/hearth-gpu stays while it is warm; the
-# script itself travels with the working tree):
-#   carry ["target/gpu-pack", "target/gpu-model-1"]:
-#       bash scripts/gpu-run.sh stash-model; bash scripts/gpu-run.sh tests
-#   carry ["target/gpu-model-2"]:
-#       bash scripts/gpu-run.sh stash-model; bash scripts/gpu-run.sh bench
-#   carry ["target/gpu-model-3"] (the last part; the model is joined and checked):
-#       bash scripts/gpu-run.sh stash-model; bash scripts/gpu-run.sh real-model
-# Each writes its log under $OUT (tests.log; bench.log and bench-gpu.json:
-# `hearth bench gpu`'s every figure; real-model.log with devices.json: `hearth bench
-# devices`, CUDA against the CPU teacher-forced, and SmolLM2's decode bench) and the
-# machine's description (machine.txt). Each step has its own time limit, so that the
-# three calls fit a session's 15 minutes of device time.
+# script itself travels with the working tree). As run on 2026-12-04, H200:
+#   carry ["target/gpu-pack", "target/gpu-model-1"] (150 s):
+#       bash scripts/gpu-run.sh stash-model; bash scripts/gpu-run.sh tests; bash scripts/gpu-run.sh bench
+#   carry ["target/gpu-model-2"] (10 s):
+#       bash scripts/gpu-run.sh stash-model
+#   carry ["target/gpu-model-3"] (the last part; the model is joined and checked; 60 s):
+#       bash scripts/gpu-run.sh stash-model; bash scripts/gpu-run.sh real-tests; bash scripts/gpu-run.sh real-model
+#   optionally, carry ["target/gpu-unit"]: bash scripts/gpu-run.sh unit
+# Each writes its log under $OUT (tests.log; bench.log and bench-gpu.json: `hearth bench
+# gpu`'s every figure; real-tests.log: SmolLM2 teacher-forced against llama.cpp's
+# references on CUDA; real-model.log with devices.json: `hearth bench devices`, CUDA
+# against the CPU teacher-forced, the same prompts through `hearth run` on both, the
+# server's /metrics on CUDA, and SmolLM2's prefill and decode against candle) and the
+# machine's description (machine.txt). Each step has its own time limit; the three calls
+# took about 4½ of a session's 15 minutes of device time, the start included.
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -103,7 +106,9 @@ for line in open(listing):
         subprocess.run(["strip", "-o", f"{out}/test-{name}", msg["executable"]], check=True)
 PY
     xz -T2 -6 "$out"/hearth "$out"/test-*
-    du -ab "$out"
+    # The unit tests (all on the CPU) travel on their own: the pack leaves room for the model.
+    rm -rf target/gpu-unit && mkdir -p target/gpu-unit && mv "$out/test-lib.xz" target/gpu-unit/
+    du -ab "$out" target/gpu-unit
     local size
     size=$(du -sb "$out" | cut -f1)
     [ "$size" -lt $((64 * 1024 * 1024)) ] || die "the pack is $size bytes, over the 64 MiB a call carries"
@@ -196,6 +201,10 @@ tests() {
 
 unit() {
     setup
+    if [ ! -x "$work/bin/test-lib" ]; then
+        [ -f target/gpu-unit/test-lib.xz ] || die "carry target/gpu-unit for the unit tests"
+        xz -T0 -dc target/gpu-unit/test-lib.xz > "$work/bin/test-lib" && chmod +x "$work/bin/test-lib"
+    fi
     timeout 60 "$work/bin/test-lib" --test-threads 16 2>&1 | tee "$OUT/unit.log"
 }
 
