@@ -98,7 +98,6 @@ fn met(pass: bool) -> &'static str {
 impl std::fmt::Display for CopyBenchReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = self;
-        let ok = met;
         writeln!(
             f,
             "## host → device block copies ({} blocks of {} KiB, pinned host tier, copy stream)\n",
@@ -114,7 +113,7 @@ impl std::fmt::Display for CopyBenchReport {
             c.plain_gbps,
             c.scattered_gbps,
             c.scattered_fraction(),
-            ok(c.scattered_fraction() >= 0.8),
+            met(c.scattered_fraction() >= 0.8),
             c.contiguous_gbps,
             c.contiguous_gbps / c.plain_gbps,
         )

@@ -22,10 +22,10 @@
 //! mistral.rs's paged-attention wrappers.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaEvent, CudaSlice, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{CudaEvent, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::op::BackpropOp;
-use candle_core::{CudaDevice, DType, Storage, Tensor};
+use candle_core::{CudaDevice, DType, Shape, Storage, Tensor};
 
 use super::kernel_args::{attention_shared_bytes, KernelArgs, LayerGeometry, MAX_HEAD_DIM, THREADS};
 use super::{Attend, BatchLayout, KvDtype, KvStore, OpsError, PagedLayout, SeqChunk};
@@ -52,6 +52,22 @@ fn kernel_suffix(dtype: KvDtype) -> Result<&'static str, OpsError> {
                 .into(),
         )),
     }
+}
+
+/// Pushes the arguments every kernel takes after its buffers, in their order: where the layer
+/// starts in a block, a block's values, the block size, the K/V heads, a head's width.
+fn push_geometry<'a>(b: &mut LaunchArgs<'a>, g: &'a LayerGeometry) {
+    b.arg(&g.layer_offset);
+    b.arg(&g.block_elems);
+    b.arg(&g.block_size);
+    b.arg(&g.kv_heads);
+    b.arg(&g.head_dim);
+}
+
+/// `slice` on `dev` as an f32 tensor of `shape`.
+fn tensor_of(slice: CudaSlice<f32>, dev: &CudaDevice, shape: impl Into<Shape>) -> Tensor {
+    let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
+    Tensor::from_storage(storage, shape, BackpropOp::none(), false)
 }
 
 /// A device pool of blocks, as bytes in the layout's K/V type.
@@ -217,20 +233,14 @@ impl CudaPagedKvBatch<'_> {
         let stream = dev.cuda_stream();
         let (ks, vs) = (slice_of(k)?, slice_of(v)?);
         let slots = stream.clone_htod(&args.slots).w()?;
-        let (layer_i, block_i, bs_i) = (g.layer_offset, g.block_elems, l.block_size as i32);
-        let (kvh_i, d_i, v_plane_i) = (g.kv_heads, g.head_dim, g.v_plane);
         let write = dev.get_or_load_custom_func(&format!("write_kv_{suffix}"), MODULE, PTX)?;
         let mut b = write.builder();
         b.arg(&mut self.pool.data);
         b.arg(&ks);
         b.arg(&vs);
         b.arg(&slots);
-        b.arg(&layer_i);
-        b.arg(&block_i);
-        b.arg(&bs_i);
-        b.arg(&kvh_i);
-        b.arg(&d_i);
-        b.arg(&v_plane_i);
+        push_geometry(&mut b, &g);
+        b.arg(&g.v_plane);
         let cfg = LaunchConfig {
             grid_dim: (t as u32, 1, 1),
             block_dim: (THREADS, 1, 1),
@@ -256,8 +266,7 @@ impl CudaPagedKvBatch<'_> {
         let tables = stream.clone_htod(&args.tables).w()?;
         let token_seq = stream.clone_htod(&args.token_seq).w()?;
         let token_pos = stream.clone_htod(&args.token_pos).w()?;
-        let (layer_i, block_i, bs_i, kvh_i, d_i, heads_i, v_plane_i) =
-            (g.layer_offset, g.block_elems, l.block_size as i32, g.kv_heads, g.head_dim, heads as i32, g.v_plane);
+        let heads_i = heads as i32;
         let mut out = dev.alloc_zeros::<f32>(t * heads * d)?;
         let attn = dev.get_or_load_custom_func(&format!("paged_attention_{suffix}"), MODULE, PTX)?;
         let mut b = attn.builder();
@@ -275,11 +284,7 @@ impl CudaPagedKvBatch<'_> {
         b.arg(&token_seq);
         b.arg(&token_pos);
         b.arg(&max_blocks_i);
-        b.arg(&layer_i);
-        b.arg(&block_i);
-        b.arg(&bs_i);
-        b.arg(&kvh_i);
-        b.arg(&d_i);
+        push_geometry(&mut b, &g);
         b.arg(&heads_i);
         b.arg(&scale_f);
         b.arg(&window_i);
@@ -288,7 +293,7 @@ impl CudaPagedKvBatch<'_> {
         b.arg(&has_sinks_i);
         b.arg(&alibi);
         b.arg(&has_alibi_i);
-        b.arg(&v_plane_i);
+        b.arg(&g.v_plane);
         let cfg = LaunchConfig {
             grid_dim: (t as u32, heads as u32, 1),
             block_dim: (THREADS, 1, 1),
@@ -297,8 +302,7 @@ impl CudaPagedKvBatch<'_> {
         // SAFETY: argument types and order match `paged_attention_*`; the
         // tables, positions and output sizes were built above.
         unsafe { b.launch(cfg) }.w()?;
-        let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(out, dev));
-        Ok(Tensor::from_storage(storage, (t, heads * d), BackpropOp::none(), false).to_dtype(q.dtype())?)
+        Ok(tensor_of(out, &dev, (t, heads * d)).to_dtype(q.dtype())?)
     }
 
     /// Sequence `seq`'s attention (its new queries `q`, `[s.new, heads, head_dim]`) by matrix
@@ -343,8 +347,6 @@ impl CudaPagedKvBatch<'_> {
         let mut k_out = unsafe { dev.alloc::<f32>(n)? };
         let mut v_out = unsafe { dev.alloc::<f32>(if g.v_plane == 1 { n } else { 1 })? };
         let ctx_i = i32::try_from(ctx).map_err(|_| OpsError::Layout(format!("a context of {ctx} tokens")))?;
-        let (layer_i, block_i, bs_i) = (g.layer_offset, g.block_elems, l.block_size as i32);
-        let (kvh_i, d_i, v_plane_i) = (g.kv_heads, g.head_dim, g.v_plane);
         let gather = dev.get_or_load_custom_func(&format!("gather_kv_{suffix}"), MODULE, PTX)?;
         let mut b = gather.builder();
         b.arg(&mut k_out);
@@ -352,12 +354,8 @@ impl CudaPagedKvBatch<'_> {
         b.arg(&self.pool.data);
         b.arg(&table);
         b.arg(&ctx_i);
-        b.arg(&layer_i);
-        b.arg(&block_i);
-        b.arg(&bs_i);
-        b.arg(&kvh_i);
-        b.arg(&d_i);
-        b.arg(&v_plane_i);
+        push_geometry(&mut b, &g);
+        b.arg(&g.v_plane);
         let cfg = LaunchConfig {
             grid_dim: (ctx as u32, 1, 1),
             block_dim: (THREADS, 1, 1),
@@ -366,10 +364,7 @@ impl CudaPagedKvBatch<'_> {
         // SAFETY: argument types and order match `gather_kv_*`; `check_batch` and
         // `KernelArgs::new` checked that the table covers `ctx` positions inside the pool.
         unsafe { b.launch(cfg) }.w()?;
-        let tensor = |slice: CudaSlice<f32>| -> Result<Tensor, OpsError> {
-            let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
-            Ok(Tensor::from_storage(storage, (kv_heads, ctx, d), BackpropOp::none(), false).transpose(0, 1)?)
-        };
+        let tensor = |slice| -> Result<Tensor, OpsError> { Ok(tensor_of(slice, &dev, (kv_heads, ctx, d)).transpose(0, 1)?) };
         let k = tensor(k_out)?;
         let v = if g.v_plane == 1 { tensor(v_out)? } else { k.clone() };
         Ok((k, v))

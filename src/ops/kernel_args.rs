@@ -85,13 +85,15 @@ impl KernelArgs {
 }
 
 /// Where one layer lies in the pool, in the stored type's values as the kernels count: the
-/// offset of its K plane in a block, a block's length, its K/V heads and their width. The
+/// offset of its K plane in a block, a block's length, the block size in tokens, its K/V heads
+/// and their width (the five arguments every kernel takes in that order). The
 /// CUDA pool stores f32, f16 or bf16; q8_0, or a block too long for the kernels' `int`s, is an
 /// error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LayerGeometry {
     pub layer_offset: i32,
     pub block_elems: i32,
+    pub block_size: i32,
     pub kv_heads: i32,
     pub head_dim: i32,
     /// The plane V is read from: 1, or 0 where V is read from K ([`super::KvShape::v_from_k`]).
@@ -115,6 +117,7 @@ impl LayerGeometry {
         Ok(Self {
             layer_offset: int(layout.layer_offset(layer) / value, "a layer offset")?,
             block_elems: int(layout.block_len() / value, "a block")?,
+            block_size: int(layout.block_size, "a block size")?,
             kv_heads: int(shape.kv_heads, "a head count")?,
             head_dim: int(shape.head_dim, "a head")?,
             v_plane: i32::from(!layout.shape().v_from_k()),

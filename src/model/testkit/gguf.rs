@@ -2223,7 +2223,7 @@ fn quantize_bands(w: &[f32], rows: usize, cols: usize, wt: GgmlDType, band: usiz
     let bands = w
         .par_chunks(band_rows * cols)
         .map(|band| -> Result<Vec<u8>, ModelError> {
-            let t = Tensor::from_slice(band, (band.len() / cols, cols), &Device::Cpu)?;
+            let t = Tensor::from_slice(band, (band.len() / cols, cols), &cpu)?;
             Ok(QTensor::quantize(&t, wt)?.data()?.into_owned())
         })
         .collect::<Result<Vec<_>, _>>()?;
